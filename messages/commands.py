@@ -1,0 +1,775 @@
+"""The command language: typed, immutable commands parsed and validated from JSON.
+
+A command is ``{"action": ..., params}``; every action and block of the contract has its own
+frozen dataclass here. :func:`parse_call` validates a whole call before anything runs and
+rejects it whole, naming the path of the bad command (``"0.1.3"``) and what is wrong.
+Each command knows whether it writes (:func:`is_write`), exactly as the spec lists writes.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import types
+import typing
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass, field
+from typing import Any, ClassVar, Literal, Union
+
+from messages.errors import invalid_call
+from messages.references import Ref, Template, parse_references, references_in
+
+__all__ = [
+    "ACTIONS", "BLOCKS", "Broadcast", "CallKind", "CallSpec", "Check", "Click", "ClipboardOp",
+    "CloseTab", "Command", "Cookies", "Download", "Fill", "Find", "Flag", "GetTabs", "If",
+    "Integer", "Js", "Limits", "Navigate", "NewTab", "Number", "PageText", "Parallel", "Press",
+    "Retry", "Screenshot", "Select", "Sequence", "Storage", "SubmitForm", "SwitchTab",
+    "SyncBarrier", "Text", "Title", "Try", "Type", "Url", "WaitFor", "WaitForResult", "While",
+    "children_of", "command_to_json", "is_write", "parse_call", "parse_command", "secret_values",
+]
+
+Text = str | Template | Ref
+"""A string parameter; may hold references."""
+Integer = int | Ref
+"""An integer parameter, or one whole reference."""
+Number = float | Ref
+"""A number of seconds or similar, or one whole reference."""
+Flag = bool | Ref
+"""A boolean parameter, or one whole reference."""
+CallKind = Literal["batch", "parallel", "workflow"]
+
+
+def _param(doc: str, default: Any = dataclasses.MISSING, **meta: Any) -> Any:
+    """A parameter field: ``doc`` for the schema, ``secret``/``javascript`` for redaction."""
+    return field(default=default, metadata={"doc": doc, **meta})
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class Command:
+    """Base of every command: the parameters any action takes."""
+
+    action: ClassVar[str]
+    writes: ClassVar[bool] = True
+    acts_on_tab: ClassVar[bool] = True
+
+    tab_id: Integer | None = _param("Tab to act on; the call's default tab when absent.", None)
+    timeout: Number | None = _param("Seconds this command may take (default 30).", None, minimum=0)
+    label: str | None = _param("A name for this step, shown in a workflow's steps.", None)
+
+
+# --- actions -------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class Navigate(Command):
+    """Go to a URL in the tab."""
+
+    action = "navigate"
+    url: Text = _param("The http(s) URL or about:blank to load.")
+    wait_until: Literal["load", "domcontentloaded", "networkidle", "commit"] = _param(
+        "When navigation counts as done.", "load"
+    )
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class Click(Command):
+    """Click the element a selector finds."""
+
+    action = "click"
+    selector: Text = _param("CSS or Playwright selector of the element.")
+    button: Literal["left", "right", "middle"] = _param("Mouse button.", "left")
+    click_count: int = _param("Number of clicks (2 for a double click).", 1, minimum=1, maximum=3)
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class Type(Command):
+    """Type text into an element key by key, optionally pressing Enter after."""
+
+    action = "type"
+    selector: Text = _param("Element to type into.")
+    text: Text = _param("The text to type (a typed value: redacted everywhere).", secret=True)
+    submit: Flag = _param("Press Enter after typing.", False)
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class Fill(Command):
+    """Replace the value of an input, textarea or contenteditable."""
+
+    action = "fill"
+    selector: Text = _param("Element to fill.")
+    value: Text = _param("The value (a typed value: redacted everywhere).", secret=True)
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class Select(Command):
+    """Choose options of a <select> by value or label."""
+
+    action = "select"
+    selector: Text = _param("The <select> element.")
+    values: tuple[Text, ...] = _param("Option values or labels to select.", min_items=1)
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class Press(Command):
+    """Press a key or chord (``Enter``, ``Control+A``), on an element or the page."""
+
+    action = "press"
+    key: Text = _param("Key name as Playwright spells it.")
+    selector: Text | None = _param("Element to focus first; the focused element when absent.", None)
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class Check(Command):
+    """Check or uncheck a checkbox or radio button."""
+
+    action = "check"
+    selector: Text = _param("The checkbox or radio button.")
+    checked: Flag = _param("True to check, false to uncheck.", True)
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class SubmitForm(Command):
+    """Submit a form (as its submit button would)."""
+
+    action = "submitForm"
+    selector: Text = _param("The form, or an element inside it.", "form")
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class PageText(Command):
+    """Read the visible text of the page or of one element."""
+
+    action = "pageText"
+    writes = False
+    selector: Text | None = _param("Element to read; the whole page when absent.", None)
+    max_chars: int = _param("Longest text returned.", 20000, minimum=1, maximum=1_000_000)
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class Find(Command):
+    """Find elements by selector or visible text."""
+
+    action = "find"
+    writes = False
+    selector: Text | None = _param("CSS or Playwright selector.", None)
+    text: Text | None = _param("Visible text to look for.", None)
+    limit: int = _param("Most matches returned.", 20, minimum=1, maximum=500)
+
+    def check(self, path: str) -> None:
+        if self.selector is None and self.text is None:
+            raise invalid_call("missing_parameter", path, "find needs selector or text", param="selector")
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class Url(Command):
+    """Read the tab's current URL."""
+
+    action = "url"
+    writes = False
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class Title(Command):
+    """Read the page title."""
+
+    action = "title"
+    writes = False
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class Screenshot(Command):
+    """Take a PNG screenshot of the viewport, the full page or one element."""
+
+    action = "screenshot"
+    writes = False
+    selector: Text | None = _param("Element to capture.", None)
+    full_page: Flag = _param("Capture the whole scrollable page.", False)
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class WaitFor(Command):
+    """Wait for an element state, a URL or a load state."""
+
+    action = "waitFor"
+    writes = False
+    selector: Text | None = _param("Element to wait for.", None)
+    state: Literal["attached", "detached", "visible", "hidden"] = _param("Element state.", "visible")
+    url: Text | None = _param("URL (glob) to wait for.", None)
+    load_state: Literal["load", "domcontentloaded", "networkidle"] | None = _param("Load state.", None)
+
+    def check(self, path: str) -> None:
+        if self.selector is None and self.url is None and self.load_state is None:
+            raise invalid_call(
+                "missing_parameter", path, "waitFor needs selector, url or loadState", param="selector"
+            )
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class Js(Command):
+    """Run agent JavaScript in the page and return its (JSON) value."""
+
+    action = "js"
+    code: Text = _param("A JavaScript expression or function body (dropped from every log).", javascript=True)
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class WaitForResult(Command):
+    """Evaluate agent JavaScript until it returns a truthy value."""
+
+    action = "waitForResult"
+    code: Text = _param("A JavaScript expression (dropped from every log).", javascript=True)
+    interval: Number = _param("Seconds between evaluations.", 0.25, minimum=0.01, maximum=60)
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class SyncBarrier(Command):
+    """Wait until every sequence of the parallel that names this barrier reaches it."""
+
+    action = "syncBarrier"
+    acts_on_tab = False
+    barrier: str = _param("Barrier name; sequences meet at barriers of the same name.")
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class NewTab(Command):
+    """Open a tab (in its own window); its result carries ``tabId``."""
+
+    action = "newTab"
+    acts_on_tab = False
+    url: Text | None = _param("URL to open; about:blank when absent.", None)
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class CloseTab(Command):
+    """Close the tab ``tabId`` (the default tab when absent)."""
+
+    action = "closeTab"
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class SwitchTab(Command):
+    """Make ``tabId`` the current tab and bring its window to the front."""
+
+    action = "switchTab"
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class GetTabs(Command):
+    """List the open tabs with their ids, URLs and titles."""
+
+    action = "getTabs"
+    writes = False
+    acts_on_tab = False
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class Cookies(Command):
+    """Read, set or clear the cookies of the tab's context."""
+
+    action = "cookies"
+    op: Literal["get", "set", "clear"] = _param("What to do.", "get")
+    cookies: tuple[Mapping[str, Any], ...] = _param(
+        "Cookies to set ({name, value, url|domain, path, ...}; values are redacted).", (), secret=True
+    )
+
+    def check(self, path: str) -> None:
+        if self.op == "set" and not self.cookies:
+            raise invalid_call("missing_parameter", path, "cookies op=set needs cookies", param="cookies")
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class Storage(Command):
+    """Read or change the page's localStorage or sessionStorage."""
+
+    action = "storage"
+    op: Literal["get", "set", "remove", "clear"] = _param("What to do.", "get")
+    area: Literal["local", "session"] = _param("Which storage.", "local")
+    key: Text | None = _param("The key; all keys for get when absent.", None)
+    value: Text | None = _param("Value to set (redacted everywhere).", None, secret=True)
+
+    def check(self, path: str) -> None:
+        if self.op in ("set", "remove") and self.key is None:
+            raise invalid_call("missing_parameter", path, f"storage op={self.op} needs key", param="key")
+        if self.op == "set" and self.value is None:
+            raise invalid_call("missing_parameter", path, "storage op=set needs value", param="value")
+
+
+ClipboardOp = Literal["read", "write"]
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class Clipboard(Command):
+    """Read or write the clipboard of the tab's page."""
+
+    action = "clipboard"
+    op: ClipboardOp = _param("What to do.", "read")
+    text: Text | None = _param("Text to write (redacted everywhere).", None, secret=True)
+
+    def check(self, path: str) -> None:
+        if self.op == "write" and self.text is None:
+            raise invalid_call("missing_parameter", path, "clipboard op=write needs text", param="text")
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class Download(Command):
+    """Click an element that starts a download and save the file; returns name, size, SHA-256."""
+
+    action = "download"
+    selector: Text = _param("Element whose click starts the download.")
+
+
+# --- blocks --------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class Sequence(Command):
+    """Steps run in order, stopping at the first that is not ok; resumed step by step."""
+
+    action = "sequence"
+    acts_on_tab = False
+    steps: tuple[Command, ...] = _param("The steps.", min_items=1)
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class Parallel(Command):
+    """Sequences run concurrently, each on its own tabs; resumed sequence by sequence."""
+
+    action = "parallel"
+    acts_on_tab = False
+    sequences: tuple[tuple[Command, ...], ...] = _param("The sequences, each a list of steps.")
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class If(Command):
+    """Run ``then`` when a JavaScript condition is truthy, else ``else``."""
+
+    action = "if"
+    condition: Text = _param("JavaScript expression evaluated in the tab.", javascript=True)
+    then: tuple[Command, ...] = _param("Steps when the condition holds.", min_items=1)
+    otherwise: tuple[Command, ...] = _param("Steps when it does not.", (), json_name="else")
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class While(Command):
+    """Repeat ``body`` while a JavaScript condition is truthy, at most ``maxIterations`` times."""
+
+    action = "while"
+    condition: Text = _param("JavaScript expression evaluated before each iteration.", javascript=True)
+    body: tuple[Command, ...] = _param("Steps of one iteration.", min_items=1)
+    max_iterations: int = _param("Iteration bound; reaching it fails the block.", 100, minimum=1, maximum=1000)
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class Try(Command):
+    """Run ``body``; when one of its steps fails, run ``catch`` instead of failing."""
+
+    action = "try"
+    body: tuple[Command, ...] = _param("Steps to try.", min_items=1)
+    catch: tuple[Command, ...] = _param("Steps run when a body step fails; none means the try fails.", ())
+
+    @property
+    def writes_inside(self) -> bool:
+        return any(is_write(c) for c in (*self.body, *self.catch))
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class Retry(Command):
+    """Run ``body`` again after a failure that sent nothing or is retryable."""
+
+    action = "retry"
+    body: tuple[Command, ...] = _param("Steps to run.", min_items=1)
+    attempts: int = _param("Attempts in all.", 3, minimum=1, maximum=10)
+    delay: Number = _param("Seconds between attempts.", 1.0, minimum=0, maximum=60)
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class Broadcast(Command):
+    """Run one command on several tabs."""
+
+    action = "broadcast"
+    acts_on_tab = False
+    tab_ids: tuple[Integer, ...] = _param("Tabs to run the command on.", min_items=1)
+    command: Command = _param("The command; it names no tabId of its own.")
+
+    def check(self, path: str) -> None:
+        if self.command.tab_id is not None:
+            raise invalid_call("invalid_parameter", path, "a broadcast command names no tabId", param="command")
+        if isinstance(self.command, BLOCKS):
+            raise invalid_call("invalid_parameter", path, "broadcast runs one action, not a block", param="command")
+
+
+BLOCKS = (Sequence, Parallel, If, While, Try, Retry, Broadcast)
+ACTIONS: Mapping[str, type[Command]] = {
+    cls.action: cls
+    for cls in (
+        Navigate, Click, Type, Fill, Select, Press, Check, SubmitForm, PageText, Find, Url, Title,
+        Screenshot, WaitFor, Js, WaitForResult, SyncBarrier, NewTab, CloseTab, SwitchTab, GetTabs,
+        Cookies, Storage, Clipboard, Download, *BLOCKS,
+    )
+}
+
+
+def is_write(command: Command) -> bool:
+    """Whether sending ``command`` again could change something (spec: What each step does)."""
+    if isinstance(command, Sequence | Try | Retry):
+        return any(is_write(child) for child in children_of(command))
+    if isinstance(command, Parallel):
+        return any(is_write(child) for seq in command.sequences for child in seq)
+    return command.writes
+
+
+def children_of(command: Command) -> tuple[Command, ...]:
+    """The commands directly inside a block, in order (none for an action)."""
+    if isinstance(command, Sequence):
+        return command.steps
+    if isinstance(command, Parallel):
+        return tuple(step for seq in command.sequences for step in seq)
+    if isinstance(command, If):
+        return (*command.then, *command.otherwise)
+    if isinstance(command, While | Try | Retry):
+        return (*command.body, *(command.catch if isinstance(command, Try) else ()))
+    if isinstance(command, Broadcast):
+        return (command.command,)
+    return ()
+
+
+def secret_values(command: Command) -> list[str]:
+    """The literal typed values and JavaScript bodies in ``command`` and its children."""
+    found: list[str] = []
+    for param in _PARAMS[type(command)]:
+        if param.secret or param.javascript:
+            found.extend(_strings(getattr(command, param.name)))
+    for child in children_of(command):
+        found.extend(secret_values(child))
+    return [value for value in found if value]
+
+
+def _strings(value: Any) -> Iterator[str]:
+    if isinstance(value, str):
+        yield value
+    elif isinstance(value, Template):
+        yield from (part for part in value.parts if isinstance(part, str))
+    elif isinstance(value, tuple | list):
+        for item in value:
+            yield from _strings(item)
+    elif isinstance(value, Mapping):
+        for item in value.values():
+            yield from _strings(item)
+    elif isinstance(value, int | float) and not isinstance(value, bool):
+        yield str(value)
+
+
+# --- parameters ----------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class _Param:
+    name: str
+    json_name: str
+    type: Any
+    required: bool
+    default: Any
+    meta: Mapping[str, Any]
+
+    @property
+    def secret(self) -> bool:
+        return bool(self.meta.get("secret"))
+
+    @property
+    def javascript(self) -> bool:
+        return bool(self.meta.get("javascript"))
+
+
+def _camel(name: str) -> str:
+    head, *rest = name.split("_")
+    return head + "".join(part.title() for part in rest)
+
+
+def _params_of(cls: type[Command]) -> tuple[_Param, ...]:
+    hints = typing.get_type_hints(cls)
+    return tuple(
+        _Param(
+            name=f.name,
+            json_name=f.metadata.get("json_name", _camel(f.name)),
+            type=hints[f.name],
+            required=f.default is dataclasses.MISSING,
+            default=None if f.default is dataclasses.MISSING else f.default,
+            meta=f.metadata,
+        )
+        for f in dataclasses.fields(cls)
+    )
+
+
+_PARAMS: dict[type[Command], tuple[_Param, ...]] = {cls: _params_of(cls) for cls in ACTIONS.values()}
+
+
+@dataclass(frozen=True, slots=True)
+class Limits:
+    """Bounds on a call, checked before anything runs."""
+
+    max_commands: int = 1000
+    """Commands in a call, blocks and their steps included."""
+    max_depth: int = 8
+    """Nesting of blocks; a top-level command is depth 1."""
+
+
+# --- parsing -------------------------------------------------------------------------------
+
+
+class _Counter:
+    def __init__(self, limits: Limits) -> None:
+        self.limits = limits
+        self.seen = 0
+
+    def add(self, path: str, depth: int) -> None:
+        self.seen += 1
+        if self.seen > self.limits.max_commands:
+            raise invalid_call(
+                "too_many_commands", path, f"a call may hold at most {self.limits.max_commands} commands"
+            )
+        if depth > self.limits.max_depth:
+            raise invalid_call("too_deep", path, f"blocks nest at most {self.limits.max_depth} deep")
+
+
+def parse_command(raw: Any, path: str = "0", limits: Limits = Limits()) -> Command:
+    """Parse and validate one command (references are checked by :func:`parse_call`)."""
+    return _parse_command(raw, path, 1, _Counter(limits))
+
+
+def _parse_command(raw: Any, path: str, depth: int, counter: _Counter) -> Command:
+    counter.add(path, depth)
+    if not isinstance(raw, dict):
+        raise invalid_call("invalid_call", path, f"a command is a JSON object, not {_json_type(raw)}")
+    action = raw.get("action")
+    if not isinstance(action, str):
+        raise invalid_call("missing_parameter", path, "the command has no action", param="action")
+    cls = ACTIONS.get(action)
+    if cls is None:
+        raise invalid_call("unknown_action", path, f"unknown action {action!r}", action=action)
+    params = _PARAMS[cls]
+    known = {p.json_name for p in params}
+    for key in raw:
+        if key != "action" and key not in known:
+            raise invalid_call("unknown_parameter", path, f"{action} takes no parameter {key!r}", param=key)
+    values: dict[str, Any] = {}
+    for param in params:
+        if param.json_name not in raw or (raw[param.json_name] is None and not param.required):
+            if param.required:
+                raise invalid_call(
+                    "missing_parameter", path, f"{action} needs {param.json_name}", param=param.json_name
+                )
+            continue
+        values[param.name] = _parse_param(param, raw[param.json_name], path, depth, counter)
+    command = cls(**values)
+    check = getattr(command, "check", None)
+    if check is not None:
+        check(path)
+    return command
+
+
+def _parse_param(param: _Param, raw: Any, path: str, depth: int, counter: _Counter) -> Any:
+    if param.type == tuple[Command, ...]:
+        return _parse_steps(raw, param, path, f"{path}.{param.json_name}", depth, counter)
+    if param.type == tuple[tuple[Command, ...], ...]:
+        if not isinstance(raw, list) or not raw:
+            raise invalid_call("empty_parallel", path, "a parallel needs at least one sequence", param=param.json_name)
+        sequences = []
+        for s, seq in enumerate(raw):
+            if not isinstance(seq, list) or not seq:
+                raise invalid_call("empty_parallel", f"{path}.{s}", "each sequence of a parallel needs a step")
+            sequences.append(
+                tuple(_parse_command(c, f"{path}.{s}.{i}", depth + 1, counter) for i, c in enumerate(seq))
+            )
+        return tuple(sequences)
+    if param.type is Command:
+        return _parse_command(raw, f"{path}.{param.json_name}", depth + 1, counter)
+    try:
+        value = _coerce(param.type, raw)
+    except ValueError as e:
+        code = "bad_reference" if "reference" in str(e) else "invalid_parameter"
+        raise invalid_call(code, path, f"{param.json_name}: {e}", param=param.json_name) from None
+    _check_bounds(param, value, path)
+    return value
+
+
+def _parse_steps(raw: Any, param: _Param, path: str, prefix: str, depth: int, counter: _Counter) -> Any:
+    if not isinstance(raw, list):
+        raise invalid_call("invalid_parameter", path, f"{param.json_name}: expected a list of commands",
+                           param=param.json_name)
+    if not raw and param.meta.get("min_items"):
+        raise invalid_call("invalid_parameter", path, f"{param.json_name}: needs at least one command",
+                           param=param.json_name)
+    step_prefix = path if param.json_name == "steps" else prefix
+    return tuple(_parse_command(c, f"{step_prefix}.{i}", depth + 1, counter) for i, c in enumerate(raw))
+
+
+def _check_bounds(param: _Param, value: Any, path: str) -> None:
+    name = param.json_name
+    if isinstance(value, int | float) and not isinstance(value, bool):
+        low, high = param.meta.get("minimum"), param.meta.get("maximum")
+        if (low is not None and value < low) or (high is not None and value > high):
+            raise invalid_call("invalid_parameter", path, f"{name}: {value} is outside {low}..{high}", param=name)
+    if isinstance(value, tuple) and len(value) < param.meta.get("min_items", 0):
+        raise invalid_call("invalid_parameter", path, f"{name}: needs at least one item", param=name)
+
+
+def _coerce(tp: Any, raw: Any) -> Any:
+    """Check ``raw`` against a parameter type; raise ``ValueError`` saying what was expected."""
+    origin = typing.get_origin(tp)
+    if origin in (Union, types.UnionType):
+        members = typing.get_args(tp)
+        if isinstance(raw, str) and "${$" in raw and (Ref in members or Template in members):
+            return _reference(raw, allow_template=Template in members)
+        errors = []
+        for member in members:
+            if member in (Ref, Template):
+                continue
+            try:
+                return _coerce(member, raw)
+            except ValueError as e:
+                errors.append(str(e))
+        raise ValueError(" or ".join(dict.fromkeys(errors)))
+    if origin is Literal:
+        if raw in typing.get_args(tp):
+            return raw
+        raise ValueError("expected one of " + ", ".join(repr(a) for a in typing.get_args(tp)))
+    if origin is tuple:
+        if not isinstance(raw, list):
+            raise ValueError(f"expected a list, got {_json_type(raw)}")
+        return tuple(_coerce(typing.get_args(tp)[0], item) for item in raw)
+    if origin in (Mapping, dict) or tp is Mapping:
+        if not isinstance(raw, dict):
+            raise ValueError(f"expected an object, got {_json_type(raw)}")
+        return raw
+    if tp is str:
+        if not isinstance(raw, str):
+            raise ValueError(f"expected a string, got {_json_type(raw)}")
+        if "${$" in raw:
+            raise ValueError("references are not allowed in this parameter")
+        return raw
+    if tp is bool:
+        if not isinstance(raw, bool):
+            raise ValueError(f"expected a boolean, got {_json_type(raw)}")
+        return raw
+    if tp is int:
+        if isinstance(raw, bool) or not isinstance(raw, int):
+            raise ValueError(f"expected an integer, got {_json_type(raw)}")
+        return raw
+    if tp is float:
+        if isinstance(raw, bool) or not isinstance(raw, int | float):
+            raise ValueError(f"expected a number, got {_json_type(raw)}")
+        return float(raw)
+    raise TypeError(f"no parser for parameter type {tp!r}")  # pragma: no cover - a bug in this module
+
+
+def _reference(raw: str, *, allow_template: bool) -> Ref | Template:
+    try:
+        parsed = parse_references(raw)
+    except ValueError as e:
+        raise ValueError(f"bad reference: {e}") from None
+    if isinstance(parsed, Template) and not allow_template:
+        raise ValueError("bad reference: this parameter takes one whole ${$N...} reference")
+    assert not isinstance(parsed, str)
+    return parsed
+
+
+def _json_type(raw: Any) -> str:
+    if raw is None:
+        return "null"
+    return {bool: "a boolean", int: "an integer", float: "a number", str: "a string", list: "a list",
+            dict: "an object"}.get(type(raw), type(raw).__name__)
+
+
+# --- references ----------------------------------------------------------------------------
+
+
+def _check_references(commands: tuple[Command, ...], prefix: str) -> None:
+    """Every ``${$N...}`` names an earlier step of its own list (a batch or a sequence)."""
+    for index, command in enumerate(commands):
+        path = f"{prefix}{index}"
+        _check_command_references(command, index, path)
+
+
+def _check_command_references(command: Command, index: int, path: str) -> None:
+    for param in _PARAMS[type(command)]:
+        for ref in references_in(getattr(command, param.name)):
+            if ref.step >= index:
+                raise invalid_call(
+                    "bad_reference", path,
+                    f"{param.json_name}: {ref} must name an earlier step (0..{index - 1})" if index
+                    else f"{param.json_name}: {ref} names no earlier step",
+                    param=param.json_name,
+                )
+    if isinstance(command, Sequence):
+        _check_references(command.steps, f"{path}.")
+    elif isinstance(command, Parallel):
+        for s, seq in enumerate(command.sequences):
+            _check_references(seq, f"{path}.{s}.")
+    else:
+        for child in children_of(command):
+            _check_command_references(child, index, path)
+
+
+# --- calls ---------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class CallSpec:
+    """A validated container call: what to run and how."""
+
+    kind: CallKind
+    """batch, parallel (one parallel command) or workflow."""
+    commands: tuple[Command, ...]
+    """The top-level commands."""
+    default_tab: int | None = None
+    """Tab for steps that name none (the caller's current tab)."""
+    stop_on_warning: bool = False
+    """Stop at a step that succeeded with a warning."""
+    timeout: float = 120.0
+    """The container deadline in seconds (``container_timeout``)."""
+
+
+def parse_call(
+    kind: CallKind,
+    commands: Any,
+    *,
+    default_tab: Any = None,
+    stop_on_warning: Any = False,
+    timeout: Any = 120.0,
+    limits: Limits = Limits(),
+    max_timeout: float = 3600.0,
+) -> CallSpec:
+    """Parse and validate a whole call; raise :class:`KitsuneError` naming the bad path."""
+    if not isinstance(commands, list) or not commands:
+        raise invalid_call("invalid_call", "", "commands must be a non-empty list")
+    if default_tab is not None and (isinstance(default_tab, bool) or not isinstance(default_tab, int)):
+        raise invalid_call("invalid_parameter", "", "tabId must be an integer", param="tabId")
+    if not isinstance(stop_on_warning, bool):
+        raise invalid_call("invalid_parameter", "", "stopOnWarning must be a boolean", param="stopOnWarning")
+    if isinstance(timeout, bool) or not isinstance(timeout, int | float) or not 0 < timeout <= max_timeout:
+        raise invalid_call("invalid_parameter", "", f"timeout must be a number in (0, {max_timeout}]",
+                           param="timeout")
+    counter = _Counter(limits)
+    parsed = tuple(_parse_command(raw, str(i), 1, counter) for i, raw in enumerate(commands))
+    _check_references(parsed, "")
+    return CallSpec(kind, parsed, default_tab, stop_on_warning, float(timeout))
+
+
+def command_to_json(command: Command) -> dict[str, Any]:
+    """The command in the command language; ``parse_command`` of it gives ``command`` back."""
+    out: dict[str, Any] = {"action": command.action}
+    for param in _PARAMS[type(command)]:
+        value = getattr(command, param.name)
+        if not param.required and value == param.default:
+            continue
+        out[param.json_name] = _value_to_json(value)
+    return out
+
+
+def _value_to_json(value: Any) -> Any:
+    if isinstance(value, Command):
+        return command_to_json(value)
+    if isinstance(value, Ref | Template):
+        return str(value)
+    if isinstance(value, tuple):
+        return [_value_to_json(item) for item in value]
+    return value

@@ -1,0 +1,215 @@
+"""Events of the step log: what happened to a call and its steps, in the past tense.
+
+A write records :class:`StepDispatched` before it is sent, so a dispatched write with no
+terminal event is ``unknown``, never guessed ``ok``. Events name steps by their progress path
+(``"2"``, ``"1.2"``, ``"0.1.3"``) and never carry typed values, JavaScript, results or tokens.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any, ClassVar, Literal
+
+__all__ = [
+    "BlockWriteSucceeded", "CallEnded", "CallResumed", "CallStarted", "EndReason", "Event",
+    "EVENT_TYPES", "Observation", "OutlineStep", "StepDispatched", "StepFailed", "StepHeld",
+    "StepKept", "StepObserved", "StepOutcomeUnknown", "StepSkipped", "StepStarted",
+    "StepSucceeded", "event_from_json", "event_to_json",
+]
+
+EndReason = Literal["completed", "stopped", "container_timeout", "internal_error"]
+Observation = Literal["applied", "not_applied"]
+
+
+@dataclass(frozen=True, slots=True)
+class OutlineStep:
+    """The shape of one step, without its parameters: enough to lay out ``progress``."""
+
+    action: str
+    """The step's action or block name."""
+    tab_id: int | None = None
+    """The tab it acts on when known before it runs."""
+    steps: tuple[OutlineStep, ...] = ()
+    """A sequence's steps."""
+    sequences: tuple[tuple[OutlineStep, ...], ...] = ()
+    """A parallel's sequences."""
+
+    def to_json(self) -> dict[str, Any]:
+        out: dict[str, Any] = {"action": self.action, "tab_id": self.tab_id}
+        if self.steps:
+            out["steps"] = [s.to_json() for s in self.steps]
+        if self.sequences:
+            out["sequences"] = [[s.to_json() for s in seq] for seq in self.sequences]
+        return out
+
+    @classmethod
+    def from_json(cls, data: Mapping[str, Any]) -> OutlineStep:
+        return cls(
+            data["action"],
+            data["tab_id"],
+            tuple(cls.from_json(s) for s in data.get("steps", ())),
+            tuple(tuple(cls.from_json(s) for s in seq) for seq in data.get("sequences", ())),
+        )
+
+
+@dataclass(frozen=True, slots=True)
+class Event:
+    """Base of every event."""
+
+    kind: ClassVar[str]
+    call: int
+    """The call's audit id."""
+
+
+@dataclass(frozen=True, slots=True)
+class CallStarted(Event):
+    """A container call began; its steps are laid out, none started."""
+
+    kind = "CallStarted"
+    call_kind: str
+    """batch, parallel or workflow."""
+    outline: tuple[OutlineStep, ...]
+    """The top-level steps."""
+    timeout: float
+    """The container deadline in seconds."""
+
+
+@dataclass(frozen=True, slots=True)
+class CallResumed(CallStarted):
+    """A checkpointed call began again; the step log starts over for this run."""
+
+    kind = "CallResumed"
+    attempt: int
+    """1 for the first resume, 2 for the next, ..."""
+
+
+@dataclass(frozen=True, slots=True)
+class StepStarted(Event):
+    """A step began (its references resolved, its tab known)."""
+
+    kind = "StepStarted"
+    path: str
+    action: str
+    tab_id: int | None
+
+
+@dataclass(frozen=True, slots=True)
+class StepDispatched(Event):
+    """A write is about to be sent to the page: from here its outcome can be unknown."""
+
+    kind = "StepDispatched"
+    path: str
+
+
+@dataclass(frozen=True, slots=True)
+class BlockWriteSucceeded(Event):
+    """A write inside a one-step block (if, while, try, retry, broadcast) ran ok."""
+
+    kind = "BlockWriteSucceeded"
+    path: str
+
+
+@dataclass(frozen=True, slots=True)
+class StepSucceeded(Event):
+    """A step did what it was asked."""
+
+    kind = "StepSucceeded"
+    path: str
+    warning: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class StepFailed(Event):
+    """A step failed, and either nothing was sent or sending it again is safe."""
+
+    kind = "StepFailed"
+    path: str
+    code: str
+    error: str
+    retryable: bool
+
+
+@dataclass(frozen=True, slots=True)
+class StepOutcomeUnknown(Event):
+    """A step was sent and whether it took effect is not known."""
+
+    kind = "StepOutcomeUnknown"
+    path: str
+    code: str
+    error: str
+
+
+@dataclass(frozen=True, slots=True)
+class StepHeld(Event):
+    """A write was held for approval (ask-before-act); nothing was sent."""
+
+    kind = "StepHeld"
+    path: str
+    code: str
+    error: str
+
+
+@dataclass(frozen=True, slots=True)
+class StepSkipped(Event):
+    """A step never started."""
+
+    kind = "StepSkipped"
+    path: str
+    reason: str
+
+
+@dataclass(frozen=True, slots=True)
+class StepKept(Event):
+    """A resume kept a step that ran ok before; nothing is sent, its result is reused."""
+
+    kind = "StepKept"
+    path: str
+
+
+@dataclass(frozen=True, slots=True)
+class StepObserved(Event):
+    """The caller reported a step's outcome; ``applied`` marks it ok without sending it."""
+
+    kind = "StepObserved"
+    path: str
+    observed: Observation
+
+
+@dataclass(frozen=True, slots=True)
+class CallEnded(Event):
+    """The call stopped; steps that never started are skipped."""
+
+    kind = "CallEnded"
+    reason: EndReason
+
+
+EVENT_TYPES: Mapping[str, type[Event]] = {
+    cls.kind: cls
+    for cls in (
+        CallStarted, CallResumed, StepStarted, StepDispatched, BlockWriteSucceeded, StepSucceeded,
+        StepFailed, StepOutcomeUnknown, StepHeld, StepSkipped, StepKept, StepObserved, CallEnded,
+    )
+}
+_FIELDS: Mapping[type[Event], tuple[str, ...]] = {
+    cls: tuple(f.name for f in dataclasses.fields(cls)) for cls in EVENT_TYPES.values()
+}
+
+
+def event_to_json(event: Event) -> dict[str, Any]:
+    """An event's wire form: ``{"type": ..., fields}``."""
+    out: dict[str, Any] = {"type": event.kind}
+    for name in _FIELDS[type(event)]:
+        value = getattr(event, name)
+        out[name] = [step.to_json() for step in value] if name == "outline" else value
+    return out
+
+
+def event_from_json(data: Mapping[str, Any]) -> Event:
+    """Parse an event's wire form back."""
+    fields = dict(data)
+    cls = EVENT_TYPES[fields.pop("type")]
+    if "outline" in fields:
+        fields["outline"] = tuple(OutlineStep.from_json(s) for s in fields["outline"])
+    return cls(**fields)

@@ -1,0 +1,265 @@
+"""The step log: a fold over a call's events into progress, status and summary.
+
+The engine reports what this fold gives, and the same fold rebuilds a call from its event
+stream after the actor that ran it is gone. A step that started and has no terminal event is
+``unknown`` (a dispatched write is never guessed ``ok``); a step that never started is ``skipped``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass
+from typing import Any
+
+from messages.events import (
+    BlockWriteSucceeded, CallEnded, CallStarted, EndReason, Event, Observation, OutlineStep,
+    StepDispatched, StepFailed, StepHeld, StepKept, StepObserved, StepOutcomeUnknown, StepSkipped,
+    StepStarted, StepSucceeded,
+)
+from messages.results import STATUSES, Status, worst
+
+__all__ = ["StepLog", "StepLogBuilder", "StepRecord", "fold", "record_from_json", "record_to_json"]
+
+
+@dataclass(frozen=True, slots=True)
+class StepRecord:
+    """What happened to one step, as its ``progress`` record shows it and resume reads it."""
+
+    path: str
+    """The step's progress path (``"0.1.3"``)."""
+    index: int
+    """Its index in its list (batch, sequence)."""
+    action: str
+    tab_id: int | None
+    status: Status
+    kept: bool = False
+    """A resume kept it from an earlier run (``resumed: "kept"``)."""
+    observed: Observation | None = None
+    """``applied`` when the caller reported it took effect and it was not sent."""
+    dispatched: bool = False
+    """A write of this step was sent (or about to be) to the page."""
+    wrote: bool = False
+    """A write inside this one-step block ran ok."""
+    code: str | None = None
+    error: str | None = None
+    warning: str | None = None
+    steps: tuple[StepRecord, ...] = ()
+    """A sequence's steps."""
+    sequences: tuple[tuple[StepRecord, ...], ...] = ()
+    """A parallel's sequences."""
+
+    @property
+    def is_container(self) -> bool:
+        """A sequence or parallel: resumed step by step, never observed as a whole."""
+        return self.action in ("sequence", "parallel")
+
+    def children(self) -> Iterator[StepRecord]:
+        """The records directly inside a sequence or parallel."""
+        yield from self.steps
+        for seq in self.sequences:
+            yield from seq
+
+    def walk(self) -> Iterator[StepRecord]:
+        """This record and every record inside it, in path order."""
+        yield self
+        for child in self.children():
+            yield from child.walk()
+
+    def to_progress(self) -> dict[str, Any]:
+        """The ``progress`` record: ``{"index", "action", "tabId", "status"}`` and extras."""
+        out: dict[str, Any] = {"index": self.index, "action": self.action, "tabId": self.tab_id,
+                               "status": self.status}
+        if self.kept:
+            out["resumed"] = "kept"
+        if self.observed == "applied":
+            out["observed"] = "applied"
+        if self.action == "sequence":
+            out["steps"] = [s.to_progress() for s in self.steps]
+        elif self.action == "parallel":
+            out["sequences"] = [[s.to_progress() for s in seq] for seq in self.sequences]
+        return out
+
+
+@dataclass(frozen=True, slots=True)
+class StepLog:
+    """A call's steps as its events tell them."""
+
+    call: int
+    kind: str
+    timeout: float
+    steps: tuple[StepRecord, ...]
+    ended: EndReason | None
+    """Why the call stopped; None while it runs (or when its actor died)."""
+
+    @property
+    def status(self) -> Status:
+        """The container status: the worst of its top-level steps."""
+        return worst([s.status for s in self.steps])
+
+    @property
+    def progress(self) -> list[dict[str, Any]]:
+        return [s.to_progress() for s in self.steps]
+
+    def records(self) -> Iterator[StepRecord]:
+        """Every record, in path order."""
+        for step in self.steps:
+            yield from step.walk()
+
+    def find(self, path: str) -> StepRecord | None:
+        """The record at ``path``, or None."""
+        return next((r for r in self.records() if r.path == path), None)
+
+    @property
+    def summary(self) -> str:
+        """One line a person can read: counts, then the first thing needing attention."""
+        counts = {status: 0 for status in STATUSES}
+        for step in self.steps:
+            counts[step.status] += 1
+        noun = "command" if len(self.steps) == 1 else "commands"
+        line = f"{len(self.steps)} {noun}: " + ", ".join(f"{n} {s}" for s, n in counts.items() if n) + "."
+        problem = next((r for r in self.records() if r.status in ("unknown", "held", "failed")
+                        and not r.is_container), None)
+        if problem is not None:
+            line += f" Step {problem.path} ({_on_tab(problem)}) {_PHRASES[problem.status]}: {problem.error}."
+        elif self.status == "skipped":
+            warned = next((r for r in self.records() if r.warning is not None and not r.kept), None)
+            if warned is not None:
+                line += f" Stopped at a warning of step {warned.path} ({_on_tab(warned)}): {warned.warning}."
+        if self.ended == "container_timeout":
+            line += f" The call reached its {self.timeout:g}s deadline."
+        if self.status in ("unknown", "held", "failed", "skipped"):
+            line += _ADVICE[self.status]
+        return line
+
+
+_PHRASES = {"unknown": "has an unknown outcome", "held": "is held for approval", "failed": "failed"}
+_ADVICE = {
+    "unknown": " Observe the page, then resume with observed for each unknown write.",
+    "held": " Approve it, then resume.",
+    "failed": " Resume to send the failed and skipped steps again.",
+    "skipped": " Resume to run the skipped steps.",
+}
+
+
+def _on_tab(record: StepRecord) -> str:
+    return record.action if record.tab_id is None else f"{record.action} on tab {record.tab_id}"
+
+
+class _Node:
+    """A mutable record while events are folded."""
+
+    __slots__ = ("action", "code", "dispatched", "error", "index", "kept", "observed", "path",
+                 "sequences", "started", "status", "steps", "tab_id", "warning", "wrote")
+
+    def __init__(self, path: str, index: int, outline: OutlineStep) -> None:
+        self.path = path
+        self.index = index
+        self.action = outline.action
+        self.tab_id = outline.tab_id
+        self.status: Status | None = None
+        self.started = self.dispatched = self.wrote = self.kept = False
+        self.observed: Observation | None = None
+        self.code: str | None = None
+        self.error: str | None = None
+        self.warning: str | None = None
+        self.steps: list[_Node] = []
+        self.sequences: list[list[_Node]] = []
+
+    def freeze(self) -> StepRecord:
+        steps = tuple(n.freeze() for n in self.steps)
+        sequences = tuple(tuple(n.freeze() for n in seq) for seq in self.sequences)
+        if self.action in ("sequence", "parallel"):
+            inner = [*steps, *(r for seq in sequences for r in seq)]
+            status = worst([r.status for r in inner])
+            kept = bool(inner) and all(r.kept for r in inner)
+        else:
+            status = self.status or ("unknown" if self.started else "skipped")
+            kept = self.kept
+        return StepRecord(self.path, self.index, self.action, self.tab_id, status, kept, self.observed,
+                          self.dispatched, self.wrote, self.code, self.error, self.warning, steps, sequences)
+
+
+class StepLogBuilder:
+    """Folds events one at a time; :meth:`freeze` gives the step log so far."""
+
+    def __init__(self) -> None:
+        self._nodes: dict[str, _Node] = {}
+        self._top: list[_Node] = []
+        self._call = 0
+        self._kind = ""
+        self._timeout = 0.0
+        self._ended: EndReason | None = None
+
+    def apply(self, event: Event) -> None:
+        """Fold one event in."""
+        if isinstance(event, CallStarted):  # a resume (CallResumed) starts the log over too
+            self._call, self._kind, self._timeout, self._ended = event.call, event.call_kind, event.timeout, None
+            self._nodes = {}
+            self._top = [self._lay_out(str(i), i, step) for i, step in enumerate(event.outline)]
+            return
+        if isinstance(event, CallEnded):
+            self._ended = event.reason
+            return
+        node = self._nodes[event.path]  # type: ignore[attr-defined]
+        if isinstance(event, StepStarted):
+            node.started, node.tab_id = True, event.tab_id
+            node.status = node.code = node.error = node.warning = None
+            node.dispatched = node.wrote = node.kept = False
+        elif isinstance(event, StepDispatched):
+            node.dispatched = True
+        elif isinstance(event, BlockWriteSucceeded):
+            node.wrote = True
+        elif isinstance(event, StepSucceeded):
+            node.status, node.warning = "ok", event.warning
+        elif isinstance(event, StepFailed | StepOutcomeUnknown | StepHeld):
+            node.status, node.code, node.error = _TERMINAL[type(event)], event.code, event.error
+        elif isinstance(event, StepSkipped):
+            node.status = "skipped"
+        elif isinstance(event, StepKept):
+            node.status, node.kept = "ok", True
+        elif isinstance(event, StepObserved) and event.observed == "applied":
+            node.status, node.observed = "ok", "applied"
+
+    def _lay_out(self, path: str, index: int, outline: OutlineStep) -> _Node:
+        node = _Node(path, index, outline)
+        self._nodes[path] = node
+        node.steps = [self._lay_out(f"{path}.{i}", i, s) for i, s in enumerate(outline.steps)]
+        node.sequences = [[self._lay_out(f"{path}.{q}.{i}", i, s) for i, s in enumerate(seq)]
+                          for q, seq in enumerate(outline.sequences)]
+        return node
+
+    def freeze(self) -> StepLog:
+        """The step log as the events folded so far tell it."""
+        return StepLog(self._call, self._kind, self._timeout, tuple(n.freeze() for n in self._top), self._ended)
+
+
+_TERMINAL: dict[type[Event], Status] = {StepFailed: "failed", StepOutcomeUnknown: "unknown", StepHeld: "held"}
+
+
+def fold(events: Iterable[Event]) -> StepLog:
+    """The step log of a call from its events alone (the last run, for a resumed call)."""
+    builder = StepLogBuilder()
+    for event in events:
+        builder.apply(event)
+    return builder.freeze()
+
+
+def record_to_json(record: StepRecord) -> dict[str, Any]:
+    """A record's full wire form (every field, unlike its ``progress`` view)."""
+    out: dict[str, Any] = {name: getattr(record, name) for name in _SCALARS}
+    out["steps"] = [record_to_json(s) for s in record.steps]
+    out["sequences"] = [[record_to_json(s) for s in seq] for seq in record.sequences]
+    return out
+
+
+def record_from_json(data: dict[str, Any]) -> StepRecord:
+    """Parse a record's full wire form back."""
+    return StepRecord(
+        **{name: data[name] for name in _SCALARS},
+        steps=tuple(record_from_json(s) for s in data["steps"]),
+        sequences=tuple(tuple(record_from_json(s) for s in seq) for seq in data["sequences"]),
+    )
+
+
+_SCALARS = ("path", "index", "action", "tab_id", "status", "kept", "observed", "dispatched", "wrote",
+            "code", "error", "warning")
