@@ -11,12 +11,12 @@ from __future__ import annotations
 import dataclasses
 import types
 import typing
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any, ClassVar, Literal, Union
 
-from messages.errors import invalid_call
-from messages.references import Ref, Template, parse_references, references_in
+from messages.errors import KitsuneError, invalid_call
+from messages.references import Ref, Template, parse_references, references_in, resolve
 
 __all__ = [
     "ACTIONS", "BLOCKS", "Broadcast", "CallKind", "CallSpec", "Check", "Click", "ClipboardOp",
@@ -24,7 +24,8 @@ __all__ = [
     "Integer", "Js", "Limits", "Navigate", "NewTab", "Number", "PageText", "Parallel", "Press",
     "Retry", "Screenshot", "Select", "Sequence", "Storage", "SubmitForm", "SwitchTab",
     "SyncBarrier", "Text", "Title", "Try", "Type", "Url", "WaitFor", "WaitForResult", "While",
-    "children_of", "command_to_json", "is_write", "parse_call", "parse_command", "secret_values",
+    "children_of", "command_to_json", "is_write", "own_references", "parse_call", "parse_command", "resolve_command",
+    "secret_values",
 ]
 
 Text = str | Template | Ref
@@ -545,6 +546,8 @@ def _parse_command(raw: Any, path: str, depth: int, counter: _Counter) -> Comman
     cls = ACTIONS.get(action)
     if cls is None:
         raise invalid_call("unknown_action", path, f"unknown action {action!r}", action=action)
+    if cls is Parallel and depth > 1:
+        raise invalid_call("invalid_call", path, "a parallel runs only as a top-level command")
     params = _PARAMS[cls]
     known = {p.json_name for p in params}
     for key in raw:
@@ -640,6 +643,10 @@ def _coerce(tp: Any, raw: Any) -> Any:
         if not isinstance(raw, dict):
             raise ValueError(f"expected an object, got {_json_type(raw)}")
         return raw
+    if tp is type(None):
+        if raw is not None:
+            raise ValueError(f"expected null, got {_json_type(raw)}")
+        return None
     if tp is str:
         if not isinstance(raw, str):
             raise ValueError(f"expected a string, got {_json_type(raw)}")
@@ -689,24 +696,34 @@ def _check_references(commands: tuple[Command, ...], prefix: str) -> None:
         _check_command_references(command, index, path)
 
 
+def own_references(command: Command) -> list[tuple[str, Ref]]:
+    """(parameter, reference) for the references in ``command``'s own parameters, not its children's."""
+    return [(param.json_name, ref) for param in _PARAMS[type(command)]
+            for ref in references_in(getattr(command, param.name))]
+
+
 def _check_command_references(command: Command, index: int, path: str) -> None:
-    for param in _PARAMS[type(command)]:
-        for ref in references_in(getattr(command, param.name)):
-            if ref.step >= index:
-                raise invalid_call(
-                    "bad_reference", path,
-                    f"{param.json_name}: {ref} must name an earlier step (0..{index - 1})" if index
-                    else f"{param.json_name}: {ref} names no earlier step",
-                    param=param.json_name,
-                )
+    for name, ref in own_references(command):
+        if ref.step >= index:
+            raise invalid_call(
+                "bad_reference", path,
+                f"{name}: {ref} must name an earlier step (0..{index - 1})" if index
+                else f"{name}: {ref} names no earlier step",
+                param=name,
+            )
     if isinstance(command, Sequence):
         _check_references(command.steps, f"{path}.")
     elif isinstance(command, Parallel):
         for s, seq in enumerate(command.sequences):
             _check_references(seq, f"{path}.{s}.")
-    else:
-        for child in children_of(command):
-            _check_command_references(child, index, path)
+    else:  # a block's children name steps of the list the block is in; paths as the parser gives them
+        for param in _PARAMS[type(command)]:
+            value = getattr(command, param.name)
+            if isinstance(value, Command):
+                _check_command_references(value, index, f"{path}.{param.json_name}")
+            elif param.type == tuple[Command, ...]:
+                for i, child in enumerate(value):
+                    _check_command_references(child, index, f"{path}.{param.json_name}.{i}")
 
 
 # --- calls ---------------------------------------------------------------------------------
@@ -773,3 +790,41 @@ def _value_to_json(value: Any) -> Any:
     if isinstance(value, tuple):
         return [_value_to_json(item) for item in value]
     return value
+
+
+def resolve_command(command: Command, result_of: Callable[[int], Any]) -> Command:
+    """``command`` with the references of its own parameters replaced by their values.
+
+    Commands inside a block are left as they are: they resolve when they run. Raises
+    :class:`KitsuneError` (``reference_unresolved``, ``invalid_parameter``) when a reference
+    cannot be followed or gives a value of the wrong type.
+    """
+    changes: dict[str, Any] = {}
+    for param in _PARAMS[type(command)]:
+        value = getattr(command, param.name)
+        if not any(True for _ in references_in(value)):
+            continue
+        resolved = resolve(value, result_of)
+        try:
+            changes[param.name] = _coerce(_without_references(param.type), _plain(resolved))
+        except ValueError as e:
+            raise KitsuneError(
+                "invalid_parameter", f"{param.json_name}: the referenced value is not valid: {e}",
+                state={"param": param.json_name},
+            ) from None
+    return dataclasses.replace(command, **changes) if changes else command
+
+
+def _without_references(tp: Any) -> Any:
+    origin = typing.get_origin(tp)
+    if origin in (Union, types.UnionType):
+        members = [_without_references(m) for m in typing.get_args(tp) if m not in (Ref, Template)]
+        return Union[tuple(members)] if len(members) > 1 else members[0]  # noqa: UP007
+    if origin is tuple:
+        return tuple[_without_references(typing.get_args(tp)[0]), ...]  # type: ignore[misc]
+    return tp
+
+
+def _plain(value: Any) -> Any:
+    """Resolved values as JSON would give them (tuples back to lists) for :func:`_coerce`."""
+    return [_plain(v) for v in value] if isinstance(value, tuple) else value

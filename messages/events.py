@@ -166,6 +166,7 @@ class StepKept(Event):
 
     kind = "StepKept"
     path: str
+    tab_id: int | None
 
 
 @dataclass(frozen=True, slots=True)

@@ -8,6 +8,7 @@ referenced value with its type (a :class:`Ref`); a string with references inside
 
 from __future__ import annotations
 
+import json
 import re
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
@@ -125,4 +126,6 @@ def _as_text(value: Any) -> str:
         return "true" if value else "false"
     if value is None:
         return "null"
+    if isinstance(value, dict | list):  # as JSON (JSON.stringify's form), not as a Python repr
+        return json.dumps(value, separators=(",", ":"), ensure_ascii=False)
     return str(value)

@@ -12,9 +12,22 @@ from dataclasses import dataclass
 from typing import Any
 
 from messages.events import (
-    BlockWriteSucceeded, CallEnded, CallStarted, EndReason, Event, Observation, OutlineStep,
-    StepDispatched, StepFailed, StepHeld, StepKept, StepObserved, StepOutcomeUnknown, StepSkipped,
-    StepStarted, StepSucceeded,
+    BlockWriteSucceeded,
+    CallEnded,
+    CallStarted,
+    EndReason,
+    Event,
+    Observation,
+    OutlineStep,
+    StepDispatched,
+    StepFailed,
+    StepHeld,
+    StepKept,
+    StepObserved,
+    StepOutcomeUnknown,
+    StepSkipped,
+    StepStarted,
+    StepSucceeded,
 )
 from messages.results import STATUSES, Status, worst
 
@@ -112,7 +125,7 @@ class StepLog:
     @property
     def summary(self) -> str:
         """One line a person can read: counts, then the first thing needing attention."""
-        counts = {status: 0 for status in STATUSES}
+        counts = dict.fromkeys(STATUSES, 0)
         for step in self.steps:
             counts[step.status] += 1
         noun = "command" if len(self.steps) == 1 else "commands"
@@ -120,7 +133,8 @@ class StepLog:
         problem = next((r for r in self.records() if r.status in ("unknown", "held", "failed")
                         and not r.is_container), None)
         if problem is not None:
-            line += f" Step {problem.path} ({_on_tab(problem)}) {_PHRASES[problem.status]}: {problem.error}."
+            detail = f": {problem.error}" if problem.error else ""  # a step cut off mid-run has no error
+            line += f" Step {problem.path} ({_on_tab(problem)}) {_PHRASES[problem.status]}{detail}."
         elif self.status == "skipped":
             warned = next((r for r in self.records() if r.warning is not None and not r.kept), None)
             if warned is not None:
@@ -173,7 +187,7 @@ class _Node:
             status = worst([r.status for r in inner])
             kept = bool(inner) and all(r.kept for r in inner)
         else:
-            status = self.status or ("unknown" if self.started else "skipped")
+            status = self.status or ("unknown" if self.started or self.dispatched else "skipped")
             kept = self.kept
         return StepRecord(self.path, self.index, self.action, self.tab_id, status, kept, self.observed,
                           self.dispatched, self.wrote, self.code, self.error, self.warning, steps, sequences)
@@ -216,7 +230,7 @@ class StepLogBuilder:
         elif isinstance(event, StepSkipped):
             node.status = "skipped"
         elif isinstance(event, StepKept):
-            node.status, node.kept = "ok", True
+            node.status, node.kept, node.tab_id = "ok", True, event.tab_id
         elif isinstance(event, StepObserved) and event.observed == "applied":
             node.status, node.observed = "ok", "applied"
 

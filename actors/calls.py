@@ -1,0 +1,128 @@
+"""Container calls and their resumes: the engine, the checkpoint store and the planner together.
+
+This is the application layer of the pure core (spec: Checkpoints, browser_resume, Errors).
+The call actor runs it on the actor runtime; unit tests run it with fakes.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from typing import Any, TypeVar
+
+from actors.checkpoints import Checkpoint, CheckpointStore, WorkflowSource
+from actors.engine import EngineConfig, Ports, Prior, RunReport, run_call
+from actors.resume import RESUME_DEADLINE, plan_resume
+from messages.commands import CallSpec
+from messages.errors import KitsuneError
+from messages.events import Event
+from messages.results import Failure, Result
+from messages.steplog import StepRecord
+
+V = TypeVar("V")
+
+__all__ = ["CallResponse", "Calls"]
+
+
+@dataclass(frozen=True, slots=True)
+class CallResponse:
+    """A container call's or resume's answer and its HTTP status."""
+
+    body: dict[str, Any]
+    http_status: int = 200
+
+
+class Calls:
+    """Runs container calls, keeps checkpoints of those that did not finish ok, and resumes them."""
+
+    def __init__(self, ports: Ports, store: CheckpointStore, *, call_ids: Callable[[], int],
+                 sink: Callable[[Event], None], config: EngineConfig = EngineConfig(),
+                 workflow_sha256: Callable[[str], str | None] = lambda name: None) -> None:
+        self._ports = ports
+        self._store = store
+        self._call_ids = call_ids
+        self._sink = sink
+        self._config = config
+        self._workflow_sha256 = workflow_sha256
+
+    def run(self, spec: CallSpec, workflow: WorkflowSource | None = None) -> CallResponse:
+        """Run a new call; keep a checkpoint when it did not finish ok."""
+        call = self._call_ids()
+        report = run_call(call, spec, self._ports, self._sink, config=self._config)
+        body = self._body(report, spec, workflow)
+        if report.log.ended == "internal_error":
+            return CallResponse({**_internal("internal_error", "The call stopped on an internal error"), **body}, 500)
+        if report.log.status != "ok":
+            checkpoint = Checkpoint(call, spec, _records(report), _for_checkpoint(report.results), report.claims,
+                                    workflow, attempts=0)
+            body |= {"call": call, "resume_token": self._store.keep(checkpoint)}
+        return CallResponse(body)
+
+    def resume(self, call: Any, token: Any, observed: Any = None) -> CallResponse:
+        """Continue a checkpointed call (spec: browser_resume); raise its errors before sending anything."""
+        if isinstance(call, bool) or not isinstance(call, int):
+            raise KitsuneError("invalid_parameter", "call must be an integer", state={"param": "call"})
+        if not isinstance(token, str):
+            raise KitsuneError("invalid_parameter", "resume_token must be a string", state={"param": "resume_token"})
+        checkpoint = self._store.take(call, token)
+        try:
+            if checkpoint.workflow is not None and \
+                    self._workflow_sha256(checkpoint.workflow.name) != checkpoint.workflow.sha256:
+                raise KitsuneError("workflow_changed", f"Workflow {checkpoint.workflow.name} changed or is gone "
+                                   "since the call ran; nothing was sent", state={"workflow": checkpoint.workflow.name})
+            plan = plan_resume(checkpoint.spec.commands, checkpoint.records, observed)
+        except KitsuneError:
+            self._store.put_back(call)
+            raise
+        prior = Prior(checkpoint.records, checkpoint.results, plan, checkpoint.claims, checkpoint.attempts + 1)
+        try:
+            report = run_call(call, checkpoint.spec, self._ports, self._sink, config=self._config, prior=prior,
+                              deadline=RESUME_DEADLINE)
+        except BaseException:
+            self._store.drop(call, "internal_error")
+            raise
+        body = self._body(report, checkpoint.spec, checkpoint.workflow)
+        if report.log.ended == "internal_error":
+            self._store.drop(call, "internal_error")
+            return CallResponse({**_internal("resume_failed", "The resume stopped on an internal error; steps in "
+                                             "progress may have taken effect"), **body})
+        if report.log.status == "ok":
+            self._store.drop(call, "resumed_ok")
+            return CallResponse(body)
+        refused = report.refused  # a refused sequence keeps its records for a later resume
+        records = _graft(_records(report), checkpoint.records, refused)
+        results = _graft(_for_checkpoint(report.results), checkpoint.results, refused)
+        claims = {**report.claims, **{s: c for s, c in checkpoint.claims.items() if s in refused}}
+        token_new = self._store.keep(Checkpoint(call, checkpoint.spec, records, results, claims, checkpoint.workflow,
+                                                checkpoint.attempts + 1))
+        return CallResponse(body | {"call": call, "resume_token": token_new})
+
+    def _body(self, report: RunReport, spec: CallSpec, workflow: WorkflowSource | None) -> dict[str, Any]:
+        body = report.to_json()
+        if workflow is not None:
+            body["workflow"] = workflow.name
+            body["steps"] = [{"index": r.index, "name": command.label or f"step {r.index}", "status": r.status}
+                             for r, command in zip(report.log.steps, spec.commands, strict=True)]
+        return body
+
+
+def _records(report: RunReport) -> dict[str, StepRecord]:
+    return {record.path: record for record in report.log.records()}
+
+
+def _graft(new: Mapping[str, V], old: Mapping[str, V], sequences: frozenset[str]) -> dict[str, V]:
+    """``new`` with the entries under each of ``sequences`` taken from ``old`` instead."""
+    def under(path: str) -> bool:
+        return any(path.startswith(sequence + ".") for sequence in sequences)
+    return {p: v for p, v in new.items() if not under(p)} | {p: v for p, v in old.items() if under(p)}
+
+
+def _for_checkpoint(results: Mapping[str, Result]) -> dict[str, Result]:
+    """Results as a checkpoint keeps them: a hold's confirm token is never kept (nor honoured) there."""
+    return {path: Failure(r.error, r.code, r.retryable, {k: v for k, v in r.state.items() if k != "confirm_token"})
+            if isinstance(r, Failure) and r.state and "confirm_token" in r.state else r
+            for path, r in results.items()}
+
+
+def _internal(code: str, message: str) -> dict[str, Any]:
+    return KitsuneError(code, message).to_json()

@@ -1,0 +1,161 @@
+"""Stored workflows: named command lists with variables, in YAML or JSON files.
+
+A workflow file::
+
+    name: checkout            # optional; the file name is the workflow's name
+    description: Buy what is in the cart
+    variables:
+      email: {required: true, description: Where the receipt goes}
+      quantity: {default: 1}
+    commands:
+      - {action: navigate, url: "{{base}}/cart"}
+      - {action: fill, selector: "#email", value: "{{email}}"}
+
+``{{name}}`` as a whole string takes the variable's value with its type; inside a longer
+string it is replaced by its text. A call keeps the SHA-256 of the file it ran; a resume of a
+workflow whose file changed or is gone answers ``workflow_changed`` (spec: Workflows).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from messages.errors import KitsuneError
+
+__all__ = ["Workflow", "WorkflowLibrary", "parse_workflow"]
+
+_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,99}$")
+_VARIABLE = re.compile(r"\{\{\s*([A-Za-z_][A-Za-z0-9_]*)\s*\}\}")
+_SUFFIXES = (".yaml", ".yml", ".json")
+
+
+@dataclass(frozen=True, slots=True)
+class Workflow:
+    """A parsed workflow file."""
+
+    name: str
+    description: str
+    variables: Mapping[str, Mapping[str, Any]]
+    """Each variable's ``required``, ``default`` and ``description``."""
+    commands: list[Any]
+    """The commands as written, with ``{{variables}}`` in place."""
+    sha256: str
+    """SHA-256 (hex) of the file's bytes."""
+
+    def instantiate(self, given: Any) -> list[Any]:
+        """The commands with the variables filled in; ``invalid_parameter`` names a bad variable."""
+        if given is None:
+            given = {}
+        if not isinstance(given, dict):
+            raise KitsuneError("invalid_parameter", "variables must be an object", state={"param": "variables"})
+        unknown = sorted(set(given) - set(self.variables))
+        if unknown:
+            raise KitsuneError("invalid_parameter", f"workflow {self.name} has no variable {unknown[0]!r}",
+                               state={"param": "variables", "variable": unknown[0]})
+        values: dict[str, Any] = {}
+        for name, spec in self.variables.items():
+            if name in given:
+                values[name] = given[name]
+            elif "default" in spec:
+                values[name] = spec["default"]
+            else:
+                raise KitsuneError("missing_parameter", f"workflow {self.name} needs variable {name!r}",
+                                   state={"param": "variables", "variable": name})
+        return [_substitute(command, values) for command in self.commands]
+
+
+def _substitute(value: Any, values: Mapping[str, Any]) -> Any:
+    if isinstance(value, str):
+        whole = _VARIABLE.fullmatch(value)
+        if whole:
+            return values[whole.group(1)]
+        return _VARIABLE.sub(lambda m: _text(values[m.group(1)]), value)
+    if isinstance(value, list):
+        return [_substitute(item, values) for item in value]
+    if isinstance(value, dict):
+        return {key: _substitute(item, values) for key, item in value.items()}
+    return value
+
+
+def _text(value: Any) -> str:
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    return "" if value is None else str(value)
+
+
+def _variables_used(value: Any) -> set[str]:
+    if isinstance(value, str):
+        return set(_VARIABLE.findall(value))
+    if isinstance(value, list):
+        return set().union(*(_variables_used(item) for item in value)) if value else set()
+    if isinstance(value, dict):
+        return set().union(*(_variables_used(item) for item in value.values())) if value else set()
+    return set()
+
+
+def parse_workflow(name: str, data: bytes) -> Workflow:
+    """Parse a workflow file's bytes; ``invalid_workflow`` says what is wrong with it."""
+    def bad(why: str) -> KitsuneError:
+        return KitsuneError("invalid_workflow", f"workflow {name}: {why}", state={"workflow": name})
+
+    try:
+        document = yaml.safe_load(data)
+    except yaml.YAMLError as e:
+        raise bad(f"not valid YAML or JSON ({type(e).__name__})") from None
+    if not isinstance(document, dict):
+        raise bad("the file must hold an object with commands")
+    commands = document.get("commands")
+    if not isinstance(commands, list) or not commands:
+        raise bad("commands must be a non-empty list")
+    raw_variables = document.get("variables") or {}
+    if not isinstance(raw_variables, dict):
+        raise bad("variables must be an object")
+    variables: dict[str, Mapping[str, Any]] = {}
+    for variable, declared in raw_variables.items():
+        if not isinstance(variable, str) or not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", variable):
+            raise bad(f"bad variable name {variable!r}")
+        variables[variable] = declared if isinstance(declared, dict) else {"default": declared}
+    undeclared = sorted(_variables_used(commands) - set(variables))
+    if undeclared:
+        raise bad(f"commands use undeclared variable {undeclared[0]!r}")
+    description = document.get("description", "")
+    return Workflow(name, description if isinstance(description, str) else "", variables, commands,
+                    hashlib.sha256(data).hexdigest())
+
+
+class WorkflowLibrary:
+    """The workflow files of one directory, named by file name without suffix."""
+
+    def __init__(self, directory: Path) -> None:
+        self._directory = directory
+
+    def _path(self, name: str) -> Path | None:
+        if not isinstance(name, str) or not _NAME.fullmatch(name):
+            raise KitsuneError("invalid_parameter", "workflow names are letters, digits, '_', '-' and '.'",
+                               state={"param": "workflow"})
+        return next((p for p in (self._directory / (name + s) for s in _SUFFIXES) if p.is_file()), None)
+
+    def load(self, name: str) -> Workflow:
+        """Read and parse a workflow; ``workflow_not_found`` when there is no such file."""
+        path = self._path(name)
+        if path is None:
+            raise KitsuneError("workflow_not_found", f"No workflow named {name!r}", state={"workflow": name})
+        return parse_workflow(name, path.read_bytes())
+
+    def sha256(self, name: str) -> str | None:
+        """The file's current SHA-256, or None when it is gone."""
+        path = self._path(name)
+        return hashlib.sha256(path.read_bytes()).hexdigest() if path is not None else None
+
+    def names(self) -> list[str]:
+        """Every workflow in the directory."""
+        if not self._directory.is_dir():
+            return []
+        return sorted(p.stem for p in self._directory.iterdir() if p.suffix in _SUFFIXES and _NAME.fullmatch(p.stem))

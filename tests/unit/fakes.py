@@ -1,0 +1,143 @@
+"""Fakes for unit tests of the pure core: a clock that only moves when told, a scripted driver."""
+
+from __future__ import annotations
+
+import itertools
+import threading
+from collections import defaultdict, deque
+from dataclasses import dataclass
+from typing import Any
+
+from actors.calls import Calls
+from actors.checkpoints import CheckpointStore
+from actors.claims import ClaimTable
+from actors.engine import Done, Failed, HeldForApproval, Outcome, Ports, ThreadedSequences, Unknown
+from messages.commands import Command, Js, NewTab, is_write
+from messages.errors import KitsuneError
+from messages.events import Event
+from messages.results import Failure
+
+
+class FakeClock:
+    """Monotonic time that advances only through ``advance`` and ``sleep``."""
+
+    def __init__(self, start: float = 1000.0) -> None:
+        self.t = start
+        self._lock = threading.Lock()
+
+    def now(self) -> float:
+        return self.t
+
+    def sleep(self, seconds: float) -> None:
+        self.advance(seconds)
+
+    def advance(self, seconds: float) -> None:
+        with self._lock:
+            self.t += seconds
+
+
+@dataclass(frozen=True)
+class Sent:
+    """One command the driver received."""
+
+    key: str
+    action: str
+    tab: int | None
+    write: bool
+
+
+class ScriptedDriver:
+    """Answers commands from a script keyed by the command's label, selector or action.
+
+    Answers: ``"ok"``, ``"fail"`` (failed before anything was sent), ``"fail_retryable"``,
+    ``"unknown"`` (sent, outcome unknown), ``"hang"`` (sent, then runs past its timeout),
+    ``"hold"`` (held for approval), ``"warn"`` (ok with a warning), an :class:`Outcome`, or
+    ``("value", {...})``. Unscripted commands answer ok. ``sent`` lists every command received.
+    """
+
+    def __init__(self, clock: FakeClock, tabs: set[int] | None = None) -> None:
+        self.clock = clock
+        self.tabs = set(tabs if tabs is not None else {1, 2, 3})
+        self.script: dict[str, deque[Any]] = defaultdict(deque)
+        self.sent: list[Sent] = []
+        self.tabs_unlistable = False
+        self._ids = itertools.count(100)
+        self._lock = threading.Lock()
+
+    def on(self, key: str, *answers: Any) -> ScriptedDriver:
+        self.script[key].extend(answers)
+        return self
+
+    @staticmethod
+    def key_of(command: Command) -> str:
+        selector = getattr(command, "selector", None)
+        return command.label or (selector if isinstance(selector, str) else None) or command.action
+
+    def writes_sent(self, key: str | None = None) -> int:
+        return sum(1 for s in self.sent if s.write and (key is None or s.key == key))
+
+    def list_tabs(self) -> frozenset[int]:
+        if self.tabs_unlistable:
+            raise KitsuneError("tabs_unavailable", "The browser did not answer the tab list", retryable=True)
+        return frozenset(self.tabs)
+
+    def execute(self, command: Command, tab_id: int | None, timeout: float) -> Outcome:
+        key = self.key_of(command)
+        if isinstance(command, Js) and command.label is None:
+            key = command.code if isinstance(command.code, str) else "js"
+        with self._lock:
+            self.sent.append(Sent(key, command.action, tab_id, is_write(command)))
+            answer = self.script[key].popleft() if self.script[key] else "ok"
+        if isinstance(answer, Done | Failed | Unknown | HeldForApproval):
+            return answer
+        if isinstance(answer, tuple):
+            return Done(answer[1])
+        if answer == "ok":
+            return Done(self._value(command))
+        if answer == "warn":
+            return Done(self._value(command), warning="the page looks different than expected")
+        if answer == "fail":
+            return Failed(Failure(f"No element matches {key}", "not_found", False))
+        if answer == "fail_retryable":
+            return Failed(Failure(f"{key} is not ready yet", "not_ready", True))
+        if answer == "unknown":
+            return Unknown(Failure("The page navigated while the command ran", "navigated", False))
+        if answer == "hang":
+            self.clock.advance(timeout + 0.001)
+            return Unknown(Failure(f"Command timed out after {timeout:g}s", "timeout", False))
+        if answer == "hold":
+            return HeldForApproval(Failure("The action needs approval; nothing was done", "needs_user", False,
+                                           {"reason": "approval", "confirm_token": "confirm-secret"}))
+        raise AssertionError(f"unknown scripted answer {answer!r}")
+
+    def _value(self, command: Command) -> dict[str, Any]:
+        if isinstance(command, NewTab):
+            tab = next(self._ids)
+            self.tabs.add(tab)
+            return {"tabId": tab}
+        if isinstance(command, Js):
+            return {"value": True}
+        if command.action == "closeTab":
+            self.tabs.discard(command.tab_id)  # type: ignore[arg-type]
+        return {"text": f"text of {self.key_of(command)}"} if not is_write(command) else {}
+
+
+class World:
+    """The pure core wired with fakes: ``calls`` runs and resumes, ``events`` collects the stream."""
+
+    def __init__(self, *, tabs: set[int] | None = None, capacity: int = 20) -> None:
+        self.clock = FakeClock()
+        self.driver = ScriptedDriver(self.clock, tabs)
+        self.claims = ClaimTable()
+        self.events: list[Event] = []
+        self.drops: list[tuple[int, str]] = []
+        self.store = CheckpointStore(self.clock, capacity=capacity,
+                                     on_drop=lambda call, reason: self.drops.append((call, reason)))
+        self.workflow_hashes: dict[str, str] = {}
+        ids = itertools.count(1)
+        self.calls = Calls(Ports(self.driver, self.clock, self.claims, ThreadedSequences()), self.store,
+                           call_ids=lambda: next(ids), sink=self.events.append,
+                           workflow_sha256=self.workflow_hashes.get)
+
+    def events_of(self, call: int) -> list[Event]:
+        return [e for e in self.events if e.call == call]
