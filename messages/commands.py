@@ -24,8 +24,8 @@ __all__ = [
     "Integer", "Js", "Limits", "Navigate", "NewTab", "Number", "PageText", "Parallel", "Press",
     "Retry", "Screenshot", "Select", "Sequence", "Storage", "SubmitForm", "SwitchTab",
     "SyncBarrier", "Text", "Title", "Try", "Type", "Url", "WaitFor", "WaitForResult", "While",
-    "children_of", "command_to_json", "is_write", "own_references", "parse_call", "parse_command", "resolve_command",
-    "secret_values",
+    "Param", "children_of", "command_to_json", "is_write", "own_references", "parameters", "parse_body",
+    "parse_call", "parse_command", "resolve_command", "secret_values",
 ]
 
 Text = str | Template | Ref
@@ -463,7 +463,9 @@ def _strings(value: Any) -> Iterator[str]:
 
 
 @dataclass(frozen=True, slots=True)
-class _Param:
+class Param:
+    """One parameter of a command: its Python and JSON names, type, default and metadata."""
+
     name: str
     json_name: str
     type: Any
@@ -485,10 +487,10 @@ def _camel(name: str) -> str:
     return head + "".join(part.title() for part in rest)
 
 
-def _params_of(cls: type[Command]) -> tuple[_Param, ...]:
+def _params_of(cls: type[Command]) -> tuple[Param, ...]:
     hints = typing.get_type_hints(cls)
     return tuple(
-        _Param(
+        Param(
             name=f.name,
             json_name=f.metadata.get("json_name", _camel(f.name)),
             type=hints[f.name],
@@ -500,7 +502,12 @@ def _params_of(cls: type[Command]) -> tuple[_Param, ...]:
     )
 
 
-_PARAMS: dict[type[Command], tuple[_Param, ...]] = {cls: _params_of(cls) for cls in ACTIONS.values()}
+_PARAMS: dict[type[Command], tuple[Param, ...]] = {cls: _params_of(cls) for cls in ACTIONS.values()}
+
+
+def parameters(cls: type[Command]) -> tuple[Param, ...]:
+    """The parameters an action or block takes, as the parser and the JSON Schema see them."""
+    return _PARAMS[cls]
 
 
 @dataclass(frozen=True, slots=True)
@@ -569,7 +576,7 @@ def _parse_command(raw: Any, path: str, depth: int, counter: _Counter) -> Comman
     return command
 
 
-def _parse_param(param: _Param, raw: Any, path: str, depth: int, counter: _Counter) -> Any:
+def _parse_param(param: Param, raw: Any, path: str, depth: int, counter: _Counter) -> Any:
     if param.type == tuple[Command, ...]:
         return _parse_steps(raw, param, path, f"{path}.{param.json_name}", depth, counter)
     if param.type == tuple[tuple[Command, ...], ...]:
@@ -594,7 +601,7 @@ def _parse_param(param: _Param, raw: Any, path: str, depth: int, counter: _Count
     return value
 
 
-def _parse_steps(raw: Any, param: _Param, path: str, prefix: str, depth: int, counter: _Counter) -> Any:
+def _parse_steps(raw: Any, param: Param, path: str, prefix: str, depth: int, counter: _Counter) -> Any:
     if not isinstance(raw, list):
         raise invalid_call("invalid_parameter", path, f"{param.json_name}: expected a list of commands",
                            param=param.json_name)
@@ -605,7 +612,7 @@ def _parse_steps(raw: Any, param: _Param, path: str, prefix: str, depth: int, co
     return tuple(_parse_command(c, f"{step_prefix}.{i}", depth + 1, counter) for i, c in enumerate(raw))
 
 
-def _check_bounds(param: _Param, value: Any, path: str) -> None:
+def _check_bounds(param: Param, value: Any, path: str) -> None:
     name = param.json_name
     if isinstance(value, int | float) and not isinstance(value, bool):
         low, high = param.meta.get("minimum"), param.meta.get("maximum")
@@ -828,3 +835,24 @@ def _without_references(tp: Any) -> Any:
 def _plain(value: Any) -> Any:
     """Resolved values as JSON would give them (tuples back to lists) for :func:`_coerce`."""
     return [_plain(v) for v in value] if isinstance(value, tuple) else value
+
+
+_BODY_KEYS = {"batch": {"commands", "tabId", "stopOnWarning", "timeout"},
+              "parallel": {"sequences", "tabId", "stopOnWarning", "timeout"}}
+
+
+def parse_body(kind: Literal["batch", "parallel"], body: Any, limits: Limits = Limits()) -> CallSpec:
+    """Parse a batch (``{"commands", ...}``) or parallel (``{"sequences", ...}``) call body."""
+    if not isinstance(body, dict):
+        raise invalid_call("invalid_call", "", f"a {kind} body is a JSON object, not {_json_type(body)}")
+    unknown = sorted(set(body) - _BODY_KEYS[kind])
+    if unknown:
+        raise invalid_call("unknown_parameter", "", f"a {kind} body takes no {unknown[0]!r}", param=unknown[0])
+    options = {"default_tab": body.get("tabId"), "stop_on_warning": body.get("stopOnWarning", False),
+               "timeout": body.get("timeout", 120.0), "limits": limits}
+    if kind == "batch":
+        return parse_call("batch", body.get("commands"), **options)
+    sequences = body.get("sequences")
+    if not isinstance(sequences, list) or not sequences:
+        raise invalid_call("empty_parallel", "", "a parallel needs at least one sequence", param="sequences")
+    return parse_call("parallel", [{"action": "parallel", "sequences": sequences}], **options)

@@ -219,6 +219,7 @@ class StepLogBuilder:
             node.started, node.tab_id = True, event.tab_id
             node.status = node.code = node.error = node.warning = None
             node.dispatched = node.wrote = node.kept = False
+            node.observed = None
         elif isinstance(event, StepDispatched):
             node.dispatched = True
         elif isinstance(event, BlockWriteSucceeded):

@@ -90,7 +90,7 @@ EVENTS: list[Event] = [
     StepOutcomeUnknown(42, "1.1", "timeout", "Command timed out after 30s"),
     StepHeld(42, "2.0.0", "needs_user", "The action needs approval; nothing was done"),
     StepSkipped(42, "3", "stopped"),
-    StepKept(42, "0"),
+    StepKept(42, "0", 3),
     StepObserved(42, "1.1", "applied"),
     StepObserved(42, "2.0.0", "not_applied"),
     CallEnded(42, "container_timeout"),

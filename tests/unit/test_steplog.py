@@ -170,13 +170,19 @@ def test_blocks_other_than_sequence_and_parallel_have_flat_records() -> None:
 
 
 def test_a_kept_step_is_ok_with_resumed_kept() -> None:
-    log = fold([begin(), StepKept(CALL, "0"), *wrote("1", "submitForm")])
+    log = fold([begin(), StepKept(CALL, "0", 3), *wrote("1", "submitForm")])
     assert log.progress[0] == {"index": 0, "action": "click", "tabId": 3, "status": "ok", "resumed": "kept"}
     assert "resumed" not in log.progress[1]
 
 
+def test_a_kept_step_reports_the_tab_it_ran_on() -> None:
+    log = fold([begin((Step("click", None), Step("url", None))), StepKept(CALL, "0", 8)])
+    assert log.progress[0] == {"index": 0, "action": "click", "tabId": 8, "status": "ok", "resumed": "kept"}
+    assert log.progress[1]["tabId"] is None
+
+
 def test_a_sequence_whose_steps_were_all_kept_is_kept() -> None:
-    log = fold([begin(NESTED), StepKept(CALL, "1.0"), StepKept(CALL, "1.1"), StepKept(CALL, "2.0.0"),
+    log = fold([begin(NESTED), StepKept(CALL, "1.0", 3), StepKept(CALL, "1.1", 3), StepKept(CALL, "2.0.0", 4),
                 *ran("2.0.1", "pageText", 4)])
     assert log.progress[1]["resumed"] == "kept"
     assert "resumed" not in log.progress[2]  # one of its steps ran again
@@ -184,7 +190,7 @@ def test_a_sequence_whose_steps_were_all_kept_is_kept() -> None:
 
 
 def test_an_applied_observation_is_ok_with_observed_applied() -> None:
-    log = fold([begin(), StepKept(CALL, "0"), StepObserved(CALL, "1", "applied")])
+    log = fold([begin(), StepKept(CALL, "0", 3), StepObserved(CALL, "1", "applied")])
     assert log.progress[1] == {"index": 1, "action": "submitForm", "tabId": 3, "status": "ok",
                                "observed": "applied"}
     assert log.find("1").dispatched is False  # type: ignore[union-attr]
@@ -272,7 +278,7 @@ def test_a_resumed_run_reports_kept_and_observed_steps() -> None:
     log = fold([
         begin(), *wrote("0", "click"), *lost("1", "submitForm"), CallEnded(CALL, "stopped"),
         CallResumed(CALL, "batch", BATCH, 300.0, attempt=1),
-        StepKept(CALL, "0"), StepObserved(CALL, "1", "applied"), *ran("2", "pageText"),
+        StepKept(CALL, "0", 3), StepObserved(CALL, "1", "applied"), *ran("2", "pageText"),
         CallEnded(CALL, "completed"),
     ])
     assert log.progress == [
