@@ -91,6 +91,7 @@ class CheckpointStore:
 
     def keep(self, checkpoint: Checkpoint) -> str:
         """Store (or replace) a checkpoint as the newest; answer its new resume token."""
+        self.sweep()
         token = new_token()
         stored = replace(checkpoint, token_sha256=token_hash(token), expires_at=self._clock.now() + self._ttl)
         dropped: list[int] = []

@@ -27,6 +27,8 @@ from typing import Any
 
 import yaml
 
+from actors.checkpoints import WorkflowSource
+from messages.commands import CallSpec, Limits, parse_call
 from messages.errors import KitsuneError
 
 __all__ = ["Workflow", "WorkflowLibrary", "parse_workflow"]
@@ -69,6 +71,14 @@ class Workflow:
                 raise KitsuneError("missing_parameter", f"workflow {self.name} needs variable {name!r}",
                                    state={"param": "variables", "variable": name})
         return [_substitute(command, values) for command in self.commands]
+
+
+    def call_spec(self, variables: Any, *, default_tab: Any = None, stop_on_warning: Any = False,
+                  timeout: Any = 120.0, limits: Limits = Limits()) -> tuple[CallSpec, WorkflowSource]:
+        """The validated call this workflow makes with ``variables``, and the source a checkpoint keeps."""
+        spec = parse_call("workflow", self.instantiate(variables), default_tab=default_tab,
+                          stop_on_warning=stop_on_warning, timeout=timeout, limits=limits)
+        return spec, WorkflowSource(self.name, self.sha256)
 
 
 def _substitute(value: Any, values: Mapping[str, Any]) -> Any:
