@@ -12,7 +12,7 @@ import logging
 import threading
 import time
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any, Literal, Protocol
 
 from actors.claims import TabClaims
@@ -54,7 +54,19 @@ from messages.events import (
     StepSucceeded,
 )
 from messages.references import Ref
-from messages.results import Failure, Ok, Result, Status, result_to_json, worst
+from messages.results import (
+    Done,
+    Failed,
+    Failure,
+    HeldForApproval,
+    Ok,
+    Outcome,
+    Result,
+    Status,
+    Unknown,
+    result_to_json,
+    worst,
+)
 from messages.steplog import StepLog, StepLogBuilder, StepRecord
 
 __all__ = [
@@ -67,41 +79,6 @@ log = logging.getLogger(__name__)
 
 Decision = Literal["keep", "run", "applied", "not_applied"]
 """What a resume does with a step: reuse it, send it, mark it ok unsent, or send it after observation."""
-
-
-# --- driver outcomes -----------------------------------------------------------------------
-
-
-@dataclass(frozen=True, slots=True)
-class Done:
-    """The page did what the command asked."""
-
-    value: Mapping[str, Any] = field(default_factory=dict)
-    warning: str | None = None
-
-
-@dataclass(frozen=True, slots=True)
-class Failed:
-    """It failed, and nothing took effect (or sending it again is safe: ``retryable``)."""
-
-    failure: Failure
-
-
-@dataclass(frozen=True, slots=True)
-class Unknown:
-    """It was sent, and whether it took effect is not known."""
-
-    failure: Failure
-
-
-@dataclass(frozen=True, slots=True)
-class HeldForApproval:
-    """Ask-before-act held it; nothing was sent."""
-
-    failure: Failure
-
-
-Outcome = Done | Failed | Unknown | HeldForApproval
 
 
 # --- ports ---------------------------------------------------------------------------------
@@ -282,12 +259,24 @@ def _lookup(scope: list[Result | None]) -> Callable[[int], Any]:
 
 
 def _scrub(failure: Failure, secrets: list[str]) -> Failure:
-    """The failure with any typed value or JavaScript body cut out of its message."""
-    message = failure.error
-    for secret in sorted(secrets, key=len, reverse=True):
-        if len(secret) >= 3:
-            message = message.replace(secret, "[redacted]")
-    return failure if message == failure.error else Failure(message, failure.code, failure.retryable, failure.state)
+    """The failure with every typed value and JavaScript body cut out of its message and state."""
+    cuts = sorted({secret for secret in secrets if len(secret) >= 3}, key=len, reverse=True)
+    if not cuts:
+        return failure
+
+    def clean(value: Any) -> Any:
+        if isinstance(value, str):
+            for secret in cuts:
+                value = value.replace(secret, "[redacted]")
+            return value
+        if isinstance(value, Mapping):
+            return {key: clean(item) for key, item in value.items()}
+        if isinstance(value, list | tuple):
+            return [clean(item) for item in value]
+        return value
+
+    return Failure(clean(failure.error), failure.code, failure.retryable,
+                   None if failure.state is None else clean(failure.state))
 
 
 # --- the run -------------------------------------------------------------------------------
@@ -311,6 +300,10 @@ class _Run:
         self.dispatched: set[str] = set()
         self.wrote: set[str] = set()
         self.parties: dict[str, int] = {}
+        self.secrets: dict[str, list[str]] = {}
+        """Typed values and JavaScript bodies of each step, nested commands' included."""
+        self.warnings: dict[str, str] = {}
+        """The first warning of a command inside each one-step block."""
         self.timed_out = self.stopped = False
 
     # events
@@ -466,7 +459,7 @@ class _Run:
         meetings = {q: _barriers(command.sequences[q], f"{path}.{q}", self.plan) for q in runnable}
         keys = {name: self._barrier_key(path, name) for names in meetings.values() for name, _ in names}
         for names in meetings.values():
-            for name, _ in names:
+            for name in {name for name, _ in names}:
                 self.parties[keys[name]] = self.parties.get(keys[name], 0) + 1
 
         def job(q: int) -> Callable[[], None]:
@@ -545,33 +538,35 @@ class _Run:
 
     def _leaf(self, command: Command, path: str, lookup: Callable[[int], Any], owner: str | None,
               tab: int | None) -> None:
-        secrets = secret_values(command)
+        self.secrets[path] = secret_values(command)
         try:
             target = self._tab_of(command, lookup, tab)
         except KitsuneError as e:
             self.emit(StepStarted(self.call, path, command.action, None))
-            self._finish(path, Failed(Failure.of(e)), secrets)
+            self._finish(path, Failed(Failure.of(e)))
             return
         self.emit(StepStarted(self.call, path, command.action, target))
         try:
             resolved = resolve_command(command, lookup)
         except KitsuneError as e:
-            self._finish(path, Failed(Failure.of(e)), secrets)
+            self._finish(path, Failed(Failure.of(e)))
             return
+        self.secrets[path] += secret_values(resolved)
         try:
             outcome = self._perform(resolved, target, path, lookup, owner, inner=False)
         except KitsuneError as e:  # a port answered with an error instead of an outcome
             failure = Failure.of(e)
             outcome = Unknown(failure) if path in self.dispatched else Failed(failure)
-        self._finish(path, outcome, secrets + secret_values(resolved))
+        self._finish(path, outcome)
 
-    def _finish(self, path: str, outcome: Outcome, secrets: list[str]) -> None:
+    def _finish(self, path: str, outcome: Outcome) -> None:
         if isinstance(outcome, Done):
-            self.emit(StepSucceeded(self.call, path, outcome.warning))
-            self.results[path] = Ok(outcome.value, outcome.warning)
+            warning = outcome.warning or self.warnings.get(path)
+            self.emit(StepSucceeded(self.call, path, warning))
+            self.results[path] = Ok(outcome.value, warning)
             self.status[path] = "ok"
             return
-        failure = _scrub(outcome.failure, secrets)
+        failure = _scrub(outcome.failure, self.secrets.get(path, []))
         if isinstance(outcome, Failed):
             self.emit(StepFailed(self.call, path, failure.code, failure.error, failure.retryable))
             self.status[path] = "failed"
@@ -621,6 +616,8 @@ class _Run:
             self.emit(StepDispatched(self.call, path))
         outcome = self._barrier(command, owner) if isinstance(command, SyncBarrier) else self._send(command, tab)
         if isinstance(outcome, Done):
+            if inner and outcome.warning is not None:
+                self.warnings.setdefault(path, outcome.warning)
             if inner and writes and path not in self.wrote:
                 self.wrote.add(path)
                 self.emit(BlockWriteSucceeded(self.call, path))
@@ -667,10 +664,13 @@ class _Run:
         for command in commands:
             try:
                 resolved = resolve_command(command, lookup)
+                self.secrets[path] += secret_values(resolved)
                 target = self._tab_of(resolved, lookup, tab)
+                outcome = self._perform(resolved, target, path, lookup, owner, inner=True)
             except KitsuneError as e:
-                return Failed(Failure.of(e)), results
-            outcome = self._perform(resolved, target, path, lookup, owner, inner=True)
+                outcome = Failed(Failure.of(e))
+            if not isinstance(outcome, Done):
+                outcome = type(outcome)(_scrub(outcome.failure, self.secrets[path]))
             results.append(_outcome_json(outcome))
             if not isinstance(outcome, Done):
                 return outcome, results

@@ -1,4 +1,4 @@
-"""The wire codec (orjson) for every typed message: events, results, errors, step records, commands."""
+"""The wire codec (orjson) for every typed message: events, results, outcomes, errors, step records, commands."""
 
 from __future__ import annotations
 
@@ -10,10 +10,22 @@ import orjson
 from messages.commands import Command, command_to_json, parse_command
 from messages.errors import KitsuneError
 from messages.events import Event, event_from_json, event_to_json
-from messages.results import Failure, Ok, result_from_json
+from messages.requests import TabRequest
+from messages.results import (
+    Done,
+    Failed,
+    Failure,
+    HeldForApproval,
+    Ok,
+    Outcome,
+    Unknown,
+    outcome_from_json,
+    outcome_to_json,
+    result_from_json,
+)
 from messages.steplog import StepRecord, record_from_json, record_to_json
 
-__all__ = ["decode", "encode"]
+__all__ = ["decode", "decode_outcome", "encode"]
 
 T = TypeVar("T")
 
@@ -24,6 +36,11 @@ _ENCODERS: list[tuple[type[Any], Callable[[Any], Any]]] = [
     (KitsuneError, KitsuneError.to_json),
     (StepRecord, record_to_json),
     (Command, command_to_json),
+    (Done, outcome_to_json),
+    (Failed, outcome_to_json),
+    (Unknown, outcome_to_json),
+    (HeldForApproval, outcome_to_json),
+    (TabRequest, TabRequest.to_json),
 ]
 _DECODERS: dict[type[Any], Callable[[Any], Any]] = {
     Event: event_from_json,
@@ -32,6 +49,11 @@ _DECODERS: dict[type[Any], Callable[[Any], Any]] = {
     KitsuneError: KitsuneError.from_json,
     StepRecord: record_from_json,
     Command: parse_command,
+    Done: outcome_from_json,
+    Failed: outcome_from_json,
+    Unknown: outcome_from_json,
+    HeldForApproval: outcome_from_json,
+    TabRequest: TabRequest.from_json,
 }
 
 
@@ -50,3 +72,8 @@ def decode(cls: type[T], data: bytes) -> T:
     if not isinstance(message, cls):
         raise TypeError(f"expected {cls.__name__}, got {type(message).__name__}")
     return message
+
+
+def decode_outcome(data: bytes) -> Outcome:
+    """Parse an outcome of any kind (done, failed, unknown, held)."""
+    return outcome_from_json(orjson.loads(data))

@@ -12,7 +12,10 @@ from typing import Any, Literal
 
 from messages.errors import KitsuneError
 
-__all__ = ["STATUSES", "Failure", "Ok", "Result", "Status", "result_from_json", "result_to_json", "worst"]
+__all__ = [
+    "STATUSES", "Done", "Failed", "Failure", "HeldForApproval", "Ok", "Outcome", "Result", "Status", "Unknown",
+    "outcome_from_json", "outcome_to_json", "result_from_json", "result_to_json", "worst",
+]
 
 Status = Literal["ok", "unknown", "held", "failed", "skipped"]
 STATUSES: tuple[Status, ...] = ("ok", "unknown", "held", "failed", "skipped")
@@ -83,3 +86,61 @@ def result_from_json(data: Mapping[str, Any] | None) -> Result | None:
         value = {k: v for k, v in data.items() if k not in ("ok", "warning")}
         return Ok(value, data.get("warning"))
     return Failure(data["error"], data["code"], bool(data["retryable"]), data.get("state"))
+
+
+# --- outcomes: what a driver answers for one action ------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class Done:
+    """The page did what the command asked."""
+
+    value: Mapping[str, Any] = field(default_factory=dict)
+    """What it returned."""
+    warning: str | None = None
+    """Something the caller should look at."""
+
+
+@dataclass(frozen=True, slots=True)
+class Failed:
+    """It failed, and nothing took effect (or sending it again is safe: ``retryable``)."""
+
+    failure: Failure
+
+
+@dataclass(frozen=True, slots=True)
+class Unknown:
+    """It was sent, and whether it took effect is not known."""
+
+    failure: Failure
+
+
+@dataclass(frozen=True, slots=True)
+class HeldForApproval:
+    """Ask-before-act held it; nothing was sent."""
+
+    failure: Failure
+
+
+Outcome = Done | Failed | Unknown | HeldForApproval
+
+_OUTCOME_KINDS: Mapping[str, type[Failed | Unknown | HeldForApproval]] = {
+    "failed": Failed, "unknown": Unknown, "held": HeldForApproval,
+}
+
+
+def outcome_to_json(outcome: Outcome) -> dict[str, Any]:
+    """An outcome's wire form: ``{"outcome": "done"|"failed"|"unknown"|"held", ...}``."""
+    if isinstance(outcome, Done):
+        return {"outcome": "done", "value": dict(outcome.value), "warning": outcome.warning}
+    kind = next(k for k, cls in _OUTCOME_KINDS.items() if isinstance(outcome, cls))
+    return {"outcome": kind, "failure": outcome.failure.to_json()}
+
+
+def outcome_from_json(data: Mapping[str, Any]) -> Outcome:
+    """Parse an outcome's wire form back."""
+    if data["outcome"] == "done":
+        return Done(data["value"], data["warning"])
+    failure = result_from_json(data["failure"])
+    assert isinstance(failure, Failure)
+    return _OUTCOME_KINDS[data["outcome"]](failure)
