@@ -10,7 +10,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
-from actors.checkpoints import Checkpoint, CheckpointStore, WorkflowSource
+from actors.checkpoints import Checkpoint, Checkpoints, WorkflowSource
 from actors.engine import EngineConfig, Ports, Prior, RunReport, run_call
 from actors.resume import RESUME_DEADLINE, plan_resume
 from messages.commands import CallSpec
@@ -35,7 +35,7 @@ class CallResponse:
 class Calls:
     """Runs container calls, keeps checkpoints of those that did not finish ok, and resumes them."""
 
-    def __init__(self, ports: Ports, store: CheckpointStore, *, call_ids: Callable[[], int],
+    def __init__(self, ports: Ports, store: Checkpoints, *, call_ids: Callable[[], int],
                  sink: Callable[[Event], None], config: EngineConfig = EngineConfig(),
                  workflow_sha256: Callable[[str], str | None] = lambda name: None) -> None:
         self._ports = ports

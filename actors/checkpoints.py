@@ -16,7 +16,7 @@ import threading
 from collections import OrderedDict
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, replace
-from typing import Literal
+from typing import Literal, Protocol
 
 from actors.engine import Clock
 from messages.commands import CallSpec
@@ -24,7 +24,7 @@ from messages.errors import KitsuneError
 from messages.results import Result
 from messages.steplog import StepRecord
 
-__all__ = ["Checkpoint", "CheckpointStore", "DropReason", "WorkflowSource", "new_token", "token_hash"]
+__all__ = ["Checkpoint", "CheckpointStore", "Checkpoints", "DropReason", "WorkflowSource", "new_token", "token_hash"]
 
 DropReason = Literal["expired", "pushed_out", "resumed_ok", "internal_error", "shutdown"]
 
@@ -70,6 +70,18 @@ def new_token() -> str:
 
 def token_hash(token: str) -> bytes:
     return hashlib.sha256(token.encode()).digest()
+
+
+class Checkpoints(Protocol):
+    """What the call service needs of a checkpoint store (the store itself, or its actor)."""
+
+    def keep(self, checkpoint: Checkpoint) -> str: ...
+
+    def take(self, call: int, token: str) -> Checkpoint: ...
+
+    def put_back(self, call: int) -> None: ...
+
+    def drop(self, call: int, reason: DropReason) -> None: ...
 
 
 class CheckpointStore:

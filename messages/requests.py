@@ -8,10 +8,12 @@ from typing import Any
 
 from messages.commands import Command, command_to_json, parse_command
 
-__all__ = ["TABS_LIST", "TabRequest", "tab_subject"]
+__all__ = ["FLEET_OPEN", "TABS_LIST", "TabRequest", "tab_subject"]
 
 TABS_LIST = "kitsune.tabs.list"
-"""Request: the ids of the open tabs (``{"tabs": [...]}``)."""
+"""Request (a ``getTabs``): the open tabs; the reply is ``Done({"tabs": [...]})``."""
+FLEET_OPEN = "kitsune.fleet.open"
+"""Request (a ``newTab``), taken by one node of a queue group; the reply carries ``tabId``."""
 
 
 def tab_subject(tab_id: int) -> str:

@@ -1,0 +1,153 @@
+"""Call actors run container calls; the bus driver carries their actions to tab actors over NATS."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from dataclasses import dataclass
+from typing import Any
+
+from actors.bus import Bus, BusError
+from actors.calls import Calls
+from actors.checkpoints import WorkflowSource
+from actors.event_store import EventStore
+from actors.loop import Answering, IoLoop
+from actors.tab_actor import SETTLE
+from messages.codec import decode_outcome, encode
+from messages.commands import CallSpec, Command, GetTabs, NewTab, is_write
+from messages.errors import KitsuneError
+from messages.events import CallEnded, Event, StepDispatched
+from messages.requests import FLEET_OPEN, TABS_LIST, TabRequest, tab_subject
+from messages.results import Done, Failed, Failure, Outcome, Unknown
+
+__all__ = ["BusDriver", "CallActor", "EventSink", "ResumeCall", "RunCall"]
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True, slots=True)
+class RunCall:
+    """Run a new container call."""
+
+    spec: CallSpec
+    workflow: WorkflowSource | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class ResumeCall:
+    """Resume a checkpointed call (spec: browser_resume)."""
+
+    call: Any
+    resume_token: Any
+    observed: Any = None
+
+
+class CallActor(Answering):
+    """One container call, or one resume of it, from start to end."""
+
+    def __init__(self, calls: Calls) -> None:
+        super().__init__()
+        self._calls = calls
+
+    def handle(self, message: Any) -> Any:
+        if isinstance(message, RunCall):
+            return self._calls.run(message.spec, message.workflow)
+        if isinstance(message, ResumeCall):
+            return self._calls.resume(message.call, message.resume_token, message.observed)
+        raise TypeError(f"a call actor takes RunCall or ResumeCall, not {type(message).__name__}")
+
+
+class BusDriver:
+    """The engine's driver port: each action travels to the actor of its tab over the bus.
+
+    A request whose answer is lost (connection dropped, no answer in time) ends ``unknown`` for
+    a write, never ``ok``; a tab nobody answers for is ``tab_closed``, with nothing sent.
+    """
+
+    def __init__(self, io: IoLoop, bus: Bus) -> None:
+        self._io = io
+        self._bus = bus
+
+    def execute(self, command: Command, tab_id: int | None, timeout: float) -> Outcome:
+        if isinstance(command, NewTab):
+            subject = FLEET_OPEN
+        elif isinstance(command, GetTabs):
+            subject = TABS_LIST
+        elif tab_id is None:
+            return Failed(Failure("No tab: the call has no default tab and the command names none", "no_tab", False))
+        else:
+            subject = tab_subject(tab_id)
+        request = encode(TabRequest(command, timeout))
+        try:
+            reply = self._io.run(self._bus.request(subject, request, timeout + SETTLE), timeout=timeout + 2 * SETTLE)
+        except BusError as e:
+            if e.code == "no_responders":
+                return Failed(Failure(f"Tab {tab_id} is closed", "tab_closed", False, {"tabId": tab_id}))
+            failure = Failure(e.message, e.code, False)
+            return Unknown(failure) if is_write(command) and e.sent else Failed(Failure(e.message, e.code, True))
+        except TimeoutError:
+            failure = Failure(f"No answer from tab {tab_id} in time", "bus_timeout", False)
+            return Unknown(failure) if is_write(command) else Failed(Failure(failure.error, failure.code, True))
+        return decode_outcome(reply)
+
+    def list_tabs(self) -> frozenset[int]:
+        try:
+            outcome = decode_outcome(self._io.run(self._bus.request(
+                TABS_LIST, encode(TabRequest(GetTabs(), 5.0)), 5.0 + SETTLE)))
+        except BusError as e:
+            raise KitsuneError("tabs_unavailable", f"The tabs could not be listed ({e.code})", retryable=True) from e
+        if not isinstance(outcome, Done):
+            raise KitsuneError("tabs_unavailable", "The tabs could not be listed", retryable=True)
+        return frozenset(tab["tabId"] for tab in outcome.value["tabs"])
+
+
+class EventSink:
+    """The engine's event sink: events go to the event store in order, from every call thread.
+
+    Appends are pipelined; ``StepDispatched`` and ``CallEnded`` wait until they (and every event
+    before them) are stored, so a write is never sent before its dispatch is on record.
+    """
+
+    def __init__(self, io: IoLoop, store: EventStore) -> None:
+        self._io = io
+        self._store = store
+        self._queue: asyncio.Queue[tuple[Event, asyncio.Future[None] | None]] | None = None
+        self._writer: asyncio.Task[None] | None = None
+
+    async def start(self) -> None:
+        """Start the writer task (on the loop)."""
+        self._queue = asyncio.Queue()
+        self._writer = asyncio.get_running_loop().create_task(self._write())
+
+    async def stop(self) -> None:
+        """Write what is queued, then stop."""
+        if self._queue is not None and self._writer is not None:
+            await self._queue.join()
+            self._writer.cancel()
+
+    async def _write(self) -> None:
+        assert self._queue is not None
+        while True:
+            event, stored = await self._queue.get()
+            try:
+                await self._store.append(event)
+            except Exception as e:
+                log.error("event of call %s not stored (%s)", event.call, type(e).__name__)
+                if stored is not None and not stored.done():
+                    stored.set_exception(e)
+            else:
+                if stored is not None and not stored.done():
+                    stored.set_result(None)
+            finally:
+                self._queue.task_done()
+
+    def __call__(self, event: Event) -> None:
+        durable = isinstance(event, StepDispatched | CallEnded)
+        self._io.run(self._enqueue(event, durable), timeout=30)
+
+    async def _enqueue(self, event: Event, durable: bool) -> None:
+        assert self._queue is not None
+        stored: asyncio.Future[None] | None = asyncio.get_running_loop().create_future() if durable else None
+        self._queue.put_nowait((event, stored))
+        if stored is not None:
+            await stored

@@ -1,0 +1,142 @@
+"""Where step-log events go: in memory, or the JetStream stream ``KITSUNE_EVENTS``.
+
+The stream keeps events in memory only (never on disk) for as long as a checkpoint lives; a
+call's events are on ``kitsune.events.<call>``, in the order they were appended, and folding
+them rebuilds the call's step log after the actor that ran it is gone.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from typing import Protocol
+
+import nats.errors
+import nats.js.errors
+from nats.aio.client import Client
+from nats.js import JetStreamContext
+from nats.js.api import AckPolicy, ConsumerConfig, DeliverPolicy, StorageType, StreamConfig
+
+from actors.bus import BusError, NatsBus
+from messages.codec import decode, encode
+from messages.events import Event
+
+__all__ = ["EVENTS_STREAM", "EventStore", "JetStreamEventStore", "LocalEventStore", "events_subject"]
+
+EVENTS_STREAM = "KITSUNE_EVENTS"
+_SUBJECTS = "kitsune.events.>"
+_FETCH_BATCH = 256
+_TIMEOUT = 5.0
+
+
+def events_subject(call: int) -> str:
+    """The subject a call's events are published on."""
+    return f"kitsune.events.{call}"
+
+
+class EventStore(Protocol):
+    """The port the call actors record events through."""
+
+    async def append(self, event: Event) -> None:
+        """Record ``event`` durably enough to rebuild its call; returns once it is stored."""
+        ...
+
+    async def read(self, call: int) -> list[Event]:
+        """Every event of ``call``, in the order appended; empty if none (or expired)."""
+        ...
+
+
+class LocalEventStore:
+    """Events in this process's memory, kept in their wire form as the stream keeps them."""
+
+    def __init__(self) -> None:
+        self._calls: dict[int, list[bytes]] = {}
+
+    async def append(self, event: Event) -> None:
+        self._calls.setdefault(event.call, []).append(encode(event))
+
+    async def read(self, call: int) -> list[Event]:
+        return [decode(Event, data) for data in self._calls.get(call, ())]
+
+
+class JetStreamEventStore:
+    """Events in the JetStream stream ``KITSUNE_EVENTS`` (memory storage, bounded age)."""
+
+    def __init__(self, client: Client, *, timeout: float = _TIMEOUT) -> None:
+        self._nc = client
+        self._js: JetStreamContext = client.jetstream(timeout=timeout)
+        self._timeout = timeout
+
+    @classmethod
+    async def create(
+        cls, nats_client_or_bus: Client | NatsBus, max_age_seconds: float = 1800, *, timeout: float = _TIMEOUT
+    ) -> JetStreamEventStore:
+        """Ensure the stream exists with this configuration (creating or updating it) and wrap it."""
+        client = nats_client_or_bus.client if isinstance(nats_client_or_bus, NatsBus) else nats_client_or_bus
+        js = client.jetstream(timeout=timeout)
+        wanted = StreamConfig(
+            name=EVENTS_STREAM, subjects=[_SUBJECTS], storage=StorageType.MEMORY, max_age=float(max_age_seconds)
+        )
+        try:
+            try:
+                info = await js.stream_info(EVENTS_STREAM)
+            except nats.js.errors.NotFoundError:
+                await js.add_stream(wanted)
+            else:
+                have = info.config
+                if (have.subjects, have.storage, have.max_age) != (wanted.subjects, wanted.storage, wanted.max_age):
+                    await js.update_stream(have.evolve(subjects=wanted.subjects, storage=wanted.storage,
+                                                       max_age=wanted.max_age))
+        except nats.errors.Error as e:
+            raise _error(e, EVENTS_STREAM, "set up the stream") from e
+        return cls(client, timeout=timeout)
+
+    async def append(self, event: Event) -> None:
+        subject = events_subject(event.call)
+        if not self._nc.is_connected:
+            raise BusError("bus_disconnected", f"not connected to NATS; event not stored on {subject}",
+                           subject=subject)
+        try:
+            await self._js.publish(subject, encode(event), timeout=self._timeout, stream=EVENTS_STREAM)
+        except nats.errors.Error as e:
+            raise _error(e, subject, "store an event", sent=True) from e
+
+    async def read(self, call: int) -> list[Event]:
+        subject = events_subject(call)
+        config = ConsumerConfig(
+            deliver_policy=DeliverPolicy.ALL,
+            ack_policy=AckPolicy.NONE,
+            mem_storage=True,
+            inactive_threshold=max(self._timeout * 2, 10.0),
+        )
+        try:
+            sub = await self._js.pull_subscribe(subject, stream=EVENTS_STREAM, config=config)
+        except nats.errors.Error as e:
+            raise _error(e, subject, "read events") from e
+        consumer: str | None = None
+        try:
+            info = await sub.consumer_info()
+            consumer, total = info.name, info.num_pending or 0
+            events: list[Event] = []
+            while len(events) < total:
+                batch = min(total - len(events), _FETCH_BATCH)
+                events.extend(decode(Event, msg.data) for msg in await sub.fetch(batch, timeout=self._timeout))
+            return events
+        except nats.errors.Error as e:
+            raise _error(e, subject, "read events") from e
+        finally:
+            with contextlib.suppress(Exception):
+                await sub.unsubscribe()
+            if consumer is not None:
+                with contextlib.suppress(Exception):
+                    await self._js.delete_consumer(EVENTS_STREAM, consumer)
+
+
+def _error(e: nats.errors.Error, subject: str, doing: str, *, sent: bool = False) -> BusError:
+    if isinstance(e, nats.js.errors.NoStreamResponseError | nats.errors.NoRespondersError):
+        return BusError("no_responders", f"JetStream did not answer ({subject}): is it enabled?", subject=subject)
+    if isinstance(e, TimeoutError):
+        return BusError("bus_timeout", f"JetStream did not answer in time ({subject})", subject=subject, sent=sent)
+    if isinstance(e, nats.errors.ConnectionClosedError | nats.errors.ConnectionReconnectingError
+                  | nats.errors.ConnectionDrainingError | nats.errors.NoServersError):
+        return BusError("bus_disconnected", f"connection to NATS lost ({subject})", subject=subject, sent=sent)
+    return BusError("bus_error", f"could not {doing} on {subject}: {type(e).__name__}", subject=subject, sent=sent)

@@ -1,0 +1,52 @@
+"""Tab actors: one per browser tab, running its commands one at a time."""
+
+from __future__ import annotations
+
+import concurrent.futures
+from typing import Any, Protocol
+
+from actors.loop import Answering, IoLoop
+from messages.commands import Command, is_write
+from messages.requests import TabRequest
+from messages.results import Failed, Failure, Outcome, Unknown
+
+__all__ = ["SETTLE", "Browser", "TabActor"]
+
+SETTLE = 2.0
+"""Seconds a tab may answer after a command's own timeout before the asker gives up."""
+
+
+class Browser(Protocol):
+    """What tab actors and the node need of the browser driver (``bridge.browser.ChromiumBrowser``)."""
+
+    async def start(self) -> None: ...
+
+    async def stop(self) -> None: ...
+
+    async def execute(self, command: Command, tab_id: int | None, timeout: float) -> Outcome: ...
+
+    async def new_tab(self, url: str | None = None) -> int: ...
+
+    async def tabs(self) -> list[dict[str, Any]]: ...
+
+    def tab_ids(self) -> frozenset[int]: ...
+
+
+class TabActor(Answering):
+    """Owns one tab of the browser: every command for it passes through this actor's mailbox."""
+
+    def __init__(self, tab_id: int, browser: Browser, io: IoLoop) -> None:
+        super().__init__()
+        self.tab_id = tab_id
+        self._browser = browser
+        self._io = io
+
+    def handle(self, message: Any) -> Outcome:
+        if not isinstance(message, TabRequest):
+            raise TypeError(f"a tab actor takes TabRequest, not {type(message).__name__}")
+        try:
+            return self._io.run(self._browser.execute(message.command, self.tab_id, message.timeout),
+                                timeout=message.timeout + SETTLE)
+        except concurrent.futures.TimeoutError:
+            failure = Failure(f"Command timed out after {message.timeout:g}s", "timeout", False)
+            return Unknown(failure) if is_write(message.command) else Failed(Failure(failure.error, "timeout", True))
