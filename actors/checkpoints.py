@@ -111,7 +111,7 @@ class CheckpointStore:
             self._resuming.pop(checkpoint.call, None)
             self._held.pop(checkpoint.call, None)
             self._held[checkpoint.call] = stored
-            while len(self._held) > self._capacity:
+            while self._held and len(self._held) + len(self._resuming) > self._capacity:  # resumed ones count
                 dropped.append(self._held.popitem(last=False)[0])
         for call in dropped:
             self._on_drop(call, "pushed_out")

@@ -1,0 +1,261 @@
+"""HTML of the test site's pages: plain HTML, small inline scripts, no external resources.
+
+Every page has a <title> and an empty data: favicon, so Chromium asks the server for nothing else.
+"""
+
+from __future__ import annotations
+
+from html import escape
+
+# Fixed content that tests assert against.
+REPORT_NAME = "report.txt"
+REPORT_CONTENT = b"Kitsune test report\nstatus: ok\nrows: 3\n"
+TEXT_HEADING = "Known text"
+TEXT_PARAGRAPHS = (
+    "The quick brown fox jumps over the lazy dog.",
+    "Kitsune runs browser commands on real Chromium tabs.",
+    "A write must never happen twice.",
+)
+TEXT_ITEMS = ("Apple", "Banana", "Cherry", "Date", "Elderberry")
+HIDDEN_TEXT = "This paragraph is hidden."
+
+# path -> title of every GET page (the index links each of them).
+TITLES = {
+    "/": "Kitsune test site",
+    "/form": "Form",
+    "/slow": "Slow",
+    "/checkout/shipping": "Shipping",
+    "/checkout/billing": "Billing",
+    "/checkout/confirmation": "Order confirmed",
+    "/links": "Links",
+    "/links/next": "Next",
+    "/links/other": "Other",
+    "/popups": "Popups",
+    "/popups/child": "Popup child",
+    "/cookies": "Cookies",
+    "/storage": "Storage",
+    "/download": "Download",
+    "/clicks": "Clicks",
+    "/text": "Text",
+    "/wait": "Wait",
+    "/navigate-on-click": "Navigate on click",
+}
+
+
+def document(title: str, body: str, script: str = "") -> str:
+    """A whole page: doctype, title, no-request favicon, body, optional inline script at the end."""
+    tail = f"<script>\n{script}\n</script>\n" if script else ""
+    return (
+        "<!DOCTYPE html>\n<html lang=\"en\">\n<head>\n<meta charset=\"utf-8\">\n"
+        f"<title>{escape(title)}</title>\n<link rel=\"icon\" href=\"data:,\">\n</head>\n"
+        f"<body>\n{body}\n{tail}</body>\n</html>\n"
+    )
+
+
+def index() -> str:
+    items = "\n".join(f'<li><a id="to{escape(path.replace("/", "-"))}" href="{escape(path)}">{escape(title)}</a></li>'
+                      for path, title in TITLES.items() if path != "/")
+    extra = ('<li><a id="to-download-file" href="/download/report.txt">report.txt (counted)</a></li>\n'
+             '<li><a id="to-api-echo" href="/api/echo?hello=world">/api/echo (JSON)</a></li>')
+    return document(TITLES["/"], f"<h1>Kitsune test site</h1>\n<ul id=\"pages\">\n{items}\n{extra}\n</ul>")
+
+
+def form() -> str:
+    body = """<h1>Form</h1>
+<form id="form" method="POST" action="/form">
+  <p><label for="name">Name</label> <input id="name" name="name" type="text"></p>
+  <p><label for="email">Email</label> <input id="email" name="email" type="email"></p>
+  <p><label for="message">Message</label> <textarea id="message" name="message"></textarea></p>
+  <p><label for="color">Color</label>
+    <select id="color" name="color">
+      <option value="red">Red</option>
+      <option value="green">Green</option>
+      <option value="blue">Blue</option>
+    </select></p>
+  <p><label for="sizes">Sizes</label>
+    <select id="sizes" name="sizes" multiple>
+      <option value="s">S</option>
+      <option value="m">M</option>
+      <option value="l">L</option>
+    </select></p>
+  <p><input id="agree" name="agree" type="checkbox" value="yes"> <label for="agree">I agree</label></p>
+  <fieldset><legend>Plan</legend>
+    <input id="plan-basic" name="plan" type="radio" value="basic"> <label for="plan-basic">Basic</label>
+    <input id="plan-pro" name="plan" type="radio" value="pro"> <label for="plan-pro">Pro</label>
+  </fieldset>
+  <p><button id="submit" type="submit">Submit</button></p>
+</form>"""
+    return document(TITLES["/form"], body)
+
+
+FORM_FIELDS = ("name", "email", "message", "color", "sizes", "agree", "plan")
+
+
+def thanks(fields: dict[str, list[str]], count: int) -> str:
+    rows = "\n".join(f'<dt>{name}</dt><dd id="thanks-{name}">{escape(", ".join(fields.get(name, [])))}</dd>'
+                     for name in FORM_FIELDS)
+    body = (f"<h1>Thanks</h1>\n<p>Submission number <span id=\"thanks-count\">{count}</span>.</p>\n"
+            f"<dl id=\"thanks\">\n{rows}\n</dl>\n<p><a id=\"back\" href=\"/form\">Back to the form</a></p>")
+    return document("Thanks", body)
+
+
+def slow() -> str:
+    body = """<h1>Slow</h1>
+<form id="slow-form" method="POST" action="/slow">
+  <p><label for="item">Item</label> <input id="item" name="item" type="text"></p>
+  <p><button id="slow-submit" type="submit">Submit slowly</button></p>
+</form>"""
+    return document(TITLES["/slow"], body)
+
+
+def done(item: str, count: int) -> str:
+    body = (f"<h1>Done</h1>\n<p>Item <span id=\"done-item\">{escape(item)}</span>, "
+            f"write number <span id=\"done-count\">{count}</span>.</p>")
+    return document("Done", body)
+
+
+def shipping() -> str:
+    body = """<h1>Shipping</h1>
+<form id="shipping-form" method="POST" action="/checkout/shipping">
+  <p><label for="address">Address</label> <input id="address" name="address" type="text"></p>
+  <p><button id="to-billing" type="submit">Continue to billing</button></p>
+</form>"""
+    return document(TITLES["/checkout/shipping"], body)
+
+
+def billing(address: str) -> str:
+    body = f"""<h1>Billing</h1>
+<p>Shipping to <span id="billing-address">{escape(address)}</span>.</p>
+<form id="billing-form" method="POST" action="/checkout/billing">
+  <p><label for="card">Card</label> <input id="card" name="card" type="text"></p>
+  <p><button id="to-confirm" type="submit">Place order</button></p>
+</form>"""
+    return document(TITLES["/checkout/billing"], body)
+
+
+def confirmation(order_id: str, address: str, card_last4: str) -> str:
+    body = (f"<h1>Order confirmed</h1>\n<p>Order <span id=\"order-id\">{escape(order_id)}</span></p>\n"
+            f"<p>Shipping to <span id=\"confirm-address\">{escape(address)}</span>, card ending "
+            f"<span id=\"confirm-card\">{escape(card_last4)}</span>.</p>")
+    return document(TITLES["/checkout/confirmation"], body)
+
+
+def links() -> str:
+    body = """<h1>Links</h1>
+<p><a id="next" href="/links/next">Next page</a></p>
+<p><a id="external-ish" href="/links/other">Other page</a></p>"""
+    return document(TITLES["/links"], body)
+
+
+def links_next() -> str:
+    return document(TITLES["/links/next"], '<h1>Next</h1>\n<p><a id="back" href="/links">Back to links</a></p>')
+
+
+def links_other() -> str:
+    return document(TITLES["/links/other"], '<h1>Other</h1>\n<p><a id="back" href="/links">Back to links</a></p>')
+
+
+def popups() -> str:
+    body = """<h1>Popups</h1>
+<p><button id="open-popup" type="button" onclick="window.open('/popups/child')">Open popup</button></p>
+<p><a id="blank-link" href="/popups/child" target="_blank">Open in a new tab</a></p>"""
+    return document(TITLES["/popups"], body)
+
+
+def popup_child() -> str:
+    return document(TITLES["/popups/child"], "<h1>Popup child</h1>\n<p id=\"child\">I am the popup child.</p>")
+
+
+def cookies(cookie_header: str) -> str:
+    body = f"""<h1>Cookies</h1>
+<p>Server received: <code id="server-cookies">{escape(cookie_header)}</code></p>
+<p>document.cookie: <code id="client-cookies"></code></p>
+<form id="cookie-form" method="GET" action="/cookies/set">
+  <p><label for="cookie-name">Name</label> <input id="cookie-name" name="name" type="text"></p>
+  <p><label for="cookie-value">Value</label> <input id="cookie-value" name="value" type="text"></p>
+  <p><button id="set-cookie" type="submit">Set cookie</button></p>
+</form>"""
+    script = 'document.getElementById("client-cookies").textContent = document.cookie;'
+    return document(TITLES["/cookies"], body, script)
+
+
+def storage() -> str:
+    body = """<h1>Storage</h1>
+<p><label for="key">Key</label> <input id="key" type="text">
+   <label for="value">Value</label> <input id="value" type="text"></p>
+<p><button id="save" type="button">Save</button> <button id="show" type="button">Show</button>
+   <button id="clear" type="button">Clear</button> <span id="status"></span></p>
+<pre id="dump"></pre>"""
+    script = """function $(id) { return document.getElementById(id); }
+$("save").addEventListener("click", function () {
+  localStorage.setItem($("key").value, $("value").value);
+  $("status").textContent = "saved " + $("key").value;
+});
+$("show").addEventListener("click", function () {
+  var all = {};
+  Object.keys(localStorage).sort().forEach(function (k) { all[k] = localStorage.getItem(k); });
+  $("dump").textContent = JSON.stringify(all);
+});
+$("clear").addEventListener("click", function () {
+  localStorage.clear();
+  $("status").textContent = "cleared";
+});"""
+    return document(TITLES["/storage"], body, script)
+
+
+def download() -> str:
+    body = (f"<h1>Download</h1>\n<p><a id=\"download\" href=\"/download/{REPORT_NAME}\">Download {REPORT_NAME}</a></p>")
+    return document(TITLES["/download"], body)
+
+
+def clicks(total: int) -> str:
+    buttons = "\n".join(f'<button id="b{i}" class="many" type="button">B{i}</button>' for i in range(10))
+    body = f"""<h1>Clicks</h1>
+<p><button id="hit" type="button">Hit the server</button> Server total: <span id="total">{total}</span></p>
+<p><button id="local" type="button">Local click</button> Local count: <span id="local-count">0</span></p>
+<p id="many">
+{buttons}
+</p>"""
+    script = """var localCount = 0;
+function bump() { localCount += 1; document.getElementById("local-count").textContent = String(localCount); }
+document.getElementById("local").addEventListener("click", bump);
+document.querySelectorAll("button.many").forEach(function (b) { b.addEventListener("click", bump); });
+document.getElementById("hit").addEventListener("click", function () {
+  fetch("/clicks/hit", {method: "POST"})
+    .then(function (r) { return r.json(); })
+    .then(function (data) { document.getElementById("total").textContent = String(data.total); });
+});"""
+    return document(TITLES["/clicks"], body, script)
+
+
+def text() -> str:
+    paragraphs = "\n".join(f'<p id="p{i}" class="para">{escape(p)}</p>' for i, p in enumerate(TEXT_PARAGRAPHS, 1))
+    items = "\n".join(f'<li class="item">{escape(item)}</li>' for item in TEXT_ITEMS)
+    body = (f"<h1 id=\"heading\">{escape(TEXT_HEADING)}</h1>\n{paragraphs}\n<ul id=\"items\">\n{items}\n</ul>\n"
+            f"<p id=\"hidden\" hidden>{escape(HIDDEN_TEXT)}</p>")
+    return document(TITLES["/text"], body)
+
+
+def wait(delay_ms: int) -> str:
+    body = f"""<h1>Wait</h1>
+<p id="vanish">I vanish after {delay_ms} ms.</p>
+<div id="slot"></div>"""
+    script = f"""setTimeout(function () {{
+  var late = document.createElement("p");
+  late.id = "late";
+  late.textContent = "I arrived late.";
+  document.getElementById("slot").appendChild(late);
+  var vanish = document.getElementById("vanish");
+  if (vanish) {{ vanish.remove(); }}
+}}, {delay_ms});"""
+    return document(TITLES["/wait"], body, script)
+
+
+def navigate_on_click() -> str:
+    body = """<h1>Navigate on click</h1>
+<p><button id="go" type="button" onclick="location.href='/links/next'">Go</button></p>"""
+    return document(TITLES["/navigate-on-click"], body)
+
+
+def not_found(path: str) -> str:
+    return document("Not found", f"<h1>Not found</h1>\n<p id=\"path\">{escape(path)}</p>")

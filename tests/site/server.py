@@ -1,0 +1,345 @@
+"""The test web site: a standard-library HTTP server in a daemon thread, counting every write it receives.
+
+It uses no asyncio, so it never competes with the event loops of the code under test. Every write
+(every POST/PUT/PATCH/DELETE, plus GET of the download file and of the cookie-setting endpoint) is
+counted under "METHOD /path" (path without query) as soon as the request has been read, before any
+slow sleep, under a lock.
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+import time
+from email.parser import BytesParser
+from email.policy import HTTP
+from http import HTTPStatus
+from http.cookies import CookieError, SimpleCookie
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from types import TracebackType
+from typing import Any, ClassVar
+from urllib.parse import parse_qs, urlsplit
+
+from tests.site import pages
+
+# GET routes that are writes, and so are counted.
+COUNTED_GETS = frozenset({f"/download/{pages.REPORT_NAME}", "/cookies/set"})
+MAX_BODY = 1 << 20
+
+
+class TestSite:
+    """The site the integration tests drive; `with TestSite() as site:` starts and stops it."""
+
+    __test__ = False  # not a pytest test class, although its name starts with "Test"
+
+    def __init__(self, slow_seconds: float = 3.0) -> None:
+        self.slow_seconds = slow_seconds
+        self._lock = threading.Lock()
+        self._changed = threading.Condition(self._lock)
+        self._counts: dict[str, int] = {}
+        self._last_form: dict[str, list[str]] = {}
+        self._orders = 0
+        self._checkout: dict[str, str] = {}
+        self._stopping = threading.Event()
+        self._server: _Server | None = None
+        self._thread: threading.Thread | None = None
+        self._base: str | None = None
+
+    # -- lifecycle ---------------------------------------------------------------------------------
+
+    def start(self) -> str:
+        """Start serving on 127.0.0.1 at a free port; return the base URL. Starting twice is a no-op."""
+        if self._server is not None and self._base is not None:
+            return self._base
+        self._stopping.clear()
+        server = _Server(("127.0.0.1", 0), _Handler)
+        server.site = self
+        host, port = server.server_address[:2]
+        self._server = server
+        self._base = f"http://{host!s}:{port}"
+        self._thread = threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.05},
+                                        name=f"test-site-{port}", daemon=True)
+        self._thread.start()
+        return self._base
+
+    def stop(self) -> None:
+        """Stop serving and free the port; slow requests still sleeping are cut short. Safe to call twice."""
+        server, thread = self._server, self._thread
+        self._server = self._thread = None
+        self._base = None
+        self._stopping.set()
+        if server is not None:
+            server.shutdown()
+            server.server_close()
+        if thread is not None:
+            thread.join(timeout=5)
+
+    def __enter__(self) -> TestSite:
+        self.start()
+        return self
+
+    def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None,
+                 tb: TracebackType | None) -> None:
+        self.stop()
+
+    # -- addresses ---------------------------------------------------------------------------------
+
+    @property
+    def base(self) -> str:
+        if self._base is None:
+            raise RuntimeError("TestSite is not started")
+        return self._base
+
+    def url(self, path: str) -> str:
+        return self.base + path
+
+    # -- counters and state ------------------------------------------------------------------------
+
+    def count(self, key: str) -> int:
+        """How many writes "METHOD /path" the server has received since the last reset()."""
+        with self._lock:
+            return self._counts.get(key, 0)
+
+    def counts(self) -> dict[str, int]:
+        with self._lock:
+            return dict(self._counts)
+
+    @property
+    def last_form(self) -> dict[str, list[str]]:
+        """Fields of the last counted form POST (any route), as parse_qs gives them; {} if none."""
+        with self._lock:
+            return {name: list(values) for name, values in self._last_form.items()}
+
+    def reset(self) -> None:
+        """Zero all counters and server-side state (click total, orders, checkout, last form).
+
+        slow_seconds is a setting, not state: reset() leaves it as it is.
+        """
+        with self._lock:
+            self._counts.clear()
+            self._last_form = {}
+            self._orders = 0
+            self._checkout = {}
+            self._changed.notify_all()
+
+    def wait_for_count(self, key: str, at_least: int = 1, timeout: float = 5.0) -> int:
+        """Block until count(key) >= at_least or timeout passes; return the count then."""
+        deadline = time.monotonic() + timeout
+        with self._changed:
+            while self._counts.get(key, 0) < at_least:
+                left = deadline - time.monotonic()
+                if left <= 0:
+                    break
+                self._changed.wait(left)
+            return self._counts.get(key, 0)
+
+    # -- used by the handler -----------------------------------------------------------------------
+
+    def _record(self, key: str, form: dict[str, list[str]] | None) -> int:
+        with self._lock:
+            n = self._counts.get(key, 0) + 1
+            self._counts[key] = n
+            if form is not None:
+                self._last_form = form
+            self._changed.notify_all()
+            return n
+
+    def _sleep_slow(self) -> None:
+        self._stopping.wait(max(0.0, float(self.slow_seconds)))
+
+    def _ship(self, address: str) -> None:
+        with self._lock:
+            self._checkout = {"address": address}
+
+    def _place_order(self, card: str) -> None:
+        with self._lock:
+            self._orders += 1
+            self._checkout["card"] = card
+            self._checkout["order_id"] = f"ORDER-{self._orders:04d}"
+
+    def _checkout_state(self) -> dict[str, str]:
+        with self._lock:
+            return dict(self._checkout)
+
+
+class _Server(ThreadingHTTPServer):
+    daemon_threads = True
+    allow_reuse_address = True
+    request_queue_size = 128  # many tabs and threads connect at once
+    site: TestSite
+
+    def handle_error(self, request: Any, client_address: Any) -> None:
+        # Browsers close tabs and connections mid-answer all the time in these tests: stay quiet.
+        return
+
+
+def _parse_form(content_type: str, body: bytes) -> dict[str, list[str]] | None:
+    """Fields of a form body (urlencoded or multipart; file parts give their file name), or None."""
+    kind = content_type.split(";", 1)[0].strip().lower()
+    if kind == "application/x-www-form-urlencoded":
+        return parse_qs(body.decode("utf-8", "replace"), keep_blank_values=True)
+    if kind == "multipart/form-data":
+        message = BytesParser(policy=HTTP).parsebytes(f"Content-Type: {content_type}\r\n\r\n".encode("latin-1") + body)
+        fields: dict[str, list[str]] = {}
+        for part in message.iter_parts():
+            name = part.get_param("name", header="content-disposition")
+            if not name:
+                continue
+            filename = part.get_filename()
+            if filename is not None:
+                value = filename
+            else:
+                payload = part.get_payload(decode=True) or b""
+                value = payload.decode(part.get_content_charset() or "utf-8", "replace")
+            fields.setdefault(str(name), []).append(value)
+        return fields
+    return None
+
+
+def _first(fields: dict[str, list[str]], name: str) -> str:
+    values = fields.get(name) or [""]
+    return values[0]
+
+
+class _Handler(BaseHTTPRequestHandler):
+    server: _Server
+    server_version = "KitsuneTestSite/1.0"
+    protocol_version = "HTTP/1.0"
+
+    GET_PAGES: ClassVar[dict[str, Any]] = {
+        "/": pages.index,
+        "/form": pages.form,
+        "/slow": pages.slow,
+        "/checkout/shipping": pages.shipping,
+        "/links": pages.links,
+        "/links/next": pages.links_next,
+        "/links/other": pages.links_other,
+        "/popups": pages.popups,
+        "/popups/child": pages.popup_child,
+        "/storage": pages.storage,
+        "/download": pages.download,
+        "/text": pages.text,
+        "/navigate-on-click": pages.navigate_on_click,
+    }
+
+    def log_message(self, format: str, *args: Any) -> None:
+        return
+
+    @property
+    def site(self) -> TestSite:
+        return self.server.site
+
+    # -- answers -----------------------------------------------------------------------------------
+
+    def _send(self, status: int, body: bytes, content_type: str,
+              headers: list[tuple[str, str]] | None = None) -> None:
+        self.send_response(status)
+        self.send_header("Content-Type", content_type)
+        self.send_header("Content-Length", str(len(body)))
+        self.send_header("Cache-Control", "no-store")
+        for name, value in headers or []:
+            self.send_header(name, value)
+        self.end_headers()
+        if self.command != "HEAD":
+            self.wfile.write(body)
+
+    def _html(self, html: str, status: int = HTTPStatus.OK) -> None:
+        self._send(status, html.encode("utf-8"), "text/html; charset=utf-8")
+
+    def _json(self, data: object, status: int = HTTPStatus.OK) -> None:
+        self._send(status, json.dumps(data).encode("utf-8"), "application/json",
+                   [("Access-Control-Allow-Origin", "*")])
+
+    def _redirect(self, location: str, status: int = HTTPStatus.SEE_OTHER,
+                  headers: list[tuple[str, str]] | None = None) -> None:
+        self._send(status, b"", "text/plain", [("Location", location), *(headers or [])])
+
+    def _not_found(self, path: str) -> None:
+        self._html(pages.not_found(path), HTTPStatus.NOT_FOUND)
+
+    def _read_body(self) -> bytes:
+        try:
+            length = min(int(self.headers.get("Content-Length") or 0), MAX_BODY)
+            return self.rfile.read(length) if length > 0 else b""
+        except (OSError, ValueError):
+            return b""
+
+    # -- GET ---------------------------------------------------------------------------------------
+
+    def do_GET(self) -> None:
+        parts = urlsplit(self.path)
+        path, query = parts.path, parse_qs(parts.query, keep_blank_values=True)
+        if path in COUNTED_GETS:
+            self.site._record(f"GET {path}", None)
+        if path in self.GET_PAGES:
+            self._html(self.GET_PAGES[path]())
+        elif path == "/checkout/billing":
+            self._html(pages.billing(self.site._checkout_state().get("address", "")))
+        elif path == "/checkout/confirmation":
+            state = self.site._checkout_state()
+            self._html(pages.confirmation(state.get("order_id", ""), state.get("address", ""),
+                                          state.get("card", "")[-4:]))
+        elif path == "/cookies":
+            self._html(pages.cookies(self.headers.get("Cookie", "")))
+        elif path == "/cookies/set":
+            self._set_cookie(query)
+        elif path == "/clicks":
+            self._html(pages.clicks(self.site.count("POST /clicks/hit")))
+        elif path == "/wait":
+            try:
+                delay = max(0, int(_first(query, "ms") or 500))
+            except ValueError:
+                delay = 500
+            self._html(pages.wait(delay))
+        elif path == f"/download/{pages.REPORT_NAME}":
+            self._send(HTTPStatus.OK, pages.REPORT_CONTENT, "text/plain; charset=utf-8",
+                       [("Content-Disposition", f'attachment; filename="{pages.REPORT_NAME}"')])
+        elif path == "/api/echo":
+            self._json({name: values[0] if len(values) == 1 else values for name, values in query.items()})
+        else:
+            self._not_found(path)
+
+    def _set_cookie(self, query: dict[str, list[str]]) -> None:
+        name, value = _first(query, "name"), _first(query, "value")
+        cookie: SimpleCookie = SimpleCookie()
+        try:
+            if not name:
+                raise CookieError("missing name")
+            cookie[name] = value
+        except CookieError as error:
+            self._send(HTTPStatus.BAD_REQUEST, f"bad cookie: {error}\n".encode(), "text/plain; charset=utf-8")
+            return
+        cookie[name]["path"] = "/"
+        self._redirect("/cookies", HTTPStatus.FOUND, [("Set-Cookie", cookie[name].OutputString())])
+
+    # -- writes ------------------------------------------------------------------------------------
+
+    def do_POST(self) -> None:
+        path = urlsplit(self.path).path
+        body = self._read_body()
+        fields = _parse_form(self.headers.get("Content-Type", ""), body)
+        n = self.site._record(f"POST {path}", fields)
+        fields = fields or {}
+        if path == "/form":
+            self._html(pages.thanks(fields, n))
+        elif path == "/slow":
+            self.site._sleep_slow()
+            self._html(pages.done(_first(fields, "item"), n))
+        elif path == "/checkout/shipping":
+            self.site._ship(_first(fields, "address"))
+            self._redirect("/checkout/billing")
+        elif path == "/checkout/billing":
+            self.site._place_order(_first(fields, "card"))
+            self._redirect("/checkout/confirmation")
+        elif path == "/clicks/hit":
+            self._json({"total": n})
+        else:
+            self._not_found(path)
+
+    def _other_write(self) -> None:
+        path = urlsplit(self.path).path
+        self._read_body()
+        self.site._record(f"{self.command} {path}", None)
+        self._send(HTTPStatus.METHOD_NOT_ALLOWED, b"method not allowed\n", "text/plain; charset=utf-8")
+
+    do_PUT = do_PATCH = do_DELETE = _other_write

@@ -1,0 +1,378 @@
+"""The test web site, driven by a real Chromium through Playwright's sync API, plus its plain-HTTP behaviour.
+
+One browser per module; a fresh browser context (cookies, storage) per test; the site is reset before each test.
+A missing Chromium fails these tests: it never skips them.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+import threading
+import time
+import urllib.error
+import urllib.request
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from playwright.sync_api import Browser, BrowserContext, Page, expect, sync_playwright
+
+from tests.site import (
+    HIDDEN_TEXT,
+    REPORT_CONTENT,
+    REPORT_NAME,
+    TEXT_HEADING,
+    TEXT_ITEMS,
+    TEXT_PARAGRAPHS,
+    TITLES,
+    TestSite,
+)
+
+ROOT = Path(__file__).resolve().parents[2]
+CHROMIUM = os.environ.get("KITSUNE_CHROMIUM") or shutil.which("chromium") or "/usr/bin/chromium"
+CHROMIUM_ARGS = ["--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
+                 "--disable-background-networking", "--disable-component-update", "--disable-sync"]
+DEFAULT_SLOW = 3.0
+
+
+# -- fixtures ---------------------------------------------------------------------------------------
+
+@pytest.fixture(scope="module")
+def site() -> Iterator[TestSite]:
+    with TestSite(slow_seconds=DEFAULT_SLOW) as running:
+        yield running
+
+
+@pytest.fixture(autouse=True)
+def _fresh_site(site: TestSite) -> None:
+    site.reset()
+    site.slow_seconds = DEFAULT_SLOW
+
+
+@pytest.fixture(scope="module")
+def browser() -> Iterator[Browser]:
+    if not Path(CHROMIUM).is_file():
+        pytest.fail(f"Chromium not found at {CHROMIUM} (set KITSUNE_CHROMIUM or install chromium)")
+    with sync_playwright() as pw:
+        launched = pw.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS, headless=True)
+        yield launched
+        launched.close()
+
+
+@pytest.fixture
+def context(browser: Browser) -> Iterator[BrowserContext]:
+    ctx = browser.new_context(accept_downloads=True)
+    ctx.set_default_timeout(10_000)
+    yield ctx
+    ctx.close()
+
+
+@pytest.fixture
+def page(context: BrowserContext) -> Page:
+    return context.new_page()
+
+
+def _http(site: TestSite, method: str, path: str, data: bytes | None = None) -> tuple[int, bytes]:
+    request = urllib.request.Request(site.url(path), data=data, method=method)
+    try:
+        with urllib.request.urlopen(request, timeout=10) as answer:
+            return answer.status, answer.read()
+    except urllib.error.HTTPError as error:
+        return error.code, error.read()
+
+
+# -- the browser ------------------------------------------------------------------------------------
+
+def test_chromium_is_installed() -> None:
+    assert Path(CHROMIUM).is_file(), f"Chromium not found at {CHROMIUM}"
+
+
+def test_index_links_every_page_and_pages_are_not_counted(site: TestSite, page: Page) -> None:
+    page.goto(site.url("/"))
+    assert page.title() == TITLES["/"]
+    hrefs = set(page.eval_on_selector_all("#pages a", "links => links.map(a => a.getAttribute('href'))"))
+    assert set(TITLES) - {"/"} <= hrefs
+    assert f"/download/{REPORT_NAME}" in hrefs
+    for path, title in TITLES.items():
+        page.goto(site.url(path))
+        assert page.title() == title, path
+    assert site.counts() == {}
+
+
+def test_form_post_is_counted_exactly_once(site: TestSite, page: Page) -> None:
+    page.goto(site.url("/form"))
+    assert page.eval_on_selector_all("#color option", "os => os.map(o => [o.value, o.textContent])") == [
+        ["red", "Red"], ["green", "Green"], ["blue", "Blue"]]
+    page.fill("#name", "Ada")
+    page.fill("#email", "ada@example.test")
+    page.fill("#message", "Hello\nthere")
+    page.select_option("#color", label="Green")
+    page.select_option("#sizes", ["s", "l"])
+    page.check("#agree")
+    page.check("#plan-pro")
+    page.click("#submit")
+    expect(page).to_have_title("Thanks")
+    assert site.counts() == {"POST /form": 1}
+    assert page.text_content("#thanks-name") == "Ada"
+    assert page.text_content("#thanks-email") == "ada@example.test"
+    assert page.text_content("#thanks-message") == "Hello\nthere"  # the HTML parser folds CR LF
+    assert page.text_content("#thanks-color") == "green"
+    assert page.text_content("#thanks-sizes") == "s, l"
+    assert page.text_content("#thanks-agree") == "yes"
+    assert page.text_content("#thanks-plan") == "pro"
+    assert page.text_content("#thanks-count") == "1"
+    assert site.last_form == {"name": ["Ada"], "email": ["ada@example.test"], "message": ["Hello\r\nthere"],
+                              "color": ["green"], "sizes": ["s", "l"], "agree": ["yes"], "plan": ["pro"]}
+
+
+def test_slow_post_is_counted_before_the_answer_arrives(site: TestSite, page: Page) -> None:
+    site.slow_seconds = 1.5
+    page.goto(site.url("/slow"))
+    page.fill("#item", "widget")
+    started = time.monotonic()
+    page.click("#slow-submit", no_wait_after=True)
+    assert site.wait_for_count("POST /slow", 1, timeout=1.0) == 1
+    counted_after = time.monotonic() - started
+    assert counted_after < 1.5
+    assert page.url == site.url("/slow")  # the answer has not arrived yet
+    expect(page).to_have_title("Done")
+    assert time.monotonic() - started >= 1.5
+    assert page.text_content("#done-item") == "widget"
+    assert site.counts() == {"POST /slow": 1}
+    assert site.last_form == {"item": ["widget"]}
+
+
+def test_checkout_counts_two_writes_and_lands_on_confirmation(site: TestSite, page: Page) -> None:
+    page.goto(site.url("/checkout/shipping"))
+    page.fill("#address", "1 Fox Lane")
+    page.click("#to-billing")
+    expect(page).to_have_url(site.url("/checkout/billing"))
+    assert page.text_content("#billing-address") == "1 Fox Lane"
+    page.fill("#card", "4242424242424242")
+    page.click("#to-confirm")
+    expect(page).to_have_url(site.url("/checkout/confirmation"))
+    assert page.title() == "Order confirmed"
+    assert page.text_content("#order-id") == "ORDER-0001"
+    assert page.text_content("#confirm-address") == "1 Fox Lane"
+    assert page.text_content("#confirm-card") == "4242"
+    assert site.counts() == {"POST /checkout/shipping": 1, "POST /checkout/billing": 1}
+
+
+def test_links_navigate(site: TestSite, page: Page) -> None:
+    page.goto(site.url("/links"))
+    page.click("#next")
+    expect(page).to_have_title("Next")
+    assert page.url == site.url("/links/next")
+    page.go_back()
+    expect(page).to_have_title("Links")
+    page.click("#external-ish")
+    expect(page).to_have_title("Other")
+
+
+def test_popups_open_the_child(site: TestSite, context: BrowserContext, page: Page) -> None:
+    page.goto(site.url("/popups"))
+    with page.expect_popup() as popup_info:
+        page.click("#open-popup")
+    popup = popup_info.value
+    popup.wait_for_load_state()
+    assert popup.title() == "Popup child"
+    with context.expect_page() as new_page_info:
+        page.click("#blank-link")
+    child = new_page_info.value
+    child.wait_for_load_state()
+    assert child.title() == "Popup child"
+    assert child.url == site.url("/popups/child")
+    assert len(context.pages) == 3
+
+
+def test_cookies_round_trip(site: TestSite, context: BrowserContext, page: Page) -> None:
+    page.goto(site.url("/cookies/set?name=flavour&value=ginger"))
+    expect(page).to_have_url(site.url("/cookies"))
+    assert page.text_content("#server-cookies") == "flavour=ginger"
+    assert page.text_content("#client-cookies") == "flavour=ginger"
+    page.fill("#cookie-name", "colour")
+    page.fill("#cookie-value", "red")
+    page.click("#set-cookie")
+    expect(page.locator("#server-cookies")).to_contain_text("colour=red")
+    assert "flavour=ginger" in page.text_content("#client-cookies")
+    assert {(c["name"], c["value"]) for c in context.cookies()} == {("flavour", "ginger"), ("colour", "red")}
+    assert site.counts() == {"GET /cookies/set": 2}
+
+
+def test_storage_dump(site: TestSite, page: Page) -> None:
+    page.goto(site.url("/storage"))
+    for key, value in (("b", "2"), ("a", "one")):
+        page.fill("#key", key)
+        page.fill("#value", value)
+        page.click("#save")
+    page.click("#show")
+    assert json.loads(page.text_content("#dump") or "") == {"a": "one", "b": "2"}
+    page.reload()
+    page.click("#show")
+    assert json.loads(page.text_content("#dump") or "") == {"a": "one", "b": "2"}
+    page.click("#clear")
+    page.click("#show")
+    assert page.text_content("#dump") == "{}"
+    assert site.counts() == {}
+
+
+def test_download_content_and_count(site: TestSite, page: Page) -> None:
+    page.goto(site.url("/download"))
+    with page.expect_download() as download_info:
+        page.click("#download")
+    download = download_info.value
+    assert download.suggested_filename == REPORT_NAME
+    assert Path(download.path()).read_bytes() == REPORT_CONTENT
+    assert site.counts() == {f"GET /download/{REPORT_NAME}": 1}
+
+
+def test_clicks_hit_the_server_and_local_clicks_do_not(site: TestSite, page: Page) -> None:
+    page.goto(site.url("/clicks"))
+    assert page.text_content("#total") == "0"
+    for expected in ("1", "2", "3"):
+        page.click("#hit")
+        expect(page.locator("#total")).to_have_text(expected)
+    assert site.count("POST /clicks/hit") == 3
+    page.click("#local")
+    for i in range(10):
+        page.click(f"#b{i}")
+    expect(page.locator("#local-count")).to_have_text("11")
+    assert site.counts() == {"POST /clicks/hit": 3}
+    page.reload()
+    assert page.text_content("#total") == "3"
+    assert page.text_content("#local-count") == "0"
+
+
+def test_text_page(site: TestSite, page: Page) -> None:
+    page.goto(site.url("/text"))
+    assert page.inner_text("h1") == TEXT_HEADING
+    assert page.locator("p.para").all_inner_texts() == list(TEXT_PARAGRAPHS)
+    assert page.locator("li.item").all_inner_texts() == list(TEXT_ITEMS)
+    body = page.inner_text("body")
+    assert all(paragraph in body for paragraph in TEXT_PARAGRAPHS)
+    assert HIDDEN_TEXT not in body
+    assert page.locator("#hidden").text_content() == HIDDEN_TEXT
+
+
+def test_wait_page(site: TestSite, page: Page) -> None:
+    page.goto(site.url("/wait"))
+    started = time.monotonic()
+    assert page.locator("#vanish").count() == 1
+    assert page.locator("#late").count() == 0
+    page.wait_for_selector("#late", state="visible", timeout=3000)
+    page.wait_for_selector("#vanish", state="detached", timeout=3000)
+    assert time.monotonic() - started < 3
+    page.goto(site.url("/wait?ms=50"))
+    page.wait_for_selector("#late", timeout=1000)
+
+
+def test_navigate_on_click(site: TestSite, page: Page) -> None:
+    page.goto(site.url("/navigate-on-click"))
+    page.click("#go")
+    expect(page).to_have_url(site.url("/links/next"))
+    assert page.title() == "Next"
+
+
+def test_api_echo_is_json_and_not_counted(site: TestSite, page: Page) -> None:
+    page.goto(site.url("/"))
+    data = page.evaluate("fetch('/api/echo?x=1&y=two&y=three').then(r => r.json())")
+    assert data == {"x": "1", "y": ["two", "three"]}
+    assert site.counts() == {}
+
+
+def test_reset_zeroes_counters_and_state(site: TestSite, page: Page) -> None:
+    site.slow_seconds = 0
+    page.goto(site.url("/checkout/shipping"))
+    page.fill("#address", "2 Den Road")
+    page.click("#to-billing")
+    page.fill("#card", "1111")
+    page.click("#to-confirm")
+    expect(page.locator("#order-id")).to_have_text("ORDER-0001")
+    page.goto(site.url("/clicks"))
+    page.click("#hit")
+    expect(page.locator("#total")).to_have_text("1")
+    assert sum(site.counts().values()) == 3
+    assert site.last_form == {"card": ["1111"]}
+    site.reset()
+    assert site.counts() == {}
+    assert site.count("POST /clicks/hit") == 0
+    assert site.last_form == {}
+    assert site.slow_seconds == 0  # a setting, not state
+    page.reload()
+    assert page.text_content("#total") == "0"
+    page.goto(site.url("/checkout/confirmation"))
+    assert page.text_content("#order-id") == ""
+
+
+# -- plain HTTP -------------------------------------------------------------------------------------
+
+def test_every_write_is_counted_and_reads_are_not(site: TestSite) -> None:
+    assert _http(site, "GET", "/form")[0] == 200
+    assert _http(site, "GET", "/api/echo?a=1") == (200, b'{"a": "1"}')
+    assert _http(site, "GET", "/nowhere")[0] == 404
+    assert _http(site, "POST", "/nowhere", b"a=1")[0] == 404
+    assert _http(site, "PUT", "/form", b"x")[0] == 405
+    assert _http(site, "DELETE", "/form")[0] == 405
+    assert _http(site, "GET", "/cookies/set")[0] == 400
+    status, body = _http(site, "GET", f"/download/{REPORT_NAME}?again=1")
+    assert (status, body) == (200, REPORT_CONTENT)
+    assert site.counts() == {"POST /nowhere": 1, "PUT /form": 1, "DELETE /form": 1, "GET /cookies/set": 1,
+                             f"GET /download/{REPORT_NAME}": 1}
+    assert site.last_form == {"a": ["1"]}
+    assert site.count("GET /form") == 0
+
+
+def test_counting_is_thread_safe(site: TestSite) -> None:
+    totals: list[int] = []
+
+    def hit() -> None:
+        totals.append(json.loads(_http(site, "POST", "/clicks/hit", b"")[1])["total"])
+
+    threads = [threading.Thread(target=hit) for _ in range(40)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(10)
+    assert site.count("POST /clicks/hit") == 40
+    assert sorted(totals) == list(range(1, 41))
+
+
+def test_lifecycle() -> None:
+    site = TestSite(slow_seconds=30)
+    with pytest.raises(RuntimeError):
+        _ = site.base
+    base = site.start()
+    assert base.startswith("http://127.0.0.1:") and site.base == base and site.url("/x") == base + "/x"
+    assert site.start() == base
+    answers: list[int] = []
+    client = threading.Thread(target=lambda: answers.append(_http(site, "POST", "/slow", b"item=a")[0]))
+    client.start()
+    assert site.wait_for_count("POST /slow", 1, timeout=5) == 1
+    started = time.monotonic()
+    site.stop()
+    assert time.monotonic() - started < 3  # the 30 s sleep is cut short
+    client.join(5)
+    assert answers == [200]
+    with pytest.raises(urllib.error.URLError):
+        urllib.request.urlopen(base + "/", timeout=2)
+    site.stop()
+    with TestSite() as other:
+        assert _http(other, "GET", "/")[0] == 200
+    with pytest.raises(RuntimeError):
+        _ = other.base
+
+
+def test_server_imports_only_the_standard_library() -> None:
+    probe = ("import sys; before = set(sys.modules); import tests.site; "
+             "print(sorted({m.split('.')[0] for m in set(sys.modules) - before} "
+             "- set(sys.stdlib_module_names) - {'tests'}))")
+    result = subprocess.run([sys.executable, "-c", probe], cwd=ROOT, capture_output=True, text=True, check=False)
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.strip() == "[]"
+    assert "asyncio" not in subprocess.run(
+        [sys.executable, "-c", "import sys, tests.site; print(sorted(sys.modules))"],
+        cwd=ROOT, capture_output=True, text=True, check=True).stdout
