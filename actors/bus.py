@@ -376,8 +376,9 @@ class NatsBus:
         _log.info("NATS connection back at %s (%d reconnects)", _display(self._server()), self.reconnects)
 
     async def _on_error(self, e: Exception) -> None:
-        level = logging.DEBUG if isinstance(e, OSError | TimeoutError) else logging.WARNING
-        _log.log(level, "NATS client error: %s", type(e).__name__)
+        # Connection-level failures repeat on every reconnect attempt; the outage itself is logged once.
+        quiet = isinstance(e, OSError | TimeoutError | nats.errors.StaleConnectionError)
+        _log.log(logging.DEBUG if quiet else logging.WARNING, "NATS client error: %s", type(e).__name__)
 
 
 def _translate(e: nats.errors.Error, subject: str, *, sent: bool) -> BusError:

@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import asyncio
+import concurrent.futures
 import logging
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -104,14 +106,17 @@ class BusDriver:
 class EventSink:
     """The engine's event sink: events go to the event store in order, from every call thread.
 
-    Appends are pipelined; ``StepDispatched`` and ``CallEnded`` wait until they (and every event
-    before them) are stored, so a write is never sent before its dispatch is on record.
+    Appends are pipelined: an event is queued without waiting, except ``StepDispatched`` and
+    ``CallEnded``, which wait until they (and every event before them) are stored, so a write
+    is never sent before its dispatch is on record.
     """
 
     def __init__(self, io: IoLoop, store: EventStore) -> None:
         self._io = io
         self._store = store
-        self._queue: asyncio.Queue[tuple[Event, asyncio.Future[None] | None]] | None = None
+        self.listeners: list[Callable[[Event], None]] = []
+        """Called with every event on the emitting thread, as it happens (metrics, benchmarks)."""
+        self._queue: asyncio.Queue[tuple[Event, concurrent.futures.Future[None] | None]] | None = None
         self._writer: asyncio.Task[None] | None = None
 
     async def start(self) -> None:
@@ -133,21 +138,21 @@ class EventSink:
                 await self._store.append(event)
             except Exception as e:
                 log.error("event of call %s not stored (%s)", event.call, type(e).__name__)
-                if stored is not None and not stored.done():
+                if stored is not None:
                     stored.set_exception(e)
             else:
-                if stored is not None and not stored.done():
+                if stored is not None:
                     stored.set_result(None)
             finally:
                 self._queue.task_done()
 
     def __call__(self, event: Event) -> None:
-        durable = isinstance(event, StepDispatched | CallEnded)
-        self._io.run(self._enqueue(event, durable), timeout=30)
-
-    async def _enqueue(self, event: Event, durable: bool) -> None:
         assert self._queue is not None
-        stored: asyncio.Future[None] | None = asyncio.get_running_loop().create_future() if durable else None
-        self._queue.put_nowait((event, stored))
+        for listener in self.listeners:
+            listener(event)
+        stored: concurrent.futures.Future[None] | None = None
+        if isinstance(event, StepDispatched | CallEnded):
+            stored = concurrent.futures.Future()
+        self._io.loop.call_soon_threadsafe(self._queue.put_nowait, (event, stored))
         if stored is not None:
-            await stored
+            stored.result(timeout=30)

@@ -9,6 +9,7 @@ hands the actor a callback that resolves an asyncio future through ``call_soon_t
 from __future__ import annotations
 
 import asyncio
+import concurrent.futures
 import threading
 from collections.abc import Callable, Coroutine
 from dataclasses import dataclass
@@ -38,8 +39,33 @@ class IoLoop:
         loop.run_forever()
 
     def run(self, coroutine: Coroutine[Any, Any, T], timeout: float | None = None) -> T:
-        """Run ``coroutine`` on the loop and wait for it on this (non-loop) thread."""
-        return asyncio.run_coroutine_threadsafe(coroutine, self.loop).result(timeout)
+        """Run ``coroutine`` on the loop and wait for it on this (non-loop) thread.
+
+        Lighter than ``asyncio.run_coroutine_threadsafe`` (one thread hop each way, no chained
+        futures): a step makes several of these. On timeout the task is cancelled.
+        """
+        done: concurrent.futures.Future[T] = concurrent.futures.Future()
+        tasks: list[asyncio.Task[T]] = []
+
+        def settle(task: asyncio.Task[T]) -> None:
+            if task.cancelled():
+                done.cancel()
+            elif (error := task.exception()) is not None:
+                done.set_exception(error)
+            else:
+                done.set_result(task.result())
+
+        def start() -> None:
+            task = self.loop.create_task(coroutine)
+            tasks.append(task)
+            task.add_done_callback(settle)
+
+        self.loop.call_soon_threadsafe(start)
+        try:
+            return done.result(timeout)
+        except concurrent.futures.TimeoutError:
+            self.loop.call_soon_threadsafe(lambda: [task.cancel() for task in tasks])
+            raise
 
     def close(self) -> None:
         """Stop a loop this object started (one given to it is left alone)."""

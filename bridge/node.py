@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -30,6 +31,7 @@ from actors.tab_actor import Browser, TabActor
 from bridge.nats_server import EmbeddedNats
 from messages.codec import decode, encode
 from messages.commands import CallSpec, CloseTab, GetTabs, NewTab
+from messages.events import Event
 from messages.requests import FLEET_OPEN, TABS_LIST, TabRequest, tab_subject
 from messages.results import Done, Failed, Failure, Outcome
 from messages.steplog import StepLog, fold
@@ -68,6 +70,8 @@ class Node:
         self._tabs: dict[int, tuple[pykka.ActorRef[TabActor], Subscription]] = {}
         self._subscriptions: list[Subscription] = []
         self._sink: EventSink | None = None
+        self.event_listeners: list[Callable[[Event], None]] = []
+        """Called with every step-log event as it happens, on the emitting thread."""
         self.calls: Calls | None = None
 
     # life cycle
@@ -104,6 +108,7 @@ class Node:
             self.events = await JetStreamEventStore.create(nats_bus, max_age_seconds=self.config.checkpoint_ttl)
             self.audit_log = await JetStreamAuditLog.create(nats_bus.client)
         self._sink = EventSink(self.io, self.events)
+        self._sink.listeners = self.event_listeners
         await self._sink.start()
         await self.browser.start()
         self._subscriptions.append(await self.bus.subscribe(FLEET_OPEN, self._serve_open, queue="kitsune-open"))

@@ -33,6 +33,14 @@ HTTP_STATUS: Mapping[str, int] = {
     "observed_invalid": 400,
     "observed_required": 400,
     "resume_failed": 200,
+    # The node's own parts are not there (yet): try again later.
+    "nats_unavailable": 503,
+    "browser_unavailable": 503,
+    "tabs_unavailable": 503,
+    "bus_disconnected": 503,
+    "bus_error": 503,
+    "no_responders": 503,
+    "bus_timeout": 504,
 }
 
 

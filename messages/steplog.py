@@ -7,7 +7,7 @@ stream after the actor that ran it is gone. A step that started and has no termi
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from typing import Any
 
@@ -215,25 +215,7 @@ class StepLogBuilder:
             self._ended = event.reason
             return
         node = self._nodes[event.path]  # type: ignore[attr-defined]
-        if isinstance(event, StepStarted):
-            node.started, node.tab_id = True, event.tab_id
-            node.status = node.code = node.error = node.warning = None
-            node.dispatched = node.wrote = node.kept = False
-            node.observed = None
-        elif isinstance(event, StepDispatched):
-            node.dispatched = True
-        elif isinstance(event, BlockWriteSucceeded):
-            node.wrote = True
-        elif isinstance(event, StepSucceeded):
-            node.status, node.warning = "ok", event.warning
-        elif isinstance(event, StepFailed | StepOutcomeUnknown | StepHeld):
-            node.status, node.code, node.error = _TERMINAL[type(event)], event.code, event.error
-        elif isinstance(event, StepSkipped):
-            node.status = "skipped"
-        elif isinstance(event, StepKept):
-            node.status, node.kept, node.tab_id = "ok", True, event.tab_id
-        elif isinstance(event, StepObserved) and event.observed == "applied":
-            node.status, node.observed = "ok", "applied"
+        _STEP_HANDLERS[type(event)](node, event)
 
     def _lay_out(self, path: str, index: int, outline: OutlineStep) -> _Node:
         node = _Node(path, index, outline)
@@ -248,7 +230,48 @@ class StepLogBuilder:
         return StepLog(self._call, self._kind, self._timeout, tuple(n.freeze() for n in self._top), self._ended)
 
 
-_TERMINAL: dict[type[Event], Status] = {StepFailed: "failed", StepOutcomeUnknown: "unknown", StepHeld: "held"}
+def _started(node: _Node, event: Any) -> None:
+    node.started, node.tab_id = True, event.tab_id
+    node.status = node.code = node.error = node.warning = node.observed = None
+    node.dispatched = node.wrote = node.kept = False
+
+
+def _dispatched(node: _Node, event: Any) -> None:
+    node.dispatched = True
+
+
+def _wrote(node: _Node, event: Any) -> None:
+    node.wrote = True
+
+
+def _succeeded(node: _Node, event: Any) -> None:
+    node.status, node.warning = "ok", event.warning
+
+
+def _ended(status: Status) -> Callable[[_Node, Any], None]:
+    def end(node: _Node, event: Any) -> None:
+        node.status, node.code, node.error = status, event.code, event.error
+    return end
+
+
+def _skipped(node: _Node, event: Any) -> None:
+    node.status = "skipped"
+
+
+def _kept(node: _Node, event: Any) -> None:
+    node.status, node.kept, node.tab_id = "ok", True, event.tab_id
+
+
+def _observed(node: _Node, event: Any) -> None:
+    if event.observed == "applied":
+        node.status, node.observed = "ok", "applied"
+
+
+_STEP_HANDLERS: dict[type[Event], Callable[[_Node, Any], None]] = {
+    StepStarted: _started, StepDispatched: _dispatched, BlockWriteSucceeded: _wrote, StepSucceeded: _succeeded,
+    StepFailed: _ended("failed"), StepOutcomeUnknown: _ended("unknown"), StepHeld: _ended("held"),
+    StepSkipped: _skipped, StepKept: _kept, StepObserved: _observed,
+}
 
 
 def fold(events: Iterable[Event]) -> StepLog:

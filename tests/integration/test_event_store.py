@@ -1,0 +1,146 @@
+"""The event store: one suite run against LocalEventStore and JetStreamEventStore, then the stream."""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import AsyncIterator
+
+import pytest
+from nats.js.api import StorageType
+
+from actors.bus import NatsBus
+from actors.event_store import EVENTS_STREAM, EventStore, JetStreamEventStore, LocalEventStore
+from messages.events import (
+    CallEnded,
+    CallStarted,
+    Event,
+    OutlineStep,
+    StepDispatched,
+    StepFailed,
+    StepOutcomeUnknown,
+    StepStarted,
+    StepSucceeded,
+)
+from messages.steplog import fold
+
+pytestmark = pytest.mark.anyio
+
+OUTLINE = (
+    OutlineStep("click", 3),
+    OutlineStep("sequence", 3, steps=(OutlineStep("fill", 3), OutlineStep("submitForm", 3))),
+    OutlineStep("parallel", sequences=((OutlineStep("pageText", 4),), (OutlineStep("url", 5),))),
+)
+
+
+def _call() -> int:
+    """A call id no other test (or earlier run on a shared server) has used."""
+    return uuid.uuid4().int % 10**15
+
+
+def _events(call: int) -> list[Event]:
+    return [
+        CallStarted(call, "batch", OUTLINE, 120.0),
+        StepStarted(call, "0", "click", 3),
+        StepDispatched(call, "0"),
+        StepSucceeded(call, "0", warning="slow page"),
+        StepStarted(call, "1", "sequence", 3),
+        StepStarted(call, "1.0", "fill", 3),
+        StepDispatched(call, "1.0"),
+        StepFailed(call, "1.0", "element_not_found", "command 1.0: no element matches", True),
+        StepOutcomeUnknown(call, "1", "container_timeout", "the call timed out"),
+        CallEnded(call, "container_timeout"),
+    ]
+
+
+@pytest.fixture
+async def bus(nats_url: str) -> AsyncIterator[NatsBus]:
+    made = await NatsBus.connect(nats_url, name="kitsune-test-events")
+    yield made
+    await made.close()
+
+
+@pytest.fixture(params=["local", "jetstream"])
+async def store(request: pytest.FixtureRequest) -> AsyncIterator[EventStore]:
+    if request.param == "local":
+        yield LocalEventStore()
+        return
+    connection = await NatsBus.connect(request.getfixturevalue("nats_url"), name="kitsune-test-events")
+    try:
+        yield await JetStreamEventStore.create(connection)
+    finally:
+        await connection.close()
+
+
+# --- the shared suite ----------------------------------------------------------------------
+
+
+async def test_a_call_reads_back_its_own_events_in_order(store: EventStore) -> None:
+    mine, other = _call(), _call()
+    my_events, other_events = _events(mine), _events(other)[:4]
+    for index, event in enumerate(my_events):  # interleaved with another call's
+        await store.append(event)
+        if index < len(other_events):
+            await store.append(other_events[index])
+    assert await store.read(mine) == my_events
+    assert await store.read(other) == other_events
+
+
+async def test_events_round_trip_into_the_same_step_log(store: EventStore) -> None:
+    call = _call()
+    events = _events(call)
+    for event in events:
+        await store.append(event)
+    back = await store.read(call)
+    assert [type(e) for e in back] == [type(e) for e in events]
+    assert back == events
+    assert fold(back) == fold(events)
+
+
+async def test_a_call_with_no_events_reads_empty(store: EventStore) -> None:
+    assert await store.read(_call()) == []
+
+
+async def test_a_long_call_reads_back_whole(store: EventStore) -> None:
+    call = _call()
+    events: list[Event] = [CallStarted(call, "batch", (OutlineStep("click", 1),) * 300, 600.0)]
+    events += [StepSucceeded(call, str(i)) for i in range(300)]  # more than one fetch batch
+    for event in events:
+        await store.append(event)
+    assert await store.read(call) == events
+
+
+# --- the stream ----------------------------------------------------------------------------
+
+
+async def test_the_stream_keeps_events_in_memory_for_the_checkpoint_ttl(bus: NatsBus) -> None:
+    await JetStreamEventStore.create(bus)
+    await JetStreamEventStore.create(bus.client)  # again, from the bare client: unchanged
+    config = (await bus.client.jetstream().stream_info(EVENTS_STREAM)).config
+    assert config.storage == StorageType.MEMORY
+    assert config.max_age == 1800
+    assert config.subjects == ["kitsune.events.>"]
+
+
+async def test_a_different_max_age_updates_the_stream_in_place(bus: NatsBus) -> None:
+    call = _call()
+    store = await JetStreamEventStore.create(bus)
+    await store.append(CallEnded(call, "completed"))
+    js = bus.client.jetstream()
+    try:
+        await JetStreamEventStore.create(bus, max_age_seconds=600)
+        assert (await js.stream_info(EVENTS_STREAM)).config.max_age == 600
+        assert await store.read(call) == [CallEnded(call, "completed")]  # same stream, events kept
+    finally:
+        await JetStreamEventStore.create(bus)
+    assert (await js.stream_info(EVENTS_STREAM)).config.max_age == 1800
+
+
+async def test_reads_leave_no_consumer_behind(bus: NatsBus) -> None:
+    store = await JetStreamEventStore.create(bus)
+    call = _call()
+    await store.append(CallEnded(call, "completed"))
+    js = bus.client.jetstream()
+    before = (await js.stream_info(EVENTS_STREAM)).state.consumer_count
+    for _ in range(3):
+        await store.read(call)
+    assert (await js.stream_info(EVENTS_STREAM)).state.consumer_count == before
