@@ -309,9 +309,20 @@ class _Run:
     # events
 
     def emit(self, event: Event) -> None:
+        """Fold ``event`` in and hand it to the sink.
+
+        A ``StepDispatched`` the sink could not store raises: its write is then never sent.
+        Any other event the sink loses is logged; the run and its report go on.
+        """
         with self.lock:
             self.builder.apply(event)
-            self.sink(event)
+            try:
+                self.sink(event)
+            except Exception as e:
+                if isinstance(event, StepDispatched):
+                    raise KitsuneError("events_unavailable", "The step could not be recorded before sending; "
+                                       "nothing was sent", retryable=True) from e
+                log.error("event of call %s not recorded (%s)", self.call, type(e).__name__)
 
     def execute(self) -> RunReport:
         outline = tuple(outline_of(c, self.spec.default_tab) for c in self.spec.commands)
@@ -612,8 +623,8 @@ class _Run:
             self.timed_out = True
             return _deadline_outcome(self.timeout, path in self.dispatched)
         if writes and path not in self.dispatched:
+            self.emit(StepDispatched(self.call, path))  # recorded before the write is sent
             self.dispatched.add(path)
-            self.emit(StepDispatched(self.call, path))
         outcome = self._barrier(command, owner) if isinstance(command, SyncBarrier) else self._send(command, tab)
         if isinstance(outcome, Done):
             if inner and outcome.warning is not None:

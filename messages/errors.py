@@ -41,6 +41,7 @@ HTTP_STATUS: Mapping[str, int] = {
     "bus_error": 503,
     "no_responders": 503,
     "bus_timeout": 504,
+    "events_unavailable": 503,
 }
 
 

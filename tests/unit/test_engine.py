@@ -915,3 +915,35 @@ def test_bad_call_is_rejected_before_anything_reaches_the_driver(
 def test_succeeded_event_per_step_of_an_ok_batch(world: World) -> None:
     run(world, [click("#a"), find("#b")])
     assert [e.path for e in world.events if isinstance(e, StepSucceeded)] == ["0", "1"]
+
+
+def test_write_whose_dispatch_cannot_be_recorded_is_never_sent() -> None:
+    world = World()
+
+    def sink(event: Event) -> None:
+        if isinstance(event, StepDispatched):
+            raise KitsuneError("bus_timeout", "the event stream did not answer")
+        world.events.append(event)
+
+    world.calls._sink = sink  # the event stream fails for dispatches only
+    body = run(world, [{"action": "title"}, {"action": "click", "selector": "#buy"}, {"action": "title"}])
+
+    assert statuses(body["progress"]) == ["ok", "failed", "skipped"]
+    assert body["results"][1]["code"] == "events_unavailable"
+    assert body["results"][1]["retryable"] is True
+    assert world.driver.writes_sent("#buy") == 0
+
+
+def test_events_the_sink_loses_after_dispatch_do_not_stop_the_call() -> None:
+    world = World()
+
+    def sink(event: Event) -> None:
+        if isinstance(event, StepSucceeded | CallEnded):
+            raise KitsuneError("bus_timeout", "the event stream did not answer")
+        world.events.append(event)
+
+    world.calls._sink = sink
+    body = run(world, [{"action": "click", "selector": "#a"}, {"action": "click", "selector": "#b"}])
+
+    assert body["status"] == "ok"
+    assert world.driver.writes_sent() == 2
