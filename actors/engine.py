@@ -756,14 +756,16 @@ class _Run:
         return outcome
 
     def _broadcast(self, command: Broadcast, path: str, lookup: Callable[[int], Any], owner: str | None) -> Outcome:
-        outcomes: list[tuple[int, Outcome]] = []
+        outcomes: list[Outcome] = []
+        per_tab: list[dict[str, Any]] = []
         for target in command.tab_ids:
             assert isinstance(target, int)
-            outcome, _ = self._inner((command.command,), target, path, lookup, owner)
-            outcomes.append((target, outcome))
-        per_tab = [{"tabId": t, **(_outcome_json(o) or {})} for t, o in outcomes]
+            outcome, results = self._inner((command.command,), target, path, lookup, owner)
+            outcomes.append(outcome)
+            own = results[-1] if results else _outcome_json(outcome)  # the command's own result on this tab
+            per_tab.append({"tabId": target, **(own or {})})
         for kind in (Unknown, HeldForApproval, Failed):
-            failing = next((o for _, o in outcomes if isinstance(o, kind)), None)
+            failing = next((o for o in outcomes if isinstance(o, kind)), None)
             if failing is not None:
                 assert not isinstance(failing, Done)
                 f = failing.failure
