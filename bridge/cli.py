@@ -4,10 +4,15 @@ from __future__ import annotations
 
 import argparse
 import json
+import logging
+import signal
 import sys
+import threading
 from importlib.metadata import version
 from pathlib import Path
 
+from bridge.browser import ChromiumBrowser, find_chromium
+from bridge.node import Node, NodeConfig
 from messages.commands import parse_body
 from messages.errors import KitsuneError
 from messages.schema import batch_schema, command_schema, parallel_schema
@@ -26,6 +31,9 @@ def _parser() -> argparse.ArgumentParser:
     schema = commands.add_parser("schema", help="print the JSON Schema of the command language")
     schema.add_argument("--of", choices=("command", "batch", "parallel"), default="command",
                         help="a single command (default), a batch body or a parallel body")
+    serve = commands.add_parser("serve", help="run a Kitsune node (embedded NATS, local Chromium, the actors)")
+    serve.add_argument("--nats-url", help="join this NATS server or cluster (comma-separated URLs) "
+                                          "instead of starting an embedded nats-server")
     check = commands.add_parser("validate", help="validate a batch or parallel body (JSON file, - for stdin)")
     check.add_argument("file", help="the call body: {\"commands\": [...]} or {\"sequences\": [...]}")
     return parser
@@ -47,6 +55,25 @@ def _validate(file: str) -> int:
     return 0
 
 
+def _serve(nats_url: str | None) -> int:
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    stop = threading.Event()
+    for signum in (signal.SIGINT, signal.SIGTERM):
+        signal.signal(signum, lambda *_: stop.set())
+    try:
+        node = Node(ChromiumBrowser(), NodeConfig(nats_url=nats_url)).start()
+    except KitsuneError as e:
+        print(f"kitsune: cannot start: {e.message}", file=sys.stderr)
+        return 1
+    where = nats_url or (node.nats.url if node.nats else "")
+    print(f"kitsune node ready: nats {where}, chromium {find_chromium()}", flush=True)
+    try:
+        stop.wait()
+    finally:
+        node.stop()
+    return 0
+
+
 def main(argv: list[str] | None = None) -> int:
     """Entry point of the ``kitsune`` console script."""
     args = _parser().parse_args(argv)
@@ -56,6 +83,8 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     if args.command == "validate":
         return _validate(args.file)
+    if args.command == "serve":
+        return _serve(args.nats_url)
     _parser().print_help()
     return 0
 

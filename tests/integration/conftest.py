@@ -11,8 +11,11 @@ from collections.abc import Iterator
 
 import pytest
 
+from bridge.browser import ChromiumBrowser
 from bridge.nats_server import EmbeddedNats
+from bridge.node import Node, NodeConfig
 from messages.errors import KitsuneError
+from tests.site import TestSite
 
 NATS_URL_ENV = "KITSUNE_TEST_NATS_URL"
 
@@ -39,3 +42,21 @@ def nats_url() -> Iterator[str]:
         yield url
     finally:
         server.stop()
+
+
+@pytest.fixture(scope="session")
+def test_site() -> Iterator[TestSite]:
+    """The test web site, shared by the session; tests reset it as they need."""
+    with TestSite(slow_seconds=3.0) as served:
+        yield served
+
+
+@pytest.fixture(scope="session")
+def node(nats_url: str, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Node]:
+    """One Kitsune node for the session: the shared nats-server, a real Chromium, every actor."""
+    browser = ChromiumBrowser(downloads_dir=tmp_path_factory.mktemp("downloads"))
+    started = Node(browser, NodeConfig(nats_url=nats_url, step_timeout=10.0)).start()
+    try:
+        yield started
+    finally:
+        started.stop()

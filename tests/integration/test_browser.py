@@ -1,0 +1,580 @@
+"""The Playwright driver against a real Chromium and the test site.
+
+What a command did is checked where it shows: in the page, and at the server, which counts
+every write it receives (a write that must not have happened is a count that stayed 0).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import contextlib
+import hashlib
+import os
+import signal
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from bridge.browser import ChromiumBrowser, find_chromium
+from messages.commands import Click, Js, NewTab, Url, parse_command
+from messages.errors import KitsuneError
+from messages.results import Done, Failed, Outcome, Unknown
+from tests.integration.browser_fixtures import *  # noqa: F403 - the fixtures, used by name
+from tests.integration.browser_fixtures import Act, LoopThread, Run
+from tests.site import HIDDEN_TEXT, REPORT_CONTENT, REPORT_NAME, TEXT_ITEMS, TEXT_PARAGRAPHS, TestSite
+
+SECRET = "hunter2-correct-horse"
+
+
+def done(outcome: Outcome) -> dict[str, Any]:
+    assert isinstance(outcome, Done), outcome
+    return dict(outcome.value)
+
+
+def value_of(act: Act, tab: int, code: str) -> Any:
+    return done(act({"action": "js", "code": code}, tab))["value"]
+
+
+def text_of(act: Act, tab: int, selector: str) -> str:
+    return str(done(act({"action": "pageText", "selector": selector}, tab))["text"])
+
+
+def goto(act: Act, tab: int, url: str) -> None:
+    done(act({"action": "navigate", "url": url}, tab))
+
+
+# --- the browser itself ----------------------------------------------------------------------
+
+
+def test_find_chromium_honours_the_override_and_fails_when_it_names_nothing(
+        monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    monkeypatch.delenv("KITSUNE_CHROMIUM", raising=False)
+    found = find_chromium()
+    assert found.is_file() and os.access(found, os.X_OK)
+    monkeypatch.setenv("KITSUNE_CHROMIUM", str(found))
+    assert find_chromium() == found
+    monkeypatch.setenv("KITSUNE_CHROMIUM", str(tmp_path / "no-such-chromium"))
+    with pytest.raises(KitsuneError) as raised:
+        find_chromium()
+    assert raised.value.code == "browser_unavailable"
+
+
+def test_every_tab_has_a_window_of_its_own_and_ids_are_never_reused(
+        chromium: ChromiumBrowser, run: Run[Any]) -> None:
+    first, second = run(chromium.new_tab()), run(chromium.new_tab())
+    assert second > first >= 1
+    assert chromium.current_tab == second
+
+    async def window(tab_id: int) -> int:
+        session = await chromium.page(tab_id).context.new_cdp_session(chromium.page(tab_id))
+        return int((await session.send("Browser.getWindowForTarget"))["windowId"])
+
+    assert run(window(first)) != run(window(second))
+    run(chromium.close_tab(second))
+    assert second not in chromium.tab_ids() and first in chromium.tab_ids()
+    assert chromium.current_tab is None
+    third = run(chromium.new_tab())
+    assert third > second
+    run(chromium.close_tab(first))
+    run(chromium.close_tab(third))
+
+
+def test_blocks_and_barriers_are_not_run_by_the_driver(act: Act, tab: int) -> None:
+    for command in ({"action": "sequence", "steps": [{"action": "url"}]},
+                    {"action": "try", "body": [{"action": "url"}]},
+                    {"action": "broadcast", "tabIds": [tab], "command": {"action": "url"}},
+                    {"action": "syncBarrier", "barrier": "b"}):
+        outcome = act(command, tab)
+        assert isinstance(outcome, Failed) and outcome.failure.code == "invalid_call", command
+
+
+# --- navigation and reads --------------------------------------------------------------------
+
+
+def test_navigate_reports_the_final_url_and_status_and_warns_on_errors(act: Act, tab: int, site: TestSite) -> None:
+    value = done(act({"action": "navigate", "url": site.url("/cookies/set?name=a&value=b")}, tab))
+    assert value == {"url": site.url("/cookies"), "status": 200}  # followed the redirect
+    outcome = act({"action": "navigate", "url": site.url("/no/such/page")}, tab)
+    assert isinstance(outcome, Done) and outcome.value["status"] == 404 and outcome.warning
+    assert done(act({"action": "title"}, tab)) == {"title": "Not found"}
+    assert done(act({"action": "url"}, tab)) == {"url": site.url("/no/such/page")}
+
+
+def test_navigate_to_a_closed_port_fails_with_nothing_sent(act: Act, tab: int) -> None:
+    outcome = act({"action": "navigate", "url": "http://127.0.0.1:9/"}, tab)
+    assert isinstance(outcome, Failed), outcome
+    assert outcome.failure.code == "navigation_failed" and outcome.failure.retryable
+
+
+def test_page_text_find_and_screenshot(act: Act, tab: int, site: TestSite) -> None:
+    goto(act, tab, site.url("/text"))
+    page = done(act({"action": "pageText"}, tab))
+    assert all(p in page["text"] for p in TEXT_PARAGRAPHS) and HIDDEN_TEXT not in page["text"]
+    assert page["truncated"] is False
+    short = done(act({"action": "pageText", "maxChars": 10}, tab))
+    assert len(short["text"]) == 10 and short["truncated"] is True
+    assert text_of(act, tab, "li.item").split("\n") == list(TEXT_ITEMS)
+
+    items = done(act({"action": "find", "selector": "li.item", "limit": 2}, tab))
+    assert items["count"] == len(TEXT_ITEMS)
+    assert items["matches"] == [{"tag": "li", "text": "Apple", "visible": True},
+                                {"tag": "li", "text": "Banana", "visible": True}]
+    by_text = done(act({"action": "find", "text": "Cherry"}, tab))
+    assert by_text["count"] == 1 and by_text["matches"][0]["tag"] == "li"
+    both = done(act({"action": "find", "selector": "p", "text": "Chromium"}, tab))
+    assert both["count"] == 1 and both["matches"][0]["text"] == TEXT_PARAGRAPHS[1]
+    hidden = done(act({"action": "find", "selector": "#hidden"}, tab))
+    assert hidden["matches"] == [{"tag": "p", "text": HIDDEN_TEXT, "visible": False}]
+    nothing = act({"action": "find", "selector": ".nothing-here"}, tab)
+    assert isinstance(nothing, Done) and nothing.value["count"] == 0 and nothing.warning
+
+    for command in ({"action": "screenshot"}, {"action": "screenshot", "fullPage": True},
+                    {"action": "screenshot", "selector": "#items"}):
+        shot = done(act(command, tab))
+        assert shot["mimeType"] == "image/png"
+        assert base64.b64decode(shot["image"]).startswith(b"\x89PNG\r\n\x1a\n")
+
+
+def test_reads_fail_retryably_and_never_unknown(act: Act, tab: int, site: TestSite) -> None:
+    goto(act, tab, site.url("/text"))
+    missing = act({"action": "pageText", "selector": "#not-there"}, tab, timeout=0.5)
+    assert isinstance(missing, Failed) and missing.failure.retryable and missing.failure.code == "not_found"
+    shot = act({"action": "screenshot", "selector": "#hidden"}, tab, timeout=0.5)
+    assert isinstance(shot, Failed) and shot.failure.retryable
+    invalid = act({"action": "find", "selector": "p[", "limit": 1}, tab)
+    assert isinstance(invalid, Failed) and invalid.failure.code == "invalid_selector"
+
+
+def test_wait_for_elements_urls_and_load_states(act: Act, tab: int, site: TestSite) -> None:
+    goto(act, tab, site.url("/wait"))
+    done(act({"action": "waitFor", "selector": "#late"}, tab, timeout=5))
+    assert text_of(act, tab, "#late") == "I arrived late."
+    done(act({"action": "waitFor", "selector": "#vanish", "state": "detached"}, tab, timeout=5))
+    done(act({"action": "waitFor", "loadState": "load"}, tab))
+    late = act({"action": "waitFor", "selector": "#never"}, tab, timeout=0.5)
+    assert isinstance(late, Failed) and late.failure.code == "timeout" and late.failure.retryable
+
+    goto(act, tab, site.url("/links"))
+    done(act({"action": "click", "selector": "#next"}, tab))
+    assert done(act({"action": "waitFor", "url": "**/links/next"}, tab)) == {"url": site.url("/links/next")}
+    assert done(act({"action": "title"}, tab)) == {"title": "Next"}
+    wrong = act({"action": "waitFor", "url": "**/elsewhere"}, tab, timeout=0.5)
+    assert isinstance(wrong, Failed) and wrong.failure.retryable
+
+
+# --- writes on elements ----------------------------------------------------------------------
+
+
+def test_fill_select_check_and_submit_form_reach_the_server_once(act: Act, tab: int, site: TestSite) -> None:
+    goto(act, tab, site.url("/form"))
+    done(act({"action": "fill", "selector": "#name", "value": "Ada"}, tab))
+    done(act({"action": "fill", "selector": "#email", "value": "ada@example.test"}, tab))
+    done(act({"action": "fill", "selector": "#message", "value": "Hello\nthere"}, tab))
+    assert done(act({"action": "select", "selector": "#color", "values": ["Green"]}, tab)) == {"selected": ["green"]}
+    assert done(act({"action": "select", "selector": "#sizes", "values": ["s", "L"]}, tab)) == {"selected": ["s", "l"]}
+    assert done(act({"action": "check", "selector": "#agree"}, tab)) == {"checked": True}
+    done(act({"action": "check", "selector": "#plan-pro"}, tab))
+    assert value_of(act, tab, "document.querySelector('#plan-pro').checked") is True
+    assert site.count("POST /form") == 0
+
+    assert done(act({"action": "submitForm", "selector": "#form"}, tab)) == {"url": site.url("/form")}
+    assert site.count("POST /form") == 1
+    assert site.last_form == {"name": ["Ada"], "email": ["ada@example.test"], "message": ["Hello\r\nthere"],
+                              "color": ["green"], "sizes": ["s", "l"], "agree": ["yes"], "plan": ["pro"]}
+    assert done(act({"action": "title"}, tab)) == {"title": "Thanks"}
+    assert text_of(act, tab, "#thanks-name") == "Ada"
+
+
+def test_submit_form_from_an_element_inside_and_uncheck(act: Act, tab: int, site: TestSite) -> None:
+    goto(act, tab, site.url("/form"))
+    done(act({"action": "check", "selector": "#agree"}, tab))
+    assert done(act({"action": "check", "selector": "#agree", "checked": False}, tab)) == {"checked": False}
+    done(act({"action": "fill", "selector": "#name", "value": "Grace"}, tab))
+    done(act({"action": "submitForm", "selector": "#name"}, tab))
+    assert site.count("POST /form") == 1 and site.last_form["name"] == ["Grace"]
+    assert "agree" not in site.last_form
+
+
+def test_type_and_press_go_key_by_key_through_the_page(act: Act, tab: int, site: TestSite) -> None:
+    goto(act, tab, site.url("/form"))
+    done(act({"action": "type", "selector": "#name", "text": "Lin"}, tab))
+    done(act({"action": "press", "selector": "#name", "key": "u"}, tab))
+    done(act({"action": "press", "key": "s"}, tab))  # the focused element
+    assert value_of(act, tab, "document.querySelector('#name').value") == "Linus"
+    assert site.count("POST /form") == 0
+    done(act({"action": "type", "selector": "#email", "text": "l@example.test", "submit": True}, tab))
+    assert site.wait_for_count("POST /form", 1) == 1
+    assert site.last_form["name"] == ["Linus"] and site.last_form["email"] == ["l@example.test"]
+    done(act({"action": "waitFor", "url": "**/form", "loadState": "load"}, tab))
+    assert done(act({"action": "title"}, tab)) == {"title": "Thanks"}
+
+
+def test_click_reaches_the_server_and_navigates(act: Act, tab: int, site: TestSite) -> None:
+    goto(act, tab, site.url("/clicks"))
+    done(act({"action": "click", "selector": "#hit"}, tab))
+    assert site.wait_for_count("POST /clicks/hit", 1) == 1
+    done(act({"action": "waitFor", "selector": "#total:text('1')"}, tab))
+    done(act({"action": "click", "selector": "#local", "clickCount": 2}, tab))
+    assert text_of(act, tab, "#local-count") == "2"
+    assert site.count("POST /clicks/hit") == 1
+
+    goto(act, tab, site.url("/navigate-on-click"))
+    done(act({"action": "click", "selector": "#go"}, tab))
+    done(act({"action": "waitFor", "url": "**/links/next"}, tab))
+
+
+def test_click_on_a_missing_element_fails_retryably_and_sends_nothing(act: Act, tab: int, site: TestSite) -> None:
+    goto(act, tab, site.url("/clicks"))
+    outcome = act({"action": "click", "selector": "#no-such-button"}, tab, timeout=1)
+    assert isinstance(outcome, Failed), outcome
+    assert outcome.failure.code == "not_found" and outcome.failure.retryable
+    assert "#no-such-button" in outcome.failure.error
+    hidden = act({"action": "click", "selector": "#hit", "timeout": 1}, tab, timeout=0.001)
+    assert isinstance(hidden, Failed) and hidden.failure.retryable
+    invalid = act({"action": "click", "selector": "button[["}, tab)
+    assert isinstance(invalid, Failed) and invalid.failure.code == "invalid_selector"
+    assert not invalid.failure.retryable
+    ambiguous = act({"action": "click", "selector": "button.many"}, tab, timeout=1)
+    assert isinstance(ambiguous, Failed) and ambiguous.failure.code == "ambiguous_selector"
+    time.sleep(0.2)
+    assert site.count("POST /clicks/hit") == 0
+    assert text_of(act, tab, "#local-count") == "0"
+
+
+def test_failure_messages_never_carry_typed_values(act: Act, tab: int, site: TestSite) -> None:
+    goto(act, tab, site.url("/form"))
+    done(act({"action": "js", "code": "const n = document.createElement('input'); n.type = 'number'; "
+                                      "n.id = 'num'; document.body.append(n); return true"}, tab))
+    failures = [
+        act({"action": "fill", "selector": "#num", "value": SECRET}, tab, timeout=0.5),
+        act({"action": "fill", "selector": "#nope", "value": SECRET}, tab, timeout=0.5),
+        act({"action": "fill", "selector": "h1", "value": SECRET}, tab, timeout=0.5),
+        act({"action": "fill", "selector": "select#color", "value": SECRET}, tab, timeout=0.5),
+        act({"action": "type", "selector": "#nope", "text": SECRET}, tab, timeout=0.5),
+        act({"action": "storage", "op": "set", "key": "k", "value": SECRET, "area": "local"}, tab, timeout=0.0),
+        act({"action": "select", "selector": "#color", "values": ["purple"]}, tab, timeout=0.5),
+    ]
+    for outcome in failures:
+        assert isinstance(outcome, Failed), outcome
+        assert SECRET not in outcome.failure.error and SECRET not in str(outcome.failure.state)
+    assert [f.failure.code for f in failures if isinstance(f, Failed)][:4] == ["wrong_element", "not_found",
+                                                                               "wrong_element", "wrong_element"]
+    assert value_of(act, tab, "document.querySelector('#name').value") == ""
+    assert site.count("POST /form") == 0
+
+
+def test_submit_form_that_times_out_after_sending_is_unknown_and_counted_once(
+        act: Act, tab: int, site: TestSite) -> None:
+    goto(act, tab, site.url("/slow"))
+    done(act({"action": "fill", "selector": "#item", "value": "teapot"}, tab))
+    started = time.monotonic()
+    outcome = act({"action": "submitForm", "selector": "#slow-form"}, tab, timeout=1)
+    elapsed = time.monotonic() - started
+    assert isinstance(outcome, Unknown), outcome
+    assert outcome.failure.code == "timeout" and outcome.failure.error == "Command timed out after 1s"
+    assert elapsed < 2.5
+    assert site.count("POST /slow") == 1
+    assert site.last_form == {"item": ["teapot"]}
+
+
+def test_writes_refused_before_sending_fail(act: Act, chromium: ChromiumBrowser, tab: int, site: TestSite) -> None:
+    goto(act, tab, site.url("/text"))
+    outcome = act({"action": "submitForm", "selector": "#heading"}, tab)
+    assert isinstance(outcome, Failed) and outcome.failure.code == "not_found"
+    key = act({"action": "press", "key": "NoSuchKey"}, tab)
+    assert isinstance(key, Failed) and key.failure.code == "invalid_parameter"
+    unresolved = parse_command({"action": "click", "selector": "${$0.selector}"})
+    outcome = act(unresolved, tab)
+    assert isinstance(outcome, Failed) and outcome.failure.code == "invalid_call"
+    goto(act, tab, site.url("/form"))
+    two_forms = act({"action": "js", "code": "document.body.append(document.createElement('form')); return 1"}, tab)
+    assert done(two_forms) == {"value": 1}
+    ambiguous = act({"action": "submitForm"}, tab)  # the default selector "form" now matches two
+    assert isinstance(ambiguous, Failed) and ambiguous.failure.code == "ambiguous_selector"
+    assert site.count("POST /form") == 0
+
+
+# --- agent JavaScript ------------------------------------------------------------------------
+
+
+def test_js_runs_expressions_and_function_bodies(act: Act, tab: int, site: TestSite) -> None:
+    goto(act, tab, site.url("/text"))
+    assert value_of(act, tab, "document.title") == "Text"
+    assert value_of(act, tab, "[1, 2].map(x => { return x * 2 })") == [2, 4]
+    assert value_of(act, tab, "() => document.querySelectorAll('li.item').length") == len(TEXT_ITEMS)
+    assert value_of(act, tab, "const n = 20; return n + 1;") == 21
+    assert value_of(act, tab, "await new Promise(r => setTimeout(r, 10)); return {a: [1, null]};") == \
+        {"a": [1, None]}
+    assert value_of(act, tab, "window.__kitsune = 5") == 5
+    assert value_of(act, tab, "window.__kitsune") == 5
+
+
+def test_js_that_throws_is_unknown_and_its_message_is_ours(act: Act, tab: int, site: TestSite) -> None:
+    goto(act, tab, site.url("/text"))
+    code = f"window.__before = 1; throw new TypeError('{SECRET}')"
+    outcome = act({"action": "js", "code": code}, tab)
+    assert isinstance(outcome, Unknown), outcome  # it ran until it threw: what it did is not known
+    assert outcome.failure.code == "js_error" and "TypeError" in outcome.failure.error
+    assert SECRET not in outcome.failure.error and "__before" not in outcome.failure.error
+    assert value_of(act, tab, "window.__before") == 1
+
+    syntax = act({"action": "js", "code": "window.__after = 1; }{"}, tab)
+    assert isinstance(syntax, Failed) and syntax.failure.code == "js_syntax_error"  # nothing of it ran
+    assert value_of(act, tab, "window.__after === undefined") is True
+
+
+def test_js_cut_short_by_a_navigation_or_its_timeout_is_unknown(act: Act, tab: int, site: TestSite) -> None:
+    goto(act, tab, site.url("/navigate-on-click"))
+    gone = act({"action": "js", "code": "location.href = '/links/next'; await new Promise(() => {});"}, tab)
+    assert isinstance(gone, Unknown) and gone.failure.code == "navigated", gone
+    done(act({"action": "waitFor", "url": "**/links/next"}, tab))
+
+    hang = act({"action": "js", "code": "new Promise(() => {})"}, tab, timeout=0.5)
+    assert isinstance(hang, Unknown) and hang.failure.code == "timeout"
+    assert hang.failure.error == "Command timed out after 0.5s"
+
+
+def test_wait_for_result_polls_until_truthy(act: Act, tab: int, site: TestSite) -> None:
+    goto(act, tab, site.url("/wait"))
+    value = done(act({"action": "waitForResult", "code": "document.querySelector('#late')?.textContent",
+                      "interval": 0.05}, tab, timeout=5))
+    assert value == {"value": "I arrived late."}
+    counted = done(act({"action": "waitForResult", "interval": 0.01,
+                        "code": "window.__polls = (window.__polls || 0) + 1; return window.__polls >= 3 && []"},
+                       tab))
+    assert counted == {"value": []}  # an empty array is truthy in JavaScript
+    never = act({"action": "waitForResult", "code": "false", "interval": 0.05}, tab, timeout=0.5)
+    assert isinstance(never, Unknown) and never.failure.code == "timeout"
+
+
+# --- tabs ------------------------------------------------------------------------------------
+
+
+def test_tab_actions_new_switch_list_and_close(act: Act, chromium: ChromiumBrowser, site: TestSite, tab: int) -> None:
+    opened = done(act({"action": "newTab", "url": site.url("/links")}, None))
+    other = opened["tabId"]
+    assert opened == {"tabId": other, "url": site.url("/links")} and chromium.current_tab == other
+    assert done(act({"action": "title"}, None)) == {"title": "Links"}  # no tab named: the current one
+    assert done(act({"action": "switchTab"}, tab)) == {"tabId": tab}
+    assert chromium.current_tab == tab
+    listed = {t["tabId"]: t for t in done(act({"action": "getTabs"}, None))["tabs"]}
+    assert listed[other] == {"tabId": other, "url": site.url("/links"), "title": "Links", "current": False}
+    assert listed[tab]["current"] is True
+
+    assert done(act({"action": "closeTab"}, other)) == {"tabId": other}
+    assert other not in chromium.tab_ids()
+    closed = act({"action": "url"}, other)
+    assert isinstance(closed, Failed) and closed.failure.code == "tab_closed" and not closed.failure.retryable
+    write = act({"action": "click", "selector": "a"}, other)
+    assert isinstance(write, Failed) and write.failure.code == "tab_closed"
+
+    done(act({"action": "closeTab"}, None))  # the current tab
+    assert chromium.current_tab is None
+    none = act({"action": "url"}, None)
+    assert isinstance(none, Failed) and none.failure.code == "no_tab"
+
+
+def test_pages_the_site_opens_get_tab_ids(act: Act, chromium: ChromiumBrowser, tab: int, site: TestSite,
+                                          run: Run[Any]) -> None:
+    goto(act, tab, site.url("/popups"))
+    for selector in ("#open-popup", "#blank-link"):
+        before = chromium.tab_ids()
+        done(act({"action": "click", "selector": selector}, tab))
+        deadline = time.monotonic() + 5
+        while chromium.tab_ids() == before and time.monotonic() < deadline:
+            time.sleep(0.02)
+        (popup,) = chromium.tab_ids() - before
+        assert popup > tab
+        done(act({"action": "waitFor", "loadState": "load"}, popup))
+        assert done(act({"action": "title"}, popup)) == {"title": "Popup child"}
+        assert text_of(act, popup, "#child") == "I am the popup child."
+        run(chromium.close_tab(popup))
+    assert chromium.current_tab == tab
+
+
+def test_commands_on_one_tab_run_one_at_a_time(chromium: ChromiumBrowser, loop_thread: LoopThread, tab: int,
+                                               act: Act, site: TestSite) -> None:
+    goto(act, tab, site.url("/text"))
+    slow = Js(code="window.__busy = true; await new Promise(r => setTimeout(r, 300)); window.__busy = false; "
+                   "return 1")
+    first = loop_thread.submit(chromium.execute(slow, tab, 10))
+    time.sleep(0.05)
+    second = loop_thread.submit(chromium.execute(Js(code="window.__busy"), tab, 10))
+    assert done(first.result(10)) == {"value": 1}
+    assert done(second.result(10)) == {"value": False}  # it waited for the first to end
+
+
+def test_eight_tabs_click_concurrently(chromium: ChromiumBrowser, run: Run[Any], site: TestSite) -> None:
+    clicks = 10
+
+    async def open_tabs(n: int) -> list[int]:
+        tabs = [await chromium.new_tab() for _ in range(n)]
+        for t in tabs:
+            assert isinstance(await chromium.execute(parse_command(
+                {"action": "navigate", "url": site.url("/clicks")}), t, 10), Done)
+        return tabs
+
+    async def click_many(t: int) -> list[float]:
+        timings = []
+        for i in range(clicks):
+            started = time.perf_counter()
+            outcome = await chromium.execute(Click(selector=f"#b{i}"), t, 10)
+            timings.append(time.perf_counter() - started)
+            assert isinstance(outcome, Done), outcome
+        return timings
+
+    async def measure(tabs: list[int]) -> tuple[float, list[list[float]]]:
+        started = time.perf_counter()
+        timings = await asyncio.gather(*(click_many(t) for t in tabs))
+        return time.perf_counter() - started, timings
+
+    (alone,) = run(open_tabs(1))
+    one_elapsed, one_timings = run(measure([alone]))
+    eight = run(open_tabs(8))
+    eight_elapsed, eight_timings = run(measure(eight))
+    for t in [alone, *eight]:
+        outcome = run(chromium.execute(parse_command({"action": "pageText", "selector": "#local-count"}), t, 10))
+        assert done(outcome) == {"text": str(clicks), "truncated": False}
+        run(chromium.close_tab(t))
+    flat = [x for timings in eight_timings for x in timings]
+    print(f"\n1 tab: {clicks} clicks in {one_elapsed * 1000:.0f} ms "
+          f"({clicks / one_elapsed:.1f}/s, median {sorted(one_timings[0])[clicks // 2] * 1000:.0f} ms); "
+          f"8 tabs: {8 * clicks} clicks in {eight_elapsed * 1000:.0f} ms ({8 * clicks / eight_elapsed:.1f}/s, "
+          f"median {sorted(flat)[len(flat) // 2] * 1000:.0f} ms, slowest {max(flat) * 1000:.0f} ms)")
+
+
+# --- context state ---------------------------------------------------------------------------
+
+
+def test_cookies_get_set_and_clear(act: Act, tab: int, site: TestSite) -> None:
+    goto(act, tab, site.url("/cookies/set?name=flavor&value=ginger"))
+    assert site.count("GET /cookies/set") == 1
+    cookies = done(act({"action": "cookies"}, tab))["cookies"]
+    assert {(c["name"], c["value"]) for c in cookies} >= {("flavor", "ginger")}
+    assert done(act({"action": "cookies", "op": "set", "cookies": [{"name": "mood", "value": "calm"}]}, tab)) == \
+        {"set": 1}
+    goto(act, tab, site.url("/cookies"))
+    server = text_of(act, tab, "#server-cookies")
+    assert "mood=calm" in server and "flavor=ginger" in server
+    cleared = done(act({"action": "cookies", "op": "clear"}, tab))
+    assert cleared["cleared"] >= 2
+    assert done(act({"action": "cookies"}, tab)) == {"cookies": []}
+    goto(act, tab, site.url("/cookies"))
+    assert text_of(act, tab, "#server-cookies") == ""
+    bad = act({"action": "cookies", "op": "set", "cookies": [{"name": "x", "value": SECRET, "color": 1}]}, tab)
+    assert isinstance(bad, Failed) and bad.failure.code == "invalid_parameter" and SECRET not in bad.failure.error
+
+
+def test_storage_reads_and_changes_what_the_page_sees(act: Act, tab: int, site: TestSite) -> None:
+    goto(act, tab, site.url("/storage"))
+    done(act({"action": "storage", "op": "clear"}, tab))
+    assert done(act({"action": "storage", "op": "set", "key": "fruit", "value": "plum"}, tab)) == {"set": "fruit"}
+    done(act({"action": "storage", "op": "set", "key": "veg", "value": "leek"}, tab))
+    assert done(act({"action": "storage", "key": "fruit"}, tab)) == {"value": "plum"}
+    assert done(act({"action": "storage"}, tab)) == {"items": {"fruit": "plum", "veg": "leek"}}
+    done(act({"action": "click", "selector": "#show"}, tab))
+    assert text_of(act, tab, "#dump") == '{"fruit":"plum","veg":"leek"}'  # what the page itself reads
+    assert done(act({"action": "storage", "op": "remove", "key": "veg"}, tab)) == {"removed": "veg", "existed": True}
+    done(act({"action": "storage", "op": "set", "area": "session", "key": "s", "value": "1"}, tab))
+    assert done(act({"action": "storage", "area": "session"}, tab)) == {"items": {"s": "1"}}
+    assert done(act({"action": "storage", "op": "clear"}, tab)) == {"cleared": 1}
+    done(act({"action": "click", "selector": "#show"}, tab))
+    assert text_of(act, tab, "#dump") == "{}"
+
+    goto(act, tab, "about:blank")
+    blank = act({"action": "storage", "op": "set", "key": "k", "value": SECRET}, tab)
+    assert isinstance(blank, Failed) and blank.failure.code == "storage_unavailable"
+    assert SECRET not in blank.failure.error
+
+
+def test_clipboard_goes_through_the_page(act: Act, tab: int, site: TestSite) -> None:
+    goto(act, tab, site.url("/form"))
+    assert done(act({"action": "clipboard", "op": "write", "text": "copied words"}, tab)) == {"written": True}
+    assert done(act({"action": "clipboard"}, tab)) == {"text": "copied words"}
+    done(act({"action": "press", "selector": "#name", "key": "ControlOrMeta+V"}, tab))  # the page pastes it
+    assert value_of(act, tab, "document.querySelector('#name').value") == "copied words"
+    goto(act, tab, "about:blank")  # no clipboard API here: the in-page fallback (copy and paste keys)
+    done(act({"action": "clipboard", "op": "write", "text": "fallback words"}, tab))
+    assert done(act({"action": "clipboard"}, tab)) == {"text": "fallback words"}
+
+
+def test_download_saves_the_file_once(act: Act, chromium: ChromiumBrowser, tab: int, site: TestSite) -> None:
+    goto(act, tab, site.url("/download"))
+    value = done(act({"action": "download", "selector": "#download"}, tab))
+    assert value == {"filename": REPORT_NAME, "size": len(REPORT_CONTENT),
+                     "sha256": hashlib.sha256(REPORT_CONTENT).hexdigest()}
+    assert chromium.downloads_dir is not None
+    assert (chromium.downloads_dir / REPORT_NAME).read_bytes() == REPORT_CONTENT
+    assert site.count(f"GET /download/{REPORT_NAME}") == 1
+    again = done(act({"action": "download", "selector": "#download"}, tab))
+    assert again["filename"] == "report (1).txt"
+    missing = act({"action": "download", "selector": "#nothing"}, tab, timeout=0.5)
+    assert isinstance(missing, Failed) and missing.failure.retryable
+    assert site.count(f"GET /download/{REPORT_NAME}") == 2
+
+
+# --- crashes ---------------------------------------------------------------------------------
+
+
+def test_a_tab_that_crashes_mid_command_is_unknown_then_closed(chromium: ChromiumBrowser, loop_thread: LoopThread,
+                                                               run: Run[Any], site: TestSite) -> None:
+    crashing = run(chromium.new_tab(site.url("/text")))
+    in_flight = loop_thread.submit(chromium.execute(Js(code="new Promise(() => {})"), crashing, 10))
+    time.sleep(0.3)
+
+    async def crash() -> None:
+        page = chromium.page(crashing)
+        session = await page.context.new_cdp_session(page)
+        with contextlib.suppress(Exception):  # the session dies with the renderer
+            await asyncio.wait_for(session.send("Page.crash"), 2)
+
+    run(crash())
+    outcome = in_flight.result(10)
+    assert isinstance(outcome, Unknown) and outcome.failure.code == "tab_closed", outcome
+    assert crashing not in chromium.tab_ids()
+    after = run(chromium.execute(Url(), crashing, 5))
+    assert isinstance(after, Failed) and after.failure.code == "tab_closed"
+
+
+def _gone(pid: int) -> bool:
+    try:
+        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+    except (FileNotFoundError, IndexError):
+        return True
+    return state in ("Z", "X")
+
+
+def test_a_killed_browser_restarts_and_its_tabs_end_closed(loop_thread: LoopThread, run: Run[Any],
+                                                            site: TestSite) -> None:
+    browser = ChromiumBrowser()
+    run(browser.start())
+    try:
+        first = run(browser.new_tab(site.url("/text")))
+        pid = run(browser.browser_pid())
+        assert pid is not None and not _gone(pid)
+        in_flight = loop_thread.submit(browser.execute(Js(code="new Promise(() => {})"), first, 20))
+        read = loop_thread.submit(browser.execute(Url(), first, 20))
+        time.sleep(0.3)
+        os.kill(pid, signal.SIGKILL)
+        outcome = in_flight.result(20)
+        assert isinstance(outcome, Unknown) and outcome.failure.code == "tab_closed", outcome
+        assert isinstance(read.result(20), Done | Failed)  # a read never ends unknown
+        deadline = time.monotonic() + 20
+        while browser.restarts < 1 and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert browser.restarts == 1
+        assert first not in browser.tab_ids()
+        closed = run(browser.execute(Url(), first, 5))
+        assert isinstance(closed, Failed) and closed.failure.code == "tab_closed"
+        opened = done(run(browser.execute(NewTab(url=site.url("/links")), None, 10)))
+        assert opened["tabId"] > first
+        assert done(run(browser.execute(parse_command({"action": "title"}), None, 5))) == {"title": "Links"}
+        new_pid = run(browser.browser_pid())
+        assert new_pid is not None and new_pid != pid
+    finally:
+        run(browser.stop())
+    assert _gone(pid)
+    assert new_pid is not None and _gone(new_pid)

@@ -1,0 +1,338 @@
+"""The node on real parts: a real nats-server (JetStream), a real Chromium, the test site.
+
+"Never sent twice" is checked where it matters: at the site's server-side write counters.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Iterator
+from typing import Any
+
+import orjson
+import pytest
+
+from bridge.node import Node
+from messages.commands import parse_body
+from messages.errors import KitsuneError
+from messages.events import CallStarted, Event
+from tests.site import TestSite
+
+
+@pytest.fixture
+def site(test_site: TestSite) -> Iterator[TestSite]:
+    test_site.reset()
+    test_site.slow_seconds = 3.0
+    yield test_site
+
+
+@pytest.fixture
+def started_calls(node: Node) -> Iterator[list[int]]:
+    """Ids of the calls started while the test runs."""
+    calls: list[int] = []
+
+    def listen(event: Event) -> None:
+        if type(event) is CallStarted:
+            calls.append(event.call)
+
+    node.event_listeners.append(listen)
+    yield calls
+    node.event_listeners.remove(listen)
+
+
+def batch(node: Node, commands: list[dict[str, Any]], **options: Any) -> dict[str, Any]:
+    return node.run(parse_body("batch", {"commands": commands, **options})).body
+
+
+def parallel(node: Node, sequences: list[list[dict[str, Any]]], **options: Any) -> dict[str, Any]:
+    return node.run(parse_body("parallel", {"sequences": sequences, **options})).body
+
+
+def statuses(records: list[dict[str, Any]]) -> list[str]:
+    return [r["status"] for r in records]
+
+
+def resume_error(node: Node, call: int, token: str, observed: Any = None) -> KitsuneError:
+    with pytest.raises(KitsuneError) as caught:
+        node.resume(call, token, observed)
+    return caught.value
+
+
+def slow_submit_batch(node: Node, site: TestSite) -> tuple[int, dict[str, Any]]:
+    tab = node.open_tab(site.url("/slow"))
+    body = batch(node, [
+        {"action": "fill", "selector": "#item", "value": "a book"},
+        {"action": "submitForm", "selector": "#slow-form", "timeout": 1},
+        {"action": "title"},
+    ], tabId=tab)
+    return tab, body
+
+
+# --- unknown writes and resume, counted at the server ------------------------------------
+
+
+def test_form_submit_that_times_out_is_unknown_and_needs_an_observation(node: Node, site: TestSite) -> None:
+    _, body = slow_submit_batch(node, site)
+
+    assert statuses(body["progress"]) == ["ok", "unknown", "skipped"]
+    assert body["status"] == "unknown"
+    assert body["results"][1]["code"] == "timeout"
+    assert isinstance(body["call"], int) and isinstance(body["resume_token"], str)
+    assert site.wait_for_count("POST /slow") == 1
+
+    error = resume_error(node, body["call"], body["resume_token"])
+    assert (error.code, error.http_status) == ("observed_required", 400)
+    assert error.state == {"steps": [{"step": "1", "action": "submitForm", "tabId": body["progress"][1]["tabId"],
+                                      "status": "unknown", "accepts": ["applied", "not_applied"]}]}
+    assert site.count("POST /slow") == 1
+
+
+def test_resume_with_not_applied_sends_the_write_exactly_once_more(node: Node, site: TestSite) -> None:
+    tab, body = slow_submit_batch(node, site)
+    site.wait_for_count("POST /slow")
+    site.slow_seconds = 0
+    batch(node, [{"action": "navigate", "url": site.url("/slow")}], tabId=tab)  # the form is back
+
+    resumed = node.resume(body["call"], body["resume_token"], {"1": "not_applied"}).body
+
+    assert resumed["status"] == "ok", resumed["summary"]
+    assert [p.get("resumed") for p in resumed["progress"]] == ["kept", None, None]
+    assert site.count("POST /slow") == 2
+    assert resumed["results"][2]["title"] == "Done"
+    assert "call" not in resumed and "resume_token" not in resumed
+
+
+def test_resume_with_applied_sends_nothing_again(node: Node, site: TestSite) -> None:
+    _, body = slow_submit_batch(node, site)
+    site.wait_for_count("POST /slow")
+
+    resumed = node.resume(body["call"], body["resume_token"], {"1": "applied"}).body
+
+    assert resumed["status"] == "ok", resumed["summary"]
+    assert resumed["progress"][1] == {"index": 1, "action": "submitForm", "tabId": body["progress"][1]["tabId"],
+                                      "status": "ok", "observed": "applied"}
+    time.sleep(0.5)
+    assert site.count("POST /slow") == 1
+
+
+def test_parallel_unknown_write_resumes_with_not_applied_once_and_applied_never(node: Node, site: TestSite) -> None:
+    def run_parallel() -> tuple[int, dict[str, Any]]:
+        slow_tab, other_tab = node.open_tab(site.url("/slow")), node.open_tab(site.url("/clicks"))
+        body = parallel(node, [
+            [{"action": "fill", "tabId": slow_tab, "selector": "#item", "value": "x"},
+             {"action": "submitForm", "tabId": slow_tab, "selector": "#slow-form", "timeout": 1}],
+            [{"action": "click", "tabId": other_tab, "selector": "#local"}],
+        ])
+        assert statuses(body["progress"][0]["sequences"][0]) == ["ok", "unknown"]
+        assert statuses(body["progress"][0]["sequences"][1]) == ["ok"]
+        return slow_tab, body
+
+    slow_tab, first = run_parallel()
+    site.wait_for_count("POST /slow")
+    assert resume_error(node, first["call"], first["resume_token"]).code == "observed_required"
+    site.slow_seconds = 0
+    batch(node, [{"action": "navigate", "url": site.url("/slow")}], tabId=slow_tab)
+    resumed = node.resume(first["call"], first["resume_token"], {"0.0.1": "not_applied"}).body
+    assert resumed["status"] == "ok", resumed["summary"]
+    assert statuses(resumed["progress"][0]["sequences"][1]) == ["ok"]
+    assert resumed["progress"][0]["sequences"][1][0]["resumed"] == "kept"
+    assert site.count("POST /slow") == 2
+
+    site.slow_seconds = 3.0
+    _, second = run_parallel()
+    site.wait_for_count("POST /slow", at_least=3)
+    resumed = node.resume(second["call"], second["resume_token"], {"0.0.1": "applied"}).body
+    assert resumed["status"] == "ok"
+    time.sleep(0.5)
+    assert site.count("POST /slow") == 3
+
+
+# --- claims: tab_owned, tab_claimed, tab_closed --------------------------------------------
+
+
+def test_two_sequences_writing_one_tab_the_second_is_refused_tab_owned(node: Node, site: TestSite) -> None:
+    tab = node.open_tab(site.url("/clicks"))
+    body = parallel(node, [
+        [{"action": "click", "tabId": tab, "selector": "#hit"}],
+        [{"action": "click", "tabId": tab, "selector": "#hit"}],
+    ])
+
+    assert statuses(body["progress"][0]["sequences"][0]) == ["ok"]
+    assert statuses(body["progress"][0]["sequences"][1]) == ["failed"]
+    assert body["results"][0]["state"]["sequences"][1][0]["code"] == "tab_owned"
+    assert site.wait_for_count("POST /clicks/hit") == 1
+    time.sleep(0.3)
+    assert site.count("POST /clicks/hit") == 1
+
+
+def test_a_tab_written_by_another_calls_parallel_in_progress_is_tab_claimed(
+        node: Node, site: TestSite, started_calls: list[int]) -> None:
+    tab, other = node.open_tab(site.url("/clicks")), node.open_tab(site.url("/clicks"))
+    first: dict[str, Any] = {}
+    holder = threading.Thread(target=lambda: first.update(parallel(node, [
+        [{"action": "click", "tabId": tab, "selector": "#local"},
+         {"action": "waitForResult", "tabId": tab, "code": "new Promise(r => setTimeout(() => r(true), 2500))"}],
+        [{"action": "title", "tabId": other}],
+    ])))
+    holder.start()
+    deadline = time.monotonic() + 10
+    while not started_calls and time.monotonic() < deadline:
+        time.sleep(0.05)
+    time.sleep(0.5)  # the first call's sequence holds its claim on the tab now
+
+    second = parallel(node, [[{"action": "click", "tabId": tab, "selector": "#hit"}]])
+    holder.join()
+
+    failure = second["results"][0]["state"]["sequences"][0][0]
+    assert failure["code"] == "tab_claimed"
+    assert failure["state"]["call"] == started_calls[0]
+    assert site.count("POST /clicks/hit") == 0
+    assert first["status"] == "ok"
+
+
+def test_a_closed_tab_refuses_its_sequence_on_resume_tab_closed(node: Node, site: TestSite) -> None:
+    tab, kept = node.open_tab(site.url("/clicks")), node.open_tab(site.url("/clicks"))
+    body = parallel(node, [
+        [{"action": "click", "tabId": tab, "selector": "#local"},
+         {"action": "click", "tabId": tab, "selector": "#missing", "timeout": 0.5}],
+        [{"action": "click", "tabId": kept, "selector": "#hit"}],
+    ])
+    assert statuses(body["progress"][0]["sequences"][0]) == ["ok", "failed"]
+    batch(node, [{"action": "closeTab", "tabId": tab}])
+
+    resumed = node.resume(body["call"], body["resume_token"]).body
+
+    assert statuses(resumed["progress"][0]["sequences"][0]) == ["ok", "failed"]
+    assert resumed["results"][0]["state"]["sequences"][0][1]["code"] == "tab_closed"
+    assert resumed["progress"][0]["sequences"][1][0]["resumed"] == "kept"
+    assert site.count("POST /clicks/hit") == 1
+    assert tab not in node.tab_actors()
+
+
+def test_claims_are_released_when_the_call_ends(node: Node, site: TestSite) -> None:
+    tab = node.open_tab(site.url("/clicks"))
+    parallel(node, [[{"action": "click", "tabId": tab, "selector": "#local"}]])
+    assert node.claims.proxy().held().get() == {}
+
+
+# --- every action, checked by the page and the server ---------------------------------------
+
+
+def test_a_batch_of_every_action_against_the_test_site(node: Node, site: TestSite) -> None:
+    tab = node.open_tab(site.url("/form"))
+    body = batch(node, [
+        {"action": "fill", "selector": "#name", "value": "Ada"},                                   # 0
+        {"action": "type", "selector": "#email", "text": "ada@example.test"},                      # 1
+        {"action": "select", "selector": "#color", "values": ["Green"]},                           # 2
+        {"action": "select", "selector": "#sizes", "values": ["s", "l"]},                          # 3
+        {"action": "check", "selector": "#agree"},                                                 # 4
+        {"action": "click", "selector": "#plan-pro"},                                              # 5
+        {"action": "press", "selector": "#message", "key": "A"},                                   # 6
+        {"action": "find", "selector": "label"},                                                   # 7
+        {"action": "js", "code": "document.querySelector('#name').value"},                         # 8
+        {"action": "waitForResult", "code": "document.readyState === 'complete'"},                 # 9
+        {"action": "screenshot"},                                                                  # 10
+        {"action": "submitForm", "selector": "#form"},                                             # 11
+        {"action": "waitFor", "selector": "#thanks-name"},                                         # 12
+        {"action": "pageText", "selector": "#thanks-name"},                                        # 13
+        {"action": "title"},                                                                       # 14
+        {"action": "url"},                                                                         # 15
+        {"action": "navigate", "url": site.url("/text")},                                          # 16
+        {"action": "if", "condition": "document.title.length > 0",
+         "then": [{"action": "pageText", "selector": "h1"}]},                                      # 17
+        {"action": "try", "body": [{"action": "click", "selector": "#nothing", "timeout": 0.3}],
+         "catch": [{"action": "title"}]},                                                          # 18
+        {"action": "retry", "attempts": 2, "delay": 0.1, "body": [{"action": "find", "text": "Item"}]},  # 19
+        {"action": "while", "condition": "(window.n = (window.n || 0) + 1) < 3",
+         "body": [{"action": "title"}]},                                                           # 20
+        {"action": "newTab", "url": site.url("/storage")},                                         # 21
+        {"action": "storage", "tabId": "${$21.tabId}", "op": "set", "key": "k", "value": "v"},     # 22
+        {"action": "storage", "tabId": "${$21.tabId}", "op": "get", "key": "k"},                   # 23
+        {"action": "navigate", "tabId": "${$21.tabId}", "url": site.url("/cookies/set?name=c&value=1")},  # 24
+        {"action": "cookies", "tabId": "${$21.tabId}"},                                            # 25
+        {"action": "clipboard", "tabId": "${$21.tabId}", "op": "write", "text": "copied"},         # 26
+        {"action": "clipboard", "tabId": "${$21.tabId}", "op": "read"},                            # 27
+        {"action": "navigate", "tabId": "${$21.tabId}", "url": site.url("/download")},             # 28
+        {"action": "download", "tabId": "${$21.tabId}", "selector": "#download"},                  # 29
+        {"action": "getTabs"},                                                                     # 30
+        {"action": "switchTab"},                                                                   # 31
+        {"action": "broadcast", "tabIds": [tab, "${$21.tabId}"], "command": {"action": "title"}},  # 32
+        {"action": "closeTab", "tabId": "${$21.tabId}"},                                           # 33
+    ], tabId=tab)
+
+    assert body["status"] == "ok", body["summary"]
+    results = body["results"]
+    assert site.count("POST /form") == 1
+    assert site.last_form["name"] == ["Ada"] and site.last_form["email"] == ["ada@example.test"]
+    assert site.last_form["color"] == ["green"] and site.last_form["sizes"] == ["s", "l"]
+    assert site.last_form["plan"] == ["pro"] and "agree" in site.last_form
+    assert results[7]["count"] >= 5
+    assert results[8]["value"] == "Ada"
+    assert results[10]["mimeType"] == "image/png" and len(results[10]["image"]) > 100
+    assert results[13]["text"] == "Ada"
+    assert results[14]["title"] == "Thanks"
+    assert results[15]["url"].endswith("/form")
+    assert results[17]["branch"] == "then"
+    assert results[18]["caught"]["code"] in ("not_found", "timeout")
+    assert results[20]["iterations"] == 2
+    assert results[23]["value"] == "v"
+    assert any(c["name"] == "c" and c["value"] == "1" for c in results[25]["cookies"])
+    assert results[27]["text"] == "copied"
+    assert results[29]["filename"] == "report.txt" and results[29]["size"] > 0
+    assert site.count("GET /download/report.txt") == 1
+    assert site.count("GET /cookies/set") == 1
+    assert {t["tabId"] for t in results[30]["tabs"]} >= {tab, results[21]["tabId"]}
+    assert [r["title"] for r in results[32]["results"]] == ["Text", "Download"]
+    assert results[21]["tabId"] not in node.tab_actors()
+
+
+# --- the step log rebuilt from the stream ---------------------------------------------------
+
+
+def test_the_step_log_rebuilt_from_the_stream_equals_what_the_call_returned(
+        node: Node, site: TestSite, started_calls: list[int]) -> None:
+    tab = node.open_tab(site.url("/clicks"))
+    bodies = [
+        batch(node, [{"action": "click", "selector": "#local"}, {"action": "title"}], tabId=tab),
+        batch(node, [{"action": "click", "selector": "#local"}, {"action": "click", "selector": "#missing",
+                                                                 "timeout": 0.3}, {"action": "title"}], tabId=tab),
+        parallel(node, [[{"action": "click", "tabId": tab, "selector": "#b1"}], [{"action": "getTabs"}]]),
+    ]
+    for call, body in zip(started_calls, bodies, strict=True):
+        log = node.replay(call)  # the call's actor is gone: only the stream is left
+        assert (log.progress, log.status, log.summary) == (body["progress"], body["status"], body["summary"])
+
+
+def test_no_typed_value_javascript_or_token_reaches_the_event_stream(node: Node, site: TestSite) -> None:
+    typed, script = "canary-typed-7d1f", "canary_js_4b2e"
+    tab = node.open_tab(site.url("/slow"))
+    body = batch(node, [
+        {"action": "fill", "selector": "#item", "value": typed},
+        {"action": "js", "code": f"window.{script} = 1"},
+        {"action": "submitForm", "selector": "#slow-form", "timeout": 1},
+    ], tabId=tab)
+    resumed = node.resume(body["call"], body["resume_token"], {"2": "applied"}).body
+    assert resumed["status"] == "ok"
+
+    stream = b"".join(node.io.run(_raw_events(node), timeout=30))
+    assert stream  # the stream holds the events of the session
+    for secret in (typed, script, body["resume_token"]):
+        assert secret.encode() not in stream
+
+
+async def _raw_events(node: Node) -> list[bytes]:
+    js = node.bus.client.jetstream()  # type: ignore[attr-defined]
+    subscription = await js.pull_subscribe("kitsune.events.>", stream="KITSUNE_EVENTS")
+    messages: list[bytes] = []
+    try:
+        while True:
+            try:
+                batch_ = await subscription.fetch(512, timeout=1)
+            except Exception:  # nats.errors.TimeoutError: nothing left
+                break
+            messages += [m.data for m in batch_]
+    finally:
+        await subscription.unsubscribe()
+    assert all(orjson.loads(m)["type"] for m in messages)
+    return messages

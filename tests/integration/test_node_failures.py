@@ -1,0 +1,132 @@
+"""A node's parts failing for real: NATS lost mid-write, Chromium killed, and a clean stop.
+
+Each test runs its own node (and, where it kills it, its own nats-server) so the session's
+shared node is never disturbed.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import threading
+import time
+from collections.abc import Callable, Iterator
+from typing import Any
+
+import pytest
+
+from bridge.browser import ChromiumBrowser
+from bridge.nats_server import EmbeddedNats
+from bridge.node import Node, NodeConfig
+from messages.commands import parse_body
+from tests.site import TestSite
+
+
+@pytest.fixture
+def site(test_site: TestSite) -> Iterator[TestSite]:
+    test_site.reset()
+    test_site.slow_seconds = 3.0
+    yield test_site
+
+
+def _batch(node: Node, commands: list[dict[str, Any]], **options: Any) -> dict[str, Any]:
+    return node.run(parse_body("batch", {"commands": commands, **options})).body
+
+
+def _eventually(check: Callable[[], bool], timeout: float = 20.0) -> None:
+    deadline = time.monotonic() + timeout
+    while not check():
+        assert time.monotonic() < deadline, "condition not reached in time"
+        time.sleep(0.05)
+
+
+def _in_background(fn: Callable[[], dict[str, Any]]) -> tuple[threading.Thread, dict[str, Any]]:
+    result: dict[str, Any] = {}
+    thread = threading.Thread(target=lambda: result.update(fn()))
+    thread.start()
+    return thread, result
+
+
+def _alive(pid: int) -> bool:
+    try:
+        stat = open(f"/proc/{pid}/stat").read()  # noqa: SIM115
+    except OSError:
+        return False
+    return stat[stat.rindex(")") + 2] != "Z"
+
+
+def test_a_write_in_flight_when_nats_is_lost_ends_unknown_and_the_node_reconnects(site: TestSite) -> None:
+    server = EmbeddedNats()
+    node = Node(ChromiumBrowser(), NodeConfig(nats_url=server.start(), step_timeout=10.0)).start()
+    revived: EmbeddedNats | None = None
+    try:
+        tab = node.open_tab(site.url("/slow"))
+        thread, body = _in_background(lambda: _batch(node, [
+            {"action": "fill", "selector": "#item", "value": "x"},
+            {"action": "submitForm", "selector": "#slow-form", "timeout": 8},
+            {"action": "title"},
+        ], tabId=tab))
+        site.wait_for_count("POST /slow")
+        server.stop()  # the connection is lost while the submit waits for its answer
+        thread.join(timeout=60)
+
+        assert [p["status"] for p in body["progress"]] == ["ok", "unknown", "skipped"]
+        assert body["results"][1]["code"] == "bus_disconnected"
+        assert isinstance(body["resume_token"], str)  # a checkpoint, to resume once observed
+        assert site.count("POST /slow") == 1
+
+        revived = EmbeddedNats(port=server.port)
+        revived.start()
+        bus: Any = node.bus
+        _eventually(lambda: bus.connected and bus.reconnects >= 1)
+    finally:
+        node.stop()
+        if revived is not None:
+            revived.stop()
+
+
+def test_a_browser_that_dies_is_restarted_its_tabs_closed_and_writes_in_flight_unknown(
+        nats_url: str, site: TestSite) -> None:
+    node = Node(ChromiumBrowser(), NodeConfig(nats_url=nats_url, step_timeout=10.0)).start()
+    try:
+        browser: Any = node.browser
+        tab, other = node.open_tab(site.url("/slow")), node.open_tab(site.url("/clicks"))
+        thread, body = _in_background(lambda: _batch(node, [
+            {"action": "submitForm", "selector": "#slow-form", "timeout": 8}], tabId=tab))
+        site.wait_for_count("POST /slow")
+        os.kill(node.io.run(browser.browser_pid()), signal.SIGKILL)
+        thread.join(timeout=60)
+
+        assert body["progress"][0]["status"] == "unknown"
+        _eventually(lambda: browser.restarts == 1)
+        closed = _batch(node, [{"action": "click", "selector": "#local"}], tabId=other)
+        assert closed["progress"][0]["status"] == "failed"
+        assert closed["results"][0]["code"] == "tab_closed"
+        assert node.tab_actors() == []
+
+        fresh = node.open_tab(site.url("/clicks"))
+        assert _batch(node, [{"action": "click", "selector": "#hit"}], tabId=fresh)["status"] == "ok"
+        assert site.wait_for_count("POST /clicks/hit") == 1
+    finally:
+        node.stop()
+
+
+def test_a_stopped_node_leaves_no_actor_thread_page_or_browser(nats_url: str, site: TestSite) -> None:
+    threads_before = set(threading.enumerate())
+    node = Node(ChromiumBrowser(), NodeConfig(nats_url=nats_url)).start()
+    tab = node.open_tab(site.url("/clicks"))
+    body = node.run(parse_body("parallel", {"sequences": [
+        [{"action": "click", "tabId": tab, "selector": "#local"}],
+        [{"action": "newTab", "url": site.url("/text")}, {"action": "title", "tabId": "${$0.tabId}"}],
+    ]})).body
+    assert body["status"] == "ok"
+    actors = [*node._actors, *(ref for ref, _ in node._tabs.values())]
+    assert len(actors) >= 6
+    browser_pid = node.io.run(node.browser.browser_pid())  # type: ignore[attr-defined]
+
+    node.stop()
+
+    assert [actor for actor in actors if actor.is_alive()] == []
+    _eventually(lambda: set(threading.enumerate()) <= threads_before, timeout=10)
+    _eventually(lambda: not _alive(browser_pid), timeout=10)
+    assert node.store.calls() == []

@@ -1,0 +1,95 @@
+"""``kitsune serve`` as a process: it starts (embedded NATS or a given one), answers, and leaves nothing behind."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+KITSUNE = Path(sys.executable).parent / "kitsune"
+
+
+def _descendants(pid: int) -> dict[int, str]:
+    """Every live process below ``pid``, with its command name."""
+    parents: dict[int, int] = {}
+    names: dict[int, str] = {}
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            stat = (entry / "stat").read_text()
+        except OSError:
+            continue
+        name_end = stat.rindex(")")
+        fields = stat[name_end + 2:].split()
+        if fields[0] == "Z":
+            continue
+        parents[int(entry.name)] = int(fields[1])
+        names[int(entry.name)] = stat[stat.index("(") + 1:name_end]
+    found: dict[int, str] = {}
+    frontier = [pid]
+    while frontier:
+        parent = frontier.pop()
+        for child, its_parent in parents.items():
+            if its_parent == parent and child not in found:
+                found[child] = names[child]
+                frontier.append(child)
+    return found
+
+
+def _alive(pid: int) -> bool:
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return False
+    return stat[stat.rindex(")") + 2] != "Z"
+
+
+def _serve(*args: str) -> tuple[subprocess.Popen[str], str]:
+    process = subprocess.Popen([str(KITSUNE), "serve", *args], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                               text=True)
+    assert process.stdout is not None
+    line = process.stdout.readline()  # the one line it prints once ready
+    if not line:
+        process.kill()
+        pytest.fail(f"kitsune serve did not start: {process.stderr.read() if process.stderr else ''}")
+    return process, line
+
+
+@pytest.mark.parametrize("signum", [signal.SIGTERM, signal.SIGINT])
+def test_serve_starts_embedded_nats_and_chromium_and_stops_them_on_a_signal(signum: int) -> None:
+    process, line = _serve()
+    try:
+        assert line.startswith("kitsune node ready: nats nats://127.0.0.1:")
+        children = _descendants(process.pid)
+        assert "nats-server" in children.values()
+        assert any("chrom" in name for name in children.values()), children
+    finally:
+        process.send_signal(signum)
+        assert process.wait(timeout=60) == 0
+    deadline = time.monotonic() + 10
+    while any(_alive(pid) for pid in children) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert [name for pid, name in children.items() if _alive(pid)] == []
+
+
+def test_serve_with_nats_url_joins_that_server_instead(nats_url: str) -> None:
+    process, line = _serve("--nats-url", nats_url)
+    try:
+        assert line.startswith(f"kitsune node ready: nats {nats_url}")
+        assert "nats-server" not in _descendants(process.pid).values()
+    finally:
+        process.terminate()
+        assert process.wait(timeout=60) == 0
+
+
+def test_serve_with_an_unreachable_nats_url_fails_clearly() -> None:
+    result = subprocess.run([str(KITSUNE), "serve", "--nats-url", "nats://127.0.0.1:1"], capture_output=True,
+                            text=True, timeout=60, check=False, env={**os.environ})
+    assert result.returncode == 1
+    assert "cannot start" in result.stderr
