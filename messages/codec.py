@@ -67,11 +67,20 @@ def encode(message: Any) -> bytes:
 
 def decode(cls: type[T], data: bytes) -> T:
     """Parse JSON bytes back into a message of ``cls`` (or, for ``Event``, of its own kind)."""
-    base = next(base for base in _DECODERS if issubclass(cls, base))
-    message = _DECODERS[base](orjson.loads(data))
+    message = _decoder(cls)(orjson.loads(data))
     if not isinstance(message, cls):
         raise TypeError(f"expected {cls.__name__}, got {type(message).__name__}")
     return message
+
+
+def _decoder(cls: type[Any]) -> Callable[[Any], Any]:
+    decoder = _BY_CLASS.get(cls)
+    if decoder is None:
+        decoder = _BY_CLASS[cls] = next(decoder for base, decoder in _DECODERS.items() if issubclass(cls, base))
+    return decoder
+
+
+_BY_CLASS: dict[type[Any], Callable[[Any], Any]] = {}
 
 
 def decode_outcome(data: bytes) -> Outcome:

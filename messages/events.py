@@ -209,8 +209,8 @@ def event_to_json(event: Event) -> dict[str, Any]:
 
 def event_from_json(data: Mapping[str, Any]) -> Event:
     """Parse an event's wire form back."""
-    fields = dict(data)
-    cls = EVENT_TYPES[fields.pop("type")]
+    cls = EVENT_TYPES[data["type"]]
+    fields = {name: data[name] for name in _FIELDS[cls]}
     if "outline" in fields:
         fields["outline"] = tuple(OutlineStep.from_json(s) for s in fields["outline"])
     return cls(**fields)

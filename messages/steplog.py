@@ -7,18 +7,15 @@ stream after the actor that ran it is gone. A step that started and has no termi
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any
 
 from messages.events import (
     BlockWriteSucceeded,
-    CallEnded,
-    CallStarted,
     EndReason,
     Event,
     Observation,
-    OutlineStep,
     StepDispatched,
     StepFailed,
     StepHeld,
@@ -28,10 +25,11 @@ from messages.events import (
     StepSkipped,
     StepStarted,
     StepSucceeded,
+    event_to_json,
 )
 from messages.results import STATUSES, Status, worst
 
-__all__ = ["StepLog", "StepLogBuilder", "StepRecord", "fold", "record_from_json", "record_to_json"]
+__all__ = ["StepLog", "StepLogBuilder", "StepRecord", "fold", "fold_records", "record_from_json", "record_to_json"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -165,11 +163,11 @@ class _Node:
     __slots__ = ("action", "code", "dispatched", "error", "index", "kept", "observed", "path",
                  "sequences", "started", "status", "steps", "tab_id", "warning", "wrote")
 
-    def __init__(self, path: str, index: int, outline: OutlineStep) -> None:
+    def __init__(self, path: str, index: int, action: str, tab_id: int | None) -> None:
         self.path = path
         self.index = index
-        self.action = outline.action
-        self.tab_id = outline.tab_id
+        self.action = action
+        self.tab_id = tab_id
         self.status: Status | None = None
         self.started = self.dispatched = self.wrote = self.kept = False
         self.observed: Observation | None = None
@@ -194,7 +192,11 @@ class _Node:
 
 
 class StepLogBuilder:
-    """Folds events one at a time; :meth:`freeze` gives the step log so far."""
+    """Folds events one at a time; :meth:`freeze` gives the step log so far.
+
+    The fold reads events in their wire form, so a replay folds the stream's records without
+    building an event object for each (:func:`fold_records`).
+    """
 
     def __init__(self) -> None:
         self._nodes: dict[str, _Node] = {}
@@ -206,23 +208,27 @@ class StepLogBuilder:
 
     def apply(self, event: Event) -> None:
         """Fold one event in."""
-        if isinstance(event, CallStarted):  # a resume (CallResumed) starts the log over too
-            self._call, self._kind, self._timeout, self._ended = event.call, event.call_kind, event.timeout, None
-            self._nodes = {}
-            self._top = [self._lay_out(str(i), i, step) for i, step in enumerate(event.outline)]
-            return
-        if isinstance(event, CallEnded):
-            self._ended = event.reason
-            return
-        node = self._nodes[event.path]  # type: ignore[attr-defined]
-        _STEP_HANDLERS[type(event)](node, event)
+        self.apply_record(event_to_json(event))
 
-    def _lay_out(self, path: str, index: int, outline: OutlineStep) -> _Node:
-        node = _Node(path, index, outline)
+    def apply_record(self, record: Mapping[str, Any]) -> None:
+        """Fold one event in, given in its wire form (``{"type": ..., fields}``)."""
+        kind = record["type"]
+        if kind in ("CallStarted", "CallResumed"):  # a resume starts the log over
+            self._call, self._kind, self._timeout = record["call"], record["call_kind"], record["timeout"]
+            self._ended = None
+            self._nodes = {}
+            self._top = [self._lay_out(str(i), i, step) for i, step in enumerate(record["outline"])]
+        elif kind == "CallEnded":
+            self._ended = record["reason"]
+        else:
+            _STEP_HANDLERS[kind](self._nodes[record["path"]], record)
+
+    def _lay_out(self, path: str, index: int, outline: Mapping[str, Any]) -> _Node:
+        node = _Node(path, index, outline["action"], outline["tab_id"])
         self._nodes[path] = node
-        node.steps = [self._lay_out(f"{path}.{i}", i, s) for i, s in enumerate(outline.steps)]
+        node.steps = [self._lay_out(f"{path}.{i}", i, s) for i, s in enumerate(outline.get("steps", ()))]
         node.sequences = [[self._lay_out(f"{path}.{q}.{i}", i, s) for i, s in enumerate(seq)]
-                          for q, seq in enumerate(outline.sequences)]
+                          for q, seq in enumerate(outline.get("sequences", ()))]
         return node
 
     def freeze(self) -> StepLog:
@@ -230,55 +236,63 @@ class StepLogBuilder:
         return StepLog(self._call, self._kind, self._timeout, tuple(n.freeze() for n in self._top), self._ended)
 
 
-def _started(node: _Node, event: Any) -> None:
-    node.started, node.tab_id = True, event.tab_id
+Record = Mapping[str, Any]
+
+
+def _started(node: _Node, event: Record) -> None:
+    node.started, node.tab_id = True, event["tab_id"]
     node.status = node.code = node.error = node.warning = node.observed = None
     node.dispatched = node.wrote = node.kept = False
 
 
-def _dispatched(node: _Node, event: Any) -> None:
+def _dispatched(node: _Node, event: Record) -> None:
     node.dispatched = True
 
 
-def _wrote(node: _Node, event: Any) -> None:
+def _wrote(node: _Node, event: Record) -> None:
     node.wrote = True
 
 
-def _succeeded(node: _Node, event: Any) -> None:
-    node.status, node.warning = "ok", event.warning
+def _succeeded(node: _Node, event: Record) -> None:
+    node.status, node.warning = "ok", event["warning"]
 
 
-def _ended(status: Status) -> Callable[[_Node, Any], None]:
-    def end(node: _Node, event: Any) -> None:
-        node.status, node.code, node.error = status, event.code, event.error
+def _ended(status: Status) -> Callable[[_Node, Record], None]:
+    def end(node: _Node, event: Record) -> None:
+        node.status, node.code, node.error = status, event["code"], event["error"]
     return end
 
 
-def _skipped(node: _Node, event: Any) -> None:
+def _skipped(node: _Node, event: Record) -> None:
     node.status = "skipped"
 
 
-def _kept(node: _Node, event: Any) -> None:
-    node.status, node.kept, node.tab_id = "ok", True, event.tab_id
+def _kept(node: _Node, event: Record) -> None:
+    node.status, node.kept, node.tab_id = "ok", True, event["tab_id"]
 
 
-def _observed(node: _Node, event: Any) -> None:
-    if event.observed == "applied":
+def _observed(node: _Node, event: Record) -> None:
+    if event["observed"] == "applied":
         node.status, node.observed = "ok", "applied"
 
 
-_STEP_HANDLERS: dict[type[Event], Callable[[_Node, Any], None]] = {
-    StepStarted: _started, StepDispatched: _dispatched, BlockWriteSucceeded: _wrote, StepSucceeded: _succeeded,
-    StepFailed: _ended("failed"), StepOutcomeUnknown: _ended("unknown"), StepHeld: _ended("held"),
-    StepSkipped: _skipped, StepKept: _kept, StepObserved: _observed,
+_STEP_HANDLERS: dict[str, Callable[[_Node, Record], None]] = {
+    StepStarted.kind: _started, StepDispatched.kind: _dispatched, BlockWriteSucceeded.kind: _wrote,
+    StepSucceeded.kind: _succeeded, StepFailed.kind: _ended("failed"), StepOutcomeUnknown.kind: _ended("unknown"),
+    StepHeld.kind: _ended("held"), StepSkipped.kind: _skipped, StepKept.kind: _kept, StepObserved.kind: _observed,
 }
 
 
 def fold(events: Iterable[Event]) -> StepLog:
     """The step log of a call from its events alone (the last run, for a resumed call)."""
+    return fold_records(event_to_json(event) for event in events)
+
+
+def fold_records(records: Iterable[Mapping[str, Any]]) -> StepLog:
+    """The same fold over events in their wire form (as the event stream holds them)."""
     builder = StepLogBuilder()
-    for event in events:
-        builder.apply(event)
+    for record in records:
+        builder.apply_record(record)
     return builder.freeze()
 
 
