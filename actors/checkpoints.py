@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import hashlib
 import hmac
+import itertools
 import secrets
 import threading
 from collections import OrderedDict
@@ -61,6 +62,8 @@ class Checkpoint:
     """SHA-256 of the latest resume token; never the token."""
     expires_at: float = 0.0
     """Clock time when it is dropped."""
+    kept_order: int = 0
+    """When the store kept it, relative to the others (the oldest is pushed out first)."""
 
 
 def new_token() -> str:
@@ -95,6 +98,7 @@ class CheckpointStore:
         self._on_drop = on_drop
         self._held: OrderedDict[int, Checkpoint] = OrderedDict()
         self._resuming: dict[int, Checkpoint] = {}
+        self._order = itertools.count()
         self._lock = threading.Lock()
 
     @property
@@ -105,7 +109,8 @@ class CheckpointStore:
         """Store (or replace) a checkpoint as the newest; answer its new resume token."""
         self.sweep()
         token = new_token()
-        stored = replace(checkpoint, token_sha256=token_hash(token), expires_at=self._clock.now() + self._ttl)
+        stored = replace(checkpoint, token_sha256=token_hash(token), expires_at=self._clock.now() + self._ttl,
+                         kept_order=next(self._order))
         dropped: list[int] = []
         with self._lock:
             self._resuming.pop(checkpoint.call, None)
@@ -141,8 +146,7 @@ class CheckpointStore:
             if checkpoint is None:
                 return
             self._held[call] = checkpoint
-            ordered = sorted(self._held.values(), key=lambda c: c.expires_at)
-            self._held = OrderedDict((c.call, c) for c in ordered)
+            self._held = OrderedDict(sorted(self._held.items(), key=lambda item: item[1].kept_order))
 
     def drop(self, call: int, reason: DropReason) -> None:
         """Forget a checkpoint (held or being resumed)."""
