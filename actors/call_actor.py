@@ -26,6 +26,12 @@ __all__ = ["BusDriver", "CallActor", "EventSink", "ResumeCall", "RunCall"]
 
 log = logging.getLogger(__name__)
 
+_IN_FLIGHT = 256
+"""Events sent to the store and not yet acknowledged, at most."""
+
+_Append = tuple[Event, asyncio.Task[None], concurrent.futures.Future[None] | None]
+"""An event on its way to the store: the event, its append, and what its emitter waits on (if it does)."""
+
 
 @dataclass(frozen=True, slots=True)
 class RunCall:
@@ -33,6 +39,7 @@ class RunCall:
 
     spec: CallSpec
     workflow: WorkflowSource | None = None
+    agent: str | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -42,6 +49,7 @@ class ResumeCall:
     call: Any
     resume_token: Any
     observed: Any = None
+    agent: str | None = None
 
 
 class CallActor(Answering):
@@ -53,9 +61,9 @@ class CallActor(Answering):
 
     def handle(self, message: Any) -> Any:
         if isinstance(message, RunCall):
-            return self._calls.run(message.spec, message.workflow)
+            return self._calls.run(message.spec, message.workflow, message.agent)
         if isinstance(message, ResumeCall):
-            return self._calls.resume(message.call, message.resume_token, message.observed)
+            return self._calls.resume(message.call, message.resume_token, message.observed, message.agent)
         raise TypeError(f"a call actor takes RunCall or ResumeCall, not {type(message).__name__}")
 
 
@@ -108,7 +116,10 @@ class EventSink:
 
     Appends are pipelined: an event is queued without waiting, except ``StepDispatched`` and
     ``CallEnded``, which wait until they (and every event before them) are stored, so a write
-    is never sent before its dispatch is on record.
+    is never sent before its dispatch is on record. The writer sends each event to the store in
+    queue order without waiting for the one before it to be acknowledged (up to ``_IN_FLIGHT``
+    at once), and the acknowledgements are taken in the same order: a dispatch waits for one
+    round trip to the store, not for one per event queued before it (parallel sequences).
     """
 
     def __init__(self, io: IoLoop, store: EventStore) -> None:
@@ -132,10 +143,26 @@ class EventSink:
 
     async def _write(self) -> None:
         assert self._queue is not None
+        loop = asyncio.get_running_loop()
+        in_flight: asyncio.Queue[_Append] = asyncio.Queue(_IN_FLIGHT)
+        settler = loop.create_task(self._settle(in_flight))
+        try:
+            while True:
+                event, stored = await self._queue.get()
+                # Tasks take their first step in the order they were created, and an append sends its
+                # event in its first step (nats-py queues the message before it awaits the ack): the
+                # store receives the events in queue order, as when they were appended one by one.
+                await in_flight.put((event, loop.create_task(self._store.append(event)), stored))
+        finally:
+            settler.cancel()
+
+    async def _settle(self, in_flight: asyncio.Queue[_Append]) -> None:
+        """Take the store's answers in queue order: an event is stored when it and all before it are."""
+        assert self._queue is not None
         while True:
-            event, stored = await self._queue.get()
+            event, append, stored = await in_flight.get()
             try:
-                await self._store.append(event)
+                await append
             except Exception as e:
                 log.error("event of call %s not stored (%s)", event.call, type(e).__name__)
                 if stored is not None:

@@ -6,9 +6,10 @@ The call actor runs it on the actor runtime; unit tests run it with fakes.
 
 from __future__ import annotations
 
+import itertools
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from typing import Any, TypeVar
+from typing import Any, Protocol, TypeVar
 
 from actors.checkpoints import Checkpoint, Checkpoints, WorkflowSource
 from actors.engine import EngineConfig, Ports, Prior, RunReport, run_call
@@ -21,7 +22,7 @@ from messages.steplog import StepRecord
 
 V = TypeVar("V")
 
-__all__ = ["CallResponse", "Calls"]
+__all__ = ["CallAudit", "CallResponse", "Calls", "SequentialIds"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -32,23 +33,49 @@ class CallResponse:
     http_status: int = 200
 
 
-class Calls:
-    """Runs container calls, keeps checkpoints of those that did not finish ok, and resumes them."""
+class CallAudit(Protocol):
+    """Where container calls and resumes are recorded; a new call's id is its audit entry's."""
 
-    def __init__(self, ports: Ports, store: Checkpoints, *, call_ids: Callable[[], int],
+    def call(self, spec: CallSpec, agent: str | None) -> int:
+        """Record a new container call; its call id (unique, increasing)."""
+
+    def resume(self, call: int, agent: str | None) -> None:
+        """Record a resume of ``call``."""
+
+
+class SequentialIds:
+    """Call ids 1, 2, 3, ... and no audit log (unit tests, benchmarks)."""
+
+    def __init__(self) -> None:
+        self._next = itertools.count(1)
+
+    def call(self, spec: CallSpec, agent: str | None) -> int:
+        return next(self._next)
+
+    def resume(self, call: int, agent: str | None) -> None:
+        return None
+
+
+class Calls:
+    """Runs container calls, keeps checkpoints of those that did not finish ok, and resumes them.
+
+    ``ports`` gives the ports a call of an agent runs with (its policy sits in the driver).
+    """
+
+    def __init__(self, ports: Callable[[str | None], Ports], store: Checkpoints, *, audit: CallAudit,
                  sink: Callable[[Event], None], config: EngineConfig = EngineConfig(),
                  workflow_sha256: Callable[[str], str | None] = lambda name: None) -> None:
         self._ports = ports
         self._store = store
-        self._call_ids = call_ids
+        self._audit = audit
         self._sink = sink
         self._config = config
         self._workflow_sha256 = workflow_sha256
 
-    def run(self, spec: CallSpec, workflow: WorkflowSource | None = None) -> CallResponse:
+    def run(self, spec: CallSpec, workflow: WorkflowSource | None = None, agent: str | None = None) -> CallResponse:
         """Run a new call; keep a checkpoint when it did not finish ok."""
-        call = self._call_ids()
-        report = run_call(call, spec, self._ports, self._sink, config=self._config)
+        call = self._audit.call(spec, agent)
+        report = run_call(call, spec, self._ports(agent), self._sink, config=self._config)
         body = self._body(report, spec, workflow)
         if report.log.ended == "internal_error":
             return CallResponse({**_internal("internal_error", "The call stopped on an internal error"), **body}, 500)
@@ -58,7 +85,7 @@ class Calls:
             body |= {"call": call, "resume_token": self._store.keep(checkpoint)}
         return CallResponse(body)
 
-    def resume(self, call: Any, token: Any, observed: Any = None) -> CallResponse:
+    def resume(self, call: Any, token: Any, observed: Any = None, agent: str | None = None) -> CallResponse:
         """Continue a checkpointed call (spec: browser_resume); raise its errors before sending anything."""
         if isinstance(call, bool) or not isinstance(call, int):
             raise KitsuneError("invalid_parameter", "call must be an integer", state={"param": "call"})
@@ -76,7 +103,8 @@ class Calls:
             raise
         prior = Prior(checkpoint.records, checkpoint.results, plan, checkpoint.claims, checkpoint.attempts + 1)
         try:
-            report = run_call(call, checkpoint.spec, self._ports, self._sink, config=self._config, prior=prior,
+            self._audit.resume(call, agent)
+            report = run_call(call, checkpoint.spec, self._ports(agent), self._sink, config=self._config, prior=prior,
                               deadline=RESUME_DEADLINE)
         except BaseException:
             self._store.drop(call, "internal_error")

@@ -70,8 +70,8 @@ from messages.results import (
 from messages.steplog import StepLog, StepLogBuilder, StepRecord
 
 __all__ = [
-    "Clock", "Decision", "Done", "Driver", "EngineConfig", "Failed", "HeldForApproval", "Outcome",
-    "Ports", "Prior", "RunReport", "Sequences", "SystemClock", "ThreadedSequences", "Unknown",
+    "NO_AUDIT", "Clock", "Decision", "Done", "Driver", "EngineConfig", "Failed", "HeldForApproval", "Outcome",
+    "Ports", "Prior", "RunReport", "Sequences", "StepAudit", "SystemClock", "ThreadedSequences", "Unknown",
     "leaf_paths", "outline_of", "run_call",
 ]
 
@@ -171,6 +171,27 @@ class ThreadedSequences:
             self._barriers.pop(key, None)
 
 
+class StepAudit(Protocol):
+    """Where a run records its steps before it sends them (the audit log)."""
+
+    def step(self, call: int, path: str, command: Command, tab_id: int | None, *, resumed: bool) -> None:
+        """Record a step about to be sent; raise :class:`KitsuneError` when it cannot be recorded."""
+
+    def observed(self, call: int, path: str, command: Command, tab_id: int | None) -> None:
+        """Record a step the caller reported ``applied``: marked ok, not sent."""
+
+
+class _NoAudit:
+    def step(self, call: int, path: str, command: Command, tab_id: int | None, *, resumed: bool) -> None:
+        return None
+
+    def observed(self, call: int, path: str, command: Command, tab_id: int | None) -> None:
+        return None
+
+
+NO_AUDIT: StepAudit = _NoAudit()
+
+
 @dataclass(frozen=True, slots=True)
 class Ports:
     """Everything a run talks to."""
@@ -179,6 +200,9 @@ class Ports:
     clock: Clock
     claims: TabClaims
     sequences: Sequences
+    audit: StepAudit = NO_AUDIT
+
+
 
 
 @dataclass(frozen=True, slots=True)
@@ -377,7 +401,7 @@ class _Run:
             self._keep(path)
             return True
         if decision == "applied":
-            self._applied(path)
+            self._applied(command, path)
             return False
         if decision == "not_applied":
             self.emit(StepObserved(self.call, path, "not_applied"))
@@ -396,7 +420,9 @@ class _Run:
         self.results[path] = self.prior.results[path]
         self.status[path] = "ok"
 
-    def _applied(self, path: str) -> None:
+    def _applied(self, command: Command, path: str) -> None:
+        assert self.prior is not None
+        self.ports.audit.observed(self.call, path, command, self.prior.records[path].tab_id)
         self.emit(StepObserved(self.call, path, "applied"))
         self.results[path] = Ok({"observed": "applied"})
         self.status[path] = "ok"
@@ -413,7 +439,7 @@ class _Run:
         if prior is not None and prior.status == "ok" and path in self.prior.results:  # type: ignore[union-attr]
             self._keep(path)
         elif self.plan.get(path) == "applied":
-            self._applied(path)
+            self._applied(command, path)
         else:
             self.emit(StepSkipped(self.call, path, reason))
             self.status[path] = "skipped"
@@ -564,11 +590,21 @@ class _Run:
             return
         self.secrets[path] += secret_values(resolved)
         try:
+            self._audit(resolved, path, target)
             outcome = self._perform(resolved, target, path, lookup, owner, inner=False)
         except KitsuneError as e:  # a port answered with an error instead of an outcome
             failure = Failure.of(e)
             outcome = Unknown(failure) if path in self.dispatched else Failed(failure)
         self._finish(path, outcome)
+
+    def _audit(self, command: Command, path: str, tab: int | None) -> None:
+        """Record the step before anything is sent: a write that cannot be recorded is not sent."""
+        try:
+            self.ports.audit.step(self.call, path, command, tab, resumed=self.prior is not None)
+        except KitsuneError:
+            if is_write(command):
+                raise
+            log.error("read %s of call %s not audited", path, self.call)
 
     def _finish(self, path: str, outcome: Outcome) -> None:
         if isinstance(outcome, Done):

@@ -31,6 +31,11 @@ class Browser(Protocol):
 
     def tab_ids(self) -> frozenset[int]: ...
 
+    async def needs_user(self, tab_id: int) -> dict[str, Any]: ...
+
+    @property
+    def running(self) -> bool: ...
+
 
 class TabActor(Answering):
     """Owns one tab of the browser: every command for it passes through this actor's mailbox."""

@@ -231,6 +231,28 @@ def _is_navigation_error(message: str) -> bool:
                                       "Cannot find context with specified id"))
 
 
+_CALL_LOG = "\nCall log:\n"
+_POINTER_SENT_LINE = re.compile(
+    r"^\s*(?:-|\d+ \u00d7)\s+(?:performing [\w ]+ action|[\w ]+ action done"
+    r"|forcing action|waiting for scheduled navigations to finish|navigations have finished)\s*$",
+    re.MULTILINE)
+"""A call-log line Playwright writes once it dispatches (or is about to dispatch) a pointer action's input."""
+
+
+def _pointer_sent(message: str) -> bool:
+    """Whether a failed Playwright pointer action (click, setChecked) may have sent input to the page.
+
+    Playwright logs ``performing click action`` just before it dispatches the mouse events, in the
+    same synchronous run as the dispatch (its timeout, a timer, cannot fall between the two), and
+    every later line (``click action done``, ``waiting for scheduled navigations to finish``...)
+    follows it. A call log without any of them shows the action stopped while it was still waiting
+    for the element (missing, hidden, disabled, covered, moving): nothing was sent. An error with no
+    call log at all tells nothing, and counts as sent.
+    """
+    _head, found, log = message.partition(_CALL_LOG)
+    return not found or _POINTER_SENT_LINE.search(log) is not None
+
+
 def _is_selector_error(message: str) -> bool:
     return any(s in message for s in ("while parsing", "Unknown engine", "is not a valid selector",
                                       "Invalid selector"))
@@ -377,6 +399,20 @@ _SCRATCH_DONE_JS = """() => {
 
 
 Handler = Callable[[_Run], Awaitable[tuple[dict[str, Any], str | None]]]
+
+
+_NEEDS_USER_PROBE = """() => {
+  const visible = (e) => !!(e.offsetWidth || e.offsetHeight || e.getClientRects().length);
+  const marked = document.querySelector('[data-kitsune-needs-user]');
+  if (marked && visible(marked)) return {reason: marked.getAttribute('data-kitsune-needs-user'), evidence: 'marker'};
+  const check = document.querySelector('.g-recaptcha, .h-captcha, .cf-turnstile, iframe[src*="recaptcha"], '
+    + 'iframe[src*="hcaptcha"], iframe[src*="challenges.cloudflare.com"]');
+  if (check && visible(check)) return {reason: 'human_check', evidence: 'captcha'};
+  const password = [...document.querySelectorAll('input[type=password]')].find(visible);
+  if (password) return {reason: 'sign_in', evidence: 'password_field'};
+  return null;
+}"""
+"""Looks for a needs-user hint in a page: an explicit marker, a human check, a sign-in form."""
 
 
 class ChromiumBrowser:
@@ -662,6 +698,24 @@ class ChromiumBrowser:
         """Ids of the open tabs (safe to call from any thread)."""
         return self._open
 
+    @property
+    def running(self) -> bool:
+        """Whether Chromium is up (it is restarted when it dies)."""
+        return self._browser is not None and self._browser.is_connected()
+
+    async def needs_user(self, tab_id: int) -> dict[str, Any]:
+        """Whether the tab shows something only a person can do: ``sign_in``, ``human_check``.
+
+        A read: it looks at the page and changes nothing. ``evidence`` says what was seen.
+        """
+        try:
+            hint = await self.page(tab_id).evaluate(_NEEDS_USER_PROBE)
+        except PlaywrightError:
+            hint = None
+        if not isinstance(hint, dict):
+            return {"needs_user": False, "reason": None, "evidence": None}
+        return {"needs_user": True, "reason": hint.get("reason"), "evidence": hint.get("evidence")}
+
     def page(self, tab_id: int) -> Page:
         """The Playwright page of an open tab; raises :class:`KitsuneError` (``tab_closed``)."""
         page = self._pages.get(tab_id)
@@ -720,11 +774,14 @@ class ChromiumBrowser:
         loop = asyncio.get_running_loop()
         deadline = loop.time() + timeout
         lock = self._locks.setdefault(tab, asyncio.Lock())
-        try:
-            await asyncio.wait_for(lock.acquire(), timeout)
-        except TimeoutError:
-            return Failed(Failure(f"{action}: tab {tab} stayed busy for {timeout:g}s; nothing was sent",
-                                  "timeout", True, {"tabId": tab}))
+        if lock.locked():
+            try:
+                await asyncio.wait_for(lock.acquire(), timeout)
+            except TimeoutError:
+                return Failed(Failure(f"{action}: tab {tab} stayed busy for {timeout:g}s; nothing was sent",
+                                      "timeout", True, {"tabId": tab}))
+        else:
+            await lock.acquire()  # free: taken at once, without wait_for's task
         try:
             page = self._pages.get(tab)
             if page is None or page.is_closed():
@@ -803,6 +860,25 @@ class ChromiumBrowser:
         except PlaywrightTimeoutError:
             raise await self._missing(run, locator, what) from None
 
+    async def _pointer_write(self, run: _Run, locator: Locator, action: Callable[[float], Awaitable[Any]]) -> None:
+        """Run a Playwright pointer action (a click) as one call, and tell from its call log, when it
+        fails, whether it was sent: one round trip instead of a trial run followed by the action.
+
+        ``run.sent`` is True while it runs (a timeout of the backstop, which has no call log, is
+        Unknown); a failure whose call log shows the input was never dispatched is Failed, with
+        nothing sent (see :func:`_pointer_sent`).
+        """
+        run.sent = True
+        try:
+            await action(run.ms())
+        except PlaywrightError as e:
+            if _pointer_sent(e.message or ""):
+                raise
+            run.sent = False
+            if isinstance(e, PlaywrightTimeoutError):
+                raise await self._missing(run, locator, "visible, enabled and stable") from None
+            raise
+
     async def _missing(self, run: _Run, locator: Locator, what: str) -> _Stop:
         """Why an element wait timed out: no element at all, or one that never became ``what``."""
         if self._gone(run):
@@ -820,7 +896,8 @@ class ChromiumBrowser:
 
     async def _within(self, run: _Run, awaitable: Awaitable[T]) -> T:
         """Await something without a timeout of its own (an evaluation) within the command's time."""
-        return await asyncio.wait_for(awaitable, max(0.001, run.remaining()))
+        async with asyncio.timeout(max(0.001, run.remaining())):  # no task of its own, unlike wait_for
+            return await awaitable
 
     async def _editable(self, run: _Run) -> Locator:
         assert run.selector is not None
@@ -915,11 +992,8 @@ class ChromiumBrowser:
         command = cast(Click, run.command)
         assert run.selector is not None
         locator = run.page.locator(run.selector)
-        await self._ready_element(run, locator, lambda ms: locator.click(
-            button=command.button, click_count=command.click_count, trial=True, timeout=ms),
-            "visible, enabled and stable")
-        run.sent = True
-        await locator.click(button=command.button, click_count=command.click_count, timeout=run.ms())
+        await self._pointer_write(run, locator, lambda ms: locator.click(
+            button=command.button, click_count=command.click_count, timeout=ms))
         return {}, None
 
     async def _type(self, run: _Run) -> tuple[dict[str, Any], str | None]:
@@ -985,10 +1059,7 @@ class ChromiumBrowser:
         checked = bool(command.checked)
         assert run.selector is not None
         locator = run.page.locator(run.selector)
-        await self._ready_element(run, locator, lambda ms: locator.set_checked(checked, trial=True, timeout=ms),
-                                  "visible, enabled and stable")
-        run.sent = True
-        await locator.set_checked(checked, timeout=run.ms())
+        await self._pointer_write(run, locator, lambda ms: locator.set_checked(checked, timeout=ms))
         return {"checked": checked}, None
 
     async def _submit_form(self, run: _Run) -> tuple[dict[str, Any], str | None]:
@@ -1042,9 +1113,14 @@ class ChromiumBrowser:
         command = cast(PageText, run.command)
         if run.selector is not None:
             locator = run.page.locator(run.selector)
-            await self._ready_element(run, locator,
-                                      lambda ms: locator.first.wait_for(state="attached", timeout=ms), "attached")
-            text = "\n".join(await self._within(run, locator.all_inner_texts()))
+            try:  # one element (the usual case): one round trip, that waits for it to be attached
+                text = await locator.inner_text(timeout=run.ms())
+            except PlaywrightTimeoutError:
+                raise await self._missing(run, locator, "attached") from None
+            except PlaywrightError as e:
+                if "strict mode violation" not in (e.message or ""):
+                    raise
+                text = "\n".join(await self._within(run, locator.all_inner_texts()))  # several: all of them
         else:
             text = await self._within(run, run.page.evaluate(
                 "() => document.body ? document.body.innerText : document.documentElement.innerText || ''"))
@@ -1235,13 +1311,10 @@ class ChromiumBrowser:
         assert run.selector is not None and self.downloads_dir is not None
         page = run.page
         locator = page.locator(run.selector)
-        await self._ready_element(run, locator, lambda ms: locator.click(trial=True, timeout=ms),
-                                  "visible, enabled and stable")
         waiter: asyncio.Task[PlaywrightDownload] = asyncio.ensure_future(
             page.wait_for_event("download", timeout=run.ms()))
         try:
-            run.sent = True
-            await locator.click(timeout=run.ms())
+            await self._pointer_write(run, locator, lambda ms: locator.click(timeout=ms))
             download = await waiter
         finally:
             if not waiter.done():

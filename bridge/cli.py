@@ -3,16 +3,24 @@
 from __future__ import annotations
 
 import argparse
+import asyncio
 import json
 import logging
 import signal
 import sys
-import threading
 from importlib.metadata import version
 from pathlib import Path
+from types import FrameType
 
+import uvicorn
+
+from bridge.app import create_app
 from bridge.browser import ChromiumBrowser, find_chromium
+from bridge.config import BridgeConfig, load_config, write_token_file
 from bridge.node import Node, NodeConfig
+from bridge.policy import Policy
+from bridge.url_policy import UrlPolicy
+from bridge.workflows import WorkflowLibrary
 from messages.commands import parse_body
 from messages.errors import KitsuneError
 from messages.schema import batch_schema, command_schema, parallel_schema
@@ -31,7 +39,12 @@ def _parser() -> argparse.ArgumentParser:
     schema = commands.add_parser("schema", help="print the JSON Schema of the command language")
     schema.add_argument("--of", choices=("command", "batch", "parallel"), default="command",
                         help="a single command (default), a batch body or a parallel body")
-    serve = commands.add_parser("serve", help="run a Kitsune node (embedded NATS, local Chromium, the actors)")
+    serve = commands.add_parser("serve", help="run a Kitsune node: embedded NATS, local Chromium, the HTTP API")
+    serve.add_argument("--host", default="127.0.0.1", help="address to listen on (default: loopback only)")
+    serve.add_argument("--port", type=int, default=8765, help="port to listen on (default 8765; 0 picks one)")
+    serve.add_argument("--config", help="configuration file (YAML or JSON): agents, policy, limits")
+    serve.add_argument("--state-dir", default=str(Path.home() / ".kitsune"),
+                       help="where a generated agent token is written (default ~/.kitsune)")
     serve.add_argument("--nats-url", help="join this NATS server or cluster (comma-separated URLs) "
                                           "instead of starting an embedded nats-server")
     check = commands.add_parser("validate", help="validate a batch or parallel body (JSON file, - for stdin)")
@@ -55,23 +68,60 @@ def _validate(file: str) -> int:
     return 0
 
 
-def _serve(nats_url: str | None) -> int:
+def _serve(args: argparse.Namespace) -> int:
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
-    stop = threading.Event()
-    for signum in (signal.SIGINT, signal.SIGTERM):
-        signal.signal(signum, lambda *_: stop.set())
     try:
-        node = Node(ChromiumBrowser(), NodeConfig(nats_url=nats_url)).start()
+        config = load_config(Path(args.config) if args.config else None)
+        policy = Policy(read_only=config.read_only, ask_before_act=config.ask_before_act,
+                        urls=UrlPolicy.from_config(config.allow, config.deny),
+                        user_tabs_writable=config.user_tabs_writable)
     except KitsuneError as e:
         print(f"kitsune: cannot start: {e.message}", file=sys.stderr)
         return 1
-    where = nats_url or (node.nats.url if node.nats else "")
-    print(f"kitsune node ready: nats {where}, chromium {find_chromium()}", flush=True)
+    if config.generated_token is not None:
+        token_file = write_token_file(config.generated_token, Path(args.state_dir))
+        print(f"kitsune: no agent configured; the token of agent 'default' is in {token_file}", flush=True)
+    return asyncio.run(_serve_http(args, config, policy))
+
+
+class _Server(uvicorn.Server):
+    """uvicorn's server, exiting with status 0 after a graceful stop on SIGINT or SIGTERM."""
+
+    def handle_exit(self, sig: int, frame: FrameType | None) -> None:
+        if self.should_exit and sig == signal.SIGINT:
+            self.force_exit = True
+        else:
+            self.should_exit = True
+
+
+async def _serve_http(args: argparse.Namespace, config: BridgeConfig, policy: Policy) -> int:
+    node = Node(ChromiumBrowser(), NodeConfig(nats_url=args.nats_url, audit_file=config.audit_file), policy=policy,
+                workflows=WorkflowLibrary(config.workflows) if config.workflows else None,
+                loop=asyncio.get_running_loop())
     try:
-        stop.wait()
+        await node.astart()
+    except KitsuneError as e:
+        print(f"kitsune: cannot start: {e.message}", file=sys.stderr)
+        return 1
+    server = _Server(uvicorn.Config(create_app(node, config), host=args.host, port=args.port,
+                                    log_config=None, access_log=False, lifespan="off"))
+
+    async def announce() -> None:
+        while not server.started:
+            if server.should_exit:
+                return
+            await asyncio.sleep(0.05)
+        host, port = server.servers[0].sockets[0].getsockname()[:2]
+        nats = args.nats_url or (node.nats.url if node.nats else "")
+        print(f"kitsune serving http://{host}:{port} (nats {nats}, chromium {find_chromium()})", flush=True)
+
+    announcer = asyncio.create_task(announce())
+    try:
+        await server.serve()
     finally:
-        node.stop()
-    return 0
+        announcer.cancel()
+        await node.astop()
+    return 0 if server.started else 1
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -84,7 +134,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.command == "validate":
         return _validate(args.file)
     if args.command == "serve":
-        return _serve(args.nats_url)
+        return _serve(args)
     _parser().print_help()
     return 0
 

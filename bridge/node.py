@@ -12,25 +12,29 @@ import asyncio
 import logging
 from collections.abc import Callable
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 import pykka
 
-from actors.audit_actor import AuditActor, AuditLog, JetStreamAuditLog, LocalAuditLog
+from actors.audit_actor import AuditActor, AuditLog, Auditor, JetStreamAuditLog, LocalAuditLog
 from actors.bus import Bus, LocalBus, NatsBus, Subscription
 from actors.call_actor import BusDriver, CallActor, EventSink, ResumeCall, RunCall
 from actors.calls import CallResponse, Calls
 from actors.checkpoint_actor import CheckpointActor, CheckpointsPort
 from actors.checkpoints import CheckpointStore, WorkflowSource
 from actors.claim_actor import ClaimsPort, TabClaimActor
-from actors.engine import EngineConfig, Ports, SystemClock
+from actors.engine import Driver, EngineConfig, Ports, SystemClock
 from actors.event_store import EventStore, JetStreamEventStore, LocalEventStore
 from actors.loop import IoLoop, ask_from_loop
 from actors.sequence_actor import ActorSequences, BarrierActor
-from actors.tab_actor import Browser, TabActor
+from actors.tab_actor import SETTLE, Browser, TabActor
 from bridge.nats_server import EmbeddedNats
-from messages.codec import decode, encode
-from messages.commands import CallSpec, CloseTab, GetTabs, NewTab
+from bridge.policy import ConfirmTokens, Policy, PolicyDriver, TabOwners
+from bridge.workflows import WorkflowLibrary
+from messages.codec import decode, decode_outcome, encode
+from messages.commands import CallSpec, CloseTab, Command, GetTabs, NewTab
+from messages.errors import KitsuneError
 from messages.events import Event
 from messages.requests import FLEET_OPEN, TABS_LIST, TabRequest, tab_subject
 from messages.results import Done, Failed, Failure, Outcome
@@ -49,6 +53,8 @@ class NodeConfig:
     """Join this NATS server or cluster (comma-separated URLs); None starts an embedded one."""
     local_bus: bool = False
     """Use the in-process bus and stores instead of NATS (tests of the actors alone)."""
+    audit_file: Path | None = None
+    """The audit log's JSON-lines file (the stream alone when None)."""
     checkpoint_ttl: float = 1800.0
     checkpoint_capacity: int = 20
     step_timeout: float = 30.0
@@ -57,10 +63,11 @@ class NodeConfig:
 class Node:
     """One Kitsune node. ``start``/``stop`` from any thread but the loop's; calls from threads or the loop."""
 
-    def __init__(self, browser: Browser, config: NodeConfig = NodeConfig()) -> None:
+    def __init__(self, browser: Browser, config: NodeConfig = NodeConfig(), *, policy: Policy = Policy(),
+                 workflows: WorkflowLibrary | None = None, loop: asyncio.AbstractEventLoop | None = None) -> None:
         self.config = config
         self.browser = browser
-        self.io = IoLoop()
+        self.io = IoLoop(loop)
         self.nats: EmbeddedNats | None = None
         self.bus: Bus = LocalBus()
         self.events: EventStore = LocalEventStore()
@@ -70,6 +77,11 @@ class Node:
         self._tabs: dict[int, tuple[pykka.ActorRef[TabActor], Subscription]] = {}
         self._subscriptions: list[Subscription] = []
         self._sink: EventSink | None = None
+        self.policy = policy
+        """The policy every action passes, as it is now (resumed steps included)."""
+        self.owners = TabOwners()
+        self.confirms = ConfirmTokens()
+        self.workflows = workflows
         self.event_listeners: list[Callable[[Event], None]] = []
         """Called with every step-log event as it happens, on the emitting thread."""
         self.calls: Calls | None = None
@@ -77,25 +89,41 @@ class Node:
     # life cycle
 
     def start(self) -> Node:
-        """Start NATS (or join it), the browser and the actors; returns when the node answers."""
-        try:
-            self.io.run(self._connect(), timeout=60)
-            checkpoints = CheckpointActor.start(self.store)
-            claims = TabClaimActor.start()
-            barriers = BarrierActor.start()
-            audit = AuditActor.start(self.audit_log, self.io)
-            self._actors += [checkpoints, claims, barriers, audit]
-            self.claims = claims
-            audit_proxy: Any = audit.proxy()
-            assert self._sink is not None
-            ports = Ports(BusDriver(self.io, self.bus), SystemClock(), ClaimsPort(claims), ActorSequences(barriers))
-            self.calls = Calls(ports, CheckpointsPort(checkpoints),
-                               call_ids=lambda: int(audit_proxy.record({"entry": "call"}).get()),
-                               sink=self._sink, config=EngineConfig(step_timeout=self.config.step_timeout))
-        except BaseException:
-            self.stop()
-            raise
+        """Start NATS (or join it), the browser and the actors (from a thread that is not the loop's)."""
+        self.io.run(self.astart(), timeout=120)
         return self
+
+    async def astart(self) -> None:
+        """The same, on the loop (the HTTP server's lifespan)."""
+        try:
+            await self._connect()
+            checkpoints = CheckpointActor.start(self.store)
+            self.claims = TabClaimActor.start()
+            barriers = BarrierActor.start()
+            self.audit = AuditActor.start(self.audit_log, self.io, self.config.audit_file)
+            self._actors += [checkpoints, self.claims, barriers, self.audit]
+            assert self._sink is not None
+            self._driver = BusDriver(self.io, self.bus)
+            self._sequences = ActorSequences(barriers)
+            self.calls = Calls(self.ports_for, CheckpointsPort(checkpoints), audit=self.auditor(None),
+                               sink=self._sink, config=EngineConfig(step_timeout=self.config.step_timeout),
+                               workflow_sha256=self.workflow_sha256)
+        except BaseException:
+            await self.astop()
+            raise
+
+    def auditor(self, agent: str | None) -> Auditor:
+        """The audit of ``agent``'s calls and steps."""
+        return Auditor(self.audit, agent)
+
+    def ports_for(self, agent: str | None, confirm_token: str | None = None) -> Ports:
+        """The ports a call of ``agent`` runs with: its policy in the driver, its audit."""
+        driver: Driver = self._driver if agent is None else PolicyDriver(
+            self._driver, agent, lambda: self.policy, self.owners, self.confirms, confirm_token=confirm_token)
+        return Ports(driver, SystemClock(), ClaimsPort(self.claims), self._sequences, self.auditor(agent))
+
+    def workflow_sha256(self, name: str) -> str | None:
+        return self.workflows.sha256(name) if self.workflows is not None else None
 
     async def _connect(self) -> None:
         if not self.config.local_bus:
@@ -117,16 +145,20 @@ class Node:
 
     def stop(self) -> None:
         """Stop everything this node started; checkpoints are dropped (reason ``shutdown``)."""
+        self.io.run(self.astop(), timeout=120)
+        self.io.close()
+
+    async def astop(self) -> None:
+        """The same, on the loop (the loop itself is left running)."""
         try:
-            self.io.run(self._disconnect(), timeout=60)
+            await self._disconnect()
         except Exception as e:  # stop what can be stopped
             log.error("node stopped with an error (%s)", type(e).__name__)
-        for actor in [*self._actors, *(ref for ref, _ in self._tabs.values())]:
-            actor.stop(block=True, timeout=10)
+        actors = [*self._actors, *(ref for ref, _ in self._tabs.values())]
         self._actors.clear()
         self._tabs.clear()
+        await asyncio.to_thread(lambda: [actor.stop(block=True, timeout=10) for actor in actors])
         self.store.close()
-        self.io.close()
 
     async def _disconnect(self) -> None:
         for subscription in [*self._subscriptions, *(sub for _, sub in self._tabs.values())]:
@@ -141,13 +173,13 @@ class Node:
 
     # calls
 
-    def run(self, spec: CallSpec, workflow: WorkflowSource | None = None) -> CallResponse:
+    def run(self, spec: CallSpec, workflow: WorkflowSource | None = None, agent: str | None = None) -> CallResponse:
         """Run a container call on a call actor (from a thread)."""
-        return self._on_call_actor(RunCall(spec, workflow))
+        return self._on_call_actor(RunCall(spec, workflow, agent))
 
-    def resume(self, call: Any, resume_token: Any, observed: Any = None) -> CallResponse:
+    def resume(self, call: Any, resume_token: Any, observed: Any = None, agent: str | None = None) -> CallResponse:
         """Resume a checkpointed call on a call actor (from a thread)."""
-        return self._on_call_actor(ResumeCall(call, resume_token, observed))
+        return self._on_call_actor(ResumeCall(call, resume_token, observed, agent))
 
     def _on_call_actor(self, message: RunCall | ResumeCall) -> CallResponse:
         assert self.calls is not None
@@ -168,6 +200,38 @@ class Node:
             return response
         finally:
             actor.stop(block=False)
+
+    async def act(self, agent: str, command: Command, tab: int | None,
+                  confirm_token: str | None = None) -> tuple[Outcome, int]:
+        """Run one action for ``agent`` outside any container (a direct call); the outcome and its call id.
+
+        The action is audited first: a write whose entry cannot be written is not sent.
+        """
+        call = await asyncio.to_thread(self.auditor(agent).direct, command, tab)
+        driver = self.ports_for(agent, confirm_token).driver
+        outcome = await asyncio.to_thread(driver.execute, command, tab, self.config.step_timeout)
+        return outcome, call
+
+    async def describe_tabs(self) -> list[dict[str, Any]]:
+        """The open tabs: ids, URLs, titles."""
+        reply = await self.bus.request(TABS_LIST, encode(TabRequest(GetTabs(), 5.0)), 5.0 + SETTLE)
+        outcome = decode_outcome(reply)
+        if not isinstance(outcome, Done):
+            raise KitsuneError("tabs_unavailable", "The tabs could not be listed", retryable=True)
+        tabs: list[dict[str, Any]] = outcome.value["tabs"]
+        return tabs
+
+    async def open_tab_ids(self) -> frozenset[int]:
+        """Ids of the open tabs."""
+        return frozenset(tab["tabId"] for tab in await self.describe_tabs())
+
+    async def needs_user(self, tab: int) -> dict[str, Any]:
+        """Whether the tab shows something only a person can do (sign in, a human check)."""
+        return await self.browser.needs_user(tab)
+
+    def healthy(self) -> dict[str, bool]:
+        """Whether each part of the node answers."""
+        return {"nats": self.bus.connected, "browser": self.browser.running}
 
     def replay(self, call: int) -> StepLog:
         """The step log of ``call`` rebuilt from the event stream alone."""

@@ -24,7 +24,7 @@ __all__ = [
     "Integer", "Js", "Limits", "Navigate", "NewTab", "Number", "PageText", "Parallel", "Press",
     "Retry", "Screenshot", "Select", "Sequence", "Storage", "SubmitForm", "SwitchTab",
     "SyncBarrier", "Text", "Title", "Try", "Type", "Url", "WaitFor", "WaitForResult", "While",
-    "Param", "children_of", "command_to_json", "is_write", "own_references", "parameters", "parse_body",
+    "Param", "audit_params", "children_of", "command_to_json", "is_write", "own_references", "parameters", "parse_body",
     "parse_call", "parse_command", "resolve_command", "secret_values",
 ]
 
@@ -856,3 +856,26 @@ def parse_body(kind: Literal["batch", "parallel"], body: Any, limits: Limits = L
     if not isinstance(sequences, list) or not sequences:
         raise invalid_call("empty_parallel", "", "a parallel needs at least one sequence", param="sequences")
     return parse_call("parallel", [{"action": "parallel", "sequences": sequences}], **options)
+
+
+def audit_params(command: Command) -> dict[str, Any]:
+    """The command's parameters as the audit log keeps them: typed values redacted, JavaScript dropped."""
+    out: dict[str, Any] = {}
+    for param in _PARAMS[type(command)]:
+        value = getattr(command, param.name)
+        if param.javascript or (value == param.default and not param.required):
+            continue
+        if param.secret:
+            out[param.json_name] = "[redacted]"
+        elif isinstance(value, Command):
+            out[param.json_name] = {"action": value.action, **audit_params(value)}
+        elif isinstance(value, tuple) and value and isinstance(value[0], Command | tuple):
+            out[param.json_name] = _audit_nested(value)
+        else:
+            out[param.json_name] = _value_to_json(value)
+    return out
+
+
+def _audit_nested(value: tuple[Any, ...]) -> list[Any]:
+    return [_audit_nested(item) if isinstance(item, tuple) else {"action": item.action, **audit_params(item)}
+            for item in value]

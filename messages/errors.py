@@ -14,7 +14,6 @@ __all__ = ["HTTP_STATUS", "KitsuneError", "invalid_call"]
 
 HTTP_STATUS: Mapping[str, int] = {
     # Bad calls: rejected whole before anything is sent.
-    "invalid_json": 400,
     "invalid_call": 400,
     "unknown_action": 400,
     "missing_parameter": 400,
@@ -25,6 +24,14 @@ HTTP_STATUS: Mapping[str, int] = {
     "too_deep": 400,
     "too_many_commands": 400,
     "invalid_workflow": 400,
+    "invalid_json": 400,
+    "invalid_content_type": 400,
+    "body_too_large": 413,
+    "unknown_tab": 400,
+    "invalid_config": 400,
+    # The caller.
+    "unauthorized": 401,
+    "capability_disabled": 404,
     "workflow_not_found": 404,
     # Resume (spec: Errors).
     "checkpoint_not_found": 404,
@@ -42,6 +49,7 @@ HTTP_STATUS: Mapping[str, int] = {
     "no_responders": 503,
     "bus_timeout": 504,
     "events_unavailable": 503,
+    "audit_unavailable": 503,
 }
 
 

@@ -244,6 +244,56 @@ def test_click_on_a_missing_element_fails_retryably_and_sends_nothing(act: Act, 
     assert text_of(act, tab, "#local-count") == "0"
 
 
+def test_a_click_that_never_reaches_its_element_is_failed_and_counted_nowhere(
+        act: Act, tab: int, site: TestSite) -> None:
+    # One Playwright call per click: what it sent is read from its call log, never guessed.
+    goto(act, tab, site.url("/clicks"))
+    missing = act({"action": "click", "selector": "#hit-me-not"}, tab, timeout=0.5)
+    assert isinstance(missing, Failed), missing
+    assert missing.failure.code == "not_found" and missing.failure.retryable
+    assert "nothing was sent" in missing.failure.error
+    done(act({"action": "js", "code": "const o = document.createElement('div'); o.id = 'cover'; "
+                                      "o.style.cssText = 'position:fixed;inset:0;background:#000'; "
+                                      "document.body.append(o); return 1"}, tab))
+    covered = act({"action": "click", "selector": "#hit"}, tab, timeout=0.5)
+    assert isinstance(covered, Failed), covered
+    assert covered.failure.code == "not_actionable" and covered.failure.retryable
+    done(act({"action": "js", "code": "document.getElementById('cover').remove(); "
+                                      "document.getElementById('hit').disabled = true; return 1"}, tab))
+    disabled = act({"action": "click", "selector": "#hit"}, tab, timeout=0.5)
+    assert isinstance(disabled, Failed) and disabled.failure.code == "not_actionable", disabled
+    time.sleep(0.2)
+    assert site.count("POST /clicks/hit") == 0
+    assert text_of(act, tab, "#local-count") == "0"
+
+
+def test_a_click_stuck_in_its_handler_was_sent_and_is_unknown(act: Act, tab: int, site: TestSite) -> None:
+    goto(act, tab, site.url("/clicks"))
+    done(act({"action": "js", "code": "document.getElementById('local').addEventListener('mousedown', () => { "
+                                      "const t = Date.now(); while (Date.now() - t < 1500) {} }); return 1"}, tab))
+    outcome = act({"action": "click", "selector": "#local"}, tab, timeout=0.5)
+    assert isinstance(outcome, Unknown) and outcome.failure.code == "timeout", outcome
+    done(act({"action": "waitFor", "selector": "#local-count:text('1')"}, tab))  # it did reach the page
+
+
+def test_pointer_call_logs_tell_whether_input_was_sent() -> None:
+    from bridge.browser import _pointer_sent
+
+    waiting = "Locator.click: Timeout 300ms exceeded.\nCall log:\n  - waiting for locator(\"#x\")\n"
+    covered = ("Locator.click: Timeout 300ms exceeded.\nCall log:\n  - waiting for locator(\"#cov\")\n"
+               "    - locator resolved to <button id=\"cov\">performing click action</button>\n"
+               "  - attempting click action\n    2 \u00d7 waiting for element to be visible, enabled and stable\n"
+               "      - element is visible, enabled and stable\n      - <span></span> intercepts pointer events\n"
+               "    - retrying click action\n      - waiting 100ms\n")
+    performed = ("Locator.click: Timeout 300ms exceeded.\nCall log:\n  - attempting click action\n"
+                 "    - done scrolling\n    - performing click action\n")
+    navigating = ("Locator.click: Timeout 3000ms exceeded.\nCall log:\n    - click action done\n"
+                  "    - waiting for scheduled navigations to finish\n")
+    assert not _pointer_sent(waiting) and not _pointer_sent(covered)
+    assert _pointer_sent(performed) and _pointer_sent(navigating)
+    assert _pointer_sent("Target page, context or browser has been closed")  # no call log: cannot tell
+
+
 def test_failure_messages_never_carry_typed_values(act: Act, tab: int, site: TestSite) -> None:
     goto(act, tab, site.url("/form"))
     done(act({"action": "js", "code": "const n = document.createElement('input'); n.type = 'number'; "

@@ -97,7 +97,7 @@ def test_a_browser_that_dies_is_restarted_its_tabs_closed_and_writes_in_flight_u
         os.kill(node.io.run(browser.browser_pid()), signal.SIGKILL)
         thread.join(timeout=60)
 
-        assert body["progress"][0]["status"] == "unknown"
+        assert body["progress"][0]["status"] == "unknown", body["results"]
         _eventually(lambda: browser.restarts == 1)
         closed = _batch(node, [{"action": "click", "selector": "#local"}], tabId=other)
         assert closed["progress"][0]["status"] == "failed"

@@ -12,6 +12,7 @@ from pathlib import Path
 import pytest
 
 KITSUNE = Path(sys.executable).parent / "kitsune"
+_AGENT = "tester=tester-token-0123456789"
 
 
 def _descendants(pid: int) -> dict[int, str]:
@@ -51,8 +52,8 @@ def _alive(pid: int) -> bool:
 
 
 def _serve(*args: str) -> tuple[subprocess.Popen[str], str]:
-    process = subprocess.Popen([str(KITSUNE), "serve", *args], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                               text=True)
+    process = subprocess.Popen([str(KITSUNE), "serve", "--port", "0", *args], stdout=subprocess.PIPE,
+                               stderr=subprocess.PIPE, text=True, env={**os.environ, "KITSUNE_AGENTS": _AGENT})
     assert process.stdout is not None
     line = process.stdout.readline()  # the one line it prints once ready
     if not line:
@@ -65,7 +66,8 @@ def _serve(*args: str) -> tuple[subprocess.Popen[str], str]:
 def test_serve_starts_embedded_nats_and_chromium_and_stops_them_on_a_signal(signum: int) -> None:
     process, line = _serve()
     try:
-        assert line.startswith("kitsune node ready: nats nats://127.0.0.1:")
+        assert line.startswith("kitsune serving http://127.0.0.1:")
+        assert " (nats nats://127.0.0.1:" in line
         children = _descendants(process.pid)
         assert "nats-server" in children.values()
         assert any("chrom" in name for name in children.values()), children
@@ -81,7 +83,7 @@ def test_serve_starts_embedded_nats_and_chromium_and_stops_them_on_a_signal(sign
 def test_serve_with_nats_url_joins_that_server_instead(nats_url: str) -> None:
     process, line = _serve("--nats-url", nats_url)
     try:
-        assert line.startswith(f"kitsune node ready: nats {nats_url}")
+        assert f"(nats {nats_url}," in line
         assert "nats-server" not in _descendants(process.pid).values()
     finally:
         process.terminate()
@@ -89,7 +91,8 @@ def test_serve_with_nats_url_joins_that_server_instead(nats_url: str) -> None:
 
 
 def test_serve_with_an_unreachable_nats_url_fails_clearly() -> None:
-    result = subprocess.run([str(KITSUNE), "serve", "--nats-url", "nats://127.0.0.1:1"], capture_output=True,
-                            text=True, timeout=60, check=False, env={**os.environ})
+    result = subprocess.run([str(KITSUNE), "serve", "--port", "0", "--nats-url", "nats://127.0.0.1:1"],
+                            capture_output=True, text=True, timeout=60, check=False,
+                            env={**os.environ, "KITSUNE_AGENTS": _AGENT})
     assert result.returncode == 1
-    assert "cannot start" in result.stderr
+    assert "kitsune: cannot start: " in result.stderr and "nats://127.0.0.1:1" in result.stderr

@@ -5,6 +5,8 @@ Every page has a <title> and an empty data: favicon, so Chromium asks the server
 
 from __future__ import annotations
 
+import base64
+import json
 from html import escape
 
 # Fixed content that tests assert against.
@@ -259,3 +261,175 @@ def navigate_on_click() -> str:
 
 def not_found(path: str) -> str:
     return document("Not found", f"<h1>Not found</h1>\n<p id=\"path\">{escape(path)}</p>")
+
+
+# -- URL-policy pages ----------------------------------------------------------------------------------
+#
+# Each takes its target in ?to= (the server supplies a default when it is missing). The target goes into
+# HTML attributes through html.escape and into scripts through js_string, so any URL is safe to pass.
+
+TARGET_TITLE = "Target"
+POLICY_TITLES = {
+    "/policy/open": "Policy: open",
+    "/policy/fetch": "Policy: fetch",
+    "/policy/frame": "Policy: frame",
+    "/policy/image": "Policy: image",
+    "/policy/ws": "Policy: WebSocket",
+    "/policy/sw": "Policy: service worker",
+    "/policy/target": TARGET_TITLE,
+}
+# A 1x1 transparent GIF, served at /policy/pixel.gif (the image page's default target).
+PIXEL_GIF = base64.b64decode("R0lGODlhAQABAIAAAAAAAP///yH5BAEAAAAALAAAAAABAAEAAAIBRAA7")
+# The service worker served at /sw.js: it installs and does nothing (no fetch handler).
+SERVICE_WORKER_JS = (b"// Kitsune test site: a service worker that does nothing.\n"
+                     b"self.addEventListener(\"install\", function () { self.skipWaiting(); });\n")
+
+
+def js_string(value: str) -> str:
+    """A JavaScript string literal of value that is safe inside an inline <script> (no <, >, & or U+2028)."""
+    return json.dumps(value).replace("<", "\\u003c").replace(">", "\\u003e").replace("&", "\\u0026")
+
+
+def _target_script(to: str, script: str) -> str:
+    return f"var TO = {js_string(to)};\nfunction $(id) {{ return document.getElementById(id); }}\n{script}"
+
+
+def policy_open(to: str) -> str:
+    body = f"""<h1>Policy: open</h1>
+<p>Target: <code id="to">{escape(to)}</code></p>
+<p><button id="open" type="button">window.open</button></p>
+<p><a id="blank" href="{escape(to)}" target="_blank">Open in a new tab</a></p>"""
+    script = '$("open").addEventListener("click", function () { window.open(TO); });'
+    return document(POLICY_TITLES["/policy/open"], body, _target_script(to, script))
+
+
+def policy_fetch(to: str) -> str:
+    body = f"""<h1>Policy: fetch</h1>
+<p>Target: <code id="to">{escape(to)}</code></p>
+<p><button id="fetch" type="button">fetch</button> <span id="result"></span></p>"""
+    script = """$("fetch").addEventListener("click", function () {
+  $("result").textContent = "pending";
+  fetch(TO, {cache: "no-store"}).then(
+    function (r) { $("result").textContent = "ok " + r.status; },
+    function (e) { $("result").textContent = "error " + ((e && e.name) || "Error"); });
+});"""
+    return document(POLICY_TITLES["/policy/fetch"], body, _target_script(to, script))
+
+
+def policy_frame(to: str) -> str:
+    body = f"""<h1>Policy: frame</h1>
+<p>Target: <code id="to">{escape(to)}</code></p>
+<iframe id="frame" title="target" src="{escape(to)}" width="600" height="200"></iframe>"""
+    return document(POLICY_TITLES["/policy/frame"], body, _target_script(to, ""))
+
+
+def policy_image(to: str) -> str:
+    # #state comes before the image, and the handlers are attributes: they exist before the load can finish.
+    body = f"""<h1>Policy: image</h1>
+<p>Target: <code id="to">{escape(to)}</code></p>
+<p>State: <span id="state">loading</span></p>
+<p><img id="img" alt="target image" src="{escape(to)}"
+  onload="document.getElementById('state').textContent = 'loaded'"
+  onerror="document.getElementById('state').textContent = 'error'"></p>"""
+    return document(POLICY_TITLES["/policy/image"], body, _target_script(to, ""))
+
+
+def policy_ws(to: str) -> str:
+    body = f"""<h1>Policy: WebSocket</h1>
+<p>Target: <code id="to">{escape(to)}</code></p>
+<p><button id="ws" type="button">Connect</button> <span id="result"></span></p>"""
+    script = """var socket = null;
+$("ws").addEventListener("click", function () {
+  $("result").textContent = "connecting";
+  try {
+    socket = new WebSocket(TO);
+  } catch (e) {
+    $("result").textContent = "error " + ((e && e.name) || "Error");
+    return;
+  }
+  socket.onopen = function () { $("result").textContent = "open"; };
+  socket.onerror = function () { $("result").textContent = "error"; };
+  socket.onclose = function () { if ($("result").textContent !== "error") { $("result").textContent = "close"; } };
+});"""
+    return document(POLICY_TITLES["/policy/ws"], body, _target_script(to, script))
+
+
+def policy_sw() -> str:
+    body = """<h1>Policy: service worker</h1>
+<p>Registering <code>/sw.js</code>: <span id="result">pending</span></p>"""
+    script = """function $(id) { return document.getElementById(id); }
+if (!("serviceWorker" in navigator)) {
+  $("result").textContent = "error " + (window.isSecureContext ? "NotSupportedError" : "SecurityError");
+} else {
+  navigator.serviceWorker.register("/sw.js").then(
+    function () { $("result").textContent = "registered"; },
+    function (e) { $("result").textContent = "error " + ((e && e.name) || "Error"); });
+}"""
+    return document(POLICY_TITLES["/policy/sw"], body, script)
+
+
+def policy_target() -> str:
+    return document(TARGET_TITLE, '<h1 id="target">Target</h1>\n<p>You reached the target page.</p>')
+
+
+# -- "needs user" pages ------------------------------------------------------------------------------------
+#
+# Each shows something only a person can deal with, and a button that makes it go away (no request is sent).
+
+NEEDS_USER_ATTRIBUTE = "data-kitsune-needs-user"
+NEEDS_USER_TITLES = {
+    "/needs-user/sign-in": "Sign in",
+    "/needs-user/captcha": "Captcha",
+    "/needs-user/marked": "Human check",
+    "/needs-user/none": "Nothing needed",
+}
+
+
+def needs_user_sign_in() -> str:
+    body = """<h1>Sign in</h1>
+<div id="slot">
+<form id="sign-in-form" action="#">
+  <p><label for="username">User name</label> <input id="username" name="username" type="text"
+     autocomplete="username"></p>
+  <p><label for="password">Password</label> <input id="password" name="password" type="password"
+     autocomplete="current-password"></p>
+  <p><button id="sign-in" type="submit">Sign in</button></p>
+</form>
+</div>"""
+    script = """document.getElementById("sign-in-form").addEventListener("submit", function (event) {
+  event.preventDefault();
+  var done = document.createElement("p");
+  done.id = "signed-in";
+  done.textContent = "Signed in";
+  document.getElementById("slot").replaceChildren(done);
+});"""
+    return document(NEEDS_USER_TITLES["/needs-user/sign-in"], body, script)
+
+
+def needs_user_captcha() -> str:
+    body = """<h1>Captcha</h1>
+<div id="captcha" class="g-recaptcha" data-sitekey="kitsune-test-site-key">I am not a robot</div>
+<p><button id="solve" type="button">Solve</button> <span id="status"></span></p>"""
+    script = """document.getElementById("solve").addEventListener("click", function () {
+  var captcha = document.getElementById("captcha");
+  if (captcha) { captcha.remove(); }
+  document.getElementById("status").textContent = "Solved";
+});"""
+    return document(NEEDS_USER_TITLES["/needs-user/captcha"], body, script)
+
+
+def needs_user_marked() -> str:
+    body = f"""<h1>Human check</h1>
+<div id="marked" {NEEDS_USER_ATTRIBUTE}="human_check">Please confirm that you are a person.</div>
+<p><button id="done" type="button">Done</button> <span id="status"></span></p>"""
+    script = """document.getElementById("done").addEventListener("click", function () {
+  var marked = document.getElementById("marked");
+  if (marked) { marked.remove(); }
+  document.getElementById("status").textContent = "Done";
+});"""
+    return document(NEEDS_USER_TITLES["/needs-user/marked"], body, script)
+
+
+def needs_user_none() -> str:
+    return document(NEEDS_USER_TITLES["/needs-user/none"],
+                    "<h1>Nothing needed</h1>\n<p id=\"nothing\">Nothing here needs a person.</p>")

@@ -4,6 +4,14 @@ It uses no asyncio, so it never competes with the event loops of the code under 
 (every POST/PUT/PATCH/DELETE, plus GET of the download file and of the cookie-setting endpoint) is
 counted under "METHOD /path" (path without query) as soon as the request has been read, before any
 slow sleep, under a lock.
+
+Every request of any kind (any method, any path, pages included, even one the server cannot parse) is
+also counted under ANY ("ANY") as soon as its request line has arrived, before any answer, so
+`site.count(ANY) == 0` proves that nothing reached the site. ANY is not a write: counts() leaves it out.
+
+`TestSite(host="127.0.0.2")` serves on another loopback address (Linux routes all of 127.0.0.0/8 to lo), so
+a test can have a second, different host that really serves pages. Every answer carries
+`Access-Control-Allow-Origin: *`, so a cross-host fetch() fails only when something blocks it.
 """
 
 from __future__ import annotations
@@ -18,13 +26,17 @@ from http.cookies import CookieError, SimpleCookie
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from types import TracebackType
 from typing import Any, ClassVar
-from urllib.parse import parse_qs, urlsplit
+from urllib.parse import parse_qs, quote, urlsplit
 
 from tests.site import pages
 
 # GET routes that are writes, and so are counted.
 COUNTED_GETS = frozenset({f"/download/{pages.REPORT_NAME}", "/cookies/set"})
 MAX_BODY = 1 << 20
+# The key under which every request is counted (never a write key, which is always "METHOD /path").
+ANY = "ANY"
+REDIRECT_STATUSES = frozenset({"301", "302", "303", "307", "308"})
+PRINTABLE_ASCII = "".join(chr(c) for c in range(0x21, 0x7F))
 
 
 class TestSite:
@@ -32,8 +44,9 @@ class TestSite:
 
     __test__ = False  # not a pytest test class, although its name starts with "Test"
 
-    def __init__(self, slow_seconds: float = 3.0) -> None:
+    def __init__(self, slow_seconds: float = 3.0, host: str = "127.0.0.1") -> None:
         self.slow_seconds = slow_seconds
+        self.host = host
         self._lock = threading.Lock()
         self._changed = threading.Condition(self._lock)
         self._counts: dict[str, int] = {}
@@ -48,11 +61,14 @@ class TestSite:
     # -- lifecycle ---------------------------------------------------------------------------------
 
     def start(self) -> str:
-        """Start serving on 127.0.0.1 at a free port; return the base URL. Starting twice is a no-op."""
+        """Start serving on self.host (an IPv4 address) at a free port; return the base URL.
+
+        Starting twice is a no-op.
+        """
         if self._server is not None and self._base is not None:
             return self._base
         self._stopping.clear()
-        server = _Server(("127.0.0.1", 0), _Handler)
+        server = _Server((self.host, 0), _Handler)
         server.site = self
         host, port = server.server_address[:2]
         self._server = server
@@ -96,13 +112,17 @@ class TestSite:
     # -- counters and state ------------------------------------------------------------------------
 
     def count(self, key: str) -> int:
-        """How many writes "METHOD /path" the server has received since the last reset()."""
+        """How many writes "METHOD /path" the server has received since the last reset().
+
+        count(ANY) is how many requests of any kind it has received since then.
+        """
         with self._lock:
             return self._counts.get(key, 0)
 
     def counts(self) -> dict[str, int]:
+        """Every write key and its count (without ANY)."""
         with self._lock:
-            return dict(self._counts)
+            return {key: n for key, n in self._counts.items() if key != ANY}
 
     @property
     def last_form(self) -> dict[str, list[str]]:
@@ -111,7 +131,7 @@ class TestSite:
             return {name: list(values) for name, values in self._last_form.items()}
 
     def reset(self) -> None:
-        """Zero all counters and server-side state (click total, orders, checkout, last form).
+        """Zero all counters (ANY too) and server-side state (click total, orders, checkout, last form).
 
         slow_seconds is a setting, not state: reset() leaves it as it is.
         """
@@ -123,7 +143,7 @@ class TestSite:
             self._changed.notify_all()
 
     def wait_for_count(self, key: str, at_least: int = 1, timeout: float = 5.0) -> int:
-        """Block until count(key) >= at_least or timeout passes; return the count then."""
+        """Block until count(key) >= at_least or timeout passes; return the count then. Works for ANY too."""
         deadline = time.monotonic() + timeout
         with self._changed:
             while self._counts.get(key, 0) < at_least:
@@ -135,7 +155,7 @@ class TestSite:
 
     # -- used by the handler -----------------------------------------------------------------------
 
-    def _record(self, key: str, form: dict[str, list[str]] | None) -> int:
+    def _record(self, key: str, form: dict[str, list[str]] | None = None) -> int:
         with self._lock:
             n = self._counts.get(key, 0) + 1
             self._counts[key] = n
@@ -220,6 +240,20 @@ class _Handler(BaseHTTPRequestHandler):
         "/download": pages.download,
         "/text": pages.text,
         "/navigate-on-click": pages.navigate_on_click,
+        "/policy/sw": pages.policy_sw,
+        "/policy/target": pages.policy_target,
+        "/needs-user/sign-in": pages.needs_user_sign_in,
+        "/needs-user/captcha": pages.needs_user_captcha,
+        "/needs-user/marked": pages.needs_user_marked,
+        "/needs-user/none": pages.needs_user_none,
+    }
+    # Pages that take their target in ?to=, with the target used when it is missing.
+    TARGET_PAGES: ClassVar[dict[str, tuple[Any, str]]] = {
+        "/policy/open": (pages.policy_open, "/policy/target"),
+        "/policy/fetch": (pages.policy_fetch, "/policy/target"),
+        "/policy/frame": (pages.policy_frame, "/policy/target"),
+        "/policy/image": (pages.policy_image, "/policy/pixel.gif"),
+        "/policy/ws": (pages.policy_ws, ""),  # "" -> ws:// of this site's own /ws
     }
 
     def log_message(self, format: str, *args: Any) -> None:
@@ -229,6 +263,11 @@ class _Handler(BaseHTTPRequestHandler):
     def site(self) -> TestSite:
         return self.server.site
 
+    def parse_request(self) -> bool:
+        # Called for every request line that arrives, before any answer: count it under ANY.
+        self.site._record(ANY)
+        return super().parse_request()
+
     # -- answers -----------------------------------------------------------------------------------
 
     def _send(self, status: int, body: bytes, content_type: str,
@@ -237,6 +276,7 @@ class _Handler(BaseHTTPRequestHandler):
         self.send_header("Content-Type", content_type)
         self.send_header("Content-Length", str(len(body)))
         self.send_header("Cache-Control", "no-store")
+        self.send_header("Access-Control-Allow-Origin", "*")
         for name, value in headers or []:
             self.send_header(name, value)
         self.end_headers()
@@ -247,8 +287,7 @@ class _Handler(BaseHTTPRequestHandler):
         self._send(status, html.encode("utf-8"), "text/html; charset=utf-8")
 
     def _json(self, data: object, status: int = HTTPStatus.OK) -> None:
-        self._send(status, json.dumps(data).encode("utf-8"), "application/json",
-                   [("Access-Control-Allow-Origin", "*")])
+        self._send(status, json.dumps(data).encode("utf-8"), "application/json")
 
     def _redirect(self, location: str, status: int = HTTPStatus.SEE_OTHER,
                   headers: list[tuple[str, str]] | None = None) -> None:
@@ -273,6 +312,16 @@ class _Handler(BaseHTTPRequestHandler):
             self.site._record(f"GET {path}", None)
         if path in self.GET_PAGES:
             self._html(self.GET_PAGES[path]())
+        elif path in self.TARGET_PAGES:
+            page, default = self.TARGET_PAGES[path]
+            to = _first(query, "to") or default or self.site.base.replace("http://", "ws://", 1) + "/ws"
+            self._html(page(to))
+        elif path == "/redirect":
+            self._redirect_to(query)
+        elif path == "/policy/pixel.gif":
+            self._send(HTTPStatus.OK, pages.PIXEL_GIF, "image/gif")
+        elif path == "/sw.js":
+            self._send(HTTPStatus.OK, pages.SERVICE_WORKER_JS, "application/javascript; charset=utf-8")
         elif path == "/checkout/billing":
             self._html(pages.billing(self.site._checkout_state().get("address", "")))
         elif path == "/checkout/confirmation":
@@ -311,6 +360,24 @@ class _Handler(BaseHTTPRequestHandler):
             return
         cookie[name]["path"] = "/"
         self._redirect("/cookies", HTTPStatus.FOUND, [("Set-Cookie", cookie[name].OutputString())])
+
+    def _redirect_to(self, query: dict[str, list[str]]) -> None:
+        """/redirect?to=URL[&status=301|302|303|307|308]: that redirect (302 by default) to URL.
+
+        URL goes into Location as given, except that spaces and non-ASCII characters are percent-encoded.
+        """
+        to, status = _first(query, "to"), _first(query, "status") or "302"
+        problem = ""
+        if not to:
+            problem = "missing ?to="
+        elif any(c in to for c in "\r\n\0"):
+            problem = "?to= may not hold CR, LF or NUL"
+        elif status not in REDIRECT_STATUSES:
+            problem = f"?status= must be one of {', '.join(sorted(REDIRECT_STATUSES))}"
+        if problem:
+            self._send(HTTPStatus.BAD_REQUEST, f"bad redirect: {problem}\n".encode(), "text/plain; charset=utf-8")
+            return
+        self._redirect(quote(to, safe=PRINTABLE_ASCII), int(status))
 
     # -- writes ------------------------------------------------------------------------------------
 

@@ -6,9 +6,11 @@ A missing Chromium fails these tests: it never skips them.
 
 from __future__ import annotations
 
+import http.client
 import json
 import os
 import shutil
+import socket
 import subprocess
 import sys
 import threading
@@ -17,14 +19,23 @@ import urllib.error
 import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
+from urllib.parse import quote, urlsplit
 
 import pytest
 from playwright.sync_api import Browser, BrowserContext, Page, expect, sync_playwright
 
 from tests.site import (
+    ANY,
     HIDDEN_TEXT,
+    NEEDS_USER_ATTRIBUTE,
+    NEEDS_USER_TITLES,
+    PIXEL_GIF,
+    POLICY_TITLES,
+    REDIRECT_STATUSES,
     REPORT_CONTENT,
     REPORT_NAME,
+    SERVICE_WORKER_JS,
+    TARGET_TITLE,
     TEXT_HEADING,
     TEXT_ITEMS,
     TEXT_PARAGRAPHS,
@@ -37,6 +48,7 @@ CHROMIUM = os.environ.get("KITSUNE_CHROMIUM") or shutil.which("chromium") or "/u
 CHROMIUM_ARGS = ["--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
                  "--disable-background-networking", "--disable-component-update", "--disable-sync"]
 DEFAULT_SLOW = 3.0
+OTHER_HOST = "127.0.0.2"  # another loopback address: a second, different host
 
 
 # -- fixtures ---------------------------------------------------------------------------------------
@@ -47,10 +59,17 @@ def site() -> Iterator[TestSite]:
         yield running
 
 
+@pytest.fixture(scope="module")
+def other() -> Iterator[TestSite]:
+    with TestSite(host=OTHER_HOST) as running:
+        yield running
+
+
 @pytest.fixture(autouse=True)
-def _fresh_site(site: TestSite) -> None:
+def _fresh_site(site: TestSite, other: TestSite) -> None:
     site.reset()
     site.slow_seconds = DEFAULT_SLOW
+    other.reset()
 
 
 @pytest.fixture(scope="module")
@@ -83,6 +102,28 @@ def _http(site: TestSite, method: str, path: str, data: bytes | None = None) -> 
             return answer.status, answer.read()
     except urllib.error.HTTPError as error:
         return error.code, error.read()
+
+
+def _raw(site: TestSite, method: str, path: str) -> tuple[int, dict[str, str], bytes]:
+    """One request that follows no redirect: status, headers, body."""
+    parts = urlsplit(site.base)
+    connection = http.client.HTTPConnection(parts.hostname or "", parts.port, timeout=10)
+    try:
+        connection.request(method, path)
+        answer = connection.getresponse()
+        return answer.status, dict(answer.getheaders()), answer.read()
+    finally:
+        connection.close()
+
+
+def _q(url: str) -> str:
+    return quote(url, safe="")
+
+
+def _closed_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return int(probe.getsockname()[1])
 
 
 # -- the browser ------------------------------------------------------------------------------------
@@ -376,3 +417,193 @@ def test_server_imports_only_the_standard_library() -> None:
     assert "asyncio" not in subprocess.run(
         [sys.executable, "-c", "import sys, tests.site; print(sorted(sys.modules))"],
         cwd=ROOT, capture_output=True, text=True, check=True).stdout
+
+
+# -- a second host and ANY ---------------------------------------------------------------------------
+
+def test_a_second_host_serves_on_another_loopback_address_and_counts_any(
+        site: TestSite, other: TestSite, page: Page) -> None:
+    assert other.host == OTHER_HOST and other.base.startswith(f"http://{OTHER_HOST}:")
+    assert site.host == "127.0.0.1"
+    assert other.count(ANY) == 0
+    page.goto(other.url("/policy/target"))
+    assert page.title() == TARGET_TITLE
+    assert other.count(ANY) == 1  # the page only: the favicon is a data: URL
+    assert site.count(ANY) == 0
+    assert other.counts() == {}  # a page is not a write, and ANY is not among the writes
+    page.goto(site.url("/form"))
+    assert site.count(ANY) == 1 and other.count(ANY) == 1
+
+
+def test_any_counts_every_request_and_reset_zeroes_it(site: TestSite) -> None:
+    assert _http(site, "GET", "/form")[0] == 200
+    assert _http(site, "GET", "/nowhere")[0] == 404
+    assert _http(site, "POST", "/clicks/hit", b"")[0] == 200
+    assert _http(site, "PUT", "/form", b"x")[0] == 405
+    assert _raw(site, "HEAD", "/")[0] == 501
+    assert _raw(site, "OPTIONS", "/form")[0] == 501
+    assert _raw(site, "GET", "/redirect?to=/form")[0] == 302
+    assert site.count(ANY) == 7
+    assert site.wait_for_count(ANY, 7, timeout=0.1) == 7
+    assert site.counts() == {"POST /clicks/hit": 1, "PUT /form": 1}
+    site.reset()
+    assert site.count(ANY) == 0
+
+
+def test_the_host_argument_and_lifecycle_of_a_second_site() -> None:
+    with TestSite(host=OTHER_HOST) as second:
+        assert second.base.startswith(f"http://{OTHER_HOST}:")
+        assert _http(second, "GET", "/policy/target")[0] == 200
+        assert second.count(ANY) == 1
+        with pytest.raises(urllib.error.URLError):  # it serves on 127.0.0.2 only
+            urllib.request.urlopen(f"http://127.0.0.1:{urlsplit(second.base).port}/", timeout=2)
+        assert second.count(ANY) == 1
+
+
+# -- redirects ---------------------------------------------------------------------------------------
+
+def test_redirect_statuses(site: TestSite, other: TestSite) -> None:
+    target = other.url("/policy/target")
+    status, headers, _ = _raw(site, "GET", f"/redirect?to={_q(target)}")
+    assert (status, headers["Location"]) == (302, target)
+    assert headers["Access-Control-Allow-Origin"] == "*"
+    for code in sorted(REDIRECT_STATUSES):
+        status, headers, _ = _raw(site, "GET", f"/redirect?to={_q(target)}&status={code}")
+        assert (status, headers["Location"]) == (int(code), target)
+    assert _raw(site, "GET", "/redirect?to=/form")[1]["Location"] == "/form"
+    assert _raw(site, "GET", f"/redirect?to={_q('/a b/é?x=1&y=%41')}")[1]["Location"] == "/a%20b/%C3%A9?x=1&y=%41"
+    for bad in ("/redirect", "/redirect?to=", "/redirect?to=/form&status=200", "/redirect?to=/form&status=300",
+                "/redirect?to=/form&status=x", "/redirect?to=%2Fform%0D%0ASet-Cookie:%20a=b"):
+        status, headers, _ = _raw(site, "GET", bad)
+        assert status == 400 and "Location" not in headers and "Set-Cookie" not in headers, bad
+    assert other.count(ANY) == 0
+
+
+def test_the_browser_follows_redirects_to_the_other_host(site: TestSite, other: TestSite, page: Page) -> None:
+    for code in ("302", "301", "307"):
+        page.goto(site.url(f"/redirect?to={_q(other.url('/policy/target'))}&status={code}"))
+        assert page.title() == TARGET_TITLE and page.url == other.url("/policy/target")
+    assert other.count(ANY) == 3
+
+
+# -- URL-policy pages, nothing blocked ----------------------------------------------------------------
+
+def test_policy_pages_have_their_titles_and_defaults(site: TestSite, page: Page) -> None:
+    for path, title in POLICY_TITLES.items():
+        page.goto(site.url(path))
+        assert page.title() == title, path
+    assert site.counts() == {}
+    assert _raw(site, "GET", "/policy/pixel.gif")[1]["Content-Type"] == "image/gif"
+
+
+def test_targets_are_escaped_for_html_and_script(site: TestSite, page: Page) -> None:
+    nasty = "/policy/target?a=\"'</script><b id=x>&amp;\u2028"
+    for path in ("/policy/open", "/policy/fetch", "/policy/frame", "/policy/image", "/policy/ws"):
+        page.goto(site.url(f"{path}?to={_q(nasty)}"))
+        assert page.evaluate("TO") == nasty, path
+        assert page.text_content("#to") == nasty, path
+        assert page.locator("#x").count() == 0, path
+    page.goto(site.url(f"/policy/open?to={_q(nasty)}"))
+    assert page.get_attribute("#blank", "href") == nasty
+
+
+def test_policy_open_opens_the_target(site: TestSite, other: TestSite, context: BrowserContext, page: Page) -> None:
+    page.goto(site.url(f"/policy/open?to={_q(other.url('/policy/target'))}"))
+    with page.expect_popup() as popup_info:
+        page.click("#open")
+    popup = popup_info.value
+    popup.wait_for_load_state()
+    assert popup.title() == TARGET_TITLE and popup.url == other.url("/policy/target")
+    with context.expect_page() as new_page_info:
+        page.click("#blank")
+    child = new_page_info.value
+    child.wait_for_load_state()
+    assert child.title() == TARGET_TITLE
+    assert other.count(ANY) == 2
+
+
+def test_policy_fetch_reports_status_or_error(site: TestSite, other: TestSite, page: Page) -> None:
+    for to, expected in ((other.url("/policy/target"), "ok 200"),
+                         (other.url("/nowhere"), "ok 404"),
+                         ("/api/echo?x=1", "ok 200"),
+                         (site.url(f"/redirect?to={_q(other.url('/policy/target'))}"), "ok 200"),
+                         (f"http://127.0.0.1:{_closed_port()}/", "error TypeError")):
+        page.goto(site.url(f"/policy/fetch?to={_q(to)}"))
+        page.click("#fetch")
+        expect(page.locator("#result")).to_have_text(expected)
+    assert other.count(ANY) == 3
+
+
+def test_policy_frame_loads_the_target(site: TestSite, other: TestSite, page: Page) -> None:
+    page.goto(site.url(f"/policy/frame?to={_q(other.url('/policy/target'))}"))
+    expect(page.frame_locator("#frame").locator("#target")).to_have_text("Target")
+    frame = page.frame(url=other.url("/policy/target"))
+    assert frame is not None and frame.title() == TARGET_TITLE
+    assert other.count(ANY) == 1
+
+
+def test_policy_image_loads_or_errs(site: TestSite, other: TestSite, page: Page) -> None:
+    page.goto(site.url(f"/policy/image?to={_q(other.url('/policy/pixel.gif'))}"))
+    expect(page.locator("#state")).to_have_text("loaded")
+    assert page.eval_on_selector("#img", "img => img.naturalWidth") == 1
+    page.goto(site.url(f"/policy/image?to={_q(other.url('/policy/target'))}"))  # HTML is not an image
+    expect(page.locator("#state")).to_have_text("error")
+    page.goto(site.url("/policy/image"))
+    expect(page.locator("#state")).to_have_text("loaded")
+    assert other.count(ANY) == 2
+    assert _http(site, "GET", "/policy/pixel.gif") == (200, PIXEL_GIF)
+
+
+def test_policy_ws_reports_error_without_a_websocket_server(site: TestSite, other: TestSite, page: Page) -> None:
+    ws = other.base.replace("http://", "ws://") + "/ws"
+    page.goto(site.url(f"/policy/ws?to={_q(ws)}"))
+    page.click("#ws")
+    expect(page.locator("#result")).to_have_text("error")
+    assert other.count(ANY) == 1  # the handshake reached the other host and got a 404
+    page.goto(site.url("/policy/ws"))
+    assert page.evaluate("TO") == site.base.replace("http://", "ws://") + "/ws"
+    page.goto(site.url(f"/policy/ws?to={_q('ftp://example.test/')}"))  # not a WebSocket URL
+    page.click("#ws")
+    expect(page.locator("#result")).to_have_text("error SyntaxError")
+
+
+def test_policy_sw_registers_on_loopback(site: TestSite, page: Page) -> None:
+    page.goto(site.url("/policy/sw"))
+    expect(page.locator("#result")).to_have_text("registered")
+    status, headers, body = _raw(site, "GET", "/sw.js")
+    assert (status, body) == (200, SERVICE_WORKER_JS)
+    assert headers["Content-Type"].startswith("application/javascript")
+
+
+# -- "needs user" pages -------------------------------------------------------------------------------
+
+def test_needs_user_pages_show_a_hint_until_the_button(site: TestSite, page: Page) -> None:
+    for path, title in NEEDS_USER_TITLES.items():
+        page.goto(site.url(path))
+        assert page.title() == title, path
+
+    page.goto(site.url("/needs-user/sign-in"))
+    expect(page.locator("input[type=password]#password")).to_be_visible()
+    page.fill("#username", "ada")
+    page.fill("#password", "secret")
+    page.click("#sign-in")
+    expect(page.locator("#signed-in")).to_have_text("Signed in")
+    assert page.locator("input[type=password]").count() == 0
+    assert page.url == site.url("/needs-user/sign-in")
+
+    page.goto(site.url("/needs-user/captcha"))
+    expect(page.locator("div.g-recaptcha#captcha")).to_be_visible()
+    page.click("#solve")
+    expect(page.locator("#status")).to_have_text("Solved")
+    assert page.locator(".g-recaptcha").count() == 0
+
+    page.goto(site.url("/needs-user/marked"))
+    expect(page.locator(f"[{NEEDS_USER_ATTRIBUTE}=human_check]")).to_be_visible()
+    page.click("#done")
+    expect(page.locator("#status")).to_have_text("Done")
+    assert page.locator(f"[{NEEDS_USER_ATTRIBUTE}]").count() == 0
+
+    page.goto(site.url("/needs-user/none"))
+    hints = f"input[type=password], .g-recaptcha, [{NEEDS_USER_ATTRIBUTE}]"
+    assert page.locator(hints).count() == 0
+    assert site.counts() == {}  # no button sent anything

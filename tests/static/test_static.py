@@ -17,7 +17,7 @@ BIN = Path(sys.executable).parent
 
 PURE_CORE = ["messages.commands", "messages.references", "messages.results", "messages.errors", "messages.events",
              "messages.steplog", "messages.codec", "messages.schema", "actors.engine", "actors.claims",
-             "actors.checkpoints", "actors.resume", "actors.calls", "bridge.workflows"]
+             "actors.checkpoints", "actors.resume", "actors.calls", "bridge.workflows", "bridge.url_policy"]
 IO_LIBRARIES = ["nats", "playwright", "starlette", "uvicorn", "pykka", "mcp", "prometheus_client", "httpx",
                 "asyncio", "socket"]
 

@@ -8,7 +8,7 @@ from collections import defaultdict, deque
 from dataclasses import dataclass
 from typing import Any
 
-from actors.calls import Calls
+from actors.calls import Calls, SequentialIds
 from actors.checkpoints import CheckpointStore
 from actors.claims import ClaimTable
 from actors.engine import Done, Failed, HeldForApproval, Outcome, Ports, ThreadedSequences, Unknown
@@ -134,9 +134,8 @@ class World:
         self.store = CheckpointStore(self.clock, capacity=capacity,
                                      on_drop=lambda call, reason: self.drops.append((call, reason)))
         self.workflow_hashes: dict[str, str] = {}
-        ids = itertools.count(1)
-        self.calls = Calls(Ports(self.driver, self.clock, self.claims, ThreadedSequences()), self.store,
-                           call_ids=lambda: next(ids), sink=self.events.append,
+        self.calls = Calls(lambda agent: Ports(self.driver, self.clock, self.claims, ThreadedSequences()), self.store,
+                           audit=SequentialIds(), sink=self.events.append,
                            workflow_sha256=self.workflow_hashes.get)
 
     def events_of(self, call: int) -> list[Event]:

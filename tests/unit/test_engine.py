@@ -6,12 +6,11 @@ with a fake clock and a scripted driver); resume rules are tested elsewhere.
 
 from __future__ import annotations
 
-import itertools
 from typing import Any
 
 import pytest
 
-from actors.calls import Calls
+from actors.calls import Calls, SequentialIds
 from actors.claims import Claim
 from actors.engine import Failed, Outcome, Ports, ThreadedSequences, Unknown
 from messages.codec import decode, encode
@@ -112,10 +111,9 @@ class EventCountingDriver(ScriptedDriver):
 def counting_world() -> tuple[World, EventCountingDriver]:
     world = World()
     driver = EventCountingDriver(world.clock, world.events)
-    ids = itertools.count(1)
     world.driver = driver
-    world.calls = Calls(Ports(driver, world.clock, world.claims, ThreadedSequences()), world.store,
-                        call_ids=lambda: next(ids), sink=world.events.append)
+    world.calls = Calls(lambda agent: Ports(driver, world.clock, world.claims, ThreadedSequences()), world.store,
+                        audit=SequentialIds(), sink=world.events.append)
     return world, driver
 
 
@@ -850,10 +848,9 @@ class RaisingDriver(ScriptedDriver):
 def raising_world(raising: dict[str, Exception]) -> World:
     world = World()
     driver = RaisingDriver(world.clock, raising)
-    ids = itertools.count(1)
     world.driver = driver
-    world.calls = Calls(Ports(driver, world.clock, world.claims, ThreadedSequences()), world.store,
-                        call_ids=lambda: next(ids), sink=world.events.append)
+    world.calls = Calls(lambda agent: Ports(driver, world.clock, world.claims, ThreadedSequences()), world.store,
+                        audit=SequentialIds(), sink=world.events.append)
     return world
 
 

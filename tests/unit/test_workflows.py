@@ -9,14 +9,13 @@ from __future__ import annotations
 
 import hashlib
 import inspect
-import itertools
 import json
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from actors.calls import Calls
+from actors.calls import Calls, SequentialIds
 from actors.checkpoints import Checkpoint, WorkflowSource
 from actors.engine import Outcome, Ports, ThreadedSequences
 from bridge.workflows import Workflow, WorkflowLibrary, parse_workflow
@@ -49,9 +48,8 @@ class LibraryWorld(World):
         super().__init__()
         self.library = WorkflowLibrary(directory)
         self.directory = directory
-        ids = itertools.count(1)
-        self.calls = Calls(Ports(self.driver, self.clock, self.claims, ThreadedSequences()), self.store,
-                           call_ids=lambda: next(ids), sink=self.events.append,
+        self.calls = Calls(lambda agent: Ports(self.driver, self.clock, self.claims, ThreadedSequences()), self.store,
+                           audit=SequentialIds(), sink=self.events.append,
                            workflow_sha256=self.library.sha256)
         self.seen: list[tuple[Command, int | None]] = []
         original = self.driver.execute

@@ -1,0 +1,235 @@
+"""Benchmark: what Kitsune adds to each step, against raw Playwright on the same kind of Chromium.
+
+The same 200-step batch (clicks on #b0..#b9 of the test site's /clicks page alternating with
+reads: ``title`` and ``pageText #local-count``) runs through a whole Kitsune node (embedded
+nats-server with JetStream, Chromium, the actors: engine thread -> event sink -> NATS request ->
+tab actor -> Playwright driver -> back) and through raw Playwright (async API, the same system
+Chromium launched with the same flags by a second ``ChromiumBrowser``, its own page in its own
+window, ``page.click``/``page.title``/``page.inner_text`` awaited directly).
+
+Per-step durations: for Kitsune, the interval between consecutive ``StepStarted`` events of the
+call (``time.perf_counter()`` in a node event listener; the last step has no successor and is
+left out); for raw Playwright, each awaited action. The added cost of a step is its Kitsune
+duration minus the raw duration of the same step (same index) in the raw round run next to it.
+Both sides are warmed up, then their rounds are interleaved (K R, R K, K R, ...) so that noise
+from other work on the machine hits both.
+
+Kitsune's step is also split in two: the time inside ``ChromiumBrowser.execute`` (the driver,
+timed by a subclass) and the rest (engine, events, NATS, actors: the infrastructure).
+
+Clicks are quantized by the renderer's frames: Playwright waits for animation frames (the
+element must be stable), so a click takes about two 60 Hz frames, and how long exactly depends
+on when it starts relative to the frame clock. The gap before a click (the read step between
+two clicks, plus Kitsune's own overhead) shifts that phase, so a click step can measure shorter
+through Kitsune than raw, or a whole frame longer. The "frame-neutral" click ratio (raw click +
+Kitsune's infrastructure time on clicks, over raw click) tells what Kitsune adds without that.
+
+Targets: median added cost per step <= 0.5 ms; click ratio Kitsune/raw (medians) <= 1.05.
+
+    .venv/bin/python bench/overhead.py [--rounds N]
+"""
+
+from __future__ import annotations
+
+import argparse
+import itertools
+import os
+import statistics
+import sys
+import threading
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # the repo root, for tests.site
+
+from actors.loop import IoLoop
+from bridge.browser import ChromiumBrowser
+from bridge.node import Node, NodeConfig
+from messages.commands import Command, parse_body
+from messages.events import Event, StepStarted
+from messages.results import Outcome
+from tests.site import TestSite
+
+STEPS = 200
+ROUNDS = 6
+WARMUP = 1
+ADDED_TARGET_MS = 0.5
+CLICK_RATIO_TARGET = 1.05
+
+Round = dict[str, list[float]]
+"""Per-step milliseconds of one round, in step order: "step" (and for Kitsune "driver")."""
+
+
+def steps() -> list[tuple[str, str | None]]:
+    """The batch as (action, selector): a click, a read, a click, a read..."""
+    plan: list[tuple[str, str | None]] = []
+    for i in range(STEPS // 2):
+        plan.append(("click", f"#b{i % 10}"))
+        plan.append(("title", None) if i % 2 == 0 else ("pageText", "#local-count"))
+    return plan
+
+
+def kind(action: str) -> str:
+    return "click" if action == "click" else "read"
+
+
+class TimedBrowser(ChromiumBrowser):
+    """The driver, timing each action it runs."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.timings: list[float] = []
+
+    async def execute(self, command: Command, tab_id: int | None, timeout: float) -> Outcome:
+        started = time.perf_counter()
+        try:
+            return await super().execute(command, tab_id, timeout)
+        finally:
+            self.timings.append((time.perf_counter() - started) * 1000)
+
+
+class KitsuneSide:
+    """A node with embedded NATS and its own Chromium, timing steps from its event listener."""
+
+    def __init__(self, site: TestSite) -> None:
+        self.browser = TimedBrowser()
+        self.node = Node(self.browser, NodeConfig(nats_url=None)).start()
+        self.tab = self.node.open_tab(site.url("/clicks"))
+        self._lock = threading.Lock()
+        self._started: list[tuple[float, str]] = []
+        self.node.event_listeners.append(self._listen)
+        commands = [{"action": a, **({"selector": s} if s else {})} for a, s in steps()]
+        self._body = {"commands": commands, "tabId": self.tab}
+
+    def _listen(self, event: Event) -> None:
+        if type(event) is StepStarted:
+            now = time.perf_counter()
+            with self._lock:
+                self._started.append((now, event.action))
+
+    def round(self) -> Round:
+        with self._lock:
+            self._started.clear()
+        self.browser.timings.clear()
+        body = self.node.run(parse_body("batch", self._body)).body
+        assert body.get("status") == "ok", body.get("summary")
+        with self._lock:
+            started = sorted(self._started)
+        assert [a for _, a in started] == [a for a, _ in steps()]
+        assert len(self.browser.timings) == STEPS
+        return {"step": [(t1 - t0) * 1000 for (t0, _), (t1, _) in itertools.pairwise(started)],
+                "driver": self.browser.timings[:-1]}
+
+    def stop(self) -> None:
+        self.node.stop()
+
+
+class RawSide:
+    """Raw Playwright: a second Chromium launched the same way, driven directly on its own loop."""
+
+    def __init__(self, site: TestSite) -> None:
+        self.io = IoLoop()
+        self.browser = ChromiumBrowser()
+        self.io.run(self.browser.start(), timeout=60)
+        tab = self.io.run(self.browser.new_tab(site.url("/clicks")), timeout=60)
+        self.page = self.browser.page(tab)
+
+    async def _round(self) -> Round:
+        page = self.page
+        durations: list[float] = []
+        for action, selector in steps()[:-1]:  # the steps Kitsune's intervals cover
+            started = time.perf_counter()
+            if action == "click":
+                assert selector is not None
+                await page.click(selector)
+            elif action == "title":
+                await page.title()
+            else:
+                assert selector is not None
+                await page.inner_text(selector)
+            durations.append((time.perf_counter() - started) * 1000)
+        return {"step": durations}
+
+    def round(self) -> Round:
+        return self.io.run(self._round(), timeout=120)
+
+    def stop(self) -> None:
+        self.io.run(self.browser.stop(), timeout=60)
+        self.io.close()
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
+    parser.add_argument("--rounds", type=int, default=ROUNDS, help="measured rounds of each side")
+    args = parser.parse_args()
+    load_before = os.getloadavg()
+    with TestSite() as site:
+        kitsune, raw = KitsuneSide(site), RawSide(site)
+        try:
+            sides: dict[str, Callable[[], Round]] = {"kitsune": kitsune.round, "raw": raw.round}
+            for _ in range(WARMUP):
+                sides["kitsune"]()
+                sides["raw"]()
+            rounds: list[dict[str, Round]] = []
+            for r in range(args.rounds):
+                order = ["kitsune", "raw"] if r % 2 == 0 else ["raw", "kitsune"]
+                rounds.append({side: sides[side]() for side in order})
+        finally:
+            kitsune.stop()
+            raw.stop()
+    report(rounds, load_before, os.getloadavg())
+
+
+def report(rounds: list[dict[str, Round]], load_before: tuple[float, ...], load_after: tuple[float, ...]) -> None:
+    kinds = [kind(action) for action, _ in steps()[:-1]]
+
+    def of(durations: list[float], k: str | None) -> list[float]:
+        return [d for d, dk in zip(durations, kinds, strict=True) if k is None or dk == k]
+
+    def pooled(side: str, series: str, k: str | None) -> list[float]:
+        return [d for sides in rounds for d in of(sides[side][series], k)]
+
+    def infra(k: str | None) -> list[float]:
+        return [s - d for sides in rounds
+                for s, d in zip(of(sides["kitsune"]["step"], k), of(sides["kitsune"]["driver"], k), strict=True)]
+
+    def added(k: str | None) -> list[float]:
+        return [a - b for sides in rounds
+                for a, b in zip(of(sides["kitsune"]["step"], k), of(sides["raw"]["step"], k), strict=True)]
+
+    med = statistics.median
+    print(f"per-step overhead: {STEPS}-step batch (clicks alternating with title/pageText), {len(rounds)} "
+          f"interleaved rounds per side after {WARMUP} warm-up, {os.cpu_count()} CPUs")
+    print(f"load average before {load_before[0]:.2f} {load_before[1]:.2f} {load_before[2]:.2f}, "
+          f"after {load_after[0]:.2f} {load_after[1]:.2f} {load_after[2]:.2f}")
+    print("  round | click: kitsune     raw   ratio | read: kitsune     raw | added/step")
+    ratios = []
+    for i, sides in enumerate(rounds, 1):
+        k, r = sides["kitsune"]["step"], sides["raw"]["step"]
+        kc, rc = med(of(k, "click")), med(of(r, "click"))
+        ratios.append(kc / rc)
+        print(f"  {i:5d} | {kc:12.2f} {rc:7.2f} {kc / rc:7.3f} | {med(of(k, 'read')):11.2f} "
+              f"{med(of(r, 'read')):7.2f} | {med([a - b for a, b in zip(k, r, strict=True)]):+7.2f} ms")
+    print("medians over all rounds (ms):")
+    print("         kitsune step = driver + infrastructure |    raw | added per step")
+    for k in ("click", "read"):
+        print(f"  {k:5s} {med(pooled('kitsune', 'step', k)):13.2f}   {med(pooled('kitsune', 'driver', k)):8.2f} "
+              f"  {med(infra(k)):14.2f} | {med(pooled('raw', 'step', k)):6.2f} | {med(added(k)):+8.2f}")
+    step_added = med(added(None))
+    raw_click = med(pooled("raw", "step", "click"))
+    ratio = med(pooled("kitsune", "step", "click")) / raw_click
+    neutral = (raw_click + med(infra("click"))) / raw_click
+    print(f"median added cost per step: {step_added:+.2f} ms; infrastructure alone {med(infra(None)):.2f} ms "
+          f"(target <= {ADDED_TARGET_MS} ms: {'met' if step_added <= ADDED_TARGET_MS else 'NOT met'})")
+    print(f"click ratio kitsune/raw: {ratio:.3f} (rounds {min(ratios):.3f}..{max(ratios):.3f}; target <= "
+          f"{CLICK_RATIO_TARGET}: {'met' if ratio <= CLICK_RATIO_TARGET else 'NOT met'}); frame-neutral "
+          f"estimate {neutral:.3f} ({'met' if neutral <= CLICK_RATIO_TARGET else 'NOT met'})")
+    total_k = med([sum(sides["kitsune"]["step"]) for sides in rounds])
+    total_r = med([sum(sides["raw"]["step"]) for sides in rounds])
+    print(f"whole batch (steps 1..{STEPS - 1}): kitsune {total_k:.0f} ms, raw {total_r:.0f} ms, "
+          f"ratio {total_k / total_r:.3f}")
+
+
+if __name__ == "__main__":
+    main()

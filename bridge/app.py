@@ -1,0 +1,330 @@
+"""The bridge's HTTP API (Starlette): container calls, resume, tabs, direct actions, schema, health.
+
+Every route but ``/healthz`` needs ``Authorization: Bearer <token>``; the token names the agent.
+Routes belong to capability groups (``KITSUNE_CAPS``): a route outside the enabled groups answers
+404 ``capability_disabled``. Bad input answers 400 (413 for a body over the limit) with a code
+and the path of what was wrong, and nothing is sent to any page.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import hmac
+from collections.abc import Awaitable, Callable, Iterator
+from typing import Any
+
+import orjson
+from starlette.applications import Starlette
+from starlette.middleware import Middleware
+from starlette.middleware.base import BaseHTTPMiddleware, RequestResponseEndpoint
+from starlette.requests import Request
+from starlette.responses import Response
+from starlette.routing import Route
+
+from actors.call_actor import ResumeCall, RunCall
+from bridge.config import BridgeConfig
+from bridge.node import Node
+from bridge.policy import USER
+from messages.commands import (
+    BLOCKS,
+    Broadcast,
+    CallSpec,
+    CloseTab,
+    Command,
+    NewTab,
+    parse_body,
+    parse_call,
+    parse_command,
+)
+from messages.errors import KitsuneError, invalid_call
+from messages.results import Done, Failed, HeldForApproval, Outcome, Unknown
+from messages.schema import batch_schema, command_schema, parallel_schema
+
+__all__ = ["create_app"]
+
+Handler = Callable[[Request], Awaitable[Response]]
+
+PUBLIC = frozenset({"/healthz"})
+GROUPS: dict[str, frozenset[str]] = {
+    "/api/batch": frozenset({"automation"}),
+    "/api/parallel": frozenset({"automation"}),
+    "/api/workflow": frozenset({"automation"}),
+    "/api/resume": frozenset({"core", "automation"}),
+    "/api/tabs": frozenset({"core"}),
+    "/api/needs-user": frozenset({"core"}),
+    "/api/act": frozenset({"core"}),
+}
+"""The capability groups each route belongs to; routes not listed are always on."""
+
+
+def _json(body: Any, status: int = 200) -> Response:
+    return Response(orjson.dumps(body), status_code=status, media_type="application/json")
+
+
+def _error(error: KitsuneError) -> Response:
+    return _json(error.to_json(), error.http_status)
+
+
+class _Gate(BaseHTTPMiddleware):
+    """Authentication (bearer token → agent), capability groups, and errors as JSON."""
+
+    def __init__(self, app: Any, config: BridgeConfig) -> None:
+        super().__init__(app)
+        self._config = config
+
+    def _agent(self, request: Request) -> str | None:
+        scheme, _, token = request.headers.get("authorization", "").partition(" ")
+        if scheme.lower() != "bearer" or not token:
+            return None
+        digest = hashlib.sha256(token.strip().encode()).digest()
+        found = None
+        for agent in self._config.agents:  # every agent compared, in constant time each
+            if hmac.compare_digest(digest, agent.token_sha256):
+                found = agent.name
+        return found
+
+    async def dispatch(self, request: Request, call_next: RequestResponseEndpoint) -> Response:
+        path = request.url.path
+        if path not in PUBLIC:
+            agent = self._agent(request)
+            if agent is None:
+                return _error(KitsuneError("unauthorized", "A valid bearer token is needed"))
+            request.state.agent = agent
+        groups = GROUPS.get(path)
+        if groups is not None and not groups & self._config.caps:
+            return _error(KitsuneError("capability_disabled", f"{path} is in the {'/'.join(sorted(groups))} "
+                                       "capability group, which is not enabled (KITSUNE_CAPS)"))
+        try:
+            return await call_next(request)
+        except KitsuneError as e:
+            return _error(e)
+
+
+class Api:
+    """The route handlers, over one node."""
+
+    def __init__(self, node: Node, config: BridgeConfig) -> None:
+        self.node = node
+        self.config = config
+        self.current: dict[str, int] = {}
+        """Each agent's current tab: the default tab of its calls."""
+
+    # bodies
+
+    async def body(self, request: Request) -> dict[str, Any]:
+        """The request's JSON object; ``invalid_content_type``, ``body_too_large`` or ``invalid_json``."""
+        media = request.headers.get("content-type", "").split(";")[0].strip().lower()
+        if media != "application/json":
+            raise KitsuneError("invalid_content_type", "Send the body as application/json",
+                               state={"contentType": media or None})
+        limit = self.config.max_body_bytes
+        declared = request.headers.get("content-length")
+        if declared is not None and declared.isdigit() and int(declared) > limit:
+            raise KitsuneError("body_too_large", f"The body is over {limit} bytes", state={"limit": limit})
+        chunks, size = [], 0
+        async for chunk in request.stream():
+            size += len(chunk)
+            if size > limit:
+                raise KitsuneError("body_too_large", f"The body is over {limit} bytes", state={"limit": limit})
+            chunks.append(chunk)
+        try:
+            body = orjson.loads(b"".join(chunks))
+        except orjson.JSONDecodeError as e:
+            raise KitsuneError("invalid_json", f"The body is not valid JSON ({e.msg})") from None
+        if not isinstance(body, dict):
+            raise invalid_call("invalid_call", "", "the body must be a JSON object")
+        return body
+
+    def agent(self, request: Request) -> str:
+        agent: str = request.state.agent
+        return agent
+
+    async def checked(self, spec: CallSpec, agent: str) -> CallSpec:
+        """The call with its default tab filled in, after every tab it names was found open."""
+        open_tabs = await self.node.open_tab_ids()
+        default = spec.default_tab if spec.default_tab is not None else self.current.get(agent)
+        if spec.default_tab is not None and spec.default_tab not in open_tabs:
+            raise KitsuneError("unknown_tab", f"No open tab {spec.default_tab}",
+                               state={"path": "", "tabId": spec.default_tab})
+        for path, tab in _literal_tabs(spec.commands, ""):
+            if tab not in open_tabs:
+                raise KitsuneError("unknown_tab", f"command {path}: no open tab {tab}",
+                                   state={"path": path, "tabId": tab})
+        return CallSpec(spec.kind, spec.commands, default if default in open_tabs else None,
+                        spec.stop_on_warning, spec.timeout)
+
+    # container calls
+
+    async def batch(self, request: Request) -> Response:
+        return await self._container(request, "batch")
+
+    async def parallel(self, request: Request) -> Response:
+        return await self._container(request, "parallel")
+
+    async def _container(self, request: Request, kind: str) -> Response:
+        agent = self.agent(request)
+        spec = await self.checked(parse_body(kind, await self.body(request)), agent)  # type: ignore[arg-type]
+        response = await self.node.run_async(RunCall(spec, None, agent))
+        return _json(response.body, response.http_status)
+
+    async def workflow(self, request: Request) -> Response:
+        agent = self.agent(request)
+        body = await self.body(request)
+        unknown = sorted(set(body) - {"workflow", "variables", "tabId", "stopOnWarning", "timeout"})
+        if unknown:
+            raise invalid_call("unknown_parameter", "", f"a workflow body takes no {unknown[0]!r}", param=unknown[0])
+        if self.node.workflows is None:
+            raise KitsuneError("workflow_not_found", "This node has no workflow directory")
+        workflow = self.node.workflows.load(body.get("workflow"))  # type: ignore[arg-type]
+        spec, source = workflow.call_spec(body.get("variables"), default_tab=body.get("tabId"),
+                                          stop_on_warning=body.get("stopOnWarning", False),
+                                          timeout=body.get("timeout", 120.0))
+        response = await self.node.run_async(RunCall(await self.checked(spec, agent), source, agent))
+        return _json(response.body, response.http_status)
+
+    async def resume(self, request: Request) -> Response:
+        body = await self.body(request)
+        unknown = sorted(set(body) - {"call", "resume_token", "observed"})
+        if unknown:
+            raise invalid_call("unknown_parameter", "", f"a resume takes no {unknown[0]!r}", param=unknown[0])
+        response = await self.node.run_async(ResumeCall(body.get("call"), body.get("resume_token"),
+                                                        body.get("observed"), self.agent(request)))
+        return _json(response.body, response.http_status)
+
+    # tabs
+
+    async def list_tabs(self, request: Request) -> Response:
+        agent = self.agent(request)
+        tabs = []
+        for tab in await self.node.describe_tabs():
+            owner = self.node.owners.owner(tab["tabId"])
+            tabs.append({**tab, "owner": "you" if owner == agent else ("user" if owner == USER else "agent"),
+                         "current": self.current.get(agent) == tab["tabId"]})
+        return _json({"tabs": tabs, "current": self.current.get(agent)})
+
+    async def change_tabs(self, request: Request) -> Response:
+        agent = self.agent(request)
+        body = await self.body(request)
+        op = body.get("op")
+        tab = body.get("tabId")
+        if op == "open":
+            outcome, call = await self.node.act(agent, NewTab(url=body.get("url")), None)
+            if isinstance(outcome, Done):
+                self.current[agent] = outcome.value["tabId"]
+            return _json(_outcome_body(outcome, call))
+        if op not in ("close", "select", "takeover"):
+            raise invalid_call("invalid_parameter", "", "op must be open, close, select or takeover", param="op")
+        if isinstance(tab, bool) or not isinstance(tab, int):
+            raise invalid_call("missing_parameter", "", f"{op} needs tabId", param="tabId")
+        if tab not in await self.node.open_tab_ids():
+            raise KitsuneError("unknown_tab", f"No open tab {tab}", state={"path": "", "tabId": tab})
+        if op == "close":
+            outcome, call = await self.node.act(agent, CloseTab(tab_id=tab), tab)
+            if isinstance(outcome, Done) and self.current.get(agent) == tab:
+                del self.current[agent]
+            return _json(_outcome_body(outcome, call))
+        if op == "select":
+            self.current[agent] = tab
+            return _json({"ok": True, "tabId": tab})
+        previous = self.node.owners.take_over(tab, agent)
+        call = await asyncio.to_thread(self.node.auditor(agent).takeover, tab)
+        return _json({"ok": True, "tabId": tab, "previous": "you" if previous == agent else
+                      ("user" if previous == USER else "agent"), "call": call})
+
+    async def needs_user(self, request: Request) -> Response:
+        raw = request.query_params.get("tabId")
+        if raw is None or not raw.isdigit():
+            raise invalid_call("missing_parameter", "", "needs-user needs ?tabId=N", param="tabId")
+        tab = int(raw)
+        if tab not in await self.node.open_tab_ids():
+            raise KitsuneError("unknown_tab", f"No open tab {tab}", state={"path": "", "tabId": tab})
+        return _json({"tabId": tab, **await self.node.needs_user(tab)})
+
+    # direct actions
+
+    async def act(self, request: Request) -> Response:
+        """One action, outside any container (the MCP gateway's direct tools): one write per call."""
+        agent = self.agent(request)
+        body = await self.body(request)
+        unknown = sorted(set(body) - {"command", "confirm_token"})
+        if unknown:
+            raise invalid_call("unknown_parameter", "", f"an action takes no {unknown[0]!r}", param=unknown[0])
+        command = parse_command(body.get("command"), "command")
+        if isinstance(command, BLOCKS):
+            raise invalid_call("invalid_call", "command", "a direct call runs one action, not a block")
+        parse_call("batch", [body["command"]])  # a reference has nothing to name here: refused as in a batch
+        tab = command.tab_id if isinstance(command.tab_id, int) else self.current.get(agent)
+        if command.acts_on_tab:
+            if tab is None:
+                raise invalid_call("missing_parameter", "command", "no tabId and no current tab", param="tabId")
+            if tab not in await self.node.open_tab_ids():
+                raise KitsuneError("unknown_tab", f"No open tab {tab}", state={"path": "command", "tabId": tab})
+        token = body.get("confirm_token")
+        if token is not None and not isinstance(token, str):
+            raise invalid_call("invalid_parameter", "", "confirm_token must be a string", param="confirm_token")
+        outcome, call = await self.node.act(agent, command, tab if command.acts_on_tab else None, token)
+        if isinstance(outcome, Done) and isinstance(command, NewTab):
+            self.current[agent] = outcome.value["tabId"]
+        return _json(_outcome_body(outcome, call))
+
+    # the rest
+
+    async def schema(self, request: Request) -> Response:
+        return _json({"command": command_schema(), "batch": batch_schema(), "parallel": parallel_schema()})
+
+    async def caps(self, request: Request) -> Response:
+        enabled = sorted(self.config.caps)
+        routes = sorted(path for path, groups in GROUPS.items() if groups & self.config.caps)
+        return _json({"caps": enabled, "routes": routes})
+
+    async def healthz(self, request: Request) -> Response:
+        healthy = self.node.healthy()
+        return _json({"ok": all(healthy.values()), **healthy}, 200 if all(healthy.values()) else 503)
+
+
+def _literal_tabs(commands: tuple[Command, ...], prefix: str) -> Iterator[tuple[str, int]]:
+    """(path, tab) of every tab a call names literally."""
+    for index, command in enumerate(commands):
+        path = f"{prefix}{index}"
+        if isinstance(command.tab_id, int):
+            yield path, command.tab_id
+        if isinstance(command, Broadcast):
+            yield from ((path, t) for t in command.tab_ids if isinstance(t, int))
+        steps = getattr(command, "steps", None)
+        if steps is not None:
+            yield from _literal_tabs(steps, f"{path}.")
+        for q, sequence in enumerate(getattr(command, "sequences", ())):
+            yield from _literal_tabs(sequence, f"{path}.{q}.")
+        for name in ("then", "otherwise", "body", "catch"):
+            yield from ((path, t) for _, t in _literal_tabs(getattr(command, name, ()), f"{path}."))
+
+
+def _outcome_body(outcome: Outcome, call: int) -> dict[str, Any]:
+    status = {Done: "ok", Failed: "failed", Unknown: "unknown", HeldForApproval: "held"}[type(outcome)]
+    if isinstance(outcome, Done):
+        body: dict[str, Any] = {"ok": True, **outcome.value}
+        if outcome.warning is not None:
+            body["warning"] = outcome.warning
+    else:
+        body = outcome.failure.to_json()
+    return {**body, "status": status, "call": call}
+
+
+def create_app(node: Node, config: BridgeConfig) -> Starlette:
+    """The bridge's ASGI app over a started node."""
+    api = Api(node, config)
+    routes = [
+        Route("/api/batch", api.batch, methods=["POST"]),
+        Route("/api/parallel", api.parallel, methods=["POST"]),
+        Route("/api/workflow", api.workflow, methods=["POST"]),
+        Route("/api/resume", api.resume, methods=["POST"]),
+        Route("/api/tabs", api.list_tabs, methods=["GET"]),
+        Route("/api/tabs", api.change_tabs, methods=["POST"]),
+        Route("/api/needs-user", api.needs_user, methods=["GET"]),
+        Route("/api/act", api.act, methods=["POST"]),
+        Route("/api/schema", api.schema, methods=["GET"]),
+        Route("/api/caps", api.caps, methods=["GET"]),
+        Route("/healthz", api.healthz, methods=["GET"]),
+    ]
+    return Starlette(routes=routes, middleware=[Middleware(_Gate, config=config)])

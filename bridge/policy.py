@@ -1,0 +1,168 @@
+"""The node's policy, applied to every action before it is sent: read-only mode, tab ownership,
+URL lists and ask-before-act (DESIGN: Policy and identity).
+
+:class:`PolicyDriver` wraps the engine's driver port for one agent, so container calls, their
+resumes and direct calls all pass through the same checks, with the policy as it is now.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import hmac
+import secrets
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+
+import orjson
+
+from actors.engine import Driver
+from bridge.url_policy import UrlPolicy
+from messages.commands import Command, Navigate, NewTab, command_to_json, is_write
+from messages.results import Done, Failed, Failure, HeldForApproval, Outcome
+
+__all__ = ["USER", "ConfirmTokens", "Policy", "PolicyDriver", "TabOwners"]
+
+USER = "user"
+"""The owner of tabs the bridge did not open for an agent."""
+
+CONFIRM_TTL = 120.0
+"""Seconds a confirm token stays valid."""
+
+
+@dataclass(frozen=True, slots=True)
+class Policy:
+    """What the node allows."""
+
+    read_only: bool = False
+    ask_before_act: bool = False
+    urls: UrlPolicy = UrlPolicy()
+    user_tabs_writable: bool = False
+
+
+class TabOwners:
+    """Which agent each tab belongs to; a takeover is one atomic change."""
+
+    def __init__(self) -> None:
+        self._owners: dict[int, str] = {}
+        self._lock = threading.Lock()
+
+    def owner(self, tab: int) -> str:
+        with self._lock:
+            return self._owners.get(tab, USER)
+
+    def give(self, tab: int, agent: str) -> None:
+        """Record a tab the bridge opened for ``agent``."""
+        with self._lock:
+            self._owners[tab] = agent
+
+    def take_over(self, tab: int, agent: str) -> str:
+        """Make ``agent`` the owner of ``tab``; the previous owner."""
+        with self._lock:
+            previous = self._owners.get(tab, USER)
+            self._owners[tab] = agent
+            return previous
+
+    def forget(self, tab: int) -> None:
+        with self._lock:
+            self._owners.pop(tab, None)
+
+
+def normalized(command: Command) -> bytes:
+    """A command's parameters as a confirm token binds them (no tab, timeout or label)."""
+    params = {k: v for k, v in command_to_json(command).items() if k not in ("tabId", "timeout", "label")}
+    return orjson.dumps(params, option=orjson.OPT_SORT_KEYS)
+
+
+class ConfirmTokens:
+    """Confirm tokens of ask-before-act: bound to agent, action, tab and parameters; 120 s; once."""
+
+    def __init__(self, clock: Callable[[], float] = time.monotonic) -> None:
+        self._clock = clock
+        self._issued: dict[bytes, tuple[bytes, float]] = {}
+        self._lock = threading.Lock()
+
+    @staticmethod
+    def _binding(agent: str, command: Command, tab: int | None) -> bytes:
+        return hashlib.sha256(orjson.dumps([agent, command.action, tab]) + normalized(command)).digest()
+
+    def issue(self, agent: str, command: Command, tab: int | None) -> str:
+        token = secrets.token_urlsafe(24)
+        with self._lock:
+            now = self._clock()
+            self._issued = {k: v for k, v in self._issued.items() if v[1] > now}
+            self._issued[hashlib.sha256(token.encode()).digest()] = (self._binding(agent, command, tab),
+                                                                     now + CONFIRM_TTL)
+        return token
+
+    def redeem(self, token: str, agent: str, command: Command, tab: int | None) -> bool:
+        """True once for a valid token issued for exactly this agent, action, tab and parameters."""
+        key = hashlib.sha256(token.encode()).digest()
+        with self._lock:
+            found = self._issued.get(key)
+            if found is None or found[1] <= self._clock():
+                return False
+            if not hmac.compare_digest(found[0], self._binding(agent, command, tab)):
+                return False
+            del self._issued[key]
+        return True
+
+
+def _url_of(command: Command) -> str | None:
+    if isinstance(command, Navigate) and isinstance(command.url, str):
+        return command.url
+    if isinstance(command, NewTab) and isinstance(command.url, str):
+        return command.url
+    return None
+
+
+class PolicyDriver:
+    """The engine's driver for one agent: every action passes the policy first."""
+
+    def __init__(self, inner: Driver, agent: str, policy: Callable[[], Policy], owners: TabOwners,
+                 confirms: ConfirmTokens, *, confirm_token: str | None = None) -> None:
+        self._inner = inner
+        self._agent = agent
+        self._policy = policy
+        self._owners = owners
+        self._confirms = confirms
+        self._confirm_token = confirm_token
+        """A direct call's confirm token; container calls and resumes never carry one."""
+
+    def refusal(self, command: Command, tab: int | None) -> Outcome | None:
+        """Why the policy stops ``command`` now (nothing sent), or None."""
+        policy = self._policy()
+        if not is_write(command):
+            return None
+        if policy.read_only:
+            return Failed(Failure("Read-only mode: writes are refused; nothing was sent", "read_only", False))
+        if tab is not None and command.acts_on_tab:
+            owner = self._owners.owner(tab)
+            if owner != self._agent and not (owner == USER and policy.user_tabs_writable):
+                whose = "a user tab" if owner == USER else "owned by another agent"
+                return Failed(Failure(f"Tab {tab} is {whose}; take it over to write to it", "tab_owned", False,
+                                      {"tabId": tab, "owner": "user" if owner == USER else "agent"}))
+        url = _url_of(command)
+        if url is not None and (denial := policy.urls.check(url)) is not None:
+            return Failed(Failure(f"URL refused by policy: {denial.message}", "url_denied", False,
+                                  {"reason": denial.reason, "host": denial.host}))
+        if policy.ask_before_act and not (self._confirm_token and self._confirms.redeem(
+                self._confirm_token, self._agent, command, tab)):
+            token = self._confirms.issue(self._agent, command, tab)
+            return HeldForApproval(Failure("The action needs approval; nothing was done", "needs_user", False, {
+                "reason": "approval", "detail": "confirmation_required", "action": command.action, "tabId": tab,
+                "confirm_token": token, "expires_in": CONFIRM_TTL}))
+        return None
+
+    def execute(self, command: Command, tab_id: int | None, timeout: float) -> Outcome:
+        refused = self.refusal(command, tab_id)
+        if refused is not None:
+            return refused
+        outcome = self._inner.execute(command, tab_id, timeout)
+        if isinstance(outcome, Done) and isinstance(command, NewTab) and isinstance(outcome.value.get("tabId"), int):
+            self._owners.give(outcome.value["tabId"], self._agent)
+        return outcome
+
+    def list_tabs(self) -> frozenset[int]:
+        return self._inner.list_tabs()

@@ -1,0 +1,70 @@
+"""A live ``kitsune serve`` for HTTP tests: a process with its own config, log and audit file."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import httpx
+import yaml
+
+KITSUNE = Path(sys.executable).parent / "kitsune"
+TOKENS = {"alice": "alice-token-0123456789abcdef", "bob": "bob-token-0123456789abcdef0"}
+
+
+@dataclass
+class Served:
+    """A running ``kitsune serve``."""
+
+    process: subprocess.Popen[str]
+    base: str
+    directory: Path
+
+    @property
+    def audit_file(self) -> Path:
+        return self.directory / "audit.jsonl"
+
+    @property
+    def log_file(self) -> Path:
+        return self.directory / "server.log"
+
+    def client(self, agent: str = "alice") -> httpx.Client:
+        return httpx.Client(base_url=self.base, headers={"Authorization": f"Bearer {TOKENS[agent]}"}, timeout=90)
+
+    def audit(self) -> list[dict[str, Any]]:
+        return [json.loads(line) for line in self.audit_file.read_text().splitlines() if line]
+
+    def stop(self) -> int:
+        self.process.terminate()
+        return self.process.wait(timeout=60)
+
+
+def serve(directory: Path, nats_url: str, config: dict[str, Any], *args: str) -> Served:
+    """Start ``kitsune serve`` on a free port with ``config`` (agents alice and bob unless given)."""
+    settings = {"agents": [{"name": name, "token": token} for name, token in TOKENS.items()],
+                "audit_file": str(directory / "audit.jsonl"), **config}
+    (directory / "kitsune.yaml").write_text(yaml.safe_dump(settings))
+    log = (directory / "server.log").open("w")
+    process = subprocess.Popen(
+        [str(KITSUNE), "serve", "--port", "0", "--nats-url", nats_url, "--config", str(directory / "kitsune.yaml"),
+         "--state-dir", str(directory / "state"), *args],
+        stdout=subprocess.PIPE, stderr=log, text=True)
+    assert process.stdout is not None
+    for line in _lines(process):
+        if line.startswith("kitsune serving "):
+            return Served(process, line.split()[2], directory)
+    process.kill()
+    raise AssertionError(f"kitsune serve did not start:\n{(directory / 'server.log').read_text()}")
+
+
+def _lines(process: subprocess.Popen[str]) -> Iterator[str]:
+    assert process.stdout is not None
+    for line in process.stdout:
+        yield line
+        if line.startswith("kitsune serving "):
+            return
