@@ -19,7 +19,7 @@ from messages.codec import decode_outcome, encode
 from messages.commands import CallSpec, Command, GetTabs, NewTab, is_write
 from messages.errors import KitsuneError
 from messages.events import CallEnded, Event, StepDispatched
-from messages.requests import FLEET_OPEN, TABS_LIST, TabRequest, tab_subject
+from messages.requests import Subjects, TabRequest
 from messages.results import Done, Failed, Failure, Outcome, Unknown
 
 __all__ = ["BusDriver", "CallActor", "EventSink", "ResumeCall", "RunCall"]
@@ -74,19 +74,20 @@ class BusDriver:
     a write, never ``ok``; a tab nobody answers for is ``tab_closed``, with nothing sent.
     """
 
-    def __init__(self, io: IoLoop, bus: Bus) -> None:
+    def __init__(self, io: IoLoop, bus: Bus, subjects: Subjects) -> None:
         self._io = io
         self._bus = bus
+        self._subjects = subjects
 
     def execute(self, command: Command, tab_id: int | None, timeout: float) -> Outcome:
         if isinstance(command, NewTab):
-            subject = FLEET_OPEN
+            subject = self._subjects.open
         elif isinstance(command, GetTabs):
-            subject = TABS_LIST
+            subject = self._subjects.tabs
         elif tab_id is None:
             return Failed(Failure("No tab: the call has no default tab and the command names none", "no_tab", False))
         else:
-            subject = tab_subject(tab_id)
+            subject = self._subjects.tab(tab_id)
         request = encode(TabRequest(command, timeout))
         try:
             reply = self._io.run(self._bus.request(subject, request, timeout + SETTLE), timeout=timeout + 2 * SETTLE)
@@ -103,7 +104,7 @@ class BusDriver:
     def list_tabs(self) -> frozenset[int]:
         try:
             outcome = decode_outcome(self._io.run(self._bus.request(
-                TABS_LIST, encode(TabRequest(GetTabs(), 5.0)), 5.0 + SETTLE)))
+                self._subjects.tabs, encode(TabRequest(GetTabs(), 5.0)), 5.0 + SETTLE)))
         except BusError as e:
             raise KitsuneError("tabs_unavailable", f"The tabs could not be listed ({e.code})", retryable=True) from e
         if not isinstance(outcome, Done):

@@ -12,9 +12,13 @@ from __future__ import annotations
 
 import itertools
 import statistics
+import sys
 import time
+from pathlib import Path
 
 import orjson
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # the repo root, for tests.unit.fakes
 
 from actors.claims import ClaimTable
 from actors.engine import Ports, ThreadedSequences, run_call

@@ -95,7 +95,8 @@ class _Server(uvicorn.Server):
 
 
 async def _serve_http(args: argparse.Namespace, config: BridgeConfig, policy: Policy) -> int:
-    node = Node(ChromiumBrowser(), NodeConfig(nats_url=args.nats_url, audit_file=config.audit_file), policy=policy,
+    settings = NodeConfig(nats_url=args.nats_url, fleet=config.fleet, audit_file=config.audit_file)
+    node = Node(ChromiumBrowser(), settings, policy=policy,
                 workflows=WorkflowLibrary(config.workflows) if config.workflows else None,
                 loop=asyncio.get_running_loop())
     try:

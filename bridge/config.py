@@ -5,6 +5,7 @@ From a YAML or JSON file (``kitsune serve --config FILE``) and the environment::
     agents:                        # each API client is an agent with its own bearer token
       - {name: planner, token_env: PLANNER_TOKEN}
       - {name: crawler, token: "..."}
+    fleet: kitsune                 # KITSUNE_FLEET: nodes of one fleet share tabs over NATS
     caps: [core, automation]       # KITSUNE_CAPS=core,automation
     read_only: false               # KITSUNE_READ_ONLY=1
     ask_before_act: false          # KITSUNE_ASK_BEFORE_ACT=1
@@ -23,6 +24,7 @@ from __future__ import annotations
 
 import hashlib
 import os
+import re
 import secrets
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -52,6 +54,8 @@ class BridgeConfig:
     """Everything a node's bridge is told."""
 
     agents: tuple[Agent, ...] = ()
+    fleet: str = "kitsune"
+    """Nodes of one fleet share tabs over NATS; the first token of their subjects."""
     caps: frozenset[str] = frozenset({"core"})
     read_only: bool = False
     ask_before_act: bool = False
@@ -131,8 +135,12 @@ def load_config(path: Path | None = None, env: Mapping[str, str] | None = None) 
         generated = secrets.token_urlsafe(32)
         agents = [Agent("default", _token_hash(generated))]
     workflows = document.get("workflows") or env.get("KITSUNE_WORKFLOWS")
+    fleet = str(env.get("KITSUNE_FLEET") or document.get("fleet") or "kitsune")
+    if not re.fullmatch(r"[A-Za-z0-9_-]+", fleet):
+        raise _bad("fleet is letters, digits, '_' and '-'")
     return BridgeConfig(
         agents=tuple(agents),
+        fleet=fleet,
         caps=caps,
         read_only=_flag(env.get("KITSUNE_READ_ONLY", document.get("read_only", False)), "read_only"),
         ask_before_act=_flag(env.get("KITSUNE_ASK_BEFORE_ACT", document.get("ask_before_act", False)),

@@ -36,7 +36,7 @@ from messages.codec import decode, decode_outcome, encode
 from messages.commands import CallSpec, CloseTab, Command, GetTabs, NewTab
 from messages.errors import KitsuneError
 from messages.events import Event
-from messages.requests import FLEET_OPEN, TABS_LIST, TabRequest, tab_subject
+from messages.requests import Subjects, TabRequest
 from messages.results import Done, Failed, Failure, Outcome
 from messages.steplog import StepLog, fold
 
@@ -53,6 +53,8 @@ class NodeConfig:
     """Join this NATS server or cluster (comma-separated URLs); None starts an embedded one."""
     local_bus: bool = False
     """Use the in-process bus and stores instead of NATS (tests of the actors alone)."""
+    fleet: str = "kitsune"
+    """The fleet this node serves tabs in (the first token of its NATS subjects)."""
     audit_file: Path | None = None
     """The audit log's JSON-lines file (the stream alone when None)."""
     checkpoint_ttl: float = 1800.0
@@ -68,6 +70,7 @@ class Node:
         self.config = config
         self.browser = browser
         self.io = IoLoop(loop)
+        self.subjects = Subjects(config.fleet)
         self.nats: EmbeddedNats | None = None
         self.bus: Bus = LocalBus()
         self.events: EventStore = LocalEventStore()
@@ -103,7 +106,7 @@ class Node:
             self.audit = AuditActor.start(self.audit_log, self.io, self.config.audit_file)
             self._actors += [checkpoints, self.claims, barriers, self.audit]
             assert self._sink is not None
-            self._driver = BusDriver(self.io, self.bus)
+            self._driver = BusDriver(self.io, self.bus, self.subjects)
             self._sequences = ActorSequences(barriers)
             self.calls = Calls(self.ports_for, CheckpointsPort(checkpoints), audit=self.auditor(None),
                                sink=self._sink, config=EngineConfig(step_timeout=self.config.step_timeout),
@@ -139,8 +142,8 @@ class Node:
         self._sink.listeners = self.event_listeners
         await self._sink.start()
         await self.browser.start()
-        self._subscriptions.append(await self.bus.subscribe(FLEET_OPEN, self._serve_open, queue="kitsune-open"))
-        self._subscriptions.append(await self.bus.subscribe(TABS_LIST, self._serve_tabs, queue="kitsune-tabs"))
+        self._subscriptions.append(await self.bus.subscribe(self.subjects.open, self._serve_open, queue="open"))
+        self._subscriptions.append(await self.bus.subscribe(self.subjects.tabs, self._serve_tabs, queue="tabs"))
         await self._reconcile()
 
     def stop(self) -> None:
@@ -214,7 +217,7 @@ class Node:
 
     async def describe_tabs(self) -> list[dict[str, Any]]:
         """The open tabs: ids, URLs, titles."""
-        reply = await self.bus.request(TABS_LIST, encode(TabRequest(GetTabs(), 5.0)), 5.0 + SETTLE)
+        reply = await self.bus.request(self.subjects.tabs, encode(TabRequest(GetTabs(), 5.0)), 5.0 + SETTLE)
         outcome = decode_outcome(reply)
         if not isinstance(outcome, Done):
             raise KitsuneError("tabs_unavailable", "The tabs could not be listed", retryable=True)
@@ -265,7 +268,7 @@ class Node:
                 await self._reconcile()
             return encode(outcome)
 
-        self._tabs[tab_id] = (actor, await self.bus.subscribe(tab_subject(tab_id), serve))
+        self._tabs[tab_id] = (actor, await self.bus.subscribe(self.subjects.tab(tab_id), serve))
 
     async def _detach(self, tab_id: int) -> None:
         actor, subscription = self._tabs.pop(tab_id)

@@ -8,17 +8,29 @@ from typing import Any
 
 from messages.commands import Command, command_to_json, parse_command
 
-__all__ = ["FLEET_OPEN", "TABS_LIST", "TabRequest", "tab_subject"]
-
-TABS_LIST = "kitsune.tabs.list"
-"""Request (a ``getTabs``): the open tabs; the reply is ``Done({"tabs": [...]})``."""
-FLEET_OPEN = "kitsune.fleet.open"
-"""Request (a ``newTab``), taken by one node of a queue group; the reply carries ``tabId``."""
+__all__ = ["Subjects", "TabRequest"]
 
 
-def tab_subject(tab_id: int) -> str:
-    """Where the actor of tab ``tab_id`` takes its requests."""
-    return f"kitsune.tab.{tab_id}.do"
+@dataclass(frozen=True, slots=True)
+class Subjects:
+    """The subjects of one fleet: nodes that share a NATS server but not a fleet never meet."""
+
+    fleet: str = "kitsune"
+    """The fleet's name, the first token of its subjects."""
+
+    def tab(self, tab_id: int) -> str:
+        """Where the actor of tab ``tab_id`` takes its requests."""
+        return f"{self.fleet}.tab.{tab_id}.do"
+
+    @property
+    def tabs(self) -> str:
+        """Request (a ``getTabs``): the open tabs; the reply is ``Done({"tabs": [...]})``."""
+        return f"{self.fleet}.tabs.list"
+
+    @property
+    def open(self) -> str:
+        """Request (a ``newTab``), taken by one node of a queue group; the reply carries ``tabId``."""
+        return f"{self.fleet}.fleet.open"
 
 
 @dataclass(frozen=True, slots=True)

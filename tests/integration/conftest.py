@@ -55,7 +55,7 @@ def test_site() -> Iterator[TestSite]:
 def node(nats_url: str, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Node]:
     """One Kitsune node for the session: the shared nats-server, a real Chromium, every actor."""
     browser = ChromiumBrowser(downloads_dir=tmp_path_factory.mktemp("downloads"))
-    started = Node(browser, NodeConfig(nats_url=nats_url, step_timeout=10.0)).start()
+    started = Node(browser, NodeConfig(nats_url=nats_url, step_timeout=10.0, fleet="session")).start()
     try:
         yield started
     finally:

@@ -47,6 +47,7 @@ class Served:
 def serve(directory: Path, nats_url: str, config: dict[str, Any], *args: str) -> Served:
     """Start ``kitsune serve`` on a free port with ``config`` (agents alice and bob unless given)."""
     settings = {"agents": [{"name": name, "token": token} for name, token in TOKENS.items()],
+                "fleet": directory.name,
                 "audit_file": str(directory / "audit.jsonl"), **config}
     (directory / "kitsune.yaml").write_text(yaml.safe_dump(settings))
     log = (directory / "server.log").open("w")

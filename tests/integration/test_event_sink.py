@@ -14,8 +14,8 @@ from messages.events import Event, StepDispatched, StepStarted, StepSucceeded
 
 def test_events_from_many_threads_are_stored_in_the_order_they_were_emitted(nats_url: str) -> None:
     io = IoLoop()
+    bus = io.run(NatsBus.connect(nats_url, name="kitsune-test-sink"), timeout=10)
     try:
-        bus = io.run(NatsBus.connect(nats_url, name="kitsune-test-sink"), timeout=10)
         store = io.run(JetStreamEventStore.create(bus), timeout=10)
         sink = EventSink(io, store)
         io.run(sink.start(), timeout=10)
@@ -39,6 +39,6 @@ def test_events_from_many_threads_are_stored_in_the_order_they_were_emitted(nats
             thread.join(60)
         io.run(sink.stop(), timeout=30)
         assert io.run(store.read(call), timeout=30) == emitted
-        io.run(bus.close(), timeout=10)
     finally:
+        io.run(bus.close(), timeout=10)
         io.close()

@@ -355,7 +355,7 @@ def test_writes_are_refused_when_the_audit_log_cannot_be_written(
             body = client.post("/api/batch", json={"commands": [{"action": "title"},
                                                                 {"action": "click", "selector": "#hit"}],
                                                    "tabId": tab})
-            assert error(body) == (503, "audit_unavailable")  # the call itself cannot be recorded
+            assert error(body) == (503, "audit_unavailable"), body.text  # the call itself cannot be recorded
             direct = client.post("/api/act", json={"command": {"action": "click", "tabId": tab, "selector": "#hit"}})
             assert error(direct) == (503, "audit_unavailable")
             time.sleep(0.3)

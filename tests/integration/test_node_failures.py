@@ -57,7 +57,7 @@ def _alive(pid: int) -> bool:
 
 def test_a_write_in_flight_when_nats_is_lost_ends_unknown_and_the_node_reconnects(site: TestSite) -> None:
     server = EmbeddedNats()
-    node = Node(ChromiumBrowser(), NodeConfig(nats_url=server.start(), step_timeout=10.0)).start()
+    node = Node(ChromiumBrowser(), NodeConfig(nats_url=server.start(), step_timeout=10.0, fleet="lost-nats")).start()
     revived: EmbeddedNats | None = None
     try:
         tab = node.open_tab(site.url("/slow"))
@@ -87,7 +87,7 @@ def test_a_write_in_flight_when_nats_is_lost_ends_unknown_and_the_node_reconnect
 
 def test_a_browser_that_dies_is_restarted_its_tabs_closed_and_writes_in_flight_unknown(
         nats_url: str, site: TestSite) -> None:
-    node = Node(ChromiumBrowser(), NodeConfig(nats_url=nats_url, step_timeout=10.0)).start()
+    node = Node(ChromiumBrowser(), NodeConfig(nats_url=nats_url, step_timeout=10.0, fleet="browser-dies")).start()
     try:
         browser: Any = node.browser
         tab, other = node.open_tab(site.url("/slow")), node.open_tab(site.url("/clicks"))
@@ -113,7 +113,7 @@ def test_a_browser_that_dies_is_restarted_its_tabs_closed_and_writes_in_flight_u
 
 def test_a_stopped_node_leaves_no_actor_thread_page_or_browser(nats_url: str, site: TestSite) -> None:
     threads_before = set(threading.enumerate())
-    node = Node(ChromiumBrowser(), NodeConfig(nats_url=nats_url)).start()
+    node = Node(ChromiumBrowser(), NodeConfig(nats_url=nats_url, fleet="clean-stop")).start()
     tab = node.open_tab(site.url("/clicks"))
     body = node.run(parse_body("parallel", {"sequences": [
         [{"action": "click", "tabId": tab, "selector": "#local"}],
