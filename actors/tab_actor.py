@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 import concurrent.futures
+from collections.abc import Callable
 from typing import Any, Protocol
 
 from actors.loop import Answering, IoLoop
+from bridge.url_policy import UrlPolicy
 from messages.commands import Command, is_write
 from messages.requests import TabRequest
 from messages.results import Failed, Failure, Outcome, Unknown
@@ -18,6 +20,9 @@ SETTLE = 2.0
 
 class Browser(Protocol):
     """What tab actors and the node need of the browser driver (``bridge.browser.ChromiumBrowser``)."""
+
+    url_policy: Callable[[], UrlPolicy] | None
+    """The URL lists the browser enforces on every request of every page."""
 
     async def start(self) -> None: ...
 

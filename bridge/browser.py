@@ -38,6 +38,7 @@ from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TypeVar, cast
+from urllib.parse import urljoin
 
 from playwright.async_api import (
     Browser,
@@ -46,12 +47,15 @@ from playwright.async_api import (
     Locator,
     Page,
     Playwright,
+    Route,
+    WebSocketRoute,
     async_playwright,
 )
 from playwright.async_api import Download as PlaywrightDownload
 from playwright.async_api import Error as PlaywrightError
 from playwright.async_api import TimeoutError as PlaywrightTimeoutError
 
+from bridge.url_policy import UrlPolicy
 from messages.commands import (
     BLOCKS,
     Check,
@@ -401,6 +405,12 @@ _SCRATCH_DONE_JS = """() => {
 Handler = Callable[[_Run], Awaitable[tuple[dict[str, Any], str | None]]]
 
 
+_NO_SERVICE_WORKERS = """if (navigator.serviceWorker) {
+  const refuse = () => Promise.reject(new DOMException('Service workers are blocked', 'SecurityError'));
+  Object.defineProperty(navigator.serviceWorker, 'register', {value: refuse});
+}"""
+"""Service workers could answer a page's requests where no URL list sees them: none may register."""
+
 _NEEDS_USER_PROBE = """() => {
   const visible = (e) => !!(e.offsetWidth || e.offsetHeight || e.getClientRects().length);
   const marked = document.querySelector('[data-kitsune-needs-user]');
@@ -432,6 +442,9 @@ class ChromiumBrowser:
         """The tab newTab or switchTab made current (None after it closed)."""
         self.restarts = 0
         """How many times the browser died and was restarted."""
+        self.url_policy: Callable[[], UrlPolicy] | None = None
+        """The URL lists every request of every page must pass (navigations, redirects, popups,
+        frames, subresources, fetch, WebSocket); None lets everything through."""
         self._own_downloads = downloads_dir is None
         self._playwright: Playwright | None = None
         self._browser: Browser | None = None
@@ -522,6 +535,10 @@ class ChromiumBrowser:
             context = await browser.new_context(
                 permissions=["clipboard-read", "clipboard-write"], accept_downloads=True, service_workers="block",
             )
+            await context.add_init_script(_NO_SERVICE_WORKERS)
+            if self.url_policy is not None:
+                await context.route("**/*", self._guard_request)
+                await context.route_web_socket(re.compile(".*"), self._guard_websocket)
             after = set((await cdp.send("Target.getBrowserContexts"))["browserContextIds"])
             created = after - before
             if len(created) != 1:
@@ -697,6 +714,39 @@ class ChromiumBrowser:
     def tab_ids(self) -> frozenset[int]:
         """Ids of the open tabs (safe to call from any thread)."""
         return self._open
+
+    async def _guard_request(self, route: Route) -> None:
+        """Let a request through only if the URL lists allow it, and each redirect hop too.
+
+        Playwright does not show a route the hops of a redirect, so with lists in force the
+        request is made here without following redirects, and a hop to a refused URL is aborted.
+        """
+        assert self.url_policy is not None
+        policy, url = self.url_policy(), route.request.url
+        if policy.check(url) is not None:
+            await route.abort("blockedbyclient")
+            return
+        if not (policy.allow or policy.deny):
+            await route.fallback()
+            return
+        try:
+            response = await route.fetch(max_redirects=0)
+        except PlaywrightError:
+            await route.abort("failed")
+            return
+        location = response.headers.get("location")
+        if 300 <= response.status < 400 and location and policy.check(urljoin(url, location)) is not None:
+            await route.abort("blockedbyclient")
+            return
+        await route.fulfill(response=response)
+
+    async def _guard_websocket(self, socket: WebSocketRoute) -> None:
+        """A WebSocket to a refused URL is closed before anything reaches its server."""
+        assert self.url_policy is not None
+        if self.url_policy().check(socket.url) is not None:
+            await socket.close(code=1008, reason="refused by the URL policy")
+        else:
+            socket.connect_to_server()
 
     @property
     def running(self) -> bool:
@@ -920,6 +970,9 @@ class ChromiumBrowser:
                 raise
             message = e.message or str(e)
             net = _net_error(message)
+            if net == "ERR_BLOCKED_BY_CLIENT":
+                raise _Stop("url_denied", f"{run.action}: the URL policy stopped this navigation on its way",
+                            took_effect=False) from None
             if net in _UNSENT_NET_ERRORS:
                 raise _Stop("navigation_failed", f"{run.action}: net::{net}; nothing reached the server",
                             retryable=True, took_effect=False) from None

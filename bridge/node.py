@@ -83,6 +83,7 @@ class Node:
         self.policy = policy
         """The policy every action passes, as it is now (resumed steps included)."""
         self.owners = TabOwners()
+        browser.url_policy = lambda: self.policy.urls
         self.confirms = ConfirmTokens()
         self.workflows = workflows
         self.event_listeners: list[Callable[[Event], None]] = []
