@@ -1,0 +1,128 @@
+"""The bridge's policy as a pure driver wrapper: read-only, tab ownership, URL lists, ask-before-act."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from bridge.policy import USER, ConfirmTokens, Policy, PolicyDriver, TabOwners
+from bridge.url_policy import UrlPolicy
+from messages.commands import Click, Command, Navigate, NewTab, Title
+from messages.results import Done, Failed, HeldForApproval, Outcome
+
+
+class Recording:
+    """A driver that records what reaches it and answers ok (newTab: tab 7)."""
+
+    def __init__(self) -> None:
+        self.sent: list[tuple[str, int | None]] = []
+
+    def execute(self, command: Command, tab_id: int | None, timeout: float) -> Outcome:
+        self.sent.append((command.action, tab_id))
+        return Done({"tabId": 7} if isinstance(command, NewTab) else {})
+
+    def list_tabs(self) -> frozenset[int]:
+        return frozenset({1, 2})
+
+
+class Clock:
+    def __init__(self) -> None:
+        self.t = 0.0
+
+    def __call__(self) -> float:
+        return self.t
+
+
+def driver_for(agent: str = "alice", *, confirm_token: str | None = None, **policy: Any) -> tuple[PolicyDriver,
+                                                                                                  Recording]:
+    inner = Recording()
+    owners = TabOwners()
+    owners.give(1, "alice")
+    owners.give(2, "bob")
+    driven = PolicyDriver(inner, agent, lambda: Policy(**policy), owners, CONFIRMS, confirm_token=confirm_token)
+    return driven, inner
+
+
+CLOCK = Clock()
+CONFIRMS = ConfirmTokens(CLOCK)
+
+
+def test_read_only_refuses_writes_before_sending_and_lets_reads_through() -> None:
+    driver, inner = driver_for(read_only=True)
+    outcome = driver.execute(Click(selector="#a"), 1, 5)
+    assert isinstance(outcome, Failed) and outcome.failure.code == "read_only"
+    assert isinstance(driver.execute(Title(), 1, 5), Done)
+    assert inner.sent == [("title", 1)]
+
+
+def test_writes_to_another_agents_tab_answer_tab_owned_and_reads_are_allowed() -> None:
+    driver, inner = driver_for()
+    refused = driver.execute(Click(selector="#a"), 2, 5)
+    assert isinstance(refused, Failed) and refused.failure.code == "tab_owned"
+    assert refused.failure.state == {"tabId": 2, "owner": "agent"}
+    assert isinstance(driver.execute(Title(), 2, 5), Done)
+    assert inner.sent == [("title", 2)]
+
+
+def test_user_tabs_are_read_only_unless_configured_writable() -> None:
+    driver, _ = driver_for()
+    refused = driver.execute(Click(selector="#a"), 3, 5)
+    assert isinstance(refused, Failed) and refused.failure.state == {"tabId": 3, "owner": "user"}
+    writable, inner = driver_for(user_tabs_writable=True)
+    assert isinstance(writable.execute(Click(selector="#a"), 3, 5), Done) and inner.sent == [("click", 3)]
+
+
+def test_takeover_is_atomic_and_the_previous_owner_loses_the_tab() -> None:
+    owners = TabOwners()
+    owners.give(4, "alice")
+    assert owners.take_over(4, "bob") == "alice"
+    assert owners.owner(4) == "bob" and owners.owner(5) == USER
+
+
+def test_a_new_tab_belongs_to_the_agent_that_opened_it() -> None:
+    inner = Recording()
+    owners = TabOwners()
+    PolicyDriver(inner, "carol", Policy, owners, CONFIRMS).execute(NewTab(), None, 5)
+    assert owners.owner(7) == "carol"
+
+
+@pytest.mark.parametrize("url", ["http://127.1/", "http://allowed.test@denied.test/", "data:text/html,x"])
+def test_url_lists_refuse_navigations_before_sending(url: str) -> None:
+    driver, inner = driver_for(urls=UrlPolicy.from_config(deny=["127.0.0.1", "denied.test"]))
+    outcome = driver.execute(Navigate(url=url), 1, 5)
+    assert isinstance(outcome, Failed) and outcome.failure.code == "url_denied"
+    assert inner.sent == []
+
+
+def test_ask_before_act_holds_writes_with_a_token_bound_to_agent_action_tab_and_parameters() -> None:
+    held = driver_for(ask_before_act=True)[0].execute(Click(selector="#a"), 1, 5)
+    assert isinstance(held, HeldForApproval) and held.failure.code == "needs_user"
+    token = held.failure.state["confirm_token"]  # type: ignore[index]
+    other_params, inner = driver_for(ask_before_act=True, confirm_token=token)
+    assert isinstance(other_params.execute(Click(selector="#b"), 1, 5), HeldForApproval)
+    assert isinstance(other_params.execute(Click(selector="#a"), 2, 5), Failed)  # another agent's tab
+    assert inner.sent == []
+    right, inner = driver_for(ask_before_act=True, confirm_token=token)
+    assert isinstance(right.execute(Click(selector="#a", timeout=9), 1, 5), Done)  # timeout is not a parameter
+    assert isinstance(right.execute(Click(selector="#a"), 1, 5), HeldForApproval)  # once
+    assert inner.sent == [("click", 1)]
+
+
+def test_a_confirm_token_is_bound_to_its_agent() -> None:
+    held = driver_for("alice", ask_before_act=True)[0].execute(Click(selector="#a", tab_id=None), 1, 5)
+    token = held.failure.state["confirm_token"]  # type: ignore[union-attr,index]
+    thief, inner = driver_for("bob", ask_before_act=True, confirm_token=token, user_tabs_writable=True)
+    assert isinstance(thief.execute(Click(selector="#a"), 3, 5), HeldForApproval)
+    assert inner.sent == []
+
+
+def test_a_confirm_token_expires_after_120_seconds() -> None:
+    tokens = ConfirmTokens(CLOCK)
+    command = Click(selector="#a")
+    token = tokens.issue("alice", command, 1)
+    CLOCK.t += 120.0
+    assert tokens.redeem(token, "alice", command, 1) is False
+    fresh = tokens.issue("alice", command, 1)
+    CLOCK.t += 119.0
+    assert tokens.redeem(fresh, "alice", command, 1) is True
