@@ -5,6 +5,7 @@ Every route, every error code with its HTTP status, bad input, agents and the au
 
 from __future__ import annotations
 
+import asyncio
 import json
 import os
 import stat
@@ -15,6 +16,8 @@ from pathlib import Path
 from typing import Any
 
 import httpx
+import nats
+import nats.errors
 import pytest
 
 from tests.integration.serving import KITSUNE, TOKENS, Served, serve
@@ -362,3 +365,49 @@ def test_writes_are_refused_when_the_audit_log_cannot_be_written(
             assert site.count("POST /clicks/hit") == 0
     finally:
         assert running.stop() == 0
+
+
+def test_tabs_the_bridge_did_not_open_for_an_agent_are_read_only_until_taken_over(
+        alice: httpx.Client, site: TestSite) -> None:
+    tab = open_tab(alice, site.url("/popups"))
+    assert alice.post("/api/act", json={"command": {"action": "click", "tabId": tab, "selector": "#open-popup"}}
+                      ).json()["status"] == "ok"
+    deadline = time.monotonic() + 10
+    popup = None
+    while popup is None and time.monotonic() < deadline:
+        popup = next((t for t in alice.get("/api/tabs").json()["tabs"] if t["title"] == "Popup child"), None)
+        time.sleep(0.1)
+    assert popup is not None and popup["owner"] == "user"
+    write = {"action": "navigate", "tabId": popup["tabId"], "url": site.url("/text")}
+    refused = alice.post("/api/act", json={"command": write}).json()
+    assert (refused["code"], refused["state"]["owner"]) == ("tab_owned", "user")
+    assert alice.post("/api/tabs", json={"op": "takeover", "tabId": popup["tabId"]}).json()["previous"] == "user"
+    assert alice.post("/api/act", json={"command": write}).json()["status"] == "ok"
+
+
+def test_no_canary_reaches_the_event_stream_of_the_served_node(
+        alice: httpx.Client, nats_url: str, site: TestSite) -> None:
+    typed, script = "canary-typed-e11a", "canary_script_e22b"
+    tab = open_tab(alice, site.url("/form"))
+    body = alice.post("/api/batch", json={"commands": [
+        {"action": "fill", "selector": "#name", "value": typed}, {"action": "js", "code": f"window.{script}=1"},
+        {"action": "click", "selector": "#nothing", "timeout": 0.3}], "tabId": tab}).json()
+    assert body["status"] == "failed"
+    stream = asyncio.run(_all_events(nats_url))
+    assert str(body["call"]).encode() in stream  # the call's events are there ...
+    for canary in (typed, script, body["resume_token"], TOKENS["alice"]):
+        assert canary.encode() not in stream  # ... and none of its secrets
+
+
+async def _all_events(nats_url: str) -> bytes:
+    client = await nats.connect(nats_url)
+    try:
+        subscription = await client.jetstream().pull_subscribe("kitsune.events.>", stream="KITSUNE_EVENTS")
+        found: list[bytes] = []
+        while True:
+            try:
+                found += [message.data for message in await subscription.fetch(1000, timeout=1)]
+            except nats.errors.TimeoutError:
+                return b"\n".join(found)
+    finally:
+        await client.close()
