@@ -12,6 +12,10 @@ from actors.checkpoints import Checkpoint, CheckpointStore, DropReason
 __all__ = ["CheckpointActor", "CheckpointsPort"]
 
 
+class _Sweep:
+    """Drop the checkpoints that expired (the sweeper's tick)."""
+
+
 class CheckpointActor(pykka.ThreadingActor):
     """Owns the checkpoint store; expired checkpoints are dropped every ``sweep_every`` seconds."""
 
@@ -19,27 +23,29 @@ class CheckpointActor(pykka.ThreadingActor):
         super().__init__()
         self._store = store
         self._sweep_every = sweep_every
-        self._timer: threading.Timer | None = None
+        self._stopping = threading.Event()
+        self._sweeper = threading.Thread(target=self._tick, name="kitsune-checkpoint-sweeper", daemon=True)
 
     def on_start(self) -> None:
-        self._schedule()
+        self._sweeper.start()
 
     def on_stop(self) -> None:
-        if self._timer is not None:
-            self._timer.cancel()
+        self._stopping.set()
+        self._sweeper.join(timeout=10)
         self._store.close()
 
-    def _schedule(self) -> None:
-        self._timer = threading.Timer(self._sweep_every, self._tick)
-        self._timer.daemon = True
-        self._timer.start()
-
     def _tick(self) -> None:
-        try:
-            self.actor_ref.proxy().sweep()
-        except pykka.ActorDeadError:
-            return
-        self._schedule()
+        """Every ``sweep_every`` seconds, until the actor stops, ask it to drop what expired."""
+        while not self._stopping.wait(self._sweep_every):
+            try:
+                self.actor_ref.tell(_Sweep())
+            except pykka.ActorDeadError:
+                return
+
+    def on_receive(self, message: Any) -> Any:
+        if isinstance(message, _Sweep):
+            self._store.sweep()
+        return None
 
     def keep(self, checkpoint: Checkpoint) -> str:
         return self._store.keep(checkpoint)
@@ -52,9 +58,6 @@ class CheckpointActor(pykka.ThreadingActor):
 
     def drop(self, call: int, reason: DropReason) -> None:
         self._store.drop(call, reason)
-
-    def sweep(self) -> None:
-        self._store.sweep()
 
     def calls(self) -> list[int]:
         return self._store.calls()

@@ -127,6 +127,10 @@ def test_a_stopped_node_leaves_no_actor_thread_page_or_browser(nats_url: str, si
     node.stop()
 
     assert [actor for actor in actors if actor.is_alive()] == []
-    _eventually(lambda: set(threading.enumerate()) <= threads_before, timeout=10)
+    try:
+        _eventually(lambda: set(threading.enumerate()) <= threads_before, timeout=10)
+    except AssertionError:
+        left = set(threading.enumerate()) - threads_before
+        raise AssertionError(f"threads left: {[(t.name, getattr(t, '_target', None)) for t in left]}") from None
     _eventually(lambda: not _alive(browser_pid), timeout=10)
     assert node.store.calls() == []
