@@ -174,15 +174,22 @@ class ThreadedSequences:
 class StepAudit(Protocol):
     """Where a run records its steps before it sends them (the audit log)."""
 
-    def step(self, call: int, path: str, command: Command, tab_id: int | None, *, resumed: bool) -> None:
-        """Record a step about to be sent; raise :class:`KitsuneError` when it cannot be recorded."""
+    def step(self, call: int, path: str, command: Command, tab_id: int | None, *,
+             resumed: bool) -> Callable[[], None] | None:
+        """Start recording a step about to be sent.
+
+        Answers a wait that returns once the entry is written and raises :class:`KitsuneError`
+        when it cannot be (or None when it is written already); the engine waits on it only
+        before sending a write, so the entry is written meanwhile.
+        """
 
     def observed(self, call: int, path: str, command: Command, tab_id: int | None) -> None:
         """Record a step the caller reported ``applied``: marked ok, not sent."""
 
 
 class _NoAudit:
-    def step(self, call: int, path: str, command: Command, tab_id: int | None, *, resumed: bool) -> None:
+    def step(self, call: int, path: str, command: Command, tab_id: int | None, *,
+             resumed: bool) -> Callable[[], None] | None:
         return None
 
     def observed(self, call: int, path: str, command: Command, tab_id: int | None) -> None:
@@ -190,6 +197,10 @@ class _NoAudit:
 
 
 NO_AUDIT: StepAudit = _NoAudit()
+
+
+EventSinkPort = Callable[[Event], Callable[[], None] | None]
+"""Where a run's events go: answers None, or a wait that returns once the event is stored."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -309,7 +320,7 @@ def _scrub(failure: Failure, secrets: list[str]) -> Failure:
 class _Run:
     """One run of a call: its first run, or one resume."""
 
-    def __init__(self, call: int, spec: CallSpec, ports: Ports, sink: Callable[[Event], None],
+    def __init__(self, call: int, spec: CallSpec, ports: Ports, sink: EventSinkPort,
                  config: EngineConfig, prior: Prior | None, deadline: float) -> None:
         self.call, self.spec, self.ports, self.sink, self.config, self.prior = call, spec, ports, sink, config, prior
         self.timeout = deadline
@@ -324,6 +335,8 @@ class _Run:
         self.dispatched: set[str] = set()
         self.wrote: set[str] = set()
         self.parties: dict[str, int] = {}
+        self.audits: dict[str, Callable[[], None]] = {}
+        """Audit entries being written, by step: a write waits for its own before it is sent."""
         self.secrets: dict[str, list[str]] = {}
         """Typed values and JavaScript bodies of each step, nested commands' included."""
         self.warnings: dict[str, str] = {}
@@ -338,15 +351,17 @@ class _Run:
         A ``StepDispatched`` the sink could not store raises: its write is then never sent.
         Any other event the sink loses is logged; the run and its report go on.
         """
-        with self.lock:
-            self.builder.apply(event)
-            try:
-                self.sink(event)
-            except Exception as e:
-                if isinstance(event, StepDispatched):
-                    raise KitsuneError("events_unavailable", "The step could not be recorded before sending; "
-                                       "nothing was sent", retryable=True) from e
-                log.error("event of call %s not recorded (%s)", self.call, type(e).__name__)
+        try:
+            with self.lock:  # events reach the fold and the sink in one order
+                self.builder.apply(event)
+                stored = self.sink(event)
+            if stored is not None:  # waited for outside the lock: other sequences go on meanwhile
+                stored()
+        except Exception as e:
+            if isinstance(event, StepDispatched):
+                raise KitsuneError("events_unavailable", "The step could not be recorded before sending; "
+                                   "nothing was sent", retryable=True) from e
+            log.error("event of call %s not recorded (%s)", self.call, type(e).__name__)
 
     def execute(self) -> RunReport:
         outline = tuple(outline_of(c, self.spec.default_tab) for c in self.spec.commands)
@@ -598,13 +613,16 @@ class _Run:
         self._finish(path, outcome)
 
     def _audit(self, command: Command, path: str, tab: int | None) -> None:
-        """Record the step before anything is sent: a write that cannot be recorded is not sent."""
-        try:
-            self.ports.audit.step(self.call, path, command, tab, resumed=self.prior is not None)
-        except KitsuneError:
-            if is_write(command):
-                raise
-            log.error("read %s of call %s not audited", path, self.call)
+        """Start recording the step; a write waits for its entry before it is sent (:meth:`_audited`)."""
+        written = self.ports.audit.step(self.call, path, command, tab, resumed=self.prior is not None)
+        if written is not None:
+            self.audits[path] = written
+
+    def _audited(self, path: str) -> None:
+        """Wait until the step's audit entry is written: a write that cannot be recorded is not sent."""
+        written = self.audits.pop(path, None)
+        if written is not None:
+            written()
 
     def _finish(self, path: str, outcome: Outcome) -> None:
         if isinstance(outcome, Done):
@@ -659,6 +677,7 @@ class _Run:
             self.timed_out = True
             return _deadline_outcome(self.timeout, path in self.dispatched)
         if writes and path not in self.dispatched:
+            self._audited(path)
             self.emit(StepDispatched(self.call, path))  # recorded before the write is sent
             self.dispatched.add(path)
         outcome = self._barrier(command, owner) if isinstance(command, SyncBarrier) else self._send(command, tab)
@@ -877,12 +896,13 @@ def _targets(command: Command, lookup: Callable[[int], Any], tab: int | None) ->
     return found
 
 
-def run_call(call: int, spec: CallSpec, ports: Ports, sink: Callable[[Event], None], *,
+def run_call(call: int, spec: CallSpec, ports: Ports, sink: EventSinkPort, *,
              config: EngineConfig = EngineConfig(), prior: Prior | None = None,
              deadline: float | None = None) -> RunReport:
     """Run a call (or, with ``prior``, resume it) to its end and report it.
 
-    ``sink`` receives every event as it happens (the event stream); ``deadline`` overrides the
+    ``sink`` receives every event as it happens (the event stream) and may answer a wait for
+    the event to be stored, which the engine calls before going on; ``deadline`` overrides the
     call's own container timeout (a resume's is fixed at 300 s).
     """
     return _Run(call, spec, ports, sink, config, prior, spec.timeout if deadline is None else deadline).execute()

@@ -18,7 +18,7 @@ from typing import Any
 
 import pytest
 
-from bridge.browser import ChromiumBrowser, find_chromium
+from bridge.browser import ChromiumBrowser, _pointer_sent, find_chromium
 from messages.commands import Click, Js, NewTab, Url, parse_command
 from messages.errors import KitsuneError
 from messages.results import Done, Failed, Outcome, Unknown
@@ -277,8 +277,6 @@ def test_a_click_stuck_in_its_handler_was_sent_and_is_unknown(act: Act, tab: int
 
 
 def test_pointer_call_logs_tell_whether_input_was_sent() -> None:
-    from bridge.browser import _pointer_sent
-
     waiting = "Locator.click: Timeout 300ms exceeded.\nCall log:\n  - waiting for locator(\"#x\")\n"
     covered = ("Locator.click: Timeout 300ms exceeded.\nCall log:\n  - waiting for locator(\"#cov\")\n"
                "    - locator resolved to <button id=\"cov\">performing click action</button>\n"

@@ -944,3 +944,51 @@ def test_events_the_sink_loses_after_dispatch_do_not_stop_the_call() -> None:
 
     assert body["status"] == "ok"
     assert world.driver.writes_sent() == 2
+
+
+class Audit:
+    """An audit port whose entries can be made to fail; records which waits were called."""
+
+    def __init__(self, failing: bool) -> None:
+        self.failing = failing
+        self.entries: list[tuple[str, str]] = []
+        self.waited: list[str] = []
+
+    def step(self, call: int, path: str, command: Command, tab_id: int | None, *, resumed: bool) -> Any:
+        self.entries.append((path, command.action))
+
+        def written() -> None:
+            self.waited.append(path)
+            if self.failing:
+                raise KitsuneError("audit_unavailable", "The audit log cannot be written", retryable=True)
+        return written
+
+    def observed(self, call: int, path: str, command: Command, tab_id: int | None) -> None:
+        self.entries.append((path, "observed"))
+
+
+def _with_audit(world: World, audit: Audit) -> None:
+    world.calls = Calls(lambda agent: Ports(world.driver, world.clock, world.claims, ThreadedSequences(), audit),
+                        world.store, audit=SequentialIds(), sink=world.events.append)
+
+
+def test_a_write_whose_audit_entry_cannot_be_written_is_never_sent_and_reads_go_on() -> None:
+    world = World()
+    audit = Audit(failing=True)
+    _with_audit(world, audit)
+    body = run(world, [{"action": "title"}, {"action": "click", "selector": "#buy"}])
+
+    assert statuses(body["progress"]) == ["ok", "failed"]
+    assert body["results"][1]["code"] == "audit_unavailable"
+    assert world.driver.writes_sent() == 0
+    assert audit.entries == [("0", "title"), ("1", "click")]
+
+
+def test_a_write_waits_for_its_audit_entry_and_a_read_never_does() -> None:
+    world = World()
+    audit = Audit(failing=False)
+    _with_audit(world, audit)
+    body = run(world, [{"action": "title"}, {"action": "click", "selector": "#buy"}])
+
+    assert body["status"] == "ok"
+    assert audit.waited == ["1"]
