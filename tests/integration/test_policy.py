@@ -261,7 +261,8 @@ def test_a_held_step_stops_the_call_and_stays_held_on_resume_until_confirmed_and
         assert allowed.count("POST /clicks/hit") == 0
 
         fresh = again["results"][1]["state"]["confirm_token"]
-        assert _act(client, {"action": "click", "tabId": tab, "selector": "#hit"}, confirm_token=fresh)["status"] == "ok"
+        confirmed = _act(client, {"action": "click", "tabId": tab, "selector": "#hit"}, confirm_token=fresh)
+        assert confirmed["status"] == "ok"
         done = client.post("/api/resume", json={"call": again["call"], "resume_token": again["resume_token"],
                                                 "observed": {"1": "applied"}}).json()
         assert done["status"] == "ok"
