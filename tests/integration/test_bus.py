@@ -240,7 +240,7 @@ async def test_requests_cross_connections(nats_url: str, s: str) -> None:
     node_b = await NatsBus.connect(nats_url, name="node-b")
     try:
         await node_b.subscribe(f"{s}.tab.4.do", _echo)
-        assert await node_a.request(f"{s}.tab.4.do", b"click", timeout=2) == b"echo:click"
+        assert await node_a.request(f"{s}.tab.4.do", b"click", timeout=10) == b"echo:click"
     finally:
         await node_a.close()
         await node_b.close()
