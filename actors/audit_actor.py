@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any, Protocol
 
@@ -75,11 +75,14 @@ class JetStreamAuditLog:
 class AuditActor(pykka.ThreadingActor):
     """The audit log's single writer: numbers each entry in the log, then appends it to the file."""
 
-    def __init__(self, log_: AuditLog, io: IoLoop, file: Path | None) -> None:
+    def __init__(self, log_: AuditLog, io: IoLoop, file: Path | None,
+                 on_record: Callable[[bool], None] = lambda written: None) -> None:
         super().__init__()
         self._log = log_
         self._io = io
         self._path = file
+        self._on_record = on_record
+        """Told of every entry: whether it was written (metrics)."""
         self.failures = 0
         """Entries that could not be written."""
 
@@ -92,9 +95,11 @@ class AuditActor(pykka.ThreadingActor):
                     file.write(orjson.dumps({"call": seq, **entry}) + b"\n")
         except Exception as e:
             self.failures += 1
+            self._on_record(False)
             log.error("audit entry not written (%s)", type(e).__name__)
             raise KitsuneError("audit_unavailable", "The audit log cannot be written; nothing was sent",
                                retryable=True) from e
+        self._on_record(True)
         return seq
 
 

@@ -17,6 +17,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Protocol
@@ -246,6 +247,8 @@ class NatsBus:
         """Connections lost (not counting :meth:`close`)."""
         self.reconnects = 0
         """Connections re-established after a loss."""
+        self.on_request: Callable[[str, float, str], None] | None = None
+        """Told of every request: its subject, seconds taken, and ``ok`` or the failure's code (metrics)."""
 
     @classmethod
     async def connect(
@@ -290,6 +293,21 @@ class NatsBus:
         return self._nc.is_connected and not self._closing and not self._lost.done()
 
     async def request(self, subject: str, data: bytes, timeout: float) -> bytes:
+        if self.on_request is None:
+            return await self._request(subject, data, timeout)
+        started = time.monotonic()
+        outcome = "bus_error"
+        try:
+            reply = await self._request(subject, data, timeout)
+            outcome = "ok"
+            return reply
+        except BusError as e:
+            outcome = e.code
+            raise
+        finally:
+            self.on_request(subject, time.monotonic() - started, outcome)
+
+    async def _request(self, subject: str, data: bytes, timeout: float) -> bytes:
         _check_subject(subject, pattern=False)
         self._check_connected(subject)
         lost = self._lost

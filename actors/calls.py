@@ -64,8 +64,12 @@ class Calls:
 
     def __init__(self, ports: Callable[[str | None], Ports], store: Checkpoints, *, audit: CallAudit,
                  sink: Callable[[Event], None], config: EngineConfig = EngineConfig(),
-                 workflow_sha256: Callable[[str], str | None] = lambda name: None) -> None:
+                 workflow_sha256: Callable[[str], str | None] = lambda name: None,
+                 on_resume: Callable[[str, str | None], None] = lambda outcome, code: None) -> None:
         self._ports = ports
+        self._on_resume = on_resume
+        """Told how each resume ended: ``ok``, failed, unknown, held, skipped, ``refused`` (nothing was
+        run: an error answered) or ``internal_error``, with the error's code when there is one (metrics)."""
         self._store = store
         self._audit = audit
         self._sink = sink
@@ -87,6 +91,22 @@ class Calls:
 
     def resume(self, call: Any, token: Any, observed: Any = None, agent: str | None = None) -> CallResponse:
         """Continue a checkpointed call (spec: browser_resume); raise its errors before sending anything."""
+        try:
+            response = self._resume(call, token, observed, agent)
+        except KitsuneError as e:
+            self._on_resume("refused", e.code)
+            raise
+        except BaseException:
+            self._on_resume("internal_error", "internal_error")
+            raise
+        code = response.body.get("code")
+        if code == "resume_failed":
+            self._on_resume("internal_error", code)
+        else:
+            self._on_resume(str(response.body.get("status")), code if isinstance(code, str) else None)
+        return response
+
+    def _resume(self, call: Any, token: Any, observed: Any, agent: str | None) -> CallResponse:
         if isinstance(call, bool) or not isinstance(call, int):
             raise KitsuneError("invalid_parameter", "call must be an integer", state={"param": "call"})
         if not isinstance(token, str):

@@ -174,6 +174,11 @@ class CheckpointStore:
         for call in calls:
             self._on_drop(call, "shutdown")
 
+    def __len__(self) -> int:
+        """Checkpoints held, those being resumed included (no sweep: a count never drops one)."""
+        with self._lock:
+            return len(self._held) + len(self._resuming)
+
     def calls(self) -> list[int]:
         """Calls with a checkpoint held (not being resumed), oldest first."""
         self.sweep()

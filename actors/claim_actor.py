@@ -31,6 +31,9 @@ class TabClaimActor(pykka.ThreadingActor):
     def held(self) -> dict[int, Claim]:
         return self._table.held()
 
+    def conflicts(self) -> dict[str, int]:
+        return self._table.conflicts()
+
 
 class ClaimsPort:
     """The engine's view of the claim actor (``actors.claims.TabClaims``)."""

@@ -8,6 +8,7 @@ call is in progress. Claims are released when their call ends.
 from __future__ import annotations
 
 import threading
+from collections import Counter
 from dataclasses import dataclass
 from typing import Protocol
 
@@ -44,6 +45,7 @@ class ClaimTable:
 
     def __init__(self) -> None:
         self._claims: dict[int, Claim] = {}
+        self._conflicts: Counter[str] = Counter()
         self._lock = threading.Lock()
 
     def claim(self, call: int, owner: str, tab: int) -> Failure | None:
@@ -52,12 +54,23 @@ class ClaimTable:
             if holder is None or holder == Claim(call, owner):
                 self._claims[tab] = Claim(call, owner)
                 return None
-        return _conflict(holder, call, tab)
+        return self._conflict(holder, call, tab)
 
     def check_write(self, call: int, tab: int) -> Failure | None:
         with self._lock:
             holder = self._claims.get(tab)
-        return None if holder is None or holder.call == call else _conflict(holder, call, tab)
+        return None if holder is None or holder.call == call else self._conflict(holder, call, tab)
+
+    def _conflict(self, holder: Claim, call: int, tab: int) -> Failure:
+        failure = _conflict(holder, call, tab)
+        with self._lock:
+            self._conflicts[failure.code] += 1
+        return failure
+
+    def conflicts(self) -> dict[str, int]:
+        """Conflicts answered so far, by code (``tab_owned``, ``tab_claimed``)."""
+        with self._lock:
+            return dict(self._conflicts)
 
     def release(self, call: int, owner: str | None = None) -> None:
         with self._lock:

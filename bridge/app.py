@@ -24,6 +24,7 @@ from starlette.routing import Route
 
 from actors.call_actor import ResumeCall, RunCall
 from bridge.config import BridgeConfig
+from bridge.metrics import HttpMetrics, scrape_tokens
 from bridge.node import Node
 from bridge.policy import USER
 from messages.commands import (
@@ -327,4 +328,6 @@ def create_app(node: Node, config: BridgeConfig) -> Starlette:
         Route("/api/caps", api.caps, methods=["GET"]),
         Route("/healthz", api.healthz, methods=["GET"]),
     ]
-    return Starlette(routes=routes, middleware=[Middleware(_Gate, config=config)])
+    return Starlette(routes=routes, middleware=[
+        Middleware(HttpMetrics, metrics=node.metrics, allowed=scrape_tokens(config)),  # and GET /metrics
+        Middleware(_Gate, config=config)])

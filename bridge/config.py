@@ -14,6 +14,7 @@ From a YAML or JSON file (``kitsune serve --config FILE``) and the environment::
     workflows: ./workflows
     audit_file: ./kitsune-audit.jsonl
     max_body_bytes: 1048576
+    metrics: {token_env: SCRAPE_TOKEN}   # KITSUNE_METRICS_TOKEN: reads /metrics only
 
 ``KITSUNE_AGENTS=planner=TOKEN,crawler=TOKEN`` adds agents from the environment. With no agent
 configured, the node makes one (``default``) with a fresh token written to a file only its
@@ -67,6 +68,8 @@ class BridgeConfig:
     max_body_bytes: int = 1_048_576
     generated_token: str | None = field(default=None, repr=False)
     """The token made for the default agent when none was configured (to be written to a file)."""
+    metrics_token_sha256: bytes | None = field(default=None, repr=False)
+    """SHA-256 of the scrape token, which reads ``/metrics`` and nothing else (agents' tokens read it too)."""
 
 
 def _bad(message: str) -> KitsuneError:
@@ -152,7 +155,25 @@ def load_config(path: Path | None = None, env: Mapping[str, str] | None = None) 
         audit_file=Path(document.get("audit_file") or env.get("KITSUNE_AUDIT_FILE") or "kitsune-audit.jsonl"),
         max_body_bytes=int(document.get("max_body_bytes", 1_048_576)),
         generated_token=generated,
+        metrics_token_sha256=_metrics_token(document.get("metrics"), env),
     )
+
+
+def _metrics_token(raw: Any, env: Mapping[str, str]) -> bytes | None:
+    """The scrape token's hash: ``KITSUNE_METRICS_TOKEN``, or ``metrics: {token | token_env}``."""
+    if raw is not None and not isinstance(raw, dict):
+        raise _bad("metrics must be {token | token_env}")
+    raw = raw or {}
+    token = env.get("KITSUNE_METRICS_TOKEN") or raw.get("token")
+    if not token and "token_env" in raw:
+        token = env.get(str(raw["token_env"]))
+        if not token:
+            raise _bad(f"metrics: environment variable {raw['token_env']} is not set")
+    if token is None:
+        return None
+    if not isinstance(token, str) or len(token) < 16:
+        raise _bad("metrics: a scrape token of at least 16 characters is needed")
+    return _token_hash(token)
 
 
 def write_token_file(token: str, directory: Path) -> Path:

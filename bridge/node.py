@@ -29,6 +29,7 @@ from actors.event_store import EventStore, JetStreamEventStore, LocalEventStore
 from actors.loop import IoLoop, ask_from_loop
 from actors.sequence_actor import ActorSequences, BarrierActor
 from actors.tab_actor import SETTLE, Browser, TabActor
+from bridge.metrics import NodeMetrics
 from bridge.nats_server import EmbeddedNats
 from bridge.policy import ConfirmTokens, Policy, PolicyDriver, TabOwners
 from bridge.workflows import WorkflowLibrary
@@ -75,7 +76,8 @@ class Node:
         self.bus: Bus = LocalBus()
         self.events: EventStore = LocalEventStore()
         self.audit_log: AuditLog = LocalAuditLog()
-        self.store = CheckpointStore(SystemClock(), capacity=config.checkpoint_capacity, ttl=config.checkpoint_ttl)
+        self.store = CheckpointStore(SystemClock(), capacity=config.checkpoint_capacity, ttl=config.checkpoint_ttl,
+                                     on_drop=lambda call, reason: self.metrics.checkpoint_dropped(reason))
         self._actors: list[pykka.ActorRef[Any]] = []
         self._tabs: dict[int, tuple[pykka.ActorRef[TabActor], Subscription]] = {}
         self._subscriptions: list[Subscription] = []
@@ -88,6 +90,8 @@ class Node:
         self.workflows = workflows
         self.event_listeners: list[Callable[[Event], None]] = []
         """Called with every step-log event as it happens, on the emitting thread."""
+        self.metrics = NodeMetrics(self)
+        """The node's Prometheus metrics, in a registry of its own (``GET /metrics``)."""
         self.calls: Calls | None = None
 
     # life cycle
@@ -104,14 +108,16 @@ class Node:
             checkpoints = CheckpointActor.start(self.store)
             self.claims = TabClaimActor.start()
             barriers = BarrierActor.start()
-            self.audit = AuditActor.start(self.audit_log, self.io, self.config.audit_file)
+            self.audit = AuditActor.start(self.audit_log, self.io, self.config.audit_file,
+                                          self.metrics.audit_recorded)
             self._actors += [checkpoints, self.claims, barriers, self.audit]
             assert self._sink is not None
             self._driver = BusDriver(self.io, self.bus, self.subjects)
             self._sequences = ActorSequences(barriers)
             self.calls = Calls(self.ports_for, CheckpointsPort(checkpoints), audit=self.auditor(None),
                                sink=self._sink, config=EngineConfig(step_timeout=self.config.step_timeout),
-                               workflow_sha256=self.workflow_sha256)
+                               workflow_sha256=self.workflow_sha256,
+                               on_resume=self.metrics.resumed)
         except BaseException:
             await self.astop()
             raise
@@ -123,7 +129,8 @@ class Node:
     def ports_for(self, agent: str | None, confirm_token: str | None = None) -> Ports:
         """The ports a call of ``agent`` runs with: its policy in the driver, its audit."""
         driver: Driver = self._driver if agent is None else PolicyDriver(
-            self._driver, agent, lambda: self.policy, self.owners, self.confirms, confirm_token=confirm_token)
+            self._driver, agent, lambda: self.policy, self.owners, self.confirms, confirm_token=confirm_token,
+            on_refusal=self.metrics.policy_refused)
         return Ports(driver, SystemClock(), ClaimsPort(self.claims), self._sequences, self.auditor(agent))
 
     def workflow_sha256(self, name: str) -> str | None:
@@ -136,6 +143,7 @@ class Node:
                 self.nats = EmbeddedNats()
                 url = await asyncio.to_thread(self.nats.start)
             nats_bus = await NatsBus.connect(url, name="kitsune-node")
+            nats_bus.on_request = self.metrics.bus_request
             self.bus = nats_bus
             self.events = await JetStreamEventStore.create(nats_bus, max_age_seconds=self.config.checkpoint_ttl)
             self.audit_log = await JetStreamAuditLog.create(nats_bus.client)
@@ -246,6 +254,10 @@ class Node:
     def open_tab(self, url: str | None = None) -> int:
         """Open a tab (in its own window) with its actor; its id."""
         return self.io.run(self._open(url), timeout=60)
+
+    def actor_refs(self) -> list[pykka.ActorRef[Any]]:
+        """The node's running actors: the long-lived ones, then one per tab (metrics)."""
+        return [*self._actors, *(ref for ref, _ in list(self._tabs.values()))]
 
     def tab_actors(self) -> list[int]:
         """Tabs that have an actor."""

@@ -121,8 +121,11 @@ class PolicyDriver:
     """The engine's driver for one agent: every action passes the policy first."""
 
     def __init__(self, inner: Driver, agent: str, policy: Callable[[], Policy], owners: TabOwners,
-                 confirms: ConfirmTokens, *, confirm_token: str | None = None) -> None:
+                 confirms: ConfirmTokens, *, confirm_token: str | None = None,
+                 on_refusal: Callable[[Outcome], None] = lambda outcome: None) -> None:
         self._inner = inner
+        self._on_refusal = on_refusal
+        """Told of every refusal and hold (metrics)."""
         self._agent = agent
         self._policy = policy
         self._owners = owners
@@ -158,6 +161,7 @@ class PolicyDriver:
     def execute(self, command: Command, tab_id: int | None, timeout: float) -> Outcome:
         refused = self.refusal(command, tab_id)
         if refused is not None:
+            self._on_refusal(refused)
             return refused
         outcome = self._inner.execute(command, tab_id, timeout)
         if isinstance(outcome, Done) and isinstance(command, NewTab) and isinstance(outcome.value.get("tabId"), int):
