@@ -13,6 +13,7 @@ from actors.bus import Bus, BusError
 from actors.calls import Calls
 from actors.checkpoints import WorkflowSource
 from actors.event_store import EventStore
+from actors.log_context import AGENT, CALL
 from actors.loop import Answering, IoLoop
 from actors.tab_actor import SETTLE
 from messages.codec import decode_outcome, encode
@@ -60,10 +61,15 @@ class CallActor(Answering):
         self._calls = calls
 
     def handle(self, message: Any) -> Any:
+        AGENT.set(getattr(message, "agent", None))  # this call's log lines name its agent (and call: EventSink)
         if isinstance(message, RunCall):
-            return self._calls.run(message.spec, message.workflow, message.agent)
+            response = self._calls.run(message.spec, message.workflow, message.agent)
+            log.info("%s call ended %s", message.spec.kind, response.body.get("status"))
+            return response
         if isinstance(message, ResumeCall):
-            return self._calls.resume(message.call, message.resume_token, message.observed, message.agent)
+            response = self._calls.resume(message.call, message.resume_token, message.observed, message.agent)
+            log.info("resume ended %s", response.body.get("status"))
+            return response
         raise TypeError(f"a call actor takes RunCall or ResumeCall, not {type(message).__name__}")
 
 
@@ -176,6 +182,7 @@ class EventSink:
 
     def __call__(self, event: Event) -> None:
         assert self._queue is not None
+        CALL.set(event.call)  # this thread's log lines name the call
         for listener in self.listeners:
             listener(event)
         stored: concurrent.futures.Future[None] | None = None

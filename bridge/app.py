@@ -23,6 +23,7 @@ from starlette.responses import Response
 from starlette.routing import Route
 
 from actors.call_actor import ResumeCall, RunCall
+from actors.log_context import AGENT
 from bridge.config import BridgeConfig
 from bridge.metrics import HttpMetrics, scrape_tokens
 from bridge.node import Node
@@ -92,6 +93,7 @@ class _Gate(BaseHTTPMiddleware):
             if agent is None:
                 return _error(KitsuneError("unauthorized", "A valid bearer token is needed"))
             request.state.agent = agent
+            AGENT.set(agent)  # this request's log lines name its agent
         groups = GROUPS.get(path)
         if groups is not None and not groups & self._config.caps:
             return _error(KitsuneError("capability_disabled", f"{path} is in the {'/'.join(sorted(groups))} "

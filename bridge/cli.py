@@ -17,6 +17,7 @@ import uvicorn
 from bridge.app import create_app
 from bridge.browser import ChromiumBrowser, find_chromium
 from bridge.config import BridgeConfig, load_config, write_token_file
+from bridge.logs import configure_logging
 from bridge.node import Node, NodeConfig
 from bridge.policy import Policy
 from bridge.url_policy import UrlPolicy
@@ -69,7 +70,7 @@ def _validate(file: str) -> int:
 
 
 def _serve(args: argparse.Namespace) -> int:
-    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    configure_logging(logging.INFO)  # JSON lines on standard error
     try:
         config = load_config(Path(args.config) if args.config else None)
         policy = Policy(read_only=config.read_only, ask_before_act=config.ask_before_act,

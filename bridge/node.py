@@ -26,6 +26,7 @@ from actors.checkpoints import CheckpointStore, WorkflowSource
 from actors.claim_actor import ClaimsPort, TabClaimActor
 from actors.engine import Driver, EngineConfig, Ports, SystemClock
 from actors.event_store import EventStore, JetStreamEventStore, LocalEventStore
+from actors.log_context import CALL
 from actors.loop import IoLoop, ask_from_loop
 from actors.sequence_actor import ActorSequences, BarrierActor
 from actors.tab_actor import SETTLE, Browser, TabActor
@@ -220,8 +221,12 @@ class Node:
         The action is audited first: a write whose entry cannot be written is not sent.
         """
         call = await asyncio.to_thread(self.auditor(agent).direct, command, tab)
-        driver = self.ports_for(agent, confirm_token).driver
-        outcome = await asyncio.to_thread(driver.execute, command, tab, self.config.step_timeout)
+        named = CALL.set(call)  # the action's log lines name its call
+        try:
+            driver = self.ports_for(agent, confirm_token).driver
+            outcome = await asyncio.to_thread(driver.execute, command, tab, self.config.step_timeout)
+        finally:
+            CALL.reset(named)
         return outcome, call
 
     async def describe_tabs(self) -> list[dict[str, Any]]:
