@@ -1,0 +1,393 @@
+"""Observability end to end: a real Prometheus scrapes two live ``kitsune serve`` nodes while a
+workload runs batches, parallels, resumes, denials and holds; then every panel expression of the
+Grafana dashboards is evaluated through Prometheus' HTTP API and must return data. The alert rules
+are checked and unit-tested by ``promtool``, loaded by the same Prometheus, and evaluated there.
+
+Needs Debian's ``prometheus`` package (``prometheus`` and ``promtool`` on PATH; ``scripts/setup``
+installs it): without it these tests fail, they never skip.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import re
+import secrets
+import shutil
+import socket
+import subprocess
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+from urllib.parse import urlsplit
+
+import httpx
+import pytest
+import yaml
+
+from tests.integration.serving import TOKENS, Served, serve
+from tests.metric_labels import unbounded_labels
+from tests.site import TestSite
+
+ROOT = Path(__file__).resolve().parents[2]
+DASHBOARDS = sorted((ROOT / "grafana" / "dashboards").glob("*.json"))
+RULES = ROOT / "prometheus" / "kitsune.rules.yaml"
+RULE_TESTS = ROOT / "prometheus" / "kitsune.rules.test.yaml"
+SCRAPE_TOKEN = "scrape-" + secrets.token_hex(12)
+EXTRA_AGENTS = {f"agent-{i}-{secrets.token_hex(3)}": secrets.token_urlsafe(24) for i in range(8)}
+RATE_WINDOW = "1m"
+
+
+def _binary(name: str) -> str:
+    found = shutil.which(name)
+    if found is None:
+        pytest.fail(f"{name} is not on PATH: install Debian's prometheus package (./scripts/setup does)",
+                    pytrace=False)
+    return found
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port: int = s.getsockname()[1]
+        return port
+
+
+# --- promtool ------------------------------------------------------------------------------------
+
+
+def test_promtool_checks_the_alert_rules() -> None:
+    checked = subprocess.run([_binary("promtool"), "check", "rules", str(RULES)], check=False,
+                             capture_output=True, text=True)
+    assert checked.returncode == 0, checked.stdout + checked.stderr
+    assert "SUCCESS: 10 rules found" in checked.stdout
+
+
+def test_promtool_unit_tests_of_the_alert_rules_pass() -> None:
+    tested = subprocess.run([_binary("promtool"), "test", "rules", RULE_TESTS.name], cwd=RULE_TESTS.parent,
+                            check=False, capture_output=True, text=True)
+    assert tested.returncode == 0, tested.stdout + tested.stderr
+    assert "SUCCESS" in tested.stdout
+
+
+def test_promtool_checks_the_example_prometheus_config(tmp_path: Path) -> None:
+    token = tmp_path / "token"
+    token.write_text(SCRAPE_TOKEN)
+    config = (ROOT / "prometheus" / "prometheus.yml").read_text()
+    (tmp_path / "prometheus.yml").write_text(config.replace("/etc/prometheus/kitsune-scrape-token", str(token)))
+    shutil.copy(RULES, tmp_path)
+    checked = subprocess.run([_binary("promtool"), "check", "config", str(tmp_path / "prometheus.yml")],
+                             check=False, capture_output=True, text=True)
+    assert checked.returncode == 0, checked.stdout + checked.stderr
+
+
+# --- a real Prometheus over live nodes -----------------------------------------------------------
+
+
+@dataclass
+class Fleet:
+    plain: Served
+    """Agents alice, bob and eight more; URL deny list."""
+    asking: Served
+    """Ask-before-act: every write is held."""
+    prometheus: str
+    """Prometheus' base URL."""
+    made_up: list[str]
+    """Values the workload invented (URLs, agent names): none may show in a label."""
+
+    def query(self, expr: str) -> list[dict[str, Any]]:
+        answer = httpx.get(f"{self.prometheus}/api/v1/query", params={"query": expr}, timeout=10).json()
+        assert answer["status"] == "success", (expr, answer)
+        result: list[dict[str, Any]] = answer["data"]["result"]
+        return result
+
+
+def _instance(served: Served) -> str:
+    return urlsplit(served.base).netloc
+
+
+@pytest.fixture(scope="module")
+def nodes(tmp_path_factory: pytest.TempPathFactory, nats_url: str) -> Iterator[tuple[Served, Served]]:
+    agents = [{"name": name, "token": token} for name, token in {**TOKENS, **EXTRA_AGENTS}.items()]
+    metrics = {"metrics": {"token": SCRAPE_TOKEN}}
+    plain = serve(tmp_path_factory.mktemp("observed"), nats_url, {
+        "caps": ["core", "automation"], "agents": agents, "urls": {"deny": ["denied.test"]}, **metrics})
+    try:
+        asking = serve(tmp_path_factory.mktemp("observed-asking"), nats_url, {
+            "caps": ["core", "automation"], "ask_before_act": True, **metrics})
+    except BaseException:
+        plain.stop()
+        raise
+    yield plain, asking
+    assert asking.stop() == 0
+    assert plain.stop() == 0
+
+
+@pytest.fixture(scope="module")
+def prometheus(nodes: tuple[Served, Served], tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    binary = _binary("prometheus")
+    directory = tmp_path_factory.mktemp("prometheus")
+    config = {
+        "global": {"scrape_interval": "1s", "evaluation_interval": "1s"},
+        "rule_files": [str(RULES)],
+        "scrape_configs": [{
+            "job_name": "kitsune", "scrape_interval": "1s", "scrape_timeout": "1s",
+            "authorization": {"type": "Bearer", "credentials": SCRAPE_TOKEN},
+            "static_configs": [{"targets": [_instance(served) for served in nodes]}],
+        }],
+    }
+    (directory / "prometheus.yml").write_text(yaml.safe_dump(config))
+    port = _free_port()
+    base = f"http://127.0.0.1:{port}"
+    log = (directory / "prometheus.log").open("w")
+    process = subprocess.Popen([binary, f"--config.file={directory / 'prometheus.yml'}",
+                                f"--storage.tsdb.path={directory / 'data'}", f"--web.listen-address=127.0.0.1:{port}"],
+                               stdout=log, stderr=subprocess.STDOUT)
+    try:
+        deadline = time.monotonic() + 30
+        while True:
+            assert process.poll() is None, (directory / "prometheus.log").read_text()
+            try:
+                ready = httpx.get(f"{base}/-/ready", timeout=2).status_code == 200
+                up = ready and httpx.get(f"{base}/api/v1/query", params={"query": 'up{job="kitsune"} == 1'},
+                                         timeout=2).json()["data"]["result"]
+            except httpx.HTTPError:
+                up = []
+            if up and len(up) == len(nodes):
+                break
+            assert time.monotonic() < deadline, f"not scraped:\n{(directory / 'prometheus.log').read_text()}"
+            time.sleep(0.2)
+        yield base
+    finally:
+        process.terminate()
+        process.wait(timeout=30)
+        log.close()
+
+
+def _ok(answer: httpx.Response) -> dict[str, Any]:
+    assert answer.status_code == 200, answer.text
+    body: dict[str, Any] = answer.json()
+    return body
+
+
+def _open(client: httpx.Client, url: str) -> int:
+    body = _ok(client.post("/api/tabs", json={"op": "open", "url": url}))
+    assert body["status"] == "ok", body
+    tab: int = body["tabId"]
+    return tab
+
+
+def _round(fleet_made_up: list[str], plain: Served, asking: Served, site: TestSite, first: bool) -> None:
+    """Batches, parallels, resumes (ok and refused), denials and holds on both nodes."""
+    def url(path: str) -> str:
+        made = site.url(f"{path}?visit={secrets.token_hex(6)}")
+        fleet_made_up.append(made)
+        return made
+
+    with plain.client("alice") as alice, plain.client("bob") as bob:
+        one, two = _open(alice, url("/form")), _open(alice, url("/clicks"))
+        assert _ok(alice.post("/api/batch", json={"tabId": one, "commands": [
+            {"action": "fill", "selector": "#name", "value": "Ada"}, {"action": "title"}]}))["status"] == "ok"
+        assert _ok(alice.post("/api/parallel", json={"sequences": [
+            [{"action": "click", "tabId": two, "selector": "#hit"}],
+            [{"action": "pageText", "tabId": one}]]}))["status"] == "ok"
+        conflict = _ok(alice.post("/api/parallel", json={"sequences": [
+            [{"action": "click", "tabId": two, "selector": "#hit"}],
+            [{"action": "click", "tabId": two, "selector": "#hit"}]]}))
+        assert "tab_owned" in json.dumps(conflict["results"])
+        failed = _ok(alice.post("/api/batch", json={"tabId": one, "commands": [
+            {"action": "click", "selector": "#late", "timeout": 0.5}]}))
+        assert failed["status"] == "failed"
+        assert alice.post("/api/resume", json={"call": failed["call"], "resume_token": "wrong"}).status_code == 403
+        assert alice.post("/api/resume", json={"call": failed["call"] + 10_000,
+                                               "resume_token": failed["resume_token"]}).status_code == 404
+        _ok(alice.post("/api/act", json={"command": {"action": "js", "tabId": one, "code":
+                                                     "document.body.insertAdjacentHTML('beforeend', "
+                                                     "'<button id=late>late</button>')"}}))
+        assert _ok(alice.post("/api/resume", json={"call": failed["call"],
+                                                   "resume_token": failed["resume_token"]}))["status"] == "ok"
+        denied = _ok(alice.post("/api/act", json={"command": {"action": "navigate", "tabId": one,
+                                                              "url": f"http://denied.test/{secrets.token_hex(4)}"}}))
+        assert denied["code"] == "url_denied"
+        assert _ok(bob.post("/api/act", json={"command": {"action": "click", "tabId": one,
+                                                          "selector": "#name"}}))["code"] == "tab_owned"
+        if first:
+            slow = _open(alice, url("/slow"))
+            unknown = _ok(alice.post("/api/batch", json={"tabId": slow, "commands": [
+                {"action": "submitForm", "selector": "#slow-form", "timeout": 1}]}))
+            assert unknown["status"] == "unknown"
+            for name, token in EXTRA_AGENTS.items():  # many agents, each with its own tab and URL
+                fleet_made_up.append(name)
+                with httpx.Client(base_url=plain.base, headers={"Authorization": f"Bearer {token}"},
+                                  timeout=60) as agent:
+                    tab = _open(agent, url("/text"))
+                    _ok(agent.post("/api/batch", json={"tabId": tab, "commands": [{"action": "title"}]}))
+                    _ok(agent.post("/api/tabs", json={"op": "close", "tabId": tab}))
+        for tab in (one, two):
+            _ok(alice.post("/api/tabs", json={"op": "close", "tabId": tab}))
+
+    with asking.client("alice") as alice:
+        new_tab = {"action": "newTab", "url": url("/clicks")}
+        held = _ok(alice.post("/api/act", json={"command": new_tab}))
+        assert held["status"] == "held"
+        tab = _ok(alice.post("/api/act", json={"command": new_tab,
+                                               "confirm_token": held["state"]["confirm_token"]}))["tabId"]
+        body = _ok(alice.post("/api/batch", json={"tabId": tab, "commands": [
+            {"action": "title"}, {"action": "click", "selector": "#hit"}]}))
+        assert body["status"] == "held"
+        again = _ok(alice.post("/api/resume", json={"call": body["call"], "resume_token": body["resume_token"]}))
+        assert again["status"] == "held"
+        assert _ok(alice.post("/api/act", json={"command": {"action": "click", "tabId": tab,
+                                                            "selector": "#hit"}}))["status"] == "held"
+
+
+@pytest.fixture(scope="module")
+def fleet(nodes: tuple[Served, Served], prometheus: str, test_site: TestSite) -> Fleet:
+    """The nodes after two rounds of the workload, each seen by several scrapes."""
+    test_site.reset()
+    test_site.slow_seconds = 3.0
+    made_up: list[str] = []
+    plain, asking = nodes
+    _round(made_up, plain, asking, test_site, first=True)
+    time.sleep(2.5)  # scrapes between the rounds: the second round's increases show in rate()
+    _round(made_up, plain, asking, test_site, first=False)
+    time.sleep(3.0)  # and after it
+    return Fleet(plain, asking, prometheus, made_up)
+
+
+def _panels(panels: list[dict[str, Any]]) -> Iterator[dict[str, Any]]:
+    for panel in panels:
+        yield panel
+        yield from _panels(panel.get("panels", []))
+
+
+def _expressions() -> list[tuple[str, str, str]]:
+    """(dashboard, panel title, expression) of every panel target of every dashboard."""
+    found = []
+    for path in DASHBOARDS:
+        dashboard = json.loads(path.read_text())
+        for panel in _panels(dashboard["panels"]):
+            for target in panel.get("targets", []):
+                found.append((path.name, panel["title"], target["expr"]))
+    return found
+
+
+def _grafana(expr: str, fleet: Fleet) -> str:
+    """The expression as Grafana sends it for the last minutes of the kitsune job and the plain node."""
+    for name, value in {"__rate_interval": RATE_WINDOW, "__interval": "5s", "__range": "5m", "job": "kitsune",
+                        "instance": _instance(fleet.plain)}.items():  # one value: Grafana puts it as it is
+        expr = expr.replace(f"${{{name}}}", value).replace(f"${name}", value)
+    assert "$" not in expr, expr
+    return expr
+
+
+def test_the_dashboards_are_provisioned_json_with_the_panels_sres_need() -> None:
+    assert [p.name for p in DASHBOARDS] == ["kitsune-fleet.json", "kitsune-node.json"]
+    fleet = json.loads(DASHBOARDS[0].read_text())
+    titles = " | ".join(p["title"] for p in _panels(fleet["panels"])).lower()
+    for needed in ("calls/s by status", "step latency p50", "step latency p95", "step latency p99",
+                   "checkpoints held", "checkpoint drops", "resumes", "tabs open", "claims", "denials",
+                   "needs-user", "audit write failures", "nats request latency", "browser restarts"):
+        assert needed in titles, needed
+    node = json.loads(DASHBOARDS[1].read_text())
+    assert [v["name"] for v in node["templating"]["list"]] == ["datasource", "job", "instance"]
+    assert all('instance=~"$instance"' in expr for name, _, expr in _expressions() if name == "kitsune-node.json"
+               and "kitsune_" in expr)
+    provisioning = yaml.safe_load((ROOT / "grafana/provisioning/dashboards/kitsune.yaml").read_text())
+    assert provisioning["providers"][0]["type"] == "file"
+    sources = yaml.safe_load((ROOT / "grafana/provisioning/datasources/prometheus.yaml").read_text())
+    assert sources["datasources"][0]["type"] == "prometheus"
+
+
+def test_every_panel_expression_returns_data_from_a_real_prometheus(fleet: Fleet) -> None:
+    expressions = _expressions()
+    assert len(expressions) >= 50
+    empty, nan = [], []
+    for dashboard, title, expr in expressions:
+        result = fleet.query(_grafana(expr, fleet))
+        if not result:
+            empty.append(f"{dashboard} / {title}: {expr}")
+        elif all(math.isnan(float(series["value"][1])) for series in result):
+            nan.append(f"{dashboard} / {title}: {expr}")
+    assert empty == [], "panels without data:\n" + "\n".join(empty)
+    assert nan == [], "panels with only NaN:\n" + "\n".join(nan)
+
+
+def test_dashboard_variables_find_the_nodes(fleet: Fleet) -> None:
+    for path in DASHBOARDS:
+        for variable in json.loads(path.read_text())["templating"]["list"]:
+            if variable["type"] != "query":
+                continue
+            matched = re.fullmatch(r"label_values\((.+), (\w+)\)", variable["query"]["query"])
+            assert matched, variable
+            series = fleet.query(_grafana(matched.group(1), fleet))
+            values = {s["metric"][matched.group(2)] for s in series}
+            expected = {"kitsune"} if matched.group(2) == "job" else {_instance(n) for n in (fleet.plain, fleet.asking)}
+            assert values == expected, (variable["name"], values)
+
+
+def test_the_workload_shows_in_prometheus(fleet: Fleet) -> None:
+    def total(expr: str) -> float:
+        return sum(float(s["value"][1]) for s in fleet.query(expr))
+
+    assert total('kitsune_calls_total{status="ok"}') >= 6
+    assert total('kitsune_calls_total{status="held"}') == 2
+    assert total('kitsune_steps_total{action="submitForm", status="unknown"}') == 1
+    assert total('kitsune_resumes_total{outcome="ok"}') == 2
+    assert total('kitsune_resumes_total{outcome="held"}') == 2
+    assert total('kitsune_resumes_total{outcome="refused", code="resume_token_invalid"}') == 2
+    assert total('kitsune_resumes_total{outcome="refused", code="checkpoint_not_found"}') == 2
+    assert total('kitsune_checkpoint_drops_total{reason="resumed_ok"}') == 2
+    assert total('kitsune_policy_denials_total{code="url_denied", reason="denied"}') == 2
+    assert total('kitsune_policy_denials_total{code="tab_owned", reason="agent_tab"}') == 2
+    assert total('kitsune_needs_user_stops_total{reason="approval"}') == 8  # 2 x (open, batch, resume, act)
+    assert total('kitsune_claim_conflicts_total{code="tab_owned"}') == 2
+    assert total('kitsune_audit_entries_total') > 50
+    assert total('kitsune_audit_write_failures_total') == 0
+    assert total('kitsune_http_requests_total{route="/api/resume", status="403"}') == 2
+    assert total('kitsune_nats_requests_total{subject="tab", outcome="ok"}') > 10
+
+
+def test_prometheus_loaded_the_alert_rules_and_evaluates_them_on_live_data(fleet: Fleet) -> None:
+    groups = httpx.get(f"{fleet.prometheus}/api/v1/rules", timeout=10).json()["data"]["groups"]
+    rules = [rule for group in groups for rule in group["rules"]]
+    assert len(rules) == 10
+    assert {rule["health"] for rule in rules} == {"ok"}, [(r["name"], r.get("lastError")) for r in rules]
+    firing = {alert["labels"]["alertname"] for alert in httpx.get(f"{fleet.prometheus}/api/v1/alerts",
+                                                                   timeout=10).json()["data"]["alerts"]}
+    assert "KitsuneNodeDown" not in firing and "KitsuneAuditWriteFailures" not in firing
+
+
+def test_live_label_values_are_bounded(fleet: Fleet) -> None:
+    """Ten agents, dozens of tabs and URLs, calls and resumes: every label value is from a fixed set."""
+    for served in (fleet.plain, fleet.asking):
+        scraped = httpx.get(served.base + "/metrics", headers={"Authorization": f"Bearer {SCRAPE_TOKEN}"})
+        assert scraped.status_code == 200
+        fleets = [served.directory.name]
+        assert unbounded_labels(scraped.text, fleets, [*fleet.made_up, *TOKENS.values(), SCRAPE_TOKEN]) == []
+    stored = fleet.query('{__name__=~"kitsune_.+"}')
+    labels = {(k, v) for series in stored for k, v in series["metric"].items()
+              if k not in ("__name__", "job", "instance", "fleet")}
+    assert not [value for _, value in labels if any(made in value for made in fleet.made_up)]
+
+
+def test_metrics_need_the_scrape_token_or_an_agents(fleet: Fleet) -> None:
+    base = fleet.plain.base
+    assert httpx.get(base + "/metrics").status_code == 401
+    assert httpx.get(base + "/metrics", headers={"Authorization": "Bearer not-a-token-at-all"}).status_code == 401
+    assert httpx.get(base + "/metrics", headers={"Authorization": f"Bearer {TOKENS['bob']}"}).status_code == 200
+    scrape = {"Authorization": f"Bearer {SCRAPE_TOKEN}"}
+    assert httpx.get(base + "/api/tabs", headers=scrape).status_code == 401  # the scrape token reads /metrics only
+
+
+def test_serve_logs_are_json_lines_naming_call_and_agent_and_no_secret(fleet: Fleet) -> None:
+    text = fleet.plain.log_file.read_text()
+    lines = [json.loads(line) for line in text.splitlines() if line.strip()]
+    assert lines and all({"time", "level", "logger", "message"} <= set(line) for line in lines)
+    ended = [line for line in lines if line["message"].startswith(("batch call ended", "resume ended"))]
+    assert ended and all(isinstance(line["call"], int) and line["agent"] for line in ended)
+    assert {line["agent"] for line in ended} >= {"alice", *EXTRA_AGENTS}
+    for secret in (SCRAPE_TOKEN, *TOKENS.values(), *EXTRA_AGENTS.values()):
+        assert secret not in text
