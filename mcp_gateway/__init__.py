@@ -1,0 +1,6 @@
+"""Kitsune's MCP gateway: the tools MCP clients use, over stdio (``kitsune mcp``) and streamable
+HTTP (``/mcp`` on ``kitsune serve``), with direct-call checkpoints and elicitation."""
+
+from mcp_gateway.server import PAGE_STATE_CHECKS, Caller, Gateway
+
+__all__ = ["PAGE_STATE_CHECKS", "Caller", "Gateway"]

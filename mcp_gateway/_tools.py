@@ -1,0 +1,196 @@
+"""The gateway's tools: names, capability groups, descriptions and input schemas.
+
+Input schemas come from the command language's own JSON Schema (``messages.schema``): the
+container tools take a batch or parallel body as the bridge does, and each direct tool takes the
+parameters of the action it sends, so what a client sees is what the bridge accepts.
+"""
+
+from __future__ import annotations
+
+import copy
+from dataclasses import dataclass
+from typing import Any
+
+from messages.schema import batch_schema, command_schema, parallel_schema
+
+__all__ = ["TOOLS", "ToolSpec", "enabled_tools"]
+
+_REFERENCE = {"$ref": "#/$defs/reference"}
+
+_CONFIRM_TOKEN = {
+    "type": "string",
+    "description": "The confirm token of a hold (state.confirm_token of a needs_user result), after the "
+                   "user approved exactly this call. Only clients without elicitation see one.",
+}
+
+_TAB = {"type": "integer", "description": "Tab to act on; the current tab when absent."}
+
+
+@dataclass(frozen=True, slots=True)
+class ToolSpec:
+    """One tool as clients see it."""
+
+    name: str
+    groups: frozenset[str]
+    """Capability groups the tool belongs to; it is listed when one of them is enabled."""
+    description: str
+    input_schema: dict[str, Any]
+    read_only: bool = False
+    confirmable: bool = False
+    """Whether it takes ``confirm_token``: only then can its holds be approved and checkpointed."""
+
+
+def _without_references(schema: Any) -> Any:
+    """A parameter schema with ``${$N...}`` references taken out: a direct call has no earlier steps."""
+    if isinstance(schema, dict):
+        members = schema.get("anyOf")
+        if isinstance(members, list) and _REFERENCE in members:
+            rest = [m for m in members if m != _REFERENCE]
+            merged = {k: v for k, v in schema.items() if k != "anyOf"}
+            if len(rest) == 1:
+                return {**rest[0], **merged}
+            return {**merged, "anyOf": rest}
+        return {k: _without_references(v) for k, v in schema.items()}
+    if isinstance(schema, list):
+        return [_without_references(v) for v in schema]
+    return schema
+
+
+def _action_properties(action: str) -> tuple[dict[str, Any], list[str]]:
+    """The parameters of ``action`` (without ``action`` and ``label``) and which are required."""
+    definition = command_schema()["$defs"][action]
+    properties = {name: _without_references(copy.deepcopy(schema))
+                  for name, schema in definition["properties"].items() if name not in ("action", "label")}
+    if "tabId" in properties:
+        properties["tabId"] = dict(_TAB)
+    required = [name for name in definition["required"] if name != "action"]
+    return properties, required
+
+
+def _object(properties: dict[str, Any], required: list[str]) -> dict[str, Any]:
+    schema: dict[str, Any] = {"type": "object", "properties": properties, "additionalProperties": False}
+    if required:
+        schema["required"] = required
+    return schema
+
+
+def _direct(action: str, *, confirmable: bool, extra: dict[str, Any] | None = None) -> dict[str, Any]:
+    properties, required = _action_properties(action)
+    properties.update(extra or {})
+    if confirmable:
+        properties["confirm_token"] = dict(_CONFIRM_TOKEN)
+    return _object(properties, required)
+
+
+def _container(schema: dict[str, Any]) -> dict[str, Any]:
+    return {k: v for k, v in schema.items() if k not in ("$schema", "title")}
+
+
+def _fill_form_schema() -> dict[str, Any]:
+    fill, _ = _action_properties("fill")
+    field = _object({"selector": fill["selector"], "value": fill["value"]}, ["selector", "value"])
+    return _object({
+        "fields": {"type": "array", "minItems": 1, "items": field,
+                   "description": "The fields in order; each is one fill request, so a hold stops at its field."},
+        "tabId": dict(_TAB),
+        "timeout": {"type": "number", "minimum": 0, "description": "Seconds each field may take (default 30)."},
+        "confirm_token": dict(_CONFIRM_TOKEN),
+    }, ["fields"])
+
+
+def _resume_schema() -> dict[str, Any]:
+    return _object({
+        "call": {"type": "integer", "description": "The call id of the result that stopped (its `call`)."},
+        "resume_token": {"type": "string", "description": "Its latest `resume_token`."},
+        "observed": {
+            "type": ["object", "null"], "additionalProperties": {"enum": ["applied", "not_applied"]},
+            "description": "Container calls only: step paths (\"2\", \"0.1.3\") of unknown, held or failed steps "
+                           "mapped to what you saw on the page. A direct call has no steps to observe."},
+        "wait": {"type": "number", "minimum": 0, "default": 120,
+                 "description": "Direct calls only: seconds to wait for the user or the page (0 to 300; larger "
+                                "values are capped at 300; an approval prompt stays open at most 115)."},
+    }, ["call", "resume_token"])
+
+
+def _tabs_schema() -> dict[str, Any]:
+    return _object({
+        "op": {"enum": ["list", "new", "select", "close", "takeover"], "default": "list",
+               "description": "list the tabs; open a new one (it becomes current); make one current; close one; "
+                              "take one over (a user's or another agent's tab becomes yours)."},
+        "tabId": {"type": "integer", "description": "The tab to select, close or take over."},
+        "url": {"type": "string", "description": "For new: the URL to open (about:blank when absent)."},
+        "confirm_token": dict(_CONFIRM_TOKEN),
+    }, [])
+
+
+def _ask_user_schema() -> dict[str, Any]:
+    return _object({
+        "question": {"type": "string", "minLength": 1, "description": "What to ask the user, in one or two sentences."},
+        "reason": {"enum": ["sign_in", "human_check", "other"], "default": "other",
+                   "description": "sign_in or human_check when the user must do it in the tab: without a prompt "
+                                  "the gateway then watches the tab for the hint to go away."},
+        "tabId": {"type": "integer", "description": "The tab it is about; the current tab when absent."},
+        "wait": {"type": "number", "minimum": 0, "maximum": 120, "default": 120,
+                 "description": "Seconds the prompt stays open (at most 120)."},
+    }, ["question"])
+
+
+_CORE = frozenset({"core"})
+_AUTOMATION = frozenset({"automation"})
+
+TOOLS: dict[str, ToolSpec] = {spec.name: spec for spec in [
+    ToolSpec("browser_batch", _AUTOMATION,
+             "Run browser commands in order on real Chromium tabs (see the command schema). A call that does not "
+             "finish ok returns call and resume_token: continue it with browser_resume.",
+             _container(batch_schema())),
+    ToolSpec("browser_parallel", _AUTOMATION,
+             "Run sequences of browser commands concurrently, each on its own tabs. A call that does not finish ok "
+             "returns call and resume_token: continue it with browser_resume.",
+             _container(parallel_schema())),
+    ToolSpec("browser_workflow", _AUTOMATION,
+             "Run a named workflow file of the bridge with variables. A call that does not finish ok returns call "
+             "and resume_token: continue it with browser_resume.",
+             _object({"workflow": {"type": "string", "description": "The workflow's name."},
+                      "variables": {"type": "object", "description": "Values of the workflow's variables."},
+                      **{k: v for k, v in _container(batch_schema())["properties"].items() if k != "commands"}},
+                     ["workflow"])),
+    ToolSpec("browser_resume", _CORE | _AUTOMATION,
+             "Continue a call that stopped: a container call (browser_batch, browser_parallel, browser_workflow) "
+             "from its checkpoint, or a direct call that stopped on needs_user from its held request. Nothing that "
+             "ran ok is sent again.",
+             _resume_schema()),
+    ToolSpec("browser_navigate", _CORE, "Load a URL in a tab.", _direct("navigate", confirmable=True),
+             confirmable=True),
+    ToolSpec("browser_click", _CORE, "Click the element a selector finds.", _direct("click", confirmable=True),
+             confirmable=True),
+    ToolSpec("browser_type", _CORE,
+             "Type text into an element key by key; with submit, press Enter after it (a second request: a hold "
+             "at the Enter resumes without typing again).",
+             _direct("type", confirmable=True), confirmable=True),
+    ToolSpec("browser_fill_form", _CORE,
+             "Fill form fields in order, one request per field (a hold stops at its field and a resume restarts "
+             "there).", _fill_form_schema(), confirmable=True),
+    ToolSpec("browser_select", _CORE, "Choose options of a <select> by value or label.",
+             _direct("select", confirmable=True), confirmable=True),
+    ToolSpec("browser_press", _CORE, "Press a key or chord (Enter, Control+A) on an element or the page.",
+             _direct("press", confirmable=True), confirmable=True),
+    ToolSpec("browser_page_text", _CORE, "Read the visible text of the page or of one element.",
+             _direct("pageText", confirmable=False), read_only=True),
+    ToolSpec("browser_find", _CORE, "Find elements by selector or visible text.",
+             _direct("find", confirmable=False), read_only=True),
+    ToolSpec("browser_screenshot", _CORE, "Take a PNG screenshot of the viewport, the full page or one element.",
+             _direct("screenshot", confirmable=False), read_only=True),
+    ToolSpec("browser_tabs", _CORE,
+             "List, open, select, close or take over tabs. A tab you open is yours and becomes current; writing "
+             "to a user's tab needs a takeover first.", _tabs_schema(), confirmable=True),
+    ToolSpec("browser_ask_user", _CORE,
+             "Ask the user something only a person can do or decide (sign in, solve a human check, choose). With a "
+             "client prompt the user answers there; otherwise ask in your reply.", _ask_user_schema(),
+             read_only=True),
+]}
+"""Every tool, by name."""
+
+
+def enabled_tools(caps: frozenset[str]) -> list[ToolSpec]:
+    """The tools of the enabled capability groups, in a stable order."""
+    return [spec for spec in TOOLS.values() if spec.groups & caps]

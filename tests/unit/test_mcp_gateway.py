@@ -1,0 +1,275 @@
+"""The MCP gateway's rules on a scripted bridge: direct-call checkpoints (capacity, expiry, tokens),
+which stops keep one, waits and their caps, confirm-token continuations. No network, no browser."""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Callable
+from typing import Any
+
+import mcp_types as types
+import pytest
+
+from mcp_gateway import server as gateway_module
+from mcp_gateway._checkpoints import Continuations, DirectCheckpoint, DirectCheckpoints
+from mcp_gateway._tools import TOOLS, enabled_tools
+from mcp_gateway.server import PAGE_STATE_CHECKS, Caller, Gateway, approval_wait_from_env, to_call_tool_result
+
+pytestmark = pytest.mark.anyio
+
+
+@pytest.fixture
+def anyio_backend() -> str:
+    return "asyncio"
+
+
+class Clock:
+    def __init__(self) -> None:
+        self.now = 1000.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+def _checkpoint(call: int, agent: str = "a") -> DirectCheckpoint:
+    return DirectCheckpoint(agent, call, "browser_click", {"selector": "#x"}, {"code": "needs_user"}, 3, "approval")
+
+
+# --- the store ---------------------------------------------------------------------------------------
+
+
+def test_at_most_20_checkpoints_the_least_recently_kept_pushed_out_first() -> None:
+    store = DirectCheckpoints(Clock())
+    tokens = {call: store.keep(_checkpoint(call)) for call in range(1, 21)}
+    store.keep(_checkpoint(1))  # resumed and stopped again: the newest now
+    store.keep(_checkpoint(21))
+    assert len(store) == 20
+    assert store.find("a", 2) is None and store.find("a", 1) is not None
+    assert store.find("a", 3) is not None and tokens
+
+
+def test_a_checkpoint_expires_30_minutes_after_its_call_or_its_last_resume() -> None:
+    clock = Clock()
+    store = DirectCheckpoints(clock)
+    store.keep(_checkpoint(7))
+    clock.now += 1799
+    assert store.find("a", 7) is not None
+    store.keep(_checkpoint(7))  # a resume that stopped again
+    clock.now += 1799
+    assert store.find("a", 7) is not None
+    clock.now += 2
+    assert store.find("a", 7) is None
+
+
+def test_only_the_sha256_of_the_latest_token_is_kept_and_it_rotates() -> None:
+    store = DirectCheckpoints(Clock())
+    first = store.keep(_checkpoint(5))
+    kept = store.find("a", 5)
+    assert kept is not None and kept.token_sha256 == hashlib.sha256(first.encode()).digest()
+    assert first not in repr(kept) and len(first) == 32  # 24 random bytes, URL-safe
+    second = store.keep(kept)
+    latest = store.find("a", 5)
+    assert latest is not None
+    assert store.token_matches(latest, second) and not store.token_matches(latest, first)
+    assert not store.token_matches(latest, None)
+
+
+def test_checkpoints_belong_to_their_agent_and_a_taken_one_is_not_found() -> None:
+    store = DirectCheckpoints(Clock())
+    store.keep(_checkpoint(9, agent="alice"))
+    assert store.find("bob", 9) is None
+    found = store.find("alice", 9)
+    assert found is not None
+    store.take(found)
+    assert store.find("alice", 9) is None and len(store) == 1
+    store.put_back(found)
+    assert store.find("alice", 9) == found
+
+
+def test_a_continuation_answers_only_the_same_call_of_the_same_agent_once() -> None:
+    clock = Clock()
+    continuations = Continuations(clock, ttl=120)
+    continuations.remember("tok", "a", "browser_type", {"selector": "#n", "text": "x"}, 1, ({"action": "type"},), 4)
+    assert continuations.claim("tok", "b", "browser_type", {"selector": "#n", "text": "x"}) is None
+    assert continuations.claim("tok", "a", "browser_type", {"selector": "#n", "text": "y"}) is None
+    found = continuations.claim("tok", "a", "browser_type", {"selector": "#n", "text": "x"})
+    assert found is not None and (found.step, found.call) == (1, 4)
+    assert continuations.claim("tok", "a", "browser_type", {"selector": "#n", "text": "x"}) is None
+    continuations.remember("late", "a", "browser_click", {}, 0, (), None)
+    clock.now += 121
+    assert continuations.claim("late", "a", "browser_click", {}) is None
+
+
+def test_approval_wait_from_the_environment_is_capped_at_115_seconds() -> None:
+    assert approval_wait_from_env({}) == 115
+    assert approval_wait_from_env({"KITSUNE_APPROVAL_WAIT": "2"}) == 2
+    assert approval_wait_from_env({"KITSUNE_APPROVAL_WAIT": "600"}) == 115
+    assert approval_wait_from_env({"KITSUNE_APPROVAL_WAIT": "-1"}) == 0
+    assert approval_wait_from_env({"KITSUNE_APPROVAL_WAIT": "soon"}) == 115
+
+
+def test_tools_by_capability_group() -> None:
+    core = {spec.name for spec in enabled_tools(frozenset({"core"}))}
+    automation = {spec.name for spec in enabled_tools(frozenset({"automation"}))}
+    assert "browser_resume" in core & automation
+    assert {"browser_batch", "browser_parallel", "browser_workflow"} <= automation - core
+    assert not [name for name, spec in TOOLS.items() if spec.read_only and spec.confirmable]
+    assert "reference" not in repr(TOOLS["browser_click"].input_schema)  # a direct call has no ${$N} to refer to
+
+
+def test_a_screenshot_is_an_image_and_readable_text() -> None:
+    result = to_call_tool_result({"ok": True, "image": "aGVsbG8=", "mimeType": "image/png", "status": "ok"})
+    assert isinstance(result.content[0], types.ImageContent) and result.content[0].data == "aGVsbG8="
+    assert isinstance(result.content[1], types.TextContent) and "aGVsbG8=" not in result.content[1].text
+    assert result.structured_content == {"ok": True, "mimeType": "image/png", "status": "ok", "bytes": 6}
+    assert not result.is_error
+
+
+# --- the gateway on a scripted bridge ----------------------------------------------------------------------
+
+
+Answer = dict[str, Any] | Callable[[dict[str, Any] | None], dict[str, Any]]
+
+
+class ScriptedBridge:
+    """Answers requests from a script keyed by "METHOD /path"; records every request."""
+
+    def __init__(self, **routes: list[Answer] | Answer) -> None:
+        self.routes = routes
+        self.requests: list[tuple[str, str, Any]] = []
+
+    async def get(self, path: str, *, timeout: float, params: dict[str, Any] | None = None) -> dict[str, Any]:
+        return self._answer("GET", path, params)
+
+    async def post(self, path: str, body: dict[str, Any], *, timeout: float) -> dict[str, Any]:
+        return self._answer("POST", path, body)
+
+    def _answer(self, method: str, path: str, body: Any) -> dict[str, Any]:
+        self.requests.append((method, path, body))
+        key = f"{method} {path}"
+        answers = self.routes.get(key)
+        if answers is None:
+            return {"caps": ["core", "automation"]} if path == "/api/caps" else {"error": "no", "code": "x"}
+        answer = answers.pop(0) if isinstance(answers, list) else answers
+        return answer(body) if callable(answer) else dict(answer)
+
+    def acts(self) -> list[dict[str, Any]]:
+        return [body for method, path, body in self.requests if path == "/api/act"]
+
+
+class PromptingCaller(Caller):
+    """A caller whose client shows prompts, answered from a script ("accept", "decline" or None)."""
+
+    def __init__(self, bridge: Any, *answers: str | None) -> None:
+        super().__init__("a", bridge)
+        self.answers = list(answers)
+        self.waits: list[float] = []
+
+    @property
+    def elicits(self) -> bool:
+        return True
+
+    async def prompt(self, message: str, schema: dict[str, Any], wait: float) -> types.ElicitResult | None:
+        self.waits.append(wait)
+        answer = self.answers.pop(0) if self.answers else None
+        if answer is None:
+            return None
+        return types.ElicitResult(action=answer, content={"approve": True} if answer == "accept" else None)
+
+
+def _held(call: int, action: str = "click", **state: Any) -> dict[str, Any]:
+    return {"error": "The action needs approval; nothing was done", "code": "needs_user", "retryable": False,
+            "status": "held", "call": call,
+            "state": {"reason": "approval", "detail": "confirmation_required", "action": action, "tabId": 3,
+                      "confirm_token": f"confirm-{call}", "expires_in": 120.0, **state}}
+
+
+def _ok(call: int) -> dict[str, Any]:
+    return {"ok": True, "status": "ok", "call": call}
+
+
+async def test_a_hold_that_cannot_be_approved_keeps_no_checkpoint() -> None:
+    bridge = ScriptedBridge(**{"POST /api/act": [_held(1, approvable=False)]})
+    gateway = Gateway(frozenset({"core"}))
+    result = await gateway.call(PromptingCaller(bridge, "accept"), "browser_click", {"selector": "#x", "tabId": 3})
+    assert result["code"] == "needs_user" and "resume_token" not in result and len(gateway.checkpoints) == 0
+    assert len(bridge.acts()) == 1  # never asked, never sent again
+
+
+async def test_reads_and_container_results_never_get_a_direct_checkpoint() -> None:
+    container = {"results": [], "progress": [], "status": "held", "summary": "1 held", "call": 8,
+                 "resume_token": "bridge-token"}
+    bridge = ScriptedBridge(**{"POST /api/act": [_held(1, action="pageText")], "POST /api/batch": [container]})
+    gateway = Gateway(frozenset({"core", "automation"}))
+    caller = Caller("a", bridge)
+    read = await gateway.call(caller, "browser_page_text", {"tabId": 3})
+    assert "resume_token" not in read
+    batch = await gateway.call(caller, "browser_batch", {"commands": [{"action": "title"}]})
+    assert batch == container and len(gateway.checkpoints) == 0
+
+
+async def test_an_unknown_outcome_is_never_a_page_stop() -> None:
+    unknown = {"error": "Command timed out", "code": "timeout", "retryable": False, "status": "unknown", "call": 2}
+    bridge = ScriptedBridge(**{"POST /api/act": [unknown],
+                               "GET /api/needs-user": {"needs_user": True, "reason": "sign_in"}})
+    gateway = Gateway(frozenset({"core"}))
+    result = await gateway.call(Caller("a", bridge), "browser_click", {"selector": "#x", "tabId": 3})
+    assert result == unknown and len(gateway.checkpoints) == 0
+
+
+async def test_prompts_stay_open_at_most_115_seconds_and_resume_waits_at_most_300(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    bridge = ScriptedBridge(**{"POST /api/act": [_held(1), _held(2), _ok(3)]})
+    gateway = Gateway(frozenset({"core"}))
+    caller = PromptingCaller(bridge, "decline", "accept")
+    stopped = await gateway.call(caller, "browser_click", {"selector": "#x", "tabId": 3})
+    resume = {"call": stopped["call"], "resume_token": stopped["resume_token"], "wait": 1000}
+    done = await gateway.call(caller, "browser_resume", resume)
+    assert done["status"] == "ok" and caller.waits == [115, 115]
+    assert bridge.acts()[-1] == {"command": {"action": "click", "selector": "#x", "tabId": 3},
+                                 "confirm_token": "confirm-2"}
+
+    waits: list[float] = []
+
+    async def never(self: Gateway, caller: Caller, check: Any, tab: int, wait: float) -> bool:
+        waits.append(wait)
+        return False
+
+    monkeypatch.setattr(Gateway, "_poll", never)
+    page = {"error": "no", "code": "not_found", "retryable": True, "status": "failed", "call": 4}
+    bridge = ScriptedBridge(**{"POST /api/act": [page],
+                               "GET /api/needs-user": {"needs_user": True, "reason": "sign_in", "evidence": "x"}})
+    stopped = await gateway.call(Caller("a", bridge), "browser_click", {"selector": "#x", "tabId": 3})
+    again = await gateway.call(Caller("a", bridge), "browser_resume",
+                               {"call": stopped["call"], "resume_token": stopped["resume_token"], "wait": 1e9})
+    assert waits == [300] and again["code"] == "needs_user" and len(bridge.acts()) == 1
+
+
+async def test_a_resume_restarts_a_multi_request_tool_at_its_held_request() -> None:
+    bridge = ScriptedBridge(**{"POST /api/act": [_ok(1), _held(2, action="fill"), _held(3, action="fill"), _ok(4)]})
+    gateway = Gateway(frozenset({"core"}))
+    caller = PromptingCaller(bridge, "decline", "accept")
+    fields = [{"selector": "#a", "value": "1"}, {"selector": "#b", "value": "2"}]
+    stopped = await gateway.call(caller, "browser_fill_form", {"fields": fields, "tabId": 3})
+    assert stopped["call"] == 2 and [s["status"] for s in stopped["steps"]] == ["ok", "held"]
+    checkpoint = gateway.checkpoints.find("a", 2)
+    assert checkpoint is not None and checkpoint.step == 1 and "confirm_token" not in repr(checkpoint)
+    done = await gateway.call(caller, "browser_resume", {"call": 2, "resume_token": stopped["resume_token"]})
+    assert done["status"] == "ok" and [s["call"] for s in done["steps"]] == [1, 4]
+    assert [body["command"]["selector"] for body in bridge.acts()] == ["#a", "#b", "#b", "#b"]
+    assert gateway.checkpoints.find("a", 2) is None
+
+
+async def test_a_resume_that_still_stops_keeps_the_same_call() -> None:
+    bridge = ScriptedBridge(**{"POST /api/act": [_held(1), _held(2)]})
+    gateway = Gateway(frozenset({"core"}))
+    caller = PromptingCaller(bridge, "decline", "decline")
+    stopped = await gateway.call(caller, "browser_click", {"selector": "#x", "tabId": 3})
+    again = await gateway.call(caller, "browser_resume", {"call": 1, "resume_token": stopped["resume_token"]})
+    assert (again["call"], again["held_call"], again["state"]["decision"]) == (1, 2, "declined")
+    assert gateway.checkpoints.find("a", 1) is not None and gateway.checkpoints.find("a", 2) is None
+
+
+def test_page_state_checks_cover_sign_in_and_human_check() -> None:
+    assert set(PAGE_STATE_CHECKS) == {"sign_in", "human_check"}
+    assert gateway_module.PROGRESS_EVERY == 10 and gateway_module.POLL_EVERY == 1
