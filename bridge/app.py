@@ -28,6 +28,7 @@ from bridge.config import BridgeConfig
 from bridge.metrics import HttpMetrics, scrape_tokens
 from bridge.node import Node
 from bridge.policy import USER
+from mcp_gateway.http import McpEndpoint
 from messages.commands import (
     BLOCKS,
     Broadcast,
@@ -329,6 +330,7 @@ def create_app(node: Node, config: BridgeConfig) -> Starlette:
         Route("/api/schema", api.schema, methods=["GET"]),
         Route("/api/caps", api.caps, methods=["GET"]),
         Route("/healthz", api.healthz, methods=["GET"]),
+        Route("/mcp", McpEndpoint(config.caps)),  # MCP over streamable HTTP (mcp_gateway.http)
     ]
     return Starlette(routes=routes, middleware=[
         Middleware(HttpMetrics, metrics=node.metrics, allowed=scrape_tokens(config)),  # and GET /metrics

@@ -22,6 +22,7 @@ from bridge.node import Node, NodeConfig
 from bridge.policy import Policy
 from bridge.url_policy import UrlPolicy
 from bridge.workflows import WorkflowLibrary
+from mcp_gateway.stdio import run as run_mcp
 from messages.commands import parse_body
 from messages.errors import KitsuneError
 from messages.schema import batch_schema, command_schema, parallel_schema
@@ -50,6 +51,12 @@ def _parser() -> argparse.ArgumentParser:
                                           "instead of starting an embedded nats-server")
     check = commands.add_parser("validate", help="validate a batch or parallel body (JSON file, - for stdin)")
     check.add_argument("file", help="the call body: {\"commands\": [...]} or {\"sequences\": [...]}")
+    mcp = commands.add_parser("mcp", help="serve MCP over stdio: against --bridge URL, or an embedded bridge")
+    mcp.add_argument("--bridge", help="a running bridge's base URL; without it an embedded bridge runs for the "
+                                      "gateway's lifetime")
+    mcp.add_argument("--token-file", help="file holding the agent's bearer token for --bridge (or KITSUNE_TOKEN)")
+    mcp.add_argument("--config", help="configuration file of the embedded bridge")
+    mcp.add_argument("--nats-url", help="NATS server or cluster the embedded bridge joins")
     return parser
 
 
@@ -137,6 +144,8 @@ def main(argv: list[str] | None = None) -> int:
         return _validate(args.file)
     if args.command == "serve":
         return _serve(args)
+    if args.command == "mcp":
+        return run_mcp(bridge=args.bridge, token_file=args.token_file, config=args.config, nats_url=args.nats_url)
     _parser().print_help()
     return 0
 
