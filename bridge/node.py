@@ -224,7 +224,8 @@ class Node:
         named = CALL.set(call)  # the action's log lines name its call
         try:
             driver = self.ports_for(agent, confirm_token).driver
-            outcome = await asyncio.to_thread(driver.execute, command, tab, self.config.step_timeout)
+            timeout = command.timeout if isinstance(command.timeout, float) else self.config.step_timeout
+            outcome = await asyncio.to_thread(driver.execute, command, tab, timeout)
         finally:
             CALL.reset(named)
         return outcome, call
