@@ -1,0 +1,167 @@
+"""``kitsune mcp`` over stdio with the SDK's own client: against a live node, and with its embedded bridge."""
+
+from __future__ import annotations
+
+import os
+import time
+from pathlib import Path
+
+import anyio
+import pytest
+
+from messages.schema import batch_schema
+from tests.e2e.clients import act, call, open_tab, over_stdio
+from tests.integration.serving import Served
+from tests.site import TestSite
+
+pytestmark = pytest.mark.anyio
+
+CORE = {"browser_resume", "browser_navigate", "browser_click", "browser_type", "browser_fill_form", "browser_select",
+        "browser_press", "browser_page_text", "browser_find", "browser_screenshot", "browser_tabs", "browser_ask_user"}
+AUTOMATION = {"browser_batch", "browser_parallel", "browser_workflow", "browser_resume"}
+
+
+async def test_the_tool_list_shows_only_the_enabled_groups_with_input_schemas_from_the_command_language(
+        plain: Served) -> None:
+    async with over_stdio(plain, caps="core") as session:
+        tools = {tool.name: tool for tool in (await session.list_tools()).tools}
+        assert set(tools) == CORE
+        click = tools["browser_click"].input_schema
+        assert click["required"] == ["selector"]
+        assert {"selector", "tabId", "timeout", "button", "clickCount", "confirm_token"} == set(click["properties"])
+        assert click["properties"]["clickCount"]["maximum"] == 3  # from the command schema
+        resume = tools["browser_resume"].input_schema
+        assert resume["required"] == ["call", "resume_token"] and {"observed", "wait"} <= set(resume["properties"])
+        assert "confirm_token" not in tools["browser_page_text"].input_schema["properties"]
+        refused = await call(session, "browser_batch", {"commands": [{"action": "title"}]})
+        assert refused["code"] == "capability_disabled"
+
+    async with over_stdio(plain, caps="core,automation") as session:
+        tools = {tool.name: tool for tool in (await session.list_tools()).tools}
+        assert set(tools) == CORE | AUTOMATION
+        batch = tools["browser_batch"].input_schema
+        assert batch["properties"]["commands"] == batch_schema()["properties"]["commands"]
+        assert batch["$defs"] == batch_schema()["$defs"]
+
+
+async def test_a_batch_and_its_resume_never_send_a_write_twice(plain: Served, site: TestSite) -> None:
+    tab = open_tab(plain, site.url("/clicks"))
+    async with over_stdio(plain) as session:
+        body = await call(session, "browser_batch", {"tabId": tab, "commands": [
+            {"action": "click", "selector": "#hit"},
+            {"action": "waitFor", "selector": "#local-count:text-is('1')", "timeout": 0.5},
+            {"action": "pageText", "selector": "#total"}]})
+        assert [p["status"] for p in body["progress"]] == ["ok", "failed", "skipped"]
+        assert site.wait_for_count("POST /clicks/hit") == 1
+        call_id, token = body["call"], body["resume_token"]
+
+        wrong = await call(session, "browser_resume", {"call": call_id, "resume_token": token[::-1]})
+        assert wrong["code"] == "resume_token_invalid"
+        assert act(plain, {"action": "click", "tabId": tab, "selector": "#local"})["status"] == "ok"  # the user
+
+        resumed = await call(session, "browser_resume", {"call": call_id, "resume_token": token})
+        assert resumed["status"] == "ok", resumed
+        assert resumed["progress"][0]["resumed"] == "kept"
+        assert resumed["results"][2]["text"] == "1"
+        assert "resume_token" not in resumed
+    time.sleep(0.3)
+    assert site.count("POST /clicks/hit") == 1
+
+
+async def test_without_elicitation_a_hold_gives_a_confirm_token_and_a_resume_checks_it_once(
+        asking: Served, site: TestSite) -> None:
+    tab = open_tab(asking, site.url("/clicks"))
+    async with over_stdio(asking) as session:
+        held = await call(session, "browser_click", {"tabId": tab, "selector": "#hit"})
+        assert (held["code"], held["status"]) == ("needs_user", "held")
+        assert held["state"]["approval"] == "confirm_token" and held["state"]["confirm_token"]
+        assert isinstance(held["call"], int) and held["resume_token"] and "confirm_token=" in held["hint"]
+
+        again = await call(session, "browser_resume", {"call": held["call"], "resume_token": held["resume_token"]})
+        assert (again["code"], again["call"]) == ("needs_user", held["call"])
+        assert again["resume_token"] != held["resume_token"]
+        assert again["state"]["confirm_token"] != held["state"]["confirm_token"]
+        stale = await call(session, "browser_resume", {"call": held["call"], "resume_token": held["resume_token"]})
+        assert stale["code"] == "resume_token_invalid"
+        observed = await call(session, "browser_resume", {"call": held["call"], "resume_token": again["resume_token"],
+                                                          "observed": {"0": "applied"}})
+        assert observed["code"] == "observed_invalid"
+        assert site.count("POST /clicks/hit") == 0
+
+        done = await call(session, "browser_click", {"tabId": tab, "selector": "#hit",
+                                                     "confirm_token": again["state"]["confirm_token"]})
+        assert done["status"] == "ok", done
+        assert site.wait_for_count("POST /clicks/hit") == 1
+        gone = await call(session, "browser_resume", {"call": held["call"], "resume_token": again["resume_token"]})
+        assert gone["code"] == "checkpoint_not_found"  # the hold was answered by the call itself
+    time.sleep(0.3)
+    assert site.count("POST /clicks/hit") == 1
+
+
+async def test_type_with_submit_held_at_its_enter_presses_enter_alone_with_the_enter_token(
+        asking: Served, site: TestSite) -> None:
+    tab = open_tab(asking, site.url("/form"))
+    arguments = {"tabId": tab, "selector": "#name", "text": "Ada", "submit": True}
+    async with over_stdio(asking) as session:
+        typing = await call(session, "browser_type", arguments)
+        assert typing["state"]["action"] == "type"
+        enter = await call(session, "browser_type", {**arguments, "confirm_token": typing["state"]["confirm_token"]})
+        assert enter["state"]["action"] == "press" and enter["code"] == "needs_user"
+        assert [s["status"] for s in enter["steps"]] == ["ok", "held"]
+        assert site.count("POST /form") == 0
+        done = await call(session, "browser_type", {**arguments, "confirm_token": enter["state"]["confirm_token"]})
+        assert done["status"] == "ok", done
+        assert [s["action"] for s in done["steps"]] == ["type", "press"]
+    assert site.wait_for_count("POST /form") == 1
+    assert site.last_form["name"] == ["Ada"]  # typed once
+
+
+def _processes() -> dict[int, tuple[int, str]]:
+    """pid -> (parent pid, command line) of every process."""
+    found = {}
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            stat = (entry / "stat").read_text()
+            cmdline = (entry / "cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
+        except OSError:
+            continue
+        found[int(entry.name)] = (int(stat.rsplit(")", 1)[1].split()[1]), cmdline)
+    return found
+
+
+def _tree(root: int, processes: dict[int, tuple[int, str]]) -> set[int]:
+    tree, grown = {root}, True
+    while grown:
+        grown = False
+        for pid, (parent, _) in processes.items():
+            if parent in tree and pid not in tree:
+                tree.add(pid)
+                grown = True
+    return tree
+
+
+async def test_without_a_bridge_it_runs_an_embedded_one_for_its_lifetime_and_leaves_nothing_behind(
+        site: TestSite) -> None:
+    async with over_stdio(None, caps="core") as session:
+        names = {tool.name for tool in (await session.list_tools()).tools}
+        assert names == CORE
+        opened = await call(session, "browser_tabs", {"op": "new", "url": site.url("/text")})
+        assert opened["status"] == "ok", opened
+        text = await call(session, "browser_page_text", {"selector": "#heading"})
+        assert text["text"] == "Known text"
+        processes = _processes()
+        bridges = [pid for pid, (_, cmdline) in processes.items()
+                   if "bridge.cli serve" in cmdline and "kitsune-mcp-" in cmdline]
+        assert len(bridges) == 1
+        tree = _tree(bridges[0], processes)
+        commands = " ".join(processes[pid][1] for pid in tree)
+        assert "nats-server" in commands and "chrom" in commands
+        state_dir = Path(processes[bridges[0]][1].split("--state-dir ")[1].split()[0]).parent
+        assert state_dir.is_dir()
+    with anyio.fail_after(20):
+        while tree & set(_processes()):
+            await anyio.sleep(0.2)
+    assert not state_dir.exists()
+    assert os.path.basename(str(state_dir)).startswith("kitsune-mcp-")
