@@ -111,8 +111,13 @@ class Auditor:
         self._agent = agent
 
     def _record(self, entry: dict[str, Any], agent: str | None = None) -> int:
-        entry = {"time": round(time.time(), 3), "agent": agent or self._agent, **entry}
-        return int(self._proxy.record(entry).get())
+        return int(self._start(entry, agent).get())
+
+    def _start(self, entry: dict[str, Any], agent: str | None = None) -> pykka.Future[int]:
+        """Hand an entry to the audit actor; the future of its id."""
+        future: pykka.Future[int] = self._proxy.record(
+            {"time": round(time.time(), 3), "agent": agent or self._agent, **entry})
+        return future
 
     def call(self, spec: CallSpec, agent: str | None) -> int:
         return self._record({"kind": "call", "call_kind": spec.kind, "commands": len(spec.commands),
@@ -121,12 +126,17 @@ class Auditor:
     def resume(self, call: int, agent: str | None) -> None:
         self._record({"kind": "resume", "parent": {"call": call}}, agent)
 
-    def step(self, call: int, path: str, command: Command, tab_id: int | None, *, resumed: bool) -> None:
+    def step(self, call: int, path: str, command: Command, tab_id: int | None, *,
+             resumed: bool) -> Callable[[], None]:
         parent: dict[str, Any] = {"call": call, "path": path}
         if resumed:
             parent["resumed"] = True
-        self._record({"kind": "step", "action": command.action, "tabId": tab_id, "params": audit_params(command),
-                      "parent": parent})
+        written = self._start({"kind": "step", "action": command.action, "tabId": tab_id,
+                               "params": audit_params(command), "parent": parent})
+
+        def wait() -> None:  # raises audit_unavailable when the entry could not be written
+            written.get()
+        return wait
 
     def observed(self, call: int, path: str, command: Command, tab_id: int | None) -> None:
         self._record({"kind": "step", "action": command.action, "tabId": tab_id,

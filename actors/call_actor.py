@@ -180,7 +180,8 @@ class EventSink:
             finally:
                 self._queue.task_done()
 
-    def __call__(self, event: Event) -> None:
+    def __call__(self, event: Event) -> Callable[[], None] | None:
+        """Queue ``event``; for a dispatch or a call's end, the wait until it is stored."""
         assert self._queue is not None
         CALL.set(event.call)  # this thread's log lines name the call
         for listener in self.listeners:
@@ -189,5 +190,6 @@ class EventSink:
         if isinstance(event, StepDispatched | CallEnded):
             stored = concurrent.futures.Future()
         self._io.loop.call_soon_threadsafe(self._queue.put_nowait, (event, stored))
-        if stored is not None:
-            stored.result(timeout=30)
+        if stored is None:
+            return None
+        return lambda: stored.result(timeout=30)

@@ -12,11 +12,10 @@ from dataclasses import dataclass
 from typing import Any, Protocol, TypeVar
 
 from actors.checkpoints import Checkpoint, Checkpoints, WorkflowSource
-from actors.engine import EngineConfig, Ports, Prior, RunReport, run_call
+from actors.engine import EngineConfig, EventSinkPort, Ports, Prior, RunReport, run_call
 from actors.resume import RESUME_DEADLINE, plan_resume
 from messages.commands import CallSpec
 from messages.errors import KitsuneError
-from messages.events import Event
 from messages.results import Failure, Result
 from messages.steplog import StepRecord
 
@@ -63,7 +62,7 @@ class Calls:
     """
 
     def __init__(self, ports: Callable[[str | None], Ports], store: Checkpoints, *, audit: CallAudit,
-                 sink: Callable[[Event], None], config: EngineConfig = EngineConfig(),
+                 sink: EventSinkPort, config: EngineConfig = EngineConfig(),
                  workflow_sha256: Callable[[str], str | None] = lambda name: None,
                  on_resume: Callable[[str, str | None], None] = lambda outcome, code: None) -> None:
         self._ports = ports

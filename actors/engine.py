@@ -70,8 +70,8 @@ from messages.results import (
 from messages.steplog import StepLog, StepLogBuilder, StepRecord
 
 __all__ = [
-    "NO_AUDIT", "Clock", "Decision", "Done", "Driver", "EngineConfig", "Failed", "HeldForApproval", "Outcome",
-    "Ports", "Prior", "RunReport", "Sequences", "StepAudit", "SystemClock", "ThreadedSequences", "Unknown",
+    "NO_AUDIT", "Clock", "Decision", "Done", "Driver", "EngineConfig", "EventSinkPort", "Failed", "HeldForApproval",
+    "Outcome", "Ports", "Prior", "RunReport", "Sequences", "StepAudit", "SystemClock", "ThreadedSequences", "Unknown",
     "leaf_paths", "outline_of", "run_call",
 ]
 
