@@ -130,8 +130,8 @@ def _ask_user_schema() -> dict[str, Any]:
                    "description": "sign_in or human_check when the user must do it in the tab: without a prompt "
                                   "the gateway then watches the tab for the hint to go away."},
         "tabId": {"type": "integer", "description": "The tab it is about; the current tab when absent."},
-        "wait": {"type": "number", "minimum": 0, "maximum": 120, "default": 120,
-                 "description": "Seconds the prompt stays open (at most 120)."},
+        "wait": {"type": "number", "minimum": 0, "default": 120,
+                 "description": "Seconds the prompt stays open (larger values are capped at 120)."},
     }, ["question"])
 
 

@@ -5,8 +5,9 @@ The bridge's middleware authenticates ``/mcp`` like every API route, so a reques
 it (a request with another agent's token answers 404 for it). Tools run as the caller's agent: the
 gateway sends their requests in-process to the bridge's own ASGI app (no socket, no second port)
 with the caller's bearer token, so they pass authentication, capability groups, policy, tab
-ownership and the audit log exactly as the agent's own API requests would. Direct-call
-checkpoints are kept per agent.
+ownership and the audit log exactly as the agent's own API requests would. A direct call's
+checkpoint belongs to the MCP session that made it: another client (another session, even of the
+same agent) does not find it, and its resume answers the bridge's ``checkpoint_not_found``.
 """
 
 from __future__ import annotations
@@ -71,4 +72,6 @@ class McpEndpoint:
         request = ctx.request
         assert request is not None and self._http is not None
         token = request.headers.get("authorization", "").partition(" ")[2].strip()
-        return Caller(request.scope["state"]["agent"], Bridge(self._http, token), ctx)
+        # direct-call checkpoints belong to the MCP client (session) that made the call, of its agent
+        session = request.headers.get("mcp-session-id", "")
+        return Caller(f"{request.scope['state']['agent']}/{session}", Bridge(self._http, token), ctx)

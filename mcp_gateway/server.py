@@ -9,6 +9,11 @@ Container tools (``browser_batch``, ``browser_parallel``, ``browser_workflow``) 
 the bridge, whose checkpoints they use. Direct tools send one request per write through
 ``POST /api/act``; a direct call that stops on ``needs_user`` keeps a checkpoint here (spec:
 Direct calls), and ``browser_resume`` continues it from its held request.
+
+Approval prompts are elicitation requests the server sends during the tool call, which the
+handshake protocol (2025-11-25 and earlier) carries. A client on the 2026-07-28 per-request
+protocol cannot take a server request during a call; it is served as a client without
+elicitation: a hold answers ``needs_user`` with the confirm token, never a prompt.
 """
 
 from __future__ import annotations
@@ -106,7 +111,7 @@ class Caller:
     """One tool call: the agent it runs as, its bridge, and its MCP request (prompts, progress)."""
 
     agent: str
-    """Whose checkpoints it sees (the bridge agent, or the stdio gateway's one)."""
+    """Whose checkpoints it sees: the MCP client's (stdio: the one client; HTTP: the agent's session)."""
     bridge: Bridge
     ctx: ServerRequestContext[Any, Any] | None = None
     sent: bool = False

@@ -72,6 +72,10 @@ async def test_a_declined_prompt_keeps_a_checkpoint_and_its_resume_asks_again(as
         assert "declined" in declined["hint"] and "browser_resume" in declined["hint"]
         assert [e["call"] for e in audit_of(asking, "click", selector="#hit")][-1] == declined["call"]
         assert site.count("POST /clicks/hit") == 0
+        async with over_http(asking) as other:  # another MCP client of the same agent
+            elsewhere = await call(other, "browser_resume", {"call": declined["call"],
+                                                             "resume_token": declined["resume_token"]})
+            assert elsewhere["code"] == "checkpoint_not_found"
 
         done = await call(session, "browser_resume", {"call": declined["call"],
                                                       "resume_token": declined["resume_token"], "wait": 5})
