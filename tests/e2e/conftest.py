@@ -1,7 +1,7 @@
 """End-to-end fixtures: live ``kitsune serve`` nodes (real NATS, real Chromium, the test site) and
 MCP clients of the SDK itself, over stdio (``kitsune mcp``) and streamable HTTP (``/mcp``).
 
-The session's nats-server and test site are the integration suite's fixtures.
+The session's nats-server and test site come from tests/conftest.py.
 """
 
 from __future__ import annotations
@@ -12,11 +12,8 @@ from contextlib import contextmanager
 
 import pytest
 
-from tests.integration.conftest import anyio_backend, nats_url, test_site
 from tests.integration.serving import Served, serve
 from tests.site import TestSite
-
-__all__ = ["anyio_backend", "nats_url", "test_site"]  # the integration fixtures, shared
 
 APPROVAL_WAIT = 2.0
 """Seconds the asking node's gateway keeps a direct call's approval prompt open (KITSUNE_APPROVAL_WAIT)."""
