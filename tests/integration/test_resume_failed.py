@@ -1,0 +1,94 @@
+"""``resume_failed`` over HTTP: a resume that stops on an internal error answers 200 with what ran,
+and its checkpoint is gone.
+
+An internal error cannot be provoked from outside a healthy node, so this test injects one: the
+session's real node serves the real app (uvicorn on the node's own loop), and its driver port
+raises an unexpected exception for the resumed step.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import socket
+from collections.abc import Iterator
+from typing import Any
+
+import httpx
+import pytest
+import uvicorn
+
+from bridge.app import create_app
+from bridge.config import load_config
+from bridge.node import Node
+from messages.commands import Command
+from messages.results import Outcome
+from tests.site import TestSite
+
+TOKEN = "resume-failed-token-0123456789"
+
+
+class _Breaking:
+    """The node's driver port, raising a bug's exception for one selector."""
+
+    def __init__(self, inner: Any) -> None:
+        self.inner = inner
+        self.broken = False
+
+    def execute(self, command: Command, tab_id: int | None, timeout: float) -> Outcome:
+        if self.broken and getattr(command, "selector", None) == "#local":
+            raise RuntimeError("a bug in a port")
+        outcome: Outcome = self.inner.execute(command, tab_id, timeout)
+        return outcome
+
+    def list_tabs(self) -> frozenset[int]:
+        tabs: frozenset[int] = self.inner.list_tabs()
+        return tabs
+
+
+@pytest.fixture
+def served_node(node: Node) -> Iterator[tuple[str, _Breaking]]:
+    config = load_config(None, {"KITSUNE_AGENTS": f"tester={TOKEN}", "KITSUNE_CAPS": "core,automation"})
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    server = uvicorn.Server(uvicorn.Config(create_app(node, config), host="127.0.0.1", port=port,
+                                           log_config=None, lifespan="off"))
+    running = asyncio.run_coroutine_threadsafe(server.serve(), node.io.loop)
+    breaking = _Breaking(node._driver)
+    node._driver = breaking  # type: ignore[assignment]
+    try:
+        while not server.started:
+            asyncio.run(asyncio.sleep(0.05))
+        yield f"http://127.0.0.1:{port}", breaking
+    finally:
+        node._driver = breaking.inner
+        server.should_exit = True
+        running.result(timeout=30)
+
+
+def test_a_resume_that_stops_on_an_internal_error_answers_resume_failed_200_and_drops_the_checkpoint(
+        served_node: tuple[str, _Breaking], node: Node, test_site: TestSite) -> None:
+    base, breaking = served_node
+    test_site.reset()
+    with httpx.Client(base_url=base, headers={"Authorization": f"Bearer {TOKEN}"}, timeout=60) as client:
+        tab = client.post("/api/tabs", json={"op": "open", "url": test_site.url("/clicks")}).json()["tabId"]
+        body = client.post("/api/batch", json={"commands": [
+            {"action": "click", "selector": "#hit"}, {"action": "click", "selector": "#nothing", "timeout": 0.3},
+            {"action": "click", "selector": "#local"}], "tabId": tab}).json()
+        assert [p["status"] for p in body["progress"]] == ["ok", "failed", "skipped"]
+        breaking.broken = True
+        client.post("/api/act", json={"command": {"action": "js", "tabId": tab,
+                                                  "code": "document.body.insertAdjacentHTML('beforeend', "
+                                                          "'<b id=nothing>x</b>')"}})
+
+        answer = client.post("/api/resume", json={"call": body["call"], "resume_token": body["resume_token"]})
+
+        assert answer.status_code == 200
+        failed = answer.json()
+        assert (failed["code"], failed["retryable"]) == ("resume_failed", False)
+        assert [p["status"] for p in failed["progress"]] == ["ok", "ok", "unknown"]
+        assert failed["progress"][0]["resumed"] == "kept"
+        assert "call" not in failed and "resume_token" not in failed
+        gone = client.post("/api/resume", json={"call": body["call"], "resume_token": body["resume_token"]})
+        assert (gone.status_code, gone.json()["code"]) == (404, "checkpoint_not_found")
+    assert test_site.count("POST /clicks/hit") == 1
