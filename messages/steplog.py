@@ -7,7 +7,7 @@ stream after the actor that ran it is gone. A step that started and has no termi
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -174,19 +174,19 @@ class _Node:
         self.code: str | None = None
         self.error: str | None = None
         self.warning: str | None = None
-        self.steps: list[_Node] = []
-        self.sequences: list[list[_Node]] = []
+        self.steps: Sequence[_Node] = ()
+        self.sequences: Sequence[Sequence[_Node]] = ()
 
     def freeze(self) -> StepRecord:
+        if self.action not in ("sequence", "parallel"):  # most steps: nothing inside to freeze
+            status = self.status or ("unknown" if self.started or self.dispatched else "skipped")
+            return StepRecord(self.path, self.index, self.action, self.tab_id, status, self.kept, self.observed,
+                              self.dispatched, self.wrote, self.code, self.error, self.warning)
         steps = tuple(n.freeze() for n in self.steps)
         sequences = tuple(tuple(n.freeze() for n in seq) for seq in self.sequences)
-        if self.action in ("sequence", "parallel"):
-            inner = [*steps, *(r for seq in sequences for r in seq)]
-            status = worst([r.status for r in inner])
-            kept = bool(inner) and all(r.kept for r in inner)
-        else:
-            status = self.status or ("unknown" if self.started or self.dispatched else "skipped")
-            kept = self.kept
+        inner = [*steps, *(r for seq in sequences for r in seq)]
+        status = worst([r.status for r in inner])
+        kept = bool(inner) and all(r.kept for r in inner)
         return StepRecord(self.path, self.index, self.action, self.tab_id, status, kept, self.observed,
                           self.dispatched, self.wrote, self.code, self.error, self.warning, steps, sequences)
 
@@ -224,11 +224,12 @@ class StepLogBuilder:
             _STEP_HANDLERS[kind](self._nodes[record["path"]], record)
 
     def _lay_out(self, path: str, index: int, outline: Mapping[str, Any]) -> _Node:
-        node = _Node(path, index, outline["action"], outline["tab_id"])
-        self._nodes[path] = node
-        node.steps = [self._lay_out(f"{path}.{i}", i, s) for i, s in enumerate(outline.get("steps", ()))]
-        node.sequences = [[self._lay_out(f"{path}.{q}.{i}", i, s) for i, s in enumerate(seq)]
-                          for q, seq in enumerate(outline.get("sequences", ()))]
+        node = self._nodes[path] = _Node(path, index, outline["action"], outline["tab_id"])
+        if "steps" in outline:
+            node.steps = [self._lay_out(f"{path}.{i}", i, s) for i, s in enumerate(outline["steps"])]
+        if "sequences" in outline:
+            node.sequences = [[self._lay_out(f"{path}.{q}.{i}", i, s) for i, s in enumerate(seq)]
+                              for q, seq in enumerate(outline["sequences"])]
         return node
 
     def freeze(self) -> StepLog:
