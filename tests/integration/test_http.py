@@ -329,7 +329,7 @@ def test_audit_entries_for_calls_steps_direct_calls_and_resumes(
     assert direct and direct[-1]["agent"] == "alice"
 
 
-def test_no_token_typed_value_or_javascript_reaches_the_audit_log_or_the_server_log(
+def test_no_token_typed_value_or_javascript_reaches_the_audit_log_the_server_log_or_metrics(
         alice: httpx.Client, served: Served, site: TestSite) -> None:
     typed, script = "canary-typed-9c41", "canary_script_5e7a"
     tab = open_tab(alice, site.url("/slow"))
@@ -340,7 +340,10 @@ def test_no_token_typed_value_or_javascript_reaches_the_audit_log_or_the_server_
     token = body["resume_token"]
     alice.post("/api/resume", json={"call": body["call"], "resume_token": "wrong-" + token})
     alice.post("/api/resume", json={"call": body["call"], "resume_token": token, "observed": {"2": "applied"}})
-    haystacks = {"audit log": served.audit_file.read_text(), "server log": served.log_file.read_text()}
+    metrics = alice.get("/metrics")
+    assert metrics.status_code == 200 and "kitsune_steps_total" in metrics.text
+    haystacks = {"audit log": served.audit_file.read_text(), "server log": served.log_file.read_text(),
+                 "/metrics": metrics.text}
     for name, text in haystacks.items():
         for canary in (typed, script, token, TOKENS["alice"]):
             assert canary not in text, f"{canary} in the {name}"
