@@ -248,6 +248,8 @@ class NatsBus:
         self.reconnects = 0
         """Connections re-established after a loss."""
         self.on_request: Callable[[str, float, str], None] | None = None
+        self.on_reconnect: Callable[[], Awaitable[None]] | None = None
+        """Run after each reconnect (the node makes sure its streams are there again)."""
         """Told of every request: its subject, seconds taken, and ``ok`` or the failure's code (metrics)."""
 
     @classmethod
@@ -392,6 +394,11 @@ class NatsBus:
         self.reconnects += 1
         self._lost = asyncio.get_running_loop().create_future()
         _log.info("NATS connection back at %s (%d reconnects)", _display(self._server()), self.reconnects)
+        if self.on_reconnect is not None:
+            try:
+                await self.on_reconnect()
+            except Exception as e:  # the next reconnect tries again
+                _log.error("after reconnecting: %s", type(e).__name__)
 
     async def _on_error(self, e: Exception) -> None:
         # Connection-level failures repeat on every reconnect attempt; the outage itself is logged once.

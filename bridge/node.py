@@ -148,6 +148,11 @@ class Node:
             self.bus = nats_bus
             self.events = await JetStreamEventStore.create(nats_bus, max_age_seconds=self.config.checkpoint_ttl)
             self.audit_log = await JetStreamAuditLog.create(nats_bus.client)
+
+            async def streams_again() -> None:  # a restarted nats-server may have lost them
+                await JetStreamEventStore.create(nats_bus, max_age_seconds=self.config.checkpoint_ttl)
+                await JetStreamAuditLog.create(nats_bus.client)
+            nats_bus.on_reconnect = streams_again
         self._sink = EventSink(self.io, self.events)
         self._sink.listeners = self.event_listeners
         await self._sink.start()

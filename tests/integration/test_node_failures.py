@@ -75,10 +75,15 @@ def test_a_write_in_flight_when_nats_is_lost_ends_unknown_and_the_node_reconnect
         assert isinstance(body["resume_token"], str)  # a checkpoint, to resume once observed
         assert site.count("POST /slow") == 1
 
-        revived = EmbeddedNats(port=server.port)
+        revived = EmbeddedNats(port=server.port)  # a new server: the streams are gone with the old one
         revived.start()
         bus: Any = node.bus
         _eventually(lambda: bus.connected and bus.reconnects >= 1)
+        site.slow_seconds = 0
+        _eventually(lambda: _batch(node, [{"action": "navigate", "url": site.url("/slow")},
+                                          {"action": "submitForm", "selector": "#slow-form"}],
+                                   tabId=tab)["status"] == "ok")  # the node made its streams again
+        assert site.count("POST /slow") == 2
     finally:
         node.stop()
         if revived is not None:
