@@ -60,7 +60,7 @@ def plan_resume(commands: tuple[Command, ...], records: Mapping[str, StepRecord]
             state={"steps": required},
         )
     for i, command in enumerate(commands):
-        _rerun_referenced_reads(command, str(i), records, plan)
+        _rerun_referenced_reads(command, str(i), plan)
     return plan
 
 
@@ -96,18 +96,16 @@ def _check_observed(observed: Any, records: Mapping[str, StepRecord]) -> dict[st
     return dict(observed)
 
 
-def _rerun_referenced_reads(command: Command, path: str, records: Mapping[str, StepRecord],
-                            plan: dict[str, Decision]) -> None:
+def _rerun_referenced_reads(command: Command, path: str, plan: dict[str, Decision]) -> None:
     """Inside a sequence, an ok read whose result a step that will run uses runs again."""
     if isinstance(command, Sequence):
-        _rerun_in_scope(command.steps, [f"{path}.{i}" for i in range(len(command.steps))], records, plan)
+        _rerun_in_scope(command.steps, [f"{path}.{i}" for i in range(len(command.steps))], plan)
     elif isinstance(command, Parallel):
         for q, seq in enumerate(command.sequences):
-            _rerun_in_scope(seq, [f"{path}.{q}.{i}" for i in range(len(seq))], records, plan)
+            _rerun_in_scope(seq, [f"{path}.{q}.{i}" for i in range(len(seq))], plan)
 
 
-def _rerun_in_scope(steps: tuple[Command, ...], paths: list[str], records: Mapping[str, StepRecord],
-                    plan: dict[str, Decision]) -> None:
+def _rerun_in_scope(steps: tuple[Command, ...], paths: list[str], plan: dict[str, Decision]) -> None:
     needed: set[int] = set()
     for index in range(len(steps) - 1, -1, -1):
         command, path = steps[index], paths[index]
@@ -116,7 +114,7 @@ def _rerun_in_scope(steps: tuple[Command, ...], paths: list[str], records: Mappi
             plan[path] = "run"
         if any(plan.get(p) in ("run", "not_applied") for p, _ in leaf_paths(command, path)):
             needed.update(ref.step for ref in _scope_references(command))
-        _rerun_referenced_reads(command, path, records, plan)
+        _rerun_referenced_reads(command, path, plan)
 
 
 def _scope_references(command: Command) -> list[Ref]:

@@ -92,7 +92,6 @@ DENIALS = {"read_only": ("read_only",), "tab_owned": ("user_tab", "agent_tab"),
 """Policy refusals: code -> reasons."""
 NEEDS_USER_REASONS = ("approval", "sign_in", "human_check")
 CONFLICT_CODES = ("tab_owned", "tab_claimed", "tab_closed")
-BUS_SUBJECTS = ("tab", "tabs", "open")
 BUS_OUTCOMES = ("ok", "no_responders", "bus_timeout", "bus_disconnected", "bus_error")
 METHODS = ("GET", "POST", "PUT", "PATCH", "DELETE", "HEAD", "OPTIONS")
 ACTORS = ("CheckpointActor", "TabClaimActor", "BarrierActor", "AuditActor", "TabActor")

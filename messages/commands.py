@@ -367,10 +367,6 @@ class Try(Command):
     body: tuple[Command, ...] = _param("Steps to try.", min_items=1)
     catch: tuple[Command, ...] = _param("Steps run when a body step fails; none means the try fails.", ())
 
-    @property
-    def writes_inside(self) -> bool:
-        return any(is_write(c) for c in (*self.body, *self.catch))
-
 
 @dataclass(frozen=True, kw_only=True, slots=True)
 class Retry(Command):
