@@ -1,17 +1,22 @@
 """The audit log: every container call, step, resume and direct call, written before it acts.
 
-Entries go to a JSON-lines file and to the JetStream stream ``KITSUNE_AUDIT`` that every node
-shares; an entry's id is its sequence number in the stream, and a container call's id is its
+Entries go to the JetStream stream ``KITSUNE_AUDIT`` that every node shares, then to a JSON-lines
+file; an entry's id is its sequence number in the stream, and a container call's id is its
 entry's (monotonic, unique across the fleet). Typed values are redacted and JavaScript bodies
 dropped (``messages.commands.audit_params``); no token ever enters an entry. If an entry cannot
 be written, the write it records is refused (fail closed).
+
+The stream numbers entries on the loop, several on their way at once (``actors.pipeline``); the
+audit actor then writes them to the file in the stream's order and answers whoever waits.
 """
 
 from __future__ import annotations
 
+import concurrent.futures
 import logging
 import time
 from collections.abc import Callable, Mapping
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol
 
@@ -21,15 +26,18 @@ from nats.aio.client import Client
 from nats.js.api import StorageType, StreamConfig
 
 from actors.loop import IoLoop
+from actors.pipeline import OrderedWriter
 from messages.commands import CallSpec, Command, audit_params
 from messages.errors import KitsuneError
 
-__all__ = ["AUDIT_STREAM", "AuditActor", "AuditLog", "Auditor", "JetStreamAuditLog", "LocalAuditLog"]
+__all__ = ["AUDIT_STREAM", "AuditActor", "AuditLog", "AuditTrail", "Auditor", "JetStreamAuditLog", "LocalAuditLog"]
 
 log = logging.getLogger(__name__)
 
 AUDIT_STREAM = "KITSUNE_AUDIT"
 _SUBJECT = "kitsune.audit.entries"
+_WAIT = 30.0
+"""Seconds to wait for an entry to be written."""
 
 
 class AuditLog(Protocol):
@@ -72,52 +80,89 @@ class JetStreamAuditLog:
         return int(ack.seq)
 
 
-class AuditActor(pykka.ThreadingActor):
-    """The audit log's single writer: numbers each entry in the log, then appends it to the file."""
+@dataclass(frozen=True, slots=True)
+class _Numbered:
+    """An entry the stream numbered (or could not), for the audit actor to write."""
 
-    def __init__(self, log_: AuditLog, io: IoLoop, file: Path | None,
-                 on_record: Callable[[bool], None] = lambda written: None) -> None:
+    entry: Mapping[str, Any]
+    seq: int | None
+    """Its id; None when the stream could not keep it."""
+    answer: concurrent.futures.Future[int]
+    """Resolved with the id once the entry is written, or with ``audit_unavailable``."""
+
+
+class AuditActor(pykka.ThreadingActor):
+    """The audit log's file writer: takes the entries the stream numbered, in the stream's order,
+    writes each to the JSON-lines file and answers whoever waits for it."""
+
+    def __init__(self, file: Path | None, on_record: Callable[[bool], None] = lambda written: None) -> None:
         super().__init__()
-        self._log = log_
-        self._io = io
         self._path = file
         self._on_record = on_record
         """Told of every entry: whether it was written (metrics)."""
-        self.failures = 0
-        """Entries that could not be written."""
 
-    def record(self, entry: Mapping[str, Any]) -> int:
-        """Write one entry; its id. Raises ``audit_unavailable`` when it cannot be written."""
+    def on_receive(self, message: Any) -> None:
+        if not isinstance(message, _Numbered):
+            raise TypeError(f"the audit actor takes numbered entries, not {type(message).__name__}")
         try:
-            seq = self._io.run(self._log.append(entry), timeout=10)
-            if self._path is not None:
+            if message.seq is None:
+                raise KitsuneError("audit_unavailable", "The audit stream did not keep the entry")
+            if self._path is not None:  # opened for each entry: a file moved away (rotated) is not written on
                 with self._path.open("ab") as file:
-                    file.write(orjson.dumps({"call": seq, **entry}) + b"\n")
+                    file.write(orjson.dumps({"call": message.seq, **message.entry}) + b"\n")
         except Exception as e:
-            self.failures += 1
             self._on_record(False)
             log.error("audit entry not written (%s)", type(e).__name__)
-            raise KitsuneError("audit_unavailable", "The audit log cannot be written; nothing was sent",
-                               retryable=True) from e
+            message.answer.set_exception(KitsuneError(
+                "audit_unavailable", "The audit log cannot be written; nothing was sent", retryable=True))
+            return
         self._on_record(True)
-        return seq
+        message.answer.set_result(message.seq)
+
+
+_Entry = tuple[Mapping[str, Any], concurrent.futures.Future[int]]
+"""An entry on its way, and the future of its id."""
+
+
+class AuditTrail:
+    """Where entries are recorded: numbered by the audit log on the loop, several on their way at
+    once (``actors.pipeline``), then written to the file by the audit actor in the log's order."""
+
+    def __init__(self, log_: AuditLog, io: IoLoop, actor: pykka.ActorRef[AuditActor]) -> None:
+        self.actor = actor
+        self._writer: OrderedWriter[_Entry, int] = OrderedWriter(
+            io, append=lambda item: log_.append(item[0]),
+            on_stored=lambda item, seq: actor.tell(_Numbered(item[0], seq, item[1])),
+            on_lost=lambda item, error: actor.tell(_Numbered(item[0], None, item[1])))
+
+    async def start(self) -> None:
+        """Start numbering (on the loop)."""
+        await self._writer.start()
+
+    async def stop(self) -> None:
+        """Number what was handed over, then stop (the actor is stopped by its owner)."""
+        await self._writer.stop()
+
+    def record(self, entry: Mapping[str, Any]) -> concurrent.futures.Future[int]:
+        """Start recording one entry (from any thread); the future of its id, or of ``audit_unavailable``."""
+        answer: concurrent.futures.Future[int] = concurrent.futures.Future()
+        self._writer.put((entry, answer), acknowledged=True)
+        return answer
 
 
 class Auditor:
     """The audit of one agent's calls: the call service's ``CallAudit`` and the engine's ``StepAudit``."""
 
-    def __init__(self, actor: pykka.ActorRef[AuditActor], agent: str | None) -> None:
-        self._proxy: Any = actor.proxy()
+    def __init__(self, trail: AuditTrail, agent: str | None) -> None:
+        self._trail = trail
         self._agent = agent
 
     def _record(self, entry: dict[str, Any], agent: str | None = None) -> int:
-        return int(self._start(entry, agent).get())
+        return self._start(entry, agent).result(timeout=_WAIT)
 
-    def _start(self, entry: dict[str, Any], agent: str | None = None) -> pykka.Future[int]:
-        """Hand an entry to the audit actor; the future of its id."""
-        future: pykka.Future[int] = self._proxy.record(
-            {"time": round(time.time(), 3), "agent": agent or self._agent, **entry})
-        return future
+    def _start(self, entry: dict[str, Any], agent: str | None = None) -> concurrent.futures.Future[int]:
+        """Hand an entry to the audit log; the future of its id."""
+        return self._trail.record({"time": round(time.time(), 3), "agent": agent or self._agent, **entry})
 
     def call(self, spec: CallSpec, agent: str | None) -> int:
         return self._record({"kind": "call", "call_kind": spec.kind, "commands": len(spec.commands),
@@ -135,7 +180,7 @@ class Auditor:
                                "params": audit_params(command), "parent": parent})
 
         def wait() -> None:  # raises audit_unavailable when the entry could not be written
-            written.get()
+            written.result(timeout=_WAIT)
         return wait
 
     def observed(self, call: int, path: str, command: Command, tab_id: int | None) -> None:

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import asyncio
 import concurrent.futures
 import logging
 from collections.abc import Callable
@@ -15,6 +14,7 @@ from actors.checkpoints import WorkflowSource
 from actors.event_store import EventStore
 from actors.log_context import AGENT, CALL
 from actors.loop import Answering, IoLoop
+from actors.pipeline import OrderedWriter
 from actors.tab_actor import SETTLE
 from messages.codec import decode_outcome, encode
 from messages.commands import CallSpec, Command, GetTabs, NewTab, is_write
@@ -23,15 +23,9 @@ from messages.events import CallEnded, Event, StepDispatched
 from messages.requests import Subjects, TabRequest
 from messages.results import Done, Failed, Failure, Outcome, Unknown
 
-__all__ = ["BusDriver", "CallActor", "EventSink", "ResumeCall", "RunCall"]
+__all__ = ["BusDriver", "CallActor", "EventSink", "LocalTabs", "ResumeCall", "RunCall"]
 
 log = logging.getLogger(__name__)
-
-_IN_FLIGHT = 256
-"""Events sent to the store and not yet acknowledged, at most."""
-
-_Append = tuple[Event, asyncio.Task[None], concurrent.futures.Future[None] | None]
-"""An event on its way to the store: the event, its append, and what its emitter waits on (if it does)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -73,17 +67,26 @@ class CallActor(Answering):
         raise TypeError(f"a call actor takes RunCall or ResumeCall, not {type(message).__name__}")
 
 
-class BusDriver:
-    """The engine's driver port: each action travels to the actor of its tab over the bus.
+LocalTabs = Callable[[int, TabRequest], Outcome | None]
+"""Runs a request on the actor of a tab of this node and answers its outcome; None when the tab is
+elsewhere. Raises ``TimeoutError`` when the tab does not answer in time."""
 
-    A request whose answer is lost (connection dropped, no answer in time) ends ``unknown`` for
-    a write, never ``ok``; a tab nobody answers for is ``tab_closed``, with nothing sent.
+
+class BusDriver:
+    """The engine's driver port: each action goes to the actor of its tab.
+
+    A tab of this node is asked through its actor's mailbox (``local``); a tab of another node
+    over the bus, in the same message. A request whose answer is lost (connection dropped, no
+    answer in time) ends ``unknown`` for a write, never ``ok``; a tab nobody answers for is
+    ``tab_closed``, with nothing sent.
     """
 
-    def __init__(self, io: IoLoop, bus: Bus, subjects: Subjects) -> None:
+    def __init__(self, io: IoLoop, bus: Bus, subjects: Subjects,
+                 local: LocalTabs = lambda tab_id, request: None) -> None:
         self._io = io
         self._bus = bus
         self._subjects = subjects
+        self._local = local
 
     def execute(self, command: Command, tab_id: int | None, timeout: float) -> Outcome:
         if isinstance(command, NewTab):
@@ -94,9 +97,12 @@ class BusDriver:
             return Failed(Failure("No tab: the call has no default tab and the command names none", "no_tab", False))
         else:
             subject = self._subjects.tab(tab_id)
-        request = encode(TabRequest(command, timeout))
+        request = TabRequest(command, timeout)
         try:
-            reply = self._io.run(self._bus.request(subject, request, timeout + SETTLE), timeout=timeout + 2 * SETTLE)
+            if tab_id is not None and (outcome := self._local(tab_id, request)) is not None:
+                return outcome
+            reply = self._io.run(self._bus.request(subject, encode(request), timeout + SETTLE),
+                                 timeout=timeout + 2 * SETTLE)
         except BusError as e:
             if e.code == "no_responders":
                 return Failed(Failure(f"Tab {tab_id} is closed", "tab_closed", False, {"tabId": tab_id}))
@@ -121,75 +127,51 @@ class BusDriver:
 class EventSink:
     """The engine's event sink: events go to the event store in order, from every call thread.
 
-    Appends are pipelined: an event is queued without waiting, except ``StepDispatched`` and
-    ``CallEnded``, which wait until they (and every event before them) are stored, so a write
-    is never sent before its dispatch is on record. The writer sends each event to the store in
-    queue order without waiting for the one before it to be acknowledged (up to ``_IN_FLIGHT``
-    at once), and the acknowledgements are taken in the same order: a dispatch waits for one
-    round trip to the store, not for one per event queued before it (parallel sequences).
+    An event is queued without waiting, except ``StepDispatched`` and ``CallEnded``, which wait
+    until they (and every event before them) are stored, so a write is never sent before its
+    dispatch is on record. Those two are appended, the others posted (``actors.pipeline``): a
+    dispatch waits for one round trip to the store, not for one per event queued before it.
     """
 
     def __init__(self, io: IoLoop, store: EventStore) -> None:
-        self._io = io
-        self._store = store
         self.listeners: list[Callable[[Event], None]] = []
         """Called with every event on the emitting thread, as it happens (metrics, benchmarks)."""
-        self._queue: asyncio.Queue[tuple[Event, concurrent.futures.Future[None] | None]] | None = None
-        self._writer: asyncio.Task[None] | None = None
+        self._writer: OrderedWriter[_Queued, None] = OrderedWriter(
+            io, append=lambda queued: store.append(queued[0]), post=lambda queued: store.post(queued[0]),
+            on_stored=_stored, on_lost=_lost)
 
     async def start(self) -> None:
-        """Start the writer task (on the loop)."""
-        self._queue = asyncio.Queue()
-        self._writer = asyncio.get_running_loop().create_task(self._write())
+        """Start the writer (on the loop)."""
+        await self._writer.start()
 
     async def stop(self) -> None:
         """Write what is queued, then stop."""
-        if self._queue is not None and self._writer is not None:
-            await self._queue.join()
-            self._writer.cancel()
-
-    async def _write(self) -> None:
-        assert self._queue is not None
-        loop = asyncio.get_running_loop()
-        in_flight: asyncio.Queue[_Append] = asyncio.Queue(_IN_FLIGHT)
-        settler = loop.create_task(self._settle(in_flight))
-        try:
-            while True:
-                event, stored = await self._queue.get()
-                # Tasks take their first step in the order they were created, and an append sends its
-                # event in its first step (nats-py queues the message before it awaits the ack): the
-                # store receives the events in queue order, as when they were appended one by one.
-                await in_flight.put((event, loop.create_task(self._store.append(event)), stored))
-        finally:
-            settler.cancel()
-
-    async def _settle(self, in_flight: asyncio.Queue[_Append]) -> None:
-        """Take the store's answers in queue order: an event is stored when it and all before it are."""
-        assert self._queue is not None
-        while True:
-            event, append, stored = await in_flight.get()
-            try:
-                await append
-            except Exception as e:
-                log.error("event of call %s not stored (%s)", event.call, type(e).__name__)
-                if stored is not None:
-                    stored.set_exception(e)
-            else:
-                if stored is not None:
-                    stored.set_result(None)
-            finally:
-                self._queue.task_done()
+        await self._writer.stop()
 
     def __call__(self, event: Event) -> Callable[[], None] | None:
         """Queue ``event``; for a dispatch or a call's end, the wait until it is stored."""
-        assert self._queue is not None
         CALL.set(event.call)  # this thread's log lines name the call
         for listener in self.listeners:
             listener(event)
-        stored: concurrent.futures.Future[None] | None = None
-        if isinstance(event, StepDispatched | CallEnded):
-            stored = concurrent.futures.Future()
-        self._io.loop.call_soon_threadsafe(self._queue.put_nowait, (event, stored))
-        if stored is None:
+        if not isinstance(event, StepDispatched | CallEnded):
+            self._writer.put((event, None), acknowledged=False)
             return None
+        stored: concurrent.futures.Future[None] = concurrent.futures.Future()
+        self._writer.put((event, stored), acknowledged=True)
         return lambda: stored.result(timeout=30)
+
+
+_Queued = tuple[Event, concurrent.futures.Future[None] | None]
+"""An event on its way to the store, and what its emitter waits on (if it does)."""
+
+
+def _stored(queued: _Queued, _: None) -> None:
+    if queued[1] is not None:
+        queued[1].set_result(None)
+
+
+def _lost(queued: _Queued, error: Exception) -> None:
+    event, stored = queued
+    log.error("event of call %s not stored (%s)", event.call, type(error).__name__)
+    if stored is not None:
+        stored.set_exception(error)

@@ -346,22 +346,36 @@ class _Run:
     # events
 
     def emit(self, event: Event) -> None:
-        """Fold ``event`` in and hand it to the sink.
-
-        A ``StepDispatched`` the sink could not store raises: its write is then never sent.
-        Any other event the sink loses is logged; the run and its report go on.
-        """
+        """Fold ``event`` in and hand it to the sink; an event the sink loses is logged, the run goes on."""
         try:
-            with self.lock:  # events reach the fold and the sink in one order
-                self.builder.apply(event)
-                stored = self.sink(event)
+            stored = self._hand_over(event)
             if stored is not None:  # waited for outside the lock: other sequences go on meanwhile
                 stored()
         except Exception as e:
-            if isinstance(event, StepDispatched):
-                raise KitsuneError("events_unavailable", "The step could not be recorded before sending; "
-                                   "nothing was sent", retryable=True) from e
             log.error("event of call %s not recorded (%s)", self.call, type(e).__name__)
+
+    def _hand_over(self, event: Event) -> Callable[[], None] | None:
+        """Fold ``event`` in and queue it in the sink; the sink's wait until it is stored, if any."""
+        with self.lock:  # events reach the fold and the sink in one order
+            self.builder.apply(event)
+            return self.sink(event)
+
+    def _dispatch(self, path: str) -> None:
+        """Record a write before it is sent: its ``StepDispatched`` stored and its audit entry written,
+        both on their way at once. Raises :class:`KitsuneError` if either cannot be: nothing is sent."""
+        unavailable = KitsuneError("events_unavailable", "The step could not be recorded before sending; "
+                                   "nothing was sent", retryable=True)
+        try:
+            stored = self._hand_over(StepDispatched(self.call, path))
+        except Exception as e:
+            raise unavailable from e
+        self._audited(path)
+        try:
+            if stored is not None:
+                stored()
+        except Exception as e:
+            raise unavailable from e
+        self.dispatched.add(path)
 
     def execute(self) -> RunReport:
         outline = tuple(outline_of(c, self.spec.default_tab) for c in self.spec.commands)
@@ -677,9 +691,7 @@ class _Run:
             self.timed_out = True
             return _deadline_outcome(self.timeout, path in self.dispatched)
         if writes and path not in self.dispatched:
-            self._audited(path)
-            self.emit(StepDispatched(self.call, path))  # recorded before the write is sent
-            self.dispatched.add(path)
+            self._dispatch(path)
         outcome = self._barrier(command, owner) if isinstance(command, SyncBarrier) else self._send(command, tab)
         if isinstance(outcome, Done):
             if inner and outcome.warning is not None:

@@ -40,6 +40,11 @@ class EventStore(Protocol):
         """Record ``event`` durably enough to rebuild its call; returns once it is stored."""
         ...
 
+    async def post(self, event: Event) -> None:
+        """Record ``event`` without waiting for the store: it is stored before any event handed over
+        after it, so the next :meth:`append` that returns has stored it too."""
+        ...
+
     async def read(self, call: int) -> list[Event]:
         """Every event of ``call``, in the order appended; empty if none (or expired)."""
         ...
@@ -53,6 +58,8 @@ class LocalEventStore:
 
     async def append(self, event: Event) -> None:
         self._calls.setdefault(event.call, []).append(encode(event))
+
+    post = append
 
     async def read(self, call: int) -> list[Event]:
         return [decode(Event, data) for data in self._calls.get(call, ())]
@@ -91,14 +98,28 @@ class JetStreamEventStore:
         return cls(client, timeout=timeout)
 
     async def append(self, event: Event) -> None:
-        subject = events_subject(event.call)
-        if not self._nc.is_connected:
-            raise BusError("bus_disconnected", f"not connected to NATS; event not stored on {subject}",
-                           subject=subject)
+        subject = self._subject(event)
         try:
             await self._js.publish(subject, encode(event), timeout=self._timeout, stream=EVENTS_STREAM)
         except nats.errors.Error as e:
             raise _error(e, subject, "store an event", sent=True) from e
+
+    async def post(self, event: Event) -> None:
+        # A plain publish on the stream's subject: the stream stores it, in the order of this
+        # connection, and no acknowledgement comes back (an append's acknowledgement covers it).
+        subject = self._subject(event)
+        try:
+            await self._nc.publish(subject, encode(event))
+        except nats.errors.Error as e:
+            raise _error(e, subject, "store an event", sent=True) from e
+
+    def _subject(self, event: Event) -> str:
+        """The event's subject; ``bus_disconnected`` while the connection is down."""
+        subject = events_subject(event.call)
+        if not self._nc.is_connected:
+            raise BusError("bus_disconnected", f"not connected to NATS; event not stored on {subject}",
+                           subject=subject)
+        return subject
 
     async def read(self, call: int) -> list[Event]:
         subject = events_subject(call)

@@ -68,12 +68,21 @@ class IoLoop:
             raise
 
     def close(self) -> None:
-        """Stop a loop this object started (one given to it is left alone)."""
+        """Stop a loop this object started, its remaining tasks cancelled first, as ``asyncio.run`` does
+        (one given to it is left alone)."""
         if self._thread is None:
             return
+        self.run(_cancel_remaining_tasks(), timeout=10)
         self.loop.call_soon_threadsafe(self.loop.stop)
         self._thread.join(timeout=10)
         self.loop.close()
+
+
+async def _cancel_remaining_tasks() -> None:
+    tasks = [task for task in asyncio.all_tasks() if task is not asyncio.current_task()]
+    for task in tasks:
+        task.cancel()
+    await asyncio.gather(*tasks, return_exceptions=True)
 
 
 @dataclass(frozen=True, slots=True)

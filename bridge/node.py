@@ -2,28 +2,31 @@
 
 ``Node`` starts an embedded ``nats-server`` unless it is given a URL to join, connects the bus,
 creates the event and audit streams, starts the browser and the long-lived actors (checkpoints,
-claims, barriers, audit), and runs a call actor per container call. Tabs get an actor each and
-answer on ``kitsune.tab.<id>.do``; ``newTab`` and ``getTabs`` go to the node itself.
+claims, barriers, audit), and runs a call actor per container call. Tabs get an actor each: calls
+on this node ask it directly, calls on other nodes over ``kitsune.tab.<id>.do``; ``newTab`` and
+``getTabs`` go to the node itself.
 """
 
 from __future__ import annotations
 
 import asyncio
+import functools
 import logging
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import pykka
 
-from actors.audit_actor import AuditActor, AuditLog, Auditor, JetStreamAuditLog, LocalAuditLog
+from actors.audit_actor import AuditActor, AuditLog, Auditor, AuditTrail, JetStreamAuditLog, LocalAuditLog
 from actors.bus import Bus, LocalBus, NatsBus, Subscription
 from actors.call_actor import BusDriver, CallActor, EventSink, ResumeCall, RunCall
 from actors.calls import CallResponse, Calls
 from actors.checkpoint_actor import CheckpointActor, CheckpointsPort
 from actors.checkpoints import CheckpointStore, WorkflowSource
 from actors.claim_actor import ClaimsPort, TabClaimActor
+from actors.claims import ClaimTable
 from actors.engine import Driver, EngineConfig, Ports, SystemClock
 from actors.event_store import EventStore, JetStreamEventStore, LocalEventStore
 from actors.log_context import CALL
@@ -83,6 +86,7 @@ class Node:
         self._tabs: dict[int, tuple[pykka.ActorRef[TabActor], Subscription]] = {}
         self._subscriptions: list[Subscription] = []
         self._sink: EventSink | None = None
+        self._audit_trail: AuditTrail | None = None
         self.policy = policy
         """The policy every action passes, as it is now (resumed steps included)."""
         self.owners = TabOwners()
@@ -107,13 +111,16 @@ class Node:
         try:
             await self._connect()
             checkpoints = CheckpointActor.start(self.store)
-            self.claims = TabClaimActor.start()
+            claim_table = ClaimTable()
+            self.claims = TabClaimActor.start(claim_table)
+            self._claims = ClaimsPort(self.claims, claim_table)
             barriers = BarrierActor.start()
-            self.audit = AuditActor.start(self.audit_log, self.io, self.config.audit_file,
-                                          self.metrics.audit_recorded)
+            self.audit = AuditActor.start(self.config.audit_file, self.metrics.audit_recorded)
+            self._audit_trail = AuditTrail(self.audit_log, self.io, self.audit)
+            await self._audit_trail.start()
             self._actors += [checkpoints, self.claims, barriers, self.audit]
             assert self._sink is not None
-            self._driver = BusDriver(self.io, self.bus, self.subjects)
+            self._driver = BusDriver(self.io, self.bus, self.subjects, local=self._ask_tab)
             self._sequences = ActorSequences(barriers)
             self.calls = Calls(self.ports_for, CheckpointsPort(checkpoints), audit=self.auditor(None),
                                sink=self._sink, config=EngineConfig(step_timeout=self.config.step_timeout),
@@ -125,14 +132,15 @@ class Node:
 
     def auditor(self, agent: str | None) -> Auditor:
         """The audit of ``agent``'s calls and steps."""
-        return Auditor(self.audit, agent)
+        assert self._audit_trail is not None, "the node is not started"
+        return Auditor(self._audit_trail, agent)
 
     def ports_for(self, agent: str | None, confirm_token: str | None = None) -> Ports:
         """The ports a call of ``agent`` runs with: its policy in the driver, its audit."""
         driver: Driver = self._driver if agent is None else PolicyDriver(
             self._driver, agent, lambda: self.policy, self.owners, self.confirms, confirm_token=confirm_token,
             on_refusal=self.metrics.policy_refused)
-        return Ports(driver, SystemClock(), ClaimsPort(self.claims), self._sequences, self.auditor(agent))
+        return Ports(driver, SystemClock(), self._claims, self._sequences, self.auditor(agent))
 
     def workflow_sha256(self, name: str) -> str | None:
         return self.workflows.sha256(name) if self.workflows is not None else None
@@ -168,10 +176,7 @@ class Node:
 
     async def astop(self) -> None:
         """The same, on the loop (the loop itself is left running)."""
-        try:
-            await self._disconnect()
-        except Exception as e:  # stop what can be stopped
-            log.error("node stopped with an error (%s)", type(e).__name__)
+        await self._disconnect()
         actors = [*self._actors, *(ref for ref, _ in self._tabs.values())]
         self._actors.clear()
         self._tabs.clear()
@@ -179,15 +184,19 @@ class Node:
         self.store.close()
 
     async def _disconnect(self) -> None:
-        for subscription in [*self._subscriptions, *(sub for _, sub in self._tabs.values())]:
-            await subscription.unsubscribe()
-        self._subscriptions.clear()
-        if self._sink is not None:
-            await self._sink.stop()
-        await self.browser.stop()
-        await self.bus.close()
+        """Stop each part in turn; a part that fails to stop is logged, and the others still stop."""
+        stops: list[Callable[[], Awaitable[Any]]] = [
+            *(sub.unsubscribe for sub in [*self._subscriptions, *(sub for _, sub in self._tabs.values())]),
+            *(part.stop for part in (self._sink, self._audit_trail) if part is not None),
+            self.browser.stop, self.bus.close]
         if self.nats is not None:
-            await asyncio.to_thread(self.nats.stop)
+            stops.append(functools.partial(asyncio.to_thread, self.nats.stop))
+        self._subscriptions.clear()
+        for stop in stops:
+            try:
+                await stop()
+            except Exception as e:
+                log.error("node stopped with an error (%s)", type(e).__name__)
 
     # calls
 
@@ -282,17 +291,33 @@ class Node:
     async def _attach(self, tab_id: int) -> None:
         actor = TabActor.start(tab_id, self.browser, self.io)
 
-        async def serve(data: bytes) -> bytes:
+        async def serve(data: bytes) -> bytes:  # a request from a call on another node
             request = decode(TabRequest, data)
             try:
                 outcome: Outcome = await ask_from_loop(actor, request)
             except pykka.ActorDeadError:
-                outcome = Failed(Failure(f"Tab {tab_id} is closed", "tab_closed", False, {"tabId": tab_id}))
-            if isinstance(request.command, CloseTab) or not isinstance(outcome, Done):
+                outcome = _tab_closed(tab_id)
+            if _changes_tabs(request, outcome):
                 await self._reconcile()
             return encode(outcome)
 
         self._tabs[tab_id] = (actor, await self.bus.subscribe(self.subjects.tab(tab_id), serve))
+
+    def _ask_tab(self, tab_id: int, request: TabRequest) -> Outcome | None:
+        """Run a request of a call on this node in the actor of one of its tabs (no NATS on the way);
+        None when the tab is not this node's (from a thread)."""
+        attached = self._tabs.get(tab_id)
+        if attached is None:
+            return None
+        try:
+            outcome: Outcome = attached[0].ask(request, timeout=request.timeout + 2 * SETTLE)  # type: ignore[assignment]
+        except pykka.ActorDeadError:
+            outcome = _tab_closed(tab_id)
+        except pykka.Timeout as e:
+            raise TimeoutError(f"tab {tab_id} did not answer") from e
+        if _changes_tabs(request, outcome):
+            self.io.run(self._reconcile(), timeout=30)
+        return outcome
 
     async def _detach(self, tab_id: int) -> None:
         actor, subscription = self._tabs.pop(tab_id)
@@ -318,3 +343,12 @@ class Node:
     async def _serve_tabs(self, data: bytes) -> bytes:
         await self._reconcile()
         return encode(await self.browser.execute(GetTabs(), None, 5.0))
+
+
+def _tab_closed(tab_id: int) -> Outcome:
+    return Failed(Failure(f"Tab {tab_id} is closed", "tab_closed", False, {"tabId": tab_id}))
+
+
+def _changes_tabs(request: TabRequest, outcome: Outcome) -> bool:
+    """Whether the tabs may have changed (a tab closed or crashed): the node then reconciles its actors."""
+    return isinstance(request.command, CloseTab) or not isinstance(outcome, Done)

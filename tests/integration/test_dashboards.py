@@ -347,7 +347,7 @@ def test_the_workload_shows_in_prometheus(fleet: Fleet) -> None:
     assert total('kitsune_audit_entries_total') > 50
     assert total('kitsune_audit_write_failures_total') == 0
     assert total('kitsune_http_requests_total{route="/api/resume", status="403"}') == 2
-    assert total('kitsune_nats_requests_total{subject="tab", outcome="ok"}') > 10
+    assert total('kitsune_nats_requests_total{subject="open", outcome="ok"}') > 5  # tabs of a node's own calls: no NATS
 
 
 def test_prometheus_loaded_the_alert_rules_and_evaluates_them_on_live_data(fleet: Fleet) -> None:

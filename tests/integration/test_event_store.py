@@ -96,6 +96,15 @@ async def test_events_round_trip_into_the_same_step_log(store: EventStore) -> No
     assert fold(back) == fold(events)
 
 
+async def test_posted_events_are_stored_in_order_once_a_later_append_returns(store: EventStore) -> None:
+    call = _call()
+    events = _events(call)
+    for event in events[:-1]:
+        await store.post(event)  # nothing to wait for
+    await store.append(events[-1])  # its acknowledgement covers the events posted before it
+    assert await store.read(call) == events
+
+
 async def test_a_call_with_no_events_reads_empty(store: EventStore) -> None:
     assert await store.read(_call()) == []
 

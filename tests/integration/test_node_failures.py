@@ -19,6 +19,7 @@ from bridge.browser import ChromiumBrowser
 from bridge.nats_server import EmbeddedNats
 from bridge.node import Node, NodeConfig
 from messages.commands import parse_body
+from messages.errors import KitsuneError
 from tests.site import TestSite
 
 
@@ -55,13 +56,16 @@ def _alive(pid: int) -> bool:
     return stat[stat.rindex(")") + 2] != "Z"
 
 
-def test_a_write_in_flight_when_nats_is_lost_ends_unknown_and_the_node_reconnects(site: TestSite) -> None:
+def test_a_write_in_flight_over_nats_when_it_is_lost_ends_unknown_and_the_nodes_reconnect(site: TestSite) -> None:
     server = EmbeddedNats()
-    node = Node(ChromiumBrowser(), NodeConfig(nats_url=server.start(), step_timeout=10.0, fleet="lost-nats")).start()
+    url = server.start()
+    config = NodeConfig(nats_url=url, step_timeout=10.0, fleet="lost-nats")
+    tabs = Node(ChromiumBrowser(), config).start()  # the tab's node
+    caller = Node(ChromiumBrowser(), config).start()  # a node without tabs: its calls reach the tab over NATS
     revived: EmbeddedNats | None = None
     try:
-        tab = node.open_tab(site.url("/slow"))
-        thread, body = _in_background(lambda: _batch(node, [
+        tab = tabs.open_tab(site.url("/slow"))
+        thread, body = _in_background(lambda: _batch(caller, [
             {"action": "fill", "selector": "#item", "value": "x"},
             {"action": "submitForm", "selector": "#slow-form", "timeout": 8},
             {"action": "title"},
@@ -77,17 +81,36 @@ def test_a_write_in_flight_when_nats_is_lost_ends_unknown_and_the_node_reconnect
 
         revived = EmbeddedNats(port=server.port)  # a new server: the streams are gone with the old one
         revived.start()
-        bus: Any = node.bus
-        _eventually(lambda: bus.connected and bus.reconnects >= 1)
+        buses: list[Any] = [tabs.bus, caller.bus]
+        _eventually(lambda: all(bus.connected and bus.reconnects >= 1 for bus in buses))
         site.slow_seconds = 0
-        _eventually(lambda: _batch(node, [{"action": "navigate", "url": site.url("/slow")},
-                                          {"action": "submitForm", "selector": "#slow-form"}],
-                                   tabId=tab)["status"] == "ok")  # the node made its streams again
+        _eventually(lambda: _batch(caller, [{"action": "navigate", "url": site.url("/slow")},
+                                            {"action": "submitForm", "selector": "#slow-form"}],
+                                   tabId=tab)["status"] == "ok")  # the nodes made their streams again
         assert site.count("POST /slow") == 2
     finally:
-        node.stop()
+        caller.stop()
+        tabs.stop()
         if revived is not None:
             revived.stop()
+
+
+def test_a_call_on_a_tab_of_the_same_node_is_refused_while_nats_is_down(site: TestSite) -> None:
+    server = EmbeddedNats()
+    node = Node(ChromiumBrowser(), NodeConfig(nats_url=server.start(), step_timeout=10.0, fleet="nats-down")).start()
+    try:
+        tab = node.open_tab(site.url("/slow"))
+        server.stop()
+        bus: Any = node.bus
+        _eventually(lambda: not bus.connected)
+
+        # The tab would answer without NATS, but the call cannot be audited: nothing is sent.
+        with pytest.raises(KitsuneError) as refused:
+            _batch(node, [{"action": "submitForm", "selector": "#slow-form"}], tabId=tab)
+        assert refused.value.code == "audit_unavailable"
+        assert site.count("POST /slow") == 0
+    finally:
+        node.stop()
 
 
 def test_a_browser_that_dies_is_restarted_its_tabs_closed_and_writes_in_flight_unknown(
