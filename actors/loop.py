@@ -4,12 +4,19 @@ Actors are threads; IO (nats-py, Playwright) runs on one asyncio loop. An actor 
 coroutine and blocks only its own thread (:meth:`IoLoop.run`). The other way round, code on the
 loop never awaits a pykka future (its ``__await__`` blocks the loop): :func:`ask_from_loop`
 hands the actor a callback that resolves an asyncio future through ``call_soon_threadsafe``.
+
+An actor whose every message is IO on the loop (a tab's actor: Playwright) is a
+:class:`LoopActor` instead: a pykka actor whose mailbox is emptied by a task on the loop, so it
+awaits its IO where the IO runs, without a thread of its own.
 """
 
 from __future__ import annotations
 
 import asyncio
+import collections
 import concurrent.futures
+import inspect
+import sys
 import threading
 from collections.abc import Callable, Coroutine
 from dataclasses import dataclass
@@ -17,7 +24,7 @@ from typing import Any, TypeVar
 
 import pykka
 
-__all__ = ["Answering", "IoLoop", "LoopRequest", "ask_from_loop"]
+__all__ = ["Answering", "IoLoop", "LoopActor", "LoopRequest", "ask_from_loop"]
 
 T = TypeVar("T")
 
@@ -131,4 +138,110 @@ class Answering(pykka.ThreadingActor):
 
     def handle(self, message: Any) -> Any:
         """Answer one request."""
+        raise NotImplementedError
+
+
+class _LoopInbox:
+    """A loop actor's mailbox: filled from any thread, emptied on the loop."""
+
+    def __init__(self) -> None:
+        self._envelopes: collections.deque[Any] = collections.deque()
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._waiter: asyncio.Future[None] | None = None
+
+    def bind(self, loop: asyncio.AbstractEventLoop) -> None:
+        self._loop = loop
+
+    def put(self, envelope: Any) -> None:
+        assert self._loop is not None
+        self._envelopes.append(envelope)
+        self._loop.call_soon_threadsafe(self._wake)
+
+    def get(self) -> Any:
+        return self._envelopes.popleft()
+
+    def empty(self) -> bool:
+        return not self._envelopes
+
+    def qsize(self) -> int:
+        return len(self._envelopes)
+
+    async def next(self) -> Any:
+        """The next envelope, once there is one (on the loop)."""
+        while not self._envelopes:
+            self._waiter = asyncio.get_running_loop().create_future()
+            await self._waiter
+        return self._envelopes.popleft()
+
+    def _wake(self) -> None:  # on the loop, so never between next()'s check and its wait
+        if self._waiter is not None and not self._waiter.done():
+            self._waiter.set_result(None)
+
+
+class LoopActor(pykka.Actor):
+    """A pykka actor whose messages are handled one at a time by a task on the loop.
+
+    Asked and told from threads like any actor (its futures are pykka's threading ones), and from
+    the loop with :func:`ask_from_loop`. ``handle`` is a coroutine and must never block the loop.
+    """
+
+    actor_inbox: _LoopInbox
+
+    def __init__(self, io: IoLoop) -> None:
+        super().__init__()
+        self._io = io
+        self._task: asyncio.Task[None] | None = None
+        self.actor_inbox.bind(io.loop)
+
+    @staticmethod
+    def _create_actor_inbox() -> _LoopInbox:
+        return _LoopInbox()
+
+    @staticmethod
+    def _create_future() -> pykka.Future[Any]:
+        return pykka.ThreadingFuture()
+
+    def _start_actor_loop(self) -> None:
+        def start() -> None:
+            self._task = self._io.loop.create_task(self._run(), name=f"actor:{type(self).__name__}")
+        self._io.loop.call_soon_threadsafe(start)
+
+    async def _run(self) -> None:
+        """pykka's actor loop, with each answer that is a coroutine awaited before the next message."""
+        self._actor_loop_setup()
+        try:
+            while not self.actor_stopped.is_set():
+                envelope = await self.actor_inbox.next()
+                try:
+                    response = self._handle_receive(envelope.message)
+                    if inspect.isawaitable(response):
+                        response = await response
+                    if envelope.reply_to is not None:
+                        envelope.reply_to.set(response)
+                except Exception:
+                    if envelope.reply_to is not None:
+                        envelope.reply_to.set_exception()
+                    else:
+                        self._handle_failure(*sys.exc_info())
+        except asyncio.CancelledError:  # the loop is closing under it
+            self._stop()
+            raise
+        finally:
+            self._actor_loop_teardown()
+
+    def on_receive(self, message: Any) -> Any:
+        if isinstance(message, LoopRequest):
+            return self._answer(message)
+        return self.handle(message)
+
+    async def _answer(self, request: LoopRequest) -> None:
+        try:
+            value = await self.handle(request.message)
+        except Exception as e:  # goes back to the asking coroutine
+            request.settle(None, e)
+        else:
+            request.settle(value, None)
+
+    async def handle(self, message: Any) -> Any:
+        """Answer one request (on the loop)."""
         raise NotImplementedError

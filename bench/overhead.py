@@ -2,8 +2,10 @@
 
 The same 200-step batch (clicks on #b0..#b9 of the test site's /clicks page alternating with
 reads: ``title`` and ``pageText #local-count``) runs through a whole Kitsune node (embedded
-nats-server with JetStream, Chromium, the actors: engine thread -> event sink -> NATS request ->
-tab actor -> Playwright driver -> back) and through raw Playwright (async API, the same system
+nats-server with JetStream, Chromium, the actors: the call actor's engine, every step event to
+JetStream, every step's audit entry to the audit stream, a write's dispatch and audit entry
+stored before it is sent, the tab actor's mailbox -> Playwright driver -> back; the tab is the
+node's own, so the request does not cross NATS) and through raw Playwright (async API, the same system
 Chromium launched with the same flags by a second ``ChromiumBrowser``, its own page in its own
 window, ``page.click``/``page.title``/``page.inner_text`` awaited directly).
 
@@ -23,6 +25,10 @@ on when it starts relative to the frame clock. The gap before a click (the read 
 two clicks, plus Kitsune's own overhead) shifts that phase, so a click step can measure shorter
 through Kitsune than raw, or a whole frame longer. The "frame-neutral" click ratio (raw click +
 Kitsune's infrastructure time on clicks, over raw click) tells what Kitsune adds without that.
+
+The same batch also runs on a tab of a second node that joins the first node's NATS, so that
+every request of it crosses NATS (a call reaches its own node's tabs through their actors'
+mailboxes): its added cost is printed too.
 
 Targets: median added cost per step <= 0.5 ms; click ratio Kitsune/raw (medians) <= 1.05.
 
@@ -90,12 +96,20 @@ class TimedBrowser(ChromiumBrowser):
 
 
 class KitsuneSide:
-    """A node with embedded NATS and its own Chromium, timing steps from its event listener."""
+    """A node with embedded NATS and its own Chromium, timing steps from its event listener.
 
-    def __init__(self, site: TestSite) -> None:
+    With ``remote``, the tab is on a second node that joins the first one's NATS: every request
+    of the batch crosses NATS to reach it.
+    """
+
+    def __init__(self, site: TestSite, *, remote: bool = False) -> None:
         self.browser = TimedBrowser()
-        self.node = Node(self.browser, NodeConfig(nats_url=None)).start()
-        self.tab = self.node.open_tab(site.url("/clicks"))
+        self.node = Node(ChromiumBrowser() if remote else self.browser, NodeConfig(nats_url=None)).start()
+        self.tabs_node: Node | None = None
+        if remote:
+            assert self.node.nats is not None
+            self.tabs_node = Node(self.browser, NodeConfig(nats_url=self.node.nats.url)).start()
+        self.tab = (self.tabs_node or self.node).open_tab(site.url("/clicks"))
         self._lock = threading.Lock()
         self._started: list[tuple[float, str]] = []
         self.node.event_listeners.append(self._listen)
@@ -122,6 +136,8 @@ class KitsuneSide:
                 "driver": self.browser.timings[:-1]}
 
     def stop(self) -> None:
+        if self.tabs_node is not None:
+            self.tabs_node.stop()
         self.node.stop()
 
 
@@ -165,19 +181,20 @@ def main() -> None:
     args = parser.parse_args()
     load_before = os.getloadavg()
     with TestSite() as site:
-        kitsune, raw = KitsuneSide(site), RawSide(site)
+        kitsune, remote, raw = KitsuneSide(site), KitsuneSide(site, remote=True), RawSide(site)
         try:
-            sides: dict[str, Callable[[], Round]] = {"kitsune": kitsune.round, "raw": raw.round}
+            sides: dict[str, Callable[[], Round]] = {"kitsune": kitsune.round, "remote": remote.round,
+                                                     "raw": raw.round}
             for _ in range(WARMUP):
-                sides["kitsune"]()
-                sides["raw"]()
+                for side in sides.values():
+                    side()
             rounds: list[dict[str, Round]] = []
             for r in range(args.rounds):
-                order = ["kitsune", "raw"] if r % 2 == 0 else ["raw", "kitsune"]
+                order = ["kitsune", "raw", "remote"] if r % 2 == 0 else ["remote", "raw", "kitsune"]
                 rounds.append({side: sides[side]() for side in order})
         finally:
-            kitsune.stop()
-            raw.stop()
+            for stopping in (kitsune, remote, raw):
+                stopping.stop()
     report(rounds, load_before, os.getloadavg())
 
 
@@ -190,13 +207,13 @@ def report(rounds: list[dict[str, Round]], load_before: tuple[float, ...], load_
     def pooled(side: str, series: str, k: str | None) -> list[float]:
         return [d for sides in rounds for d in of(sides[side][series], k)]
 
-    def infra(k: str | None) -> list[float]:
+    def infra(k: str | None, side: str = "kitsune") -> list[float]:
         return [s - d for sides in rounds
-                for s, d in zip(of(sides["kitsune"]["step"], k), of(sides["kitsune"]["driver"], k), strict=True)]
+                for s, d in zip(of(sides[side]["step"], k), of(sides[side]["driver"], k), strict=True)]
 
-    def added(k: str | None) -> list[float]:
+    def added(k: str | None, side: str = "kitsune") -> list[float]:
         return [a - b for sides in rounds
-                for a, b in zip(of(sides["kitsune"]["step"], k), of(sides["raw"]["step"], k), strict=True)]
+                for a, b in zip(of(sides[side]["step"], k), of(sides["raw"]["step"], k), strict=True)]
 
     med = statistics.median
     print(f"per-step overhead: {STEPS}-step batch (clicks alternating with title/pageText), {len(rounds)} "
@@ -206,11 +223,11 @@ def report(rounds: list[dict[str, Round]], load_before: tuple[float, ...], load_
     print("  round | click: kitsune     raw   ratio | read: kitsune     raw | added/step")
     ratios = []
     for i, sides in enumerate(rounds, 1):
-        k, r = sides["kitsune"]["step"], sides["raw"]["step"]
-        kc, rc = med(of(k, "click")), med(of(r, "click"))
+        mine, theirs = sides["kitsune"]["step"], sides["raw"]["step"]
+        kc, rc = med(of(mine, "click")), med(of(theirs, "click"))
         ratios.append(kc / rc)
-        print(f"  {i:5d} | {kc:12.2f} {rc:7.2f} {kc / rc:7.3f} | {med(of(k, 'read')):11.2f} "
-              f"{med(of(r, 'read')):7.2f} | {med([a - b for a, b in zip(k, r, strict=True)]):+7.2f} ms")
+        print(f"  {i:5d} | {kc:12.2f} {rc:7.2f} {kc / rc:7.3f} | {med(of(mine, 'read')):11.2f} "
+              f"{med(of(theirs, 'read')):7.2f} | {med([a - b for a, b in zip(mine, theirs, strict=True)]):+7.2f} ms")
     print("medians over all rounds (ms):")
     print("         kitsune step = driver + infrastructure |    raw | added per step")
     for k in ("click", "read"):
@@ -225,6 +242,10 @@ def report(rounds: list[dict[str, Round]], load_before: tuple[float, ...], load_
     print(f"click ratio kitsune/raw: {ratio:.3f} (rounds {min(ratios):.3f}..{max(ratios):.3f}; target <= "
           f"{CLICK_RATIO_TARGET}: {'met' if ratio <= CLICK_RATIO_TARGET else 'NOT met'}); frame-neutral "
           f"estimate {neutral:.3f} ({'met' if neutral <= CLICK_RATIO_TARGET else 'NOT met'})")
+    print(f"tab on another node (every request over NATS): median added cost per step "
+          f"{med(added(None, 'remote')):+.2f} ms (clicks {med(added('click', 'remote')):+.2f}, reads "
+          f"{med(added('read', 'remote')):+.2f}); infrastructure alone {med(infra(None, 'remote')):.2f} ms "
+          f"(clicks {med(infra('click', 'remote')):.2f}, reads {med(infra('read', 'remote')):.2f})")
     total_k = med([sum(sides["kitsune"]["step"]) for sides in rounds])
     total_r = med([sum(sides["raw"]["step"]) for sides in rounds])
     print(f"whole batch (steps 1..{STEPS - 1}): kitsune {total_k:.0f} ms, raw {total_r:.0f} ms, "
