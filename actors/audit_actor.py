@@ -12,10 +12,11 @@ audit actor then writes them to the file in the stream's order and answers whoev
 
 from __future__ import annotations
 
+import asyncio
 import concurrent.futures
 import logging
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol
@@ -38,13 +39,16 @@ AUDIT_STREAM = "KITSUNE_AUDIT"
 _SUBJECT = "kitsune.audit.entries"
 _WAIT = 30.0
 """Seconds to wait for an entry to be written."""
+_ACK_TIMEOUT = 5.0
+"""Seconds the stream has to acknowledge an entry."""
 
 
 class AuditLog(Protocol):
     """Where audit entries are numbered and kept."""
 
-    async def append(self, entry: Mapping[str, Any]) -> int:
-        """Keep ``entry``; its sequence number (unique, increasing)."""
+    async def send(self, entry: Mapping[str, Any]) -> Awaitable[int]:
+        """Send ``entry`` now, without waiting; what it answers gives its sequence number (unique,
+        increasing) once the entry is kept."""
         ...
 
 
@@ -54,15 +58,16 @@ class LocalAuditLog:
     def __init__(self) -> None:
         self.entries: list[dict[str, Any]] = []
 
-    async def append(self, entry: Mapping[str, Any]) -> int:
+    async def send(self, entry: Mapping[str, Any]) -> Awaitable[int]:
         self.entries.append(dict(entry))
-        return len(self.entries)
+        return _kept(len(self.entries))
 
 
 class JetStreamAuditLog:
     """Entries in the JetStream stream ``KITSUNE_AUDIT`` (file storage), shared by every node."""
 
     def __init__(self, client: Client) -> None:
+        self._client = client
         self._js = client.jetstream()
 
     @classmethod
@@ -75,9 +80,20 @@ class JetStreamAuditLog:
             await log_._js.add_stream(StreamConfig(name=AUDIT_STREAM, subjects=[_SUBJECT], storage=StorageType.FILE))
         return log_
 
-    async def append(self, entry: Mapping[str, Any]) -> int:
-        ack = await self._js.publish(_SUBJECT, orjson.dumps(entry))
-        return int(ack.seq)
+    async def send(self, entry: Mapping[str, Any]) -> Awaitable[int]:
+        if not self._client.is_connected:
+            raise KitsuneError("bus_disconnected", "not connected to NATS; audit entry not kept")
+        acknowledgement = await self._js.publish_async(_SUBJECT, orjson.dumps(entry), stream=AUDIT_STREAM)
+        return self._kept(acknowledgement)
+
+    @staticmethod
+    async def _kept(acknowledgement: asyncio.Future[Any]) -> int:
+        return int((await asyncio.wait_for(acknowledgement, _ACK_TIMEOUT)).seq)
+
+
+async def _kept(seq: int) -> int:
+    """An acknowledgement that is already in."""
+    return seq
 
 
 @dataclass(frozen=True, slots=True)
@@ -131,7 +147,7 @@ class AuditTrail:
     def __init__(self, log_: AuditLog, io: IoLoop, actor: pykka.ActorRef[AuditActor]) -> None:
         self.actor = actor
         self._writer: OrderedWriter[_Entry, int] = OrderedWriter(
-            io, append=lambda item: log_.append(item[0]),
+            io, send=lambda item: log_.send(item[0]),
             on_stored=lambda item, seq: actor.tell(_Numbered(item[0], seq, item[1])),
             on_lost=lambda item, error: actor.tell(_Numbered(item[0], None, item[1])))
 

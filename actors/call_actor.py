@@ -129,15 +129,15 @@ class EventSink:
 
     An event is queued without waiting, except ``StepDispatched`` and ``CallEnded``, which wait
     until they (and every event before them) are stored, so a write is never sent before its
-    dispatch is on record. Those two are appended, the others posted (``actors.pipeline``): a
-    dispatch waits for one round trip to the store, not for one per event queued before it.
+    dispatch is on record. Those two are acknowledged, the others posted (``actors.pipeline``):
+    a dispatch waits for one round trip to the store, not for one per event queued before it.
     """
 
     def __init__(self, io: IoLoop, store: EventStore) -> None:
         self.listeners: list[Callable[[Event], None]] = []
         """Called with every event on the emitting thread, as it happens (metrics, benchmarks)."""
         self._writer: OrderedWriter[_Queued, None] = OrderedWriter(
-            io, append=lambda queued: store.append(queued[0]), post=lambda queued: store.post(queued[0]),
+            io, send=lambda queued: store.send(queued[0]), post=lambda queued: store.post(queued[0]),
             on_stored=_stored, on_lost=_lost)
 
     async def start(self) -> None:

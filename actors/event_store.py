@@ -7,8 +7,10 @@ them rebuilds the call's step log after the actor that ran it is gone.
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
-from typing import Protocol
+from collections.abc import Awaitable
+from typing import Any, Protocol
 
 import nats.errors
 import nats.js.errors
@@ -40,6 +42,10 @@ class EventStore(Protocol):
         """Record ``event`` durably enough to rebuild its call; returns once it is stored."""
         ...
 
+    async def send(self, event: Event) -> Awaitable[None]:
+        """Send ``event`` now, without waiting; what it answers completes once the event is stored."""
+        ...
+
     async def post(self, event: Event) -> None:
         """Record ``event`` without waiting for the store: it is stored before any event handed over
         after it, so the next :meth:`append` that returns has stored it too."""
@@ -60,6 +66,10 @@ class LocalEventStore:
         self._calls.setdefault(event.call, []).append(encode(event))
 
     post = append
+
+    async def send(self, event: Event) -> Awaitable[None]:
+        await self.append(event)
+        return _done()
 
     async def read(self, call: int) -> list[Event]:
         return [decode(Event, data) for data in self._calls.get(call, ())]
@@ -98,10 +108,20 @@ class JetStreamEventStore:
         return cls(client, timeout=timeout)
 
     async def append(self, event: Event) -> None:
+        await (await self.send(event))
+
+    async def send(self, event: Event) -> Awaitable[None]:
         subject = self._subject(event)
         try:
-            await self._js.publish(subject, encode(event), timeout=self._timeout, stream=EVENTS_STREAM)
+            acknowledgement = await self._js.publish_async(subject, encode(event), stream=EVENTS_STREAM)
         except nats.errors.Error as e:
+            raise _error(e, subject, "store an event", sent=True) from e
+        return self._stored(acknowledgement, subject)
+
+    async def _stored(self, acknowledgement: asyncio.Future[Any], subject: str) -> None:
+        try:
+            await asyncio.wait_for(acknowledgement, self._timeout)
+        except (TimeoutError, nats.errors.Error) as e:
             raise _error(e, subject, "store an event", sent=True) from e
 
     async def post(self, event: Event) -> None:
@@ -152,7 +172,11 @@ class JetStreamEventStore:
                     await self._js.delete_consumer(EVENTS_STREAM, consumer)
 
 
-def _error(e: nats.errors.Error, subject: str, doing: str, *, sent: bool = False) -> BusError:
+async def _done() -> None:
+    """An acknowledgement that is already in."""
+
+
+def _error(e: nats.errors.Error | TimeoutError, subject: str, doing: str, *, sent: bool = False) -> BusError:
     if isinstance(e, nats.js.errors.NoStreamResponseError | nats.errors.NoRespondersError):
         return BusError("no_responders", f"JetStream did not answer ({subject}): is it enabled?", subject=subject)
     if isinstance(e, TimeoutError):

@@ -1,16 +1,20 @@
 """Ordered writes to a store, handed over from any thread without waiting (the event sink, the audit log).
 
-Items reach the store in the order they were handed over. An item to be acknowledged (appended)
-does not hold back the next one: up to ``IN_FLIGHT`` appends are on their way at once, and their
-acknowledgements are taken in the same order, so an item is reported stored only once it and
-every item before it are. Other items are posted: sent in order, no acknowledgement awaited.
+Items reach the store in the order they were handed over. An item to be acknowledged is sent at
+once and does not hold back the next one: up to ``IN_FLIGHT`` are on their way together, and
+their acknowledgements are taken in the same order, so an item is reported stored only once it
+and every item before it are. Other items are posted: sent in order, no acknowledgement.
+
+Items handed over close together are written in one pass of the writer: one wake-up of the
+loop for a burst, and no task per item.
 """
 
 from __future__ import annotations
 
 import asyncio
+import collections
 import logging
-from collections.abc import Awaitable, Callable, Coroutine
+from collections.abc import Awaitable, Callable
 from typing import Any, Generic, TypeVar
 
 from actors.loop import IoLoop
@@ -23,77 +27,97 @@ T = TypeVar("T")
 R = TypeVar("R")
 
 IN_FLIGHT = 256
-"""Appends sent and not yet acknowledged, at most."""
+"""Items sent and not yet acknowledged, at most."""
+
+
+class _Flush:
+    """Handed over by ``stop``: answered once everything before it is settled."""
+
+    def __init__(self, done: asyncio.Future[None]) -> None:
+        self.done = done
 
 
 class OrderedWriter(Generic[T, R]):
     """One writer task on the loop that hands items to a store in order."""
 
-    def __init__(self, io: IoLoop, *, append: Callable[[T], Coroutine[Any, Any, R]],
+    def __init__(self, io: IoLoop, *, send: Callable[[T], Awaitable[Awaitable[R]]],
                  post: Callable[[T], Awaitable[None]] | None = None,
                  on_stored: Callable[[T, R], None], on_lost: Callable[[T, Exception], None]) -> None:
         self._io = io
-        self._append = append
-        """Store an item and answer its acknowledgement; it must send the item in its first step."""
+        self._send = send
+        """Send an item now (without suspending); answers the awaitable of its acknowledgement."""
         self._post = post
-        """Send an item without waiting for an acknowledgement (when items may be posted)."""
+        """Send an item without an acknowledgement (when items may be posted)."""
         self._on_stored = on_stored
-        """Told (on the loop) of each appended item once it and all before it are stored."""
+        """Told (on the loop) of each acknowledged item once it and all before it are stored."""
         self._on_lost = on_lost
         """Told (on the loop) of each item that could not be stored."""
-        self._queue: asyncio.Queue[tuple[T, bool]] | None = None
-        self._writer: asyncio.Task[None] | None = None
+        self._handed: collections.deque[tuple[Any, bool]] = collections.deque()
+        self._scheduled = False
+        """Whether the writer has been woken for what is in ``_handed``."""
+        self._wake: asyncio.Event | None = None
+        self._tasks: list[asyncio.Task[None]] = []
 
     async def start(self) -> None:
         """Start the writer (on the loop)."""
-        self._queue = asyncio.Queue()
-        self._writer = asyncio.get_running_loop().create_task(self._write())
+        loop = asyncio.get_running_loop()
+        self._wake = asyncio.Event()
+        in_flight: asyncio.Queue[tuple[T, Awaitable[R]]] = asyncio.Queue(IN_FLIGHT)
+        self._tasks = [loop.create_task(self._write(in_flight)), loop.create_task(self._settle(in_flight))]
 
     async def stop(self) -> None:
-        """Write what was handed over, then stop."""
-        if self._queue is not None and self._writer is not None:
-            await self._queue.join()
-            self._writer.cancel()
+        """Write and settle what was handed over, then stop."""
+        if self._wake is None:
+            return
+        done: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        self._handed.append((_Flush(done), True))
+        self._wake.set()
+        await done
+        for task in self._tasks:
+            task.cancel()
 
     def put(self, item: T, *, acknowledged: bool) -> None:
-        """Hand ``item`` over (from any thread): appended when ``acknowledged``, posted otherwise."""
-        assert self._queue is not None, "the writer is not started"
-        assert acknowledged or self._post is not None, "this store takes appends only"
-        self._io.loop.call_soon_threadsafe(self._queue.put_nowait, (item, acknowledged))
+        """Hand ``item`` over (from any thread): sent and acknowledged when ``acknowledged``, posted otherwise."""
+        assert self._wake is not None, "the writer is not started"
+        assert acknowledged or self._post is not None, "this store takes acknowledged items only"
+        self._handed.append((item, acknowledged))
+        if not self._scheduled:  # the writer clears the flag before it takes items: none is left behind
+            self._scheduled = True
+            self._io.loop.call_soon_threadsafe(self._wake.set)
 
-    async def _write(self) -> None:
-        assert self._queue is not None
-        loop = asyncio.get_running_loop()
-        in_flight: asyncio.Queue[tuple[T, asyncio.Task[R]]] = asyncio.Queue(IN_FLIGHT)
-        settler = loop.create_task(self._settle(in_flight))
-        try:
-            while True:
-                item, acknowledged = await self._queue.get()
-                if not acknowledged:
-                    await self._send(item)
-                    continue
-                await in_flight.put((item, loop.create_task(self._append(item))))
-                # The append sends its item in its task's first step; yielding once lets that step run
-                # before the next item goes out, so the store receives the items in queue order.
-                await asyncio.sleep(0)
-        finally:
-            settler.cancel()
+    async def _write(self, in_flight: asyncio.Queue[tuple[T, Awaitable[R]]]) -> None:
+        assert self._wake is not None
+        while True:
+            await self._wake.wait()
+            self._wake.clear()
+            self._scheduled = False
+            while self._handed:
+                item, acknowledged = self._handed.popleft()
+                if isinstance(item, _Flush):
+                    await in_flight.join()
+                    item.done.set_result(None)
+                elif not acknowledged:
+                    await self._post_one(item)
+                else:
+                    try:
+                        acknowledgement = await self._send(item)
+                    except Exception as e:
+                        self._on_lost(item, e)
+                    else:
+                        await in_flight.put((item, acknowledgement))
 
-    async def _send(self, item: T) -> None:
-        assert self._queue is not None and self._post is not None
+    async def _post_one(self, item: T) -> None:
+        assert self._post is not None
         try:
             await self._post(item)
         except Exception as e:
             self._on_lost(item, e)
-        finally:
-            self._queue.task_done()
 
-    async def _settle(self, in_flight: asyncio.Queue[tuple[T, asyncio.Task[R]]]) -> None:
-        assert self._queue is not None
+    async def _settle(self, in_flight: asyncio.Queue[tuple[T, Awaitable[R]]]) -> None:
         while True:
-            item, append = await in_flight.get()
+            item, acknowledgement = await in_flight.get()
             try:
-                stored = await append
+                stored = await acknowledgement
             except Exception as e:
                 self._on_lost(item, e)
             else:
@@ -102,4 +126,4 @@ class OrderedWriter(Generic[T, R]):
                 except Exception as e:  # the writer goes on with the next item
                     log.error("after storing an item: %s", type(e).__name__)
             finally:
-                self._queue.task_done()
+                in_flight.task_done()
