@@ -42,6 +42,7 @@ import itertools
 import os
 import statistics
 import sys
+import tempfile
 import threading
 import time
 from collections.abc import Callable
@@ -104,7 +105,9 @@ class KitsuneSide:
 
     def __init__(self, site: TestSite, *, remote: bool = False) -> None:
         self.browser = TimedBrowser()
-        self.node = Node(ChromiumBrowser() if remote else self.browser, NodeConfig(nats_url=None)).start()
+        self._audit = tempfile.TemporaryDirectory(prefix="kitsune-bench-")
+        config = NodeConfig(nats_url=None, audit_file=Path(self._audit.name) / "audit.jsonl")  # as `kitsune serve`
+        self.node = Node(ChromiumBrowser() if remote else self.browser, config).start()
         self.tabs_node: Node | None = None
         if remote:
             assert self.node.nats is not None
@@ -139,6 +142,7 @@ class KitsuneSide:
         if self.tabs_node is not None:
             self.tabs_node.stop()
         self.node.stop()
+        self._audit.cleanup()
 
 
 class RawSide:
