@@ -23,6 +23,8 @@ class Browser(Protocol):
 
     url_policy: Callable[[], UrlPolicy] | None
     """The URL lists the browser enforces on every request of every page."""
+    next_tab_id: Callable[[], int]
+    """Names each new page the moment it appears."""
 
     async def start(self) -> None: ...
 

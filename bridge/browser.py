@@ -456,7 +456,8 @@ class ChromiumBrowser:
         self._page_tabs: dict[int, int] = {}  # id(page) -> tab id
         self._target_ids: dict[int, str] = {}  # tab id -> CDP target id
         self._locks: dict[int, asyncio.Lock] = {}
-        self._ids = itertools.count(1)
+        self.next_tab_id: Callable[[], int] = itertools.count(1).__next__
+        """Names each new page, popups included, at once (the node gives ids unique in its fleet)."""
         self._page_added = asyncio.Event()
         self._ready = asyncio.Event()
         self._failure: KitsuneError | None = None
@@ -609,7 +610,7 @@ class ChromiumBrowser:
     def _on_page(self, page: Page) -> None:
         if id(page) in self._page_tabs:
             return
-        tab = next(self._ids)
+        tab = self.next_tab_id()
         self._pages[tab] = page
         self._open = frozenset(self._pages)
         self._page_tabs[id(page)] = tab

@@ -36,6 +36,7 @@ from actors.tab_actor import SETTLE, Browser, TabActor
 from bridge.metrics import NodeMetrics
 from bridge.nats_server import EmbeddedNats
 from bridge.policy import ConfirmTokens, Policy, PolicyDriver, TabOwners
+from bridge.tab_ids import TabIds, kv_reserve, local_reserve
 from bridge.workflows import WorkflowLibrary
 from messages.codec import decode, decode_outcome, encode
 from messages.commands import CallSpec, CloseTab, Command, GetTabs, NewTab
@@ -146,6 +147,7 @@ class Node:
         return self.workflows.sha256(name) if self.workflows is not None else None
 
     async def _connect(self) -> None:
+        reserve = local_reserve()
         if not self.config.local_bus:
             url = self.config.nats_url
             if url is None:
@@ -161,9 +163,13 @@ class Node:
                 await JetStreamEventStore.create(nats_bus, max_age_seconds=self.config.checkpoint_ttl)
                 await JetStreamAuditLog.create(nats_bus.client)
             nats_bus.on_reconnect = streams_again
+            reserve = kv_reserve(nats_bus.client, self.config.fleet)
         self._sink = EventSink(self.io, self.events)
         self._sink.listeners = self.event_listeners
         await self._sink.start()
+        tab_ids = TabIds(reserve)
+        await tab_ids.start()
+        self.browser.next_tab_id = tab_ids.take
         await self.browser.start()
         self._subscriptions.append(await self.bus.subscribe(self.subjects.open, self._serve_open, queue="open"))
         self._subscriptions.append(await self.bus.subscribe(self.subjects.tabs, self._serve_tabs, queue="tabs"))

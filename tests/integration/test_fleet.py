@@ -1,0 +1,77 @@
+"""Nodes of one fleet sharing one NATS server: every tab id is unique in the fleet, and a call
+reaches a tab of another node over NATS, where exactly one node runs it."""
+
+from __future__ import annotations
+
+import asyncio
+import secrets
+from collections.abc import Iterator
+from typing import Any
+
+import nats
+import pytest
+
+from bridge.browser import ChromiumBrowser
+from bridge.node import Node, NodeConfig
+from bridge.tab_ids import BLOCK, FLEET_BUCKET, kv_reserve
+from messages.commands import parse_body
+from tests.site import TestSite
+
+
+@pytest.fixture
+def site(test_site: TestSite) -> Iterator[TestSite]:
+    test_site.reset()
+    yield test_site
+
+
+@pytest.fixture(scope="module")
+def fleet(nats_url: str) -> Iterator[tuple[Node, Node]]:
+    name = "fleet-" + secrets.token_hex(4)
+    first = Node(ChromiumBrowser(), NodeConfig(nats_url=nats_url, fleet=name)).start()
+    second = Node(ChromiumBrowser(), NodeConfig(nats_url=nats_url, fleet=name)).start()
+    yield first, second
+    second.stop()
+    first.stop()
+
+
+def _batch(node: Node, commands: list[dict[str, Any]], **options: Any) -> dict[str, Any]:
+    return node.run(parse_body("batch", {"commands": commands, **options})).body
+
+
+def test_tabs_opened_on_two_nodes_of_a_fleet_never_share_an_id(fleet: tuple[Node, Node], site: TestSite) -> None:
+    first, second = fleet
+    opened = [(first if i % 2 == 0 else second).open_tab(site.url("/clicks")) for i in range(6)]
+    assert len(set(opened)) == len(opened)
+    assert set(first.tab_actors()).isdisjoint(second.tab_actors())
+
+
+def test_a_write_on_another_nodes_tab_goes_over_nats_and_is_done_once(
+        fleet: tuple[Node, Node], site: TestSite) -> None:
+    first, second = fleet
+    tab = second.open_tab(site.url("/clicks"))
+    first.open_tab(site.url("/clicks"))  # the caller has tabs of its own too
+    assert tab not in first.tab_actors()  # so the request crosses NATS to the other node
+    body = _batch(first, [{"action": "click", "selector": "#hit"}, {"action": "title"}], tabId=tab)
+    assert body["status"] == "ok", body["summary"]
+    assert site.wait_for_count("POST /clicks/hit") == 1
+    assert site.count("POST /clicks/hit") == 1
+
+
+def test_nodes_reserving_at_once_get_disjoint_blocks_and_a_lost_counter_restarts_past_them(nats_url: str) -> None:
+    async def scenario() -> None:
+        name = "blocks-" + secrets.token_hex(4)
+        clients = [await nats.connect(nats_url) for _ in range(4)]
+        try:
+            reserves = [kv_reserve(client, name) for client in clients]
+            firsts = await asyncio.gather(*(reserve(BLOCK) for reserve in reserves for _ in range(5)))
+            assert sorted(firsts) == [1 + i * BLOCK for i in range(20)]  # no block given twice, none skipped
+
+            bucket = await clients[0].jetstream().key_value(FLEET_BUCKET)
+            await bucket.delete(f"{name}.tab-ids")  # as if the server lost it
+            highest = max(first for first, reserve in zip(firsts, [r for r in reserves for _ in range(5)],
+                                                                 strict=True) if reserve is reserves[0])
+            assert await reserves[0](BLOCK) == highest + BLOCK  # past every id this node reserved
+        finally:
+            for client in clients:
+                await client.close()
+    asyncio.run(scenario())
