@@ -70,9 +70,8 @@ from messages.results import (
 from messages.steplog import StepLog, StepLogBuilder, StepRecord
 
 __all__ = [
-    "NO_AUDIT", "Clock", "Decision", "Done", "Driver", "EngineConfig", "EventSinkPort", "Failed", "HeldForApproval",
-    "Outcome", "Ports", "Prior", "RunReport", "Sequences", "StepAudit", "SystemClock", "ThreadedSequences", "Unknown",
-    "leaf_paths", "outline_of", "run_call",
+    "NO_AUDIT", "Clock", "Decision", "Driver", "EngineConfig", "EventSinkPort", "Ports", "Prior", "RunReport",
+    "Sequences", "StepAudit", "SystemClock", "ThreadedSequences", "leaf_paths", "outline_of", "run_call",
 ]
 
 log = logging.getLogger(__name__)

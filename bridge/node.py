@@ -15,7 +15,7 @@ import logging
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 import pykka
 
@@ -32,11 +32,12 @@ from actors.event_store import EventStore, JetStreamEventStore, LocalEventStore
 from actors.log_context import CALL
 from actors.loop import IoLoop, ask_from_loop
 from actors.sequence_actor import ActorSequences, BarrierActor
-from actors.tab_actor import SETTLE, Browser, TabActor
+from actors.tab_actor import SETTLE, TabActor
 from bridge.metrics import NodeMetrics
 from bridge.nats_server import EmbeddedNats
 from bridge.policy import ConfirmTokens, Policy, PolicyDriver, TabOwners
 from bridge.tab_ids import TabIds, kv_reserve, local_reserve
+from bridge.url_policy import UrlPolicy
 from bridge.workflows import WorkflowLibrary
 from messages.codec import decode, decode_outcome, encode
 from messages.commands import CallSpec, CloseTab, Command, GetTabs, NewTab
@@ -46,9 +47,35 @@ from messages.requests import Subjects, TabRequest
 from messages.results import Done, Failed, Failure, Outcome
 from messages.steplog import StepLog, fold
 
-__all__ = ["Node", "NodeConfig"]
+__all__ = ["Browser", "Node", "NodeConfig"]
 
 log = logging.getLogger(__name__)
+
+
+class Browser(Protocol):
+    """What the node needs of the browser driver (``bridge.browser.ChromiumBrowser``)."""
+
+    url_policy: Callable[[], UrlPolicy] | None
+    """The URL lists the browser enforces on every request of every page."""
+    next_tab_id: Callable[[], int]
+    """Names each new page the moment it appears."""
+
+    async def start(self) -> None: ...
+
+    async def stop(self) -> None: ...
+
+    async def execute(self, command: Command, tab_id: int | None, timeout: float) -> Outcome: ...
+
+    async def new_tab(self, url: str | None = None) -> int: ...
+
+    async def tabs(self) -> list[dict[str, Any]]: ...
+
+    def tab_ids(self) -> frozenset[int]: ...
+
+    async def needs_user(self, tab_id: int) -> dict[str, Any]: ...
+
+    @property
+    def running(self) -> bool: ...
 
 
 @dataclass(frozen=True, slots=True)
@@ -114,7 +141,7 @@ class Node:
             checkpoints = CheckpointActor.start(self.store)
             claim_table = ClaimTable()
             self.claims = TabClaimActor.start(claim_table)
-            self._claims = ClaimsPort(self.claims, claim_table)
+            self._claims_port = ClaimsPort(self.claims, claim_table)
             barriers = BarrierActor.start()
             self.audit = AuditActor.start(self.config.audit_file, self.metrics.audit_recorded)
             self._audit_trail = AuditTrail(self.audit_log, self.io, self.audit)
@@ -141,7 +168,7 @@ class Node:
         driver: Driver = self._driver if agent is None else PolicyDriver(
             self._driver, agent, lambda: self.policy, self.owners, self.confirms, confirm_token=confirm_token,
             on_refusal=self.metrics.policy_refused)
-        return Ports(driver, SystemClock(), self._claims, self._sequences, self.auditor(agent))
+        return Ports(driver, SystemClock(), self._claims_port, self._sequences, self.auditor(agent))
 
     def workflow_sha256(self, name: str) -> str | None:
         return self.workflows.sha256(name) if self.workflows is not None else None

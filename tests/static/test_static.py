@@ -44,6 +44,16 @@ def test_pure_core_imports_no_io_library() -> None:
     assert json.loads(result.stdout.replace("'", '"')) == []
 
 
+def test_layers_import_downwards_only() -> None:
+    """messages/ imports no other layer; actors/ imports messages/ but never the bridge or the gateway."""
+    below = {"messages": ("actors", "bridge", "mcp_gateway"), "actors": ("bridge", "mcp_gateway")}
+    upward = [f"{path.relative_to(ROOT)}: {line.strip()}"
+              for layer, above in below.items() for path in sorted((ROOT / layer).glob("*.py"))
+              for line in path.read_text().splitlines()
+              if line.startswith(("from ", "import ")) and line.split()[1].split(".")[0] in above]
+    assert upward == []
+
+
 def test_schema_is_valid_json_schema_and_accepts_what_the_parser_accepts() -> None:
     for schema in (command_schema(), batch_schema(), parallel_schema()):
         jsonschema.Draft202012Validator.check_schema(schema)

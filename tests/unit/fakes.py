@@ -11,11 +11,11 @@ from typing import Any
 from actors.calls import Calls, SequentialIds
 from actors.checkpoints import CheckpointStore
 from actors.claims import ClaimTable
-from actors.engine import Done, Failed, HeldForApproval, Outcome, Ports, ThreadedSequences, Unknown
+from actors.engine import Ports, ThreadedSequences
 from messages.commands import Command, Js, NewTab, is_write
 from messages.errors import KitsuneError
 from messages.events import Event
-from messages.results import Failure
+from messages.results import Done, Failed, Failure, HeldForApproval, Outcome, Unknown
 
 
 class FakeClock:

@@ -12,7 +12,7 @@ import pytest
 
 from actors.calls import Calls, SequentialIds
 from actors.claims import Claim
-from actors.engine import Failed, Outcome, Ports, ThreadedSequences, Unknown
+from actors.engine import Ports, ThreadedSequences
 from messages.codec import decode, encode
 from messages.commands import Command, parse_call
 from messages.errors import KitsuneError
@@ -28,7 +28,7 @@ from messages.events import (
     StepStarted,
     StepSucceeded,
 )
-from messages.results import Failure
+from messages.results import Failed, Failure, Outcome, Unknown
 from messages.steplog import fold
 from tests.unit.fakes import FakeClock, ScriptedDriver, World
 

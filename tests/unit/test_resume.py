@@ -15,11 +15,11 @@ import pytest
 
 from actors.checkpoints import Checkpoint
 from actors.claims import Claim
-from actors.engine import Outcome
 from actors.resume import RESUME_DEADLINE
 from messages.commands import CallSpec, Command, parse_call
 from messages.errors import KitsuneError
 from messages.events import CallResumed
+from messages.results import Outcome
 from tests.unit.fakes import ScriptedDriver, World
 
 # --- helpers -----------------------------------------------------------------------------------

@@ -17,10 +17,11 @@ import pytest
 
 from actors.calls import Calls, SequentialIds
 from actors.checkpoints import Checkpoint, WorkflowSource
-from actors.engine import Outcome, Ports, ThreadedSequences
+from actors.engine import Ports, ThreadedSequences
 from bridge.workflows import Workflow, WorkflowLibrary, parse_workflow
 from messages.commands import CallSpec, Command, parse_call
 from messages.errors import KitsuneError
+from messages.results import Outcome
 from tests.unit.fakes import World
 
 CHECKOUT = b"""\
