@@ -60,7 +60,7 @@ class LocalAuditLog:
 
     async def send(self, entry: Mapping[str, Any]) -> Awaitable[int]:
         self.entries.append(dict(entry))
-        return _kept(len(self.entries))
+        return _already_kept(len(self.entries))
 
 
 class JetStreamAuditLog:
@@ -91,7 +91,7 @@ class JetStreamAuditLog:
         return int((await asyncio.wait_for(acknowledgement, _ACK_TIMEOUT)).seq)
 
 
-async def _kept(seq: int) -> int:
+async def _already_kept(seq: int) -> int:
     """An acknowledgement that is already in."""
     return seq
 
@@ -145,7 +145,6 @@ class AuditTrail:
     once (``actors.pipeline``), then written to the file by the audit actor in the log's order."""
 
     def __init__(self, log_: AuditLog, io: IoLoop, actor: pykka.ActorRef[AuditActor]) -> None:
-        self.actor = actor
         self._writer: OrderedWriter[_Entry, int] = OrderedWriter(
             io, send=lambda item: log_.send(item[0]),
             on_stored=lambda item, seq: actor.tell(_Numbered(item[0], seq, item[1])),
