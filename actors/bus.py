@@ -360,7 +360,10 @@ class NatsBus:
 
         try:
             sub = await self._nc.subscribe(subject, queue=queue or "", cb=on_message)
-            await self._nc.flush()  # the server knows the interest before we return
+            # nats-py writes a flush's PING straight to the socket, ahead of commands still queued (this
+            # SUB): write the queue out first, so that the PONG proves the server has the interest.
+            await self._nc._flush_pending(force_flush=True)
+            await self._nc.flush()
         except nats.errors.Error as e:
             raise _translate(e, subject, sent=False) from e
         return _NatsSubscriptionHandle(sub)
