@@ -28,7 +28,7 @@ from nats.js.api import StorageType, StreamConfig
 
 from actors.loop import IoLoop
 from actors.pipeline import OrderedWriter
-from messages.commands import CallSpec, Command, audit_params
+from messages.commands import CallSpec, Command, audit_params, is_write
 from messages.errors import KitsuneError
 
 __all__ = ["AUDIT_STREAM", "AuditActor", "AuditLog", "AuditTrail", "Auditor", "JetStreamAuditLog", "LocalAuditLog"]
@@ -158,10 +158,11 @@ class AuditTrail:
         """Number what was handed over, then stop (the actor is stopped by its owner)."""
         await self._writer.stop()
 
-    def record(self, entry: Mapping[str, Any]) -> concurrent.futures.Future[int]:
-        """Start recording one entry (from any thread); the future of its id, or of ``audit_unavailable``."""
+    def record(self, entry: Mapping[str, Any], *, urgent: bool = True) -> concurrent.futures.Future[int]:
+        """Start recording one entry (from any thread); the future of its id, or of ``audit_unavailable``.
+        An entry nobody waits for (not ``urgent``) may linger a little to go out with others."""
         answer: concurrent.futures.Future[int] = concurrent.futures.Future()
-        self._writer.put((entry, answer), acknowledged=True)
+        self._writer.put((entry, answer), acknowledged=True, urgent=urgent)
         return answer
 
 
@@ -175,9 +176,11 @@ class Auditor:
     def _record(self, entry: dict[str, Any], agent: str | None = None) -> int:
         return self._start(entry, agent).result(timeout=_WAIT)
 
-    def _start(self, entry: dict[str, Any], agent: str | None = None) -> concurrent.futures.Future[int]:
+    def _start(self, entry: dict[str, Any], agent: str | None = None, *,
+               urgent: bool = True) -> concurrent.futures.Future[int]:
         """Hand an entry to the audit log; the future of its id."""
-        return self._trail.record({"time": round(time.time(), 3), "agent": agent or self._agent, **entry})
+        return self._trail.record({"time": round(time.time(), 3), "agent": agent or self._agent, **entry},
+                                  urgent=urgent)
 
     def call(self, spec: CallSpec, agent: str | None) -> int:
         return self._record({"kind": "call", "call_kind": spec.kind, "commands": len(spec.commands),
@@ -192,7 +195,8 @@ class Auditor:
         if resumed:
             parent["resumed"] = True
         written = self._start({"kind": "step", "action": command.action, "tabId": tab_id,
-                               "params": audit_params(command), "parent": parent})
+                               "params": audit_params(command), "parent": parent},
+                              urgent=is_write(command))  # the engine waits only for a write's entry
 
         def wait() -> None:  # raises audit_unavailable when the entry could not be written
             written.result(timeout=_WAIT)

@@ -129,8 +129,9 @@ class EventSink:
 
     An event is queued without waiting, except ``StepDispatched`` and ``CallEnded``, which wait
     until they (and every event before them) are stored, so a write is never sent before its
-    dispatch is on record. Those two are acknowledged, the others posted (``actors.pipeline``):
-    a dispatch waits for one round trip to the store, not for one per event queued before it.
+    dispatch is on record. Those two are acknowledged and go out at once, the others are posted
+    and may linger a little to go out together (``actors.pipeline``): a dispatch waits for one
+    round trip to the store, not for one per event queued before it.
     """
 
     def __init__(self, io: IoLoop, store: EventStore) -> None:
@@ -154,10 +155,10 @@ class EventSink:
         for listener in self.listeners:
             listener(event)
         if not isinstance(event, StepDispatched | CallEnded):
-            self._writer.put((event, None), acknowledged=False)
+            self._writer.put((event, None), acknowledged=False, urgent=False)
             return None
         stored: concurrent.futures.Future[None] = concurrent.futures.Future()
-        self._writer.put((event, stored), acknowledged=True)
+        self._writer.put((event, stored), acknowledged=True, urgent=True)
         return lambda: stored.result(timeout=30)
 
 

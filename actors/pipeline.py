@@ -6,7 +6,9 @@ their acknowledgements are taken in the same order, so an item is reported store
 and every item before it are. Other items are posted: sent in order, no acknowledgement.
 
 Items handed over close together are written in one pass of the writer: one wake-up of the
-loop for a burst, and no task per item.
+loop for a burst, and no task per item. An item nobody waits for may linger up to ``LINGER``
+seconds, so that the items of many steps go out together; an urgent item (one its sender waits
+for) wakes the writer at once, and everything handed over before it goes out first.
 """
 
 from __future__ import annotations
@@ -19,7 +21,7 @@ from typing import Any, Generic, TypeVar
 
 from actors.loop import IoLoop
 
-__all__ = ["IN_FLIGHT", "OrderedWriter"]
+__all__ = ["IN_FLIGHT", "LINGER", "OrderedWriter"]
 
 log = logging.getLogger(__name__)
 
@@ -28,6 +30,8 @@ R = TypeVar("R")
 
 IN_FLIGHT = 256
 """Items sent and not yet acknowledged, at most."""
+LINGER = 0.02
+"""Seconds an item that is not urgent may wait for others to go out with."""
 
 
 class _Flush:
@@ -55,6 +59,8 @@ class OrderedWriter(Generic[T, R]):
         self._handed: collections.deque[tuple[Any, bool]] = collections.deque()
         self._scheduled = False
         """Whether the writer has been woken for what is in ``_handed``."""
+        self._lingering = False
+        """Whether a linger timer will wake the writer."""
         self._wake: asyncio.Event | None = None
         self._tasks: list[asyncio.Task[None]] = []
 
@@ -76,14 +82,25 @@ class OrderedWriter(Generic[T, R]):
         for task in self._tasks:
             task.cancel()
 
-    def put(self, item: T, *, acknowledged: bool) -> None:
-        """Hand ``item`` over (from any thread): sent and acknowledged when ``acknowledged``, posted otherwise."""
+    def put(self, item: T, *, acknowledged: bool, urgent: bool) -> None:
+        """Hand ``item`` over (from any thread): sent and acknowledged when ``acknowledged``, posted
+        otherwise; at once when ``urgent``, else within ``LINGER`` seconds."""
         assert self._wake is not None, "the writer is not started"
         assert acknowledged or self._post is not None, "this store takes acknowledged items only"
         self._handed.append((item, acknowledged))
-        if not self._scheduled:  # the writer clears the flag before it takes items: none is left behind
-            self._scheduled = True
-            self._io.loop.call_soon_threadsafe(self._wake.set)
+        # Each flag is cleared on the loop before the items are taken: none is left behind.
+        if urgent:
+            if not self._scheduled:
+                self._scheduled = True
+                self._io.loop.call_soon_threadsafe(self._wake.set)
+        elif not self._lingering:
+            self._lingering = True
+            self._io.loop.call_soon_threadsafe(self._io.loop.call_later, LINGER, self._linger_over)
+
+    def _linger_over(self) -> None:
+        assert self._wake is not None
+        self._lingering = False
+        self._wake.set()
 
     async def _write(self, in_flight: asyncio.Queue[tuple[T, Awaitable[R]]]) -> None:
         assert self._wake is not None

@@ -4,12 +4,13 @@ from __future__ import annotations
 
 import asyncio
 import threading
+import time
 from collections.abc import Awaitable, Iterator
 
 import pytest
 
 from actors.loop import IoLoop
-from actors.pipeline import OrderedWriter
+from actors.pipeline import LINGER, OrderedWriter
 
 
 class Store:
@@ -63,7 +64,7 @@ def test_items_from_many_threads_reach_the_store_in_the_order_they_were_handed_o
             item = f"{p}.{i}"
             with lock:  # one order of handing over, as the engine emits under its lock
                 handed.append(item)
-                writer.put(item, acknowledged=i % 7 == 0)
+                writer.put(item, acknowledged=i % 7 == 0, urgent=i % 7 == 0)
 
     threads = [threading.Thread(target=producer, args=(p,)) for p in range(4)]
     for thread in threads:
@@ -82,7 +83,7 @@ def test_an_item_the_store_refuses_is_reported_lost_and_the_rest_go_on(io: IoLoo
     store = Store(refused=frozenset({"b"}))
     writer, reports = _writer(io, store)
     for item in "abc":
-        writer.put(item, acknowledged=True)
+        writer.put(item, acknowledged=True, urgent=True)
     io.run(writer.stop(), timeout=30)
     assert store.received == ["a", "c"]
     assert sorted(reports) == [("a", 1), ("b", "ConnectionError"), ("c", 2)]
@@ -92,6 +93,22 @@ def test_stop_returns_only_once_everything_handed_over_is_settled(io: IoLoop) ->
     store = Store()
     writer, reports = _writer(io, store)
     for item in ("x", "y", "z"):
-        writer.put(item, acknowledged=True)
+        writer.put(item, acknowledged=True, urgent=item == "z")
     io.run(writer.stop(), timeout=30)
     assert reports == [("x", 1), ("y", 2), ("z", 3)]
+
+
+def test_items_nobody_waits_for_linger_then_go_out_and_an_urgent_one_takes_them_along(io: IoLoop) -> None:
+    store = Store()
+    writer, reports = _writer(io, store)
+    writer.put("lingering", acknowledged=False, urgent=False)
+    deadline = time.monotonic() + 5
+    while not store.received:  # goes out on its own, once the linger is over
+        assert time.monotonic() < deadline
+        time.sleep(LINGER / 4)
+    for item in ("a", "b"):
+        writer.put(item, acknowledged=False, urgent=False)
+    writer.put("waited", acknowledged=True, urgent=True)
+    io.run(writer.stop(), timeout=30)
+    assert store.received == ["lingering", "a", "b", "waited"]
+    assert reports == [("waited", 4)]
