@@ -14,12 +14,14 @@ from __future__ import annotations
 
 import asyncio
 import concurrent.futures
+import contextlib
 import logging
+import os
 import time
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Any, BinaryIO, Protocol
 
 import orjson
 import pykka
@@ -114,6 +116,7 @@ class AuditActor(pykka.ThreadingActor):
     def __init__(self, file: Path | None, on_record: Callable[[bool], None] = lambda written: None) -> None:
         super().__init__()
         self._path = file
+        self._file: BinaryIO | None = None
         self._on_record = on_record
         """Told of every entry: whether it was written (metrics)."""
 
@@ -123,10 +126,10 @@ class AuditActor(pykka.ThreadingActor):
         try:
             if message.seq is None:
                 raise KitsuneError("audit_unavailable", "The audit stream did not keep the entry")
-            if self._path is not None:  # opened for each entry: a file moved away (rotated) is not written on
-                with self._path.open("ab") as file:
-                    file.write(orjson.dumps({"call": message.seq, **message.entry}) + b"\n")
+            if self._path is not None:
+                self._open(self._path).write(orjson.dumps({"call": message.seq, **message.entry}) + b"\n")
         except Exception as e:
+            self._close()
             self._on_record(False)
             log.error("audit entry not written (%s)", type(e).__name__)
             message.answer.set_exception(KitsuneError(
@@ -134,6 +137,32 @@ class AuditActor(pykka.ThreadingActor):
             return
         self._on_record(True)
         message.answer.set_result(message.seq)
+
+    def on_stop(self) -> None:
+        self._close()
+
+    def _open(self, path: Path) -> BinaryIO:
+        """The file, open for appending; opened again when the path no longer names the open file
+        (moved away, rotated, deleted), and an error when it cannot be opened (fail closed)."""
+        if self._file is not None and not _names(path, self._file):
+            self._close()
+        if self._file is None:
+            self._file = path.open("ab", buffering=0)  # each line goes to the file as it is written
+        return self._file
+
+    def _close(self) -> None:
+        if self._file is not None:
+            with contextlib.suppress(OSError):
+                self._file.close()
+            self._file = None
+
+
+def _names(path: Path, file: BinaryIO) -> bool:
+    """Whether ``path`` still names the open ``file``."""
+    try:
+        return os.path.samestat(os.fstat(file.fileno()), os.stat(path))
+    except FileNotFoundError:
+        return False
 
 
 _Entry = tuple[Mapping[str, Any], concurrent.futures.Future[int]]
