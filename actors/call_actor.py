@@ -81,8 +81,7 @@ class BusDriver:
     ``tab_closed``, with nothing sent.
     """
 
-    def __init__(self, io: IoLoop, bus: Bus, subjects: Subjects,
-                 local: LocalTabs = lambda tab_id, request: None) -> None:
+    def __init__(self, io: IoLoop, bus: Bus, subjects: Subjects, local: LocalTabs) -> None:
         self._io = io
         self._bus = bus
         self._subjects = subjects

@@ -362,18 +362,16 @@ class _Run:
     def _dispatch(self, path: str) -> None:
         """Record a write before it is sent: its ``StepDispatched`` stored and its audit entry written,
         both on their way at once. Raises :class:`KitsuneError` if either cannot be: nothing is sent."""
-        unavailable = KitsuneError("events_unavailable", "The step could not be recorded before sending; "
-                                   "nothing was sent", retryable=True)
         try:
             stored = self._hand_over(StepDispatched(self.call, path))
         except Exception as e:
-            raise unavailable from e
+            raise _not_recorded() from e
         self._audited(path)
         try:
             if stored is not None:
                 stored()
         except Exception as e:
-            raise unavailable from e
+            raise _not_recorded() from e
         self.dispatched.add(path)
 
     def execute(self) -> RunReport:
@@ -905,6 +903,11 @@ def _targets(command: Command, lookup: Callable[[int], Any], tab: int | None) ->
     for child in children_of(command):
         found += _targets(child, lookup, inner_tab)
     return found
+
+
+def _not_recorded() -> KitsuneError:
+    return KitsuneError("events_unavailable", "The step could not be recorded before sending; nothing was sent",
+                        retryable=True)
 
 
 def run_call(call: int, spec: CallSpec, ports: Ports, sink: EventSinkPort, *,

@@ -13,8 +13,8 @@ Per-step durations: for Kitsune, the interval between consecutive ``StepStarted`
 call (``time.perf_counter()`` in a node event listener; the last step has no successor and is
 left out); for raw Playwright, each awaited action. The added cost of a step is its Kitsune
 duration minus the raw duration of the same step (same index) in the raw round run next to it.
-Both sides are warmed up, then their rounds are interleaved (K R, R K, K R, ...) so that noise
-from other work on the machine hits both.
+Every side is warmed up, then their rounds are interleaved (K R N, N R K, ...: N is the tab of
+another node, below) so that noise from other work on the machine hits them all.
 
 Kitsune's step is also split in two: the time inside ``ChromiumBrowser.execute`` (the driver,
 timed by a subclass) and the rest (engine, events, NATS, actors: the infrastructure).

@@ -15,7 +15,7 @@ import logging
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Any, Protocol, cast
 
 import pykka
 
@@ -343,7 +343,7 @@ class Node:
         if attached is None:
             return None
         try:
-            outcome: Outcome = attached[0].ask(request, timeout=request.timeout + 2 * SETTLE)  # type: ignore[assignment]
+            outcome = cast(Outcome, attached[0].ask(request, timeout=request.timeout + 2 * SETTLE))
         except pykka.ActorDeadError:
             outcome = _tab_closed(tab_id)
         except pykka.Timeout as e:
