@@ -19,10 +19,17 @@ guessed: names whose IDNA 2003 and UTS 46 forms may differ (``ß``, ``ς``, join
 character newer than Unicode 3.2), characters Chromium escapes (space, ``*``) and empty labels.
 
 Rules are hosts (``example.test``), sub-domain wildcards (``*.example.test``, not the apex),
-IP addresses or CIDR ranges; an IPv4-mapped IPv6 address (``[::ffff:127.0.0.1]``) matches the
-rules of its IPv4 address and the other way round. Deny wins over allow; an empty allow list
-allows every host that is not denied. Host rules cannot see DNS: ``0.0.0.0`` and ``[::]`` reach
-the local host too, and a name may resolve to any address.
+IP addresses or CIDR ranges, and the first three may name a port (``shop.test:8443``,
+``*.shop.test:443``, ``127.0.0.1:8080``, ``[::1]:80``); a rule without a port matches every
+port, and a URL without one has its scheme's (80 for http and ws, 443 for https and wss). An
+IPv4-mapped IPv6 address (``[::ffff:127.0.0.1]``) matches the rules of its IPv4 address and the
+other way round; ``0.0.0.0`` and ``[::]`` reach this machine and match the rules of ``127.0.0.1``
+and ``[::1]`` too, and so do ``localhost`` and ``*.localhost``, which Chromium sends to loopback
+without asking DNS. Deny wins over allow; an empty allow list allows every host that is not denied.
+
+A URL's host is judged without DNS (:meth:`UrlPolicy.check`); the node's proxy also judges every
+address a name resolves to against the deny rules (:meth:`UrlPolicy.check_address`) before it
+connects to that address.
 """
 
 from __future__ import annotations
@@ -36,12 +43,14 @@ from urllib.parse import unquote_to_bytes
 
 from messages.errors import KitsuneError
 
-__all__ = ["Denial", "UrlPolicy", "normalize_host"]
+__all__ = ["Address", "Denial", "UrlPolicy", "normalize_host"]
 
-_Address = ipaddress.IPv4Address | ipaddress.IPv6Address
+Address = ipaddress.IPv4Address | ipaddress.IPv6Address
 _Network = ipaddress.IPv4Network | ipaddress.IPv6Network
 
-_WEB_SCHEMES = frozenset({"http", "https", "ws", "wss"})
+_DEFAULT_PORTS = {"http": 80, "https": 443, "ws": 80, "wss": 443}
+_LOOPBACK: tuple[Address, ...] = (ipaddress.IPv4Address("127.0.0.1"), ipaddress.IPv6Address("::1"))
+_RULE_PORT = re.compile(r"(.*[^:]):([0-9]+)")
 _SCHEME = re.compile(r"[A-Za-z][A-Za-z0-9+.\-]*:")
 _AUTHORITY_END = re.compile(r"[/\\?#]")
 _C0_OR_SPACE = "".join(map(chr, range(0x21)))
@@ -65,24 +74,37 @@ class Denial:
     """Why the browser may not go to a URL."""
 
     reason: str
-    """``scheme``, ``unparseable``, ``denied`` (a deny rule matched) or ``not_allowed`` (no allow rule did)."""
+    """``scheme``, ``unparseable``, ``denied`` (a deny rule matched), ``not_allowed`` (no allow rule did)
+    or, from the node's proxy, ``own_endpoint`` (the node's own API, NATS or proxy port)."""
     host: str | None
     """The normalized host that was judged; None when the URL has no host or does not parse."""
     message: str
     """For a person: names the host or the scheme, never the URL's userinfo, path or query."""
 
 
+_Port = int | None
+"""A rule's port; None matches every port."""
+
+
 @dataclass(frozen=True, slots=True)
 class _Rules:
-    hosts: frozenset[str]
-    suffixes: tuple[str, ...]
-    networks: tuple[_Network, ...]
+    hosts: frozenset[tuple[str, _Port]]
+    suffixes: tuple[tuple[str, _Port], ...]
+    networks: tuple[tuple[_Network, _Port], ...]
 
-    def match(self, host: str) -> bool:
+    def match(self, host: str, port: int) -> bool:
         address = _address(host)
-        if address is None:
-            return host in self.hosts or host.endswith(self.suffixes)
-        return any(a in network for a in _equivalents(address) for network in self.networks)
+        if address is not None:
+            return self.match_address(address, port)
+        if (host, None) in self.hosts or (host, port) in self.hosts:
+            return True
+        if any(host.endswith(suffix) and rule_port in (None, port) for suffix, rule_port in self.suffixes):
+            return True
+        return _is_localhost(host) and any(self.match_address(a, port) for a in _LOOPBACK)
+
+    def match_address(self, address: Address, port: int) -> bool:
+        return any(a in network and rule_port in (None, port)
+                   for a in _equivalents(address) for network, rule_port in self.networks)
 
 
 @dataclass(frozen=True, slots=True)
@@ -107,13 +129,22 @@ class UrlPolicy:
 
     def check(self, url: str) -> Denial | None:
         """None when the browser may go to ``url``, else why not."""
-        host = _host_of(url)
-        if not isinstance(host, str):
-            return host
-        if self._deny.match(host):
-            return Denial("denied", host, f"host {host} is denied by the URL policy")
-        if self.allow and not self._allow.match(host):
-            return Denial("not_allowed", host, f"host {host} is not in the URL allow list")
+        target = _target_of(url)
+        return target if not isinstance(target, tuple) else self.check_host(*target)
+
+    def check_host(self, host: str, port: int) -> Denial | None:
+        """None when a connection to port ``port`` of ``host`` (in :func:`normalize_host` form) is allowed."""
+        if self._deny.match(host, port):
+            return Denial("denied", host, f"host {host} port {port} is denied by the URL policy")
+        if self.allow and not self._allow.match(host, port):
+            return Denial("not_allowed", host, f"host {host} port {port} is not in the URL allow list")
+        return None
+
+    def check_address(self, host: str, address: Address, port: int) -> Denial | None:
+        """None unless a deny rule matches ``address``, an address ``host`` resolved to."""
+        if self._deny.match_address(address, port):
+            return Denial("denied", host, f"host {host} resolves to {address}, port {port} of which is "
+                                          "denied by the URL policy")
         return None
 
 
@@ -139,8 +170,8 @@ def normalize_host(host: str) -> str:
     return ".".join(labels)
 
 
-def _host_of(url: str) -> str | Denial | None:
-    """The normalized host of a web URL; None for about:blank; a Denial for anything else."""
+def _target_of(url: str) -> tuple[str, int] | Denial | None:
+    """The normalized host and the port of a web URL; None for about:blank; a Denial for anything else."""
     text = url.strip(_C0_OR_SPACE).translate(_NO_TAB_OR_NEWLINE)
     scheme = _SCHEME.match(text)
     if scheme is None:
@@ -148,7 +179,7 @@ def _host_of(url: str) -> str | Denial | None:
     name, rest = scheme[0][:-1].lower(), text[scheme.end() :]
     if name == "about" and rest == "blank":
         return None
-    if name not in _WEB_SCHEMES:
+    if name not in _DEFAULT_PORTS:
         return Denial("scheme", None, f"scheme {name}: is not allowed (only http, https, ws, wss and about:blank)")
     authority = _AUTHORITY_END.split(rest.lstrip("/\\"), maxsplit=1)[0]
     host, port = _split_port(authority.rpartition("@")[2])
@@ -157,7 +188,7 @@ def _host_of(url: str) -> str | Denial | None:
     if port and not (port.isascii() and port.isdigit() and int(port) <= 65535):
         return _unparseable("its port is not valid")
     try:
-        return normalize_host(host)
+        return normalize_host(host), int(port) if port else _DEFAULT_PORTS[name]
     except ValueError:
         return _unparseable("its host is not valid")
 
@@ -218,47 +249,63 @@ def _format_ipv6(address: int) -> str:
     return text if run is None else f"{text[: run.start()].rstrip(':')}::{text[run.end() :].lstrip(':')}"
 
 
-def _address(host: str) -> _Address | None:
+def _address(host: str) -> Address | None:
     try:
         return ipaddress.ip_address(host.removeprefix("[").removesuffix("]"))
     except ValueError:
         return None
 
 
-def _equivalents(address: _Address) -> tuple[_Address, ...]:
-    """An address and its IPv4 / IPv4-mapped IPv6 twin."""
+def _equivalents(address: Address) -> tuple[Address, ...]:
+    """An address and its IPv4 / IPv4-mapped IPv6 twin; an unspecified address reaches loopback too."""
     if isinstance(address, ipaddress.IPv4Address):
-        return address, ipaddress.IPv6Address(0xFFFF << 32 | int(address))
-    return (address,) if address.ipv4_mapped is None else (address, address.ipv4_mapped)
+        twins: tuple[Address, ...] = (address, ipaddress.IPv6Address(0xFFFF << 32 | int(address)))
+    else:
+        twins = (address,) if address.ipv4_mapped is None else (address, address.ipv4_mapped)
+    if not any(a.is_unspecified for a in twins):
+        return twins
+    return (*twins, *_equivalents(_LOOPBACK[0]), _LOOPBACK[1])
 
 
-def _parse_rule(rule: str, which: str) -> tuple[str, str | _Network]:
-    """A rule's normal form and what it matches: a host, a ``.suffix`` or a network."""
+def _is_localhost(host: str) -> bool:
+    return host == "localhost" or host.endswith(".localhost")
+
+
+def _parse_rule(rule: str, which: str) -> tuple[str, str | _Network, _Port]:
+    """A rule's normal form, what it matches (a host, a ``.suffix`` or a network) and its port."""
     text = rule.strip() if isinstance(rule, str) else ""
+    with_port = _RULE_PORT.fullmatch(text)
+    if with_port and "/" not in text and (text.count(":") == 1 or with_port[1].endswith("]")):
+        port = int(with_port[2])
+        if 0 < port <= 65535:
+            normal, target, _ = _parse_rule(with_port[1], which)
+            return f"{normal}:{port}", target, port
+        text = ""
     try:
         if "/" in text:
             network = ipaddress.ip_network(text.replace("[", "").replace("]", ""))
             if isinstance(network, ipaddress.IPv4Network):
-                return str(network), network
-            return f"{_format_ipv6(int(network.network_address))}/{network.prefixlen}", network
+                return str(network), network, None
+            return f"{_format_ipv6(int(network.network_address))}/{network.prefixlen}", network, None
         if text.startswith("*."):
             domain = normalize_host(text[2:])
             if _address(domain) is None:
-                return f"*.{domain}", f".{domain}"
+                return f"*.{domain}", f".{domain}", None
         else:
             host = normalize_host(f"[{text}]" if ":" in text and not text.startswith("[") else text)
             address = _address(host)
-            return (host, host) if address is None else (host, ipaddress.ip_network(address))
+            return (host, host if address is None else ipaddress.ip_network(address), None)
     except ValueError:
         pass
     raise KitsuneError(
         "invalid_config",
-        f"URL {which} rule {rule!r} is not a host, a *.domain wildcard, an IP address or a CIDR range",
+        f"URL {which} rule {rule!r} is not a host, a *.domain wildcard or an IP address (each with an "
+        "optional :port), or a CIDR range",
         state={"list": which, "rule": str(rule)},
     )
 
 
-def _parse_rules(rules: Iterable[str], which: str) -> list[tuple[str, str | _Network]]:
+def _parse_rules(rules: Iterable[str], which: str) -> list[tuple[str, str | _Network, _Port]]:
     if isinstance(rules, str):
         raise KitsuneError("invalid_config", f"URL {which} rules must be a list of rules, not one string",
                            state={"list": which, "rule": rules})
@@ -266,19 +313,16 @@ def _parse_rules(rules: Iterable[str], which: str) -> list[tuple[str, str | _Net
 
 
 def _normal_forms(rules: Iterable[str], which: str) -> tuple[str, ...]:
-    return tuple(rule for rule, _ in _parse_rules(rules, which))
+    return tuple(rule for rule, _, _ in _parse_rules(rules, which))
 
 
 def _compile(rules: Iterable[str], which: str) -> _Rules:
-    hosts: set[str] = set()
-    suffixes: list[str] = []
-    networks: list[_Network] = []
-    for _, target in _parse_rules(rules, which):
+    hosts: set[tuple[str, _Port]] = set()
+    suffixes: list[tuple[str, _Port]] = []
+    networks: list[tuple[_Network, _Port]] = []
+    for _, target, port in _parse_rules(rules, which):
         if isinstance(target, str):
-            if target.startswith("."):
-                suffixes.append(target)
-            else:
-                hosts.add(target)
+            (suffixes.append if target.startswith(".") else hosts.add)((target, port))
         else:
-            networks.append(target)
+            networks.append((target, port))
     return _Rules(frozenset(hosts), tuple(suffixes), tuple(networks))

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+import ipaddress
 
 import pytest
 from hypothesis import given
@@ -233,6 +234,63 @@ def test_address_and_cidr_rules(rule: str, url: str, matches: bool) -> None:
     assert (result is not None and result.reason == "denied") is matches
 
 
+# --- ports and names of this machine ------------------------------------------------------------
+
+
+@pytest.mark.parametrize(("rule", "url", "matches"), [
+    pytest.param("shop.test:8443", "https://shop.test:8443/", True, id="host-and-port"),
+    pytest.param("shop.test:8443", "https://shop.test/", False, id="host-other-port"),
+    pytest.param("shop.test:443", "https://shop.test/", True, id="https-default-port"),
+    pytest.param("shop.test:80", "ws://shop.test/", True, id="ws-default-port"),
+    pytest.param("shop.test:443", "wss://SHOP.test.:443/", True, id="wss-default-port-normalized"),
+    pytest.param("shop.test", "http://shop.test:8765/", True, id="rule-without-port-matches-every-port"),
+    pytest.param("*.shop.test:443", "https://a.shop.test/", True, id="wildcard-and-port"),
+    pytest.param("*.shop.test:443", "http://a.shop.test/", False, id="wildcard-other-port"),
+    pytest.param("127.0.0.1:8080", "http://127.1:8080/", True, id="address-and-port-any-form"),
+    pytest.param("127.0.0.1:8080", "http://127.0.0.1:8081/", False, id="address-other-port"),
+    pytest.param("[::1]:80", "http://[::1]/", True, id="ipv6-and-port"),
+    pytest.param("[::1]:80", "http://[::1]:81/", False, id="ipv6-other-port"),
+    pytest.param("127.0.0.1:80", "http://[::ffff:127.0.0.1]/", True, id="mapped-v6-and-port"),
+])
+def test_a_rule_may_name_a_port(rule: str, url: str, matches: bool) -> None:
+    result = UrlPolicy.from_config(deny=[rule]).check(url)
+    assert (result is not None and result.reason == "denied") is matches
+
+
+def test_an_allowed_host_on_its_port_only_refuses_its_other_ports() -> None:
+    policy = UrlPolicy.from_config(allow=["127.0.0.1:8080"])
+    assert policy.check("http://127.0.0.1:8080/") is None
+    refused = denial(policy, "http://127.0.0.1:8765/api/tabs")
+    assert (refused.reason, refused.host) == ("not_allowed", "127.0.0.1")
+    assert "port 8765" in refused.message
+
+
+@pytest.mark.parametrize("url", ["http://localhost:9/", "http://LOCALHOST./", "http://x.localhost/",
+                                 "http://a.b.localhost:8080/", "http://0.0.0.0/", "http://0/", "http://[::]/",
+                                 "ws://localhost/", "http://[::ffff:0.0.0.0]/"])
+def test_names_and_addresses_that_reach_loopback_match_loopback_rules(url: str) -> None:
+    assert denial(UrlPolicy.from_config(deny=["127.0.0.0/8", "::1"]), url).reason == "denied"
+    assert UrlPolicy.from_config(deny=["10.0.0.0/8"]).check(url) is None
+
+
+def test_localhost_is_allowed_by_a_loopback_rule_with_its_port() -> None:
+    policy = UrlPolicy.from_config(allow=["127.0.0.1:8080"])
+    assert policy.check("http://localhost:8080/") is None
+    assert denial(policy, "http://localhost:8081/").reason == "not_allowed"
+
+
+def test_a_resolved_address_is_judged_against_the_deny_rules_with_its_port() -> None:
+    policy = UrlPolicy.from_config(allow=["shop.test"], deny=["127.0.0.0/8", "10.0.0.1:22"])
+    loopback, private = ipaddress.ip_address("127.0.0.5"), ipaddress.ip_address("10.0.0.1")
+    refused = policy.check_address("shop.test", loopback, 443)
+    assert refused is not None and (refused.reason, refused.host) == ("denied", "shop.test")
+    assert "127.0.0.5" in refused.message
+    assert policy.check_address("shop.test", ipaddress.ip_address("0.0.0.0"), 80) is not None
+    assert policy.check_address("shop.test", private, 22) is not None
+    assert policy.check_address("shop.test", private, 443) is None
+    assert policy.check_address("shop.test", ipaddress.ip_address("93.184.215.14"), 443) is None
+
+
 # --- schemes -----------------------------------------------------------------------------------
 
 
@@ -373,6 +431,12 @@ def test_rules_are_kept_in_their_normal_form() -> None:
     assert UrlPolicy.from_config(policy.allow, policy.deny) == policy
 
 
+def test_rules_with_ports_are_kept_in_their_normal_form() -> None:
+    policy = UrlPolicy.from_config(allow=["Shop.TEST.:8443", "*.Shop.test:443", "127.1:8080", "[::FFFF:127.0.0.1]:80"])
+    assert policy.allow == ("shop.test:8443", "*.shop.test:443", "127.0.0.1:8080", "[::ffff:7f00:1]:80")
+    assert UrlPolicy.from_config(policy.allow) == policy
+
+
 @pytest.mark.parametrize("rule", [
     pytest.param("", id="empty"),
     pytest.param("*", id="bare-asterisk"),
@@ -381,7 +445,12 @@ def test_rules_are_kept_in_their_normal_form() -> None:
     pytest.param("*.*.test", id="double-wildcard"),
     pytest.param("*.127.0.0.1", id="wildcard-over-an-address"),
     pytest.param("https://example.test", id="url-not-host"),
-    pytest.param("example.test:8080", id="host-with-port"),
+    pytest.param("example.test:", id="host-with-empty-port"),
+    pytest.param("example.test:0", id="port-zero"),
+    pytest.param("example.test:65536", id="port-too-big"),
+    pytest.param("example.test:8080:1", id="two-ports"),
+    pytest.param(":8080", id="port-without-host"),
+    pytest.param("10.0.0.0/8:80", id="cidr-with-port"),
     pytest.param("example.test/path", id="host-with-path"),
     pytest.param("user@example.test", id="host-with-userinfo"),
     pytest.param("exa mple.test", id="space"),
