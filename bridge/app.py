@@ -24,11 +24,13 @@ from starlette.routing import Route
 
 from actors.call_actor import ResumeCall, RunCall
 from actors.log_context import AGENT
+from bridge.auth import bearer_token
 from bridge.config import BridgeConfig
 from bridge.metrics import HttpMetrics, scrape_tokens
 from bridge.node import Node
 from bridge.policy import USER
 from mcp_gateway.http import McpEndpoint
+from messages import strict_json
 from messages.commands import (
     BLOCKS,
     Broadcast,
@@ -77,10 +79,10 @@ class _Gate(BaseHTTPMiddleware):
         self._config = config
 
     def _agent(self, request: Request) -> str | None:
-        scheme, _, token = request.headers.get("authorization", "").partition(" ")
-        if scheme.lower() != "bearer" or not token:
+        token = bearer_token(request.headers.getlist("authorization"))
+        if token is None:
             return None
-        digest = hashlib.sha256(token.strip().encode()).digest()
+        digest = hashlib.sha256(token.encode()).digest()
         found = None
         for agent in self._config.agents:  # every agent compared, in constant time each
             if hmac.compare_digest(digest, agent.token_sha256):
@@ -89,17 +91,17 @@ class _Gate(BaseHTTPMiddleware):
 
     async def dispatch(self, request: Request, call_next: RequestResponseEndpoint) -> Response:
         path = request.url.path
-        if path not in PUBLIC:
-            agent = self._agent(request)
-            if agent is None:
-                return _error(KitsuneError("unauthorized", "A valid bearer token is needed"))
-            request.state.agent = agent
-            AGENT.set(agent)  # this request's log lines name its agent
-        groups = GROUPS.get(path)
-        if groups is not None and not groups & self._config.caps:
-            return _error(KitsuneError("capability_disabled", f"{path} is in the {'/'.join(sorted(groups))} "
-                                       "capability group, which is not enabled (KITSUNE_CAPS)"))
         try:
+            if path not in PUBLIC:
+                agent = self._agent(request)
+                if agent is None:
+                    return _error(KitsuneError("unauthorized", "A valid bearer token is needed"))
+                request.state.agent = agent
+                AGENT.set(agent)  # this request's log lines name its agent
+            groups = GROUPS.get(path)
+            if groups is not None and not groups & self._config.caps:
+                return _error(KitsuneError("capability_disabled", f"{path} is in the {'/'.join(sorted(groups))} "
+                                           "capability group, which is not enabled (KITSUNE_CAPS)"))
             return await call_next(request)
         except KitsuneError as e:
             return _error(e)
@@ -117,7 +119,7 @@ class Api:
     # bodies
 
     async def body(self, request: Request) -> dict[str, Any]:
-        """The request's JSON object; ``invalid_content_type``, ``body_too_large`` or ``invalid_json``."""
+        """The request's JSON object; ``invalid_content_type``, ``body_too_large`` or strict_json's errors."""
         media = request.headers.get("content-type", "").split(";")[0].strip().lower()
         if media != "application/json":
             raise KitsuneError("invalid_content_type", "Send the body as application/json",
@@ -132,10 +134,7 @@ class Api:
             if size > limit:
                 raise KitsuneError("body_too_large", f"The body is over {limit} bytes", state={"limit": limit})
             chunks.append(chunk)
-        try:
-            body = orjson.loads(b"".join(chunks))
-        except orjson.JSONDecodeError as e:
-            raise KitsuneError("invalid_json", f"The body is not valid JSON ({e.msg})") from None
+        body = strict_json.loads(b"".join(chunks))
         if not isinstance(body, dict):
             raise invalid_call("invalid_call", "", "the body must be a JSON object")
         return body

@@ -23,6 +23,7 @@ from bridge.policy import Policy
 from bridge.url_policy import UrlPolicy
 from bridge.workflows import WorkflowLibrary
 from mcp_gateway.stdio import run as run_mcp
+from messages import strict_json
 from messages.commands import parse_body
 from messages.errors import KitsuneError
 from messages.schema import batch_schema, command_schema, parallel_schema
@@ -63,11 +64,7 @@ def _parser() -> argparse.ArgumentParser:
 def _validate(file: str) -> int:
     text = sys.stdin.read() if file == "-" else Path(file).read_text()
     try:
-        body = json.loads(text)
-    except json.JSONDecodeError as e:
-        print(json.dumps({"error": f"not JSON: {e.msg} at line {e.lineno}", "code": "invalid_json"}))
-        return 1
-    try:
+        body = strict_json.loads(text)
         spec = parse_body("parallel" if isinstance(body, dict) and "sequences" in body else "batch", body)
     except KitsuneError as e:
         print(json.dumps(e.to_json()))

@@ -27,6 +27,7 @@ from dataclasses import dataclass, field
 from importlib.metadata import version
 from typing import TYPE_CHECKING, Any
 
+import orjson
 from prometheus_client import (
     CONTENT_TYPE_LATEST,
     CollectorRegistry,
@@ -42,8 +43,9 @@ from starlette.routing import Match
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from actors.bus import NatsBus
+from bridge.auth import bearer_token
 from messages.commands import ACTIONS
-from messages.errors import HTTP_STATUS
+from messages.errors import HTTP_STATUS, KitsuneError
 from messages.events import (
     CallEnded,
     CallResumed,
@@ -368,16 +370,13 @@ METRICS_PATH = "/metrics"
 
 
 def scrape_tokens(config: BridgeConfig) -> Callable[[str], bool]:
-    """Whether an ``Authorization`` header may read ``/metrics``: the scrape token's, or an agent's."""
+    """Whether a bearer token may read ``/metrics``: the scrape token, or an agent's."""
     hashes = [agent.token_sha256 for agent in config.agents]
     if config.metrics_token_sha256 is not None:
         hashes.append(config.metrics_token_sha256)
 
-    def allowed(header: str) -> bool:
-        scheme, _, token = header.partition(" ")
-        if scheme.lower() != "bearer" or not token.strip():
-            return False
-        digest = hashlib.sha256(token.strip().encode()).digest()
+    def allowed(token: str) -> bool:
+        digest = hashlib.sha256(token.encode()).digest()
         found = False
         for expected in hashes:  # each compared, in constant time
             found |= hmac.compare_digest(digest, expected)
@@ -417,10 +416,16 @@ class HttpMetrics:
             self._metrics.http_request(route, scope["method"], status, time.monotonic() - started)
 
     async def _scrape(self, scope: Scope, send: Send) -> None:
-        headers = dict(scope["headers"])
         if scope["method"] not in ("GET", "HEAD"):
             await _answer(send, 405, b'{"error":"GET /metrics","code":"method_not_allowed","retryable":false}')
-        elif not self._allowed(headers.get(b"authorization", b"").decode("latin-1")):
+            return
+        try:
+            token = bearer_token([value.decode("latin-1") for name, value in scope["headers"]
+                                  if name == b"authorization"])
+        except KitsuneError as e:
+            await _answer(send, e.http_status, orjson.dumps(e.to_json()))
+            return
+        if token is None or not self._allowed(token):
             await _answer(send, 401, b'{"error":"A valid bearer token is needed","code":"unauthorized",'
                                      b'"retryable":false}')
         else:

@@ -9,18 +9,20 @@ Each command knows whether it writes (:func:`is_write`), exactly as the spec lis
 from __future__ import annotations
 
 import dataclasses
+import math
 import types
 import typing
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
-from typing import Any, ClassVar, Literal, Union
+from typing import Any, ClassVar, Literal, TypedDict, Union
 
 from messages.errors import KitsuneError, invalid_call
 from messages.references import Ref, Template, parse_references, references_in, resolve
 
 __all__ = [
-    "ACTIONS", "BLOCKS", "Broadcast", "CallKind", "CallSpec", "Check", "Click", "ClipboardOp",
-    "CloseTab", "Command", "Cookies", "Download", "Fill", "Find", "Flag", "GetTabs", "If",
+    "ACTIONS", "BLOCKS", "MAX_CALL_TIMEOUT", "MAX_JS", "MAX_KEY", "MAX_NAME", "MAX_REFERENCE", "MAX_SELECTOR",
+    "MAX_STEP_TIMEOUT", "MAX_TEXT", "MAX_URL", "Broadcast", "CallKind", "CallSpec", "Check", "Click", "ClipboardOp",
+    "CloseTab", "Command", "Cookie", "Cookies", "Download", "Fill", "Find", "Flag", "GetTabs", "If",
     "Integer", "Js", "Limits", "Navigate", "NewTab", "Number", "PageText", "Parallel", "Press",
     "Retry", "Screenshot", "Select", "Sequence", "Storage", "SubmitForm", "SwitchTab",
     "SyncBarrier", "Text", "Title", "Try", "Type", "Url", "WaitFor", "WaitForResult", "While",
@@ -38,6 +40,26 @@ Flag = bool | Ref
 """A boolean parameter, or one whole reference."""
 CallKind = Literal["batch", "parallel", "workflow"]
 
+# Bounds of every parameter, checked before anything runs (a string's in characters).
+MAX_SELECTOR = 4096
+"""Selectors, a ``find``'s text and ``select`` option values."""
+MAX_URL = 8192
+"""URLs and URL globs, and each string of a cookie."""
+MAX_TEXT = 262_144
+"""Typed text and values: ``type``, ``fill``, storage and clipboard values."""
+MAX_JS = 65_536
+"""JavaScript bodies: ``js``, ``waitForResult``, the conditions of ``if`` and ``while``."""
+MAX_KEY = 1024
+"""Key names: ``press`` keys and storage keys."""
+MAX_NAME = 256
+"""Labels and barrier names."""
+MAX_REFERENCE = 256
+"""A whole ``${$N...}`` reference given where a number, a boolean or a tab id goes."""
+MAX_STEP_TIMEOUT = 300.0
+"""A command's ``timeout`` in seconds (a resume's fixed deadline, spec: browser_resume)."""
+MAX_CALL_TIMEOUT = 3600.0
+"""A container call's ``timeout`` in seconds."""
+
 
 def _param(doc: str, default: Any = dataclasses.MISSING, **meta: Any) -> Any:
     """A parameter field: ``doc`` for the schema, ``secret``/``javascript`` for redaction."""
@@ -53,8 +75,9 @@ class Command:
     acts_on_tab: ClassVar[bool] = True
 
     tab_id: Integer | None = _param("Tab to act on; the call's default tab when absent.", None)
-    timeout: Number | None = _param("Seconds this command may take (default 30).", None, minimum=0)
-    label: str | None = _param("A name for this step, shown in a workflow's steps.", None)
+    timeout: Number | None = _param("Seconds this command may take (default 30).", None, minimum=0,
+                                    maximum=MAX_STEP_TIMEOUT)
+    label: str | None = _param("A name for this step, shown in a workflow's steps.", None, max_length=MAX_NAME)
 
 
 # --- actions -------------------------------------------------------------------------------
@@ -65,7 +88,7 @@ class Navigate(Command):
     """Go to a URL in the tab."""
 
     action = "navigate"
-    url: Text = _param("The http(s) URL or about:blank to load.")
+    url: Text = _param("The http(s) URL or about:blank to load.", max_length=MAX_URL)
     wait_until: Literal["load", "domcontentloaded", "networkidle", "commit"] = _param(
         "When navigation counts as done.", "load"
     )
@@ -76,7 +99,7 @@ class Click(Command):
     """Click the element a selector finds."""
 
     action = "click"
-    selector: Text = _param("CSS or Playwright selector of the element.")
+    selector: Text = _param("CSS or Playwright selector of the element.", max_length=MAX_SELECTOR)
     button: Literal["left", "right", "middle"] = _param("Mouse button.", "left")
     click_count: int = _param("Number of clicks (2 for a double click).", 1, minimum=1, maximum=3)
 
@@ -86,8 +109,8 @@ class Type(Command):
     """Type text into an element key by key, optionally pressing Enter after."""
 
     action = "type"
-    selector: Text = _param("Element to type into.")
-    text: Text = _param("The text to type (a typed value: redacted everywhere).", secret=True)
+    selector: Text = _param("Element to type into.", max_length=MAX_SELECTOR)
+    text: Text = _param("The text to type (a typed value: redacted everywhere).", secret=True, max_length=MAX_TEXT)
     submit: Flag = _param("Press Enter after typing.", False)
 
 
@@ -96,8 +119,8 @@ class Fill(Command):
     """Replace the value of an input, textarea or contenteditable."""
 
     action = "fill"
-    selector: Text = _param("Element to fill.")
-    value: Text = _param("The value (a typed value: redacted everywhere).", secret=True)
+    selector: Text = _param("Element to fill.", max_length=MAX_SELECTOR)
+    value: Text = _param("The value (a typed value: redacted everywhere).", secret=True, max_length=MAX_TEXT)
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -105,8 +128,9 @@ class Select(Command):
     """Choose options of a <select> by value or label."""
 
     action = "select"
-    selector: Text = _param("The <select> element.")
-    values: tuple[Text, ...] = _param("Option values or labels to select.", min_items=1)
+    selector: Text = _param("The <select> element.", max_length=MAX_SELECTOR)
+    values: tuple[Text, ...] = _param("Option values or labels to select.", min_items=1,
+                                        max_length=MAX_SELECTOR)
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -114,8 +138,9 @@ class Press(Command):
     """Press a key or chord (``Enter``, ``Control+A``), on an element or the page."""
 
     action = "press"
-    key: Text = _param("Key name as Playwright spells it.")
-    selector: Text | None = _param("Element to focus first; the focused element when absent.", None)
+    key: Text = _param("Key name as Playwright spells it.", max_length=MAX_KEY)
+    selector: Text | None = _param("Element to focus first; the focused element when absent.", None,
+                                   max_length=MAX_SELECTOR)
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -123,7 +148,7 @@ class Check(Command):
     """Check or uncheck a checkbox or radio button."""
 
     action = "check"
-    selector: Text = _param("The checkbox or radio button.")
+    selector: Text = _param("The checkbox or radio button.", max_length=MAX_SELECTOR)
     checked: Flag = _param("True to check, false to uncheck.", True)
 
 
@@ -132,7 +157,7 @@ class SubmitForm(Command):
     """Submit a form (as its submit button would)."""
 
     action = "submitForm"
-    selector: Text = _param("The form, or an element inside it.", "form")
+    selector: Text = _param("The form, or an element inside it.", "form", max_length=MAX_SELECTOR)
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -141,7 +166,7 @@ class PageText(Command):
 
     action = "pageText"
     writes = False
-    selector: Text | None = _param("Element to read; the whole page when absent.", None)
+    selector: Text | None = _param("Element to read; the whole page when absent.", None, max_length=MAX_SELECTOR)
     max_chars: int = _param("Longest text returned.", 20000, minimum=1, maximum=1_000_000)
 
 
@@ -151,8 +176,8 @@ class Find(Command):
 
     action = "find"
     writes = False
-    selector: Text | None = _param("CSS or Playwright selector.", None)
-    text: Text | None = _param("Visible text to look for.", None)
+    selector: Text | None = _param("CSS or Playwright selector.", None, max_length=MAX_SELECTOR)
+    text: Text | None = _param("Visible text to look for.", None, max_length=MAX_SELECTOR)
     limit: int = _param("Most matches returned.", 20, minimum=1, maximum=500)
 
     def check(self, path: str) -> None:
@@ -182,7 +207,7 @@ class Screenshot(Command):
 
     action = "screenshot"
     writes = False
-    selector: Text | None = _param("Element to capture.", None)
+    selector: Text | None = _param("Element to capture.", None, max_length=MAX_SELECTOR)
     full_page: Flag = _param("Capture the whole scrollable page.", False)
 
 
@@ -192,9 +217,9 @@ class WaitFor(Command):
 
     action = "waitFor"
     writes = False
-    selector: Text | None = _param("Element to wait for.", None)
+    selector: Text | None = _param("Element to wait for.", None, max_length=MAX_SELECTOR)
     state: Literal["attached", "detached", "visible", "hidden"] = _param("Element state.", "visible")
-    url: Text | None = _param("URL (glob) to wait for.", None)
+    url: Text | None = _param("URL (glob) to wait for.", None, max_length=MAX_URL)
     load_state: Literal["load", "domcontentloaded", "networkidle"] | None = _param("Load state.", None)
 
     def check(self, path: str) -> None:
@@ -209,7 +234,8 @@ class Js(Command):
     """Run agent JavaScript in the page and return its (JSON) value."""
 
     action = "js"
-    code: Text = _param("A JavaScript expression or function body (dropped from every log).", javascript=True)
+    code: Text = _param("A JavaScript expression or function body (dropped from every log).", javascript=True,
+                        max_length=MAX_JS)
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -217,7 +243,7 @@ class WaitForResult(Command):
     """Evaluate agent JavaScript until it returns a truthy value."""
 
     action = "waitForResult"
-    code: Text = _param("A JavaScript expression (dropped from every log).", javascript=True)
+    code: Text = _param("A JavaScript expression (dropped from every log).", javascript=True, max_length=MAX_JS)
     interval: Number = _param("Seconds between evaluations.", 0.25, minimum=0.01, maximum=60)
 
 
@@ -227,7 +253,8 @@ class SyncBarrier(Command):
 
     action = "syncBarrier"
     acts_on_tab = False
-    barrier: str = _param("Barrier name; sequences meet at barriers of the same name.")
+    barrier: str = _param("Barrier name; sequences meet at barriers of the same name.",
+                                 max_length=MAX_NAME)
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -236,7 +263,7 @@ class NewTab(Command):
 
     action = "newTab"
     acts_on_tab = False
-    url: Text | None = _param("URL to open; about:blank when absent.", None)
+    url: Text | None = _param("URL to open; about:blank when absent.", None, max_length=MAX_URL)
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -262,14 +289,33 @@ class GetTabs(Command):
     acts_on_tab = False
 
 
+class _CookieName(TypedDict):
+    name: str
+    value: str
+
+
+class Cookie(_CookieName, total=False):
+    """A cookie to set, with the fields Playwright takes; each string at most :data:`MAX_URL`."""
+
+    url: str
+    domain: str
+    path: str
+    expires: float
+    httpOnly: bool
+    secure: bool
+    sameSite: Literal["Lax", "None", "Strict"]
+    partitionKey: str
+
+
 @dataclass(frozen=True, kw_only=True, slots=True)
 class Cookies(Command):
     """Read, set or clear the cookies of the tab's context."""
 
     action = "cookies"
     op: Literal["get", "set", "clear"] = _param("What to do.", "get")
-    cookies: tuple[Mapping[str, Any], ...] = _param(
-        "Cookies to set ({name, value, url|domain, path, ...}; values are redacted).", (), secret=True
+    cookies: tuple[Cookie, ...] = _param(
+        "Cookies to set ({name, value, url|domain, path, ...}; values are redacted).", (), secret=True,
+        max_length=MAX_URL,
     )
 
     def check(self, path: str) -> None:
@@ -284,8 +330,8 @@ class Storage(Command):
     action = "storage"
     op: Literal["get", "set", "remove", "clear"] = _param("What to do.", "get")
     area: Literal["local", "session"] = _param("Which storage.", "local")
-    key: Text | None = _param("The key; all keys for get when absent.", None)
-    value: Text | None = _param("Value to set (redacted everywhere).", None, secret=True)
+    key: Text | None = _param("The key; all keys for get when absent.", None, max_length=MAX_KEY)
+    value: Text | None = _param("Value to set (redacted everywhere).", None, secret=True, max_length=MAX_TEXT)
 
     def check(self, path: str) -> None:
         if self.op in ("set", "remove") and self.key is None:
@@ -303,7 +349,7 @@ class Clipboard(Command):
 
     action = "clipboard"
     op: ClipboardOp = _param("What to do.", "read")
-    text: Text | None = _param("Text to write (redacted everywhere).", None, secret=True)
+    text: Text | None = _param("Text to write (redacted everywhere).", None, secret=True, max_length=MAX_TEXT)
 
     def check(self, path: str) -> None:
         if self.op == "write" and self.text is None:
@@ -315,7 +361,7 @@ class Download(Command):
     """Click an element that starts a download and save the file; returns name, size, SHA-256."""
 
     action = "download"
-    selector: Text = _param("Element whose click starts the download.")
+    selector: Text = _param("Element whose click starts the download.", max_length=MAX_SELECTOR)
 
 
 # --- blocks --------------------------------------------------------------------------------
@@ -344,7 +390,7 @@ class If(Command):
     """Run ``then`` when a JavaScript condition is truthy, else ``else``."""
 
     action = "if"
-    condition: Text = _param("JavaScript expression evaluated in the tab.", javascript=True)
+    condition: Text = _param("JavaScript expression evaluated in the tab.", javascript=True, max_length=MAX_JS)
     then: tuple[Command, ...] = _param("Steps when the condition holds.", min_items=1)
     otherwise: tuple[Command, ...] = _param("Steps when it does not.", (), json_name="else")
 
@@ -354,7 +400,8 @@ class While(Command):
     """Repeat ``body`` while a JavaScript condition is truthy, at most ``maxIterations`` times."""
 
     action = "while"
-    condition: Text = _param("JavaScript expression evaluated before each iteration.", javascript=True)
+    condition: Text = _param("JavaScript expression evaluated before each iteration.", javascript=True,
+                             max_length=MAX_JS)
     body: tuple[Command, ...] = _param("Steps of one iteration.", min_items=1)
     max_iterations: int = _param("Iteration bound; reaching it fails the block.", 100, minimum=1, maximum=1000)
 
@@ -589,11 +636,10 @@ def _parse_param(param: Param, raw: Any, path: str, depth: int, counter: _Counte
     if param.type is Command:
         return _parse_command(raw, f"{path}.{param.json_name}", depth + 1, counter)
     try:
-        value = _coerce(param.type, raw)
+        value = _checked(param, param.type, raw)
     except ValueError as e:
         code = "bad_reference" if "reference" in str(e) else "invalid_parameter"
         raise invalid_call(code, path, f"{param.json_name}: {e}", param=param.json_name) from None
-    _check_bounds(param, value, path)
     return value
 
 
@@ -608,14 +654,28 @@ def _parse_steps(raw: Any, param: Param, path: str, prefix: str, depth: int, cou
     return tuple(_parse_command(c, f"{step_prefix}.{i}", depth + 1, counter) for i, c in enumerate(raw))
 
 
-def _check_bounds(param: Param, value: Any, path: str) -> None:
-    name = param.json_name
+def _checked(param: Param, tp: Any, raw: Any) -> Any:
+    """``raw`` as a value of ``tp`` within the parameter's bounds; ``ValueError`` saying what is wrong."""
+    limit = param.meta.get("max_length", MAX_REFERENCE)
+    if any(len(text) > limit for text in _raw_strings(raw)):
+        raise ValueError(f"longer than {limit} characters")
+    value = _coerce(tp, raw)
     if isinstance(value, int | float) and not isinstance(value, bool):
         low, high = param.meta.get("minimum"), param.meta.get("maximum")
         if (low is not None and value < low) or (high is not None and value > high):
-            raise invalid_call("invalid_parameter", path, f"{name}: {value} is outside {low}..{high}", param=name)
+            raise ValueError(f"{value} is outside {low}..{high}")
     if isinstance(value, tuple) and len(value) < param.meta.get("min_items", 0):
-        raise invalid_call("invalid_parameter", path, f"{name}: needs at least one item", param=name)
+        raise ValueError("needs at least one item")
+    return value
+
+
+def _raw_strings(raw: Any) -> Iterator[str]:
+    """The strings of a JSON value: itself, its items, an object's values."""
+    if isinstance(raw, str):
+        yield raw
+    elif isinstance(raw, list | dict):
+        for item in raw.values() if isinstance(raw, dict) else raw:
+            yield from _raw_strings(item)
 
 
 def _coerce(tp: Any, raw: Any) -> Any:
@@ -642,10 +702,8 @@ def _coerce(tp: Any, raw: Any) -> Any:
         if not isinstance(raw, list):
             raise ValueError(f"expected a list, got {_json_type(raw)}")
         return tuple(_coerce(typing.get_args(tp)[0], item) for item in raw)
-    if origin in (Mapping, dict) or tp is Mapping:
-        if not isinstance(raw, dict):
-            raise ValueError(f"expected an object, got {_json_type(raw)}")
-        return raw
+    if typing.is_typeddict(tp):
+        return _typed_dict(tp, raw)
     if tp is type(None):
         if raw is not None:
             raise ValueError(f"expected null, got {_json_type(raw)}")
@@ -667,8 +725,29 @@ def _coerce(tp: Any, raw: Any) -> Any:
     if tp is float:
         if isinstance(raw, bool) or not isinstance(raw, int | float):
             raise ValueError(f"expected a number, got {_json_type(raw)}")
+        if not math.isfinite(raw):
+            raise ValueError("expected a finite number")
         return float(raw)
     raise TypeError(f"no parser for parameter type {tp!r}")  # pragma: no cover - a bug in this module
+
+
+def _typed_dict(tp: Any, raw: Any) -> dict[str, Any]:
+    """An object with exactly the fields of the TypedDict ``tp``, each of its type."""
+    if not isinstance(raw, dict):
+        raise ValueError(f"expected an object, got {_json_type(raw)}")
+    fields = typing.get_type_hints(tp)
+    if not set(raw) <= set(fields):
+        raise ValueError("an object takes only " + ", ".join(fields))
+    missing = [name for name in fields if name in tp.__required_keys__ and name not in raw]
+    if missing:
+        raise ValueError(f"an object needs {missing[0]}")
+    out = {}
+    for name, item in raw.items():
+        try:
+            out[name] = _coerce(fields[name], item)
+        except ValueError as e:
+            raise ValueError(f"{name}: {e}") from None
+    return out
 
 
 def _reference(raw: str, *, allow_template: bool) -> Ref | Template:
@@ -756,7 +835,7 @@ def parse_call(
     stop_on_warning: Any = False,
     timeout: Any = 120.0,
     limits: Limits = Limits(),
-    max_timeout: float = 3600.0,
+    max_timeout: float = MAX_CALL_TIMEOUT,
 ) -> CallSpec:
     """Parse and validate a whole call; raise :class:`KitsuneError` naming the bad path."""
     if not isinstance(commands, list) or not commands:
@@ -809,7 +888,7 @@ def resolve_command(command: Command, result_of: Callable[[int], Any]) -> Comman
             continue
         resolved = resolve(value, result_of)
         try:
-            changes[param.name] = _coerce(_without_references(param.type), _plain(resolved))
+            changes[param.name] = _checked(param, _without_references(param.type), _plain(resolved))
         except ValueError as e:
             raise KitsuneError(
                 "invalid_parameter", f"{param.json_name}: the referenced value is not valid: {e}",

@@ -25,6 +25,8 @@ HTTP_STATUS: Mapping[str, int] = {
     "too_many_commands": 400,
     "invalid_workflow": 400,
     "invalid_json": 400,
+    "duplicate_key": 400,
+    "duplicate_header": 400,
     "invalid_content_type": 400,
     "body_too_large": 413,
     "unknown_tab": 400,

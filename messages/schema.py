@@ -10,13 +10,13 @@ import types
 import typing
 from typing import Any, Literal, Union
 
-from messages.commands import ACTIONS, Command, Param, parameters
+from messages.commands import ACTIONS, MAX_CALL_TIMEOUT, MAX_REFERENCE, Command, Param, parameters
 from messages.references import Ref, Template
 
 __all__ = ["batch_schema", "command_schema", "parallel_schema"]
 
 _SCHEMA = "https://json-schema.org/draft/2020-12/schema"
-_REFERENCE = {"type": "string", "pattern": r"^\$\{\$[0-9]+(\.[A-Za-z0-9_\-]+)*\}$",
+_REFERENCE = {"type": "string", "pattern": r"^\$\{\$[0-9]+(\.[A-Za-z0-9_\-]+)*\}$", "maxLength": MAX_REFERENCE,
               "description": "${$N.path}: a value from the result of earlier step N"}
 
 
@@ -40,7 +40,7 @@ def _definitions() -> dict[str, Any]:
 
 
 def _param_schema(param: Param) -> dict[str, Any]:
-    schema = _type_schema(param.type)
+    schema = _type_schema(param.type, param.meta.get("max_length"))
     schema["description"] = param.meta["doc"]
     for key in ("minimum", "maximum"):
         if key in param.meta:
@@ -52,22 +52,28 @@ def _param_schema(param: Param) -> dict[str, Any]:
     return schema
 
 
-def _type_schema(tp: Any) -> dict[str, Any]:
+def _type_schema(tp: Any, max_length: int | None) -> dict[str, Any]:
+    """The schema of a parameter type; ``max_length`` bounds each of its strings."""
     origin = typing.get_origin(tp)
     if origin in (Union, types.UnionType):
         members = [m for m in typing.get_args(tp) if m not in (type(None), Template)]
         if str in members:
-            return {"type": "string"}
-        schemas = [{"$ref": "#/$defs/reference"} if m is Ref else _type_schema(m) for m in members]
+            return _type_schema(str, max_length)
+        schemas = [{"$ref": "#/$defs/reference"} if m is Ref else _type_schema(m, max_length) for m in members]
         return schemas[0] if len(schemas) == 1 else {"anyOf": schemas}
     if origin is Literal:
         return {"enum": list(typing.get_args(tp))}
     if origin is tuple:
-        return {"type": "array", "items": _type_schema(typing.get_args(tp)[0])}
+        return {"type": "array", "items": _type_schema(typing.get_args(tp)[0], max_length)}
     if tp is Command:
         return {"$ref": "#/$defs/command"}
-    simple = {str: "string", int: "integer", float: "number", bool: "boolean"}
-    return {"type": simple[tp]} if tp in simple else {"type": "object"}
+    if typing.is_typeddict(tp):
+        fields = typing.get_type_hints(tp)
+        return {"type": "object", "properties": {name: _type_schema(t, max_length) for name, t in fields.items()},
+                "required": [name for name in fields if name in tp.__required_keys__], "additionalProperties": False}
+    if tp is str:
+        return {"type": "string"} if max_length is None else {"type": "string", "maxLength": max_length}
+    return {"type": {int: "integer", float: "number", bool: "boolean"}[tp]}
 
 
 def command_schema() -> dict[str, Any]:
@@ -79,7 +85,7 @@ _CALL_OPTIONS: dict[str, Any] = {
     "tabId": {"type": "integer", "description": "Default tab for steps that name none."},
     "stopOnWarning": {"type": "boolean", "default": False,
                       "description": "Stop at a step that succeeded with a warning."},
-    "timeout": {"type": "number", "exclusiveMinimum": 0, "default": 120,
+    "timeout": {"type": "number", "exclusiveMinimum": 0, "maximum": MAX_CALL_TIMEOUT, "default": 120,
                 "description": "The call's deadline in seconds (container_timeout)."},
 }
 

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import json
+import typing
 from typing import Any
 
 import pytest
@@ -9,6 +11,14 @@ import pytest
 from messages.commands import (
     ACTIONS,
     BLOCKS,
+    MAX_CALL_TIMEOUT,
+    MAX_JS,
+    MAX_KEY,
+    MAX_NAME,
+    MAX_SELECTOR,
+    MAX_STEP_TIMEOUT,
+    MAX_TEXT,
+    MAX_URL,
     Broadcast,
     Check,
     Click,
@@ -27,6 +37,7 @@ from messages.commands import (
     NewTab,
     PageText,
     Parallel,
+    Param,
     Press,
     Retry,
     Screenshot,
@@ -45,12 +56,15 @@ from messages.commands import (
     While,
     command_to_json,
     is_write,
+    parameters,
     parse_call,
     parse_command,
+    resolve_command,
     secret_values,
 )
 from messages.errors import KitsuneError
 from messages.references import Ref, Template
+from messages.schema import batch_schema, command_schema
 
 CLICK = {"action": "click", "selector": "#go"}
 READ = {"action": "pageText"}
@@ -450,6 +464,48 @@ BAD_CALLS: list[tuple[str, list[Any], str, dict[str, Any]]] = [
      "invalid_parameter", {"path": "0", "param": "command"}),
     ("broadcast to no tabs", [{"action": "broadcast", "tabIds": [], "command": READ}],
      "invalid_parameter", {"path": "0", "param": "tabIds"}),
+    ("timeout of a day", [{"action": "click", "selector": "a", "timeout": 86400}],
+     "invalid_parameter", {"path": "0", "param": "timeout"}),
+    ("timeout 1e300", [READ, {"action": "waitFor", "selector": "a", "timeout": 1e300}],
+     "invalid_parameter", {"path": "1", "param": "timeout"}),
+    ("timeout NaN", [{"action": "url", "timeout": float("nan")}],
+     "invalid_parameter", {"path": "0", "param": "timeout"}),
+    ("timeout infinity", [{"action": "url", "timeout": float("inf")}],
+     "invalid_parameter", {"path": "0", "param": "timeout"}),
+    ("timeout past the maximum in a sequence", [{"action": "sequence", "steps": [READ, {**CLICK, "timeout": 301}]}],
+     "invalid_parameter", {"path": "0.1", "param": "timeout"}),
+    ("retry delay infinity", [{"action": "retry", "delay": float("inf"), "body": [READ]}],
+     "invalid_parameter", {"path": "0", "param": "delay"}),
+    ("a 900 KB selector", [{"action": "click", "selector": "a" * 900_000}],
+     "invalid_parameter", {"path": "0", "param": "selector"}),
+    ("a selector one past its maximum", [{"action": "pageText", "selector": "a" * (MAX_SELECTOR + 1)}],
+     "invalid_parameter", {"path": "0", "param": "selector"}),
+    ("a long option value", [{"action": "select", "selector": "s", "values": ["a", "b" * (MAX_SELECTOR + 1)]}],
+     "invalid_parameter", {"path": "0", "param": "values"}),
+    ("a long URL", [{"action": "navigate", "url": "https://a.example/" + "p" * MAX_URL}],
+     "invalid_parameter", {"path": "0", "param": "url"}),
+    ("a long typed value", [{"action": "fill", "selector": "a", "value": "v" * (MAX_TEXT + 1)}],
+     "invalid_parameter", {"path": "0", "param": "value"}),
+    ("a long JavaScript body", [{"action": "js", "code": "1;" * MAX_JS}],
+     "invalid_parameter", {"path": "0", "param": "code"}),
+    ("a long key", [{"action": "press", "key": "k" * (MAX_KEY + 1)}],
+     "invalid_parameter", {"path": "0", "param": "key"}),
+    ("a long label", [{"action": "url", "label": "l" * (MAX_NAME + 1)}],
+     "invalid_parameter", {"path": "0", "param": "label"}),
+    ("a long reference for a tab", [{"action": "newTab"}, {"action": "url", "tabId": "${$0." + "a" * 300 + "}"}],
+     "invalid_parameter", {"path": "1", "param": "tabId"}),
+    ("a nested partitionKey", [{"action": "cookies", "op": "set", "cookies": [
+        {"name": "n", "value": "v", "url": "https://a.example", "partitionKey": {"a": {"a": {}}}}]}],
+     "invalid_parameter", {"path": "0", "param": "cookies"}),
+    ("an unknown cookie field", [{"action": "cookies", "op": "set", "cookies": [{"name": "n", "value": "v", "x": 1}]}],
+     "invalid_parameter", {"path": "0", "param": "cookies"}),
+    ("a cookie without a value", [{"action": "cookies", "op": "set", "cookies": [{"name": "n"}]}],
+     "invalid_parameter", {"path": "0", "param": "cookies"}),
+    ("a cookie expiring at infinity", [{"action": "cookies", "op": "set", "cookies": [
+        {"name": "n", "value": "v", "expires": float("inf")}]}],
+     "invalid_parameter", {"path": "0", "param": "cookies"}),
+    ("a cookie sameSite outside its values", [{"action": "cookies", "op": "set", "cookies": [
+        {"name": "n", "value": "v", "sameSite": "lax"}]}], "invalid_parameter", {"path": "0", "param": "cookies"}),
 ]
 
 
@@ -527,6 +583,10 @@ def test_default_limits_allow_1000_commands_and_no_more() -> None:
     ({"timeout": 0}, "invalid_parameter", "timeout"),
     ({"timeout": 3601}, "invalid_parameter", "timeout"),
     ({"timeout": True}, "invalid_parameter", "timeout"),
+    ({"timeout": 86400}, "invalid_parameter", "timeout"),
+    ({"timeout": 1e300}, "invalid_parameter", "timeout"),
+    ({"timeout": float("nan")}, "invalid_parameter", "timeout"),
+    ({"timeout": float("inf")}, "invalid_parameter", "timeout"),
 ])
 def test_bad_call_options_are_rejected_with_an_empty_path(kwargs: dict[str, Any], code: str,
                                                           param: str | None) -> None:
@@ -608,3 +668,49 @@ NESTED_PARALLEL = {"action": "parallel", "sequences": [[READ]]}
 def test_a_parallel_runs_only_as_a_top_level_command(commands: list[Any], path: str) -> None:
     error = reject(commands)
     assert (error.code, error.state, error.http_status) == ("invalid_call", {"path": path}, 400)
+
+
+# --- bounds ----------------------------------------------------------------------------------
+
+
+def _takes_text(tp: Any) -> bool:
+    return tp is str or any(_takes_text(arg) for arg in typing.get_args(tp)) or typing.is_typeddict(tp)
+
+
+STRING_PARAMS = [(action, param) for action, cls in ACTIONS.items() for param in parameters(cls)
+                 if _takes_text(param.type) and param.type is not Command]
+
+
+@pytest.mark.parametrize(("action", "param"), STRING_PARAMS, ids=[f"{a}.{p.json_name}" for a, p in STRING_PARAMS])
+def test_every_string_parameter_has_a_maximum_the_schema_shows(action: str, param: Param) -> None:
+    limit = param.meta["max_length"]
+    schema = command_schema()["$defs"][action]["properties"][param.json_name]
+    assert limit in {MAX_SELECTOR, MAX_URL, MAX_TEXT, MAX_JS, MAX_KEY, MAX_NAME}
+    assert f'"maxLength": {limit}' in json.dumps(schema)
+
+
+def test_a_string_at_its_maximum_is_accepted() -> None:
+    assert parse_command({"action": "click", "selector": "a" * MAX_SELECTOR}) == Click(selector="a" * MAX_SELECTOR)
+    assert parse_command({"action": "url", "timeout": MAX_STEP_TIMEOUT}) == Url(timeout=MAX_STEP_TIMEOUT)
+
+
+def test_every_timeout_shows_its_maximum_in_the_schema() -> None:
+    assert command_schema()["$defs"]["click"]["properties"]["timeout"]["maximum"] == MAX_STEP_TIMEOUT == 300
+    assert batch_schema()["properties"]["timeout"]["maximum"] == MAX_CALL_TIMEOUT == 3600
+
+
+def test_a_referenced_value_past_a_bound_is_refused_when_resolved() -> None:
+    timed = parse_command({"action": "click", "selector": "${$0.css}", "timeout": "${$0.seconds}"})
+    with pytest.raises(KitsuneError) as caught:
+        resolve_command(timed, lambda step: {"css": "a", "seconds": 86400})
+    assert (caught.value.code, caught.value.state) == ("invalid_parameter", {"param": "timeout"})
+    with pytest.raises(KitsuneError) as caught:
+        resolve_command(timed, lambda step: {"css": "a" * (MAX_SELECTOR + 1), "seconds": 1})
+    assert (caught.value.code, caught.value.state) == ("invalid_parameter", {"param": "selector"})
+
+
+def test_a_cookie_with_every_field_parses() -> None:
+    cookie = {"name": "n", "value": "v", "url": "https://a.example", "path": "/", "expires": 1, "httpOnly": True,
+              "secure": True, "sameSite": "Lax", "partitionKey": "https://a.example"}
+    parsed = parse_command({"action": "cookies", "op": "set", "cookies": [cookie]})
+    assert parsed == Cookies(op="set", cookies=({**cookie, "expires": 1.0},))  # type: ignore[typeddict-item]
