@@ -2,8 +2,9 @@
 
 Both implementations follow NATS semantics: subjects are dot-separated tokens, ``*`` matches one
 token and ``>`` the rest (one or more); a queue group delivers each message to one member; a
-subscription handles its messages one at a time, in order; a handler's return value, when not
-None, is the reply to a request. Failures are :class:`BusError`:
+subscription handles its messages one at a time, in order (or each in a task of its own, started
+in order, when it is ``concurrent``); a handler's return value, when not None, is the reply to a
+request. Failures are :class:`BusError`:
 
 - ``no_responders``: nobody subscribes to the subject; nothing was delivered (retryable);
 - ``bus_timeout``: no reply in time; the request may have been handled (not retryable as is);
@@ -73,8 +74,10 @@ class Bus(Protocol):
         """Send ``data`` to every subscriber of ``subject`` (one per queue group); no reply."""
         ...
 
-    async def subscribe(self, subject: str, handler: Handler, queue: str | None = None) -> Subscription:
-        """Handle the messages of ``subject`` (a pattern); with ``queue``, share them with its group."""
+    async def subscribe(self, subject: str, handler: Handler, queue: str | None = None, *,
+                        concurrent: bool = False) -> Subscription:
+        """Handle the messages of ``subject`` (a pattern); with ``queue``, share them with its group;
+        ``concurrent``: each message in a task of its own (a slow one does not hold up the next)."""
         ...
 
     async def close(self) -> None:
@@ -118,6 +121,16 @@ async def _handle(handler: Handler, subject: str, data: bytes) -> bytes | None:
         return None
 
 
+_HANDLING: set[asyncio.Task[None]] = set()
+"""Messages of concurrent subscriptions being handled (a task needs a reference until it ends)."""
+
+
+def _spawn(handling: Awaitable[None]) -> None:
+    task = asyncio.ensure_future(handling)
+    _HANDLING.add(task)
+    task.add_done_callback(_HANDLING.discard)
+
+
 # --- in process --------------------------------------------------------------------------------
 
 @dataclass(eq=False)
@@ -133,6 +146,7 @@ class _LocalSubscription:
     subject: str
     handler: Handler
     queue: str | None
+    concurrent: bool = False
     inbox: asyncio.Queue[_Delivery | None] = field(default_factory=asyncio.Queue)
     worker: asyncio.Task[None] | None = None
     closed: bool = False
@@ -150,9 +164,15 @@ class _LocalSubscription:
 
     async def _run(self) -> None:
         while (delivery := await self.inbox.get()) is not None and not self.closed:
-            reply = await _handle(self.handler, self.subject, delivery.data)
-            if reply is not None and delivery.reply is not None and not delivery.reply.done():
-                delivery.reply.set_result(reply)
+            if self.concurrent:
+                _spawn(self._answer(delivery))
+            else:
+                await self._answer(delivery)
+
+    async def _answer(self, delivery: _Delivery) -> None:
+        reply = await _handle(self.handler, self.subject, delivery.data)
+        if reply is not None and delivery.reply is not None and not delivery.reply.done():
+            delivery.reply.set_result(reply)
 
 
 class LocalBus:
@@ -180,10 +200,12 @@ class LocalBus:
     async def publish(self, subject: str, data: bytes) -> None:
         self._deliver(subject, data, None)
 
-    async def subscribe(self, subject: str, handler: Handler, queue: str | None = None) -> Subscription:
+    async def subscribe(self, subject: str, handler: Handler, queue: str | None = None, *,
+                        concurrent: bool = False) -> Subscription:
         if self._closed:
             raise BusError("bus_disconnected", "the bus is closed", subject=subject)
-        sub = _LocalSubscription(self, _check_subject(subject, pattern=True), subject, handler, queue or None)
+        sub = _LocalSubscription(self, _check_subject(subject, pattern=True), subject, handler, queue or None,
+                                 concurrent)
         sub.worker = asyncio.get_running_loop().create_task(sub._run(), name=f"bus-sub:{subject}")
         self._subs.append(sub)
         return sub
@@ -348,15 +370,22 @@ class NatsBus:
         except nats.errors.Error as e:
             raise _translate(e, subject, sent=False) from e
 
-    async def subscribe(self, subject: str, handler: Handler, queue: str | None = None) -> Subscription:
+    async def subscribe(self, subject: str, handler: Handler, queue: str | None = None, *,
+                        concurrent: bool = False) -> Subscription:
         _check_subject(subject, pattern=True)
         self._check_connected(subject)
 
-        async def on_message(msg: Msg) -> None:
+        async def answer(msg: Msg) -> None:
             reply = await _handle(handler, subject, msg.data)
             if reply is not None and msg.reply:
                 with contextlib.suppress(nats.errors.Error):  # the requester is gone: nothing to tell
                     await msg.respond(reply)
+
+        async def on_message(msg: Msg) -> None:
+            if concurrent:
+                _spawn(answer(msg))
+            else:
+                await answer(msg)
 
         try:
             sub = await self._nc.subscribe(subject, queue=queue or "", cb=on_message)

@@ -3,25 +3,30 @@
 from __future__ import annotations
 
 import concurrent.futures
+import dataclasses
 import logging
+import secrets
+import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
+
+import orjson
 
 from actors.bus import Bus, BusError
 from actors.calls import Calls
 from actors.checkpoints import WorkflowSource
 from actors.event_store import EventStore
-from actors.log_context import AGENT, CALL
+from actors.log_context import AGENT, CALL, STEP
 from actors.loop import Answering, IoLoop
 from actors.pipeline import OrderedWriter
-from actors.tab_actor import SETTLE
+from actors.tab_actor import SETTLE, not_sent
 from messages.codec import decode_outcome, encode
 from messages.commands import CallSpec, Command, GetTabs, NewTab, is_write
 from messages.errors import KitsuneError
 from messages.events import CallEnded, Event, StepDispatched
-from messages.requests import Subjects, TabRequest
-from messages.results import Done, Failed, Failure, Outcome, Unknown
+from messages.requests import Subjects, TabCancel, TabRequest
+from messages.results import Done, Failed, Failure, Outcome, Unknown, outcome_from_json
 
 __all__ = ["BusDriver", "CallActor", "EventSink", "LocalTabs", "ResumeCall", "RunCall"]
 
@@ -96,21 +101,44 @@ class BusDriver:
             return Failed(Failure("No tab: the call has no default tab and the command names none", "no_tab", False))
         else:
             subject = self._subjects.tab(tab_id)
-        request = TabRequest(command, timeout)
+        writes = is_write(command)
+        request = TabRequest(command, timeout, time.time() + timeout, CALL.get(), STEP.get() if writes else None)
         try:
             if tab_id is not None and (outcome := self._local(tab_id, request)) is not None:
                 return outcome
+            if tab_id is not None:  # another node's tab: named, so that it can be withdrawn
+                request = dataclasses.replace(request, id=secrets.token_hex(8))
             reply = self._io.run(self._bus.request(subject, encode(request), timeout + SETTLE),
                                  timeout=timeout + 2 * SETTLE)
         except BusError as e:
             if e.code == "no_responders":
                 return Failed(Failure(f"Tab {tab_id} is closed", "tab_closed", False, {"tabId": tab_id}))
+            if e.sent and (withdrawn := self._withdraw(subject, request, tab_id)) is not None:
+                return withdrawn
             failure = Failure(e.message, e.code, False)
-            return Unknown(failure) if is_write(command) and e.sent else Failed(Failure(e.message, e.code, True))
+            return Unknown(failure) if writes and e.sent else Failed(Failure(e.message, e.code, True))
         except TimeoutError:
+            if (withdrawn := self._withdraw(subject, request, tab_id)) is not None:
+                return withdrawn
             failure = Failure(f"No answer from tab {tab_id} in time", "bus_timeout", False)
-            return Unknown(failure) if is_write(command) else Failed(Failure(failure.error, failure.code, True))
+            return Unknown(failure) if writes else Failed(Failure(failure.error, failure.code, True))
         return decode_outcome(reply)
+
+    def _withdraw(self, subject: str, request: TabRequest, tab_id: int | None) -> Outcome | None:
+        """After a lost answer, withdraw the request from the tab's node: the outcome when that
+        node says what became of it (nothing sent, or how it ended), None when it cannot tell."""
+        if request.id is None or not self._bus.connected:
+            return None
+        try:
+            reply = orjson.loads(self._io.run(self._bus.request(subject, encode(TabCancel(request.id)), SETTLE),
+                                              timeout=2 * SETTLE))
+        except (BusError, TimeoutError, orjson.JSONDecodeError):
+            return None
+        if reply.get("withdrawn") is True:
+            return not_sent(request.command, tab_id, "no answer came in time and the tab's node withdrew it")
+        if isinstance(reply.get("outcome"), dict):
+            return outcome_from_json(reply["outcome"])
+        return None
 
     def list_tabs(self) -> frozenset[int]:
         try:
@@ -151,6 +179,8 @@ class EventSink:
     def __call__(self, event: Event) -> Callable[[], None] | None:
         """Queue ``event``; for a dispatch or a call's end, the wait until it is stored."""
         CALL.set(event.call)  # this thread's log lines name the call
+        if isinstance(event, StepDispatched):
+            STEP.set(event.path)  # and the write about to be sent names its step
         for listener in self.listeners:
             listener(event)
         if not isinstance(event, StepDispatched | CallEnded):

@@ -706,8 +706,8 @@ class _Run:
         remaining = self.deadline - self.ports.clock.now()
         outcome = self.ports.driver.execute(command, tab, min(step_timeout, remaining))
         if not isinstance(outcome, Done) and self.ports.clock.now() >= self.deadline and remaining < step_timeout:
-            self.timed_out = True
-            return _deadline_outcome(self.timeout, True)
+            self.timed_out = True  # the container's deadline cut it short: unknown only if it was sent
+            return _deadline_outcome(self.timeout, isinstance(outcome, Unknown))
         return outcome
 
     def _claim(self, tab: int, owner: str | None) -> Failure | None:

@@ -7,7 +7,8 @@ hands the actor a callback that resolves an asyncio future through ``call_soon_t
 
 An actor whose every message is IO on the loop (a tab's actor: Playwright) is a
 :class:`LoopActor` instead: a pykka actor whose mailbox is emptied by a task on the loop, so it
-awaits its IO where the IO runs, without a thread of its own.
+awaits its IO where the IO runs, without a thread of its own. Its handler may answer later
+(:class:`Later`): the mailbox then goes on to the next message while the answer is worked out.
 """
 
 from __future__ import annotations
@@ -15,7 +16,9 @@ from __future__ import annotations
 import asyncio
 import collections
 import concurrent.futures
+import functools
 import inspect
+import logging
 import sys
 import threading
 from collections.abc import Callable, Coroutine
@@ -24,9 +27,11 @@ from typing import Any, TypeVar
 
 import pykka
 
-__all__ = ["Answering", "IoLoop", "LoopActor", "LoopRequest", "ask_from_loop"]
+__all__ = ["Answering", "IoLoop", "Later", "LoopActor", "LoopRequest", "ask_from_loop"]
 
 T = TypeVar("T")
+
+_log = logging.getLogger(__name__)
 
 
 class IoLoop:
@@ -141,6 +146,26 @@ class Answering(pykka.ThreadingActor):
         raise NotImplementedError
 
 
+@dataclass(frozen=True, slots=True)
+class Later:
+    """What a :class:`LoopActor`'s handler answers when the answer comes later: the asker gets the
+    task's result (or exception) once it is done, and the actor handles its next message meanwhile."""
+
+    task: asyncio.Future[Any]
+    """The work that produces the answer, already running on the loop."""
+
+
+def _reply_when_done(task: asyncio.Future[Any], reply: Callable[[Any, BaseException | None], None]) -> None:
+    def done(finished: asyncio.Future[Any]) -> None:
+        if finished.cancelled():
+            reply(None, asyncio.CancelledError())
+        elif (error := finished.exception()) is not None:
+            reply(None, error)
+        else:
+            reply(finished.result(), None)
+    task.add_done_callback(done)
+
+
 class _LoopInbox:
     """A loop actor's mailbox: filled from any thread, emptied on the loop."""
 
@@ -182,7 +207,8 @@ class LoopActor(pykka.Actor):
     """A pykka actor whose messages are handled one at a time by a task on the loop.
 
     Asked and told from threads like any actor (its futures are pykka's threading ones), and from
-    the loop with :func:`ask_from_loop`. ``handle`` is a coroutine and must never block the loop.
+    the loop with :func:`ask_from_loop`. ``handle`` is a coroutine and must never block the loop;
+    one message is handled at a time, unless ``handle`` answers :class:`Later`.
     """
 
     actor_inbox: _LoopInbox
@@ -216,7 +242,9 @@ class LoopActor(pykka.Actor):
                     response = self._handle_receive(envelope.message)
                     if inspect.isawaitable(response):
                         response = await response
-                    if envelope.reply_to is not None:
+                    if isinstance(response, Later):
+                        _reply_when_done(response.task, functools.partial(_set_pykka_future, envelope.reply_to))
+                    elif envelope.reply_to is not None:
                         envelope.reply_to.set(response)
                 except Exception:
                     if envelope.reply_to is not None:
@@ -240,8 +268,23 @@ class LoopActor(pykka.Actor):
         except Exception as e:  # goes back to the asking coroutine
             request.settle(None, e)
         else:
-            request.settle(value, None)
+            if isinstance(value, Later):
+                _reply_when_done(value.task, request.settle)
+            else:
+                request.settle(value, None)
 
     async def handle(self, message: Any) -> Any:
-        """Answer one request (on the loop)."""
+        """Answer one request (on the loop), or answer :class:`Later`."""
         raise NotImplementedError
+
+
+def _set_pykka_future(future: pykka.Future[Any] | None, value: Any, error: BaseException | None) -> None:
+    """Answer a pykka asker (a ``tell`` has no future: a failure is then only logged)."""
+    if future is None:
+        if error is not None and not isinstance(error, asyncio.CancelledError):
+            _log.error("a message told to a loop actor failed (%s)", type(error).__name__)
+        return
+    if error is None:
+        future.set(value)
+    else:
+        future.set_exception((type(error), error, error.__traceback__))

@@ -58,6 +58,11 @@ class Discard:
     key: str
 
 
+@dataclass(frozen=True, slots=True)
+class AbortAll:
+    """The node is stopping: release everyone waiting at any barrier, now and later, with False."""
+
+
 class BarrierActor(pykka.ThreadingActor):
     """Where sequences meet: arrivals are messages, a meeting answers every waiting sequence."""
 
@@ -65,10 +70,11 @@ class BarrierActor(pykka.ThreadingActor):
         super().__init__()
         self._waiting: dict[str, list[pykka.ThreadingFuture[bool]]] = {}
         self._aborted: set[str] = set()
+        self._stopping = False
 
     def on_receive(self, message: Any) -> Any:
         if isinstance(message, Arrive):
-            if message.key in self._aborted:
+            if message.key in self._aborted or self._stopping:
                 message.reply.set(False)
                 return None
             waiting = self._waiting.setdefault(message.key, [])
@@ -88,6 +94,12 @@ class BarrierActor(pykka.ThreadingActor):
         elif isinstance(message, Discard):
             self._aborted.discard(message.key)
             self._waiting.pop(message.key, None)
+        elif isinstance(message, AbortAll):
+            self._stopping = True
+            for replies in self._waiting.values():
+                for reply in replies:
+                    reply.set(False)
+            self._waiting.clear()
         return None
 
 
@@ -130,3 +142,7 @@ class ActorSequences:
 
     def discard(self, key: str) -> None:
         self._barriers.tell(Discard(key))
+
+    def abort_all(self) -> None:
+        """Release every sequence waiting at a barrier, and those that arrive later (the node stops)."""
+        self._barriers.tell(AbortAll())

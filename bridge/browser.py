@@ -187,6 +187,9 @@ class _Run:
     write: bool
     sent: bool = False
     """Whether something has been sent that may change the page (from here on, failures are Unknown)."""
+    pause: Callable[[float], Awaitable[None]] = asyncio.sleep
+    """Awaited between the rounds of a write that polls (``waitForResult``): the tab actor lets its
+    other writes run meanwhile."""
 
     def remaining(self) -> float:
         return max(0.0, self.deadline - asyncio.get_running_loop().time())
@@ -455,7 +458,6 @@ class ChromiumBrowser:
         self._open: frozenset[int] = frozenset()  # a snapshot of the keys of _pages, safe to read from any thread
         self._page_tabs: dict[int, int] = {}  # id(page) -> tab id
         self._target_ids: dict[int, str] = {}  # tab id -> CDP target id
-        self._locks: dict[int, asyncio.Lock] = {}
         self.next_tab_id: Callable[[], int] = itertools.count(1).__next__
         """Names each new page, popups included, at once (the node gives ids unique in its fleet)."""
         self._page_added = asyncio.Event()
@@ -625,7 +627,6 @@ class ChromiumBrowser:
         if page is not None:
             self._page_tabs.pop(id(page), None)
         self._target_ids.pop(tab, None)
-        self._locks.pop(tab, None)
         if self.current_tab == tab:
             self.current_tab = None
 
@@ -791,13 +792,16 @@ class ChromiumBrowser:
 
     # -- execute -------------------------------------------------------------------------------
 
-    async def execute(self, command: Command, tab_id: int | None, timeout: float) -> Outcome:
+    async def execute(self, command: Command, tab_id: int | None, timeout: float, *,
+                      pause: Callable[[float], Awaitable[None]] | None = None) -> Outcome:
         """Run one action (never a block) on a tab (the current one when None) within ``timeout`` seconds.
 
-        Never raises for what happens in the browser: every failure is an outcome.
+        Never raises for what happens in the browser: every failure is an outcome. Actions on one
+        tab are not serialized here: its tab actor runs its writes one at a time (``pause`` is
+        awaited between the polls of a ``waitForResult``), and reads beside them.
         """
         try:
-            return await self._execute(command, tab_id, float(timeout))
+            return await self._execute(command, tab_id, float(timeout), pause or asyncio.sleep)
         except KitsuneError as e:
             return Failed(Failure.of(e))
         except Exception as e:  # a bug here must still answer as an outcome, never as an exception
@@ -805,7 +809,8 @@ class ChromiumBrowser:
             failure = Failure(f"{command.action}: internal driver error ({type(e).__name__})", "internal", False)
             return Unknown(failure) if sent else Failed(failure)
 
-    async def _execute(self, command: Command, tab_id: int | None, timeout: float) -> Outcome:
+    async def _execute(self, command: Command, tab_id: int | None, timeout: float,
+                       pause: Callable[[float], Awaitable[None]]) -> Outcome:
         action = command.action
         if isinstance(command, (*BLOCKS, SyncBarrier)) or type(command) not in (*self._handlers, NewTab, GetTabs):
             return Failed(Failure(f"{action} is not an action the browser runs", "invalid_call", False))
@@ -820,36 +825,21 @@ class ChromiumBrowser:
         tab = tab_id if tab_id is not None else self.current_tab
         if tab is None:
             return Failed(Failure(f"{action}: there is no current tab; open one or name a tabId", "no_tab", False))
-        if self._pages.get(tab) is None:
+        page = self._pages.get(tab)
+        if page is None or page.is_closed():
             return Failed(_closed(tab))
-        loop = asyncio.get_running_loop()
-        deadline = loop.time() + timeout
-        lock = self._locks.setdefault(tab, asyncio.Lock())
-        if lock.locked():
-            try:
-                await asyncio.wait_for(lock.acquire(), timeout)
-            except TimeoutError:
-                return Failed(Failure(f"{action}: tab {tab} stayed busy for {timeout:g}s; nothing was sent",
-                                      "timeout", True, {"tabId": tab}))
-        else:
-            await lock.acquire()  # free: taken at once, without wait_for's task
+        deadline = asyncio.get_running_loop().time() + timeout
+        run = _Run(command, tab, page, timeout, deadline, is_write(command), pause=pause)
         try:
-            page = self._pages.get(tab)
-            if page is None or page.is_closed():
-                return Failed(_closed(tab))
-            run = _Run(command, tab, page, timeout, deadline, is_write(command))
-            try:
-                async with asyncio.timeout(run.remaining() + _GRACE):
-                    value, warning = await self._handlers[type(command)](run)
-            except _Stop as stop:
-                return self._stopped(run, stop)
-            except TimeoutError:
-                return self._timed_out(run)
-            except PlaywrightError as e:
-                return self._translate(run, e)
-            return Done(value, warning)
-        finally:
-            lock.release()
+            async with asyncio.timeout(run.remaining() + _GRACE):
+                value, warning = await self._handlers[type(command)](run)
+        except _Stop as stop:
+            return self._stopped(run, stop)
+        except TimeoutError:
+            return self._timed_out(run)
+        except PlaywrightError as e:
+            return self._translate(run, e)
+        return Done(value, warning)
 
     # -- classification ------------------------------------------------------------------------
 
@@ -1009,22 +999,20 @@ class ChromiumBrowser:
         assert isinstance(command.url, str)
         run = _Run(command, tab, page, timeout, deadline, True, sent=True)
         outcome: Failed | Unknown
-        lock = self._locks.setdefault(tab, asyncio.Lock())
-        async with lock:
-            try:
-                async with asyncio.timeout(run.remaining() + _GRACE):
-                    value, warning = await self._goto(run, command.url, "load")
-            except _Stop as stop:
-                if stop.took_effect is False:  # nothing reached the server: no tab is left behind either
-                    await self.close_tab(tab)
-                    return Failed(Failure(stop.message, stop.code, stop.retryable))
-                outcome = self._stopped(run, stop)
-            except TimeoutError:
-                outcome = self._timed_out(run)
-            except PlaywrightError as e:
-                outcome = self._translate(run, e)
-            else:
-                return Done({"tabId": tab, "url": value["url"]}, warning)
+        try:
+            async with asyncio.timeout(run.remaining() + _GRACE):
+                value, warning = await self._goto(run, command.url, "load")
+        except _Stop as stop:
+            if stop.took_effect is False:  # nothing reached the server: no tab is left behind either
+                await self.close_tab(tab)
+                return Failed(Failure(stop.message, stop.code, stop.retryable))
+            outcome = self._stopped(run, stop)
+        except TimeoutError:
+            outcome = self._timed_out(run)
+        except PlaywrightError as e:
+            outcome = self._translate(run, e)
+        else:
+            return Done({"tabId": tab, "url": value["url"]}, warning)
         failure = outcome.failure
         return type(outcome)(Failure(failure.error, failure.code, failure.retryable, {"tabId": tab}))
 
@@ -1279,7 +1267,7 @@ class ChromiumBrowser:
                 return {"value": _jsonable(value)}, None
             if run.remaining() <= 0:
                 raise TimeoutError
-            await asyncio.sleep(min(float(command.interval), run.remaining()))
+            await run.pause(min(float(command.interval), run.remaining()))
 
     # -- context state -------------------------------------------------------------------------
 

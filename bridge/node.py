@@ -10,6 +10,7 @@ on this node ask it directly, calls on other nodes over ``kitsune.tab.<id>.do``;
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import functools
 import logging
 from collections.abc import Awaitable, Callable
@@ -17,6 +18,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol, cast
 
+import orjson
 import pykka
 
 from actors.audit_actor import AuditActor, AuditLog, Auditor, AuditTrail, JetStreamAuditLog, LocalAuditLog
@@ -32,7 +34,7 @@ from actors.event_store import EventStore, JetStreamEventStore, LocalEventStore
 from actors.log_context import CALL
 from actors.loop import IoLoop, ask_from_loop
 from actors.sequence_actor import ActorSequences, BarrierActor
-from actors.tab_actor import SETTLE, TabActor
+from actors.tab_actor import SETTLE, Interrupt, ServedRequests, TabActor, Ticket, not_sent
 from bridge.metrics import NodeMetrics
 from bridge.nats_server import EmbeddedNats
 from bridge.policy import ConfirmTokens, Policy, PolicyDriver, TabOwners
@@ -43,7 +45,7 @@ from messages.codec import decode, decode_outcome, encode
 from messages.commands import CallSpec, CloseTab, Command, GetTabs, NewTab
 from messages.errors import KitsuneError
 from messages.events import Event
-from messages.requests import Subjects, TabRequest
+from messages.requests import Subjects, TabCancel, TabRequest
 from messages.results import Done, Failed, Failure, Outcome
 from messages.steplog import StepLog, fold
 
@@ -112,6 +114,8 @@ class Node:
                                      on_drop=lambda call, reason: self.metrics.checkpoint_dropped(reason))
         self._actors: list[pykka.ActorRef[Any]] = []
         self._tabs: dict[int, tuple[pykka.ActorRef[TabActor], Subscription]] = {}
+        self._served = ServedRequests()
+        """Requests other nodes' calls sent to this node's tabs (so that they can withdraw them)."""
         self._subscriptions: list[Subscription] = []
         self._sink: EventSink | None = None
         self._audit_trail: AuditTrail | None = None
@@ -126,6 +130,7 @@ class Node:
         self.metrics = NodeMetrics(self)
         """The node's Prometheus metrics, in a registry of its own (``GET /metrics``)."""
         self.calls: Calls | None = None
+        self._interrupted = False
 
     # life cycle
 
@@ -207,8 +212,32 @@ class Node:
         self.io.run(self.astop(), timeout=120)
         self.io.close()
 
+    async def interrupt(self) -> None:
+        """End at once what runs on this node's tabs (the node stops; it does not wait for them).
+
+        Requests not yet started are refused with nothing sent, later ones too, running ones are
+        cancelled, and barriers release their sequences: every call ends within moments. A write
+        that was running ends ``unknown``, and the audit log records that (``interrupted``).
+        """
+        if self._interrupted or self.calls is None:
+            return
+        self._interrupted = True
+        self._sequences.abort_all()
+        running: list[tuple[int, Ticket]] = []
+        for tab_id, (actor, _) in list(self._tabs.items()):
+            with contextlib.suppress(pykka.ActorDeadError):
+                running += [(tab_id, ticket) for ticket in await ask_from_loop(actor, Interrupt())]
+        auditor = self.auditor(None)
+        for tab_id, ticket in running:
+            request = ticket.request
+            try:
+                await asyncio.to_thread(auditor.interrupted, request.call, request.path, request.command, tab_id)
+            except KitsuneError as e:
+                log.error("the interrupted write on tab %d could not be audited (%s)", tab_id, e.code)
+
     async def astop(self) -> None:
         """The same, on the loop (the loop itself is left running)."""
+        await self.interrupt()
         await self._disconnect()
         actors = [*self._actors, *(ref for ref, _ in self._tabs.values())]
         self._actors.clear()
@@ -324,29 +353,41 @@ class Node:
     async def _attach(self, tab_id: int) -> None:
         actor = TabActor.start(tab_id, self.browser, self.io)
 
-        async def serve(data: bytes) -> bytes:  # a request from a call on another node
-            request = decode(TabRequest, data)
+        async def serve(data: bytes) -> bytes:  # a request from a call on another node, or its withdrawal
+            message = orjson.loads(data)
+            if "cancel" in message:
+                return orjson.dumps(self._served.withdraw(TabCancel.from_json(message)))
+            request = TabRequest.from_json(message)
+            ticket = self._served.admit(request)
+            if ticket is None:
+                return encode(not_sent(request.command, tab_id, "its caller withdrew it before it arrived"))
             try:
-                outcome: Outcome = await ask_from_loop(actor, request)
+                outcome: Outcome = await ask_from_loop(actor, ticket)
             except pykka.ActorDeadError:
                 outcome = _tab_closed(tab_id)
+            self._served.ended(request, outcome)
             if _changes_tabs(request, outcome):
                 await self._reconcile()
             return encode(outcome)
 
-        self._tabs[tab_id] = (actor, await self.bus.subscribe(self.subjects.tab(tab_id), serve))
+        subscription = await self.bus.subscribe(self.subjects.tab(tab_id), serve, concurrent=True)
+        self._tabs[tab_id] = (actor, subscription)
 
     def _ask_tab(self, tab_id: int, request: TabRequest) -> Outcome | None:
         """Run a request of a call on this node in the actor of one of its tabs (no NATS on the way);
-        None when the tab is not this node's (from a thread)."""
+        None when the tab is not this node's (from a thread). A request the tab did not start in
+        time is withdrawn: it then never runs, and nothing was sent."""
         attached = self._tabs.get(tab_id)
         if attached is None:
             return None
+        ticket = Ticket(request, request.timeout)
         try:
-            outcome = cast(Outcome, attached[0].ask(request, timeout=request.timeout + 2 * SETTLE))
+            outcome = cast(Outcome, attached[0].ask(ticket, timeout=request.timeout + 2 * SETTLE))
         except pykka.ActorDeadError:
             outcome = _tab_closed(tab_id)
         except pykka.Timeout as e:
+            if ticket.withdraw():
+                return not_sent(request.command, tab_id, f"tab {tab_id} did not start it in time")
             raise TimeoutError(f"tab {tab_id} did not answer") from e
         if _changes_tabs(request, outcome):
             self.io.run(self._reconcile(), timeout=30)

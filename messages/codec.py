@@ -10,7 +10,7 @@ import orjson
 from messages.commands import Command, command_to_json, parse_command
 from messages.errors import KitsuneError
 from messages.events import Event, event_from_json, event_to_json
-from messages.requests import TabRequest
+from messages.requests import TabCancel, TabRequest
 from messages.results import (
     Done,
     Failed,
@@ -41,6 +41,7 @@ _ENCODERS: list[tuple[type[Any], Callable[[Any], Any]]] = [
     (Unknown, outcome_to_json),
     (HeldForApproval, outcome_to_json),
     (TabRequest, TabRequest.to_json),
+    (TabCancel, TabCancel.to_json),
 ]
 _DECODERS: dict[type[Any], Callable[[Any], Any]] = {
     Event: event_from_json,
@@ -54,6 +55,7 @@ _DECODERS: dict[type[Any], Callable[[Any], Any]] = {
     Unknown: outcome_from_json,
     HeldForApproval: outcome_from_json,
     TabRequest: TabRequest.from_json,
+    TabCancel: TabCancel.from_json,
 }
 
 

@@ -3,12 +3,12 @@
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from messages.commands import Command, command_to_json, parse_command
 
-__all__ = ["Subjects", "TabRequest"]
+__all__ = ["Subjects", "TabCancel", "TabRequest"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -19,7 +19,7 @@ class Subjects:
     """The fleet's name, the first token of its subjects."""
 
     def tab(self, tab_id: int) -> str:
-        """Where the actor of tab ``tab_id`` takes its requests."""
+        """Where the actor of tab ``tab_id`` takes its requests (and their cancellations)."""
         return f"{self.fleet}.tab.{tab_id}.do"
 
     @property
@@ -35,16 +35,61 @@ class Subjects:
 
 @dataclass(frozen=True, slots=True)
 class TabRequest:
-    """Run one action (references resolved) in a tab; the reply is an outcome."""
+    """Run one action (references resolved) in a tab; the reply is an outcome.
+
+    The request has ``timeout`` seconds from when it was sent, waiting in the tab's queue
+    included: a request the tab could not start by then is never run, and answers that nothing
+    was sent.
+    """
 
     command: Command
     """The action to run."""
     timeout: float
-    """Seconds the tab has for it."""
+    """Seconds the request has, from when it was sent until its outcome."""
+    deadline: float = field(default=0.0)
+    """The same end as wall-clock time (``time.time()``), so that a request delayed on its way
+    is not started late; 0 means ``timeout`` from when it arrived."""
+    call: int | None = None
+    """The audit call id of the call it belongs to (for the audit of writes a stopping node ends)."""
+    path: str | None = None
+    """The step path of that call it runs for."""
+    id: str | None = None
+    """Names a request sent over the bus, so its sender can withdraw it (:class:`TabCancel`)."""
+
+    def seconds_left(self, wall_clock: float) -> float:
+        """Seconds left on arrival, ``wall_clock`` being ``time.time()`` then: the earlier of both ends."""
+        return min(self.timeout, self.deadline - wall_clock) if self.deadline else self.timeout
 
     def to_json(self) -> dict[str, Any]:
-        return {"command": command_to_json(self.command), "timeout": self.timeout}
+        body: dict[str, Any] = {"command": command_to_json(self.command), "timeout": self.timeout,
+                                "deadline": self.deadline}
+        for key in ("call", "path", "id"):
+            if (value := getattr(self, key)) is not None:
+                body[key] = value
+        return body
 
     @classmethod
     def from_json(cls, data: Mapping[str, Any]) -> TabRequest:
-        return cls(parse_command(data["command"]), float(data["timeout"]))
+        call, path, id_ = data.get("call"), data.get("path"), data.get("id")
+        return cls(parse_command(data["command"]), float(data["timeout"]), float(data.get("deadline", 0.0)),
+                   int(call) if call is not None else None, str(path) if path is not None else None,
+                   str(id_) if id_ is not None else None)
+
+
+@dataclass(frozen=True, slots=True)
+class TabCancel:
+    """Withdraw a request sent over the bus whose answer did not come in time.
+
+    The reply says what became of it: ``{"withdrawn": true}`` (it never started and never will:
+    nothing was sent), ``{"outcome": ...}`` (it ended, with this outcome), or ``{"running": true}``.
+    """
+
+    id: str
+    """The :attr:`TabRequest.id` of the request."""
+
+    def to_json(self) -> dict[str, Any]:
+        return {"cancel": self.id}
+
+    @classmethod
+    def from_json(cls, data: Mapping[str, Any]) -> TabCancel:
+        return cls(str(data["cancel"]))
