@@ -33,12 +33,13 @@ from actors.pipeline import OrderedWriter
 from messages.commands import CallSpec, Command, audit_params, is_write
 from messages.errors import KitsuneError
 
-__all__ = ["AUDIT_STREAM", "AuditActor", "AuditLog", "AuditTrail", "Auditor", "JetStreamAuditLog", "LocalAuditLog"]
+__all__ = ["AUDIT_STREAM", "AUDIT_SUBJECT", "AuditActor", "AuditLog", "AuditTrail", "Auditor", "JetStreamAuditLog",
+           "LocalAuditLog"]
 
 log = logging.getLogger(__name__)
 
 AUDIT_STREAM = "KITSUNE_AUDIT"
-_SUBJECT = "kitsune.audit.entries"
+AUDIT_SUBJECT = "kitsune.audit.entries"
 _WAIT = 30.0
 """Seconds to wait for an entry to be written."""
 _ACK_TIMEOUT = 5.0
@@ -79,13 +80,14 @@ class JetStreamAuditLog:
         try:
             await log_._js.stream_info(AUDIT_STREAM)
         except Exception:  # nats.js.errors.NotFoundError: not there yet
-            await log_._js.add_stream(StreamConfig(name=AUDIT_STREAM, subjects=[_SUBJECT], storage=StorageType.FILE))
+            await log_._js.add_stream(StreamConfig(name=AUDIT_STREAM, subjects=[AUDIT_SUBJECT],
+                                                   storage=StorageType.FILE))
         return log_
 
     async def send(self, entry: Mapping[str, Any]) -> Awaitable[int]:
         if not self._client.is_connected:
             raise KitsuneError("bus_disconnected", "not connected to NATS; audit entry not kept")
-        acknowledgement = await self._js.publish_async(_SUBJECT, orjson.dumps(entry), stream=AUDIT_STREAM)
+        acknowledgement = await self._js.publish_async(AUDIT_SUBJECT, orjson.dumps(entry), stream=AUDIT_STREAM)
         return self._kept(acknowledgement)
 
     @staticmethod

@@ -18,10 +18,12 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import ssl
 import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
-from typing import Protocol
+from pathlib import Path
+from typing import Any, Protocol
 from urllib.parse import urlsplit
 
 import nats.errors
@@ -31,7 +33,7 @@ from nats.aio.subscription import Subscription as _NatsSubscription
 
 from messages.errors import KitsuneError
 
-__all__ = ["Bus", "BusError", "Handler", "LocalBus", "NatsBus", "Subscription"]
+__all__ = ["Bus", "BusError", "Handler", "LocalBus", "NatsAuth", "NatsBus", "Subscription", "display_url"]
 
 _log = logging.getLogger(__name__)
 
@@ -257,12 +259,47 @@ class _NatsSubscriptionHandle:
             await self._sub.unsubscribe()
 
 
+@dataclass(frozen=True, slots=True)
+class NatsAuth:
+    """How a client proves who it is to NATS (one way at most) and checks the server's TLS."""
+
+    user: str | None = None
+    password: str | None = field(default=None, repr=False)
+    creds_file: Path | None = None
+    """A NATS JWT ``.creds`` file (user JWT and nkey seed)."""
+    nkey_seed_file: Path | None = None
+    """A file holding a user nkey seed (``SU...``)."""
+    tls_ca_file: Path | None = None
+    """CA bundle the server's certificate must chain to (the system's when None)."""
+    tls_cert_file: Path | None = None
+    """Client certificate, for servers that verify clients."""
+    tls_key_file: Path | None = None
+
+    def connect_options(self) -> dict[str, Any]:
+        """Keyword arguments of nats-py's ``connect`` for these credentials and TLS options."""
+        options: dict[str, Any] = {}
+        if self.user is not None:
+            options.update(user=self.user, password=self.password)
+        if self.creds_file is not None:
+            options["user_credentials"] = str(self.creds_file)
+        if self.nkey_seed_file is not None:
+            options["nkeys_seed"] = str(self.nkey_seed_file)
+        if self.tls_ca_file or self.tls_cert_file:
+            context = ssl.create_default_context(cafile=str(self.tls_ca_file) if self.tls_ca_file else None)
+            if self.tls_cert_file is not None:
+                context.load_cert_chain(self.tls_cert_file, self.tls_key_file)
+            options["tls"] = context
+        return options
+
+
 class NatsBus:
     """The bus over a nats-py connection that reconnects forever; counts its outages."""
 
     def __init__(self) -> None:
         self._nc = Client()
         self._closing = False
+        self._refused = False
+        """Whether the server refused the credentials (authorization violation)."""
         self._lost: asyncio.Future[None] = asyncio.get_running_loop().create_future()
         """Resolved when the connection drops; replaced when it comes back."""
         self.disconnects = 0
@@ -276,11 +313,13 @@ class NatsBus:
 
     @classmethod
     async def connect(
-        cls, url: str, *, name: str = "kitsune", connect_timeout: float = 5.0, reconnect_wait: float = 0.25
+        cls, url: str, *, auth: NatsAuth = NatsAuth(), name: str = "kitsune", connect_timeout: float = 5.0,
+        reconnect_wait: float = 0.25
     ) -> NatsBus:
-        """Connect to ``url`` (or comma-separated URLs of one cluster); ``bus_disconnected`` if unreachable."""
+        """Connect to ``url`` (or comma-separated URLs of one cluster) with ``auth``; ``bus_disconnected``
+        if unreachable or if the server refuses the credentials (the message says which)."""
         servers = [u.strip() for u in url.split(",") if u.strip()]
-        where = ", ".join(_display(u) for u in servers)
+        where = display_url(url)
         bus = cls()
         try:
             # With unlimited reconnects nats-py retries the first connect forever too; bound it here.
@@ -295,6 +334,7 @@ class NatsBus:
                     error_cb=bus._on_error,
                     disconnected_cb=bus._on_disconnected,
                     reconnected_cb=bus._on_reconnected,
+                    **auth.connect_options(),
                 ),
                 connect_timeout,
             )
@@ -302,8 +342,9 @@ class NatsBus:
             bus._closing = True
             with contextlib.suppress(Exception):
                 await bus._nc.close()
-            raise BusError("bus_disconnected", f"cannot connect to NATS at {where}") from e
-        _log.info("connected to NATS at %s", _display(bus._server()))
+            why = " (the server refused the credentials)" if bus._refused else ""
+            raise BusError("bus_disconnected", f"cannot connect to NATS at {where}{why}") from e
+        _log.info("connected to NATS at %s", display_url(bus._server()))
         return bus
 
     @property
@@ -425,7 +466,7 @@ class NatsBus:
     async def _on_reconnected(self) -> None:
         self.reconnects += 1
         self._lost = asyncio.get_running_loop().create_future()
-        _log.info("NATS connection back at %s (%d reconnects)", _display(self._server()), self.reconnects)
+        _log.info("NATS connection back at %s (%d reconnects)", display_url(self._server()), self.reconnects)
         if self.on_reconnect is not None:
             try:
                 await self.on_reconnect()
@@ -434,6 +475,15 @@ class NatsBus:
 
     async def _on_error(self, e: Exception) -> None:
         # Connection-level failures repeat on every reconnect attempt; the outage itself is logged once.
+        text = str(e).lower()
+        if "authorization violation" in text:
+            if not self._refused:
+                _log.error("NATS refused this client's credentials (authorization violation)")
+            self._refused = True
+            return
+        if "permissions violation" in text:  # the server's text names the subject, never a credential
+            _log.error("NATS refused an operation: %s", str(e).removeprefix("nats: "))
+            return
         quiet = isinstance(e, OSError | TimeoutError | nats.errors.StaleConnectionError)
         _log.log(logging.DEBUG if quiet else logging.WARNING, "NATS client error: %s", type(e).__name__)
 
@@ -451,8 +501,11 @@ def _translate(e: nats.errors.Error, subject: str, *, sent: bool) -> BusError:
     return BusError("bus_error", f"NATS failed on {subject}: {type(e).__name__}", subject=subject, sent=sent)
 
 
-def _display(url: str) -> str:
-    """A server URL without credentials, for logs and errors."""
-    parts = urlsplit(url if "://" in url else f"nats://{url}")
-    host = parts.hostname or "?"
-    return f"{parts.scheme}://{host}:{parts.port}" if parts.port else f"{parts.scheme}://{host}"
+def display_url(url: str) -> str:
+    """Server URLs (comma-separated) without credentials, for logs, errors and printed lines."""
+    shown = []
+    for one in filter(None, (u.strip() for u in url.split(","))):
+        parts = urlsplit(one if "://" in one else f"nats://{one}")
+        host = parts.hostname or "?"
+        shown.append(f"{parts.scheme}://{host}:{parts.port}" if parts.port else f"{parts.scheme}://{host}")
+    return ", ".join(shown)

@@ -22,10 +22,10 @@ from actors.bus import BusError, NatsBus
 from messages.codec import decode, encode
 from messages.events import Event
 
-__all__ = ["EVENTS_STREAM", "EventStore", "JetStreamEventStore", "LocalEventStore", "events_subject"]
+__all__ = ["EVENTS_STREAM", "EVENTS_SUBJECTS", "EventStore", "JetStreamEventStore", "LocalEventStore", "events_subject"]
 
 EVENTS_STREAM = "KITSUNE_EVENTS"
-_SUBJECTS = "kitsune.events.>"
+EVENTS_SUBJECTS = "kitsune.events.>"
 _FETCH_BATCH = 256
 _TIMEOUT = 5.0
 
@@ -91,7 +91,7 @@ class JetStreamEventStore:
         client = nats_client_or_bus.client if isinstance(nats_client_or_bus, NatsBus) else nats_client_or_bus
         js = client.jetstream(timeout=timeout)
         wanted = StreamConfig(
-            name=EVENTS_STREAM, subjects=[_SUBJECTS], storage=StorageType.MEMORY, max_age=float(max_age_seconds)
+            name=EVENTS_STREAM, subjects=[EVENTS_SUBJECTS], storage=StorageType.MEMORY, max_age=float(max_age_seconds)
         )
         try:
             try:

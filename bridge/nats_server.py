@@ -6,6 +6,11 @@ and, on Linux, with ``PR_SET_PDEATHSIG`` so that it dies when the parent is kill
 That signal fires when the *thread* that forked the child ends, not the process, so the child is
 always forked from one lasting thread of this module: ``start`` may be called from any thread
 (``asyncio.to_thread`` included).
+
+The server takes no anonymous client: it has one user, the node's, with a generated password
+(or the one it is given, to bring a server back for the same clients). The password is written
+only to the server's configuration file, mode 0600 in a private run directory, and is never
+logged. That user may publish and subscribe only to what a node uses (:func:`node_permissions`).
 """
 
 from __future__ import annotations
@@ -29,11 +34,17 @@ from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from types import TracebackType
-from typing import IO
+from typing import IO, Any
 
+from actors.audit_actor import AUDIT_STREAM, AUDIT_SUBJECT
+from actors.bus import NatsAuth
+from actors.event_store import EVENTS_STREAM, EVENTS_SUBJECTS
+from bridge.tab_ids import FLEET_BUCKET
 from messages.errors import KitsuneError
 
-__all__ = ["EmbeddedNats", "nats_server_binary"]
+__all__ = ["NODE_USER", "EmbeddedNats", "nats_server_binary", "node_permissions"]
+
+NODE_USER = "kitsune-node"
 
 _log = logging.getLogger(__name__)
 
@@ -55,14 +66,38 @@ def nats_server_binary() -> Path | None:
     return Path(found) if found else None
 
 
+def node_permissions(fleet: str | None) -> dict[str, Any]:
+    """What a node's user may do: its fleet's subjects (every fleet's when None), the JetStream API of
+    the node's streams and KV bucket (no deleting or purging them), their subjects, and answers."""
+    fleets = f"{fleet}.>" if fleet is not None else "*.>"
+    streams = (EVENTS_STREAM, AUDIT_STREAM, f"KV_{FLEET_BUCKET}")
+    api = ["$JS.API.INFO"] + [
+        subject.format(stream)
+        for stream in streams
+        for subject in ("$JS.API.STREAM.INFO.{}", "$JS.API.STREAM.CREATE.{}", "$JS.API.STREAM.UPDATE.{}",
+                        "$JS.API.STREAM.MSG.GET.{}", "$JS.API.DIRECT.GET.{}.>", "$JS.API.CONSUMER.*.{}",
+                        "$JS.API.CONSUMER.*.{}.>", "$JS.API.CONSUMER.*.*.{}.>")
+    ]
+    return {
+        "publish": {"allow": [fleets, EVENTS_SUBJECTS, AUDIT_SUBJECT, f"$KV.{FLEET_BUCKET}.>", *api]},
+        "subscribe": {"allow": [fleets, "_INBOX.>"]},
+        "allow_responses": True,  # answers to the requests it took, and nothing else on inboxes
+    }
+
+
 class EmbeddedNats:
     """A child nats-server with JetStream on a free loopback port; started, waited for, stopped."""
 
-    def __init__(self, *, binary: Path | None = None, store_dir: Path | None = None, port: int | None = None) -> None:
+    def __init__(self, *, binary: Path | None = None, store_dir: Path | None = None, port: int | None = None,
+                 fleet: str | None = "kitsune", auth: NatsAuth | None = None) -> None:
         self._binary = binary
         self._store_dir = store_dir
         self._port = port
         """A fixed port (to bring a server back where clients expect it); a free one if None."""
+        self._fleet = fleet
+        """The fleet whose subjects the node's user may use; every fleet's when None (a shared test server)."""
+        self.auth = auth if auth is not None else NatsAuth(user=NODE_USER, password=secrets.token_urlsafe(32))
+        """The node user's credentials, for the node's own connections only."""
         self._process: subprocess.Popen[bytes] | None = None
         self._run_dir: Path | None = None
         self._url: str | None = None
@@ -145,7 +180,9 @@ class EmbeddedNats:
         log_path = self._run_dir / "nats-server.log"
         # A name of its own tells its INFO line from another server's that holds the port.
         name = f"kitsune-{secrets.token_hex(6)}"
-        command = [str(binary), "-a", "127.0.0.1", "-p", str(port), "-n", name, "-js", "-sd", str(store)]
+        config = self._write_config()
+        command = [str(binary), "-c", str(config), "-a", "127.0.0.1", "-p", str(port), "-n", name,
+                   "-js", "-sd", str(store)]
         with log_path.open("ab") as log:
             self._process = _SPAWNER.submit(_popen, command, log).result()
         while time.monotonic() < deadline:
@@ -156,6 +193,16 @@ class EmbeddedNats:
                 return True
             time.sleep(0.02)
         return False
+
+    def _write_config(self) -> Path:
+        """The server's configuration (its one user), readable by its owner only."""
+        assert self._run_dir is not None
+        path = self._run_dir / "nats-server.conf"
+        user = {"user": self.auth.user, "password": self.auth.password, "permissions": node_permissions(self._fleet)}
+        descriptor = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+        with os.fdopen(descriptor, "w") as file:
+            json.dump({"authorization": {"users": [user]}}, file)  # NATS reads JSON as its own format
+        return path
 
     def _log_tail(self) -> str:
         if self._run_dir is None:

@@ -22,7 +22,7 @@ import orjson
 import pykka
 
 from actors.audit_actor import AuditActor, AuditLog, Auditor, AuditTrail, JetStreamAuditLog, LocalAuditLog
-from actors.bus import Bus, LocalBus, NatsBus, Subscription
+from actors.bus import Bus, LocalBus, NatsAuth, NatsBus, Subscription
 from actors.call_actor import BusDriver, CallActor, EventSink, ResumeCall, RunCall
 from actors.calls import CallResponse, Calls
 from actors.checkpoint_actor import CheckpointActor, CheckpointsPort
@@ -86,6 +86,8 @@ class NodeConfig:
 
     nats_url: str | None = None
     """Join this NATS server or cluster (comma-separated URLs); None starts an embedded one."""
+    nats_auth: NatsAuth = NatsAuth()
+    """Credentials and TLS options for ``nats_url`` (an embedded server makes its own)."""
     local_bus: bool = False
     """Use the in-process bus and stores instead of NATS (tests of the actors alone)."""
     fleet: str = "kitsune"
@@ -181,11 +183,12 @@ class Node:
     async def _connect(self) -> None:
         reserve = local_reserve()
         if not self.config.local_bus:
-            url = self.config.nats_url
+            url, auth = self.config.nats_url, self.config.nats_auth
             if url is None:
-                self.nats = EmbeddedNats()
+                self.nats = EmbeddedNats(fleet=self.config.fleet)
                 url = await asyncio.to_thread(self.nats.start)
-            nats_bus = await NatsBus.connect(url, name="kitsune-node")
+                auth = self.nats.auth
+            nats_bus = await NatsBus.connect(url, auth=auth, name="kitsune-node")
             nats_bus.on_request = self.metrics.bus_request
             self.bus = nats_bus
             self.events = await JetStreamEventStore.create(nats_bus, max_age_seconds=self.config.checkpoint_ttl)

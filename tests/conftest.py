@@ -1,7 +1,10 @@
 """Fixtures every suite shares: one real nats-server and one test site for the whole session.
 
 ``KITSUNE_TEST_NATS_URL=nats://host:port`` runs the suites against an existing server (JetStream
-enabled) instead of starting one. A missing ``nats-server`` fails the run: it never skips.
+enabled) instead of starting one, as ``KITSUNE_TEST_NATS_USER`` with the password in
+``KITSUNE_TEST_NATS_PASSWORD`` if it asks for credentials. A missing ``nats-server`` fails the
+run: it never skips. The embedded server requires its own generated credentials, and lets its
+user use every fleet's subjects (tests run many fleets), within the node's permissions otherwise.
 """
 
 from __future__ import annotations
@@ -11,8 +14,10 @@ from collections.abc import Iterator
 
 import pytest
 
+from actors.bus import NatsAuth
 from bridge.nats_server import EmbeddedNats
 from messages.errors import KitsuneError
+from tests.nats_access import PASSWORD_ENV, NatsAccess
 from tests.site import TestSite
 
 NATS_URL_ENV = "KITSUNE_TEST_NATS_URL"
@@ -25,19 +30,20 @@ def anyio_backend() -> str:
 
 
 @pytest.fixture(scope="session")
-def nats_url() -> Iterator[str]:
-    """The URL of a NATS server with JetStream, shared by the whole session."""
+def nats_access() -> Iterator[NatsAccess]:
+    """A NATS server with JetStream shared by the whole session, and its credentials."""
     given = os.environ.get(NATS_URL_ENV, "").strip()
     if given:
-        yield given
+        user = os.environ.get("KITSUNE_TEST_NATS_USER") or None
+        yield NatsAccess(given, NatsAuth(user=user, password=os.environ.get(PASSWORD_ENV) if user else None))
         return
-    server = EmbeddedNats()
+    server = EmbeddedNats(fleet=None)
     try:
         url = server.start()
     except KitsuneError as e:
         pytest.fail(f"integration tests need nats-server (or {NATS_URL_ENV}): {e.message}", pytrace=False)
     try:
-        yield url
+        yield NatsAccess(url, server.auth)
     finally:
         server.stop()
 

@@ -13,6 +13,7 @@ from contextlib import contextmanager
 import pytest
 
 from tests.integration.serving import Served, serve
+from tests.nats_access import NatsAccess
 from tests.site import TestSite
 
 APPROVAL_WAIT = 2.0
@@ -34,18 +35,18 @@ def _environment(**values: str) -> Iterator[None]:
 
 
 @pytest.fixture(scope="session")
-def plain(tmp_path_factory: pytest.TempPathFactory, nats_url: str) -> Iterator[Served]:
+def plain(tmp_path_factory: pytest.TempPathFactory, nats_access: NatsAccess) -> Iterator[Served]:
     """A node with both capability groups and no ask-before-act."""
-    running = serve(tmp_path_factory.mktemp("plain"), nats_url, {"caps": ["core", "automation"]})
+    running = serve(tmp_path_factory.mktemp("plain"), nats_access, {"caps": ["core", "automation"]})
     yield running
     assert running.stop() == 0
 
 
 @pytest.fixture(scope="session")
-def asking(tmp_path_factory: pytest.TempPathFactory, nats_url: str) -> Iterator[Served]:
+def asking(tmp_path_factory: pytest.TempPathFactory, nats_access: NatsAccess) -> Iterator[Served]:
     """A node that holds every write for approval (ask_before_act); its /mcp prompts stay open 2 s on a call."""
     with _environment(KITSUNE_APPROVAL_WAIT=str(APPROVAL_WAIT)):
-        running = serve(tmp_path_factory.mktemp("asking"), nats_url,
+        running = serve(tmp_path_factory.mktemp("asking"), nats_access,
                         {"caps": ["core", "automation"], "ask_before_act": True})
     yield running
     assert running.stop() == 0

@@ -7,14 +7,15 @@ from collections.abc import Iterator
 import pytest
 
 from bridge.browser import ChromiumBrowser
-from bridge.node import Node, NodeConfig
+from bridge.node import Node
+from tests.nats_access import NatsAccess
 
 
 @pytest.fixture(scope="session")
-def node(nats_url: str, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Node]:
+def node(nats_access: NatsAccess, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Node]:
     """One Kitsune node for the session: the shared nats-server, a real Chromium, every actor."""
     browser = ChromiumBrowser(downloads_dir=tmp_path_factory.mktemp("downloads"))
-    started = Node(browser, NodeConfig(nats_url=nats_url, step_timeout=10.0, fleet="session")).start()
+    started = Node(browser, nats_access.node_config(step_timeout=10.0, fleet="session")).start()
     try:
         yield started
     finally:

@@ -13,6 +13,8 @@ from typing import Any
 import httpx
 import yaml
 
+from tests.nats_access import NatsAccess
+
 KITSUNE = Path(sys.executable).parent / "kitsune"
 TOKENS = {"alice": "alice-token-0123456789abcdef", "bob": "bob-token-0123456789abcdef0"}
 
@@ -44,17 +46,17 @@ class Served:
         return self.process.wait(timeout=60)
 
 
-def serve(directory: Path, nats_url: str, config: dict[str, Any], *args: str) -> Served:
-    """Start ``kitsune serve`` on a free port with ``config`` (agents alice and bob unless given)."""
+def serve(directory: Path, nats: NatsAccess, config: dict[str, Any], *args: str) -> Served:
+    """Start ``kitsune serve`` on a free port, joining ``nats``, with ``config`` (agents alice and bob unless given)."""
     settings = {"agents": [{"name": name, "token": token} for name, token in TOKENS.items()],
-                "fleet": directory.name,
+                "fleet": directory.name, "nats": nats.serve_settings(),
                 "audit_file": str(directory / "audit.jsonl"), **config}
     (directory / "kitsune.yaml").write_text(yaml.safe_dump(settings))
     log = (directory / "server.log").open("w")
     process = subprocess.Popen(
-        [str(KITSUNE), "serve", "--port", "0", "--nats-url", nats_url, "--config", str(directory / "kitsune.yaml"),
+        [str(KITSUNE), "serve", "--port", "0", "--config", str(directory / "kitsune.yaml"),
          "--state-dir", str(directory / "state"), *args],
-        stdout=subprocess.PIPE, stderr=log, text=True)
+        stdout=subprocess.PIPE, stderr=log, text=True, env=nats.serve_env())
     assert process.stdout is not None
     for line in _lines(process):
         if line.startswith("kitsune serving "):

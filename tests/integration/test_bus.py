@@ -16,6 +16,7 @@ import pytest
 
 from actors.bus import Bus, BusError, LocalBus, NatsBus
 from bridge.nats_server import EmbeddedNats
+from tests.nats_access import NatsAccess
 
 pytestmark = pytest.mark.anyio
 
@@ -52,7 +53,7 @@ async def bus(request: pytest.FixtureRequest) -> AsyncIterator[Bus]:
     if request.param == "local":
         made: Bus = LocalBus()
     else:
-        made = await NatsBus.connect(request.getfixturevalue("nats_url"), name="kitsune-test")
+        made = await request.getfixturevalue("nats_access").bus(name="kitsune-test")
     yield made
     await made.close()
 
@@ -235,9 +236,9 @@ async def test_a_closed_bus_raises_bus_disconnected(bus: Bus, s: str) -> None:
 # --- only a real server --------------------------------------------------------------------
 
 
-async def test_requests_cross_connections_as_soon_as_the_subscription_is_made(nats_url: str, s: str) -> None:
-    node_a = await NatsBus.connect(nats_url, name="node-a")
-    node_b = await NatsBus.connect(nats_url, name="node-b")
+async def test_requests_cross_connections_as_soon_as_the_subscription_is_made(nats_access: NatsAccess, s: str) -> None:
+    node_a = await nats_access.bus(name="node-a")
+    node_b = await nats_access.bus(name="node-b")
     try:
         for tab in range(300):  # a subscription returns once the server has it: never no_responders right after
             await node_b.subscribe(f"{s}.tab.{tab}.do", _echo)
@@ -257,8 +258,8 @@ async def test_connecting_to_nothing_raises_bus_disconnected_without_credentials
 
 
 async def test_a_request_in_flight_when_the_server_stops_is_never_a_reply(s: str) -> None:
-    server = EmbeddedNats()
-    bus = await NatsBus.connect(server.start(), name="kitsune-test-outage")
+    server = EmbeddedNats(fleet=s)
+    bus = await NatsBus.connect(server.start(), auth=server.auth, name="kitsune-test-outage")
     try:
         handling = asyncio.Event()
 
@@ -289,8 +290,8 @@ async def test_a_request_in_flight_when_the_server_stops_is_never_a_reply(s: str
 
 
 async def test_the_client_reconnects_when_the_server_comes_back_on_the_same_port(s: str) -> None:
-    first = EmbeddedNats()
-    bus = await NatsBus.connect(first.start(), name="kitsune-test-reconnect")
+    first = EmbeddedNats(fleet=s)
+    bus = await NatsBus.connect(first.start(), auth=first.auth, name="kitsune-test-reconnect")
     second: EmbeddedNats | None = None
     try:
         await bus.subscribe(f"{s}.echo", _echo)
@@ -299,7 +300,7 @@ async def test_the_client_reconnects_when_the_server_comes_back_on_the_same_port
         await _eventually(lambda: not bus.connected)
         assert bus.disconnects == 1 and bus.reconnects == 0
 
-        second = EmbeddedNats(port=first.port)
+        second = EmbeddedNats(port=first.port, fleet=s, auth=first.auth)
         await asyncio.to_thread(second.start)
         await _eventually(lambda: bus.connected, timeout=5)
         assert bus.reconnects == 1 and bus.disconnects == 1

@@ -29,6 +29,7 @@ import yaml
 
 from tests.integration.serving import TOKENS, Served, serve
 from tests.metric_labels import unbounded_labels
+from tests.nats_access import NatsAccess
 from tests.site import TestSite
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -109,13 +110,13 @@ def _instance(served: Served) -> str:
 
 
 @pytest.fixture(scope="module")
-def nodes(tmp_path_factory: pytest.TempPathFactory, nats_url: str) -> Iterator[tuple[Served, Served]]:
+def nodes(tmp_path_factory: pytest.TempPathFactory, nats_access: NatsAccess) -> Iterator[tuple[Served, Served]]:
     agents = [{"name": name, "token": token} for name, token in {**TOKENS, **EXTRA_AGENTS}.items()]
     metrics = {"metrics": {"token": SCRAPE_TOKEN}}
-    plain = serve(tmp_path_factory.mktemp("observed"), nats_url, {
+    plain = serve(tmp_path_factory.mktemp("observed"), nats_access, {
         "caps": ["core", "automation"], "agents": agents, "urls": {"deny": ["denied.test"]}, **metrics})
     try:
-        asking = serve(tmp_path_factory.mktemp("observed-asking"), nats_url, {
+        asking = serve(tmp_path_factory.mktemp("observed-asking"), nats_access, {
             "caps": ["core", "automation"], "ask_before_act": True, **metrics})
     except BaseException:
         plain.stop()

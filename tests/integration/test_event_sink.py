@@ -5,16 +5,16 @@ from __future__ import annotations
 import threading
 import uuid
 
-from actors.bus import NatsBus
 from actors.call_actor import EventSink
 from actors.event_store import JetStreamEventStore
 from actors.loop import IoLoop
 from messages.events import Event, StepDispatched, StepStarted, StepSucceeded
+from tests.nats_access import NatsAccess
 
 
-def test_events_from_many_threads_are_stored_in_the_order_they_were_emitted(nats_url: str) -> None:
+def test_events_from_many_threads_are_stored_in_the_order_they_were_emitted(nats_access: NatsAccess) -> None:
     io = IoLoop()
-    bus = io.run(NatsBus.connect(nats_url, name="kitsune-test-sink"), timeout=10)
+    bus = io.run(nats_access.bus(name="kitsune-test-sink"), timeout=10)
     try:
         store = io.run(JetStreamEventStore.create(bus), timeout=10)
         sink = EventSink(io, store)

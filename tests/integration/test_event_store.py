@@ -22,6 +22,7 @@ from messages.events import (
     StepSucceeded,
 )
 from messages.steplog import fold
+from tests.nats_access import NatsAccess
 
 pytestmark = pytest.mark.anyio
 
@@ -53,8 +54,8 @@ def _events(call: int) -> list[Event]:
 
 
 @pytest.fixture
-async def bus(nats_url: str) -> AsyncIterator[NatsBus]:
-    made = await NatsBus.connect(nats_url, name="kitsune-test-events")
+async def bus(nats_access: NatsAccess) -> AsyncIterator[NatsBus]:
+    made = await nats_access.bus(name="kitsune-test-events")
     yield made
     await made.close()
 
@@ -64,7 +65,7 @@ async def store(request: pytest.FixtureRequest) -> AsyncIterator[EventStore]:
     if request.param == "local":
         yield LocalEventStore()
         return
-    connection = await NatsBus.connect(request.getfixturevalue("nats_url"), name="kitsune-test-events")
+    connection = await request.getfixturevalue("nats_access").bus(name="kitsune-test-events")
     try:
         yield await JetStreamEventStore.create(connection)
     finally:

@@ -8,13 +8,13 @@ import secrets
 from collections.abc import Iterator
 from typing import Any
 
-import nats
 import pytest
 
 from bridge.browser import ChromiumBrowser
-from bridge.node import Node, NodeConfig
+from bridge.node import Node
 from bridge.tab_ids import BLOCK, FLEET_BUCKET, kv_reserve
 from messages.commands import parse_body
+from tests.nats_access import NatsAccess
 from tests.site import TestSite
 
 
@@ -25,10 +25,10 @@ def site(test_site: TestSite) -> Iterator[TestSite]:
 
 
 @pytest.fixture(scope="module")
-def fleet(nats_url: str) -> Iterator[tuple[Node, Node]]:
+def fleet(nats_access: NatsAccess) -> Iterator[tuple[Node, Node]]:
     name = "fleet-" + secrets.token_hex(4)
-    first = Node(ChromiumBrowser(), NodeConfig(nats_url=nats_url, fleet=name)).start()
-    second = Node(ChromiumBrowser(), NodeConfig(nats_url=nats_url, fleet=name)).start()
+    first = Node(ChromiumBrowser(), nats_access.node_config(fleet=name)).start()
+    second = Node(ChromiumBrowser(), nats_access.node_config(fleet=name)).start()
     yield first, second
     second.stop()
     first.stop()
@@ -57,10 +57,10 @@ def test_a_write_on_another_nodes_tab_goes_over_nats_and_is_done_once(
     assert site.count("POST /clicks/hit") == 1
 
 
-def test_nodes_reserving_at_once_get_disjoint_blocks_and_a_lost_counter_restarts_past_them(nats_url: str) -> None:
+def test_nodes_reserving_at_once_get_disjoint_blocks_and_a_lost_counter_restarts_past_them(nats_access: NatsAccess) -> None:
     async def scenario() -> None:
         name = "blocks-" + secrets.token_hex(4)
-        clients = [await nats.connect(nats_url) for _ in range(4)]
+        clients = [await nats_access.client() for _ in range(4)]
         try:
             reserves = [kv_reserve(client, name) for client in clients]
             firsts = await asyncio.gather(*(reserve(BLOCK) for reserve in reserves for _ in range(5)))

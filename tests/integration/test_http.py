@@ -21,11 +21,12 @@ import nats.errors
 import pytest
 
 from tests.integration.serving import KITSUNE, TOKENS, Served, serve
+from tests.nats_access import NatsAccess
 from tests.site import TestSite
 
 
 @pytest.fixture(scope="module")
-def served(tmp_path_factory: pytest.TempPathFactory, nats_url: str) -> Iterator[Served]:
+def served(tmp_path_factory: pytest.TempPathFactory, nats_access: NatsAccess) -> Iterator[Served]:
     workflows = tmp_path_factory.mktemp("workflows")
     (workflows / "checkout.yaml").write_text(
         "variables: {base: {required: true}, address: {default: '1 Main St'}}\n"
@@ -33,7 +34,7 @@ def served(tmp_path_factory: pytest.TempPathFactory, nats_url: str) -> Iterator[
         "  - {action: navigate, url: '{{base}}/checkout/shipping', label: open shipping}\n"
         "  - {action: fill, selector: '#address', value: '{{address}}', label: address}\n"
         "  - {action: click, selector: '#to-billing', label: to billing}\n")
-    running = serve(tmp_path_factory.mktemp("serve"), nats_url,
+    running = serve(tmp_path_factory.mktemp("serve"), nats_access,
                     {"caps": ["core", "automation"], "workflows": str(workflows), "max_body_bytes": 20000})
     running.workflows = workflows  # type: ignore[attr-defined]
     yield running
@@ -96,11 +97,13 @@ def test_serve_listens_on_loopback_and_prints_one_line_with_its_address(served: 
 
 
 def test_with_no_agent_configured_a_token_is_generated_into_an_owner_only_file(
-        tmp_path: Path, nats_url: str) -> None:
-    (tmp_path / "kitsune.yaml").write_text(json.dumps({"audit_file": str(tmp_path / "audit.jsonl")}))
-    process = subprocess.Popen([str(KITSUNE), "serve", "--port", "0", "--nats-url", nats_url, "--config",
+        tmp_path: Path, nats_access: NatsAccess) -> None:
+    (tmp_path / "kitsune.yaml").write_text(json.dumps({"audit_file": str(tmp_path / "audit.jsonl"),
+                                                       "nats": nats_access.serve_settings()}))
+    process = subprocess.Popen([str(KITSUNE), "serve", "--port", "0", "--config",
                                 str(tmp_path / "kitsune.yaml"), "--state-dir", str(tmp_path / "state")],
-                               stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
+                               stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True,
+                               env=nats_access.serve_env())
     try:
         assert process.stdout is not None
         first, second = process.stdout.readline(), process.stdout.readline()
@@ -118,8 +121,8 @@ def test_with_no_agent_configured_a_token_is_generated_into_an_owner_only_file(
 
 
 def test_routes_outside_the_enabled_groups_answer_404_capability_disabled(
-        tmp_path: Path, nats_url: str, site: TestSite) -> None:
-    core_only = serve(tmp_path, nats_url, {})
+        tmp_path: Path, nats_access: NatsAccess, site: TestSite) -> None:
+    core_only = serve(tmp_path, nats_access, {})
     try:
         with core_only.client() as client:
             for path in ("/api/batch", "/api/parallel", "/api/workflow"):
@@ -350,10 +353,10 @@ def test_no_token_typed_value_or_javascript_reaches_the_audit_log_the_server_log
 
 
 def test_writes_are_refused_when_the_audit_log_cannot_be_written(
-        tmp_path: Path, nats_url: str, site: TestSite) -> None:
+        tmp_path: Path, nats_access: NatsAccess, site: TestSite) -> None:
     audit_dir = tmp_path / "audit"
     audit_dir.mkdir()
-    running = serve(tmp_path, nats_url, {"caps": ["core", "automation"], "audit_file": str(audit_dir / "a.jsonl")})
+    running = serve(tmp_path, nats_access, {"caps": ["core", "automation"], "audit_file": str(audit_dir / "a.jsonl")})
     try:
         with running.client() as client:
             tab = open_tab(client, site.url("/clicks"))
@@ -389,21 +392,21 @@ def test_tabs_the_bridge_did_not_open_for_an_agent_are_read_only_until_taken_ove
 
 
 def test_no_canary_reaches_the_event_stream_of_the_served_node(
-        alice: httpx.Client, nats_url: str, site: TestSite) -> None:
+        alice: httpx.Client, nats_access: NatsAccess, site: TestSite) -> None:
     typed, script = "canary-typed-e11a", "canary_script_e22b"
     tab = open_tab(alice, site.url("/form"))
     body = alice.post("/api/batch", json={"commands": [
         {"action": "fill", "selector": "#name", "value": typed}, {"action": "js", "code": f"window.{script}=1"},
         {"action": "click", "selector": "#nothing", "timeout": 0.3}], "tabId": tab}).json()
     assert body["status"] == "failed"
-    stream = asyncio.run(_events_of(nats_url, body["call"]))
+    stream = asyncio.run(_events_of(nats_access, body["call"]))
     assert stream.count(b'"type":"StepStarted"') == 3  # the call's events are there ...
     for canary in (typed, script, body["resume_token"], TOKENS["alice"]):
         assert canary.encode() not in stream  # ... and none of its secrets
 
 
-async def _events_of(nats_url: str, call: int) -> bytes:
-    client = await nats.connect(nats_url)
+async def _events_of(nats_access: NatsAccess, call: int) -> bytes:
+    client = await nats_access.client()
     try:
         subscription = await client.jetstream().pull_subscribe(f"kitsune.events.{call}", stream="KITSUNE_EVENTS")
         found: list[bytes] = []

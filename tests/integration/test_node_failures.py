@@ -20,6 +20,7 @@ from bridge.nats_server import EmbeddedNats
 from bridge.node import Node, NodeConfig
 from messages.commands import parse_body
 from messages.errors import KitsuneError
+from tests.nats_access import NatsAccess
 from tests.site import TestSite
 
 
@@ -57,9 +58,8 @@ def _alive(pid: int) -> bool:
 
 
 def test_a_write_in_flight_over_nats_when_it_is_lost_ends_unknown_and_the_nodes_reconnect(site: TestSite) -> None:
-    server = EmbeddedNats()
-    url = server.start()
-    config = NodeConfig(nats_url=url, step_timeout=10.0, fleet="lost-nats")
+    server = EmbeddedNats(fleet="lost-nats")  # the node's own permissions, as ``kitsune serve`` embeds it
+    config = NodeConfig(nats_url=server.start(), nats_auth=server.auth, step_timeout=10.0, fleet="lost-nats")
     tabs = Node(ChromiumBrowser(), config).start()  # the tab's node
     caller = Node(ChromiumBrowser(), config).start()  # a node without tabs: its calls reach the tab over NATS
     revived: EmbeddedNats | None = None
@@ -79,7 +79,8 @@ def test_a_write_in_flight_over_nats_when_it_is_lost_ends_unknown_and_the_nodes_
         assert isinstance(body["resume_token"], str)  # a checkpoint, to resume once observed
         assert site.count("POST /slow") == 1
 
-        revived = EmbeddedNats(port=server.port)  # a new server: the streams are gone with the old one
+        # A new server: the streams are gone with the old one.
+        revived = EmbeddedNats(port=server.port, fleet="lost-nats", auth=server.auth)
         revived.start()
         buses: list[Any] = [tabs.bus, caller.bus]
         _eventually(lambda: all(bus.connected and bus.reconnects >= 1 for bus in buses))
@@ -96,8 +97,9 @@ def test_a_write_in_flight_over_nats_when_it_is_lost_ends_unknown_and_the_nodes_
 
 
 def test_a_call_on_a_tab_of_the_same_node_is_refused_while_nats_is_down(site: TestSite) -> None:
-    server = EmbeddedNats()
-    node = Node(ChromiumBrowser(), NodeConfig(nats_url=server.start(), step_timeout=10.0, fleet="nats-down")).start()
+    server = EmbeddedNats(fleet="nats-down")
+    node = Node(ChromiumBrowser(), NodeConfig(nats_url=server.start(), nats_auth=server.auth, step_timeout=10.0,
+                                              fleet="nats-down")).start()
     try:
         tab = node.open_tab(site.url("/slow"))
         server.stop()
@@ -114,8 +116,8 @@ def test_a_call_on_a_tab_of_the_same_node_is_refused_while_nats_is_down(site: Te
 
 
 def test_a_browser_that_dies_is_restarted_its_tabs_closed_and_writes_in_flight_unknown(
-        nats_url: str, site: TestSite) -> None:
-    node = Node(ChromiumBrowser(), NodeConfig(nats_url=nats_url, step_timeout=10.0, fleet="browser-dies")).start()
+        nats_access: NatsAccess, site: TestSite) -> None:
+    node = Node(ChromiumBrowser(), nats_access.node_config(step_timeout=10.0, fleet="browser-dies")).start()
     try:
         browser: Any = node.browser
         tab, other = node.open_tab(site.url("/slow")), node.open_tab(site.url("/clicks"))
@@ -139,9 +141,9 @@ def test_a_browser_that_dies_is_restarted_its_tabs_closed_and_writes_in_flight_u
         node.stop()
 
 
-def test_a_stopped_node_leaves_no_actor_thread_page_or_browser(nats_url: str, site: TestSite) -> None:
+def test_a_stopped_node_leaves_no_actor_thread_page_or_browser(nats_access: NatsAccess, site: TestSite) -> None:
     threads_before = set(threading.enumerate())
-    node = Node(ChromiumBrowser(), NodeConfig(nats_url=nats_url, fleet="clean-stop")).start()
+    node = Node(ChromiumBrowser(), nats_access.node_config(fleet="clean-stop")).start()
     tab = node.open_tab(site.url("/clicks"))
     body = node.run(parse_body("parallel", {"sequences": [
         [{"action": "click", "tabId": tab, "selector": "#local"}],

@@ -19,6 +19,7 @@ from bridge.policy import Policy
 from messages.commands import Click, parse_body
 from messages.results import Failed, Failure
 from tests.integration.serving import Served, serve
+from tests.nats_access import NatsAccess
 from tests.site import ANY, TestSite
 
 
@@ -34,25 +35,25 @@ def denied(test_site: TestSite) -> TestSite:
     return test_site
 
 
-def _serve(tmp_path_factory: pytest.TempPathFactory, nats_url: str, **config: Any) -> Iterator[Served]:
-    running = serve(tmp_path_factory.mktemp("policy"), nats_url, {"caps": ["core", "automation"], **config})
+def _serve(tmp_path_factory: pytest.TempPathFactory, nats_access: NatsAccess, **config: Any) -> Iterator[Served]:
+    running = serve(tmp_path_factory.mktemp("policy"), nats_access, {"caps": ["core", "automation"], **config})
     yield running
     assert running.stop() == 0
 
 
 @pytest.fixture(scope="module")
-def url_lists(tmp_path_factory: pytest.TempPathFactory, nats_url: str) -> Iterator[Served]:
-    yield from _serve(tmp_path_factory, nats_url, urls={"deny": ["127.0.0.1", "denied.test"]})
+def url_lists(tmp_path_factory: pytest.TempPathFactory, nats_access: NatsAccess) -> Iterator[Served]:
+    yield from _serve(tmp_path_factory, nats_access, urls={"deny": ["127.0.0.1", "denied.test"]})
 
 
 @pytest.fixture(scope="module")
-def read_only(tmp_path_factory: pytest.TempPathFactory, nats_url: str) -> Iterator[Served]:
-    yield from _serve(tmp_path_factory, nats_url, read_only=True)
+def read_only(tmp_path_factory: pytest.TempPathFactory, nats_access: NatsAccess) -> Iterator[Served]:
+    yield from _serve(tmp_path_factory, nats_access, read_only=True)
 
 
 @pytest.fixture(scope="module")
-def asking(tmp_path_factory: pytest.TempPathFactory, nats_url: str) -> Iterator[Served]:
-    yield from _serve(tmp_path_factory, nats_url, ask_before_act=True)
+def asking(tmp_path_factory: pytest.TempPathFactory, nats_access: NatsAccess) -> Iterator[Served]:
+    yield from _serve(tmp_path_factory, nats_access, ask_before_act=True)
 
 
 def _open(client: httpx.Client, url: str) -> int:
@@ -162,9 +163,9 @@ def test_service_workers_are_blocked(url_lists: Served, allowed: TestSite) -> No
         assert shown.startswith("error")
 
 
-def test_an_allow_list_refuses_every_other_host(tmp_path: Path, nats_url: str, allowed: TestSite,
+def test_an_allow_list_refuses_every_other_host(tmp_path: Path, nats_access: NatsAccess, allowed: TestSite,
                                                  denied: TestSite) -> None:
-    running = serve(tmp_path, nats_url, {"caps": ["core"], "urls": {"allow": ["127.0.0.3"]}})
+    running = serve(tmp_path, nats_access, {"caps": ["core"], "urls": {"allow": ["127.0.0.3"]}})
     try:
         with running.client() as client:
             tab = _open(client, allowed.url("/text"))

@@ -11,6 +11,8 @@ from pathlib import Path
 
 import pytest
 
+from tests.nats_access import PASSWORD_ENV, NatsAccess
+
 KITSUNE = Path(sys.executable).parent / "kitsune"
 _AGENT = "tester=tester-token-0123456789"
 
@@ -51,9 +53,10 @@ def _alive(pid: int) -> bool:
     return stat[stat.rindex(")") + 2] != "Z"
 
 
-def _serve(*args: str) -> tuple[subprocess.Popen[str], str]:
+def _serve(*args: str, env: dict[str, str] | None = None) -> tuple[subprocess.Popen[str], str]:
     process = subprocess.Popen([str(KITSUNE), "serve", "--port", "0", *args], stdout=subprocess.PIPE,
-                               stderr=subprocess.PIPE, text=True, env={**os.environ, "KITSUNE_AGENTS": _AGENT})
+                               stderr=subprocess.PIPE, text=True,
+                               env={**(env or os.environ), "KITSUNE_AGENTS": _AGENT})
     assert process.stdout is not None
     line = process.stdout.readline()  # the one line it prints once ready
     if not line:
@@ -80,14 +83,20 @@ def test_serve_starts_embedded_nats_and_chromium_and_stops_them_on_a_signal(sign
     assert [name for pid, name in children.items() if _alive(pid)] == []
 
 
-def test_serve_with_nats_url_joins_that_server_instead(nats_url: str) -> None:
-    process, line = _serve("--nats-url", nats_url)
+def test_serve_with_nats_url_joins_that_server_instead_with_credentials_from_the_environment(
+        nats_access: NatsAccess) -> None:
+    assert nats_access.auth.user is not None and nats_access.auth.password is not None
+    env = {**nats_access.serve_env(), "KITSUNE_NATS__USER": nats_access.auth.user,
+           "KITSUNE_NATS__PASSWORD_ENV": PASSWORD_ENV}
+    process, line = _serve("--nats-url", nats_access.url, env=env)
     try:
-        assert f"(nats {nats_url}," in line
+        assert f"(nats {nats_access.url}," in line
         assert "nats-server" not in _descendants(process.pid).values()
     finally:
         process.terminate()
         assert process.wait(timeout=60) == 0
+    assert process.stderr is not None
+    assert nats_access.auth.password not in line + process.stderr.read()
 
 
 def test_serve_with_an_unreachable_nats_url_fails_clearly() -> None:
