@@ -38,7 +38,6 @@ from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TypeVar, cast
-from urllib.parse import urljoin
 
 from playwright.async_api import (
     Browser,
@@ -55,6 +54,7 @@ from playwright.async_api import Download as PlaywrightDownload
 from playwright.async_api import Error as PlaywrightError
 from playwright.async_api import TimeoutError as PlaywrightTimeoutError
 
+from bridge.proxy import PROXY_HEADER, Endpoint, PolicyProxy
 from bridge.url_policy import UrlPolicy
 from messages.commands import (
     BLOCKS,
@@ -102,8 +102,15 @@ CHROMIUM_FLAGS: tuple[str, ...] = (
     "--disable-background-networking",
     "--disable-component-update",
     "--disable-sync",
+    "--proxy-bypass-list=<-loopback>",
+    "--host-resolver-rules=MAP * ~NOTFOUND , EXCLUDE 127.0.0.1",
+    "--webrtc-ip-handling-policy=disable_non_proxied_udp",
+    "--disable-blink-features=SpeculationRules",
 )
-"""Flags every launch gets (``--no-sandbox`` is added when running as root)."""
+"""Flags every launch gets, with ``--proxy-server`` naming the node's proxy (``--no-sandbox`` is added
+when running as root). Loopback goes through the proxy too (``<-loopback>``); Chromium resolves no
+name itself (the proxy does); WebRTC sends no UDP and nothing that does not go through the proxy;
+speculation rules (prefetch and prerender) are not parsed at all."""
 
 _CANDIDATES = ("chromium", "chromium-browser", "google-chrome")
 _OPEN_TAB_TIMEOUT = 30.0
@@ -111,6 +118,9 @@ _GRACE = 1.0
 """Seconds past a command's timeout before the backstop cancels it (Playwright's own timeouts fire first)."""
 _PROBE_TIMEOUT = 0.5
 """Seconds for the look after a failure (does the element exist at all?)."""
+_SETTLE_TIMEOUT = 5.0
+"""Seconds a failed navigation waits for the error page Chromium commits after it."""
+_ERROR_PAGE = "chrome-error://"
 
 _SECRET_ACTIONS = (Type, Fill, Storage, Clipboard, Cookies, Js, WaitForResult)
 """Actions with typed values or JavaScript: Playwright's messages about them are never passed on."""
@@ -122,7 +132,7 @@ _UNSENT_NET_ERRORS = frozenset({
     "ERR_UNSAFE_PORT", "ERR_INVALID_URL", "ERR_DISALLOWED_URL_SCHEME", "ERR_UNKNOWN_URL_SCHEME",
     "ERR_NETWORK_ACCESS_DENIED", "ERR_PROXY_CONNECTION_FAILED", "ERR_SSL_PROTOCOL_ERROR",
     "ERR_CERT_AUTHORITY_INVALID", "ERR_CERT_COMMON_NAME_INVALID", "ERR_CERT_DATE_INVALID", "ERR_CERT_INVALID",
-    "ERR_SSL_VERSION_OR_CIPHER_MISMATCH", "ERR_CONNECTION_TIMED_OUT",
+    "ERR_SSL_VERSION_OR_CIPHER_MISMATCH", "ERR_CONNECTION_TIMED_OUT", "ERR_TUNNEL_CONNECTION_FAILED",
 })
 
 _WRONG_ELEMENT = ("is not an <input>", "Not a checkbox or radio button", "not a <select>", "cannot be filled",
@@ -448,6 +458,11 @@ class ChromiumBrowser:
         self.url_policy: Callable[[], UrlPolicy] | None = None
         """The URL lists every request of every page must pass (navigations, redirects, popups,
         frames, subresources, fetch, WebSocket); None lets everything through."""
+        self.own_endpoints: set[Endpoint] = set()
+        """The node's listening endpoints (its HTTP API, NATS): the proxy refuses them, and its own
+        port, on every address of this machine, whatever the URL lists say."""
+        self._proxy = PolicyProxy(lambda: self.url_policy() if self.url_policy is not None else UrlPolicy(),
+                                  lambda: self.own_endpoints)
         self._own_downloads = downloads_dir is None
         self._playwright: Playwright | None = None
         self._browser: Browser | None = None
@@ -491,6 +506,7 @@ class ChromiumBrowser:
         self._ready = asyncio.Event()
         self._playwright = await async_playwright().start()
         try:
+            await self._proxy.start()
             await self._launch()
         except BaseException:
             await self.stop()
@@ -515,6 +531,7 @@ class ChromiumBrowser:
         if playwright is not None:
             with contextlib.suppress(Exception):
                 await playwright.stop()
+        await self._proxy.stop()
         if self._own_downloads and self.downloads_dir is not None:
             shutil.rmtree(self.downloads_dir, ignore_errors=True)
             self.downloads_dir = None
@@ -526,7 +543,8 @@ class ChromiumBrowser:
         try:
             browser = await self._playwright.chromium.launch(
                 executable_path=str(self.executable), headless=self.headless, chromium_sandbox=not root,
-                args=[*CHROMIUM_FLAGS, *(["--no-sandbox"] if root else [])],
+                args=[*CHROMIUM_FLAGS, f"--proxy-server=http://{':'.join(map(str, self._proxy.endpoint))}",
+                      *(["--no-sandbox"] if root else [])],
                 handle_sigint=False, handle_sigterm=False, handle_sighup=False,
             )
         except PlaywrightError as e:
@@ -718,29 +736,16 @@ class ChromiumBrowser:
         return self._open
 
     async def _guard_request(self, route: Route) -> None:
-        """Let a request through only if the URL lists allow it, and each redirect hop too.
+        """Abort a request to a URL the lists refuse before Chromium connects (``ERR_BLOCKED_BY_CLIENT``).
 
-        Playwright does not show a route the hops of a redirect, so with lists in force the
-        request is made here without following redirects, and a hop to a refused URL is aborted.
+        A clearer refusal than the proxy's, which stays the boundary for what a route never sees:
+        redirect hops, names that resolve to denied addresses, the node's own endpoints.
         """
         assert self.url_policy is not None
-        policy, url = self.url_policy(), route.request.url
-        if policy.check(url) is not None:
+        if self.url_policy().check(route.request.url) is not None:
             await route.abort("blockedbyclient")
-            return
-        if not (policy.allow or policy.deny):
+        else:
             await route.fallback()
-            return
-        try:
-            response = await route.fetch(max_redirects=0)
-        except PlaywrightError:
-            await route.abort("failed")
-            return
-        location = response.headers.get("location")
-        if 300 <= response.status < 400 and location and policy.check(urljoin(url, location)) is not None:
-            await route.abort("blockedbyclient")
-            return
-        await route.fulfill(response=response)
 
     async def _guard_websocket(self, socket: WebSocketRoute) -> None:
         """A WebSocket to a refused URL is closed before anything reaches its server."""
@@ -952,16 +957,34 @@ class ChromiumBrowser:
     # -- navigation and tabs -------------------------------------------------------------------
 
     async def _goto(self, run: _Run, url: str, wait_until: str) -> tuple[dict[str, Any], str | None]:
+        """Navigate; a navigation that fails has settled (its error page committed) before this answers."""
+        page, refusals = run.page, self._proxy.refusals
+        error_page = asyncio.Event()
+
+        def on_navigated(frame: Any) -> None:
+            if frame == page.main_frame and frame.url.startswith(_ERROR_PAGE):
+                error_page.set()
+
         run.sent = True
+        page.on("framenavigated", on_navigated)
         try:
-            response = await run.page.goto(url, wait_until=wait_until,  # type: ignore[arg-type]
-                                           timeout=run.ms())
+            response = await page.goto(url, wait_until=wait_until,  # type: ignore[arg-type]
+                                       timeout=run.ms())
         except PlaywrightError as e:
             if _is_closed_error(e) or isinstance(e, PlaywrightTimeoutError):
                 raise
             message = e.message or str(e)
             net = _net_error(message)
-            if net == "ERR_BLOCKED_BY_CLIENT":
+            if net not in (None, "ERR_ABORTED"):
+                # Chromium commits an error page after the failure: a navigation sent before that
+                # commit would be reported interrupted by it, although it goes on and takes effect.
+                with contextlib.suppress(TimeoutError):
+                    async with asyncio.timeout(min(run.remaining(), _SETTLE_TIMEOUT)):
+                        await error_page.wait()
+                with contextlib.suppress(PlaywrightError):
+                    await page.wait_for_load_state("load", timeout=run.ms())
+            if net == "ERR_BLOCKED_BY_CLIENT" or (net == "ERR_TUNNEL_CONNECTION_FAILED"
+                                                  and self._proxy.refusals > refusals):
                 raise _Stop("url_denied", f"{run.action}: the URL policy stopped this navigation on its way",
                             took_effect=False) from None
             if net in _UNSENT_NET_ERRORS:
@@ -975,9 +998,25 @@ class ChromiumBrowser:
             if net is not None:
                 raise _Stop("navigation_failed", f"{run.action}: net::{net}") from None
             raise
+        finally:
+            page.remove_listener("framenavigated", on_navigated)
+        refused = self._proxy_answer(response)
+        if refused == "unreachable":
+            raise _Stop("navigation_failed", f"{run.action}: the server did not answer; nothing reached it",
+                        retryable=True, took_effect=False)
+        if refused is not None:
+            raise _Stop("url_denied", f"{run.action}: the URL policy stopped this navigation on its way "
+                                      f"({refused})", took_effect=False, state={"reason": refused})
         status = response.status if response is not None else None
         warning = f"HTTP status {status}" if status is not None and status >= 400 else None
         return {"url": run.page.url, "status": status}, warning
+
+    def _proxy_answer(self, response: Any) -> str | None:
+        """The reason the node's proxy answered a navigation itself (a refusal, ``unreachable``), or None."""
+        if response is None:
+            return None
+        marker, _, reason = response.headers.get(PROXY_HEADER, "").partition(" ")
+        return reason if marker == self._proxy.marker and reason else None
 
     async def _navigate(self, run: _Run) -> tuple[dict[str, Any], str | None]:
         command = cast(Navigate, run.command)

@@ -43,7 +43,7 @@ from urllib.parse import unquote_to_bytes
 
 from messages.errors import KitsuneError
 
-__all__ = ["Address", "Denial", "UrlPolicy", "normalize_host"]
+__all__ = ["Address", "Denial", "UrlPolicy", "normalize_host", "target_of"]
 
 Address = ipaddress.IPv4Address | ipaddress.IPv6Address
 _Network = ipaddress.IPv4Network | ipaddress.IPv6Network
@@ -129,7 +129,7 @@ class UrlPolicy:
 
     def check(self, url: str) -> Denial | None:
         """None when the browser may go to ``url``, else why not."""
-        target = _target_of(url)
+        target = target_of(url)
         return target if not isinstance(target, tuple) else self.check_host(*target)
 
     def check_host(self, host: str, port: int) -> Denial | None:
@@ -170,7 +170,7 @@ def normalize_host(host: str) -> str:
     return ".".join(labels)
 
 
-def _target_of(url: str) -> tuple[str, int] | Denial | None:
+def target_of(url: str) -> tuple[str, int] | Denial | None:
     """The normalized host and the port of a web URL; None for about:blank; a Denial for anything else."""
     text = url.strip(_C0_OR_SPACE).translate(_NO_TAB_OR_NEWLINE)
     scheme = _SCHEME.match(text)
