@@ -73,10 +73,6 @@ class Ticket:
                 self._state = _WITHDRAWN
             return self._state == _WITHDRAWN
 
-    @property
-    def started(self) -> bool:
-        return self._state == _STARTED
-
     def left(self) -> float:
         """Seconds left until its deadline."""
         return self.deadline - time.monotonic()

@@ -210,28 +210,33 @@ class Api:
         agent = self.agent(request)
         body = await self.body(request)
         op = body.get("op")
-        tab = body.get("tabId")
+        if op not in _TAB_OPS:
+            raise invalid_call("invalid_parameter", "", "op must be open, close, select or takeover", param="op")
+        unknown = sorted(set(body) - _TAB_OPS[op])
+        if unknown:
+            raise invalid_call("unknown_parameter", "", f"{op} takes no {unknown[0]!r}", param=unknown[0])
+        token = _confirm_token(body)
         if op == "open":
-            outcome, call = await self.node.act(agent, NewTab(url=body.get("url")), None)
+            command = parse_command({"action": "newTab", **({"url": body["url"]} if "url" in body else {})}, "")
+            outcome, call = await self.node.act(agent, command, None, token)
             if isinstance(outcome, Done):
                 self.current[agent] = outcome.value["tabId"]
             return _json(_outcome_body(outcome, call))
-        if op not in ("close", "select", "takeover"):
-            raise invalid_call("invalid_parameter", "", "op must be open, close, select or takeover", param="op")
+        tab = body.get("tabId")
         if isinstance(tab, bool) or not isinstance(tab, int):
             raise invalid_call("missing_parameter", "", f"{op} needs tabId", param="tabId")
         if tab not in await self.node.open_tab_ids():
             raise KitsuneError("unknown_tab", f"No open tab {tab}", state={"path": "", "tabId": tab})
         if op == "close":
-            outcome, call = await self.node.act(agent, CloseTab(tab_id=tab), tab)
+            outcome, call = await self.node.act(agent, CloseTab(tab_id=tab), tab, token)
             if isinstance(outcome, Done) and self.current.get(agent) == tab:
                 del self.current[agent]
             return _json(_outcome_body(outcome, call))
         if op == "select":
             self.current[agent] = tab
             return _json({"ok": True, "tabId": tab})
+        call = await asyncio.to_thread(self.node.auditor(agent).takeover, tab)  # audited first, as every action
         previous = self.node.owners.take_over(tab, agent)
-        call = await asyncio.to_thread(self.node.auditor(agent).takeover, tab)
         return _json({"ok": True, "tabId": tab, "previous": "you" if previous == agent else
                       ("user" if previous == USER else "agent"), "call": call})
 
@@ -263,9 +268,7 @@ class Api:
                 raise invalid_call("missing_parameter", "command", "no tabId and no current tab", param="tabId")
             if tab not in await self.node.open_tab_ids():
                 raise KitsuneError("unknown_tab", f"No open tab {tab}", state={"path": "command", "tabId": tab})
-        token = body.get("confirm_token")
-        if token is not None and not isinstance(token, str):
-            raise invalid_call("invalid_parameter", "", "confirm_token must be a string", param="confirm_token")
+        token = _confirm_token(body)
         outcome, call = await self.node.act(agent, command, tab if command.acts_on_tab else None, token)
         if isinstance(outcome, Done) and isinstance(command, NewTab):
             self.current[agent] = outcome.value["tabId"]
@@ -284,6 +287,22 @@ class Api:
     async def healthz(self, request: Request) -> Response:
         healthy = self.node.healthy()
         return _json({"ok": all(healthy.values()), **healthy}, 200 if all(healthy.values()) else 503)
+
+
+_TAB_OPS: dict[str, frozenset[str]] = {
+    "open": frozenset({"op", "url", "confirm_token"}),
+    "close": frozenset({"op", "tabId", "confirm_token"}),
+    "select": frozenset({"op", "tabId"}),
+    "takeover": frozenset({"op", "tabId"}),
+}
+"""What each ``POST /api/tabs`` operation takes (the writes take the confirm token of their hold)."""
+
+
+def _confirm_token(body: dict[str, Any]) -> str | None:
+    token = body.get("confirm_token")
+    if token is not None and not isinstance(token, str):
+        raise invalid_call("invalid_parameter", "", "confirm_token must be a string", param="confirm_token")
+    return token
 
 
 def _literal_tabs(commands: tuple[Command, ...], prefix: str) -> Iterator[tuple[str, int]]:

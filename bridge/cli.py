@@ -7,6 +7,7 @@ import asyncio
 import json
 import logging
 import signal
+import socket
 import sys
 from importlib.metadata import version
 from pathlib import Path
@@ -89,14 +90,27 @@ def _serve(args: argparse.Namespace) -> int:
     return asyncio.run(_serve_http(args, config, policy))
 
 
+_SHUTDOWN_GRACE = 3.0
+"""Seconds open connections get to finish after a stop, once the node's tabs were interrupted."""
+
+
 class _Server(uvicorn.Server):
-    """uvicorn's server, exiting with status 0 after a graceful stop on SIGINT or SIGTERM."""
+    """uvicorn's server, exiting with status 0 after a stop on SIGINT or SIGTERM that takes seconds,
+    whatever is in flight: the node's tabs are interrupted first (running writes end unknown)."""
+
+    def __init__(self, config: uvicorn.Config, node: Node) -> None:
+        super().__init__(config)
+        self._node = node
 
     def handle_exit(self, sig: int, frame: FrameType | None) -> None:
         if self.should_exit and sig == signal.SIGINT:
             self.force_exit = True
         else:
             self.should_exit = True
+
+    async def shutdown(self, sockets: list[socket.socket] | None = None) -> None:
+        await self._node.interrupt()
+        await super().shutdown(sockets)
 
 
 async def _serve_http(args: argparse.Namespace, config: BridgeConfig, policy: Policy) -> int:
@@ -109,8 +123,9 @@ async def _serve_http(args: argparse.Namespace, config: BridgeConfig, policy: Po
     except KitsuneError as e:
         print(f"kitsune: cannot start: {e.message}", file=sys.stderr)
         return 1
-    server = _Server(uvicorn.Config(create_app(node, config), host=args.host, port=args.port,
-                                    log_config=None, access_log=False, lifespan="off"))
+    server = _Server(uvicorn.Config(create_app(node, config), host=args.host, port=args.port, log_config=None,
+                                    access_log=False, lifespan="off", timeout_graceful_shutdown=_SHUTDOWN_GRACE),
+                     node)
 
     async def announce() -> None:
         while not server.started:

@@ -83,6 +83,7 @@ CODES = frozenset(HTTP_STATUS) | frozenset({
     "internal", "internal_error", "invalid_form", "invalid_selector", "js_error", "js_syntax_error",
     "max_iterations", "navigation_failed", "needs_user", "no_form", "no_tab", "not_actionable", "not_applied",
     "not_editable", "not_found", "not_select", "option_not_found", "read_only", "reference_unresolved",
+    "confirm_token_invalid", "node_stopped",
     "skipped", "storage_failed", "storage_full", "storage_unavailable", "tab_claimed", "tab_closed",
     "tab_owned", "timeout", "url_denied", "wrong_element",
 })

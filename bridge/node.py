@@ -400,7 +400,7 @@ class Node:
         actor, subscription = self._tabs.pop(tab_id)
         await subscription.unsubscribe()
         actor.stop(block=False)
-        self.owners.forget(tab_id)  # ids are never reused: a closed tab's owner is not needed again
+        self.owners.closed(tab_id)  # ids are never reused: a later write to it is tab_closed
 
     async def _reconcile(self) -> None:
         """Give every open tab (popups included) an actor, and stop the actors of closed tabs."""

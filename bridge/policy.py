@@ -7,6 +7,7 @@ resumes and direct calls all pass through the same checks, with the policy as it
 
 from __future__ import annotations
 
+import collections
 import hashlib
 import hmac
 import secrets
@@ -22,7 +23,7 @@ from bridge.url_policy import UrlPolicy
 from messages.commands import Command, Navigate, NewTab, command_to_json, is_write
 from messages.results import Done, Failed, Failure, HeldForApproval, Outcome
 
-__all__ = ["USER", "ConfirmTokens", "Policy", "PolicyDriver", "TabOwners"]
+__all__ = ["CLOSED", "USER", "ConfirmTokens", "Policy", "PolicyDriver", "TabOwners"]
 
 USER = "user"
 """The owner of tabs the bridge did not open for an agent."""
@@ -41,16 +42,27 @@ class Policy:
     user_tabs_writable: bool = False
 
 
-class TabOwners:
-    """Which agent each tab belongs to; a takeover is one atomic change."""
+CLOSED = "closed"
+"""The owner of a tab that has closed (ids are never reused: a write to it is ``tab_closed``)."""
 
-    def __init__(self) -> None:
+
+class TabOwners:
+    """Which agent each tab belongs to; a takeover is one atomic change.
+
+    A closed tab is remembered as closed (the last ``closed_capacity`` of them), so that a write
+    to it answers ``tab_closed``, not that it belongs to nobody.
+    """
+
+    def __init__(self, closed_capacity: int = 10_000) -> None:
         self._owners: dict[int, str] = {}
+        self._closed: collections.OrderedDict[int, None] = collections.OrderedDict()
+        self._closed_capacity = closed_capacity
         self._lock = threading.Lock()
 
     def owner(self, tab: int) -> str:
+        """The agent that owns ``tab``, ``USER`` for a tab the bridge did not open for one, or ``CLOSED``."""
         with self._lock:
-            return self._owners.get(tab, USER)
+            return CLOSED if tab in self._closed else self._owners.get(tab, USER)
 
     def give(self, tab: int, agent: str) -> None:
         """Record a tab the bridge opened for ``agent``."""
@@ -64,9 +76,13 @@ class TabOwners:
             self._owners[tab] = agent
             return previous
 
-    def forget(self, tab: int) -> None:
+    def closed(self, tab: int) -> None:
+        """Record that ``tab`` closed: it has no owner any more."""
         with self._lock:
             self._owners.pop(tab, None)
+            self._closed[tab] = None
+            while len(self._closed) > self._closed_capacity:
+                self._closed.popitem(last=False)
 
 
 def normalized(command: Command) -> bytes:
@@ -142,6 +158,8 @@ class PolicyDriver:
             return Failed(Failure("Read-only mode: writes are refused; nothing was sent", "read_only", False))
         if tab is not None and command.acts_on_tab:
             owner = self._owners.owner(tab)
+            if owner == CLOSED:
+                return Failed(Failure(f"Tab {tab} is closed", "tab_closed", False, {"tabId": tab}))
             if owner != self._agent and not (owner == USER and policy.user_tabs_writable):
                 whose = "a user tab" if owner == USER else "owned by another agent"
                 return Failed(Failure(f"Tab {tab} is {whose}; take it over to write to it", "tab_owned", False,
@@ -153,9 +171,14 @@ class PolicyDriver:
         if policy.ask_before_act and not (self._confirm_token and self._confirms.redeem(
                 self._confirm_token, self._agent, command, tab)):
             token = self._confirms.issue(self._agent, command, tab)
-            return HeldForApproval(Failure("The action needs approval; nothing was done", "needs_user", False, {
-                "reason": "approval", "detail": "confirmation_required", "action": command.action, "tabId": tab,
-                "confirm_token": token, "expires_in": CONFIRM_TTL}))
+            if self._confirm_token is None:
+                message, code = "The action needs approval; nothing was done", "needs_user"
+            else:  # told apart from a first ask: the token given was wrong, used, expired or for another action
+                message, code = ("The confirm token is not valid (wrong, used, expired or for another action); "
+                                 "the action needs approval again; nothing was done", "confirm_token_invalid")
+            return HeldForApproval(Failure(message, code, False, {
+                "reason": "approval", "detail": "confirmation_required" if code == "needs_user" else code,
+                "action": command.action, "tabId": tab, "confirm_token": token, "expires_in": CONFIRM_TTL}))
         return None
 
     def execute(self, command: Command, tab_id: int | None, timeout: float) -> Outcome:

@@ -429,7 +429,7 @@ class Gateway:
                       ) -> _Outcome:
         """What a request's answer comes to: approval holds are asked about, page blocks recognised."""
         state: dict[str, Any] = answer["state"] if isinstance(answer.get("state"), dict) else {}
-        if answer.get("code") == "needs_user" and state.get("reason") == "approval":
+        if answer.get("code") in ("needs_user", "confirm_token_invalid") and state.get("reason") == "approval":
             tab = state.get("tabId") if isinstance(state.get("tabId"), int) else None
             token = state.get("confirm_token")
             if not tool.confirmable or state.get("approvable") is False or not isinstance(token, str):

@@ -1,0 +1,177 @@
+"""A write is sent once, whatever waits on its tab: the attack of issue 11 and its neighbours, against
+live nodes, real Chromium and the test site, which counts every write it receives."""
+
+from __future__ import annotations
+
+import secrets
+import threading
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+
+from bridge.browser import ChromiumBrowser
+from bridge.node import Node
+from messages.commands import parse_body
+from tests.integration.serving import Served, serve
+from tests.nats_access import NatsAccess
+from tests.site import TestSite
+
+HIT = "POST /clicks/hit"
+CLICK = {"action": "click", "selector": "#hit"}
+SLOW_JS = "await new Promise(r => setTimeout(r, 3000)); return 1"
+
+
+@pytest.fixture
+def site(test_site: TestSite) -> TestSite:
+    test_site.reset()
+    return test_site
+
+
+@pytest.fixture(scope="module")
+def served(tmp_path_factory: pytest.TempPathFactory, nats_access: NatsAccess) -> Iterator[Served]:
+    running = serve(tmp_path_factory.mktemp("twice"), nats_access, {"caps": ["core", "automation"]})
+    yield running
+    assert running.stop() == 0
+
+
+def _in_background(work: Any) -> tuple[threading.Thread, list[Any]]:
+    answers: list[Any] = []
+    thread = threading.Thread(target=lambda: answers.append(work()), daemon=True)
+    thread.start()
+    return thread, answers
+
+
+def _open(client: httpx.Client, url: str) -> int:
+    answer = client.post("/api/tabs", json={"op": "open", "url": url})
+    assert answer.status_code == 200, answer.text
+    tab: int = answer.json()["tabId"]
+    return tab
+
+
+def test_another_agents_long_read_does_not_hold_up_the_owners_click_which_is_sent_once(
+        served: Served, site: TestSite) -> None:
+    with served.client("alice") as alice, served.client("bob") as bob:
+        tab = _open(alice, site.url("/clicks"))
+        reader, read = _in_background(lambda: bob.post("/api/batch", json={
+            "commands": [{"action": "waitFor", "selector": "#never", "timeout": 8}], "tabId": tab}).json())
+        time.sleep(0.5)  # bob's read is waiting on the tab
+        started = time.monotonic()
+        body = alice.post("/api/batch", json={"commands": [CLICK], "tabId": tab, "timeout": 3}).json()
+        assert body["status"] == "ok", body
+        assert time.monotonic() - started < 3  # it did not wait for bob's read
+        assert site.wait_for_count(HIT) == 1
+        reader.join(timeout=20)
+        assert read and read[0]["status"] == "failed" and read[0]["results"][0]["code"] == "timeout"
+        time.sleep(0.5)
+        assert site.count(HIT) == 1
+
+
+def test_a_write_that_cannot_start_before_its_deadline_is_failed_not_sent_and_never_runs_later(
+        served: Served, site: TestSite) -> None:
+    with served.client("alice") as alice:
+        tab = _open(alice, site.url("/clicks"))
+        writer, wrote = _in_background(lambda: alice.post("/api/act", json={
+            "command": {"action": "js", "tabId": tab, "code": SLOW_JS, "timeout": 20}}).json())
+        time.sleep(0.5)  # the tab is busy with a write of alice's own
+        body = alice.post("/api/batch", json={"commands": [CLICK], "tabId": tab, "timeout": 1}).json()
+        assert body["status"] == "failed", body  # not unknown: the click was never sent
+        assert body["progress"][0]["status"] == "failed"
+        writer.join(timeout=20)
+        assert wrote and wrote[0]["status"] == "ok"
+        time.sleep(0.5)
+        assert site.count(HIT) == 0  # it did not run once the tab was free either
+        resumed = alice.post("/api/resume", json={"call": body["call"], "resume_token": body["resume_token"]}).json()
+        assert resumed["status"] == "ok", resumed  # a failed step is sent again on resume: once
+        assert site.wait_for_count(HIT) == 1
+        time.sleep(0.3)
+        assert site.count(HIT) == 1
+
+
+def test_a_write_to_a_tab_closed_earlier_in_the_batch_is_tab_closed(served: Served, site: TestSite) -> None:
+    with served.client("alice") as alice:
+        tab = _open(alice, site.url("/clicks"))
+        body = alice.post("/api/batch", json={"commands": [{"action": "closeTab", "tabId": tab},
+                                                           {**CLICK, "tabId": tab}]}).json()
+        assert body["status"] == "failed"
+        assert body["results"][1]["code"] == "tab_closed", body["results"][1]
+        direct = alice.post("/api/act", json={"command": {**CLICK, "tabId": tab}})
+        assert direct.json()["code"] in ("unknown_tab", "tab_closed")
+        assert site.count(HIT) == 0
+
+
+# --- over NATS: the tab is another node's ---------------------------------------------------------------
+
+@pytest.fixture(scope="module")
+def two_nodes(nats_access: NatsAccess) -> Iterator[tuple[Node, Node]]:
+    name = "twice-" + secrets.token_hex(4)
+    first = Node(ChromiumBrowser(), nats_access.node_config(fleet=name, step_timeout=10.0)).start()
+    second = Node(ChromiumBrowser(), nats_access.node_config(fleet=name, step_timeout=10.0)).start()
+    yield first, second
+    second.stop()
+    first.stop()
+
+
+def _batch(node: Node, commands: list[dict[str, Any]], **options: Any) -> dict[str, Any]:
+    return node.run(parse_body("batch", {"commands": commands, **options})).body
+
+
+def test_a_read_over_nats_runs_beside_a_write_over_nats(two_nodes: tuple[Node, Node], site: TestSite) -> None:
+    first, second = two_nodes
+    tab = second.open_tab(site.url("/clicks"))
+    reader, read = _in_background(lambda: _batch(
+        first, [{"action": "waitFor", "selector": "#never", "timeout": 6}], tabId=tab))
+    time.sleep(0.5)
+    body = _batch(first, [CLICK], tabId=tab, timeout=3)
+    assert body["status"] == "ok", body
+    assert site.wait_for_count(HIT) == 1
+    reader.join(timeout=20)
+    assert read and read[0]["status"] == "failed"
+    assert site.count(HIT) == 1
+
+
+def test_a_write_over_nats_past_its_deadline_is_not_sent_and_never_runs_later(
+        two_nodes: tuple[Node, Node], site: TestSite) -> None:
+    first, second = two_nodes
+    tab = second.open_tab(site.url("/clicks"))
+    writer, wrote = _in_background(lambda: _batch(second, [{"action": "js", "code": SLOW_JS}], tabId=tab))
+    time.sleep(0.5)  # the tab is busy with a write from its own node
+    body = _batch(first, [CLICK], tabId=tab, timeout=1)
+    assert body["status"] == "failed", body
+    assert body["progress"][0]["status"] == "failed"  # not unknown: it never reached the page
+    writer.join(timeout=20)
+    assert wrote and wrote[0]["status"] == "ok"
+    time.sleep(0.5)
+    assert site.count(HIT) == 0
+
+
+def test_sigterm_stops_a_node_within_ten_seconds_and_audits_the_write_in_flight_unknown(
+        tmp_path: Path, nats_access: NatsAccess, site: TestSite) -> None:
+    running = serve(tmp_path, nats_access, {"caps": ["core", "automation"]})
+    with running.client("alice") as alice:
+        tab = _open(alice, site.url("/clicks"))
+        forever = "await new Promise(r => setTimeout(r, 600000)); return 1"
+        writer, wrote = _in_background(lambda: alice.post("/api/act", json={
+            "command": {"action": "js", "tabId": tab, "code": forever, "timeout": 300}}).json())
+        reader, _ = _in_background(lambda: alice.post("/api/batch", json={
+            "commands": [{"action": "waitFor", "selector": "#never", "timeout": 300}], "tabId": tab,
+            "timeout": 600}))
+        time.sleep(1.0)
+        started = time.monotonic()
+        running.process.terminate()
+        status = running.process.wait(timeout=30)
+        took = time.monotonic() - started
+    assert status == 0
+    assert took < 10, f"the node took {took:.1f} s to stop"
+    writer.join(timeout=5)
+    reader.join(timeout=5)
+    if wrote and isinstance(wrote[0], dict):  # the answer may have gone out before the connection closed
+        assert wrote[0]["status"] == "unknown" and wrote[0]["code"] == "node_stopped", wrote[0]
+    direct = next(e for e in running.audit() if e["kind"] == "direct" and e["action"] == "js")
+    interrupted = [e for e in running.audit() if e["kind"] == "interrupted"]
+    assert [(e["action"], e["tabId"], e["outcome"], e["parent"]["call"]) for e in interrupted] == [
+        ("js", tab, "unknown", direct["call"])]
+    assert "600000" not in running.audit_file.read_text()  # the JavaScript body is never audited
