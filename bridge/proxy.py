@@ -33,7 +33,7 @@ from urllib.parse import urlsplit
 
 from bridge.url_policy import Address, Denial, UrlPolicy, target_of
 
-__all__ = ["PROXY_HEADER", "Endpoint", "PolicyProxy"]
+__all__ = ["PROXY_HEADER", "Endpoint", "PolicyProxy", "endpoints_of"]
 
 Endpoint = tuple[str, int]
 """A listening endpoint: a host (an address or a name) and a port."""
@@ -191,6 +191,16 @@ class PolicyProxy:
                      f"Content-Length: {len(body)}\r\nCache-Control: no-store\r\nConnection: close\r\n"
                      f"Proxy-Connection: close\r\nX-Kitsune-Proxy: {self.marker} {reason}\r\n\r\n".encode() + body)
         await writer.drain()
+
+
+def endpoints_of(urls: str, default_port: int) -> set[Endpoint]:
+    """The endpoints of comma-separated server URLs (``nats://a:4222,nats://b``)."""
+    found: set[Endpoint] = set()
+    for url in filter(None, (part.strip() for part in urls.split(","))):
+        parts = urlsplit(url if "://" in url else f"//{url}")
+        if parts.hostname:
+            found.add((parts.hostname, parts.port or default_port))
+    return found
 
 
 async def _resolve(host: str, port: int) -> list[Address]:
