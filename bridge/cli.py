@@ -133,6 +133,7 @@ async def _serve_http(args: argparse.Namespace, config: BridgeConfig, policy: Po
                 return
             await asyncio.sleep(0.05)
         host, port = server.servers[0].sockets[0].getsockname()[:2]
+        node.browser.own_endpoints.add((host, port))
         nats = args.nats_url or (node.nats.url if node.nats else "")
         print(f"kitsune serving http://{host}:{port} (nats {nats}, chromium {find_chromium()})", flush=True)
 

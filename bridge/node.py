@@ -38,6 +38,7 @@ from actors.tab_actor import SETTLE, Interrupt, ServedRequests, TabActor, Ticket
 from bridge.metrics import NodeMetrics
 from bridge.nats_server import EmbeddedNats
 from bridge.policy import ConfirmTokens, Policy, PolicyDriver, TabOwners
+from bridge.proxy import endpoints_of
 from bridge.tab_ids import TabIds, kv_reserve, local_reserve
 from bridge.url_policy import UrlPolicy
 from bridge.workflows import WorkflowLibrary
@@ -59,6 +60,8 @@ class Browser(Protocol):
 
     url_policy: Callable[[], UrlPolicy] | None
     """The URL lists the browser enforces on every request of every page."""
+    own_endpoints: set[tuple[str, int]]
+    """The node's listening endpoints, which the browser never reaches (its NATS, its HTTP API)."""
     next_tab_id: Callable[[], int]
     """Names each new page the moment it appears."""
 
@@ -188,6 +191,7 @@ class Node:
                 self.nats = EmbeddedNats(fleet=self.config.fleet)
                 url = await asyncio.to_thread(self.nats.start)
                 auth = self.nats.auth
+            self.browser.own_endpoints.update(endpoints_of(url, 4222))
             nats_bus = await NatsBus.connect(url, auth=auth, name="kitsune-node")
             nats_bus.on_request = self.metrics.bus_request
             self.bus = nats_bus
