@@ -50,7 +50,8 @@ class ScriptedDriver:
     """Answers commands from a script keyed by the command's label, selector or action.
 
     Answers: ``"ok"``, ``"fail"`` (failed before anything was sent), ``"fail_retryable"``,
-    ``"unknown"`` (sent, outcome unknown), ``"hang"`` (sent, then runs past its timeout),
+    ``"unknown"`` (sent, outcome unknown), ``"hang"`` (sent, then runs past its timeout), ``"busy"``
+    (not sent: the tab stayed busy past the timeout),
     ``"hold"`` (held for approval), ``"warn"`` (ok with a warning), an :class:`Outcome`, or
     ``("value", {...})``. Unscripted commands answer ok. ``sent`` lists every command received.
     """
@@ -105,6 +106,10 @@ class ScriptedDriver:
         if answer == "hang":
             self.clock.advance(timeout + 0.001)
             return Unknown(Failure(f"Command timed out after {timeout:g}s", "timeout", False))
+        if answer == "busy":
+            self.clock.advance(timeout + 0.001)
+            return Failed(Failure(f"{command.action}: the tab was busy until the deadline; nothing was sent",
+                                  "timeout", True, {"tabId": tab_id, "sent": False}))
         if answer == "hold":
             return HeldForApproval(Failure("The action needs approval; nothing was done", "needs_user", False,
                                            {"reason": "approval", "confirm_token": "confirm-secret"}))

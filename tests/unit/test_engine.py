@@ -314,6 +314,18 @@ def test_write_hanging_past_container_deadline_is_unknown_container_timeout(worl
     assert "The call reached its 5s deadline." in body["summary"]
 
 
+def test_write_never_sent_before_the_container_deadline_is_failed_not_unknown(world: World) -> None:
+    world.driver.on("#queued", "busy")  # its tab stayed busy with other writes until the deadline
+    body = run(world, [click("#a"), click("#queued"), click("#c")], timeout=5)
+
+    assert body["status"] == "failed"
+    assert statuses(body["progress"]) == ["ok", "failed", "skipped"]
+    assert body["results"][1]["code"] == "container_timeout"
+    resumed = world.calls.resume(body["call"], body["resume_token"]).body  # a failed step needs no observation
+    assert resumed["status"] == "ok"
+    assert world.driver.writes_sent("#a") == 1 and world.driver.writes_sent("#queued") == 2
+
+
 def test_read_in_flight_at_container_deadline_is_unknown(world: World) -> None:
     world.driver.on("#list", "hang")
     body = run(world, [find("#list"), click("#c")], timeout=5)

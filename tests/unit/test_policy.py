@@ -126,3 +126,30 @@ def test_a_confirm_token_expires_after_120_seconds() -> None:
     fresh = tokens.issue("alice", command, 1)
     CLOCK.t += 119.0
     assert tokens.redeem(fresh, "alice", command, 1) is True
+
+
+def test_a_bad_confirm_token_is_told_apart_from_a_first_ask_and_comes_with_a_new_hold() -> None:
+    first = driver_for(ask_before_act=True)[0].execute(Click(selector="#a"), 1, 5)
+    assert isinstance(first, HeldForApproval) and first.failure.code == "needs_user"
+    wrong, inner = driver_for(ask_before_act=True, confirm_token="not-a-token")
+    again = wrong.execute(Click(selector="#a"), 1, 5)
+    assert isinstance(again, HeldForApproval) and again.failure.code == "confirm_token_invalid"
+    assert again.failure.state is not None and again.failure.state["reason"] == "approval"
+    fresh = again.failure.state["confirm_token"]
+    assert fresh != first.failure.state["confirm_token"]  # type: ignore[index]
+    assert inner.sent == []
+    confirmed, inner = driver_for(ask_before_act=True, confirm_token=fresh)
+    assert isinstance(confirmed.execute(Click(selector="#a"), 1, 5), Done)
+    assert inner.sent == [("click", 1)]
+
+
+def test_a_write_to_a_closed_tab_is_tab_closed_not_a_user_tab() -> None:
+    owners = TabOwners()
+    owners.give(1, "alice")
+    owners.closed(1)
+    inner = Recording()
+    driven = PolicyDriver(inner, "alice", lambda: Policy(), owners, CONFIRMS)
+    refused = driven.execute(Click(selector="#a"), 1, 5)
+    assert isinstance(refused, Failed) and refused.failure.code == "tab_closed"
+    assert isinstance(driven.execute(Title(), 1, 5), Done)  # reads go on to the driver, which answers for itself
+    assert inner.sent == [("title", 1)]
