@@ -148,7 +148,7 @@ def test_a_write_to_a_closed_tab_is_tab_closed_not_a_user_tab() -> None:
     owners.give(1, "alice")
     owners.closed(1)
     inner = Recording()
-    driven = PolicyDriver(inner, "alice", lambda: Policy(), owners, CONFIRMS)
+    driven = PolicyDriver(inner, "alice", Policy, owners, CONFIRMS)
     refused = driven.execute(Click(selector="#a"), 1, 5)
     assert isinstance(refused, Failed) and refused.failure.code == "tab_closed"
     assert isinstance(driven.execute(Title(), 1, 5), Done)  # reads go on to the driver, which answers for itself
