@@ -15,6 +15,7 @@ from types import FrameType
 
 import uvicorn
 
+from actors.bus import display_url
 from bridge.app import create_app
 from bridge.browser import ChromiumBrowser, find_chromium
 from bridge.config import BridgeConfig, load_config, write_token_file
@@ -46,7 +47,8 @@ def _parser() -> argparse.ArgumentParser:
     serve = commands.add_parser("serve", help="run a Kitsune node: embedded NATS, local Chromium, the HTTP API")
     serve.add_argument("--host", default="127.0.0.1", help="address to listen on (default: loopback only)")
     serve.add_argument("--port", type=int, default=8765, help="port to listen on (default 8765; 0 picks one)")
-    serve.add_argument("--config", help="configuration file (YAML or JSON): agents, policy, limits")
+    serve.add_argument("--config", help="configuration file (YAML or JSON): agents, policy, limits, NATS; "
+                                        "KITSUNE_<KEY> variables override it (see README)")
     serve.add_argument("--state-dir", default=str(Path.home() / ".kitsune"),
                        help="where a generated agent token is written (default ~/.kitsune)")
     serve.add_argument("--nats-url", help="join this NATS server or cluster (comma-separated URLs) "
@@ -83,7 +85,7 @@ def _serve(args: argparse.Namespace) -> int:
                         user_tabs_writable=config.user_tabs_writable)
     except KitsuneError as e:
         print(f"kitsune: cannot start: {e.message}", file=sys.stderr)
-        return 1
+        return 2
     if config.generated_token is not None:
         token_file = write_token_file(config.generated_token, Path(args.state_dir))
         print(f"kitsune: no agent configured; the token of agent 'default' is in {token_file}", flush=True)
@@ -114,7 +116,8 @@ class _Server(uvicorn.Server):
 
 
 async def _serve_http(args: argparse.Namespace, config: BridgeConfig, policy: Policy) -> int:
-    settings = NodeConfig(nats_url=args.nats_url, fleet=config.fleet, audit_file=config.audit_file)
+    settings = NodeConfig(nats_url=args.nats_url or config.nats_url, nats_auth=config.nats_auth, fleet=config.fleet,
+                          audit_file=config.audit_file)
     node = Node(ChromiumBrowser(), settings, policy=policy,
                 workflows=WorkflowLibrary(config.workflows) if config.workflows else None,
                 loop=asyncio.get_running_loop())
@@ -134,7 +137,7 @@ async def _serve_http(args: argparse.Namespace, config: BridgeConfig, policy: Po
             await asyncio.sleep(0.05)
         host, port = server.servers[0].sockets[0].getsockname()[:2]
         node.browser.own_endpoints.add((host, port))
-        nats = args.nats_url or (node.nats.url if node.nats else "")
+        nats = display_url(settings.nats_url) if settings.nats_url else (node.nats.url if node.nats else "")
         print(f"kitsune serving http://{host}:{port} (nats {nats}, chromium {find_chromium()})", flush=True)
 
     announcer = asyncio.create_task(announce())

@@ -1,44 +1,62 @@
-"""A node's configuration: agents and their tokens, capability groups, policy, limits.
+"""A node's configuration: agents and their tokens, capability groups, policy, limits, NATS.
 
 From a YAML or JSON file (``kitsune serve --config FILE``) and the environment::
 
     agents:                        # each API client is an agent with its own bearer token
       - {name: planner, token_env: PLANNER_TOKEN}
       - {name: crawler, token: "..."}
-    fleet: kitsune                 # KITSUNE_FLEET: nodes of one fleet share tabs over NATS
-    caps: [core, automation]       # KITSUNE_CAPS=core,automation
-    read_only: false               # KITSUNE_READ_ONLY=1
-    ask_before_act: false          # KITSUNE_ASK_BEFORE_ACT=1
+    fleet: kitsune                 # nodes of one fleet share tabs over NATS
+    caps: [core, automation]
+    read_only: false
+    ask_before_act: false
     urls: {allow: [shop.test, "*.shop.test"], deny: [10.0.0.0/8]}
     user_tabs_writable: false
     workflows: ./workflows
     audit_file: ./kitsune-audit.jsonl
     max_body_bytes: 1048576
-    metrics: {token_env: SCRAPE_TOKEN}   # KITSUNE_METRICS_TOKEN: reads /metrics only
+    metrics: {token_env: SCRAPE_TOKEN}   # a scrape token: reads /metrics only
+    nats:                          # joining a server or cluster (``--nats-url`` wins over url)
+      url: nats://a:4222,nats://b:4222
+      creds_file: /etc/kitsune/node.creds      # or nkey_seed_file, or user + password_env
+      tls_ca_file: /etc/kitsune/ca.pem         # tls_cert_file + tls_key_file for client certificates
 
-``KITSUNE_AGENTS=planner=TOKEN,crawler=TOKEN`` adds agents from the environment. With no agent
-configured, the node makes one (``default``) with a fresh token written to a file only its
-owner can read.
+Every key is checked: an unknown key or a value of the wrong type is refused with its path
+(``agents.0.read_only``). The environment overrides the file, key by key: ``KITSUNE_<KEY>``, with
+``__`` between nested keys (``KITSUNE_URLS__DENY``, ``KITSUNE_NATS__CREDS_FILE``); a list is
+comma-separated or JSON; a flag is 1/0, true/false, yes/no or on/off; an empty variable counts as
+unset. Other ``KITSUNE_*`` variables are not configuration and are ignored here. Two variables
+keep their own meaning: ``KITSUNE_AGENTS=planner=TOKEN,crawler=TOKEN`` adds agents to the
+file's, and ``KITSUNE_METRICS_TOKEN`` is ``metrics.token``. With no agent configured, the node
+makes one (``default``) with a fresh token written to a file only its owner can read.
 """
 
 from __future__ import annotations
 
 import hashlib
+import json
 import os
-import re
 import secrets
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Annotated, Any
 
 import yaml
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+from pydantic.fields import FieldInfo
+from pydantic_settings import BaseSettings, EnvSettingsSource, SettingsConfigDict
+from pydantic_settings.sources.utils import parse_env_vars
 
+from actors.bus import NatsAuth
 from messages.errors import KitsuneError
 
 __all__ = ["CAPABILITY_GROUPS", "Agent", "BridgeConfig", "load_config", "write_token_file"]
 
 CAPABILITY_GROUPS = frozenset({"core", "automation"})
+
+_Token = Annotated[str, Field(min_length=16)]
+_Path = Annotated[Path, Field(strict=False)]
+"""A path, written as a string."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -63,14 +81,127 @@ class BridgeConfig:
     allow: tuple[str, ...] = ()
     deny: tuple[str, ...] = ()
     user_tabs_writable: bool = False
-    workflows: Path | None = None
+    workflows: _Path | None = None
     audit_file: Path = Path("kitsune-audit.jsonl")
     max_body_bytes: int = 1_048_576
     generated_token: str | None = field(default=None, repr=False)
     """The token made for the default agent when none was configured (to be written to a file)."""
     metrics_token_sha256: bytes | None = field(default=None, repr=False)
     """SHA-256 of the scrape token, which reads ``/metrics`` and nothing else (agents' tokens read it too)."""
+    nats_url: str | None = None
+    """The NATS server or cluster to join (``--nats-url`` wins); an embedded one when None."""
+    nats_auth: NatsAuth = NatsAuth()
+    """Credentials and TLS options for ``nats_url``."""
 
+
+# --- the documents' schema -----------------------------------------------------------------------
+
+class _Section(BaseModel):
+    model_config = ConfigDict(extra="forbid", strict=True)
+
+
+def _secret(name: str | None, env: Mapping[str, str], what: str) -> str | None:
+    """The value of environment variable ``name``; refused when it is named but not set."""
+    if name is None:
+        return None
+    value = env.get(name)
+    if not value:
+        raise ValueError(f"{what}: environment variable {name} is not set")
+    return value
+
+
+class _AgentEntry(_Section):
+    name: Annotated[str, Field(min_length=1)]
+    token: _Token | None = Field(default=None, repr=False)
+    token_env: str | None = None
+
+    @model_validator(mode="after")
+    def _one_token(self) -> _AgentEntry:
+        if (self.token is None) == (self.token_env is None):
+            raise ValueError("one of token or token_env is needed")
+        return self
+
+
+class _Urls(_Section):
+    allow: list[str] = []
+    deny: list[str] = []
+
+
+class _Metrics(_Section):
+    token: _Token | None = Field(default=None, repr=False)
+    token_env: str | None = None
+
+
+class _Nats(_Section):
+    url: str | None = None
+    creds_file: _Path | None = None
+    nkey_seed_file: _Path | None = None
+    user: str | None = None
+    password_env: str | None = None
+    tls_ca_file: _Path | None = None
+    tls_cert_file: _Path | None = None
+    tls_key_file: _Path | None = None
+
+    @model_validator(mode="after")
+    def _one_way(self) -> _Nats:
+        ways = [w for w in ("creds_file", "nkey_seed_file", "user") if getattr(self, w) is not None]
+        if len(ways) > 1:
+            raise ValueError(f"one of creds_file, nkey_seed_file or user, not {' and '.join(ways)}")
+        if (self.password_env is None) != (self.user is None):
+            raise ValueError("user and password_env go together")
+        if self.tls_key_file is not None and self.tls_cert_file is None:
+            raise ValueError("tls_key_file needs tls_cert_file")
+        for name in ("creds_file", "nkey_seed_file", "tls_ca_file", "tls_cert_file", "tls_key_file"):
+            path = getattr(self, name)
+            if path is not None and not path.is_file():
+                raise ValueError(f"{name}: no file {path}")
+        return self
+
+
+class _Settings(BaseSettings):
+    """The whole document; the environment's values are merged in before it is checked."""
+
+    model_config = SettingsConfigDict(extra="forbid", strict=True, env_prefix="KITSUNE_",
+                                      env_nested_delimiter="__", env_ignore_empty=True)
+
+    agents: list[_AgentEntry] = []
+    fleet: Annotated[str, Field(pattern=r"^[A-Za-z0-9_-]+$")] = "kitsune"
+    caps: list[str] = ["core"]
+    read_only: bool = False
+    ask_before_act: bool = False
+    urls: _Urls = _Urls()
+    user_tabs_writable: bool = False
+    workflows: _Path | None = None
+    audit_file: _Path = Path("kitsune-audit.jsonl")
+    max_body_bytes: Annotated[int, Field(gt=0)] = 1_048_576
+    metrics: _Metrics = _Metrics()
+    nats: _Nats = _Nats()
+
+    @model_validator(mode="after")
+    def _known_caps(self) -> _Settings:
+        unknown = set(self.caps) - CAPABILITY_GROUPS
+        if unknown:
+            raise ValueError(f"unknown capability group(s): {', '.join(sorted(unknown))}")
+        return self
+
+
+class _Environment(EnvSettingsSource):
+    """pydantic-settings' reading of ``KITSUNE_*`` variables, from a given mapping; lists comma-separated or JSON."""
+
+    def __init__(self, env: Mapping[str, str]) -> None:
+        self._given = env
+        super().__init__(_Settings)
+
+    def _load_env_vars(self) -> Mapping[str, str | None]:
+        return parse_env_vars(self._given, self.case_sensitive, self.env_ignore_empty, self.env_parse_none_str)
+
+    def decode_complex_value(self, field_name: str, field: FieldInfo, value: Any) -> Any:
+        if isinstance(value, str) and not value.lstrip().startswith(("[", "{")):
+            return [item.strip() for item in value.split(",") if item.strip()]
+        return json.loads(value)
+
+
+# --- loading -------------------------------------------------------------------------------------
 
 def _bad(message: str) -> KitsuneError:
     return KitsuneError("invalid_config", message)
@@ -80,100 +211,101 @@ def _token_hash(token: str) -> bytes:
     return hashlib.sha256(token.encode()).digest()
 
 
-def _flag(value: Any, name: str) -> bool:
-    if isinstance(value, bool):
-        return value
-    if isinstance(value, str) and value.lower() in ("1", "true", "yes", "on", "0", "false", "no", "off", ""):
-        return value.lower() in ("1", "true", "yes", "on")
-    raise _bad(f"{name} must be true or false")
+def _merge(base: dict[str, Any], over: Mapping[str, Any]) -> dict[str, Any]:
+    """``base`` with ``over``'s values, nested sections merged key by key."""
+    merged = dict(base)
+    for key, value in over.items():
+        if isinstance(value, Mapping) and isinstance(merged.get(key), Mapping):
+            merged[key] = _merge(dict(merged[key]), value)
+        else:
+            merged[key] = value
+    return merged
 
 
-def _agents(raw: Any, env: Mapping[str, str]) -> list[Agent]:
-    if raw is None:
-        raw = []
-    if not isinstance(raw, list):
-        raise _bad("agents must be a list of {name, token | token_env}")
-    agents = []
-    for item in raw:
-        if not isinstance(item, dict) or not isinstance(item.get("name"), str):
-            raise _bad("each agent needs a name")
-        token = item.get("token")
-        if "token_env" in item:
-            token = env.get(str(item["token_env"]))
-            if not token:
-                raise _bad(f"agent {item['name']}: environment variable {item['token_env']} is not set")
-        if not isinstance(token, str) or len(token) < 16:
-            raise _bad(f"agent {item['name']}: a token of at least 16 characters is needed")
-        agents.append(Agent(item["name"], _token_hash(token)))
-    for pair in filter(None, (p.strip() for p in env.get("KITSUNE_AGENTS", "").split(","))):
-        name, _, token = pair.partition("=")
-        if not name or len(token) < 16:
-            raise _bad("KITSUNE_AGENTS is name=token,... with tokens of at least 16 characters")
-        agents.append(Agent(name.strip(), _token_hash(token.strip())))
-    names = [a.name for a in agents]
-    if len(set(names)) != len(names):
-        raise _bad("agent names must be unique")
-    return agents
+def _explain(error: ValidationError) -> str:
+    """One line naming each bad key's path and what is wrong; never the value (it may be a secret)."""
+    parts = []
+    for item in error.errors(include_input=False, include_url=False):
+        path = ".".join(str(p) for p in item["loc"])
+        reason = "unknown key" if item["type"] == "extra_forbidden" else item["msg"].removeprefix("Value error, ")
+        parts.append(f"{path}: {reason}" if path else reason)
+    return "; ".join(parts)
+
+
+def _document(path: Path | None) -> dict[str, Any]:
+    if path is None:
+        return {}
+    try:
+        document = yaml.safe_load(path.read_bytes())
+    except (OSError, yaml.YAMLError) as e:
+        raise _bad(f"cannot read {path} ({type(e).__name__})") from None
+    if document is None:
+        return {}
+    if not isinstance(document, dict):
+        raise _bad(f"{path} must hold an object")
+    return document
 
 
 def load_config(path: Path | None = None, env: Mapping[str, str] | None = None) -> BridgeConfig:
     """Read the configuration file (if any) and the environment; ``invalid_config`` says what is wrong."""
     env = os.environ if env is None else env
-    document: Any = {}
-    if path is not None:
-        try:
-            document = yaml.safe_load(path.read_bytes()) or {}
-        except (OSError, yaml.YAMLError) as e:
-            raise _bad(f"cannot read {path} ({type(e).__name__})") from None
-        if not isinstance(document, dict):
-            raise _bad(f"{path} must hold an object")
-    caps_raw = env.get("KITSUNE_CAPS") or document.get("caps") or ["core"]
-    caps = frozenset(c.strip() for c in (caps_raw.split(",") if isinstance(caps_raw, str) else caps_raw) if c.strip())
-    if not caps <= CAPABILITY_GROUPS:
-        raise _bad(f"unknown capability group(s): {', '.join(sorted(caps - CAPABILITY_GROUPS))}")
-    urls = document.get("urls") or {}
-    agents = _agents(document.get("agents"), env)
+    variables = {k: v for k, v in env.items() if k.upper() not in ("KITSUNE_AGENTS", "KITSUNE_METRICS_TOKEN")}
+    if env.get("KITSUNE_METRICS_TOKEN"):
+        variables["KITSUNE_METRICS__TOKEN"] = env["KITSUNE_METRICS_TOKEN"]
+    try:
+        settings = _Settings.model_validate(_merge(_document(path), _Environment(variables)()))
+        return _built(settings, env)
+    except ValidationError as e:
+        raise _bad(_explain(e)) from None
+    except ValueError as e:  # the environment's JSON, or a secret's variable
+        raise _bad(str(e)) from None
+
+
+def _built(settings: _Settings, env: Mapping[str, str]) -> BridgeConfig:
+    agents = [Agent(a.name, _token_hash(_long(a.token or _secret(a.token_env, env, f"agent {a.name}"),
+                                              f"agent {a.name}")))
+              for a in settings.agents]
+    for pair in filter(None, (p.strip() for p in env.get("KITSUNE_AGENTS", "").split(","))):
+        name, _, token = pair.partition("=")
+        if not name:
+            raise ValueError("KITSUNE_AGENTS is name=token,... with tokens of at least 16 characters")
+        agents.append(Agent(name.strip(), _token_hash(_long(token.strip(), "KITSUNE_AGENTS"))))
+    names = [a.name for a in agents]
+    if len(set(names)) != len(names):
+        raise ValueError("agent names must be unique")
     generated = None
     if not agents:
         generated = secrets.token_urlsafe(32)
         agents = [Agent("default", _token_hash(generated))]
-    workflows = document.get("workflows") or env.get("KITSUNE_WORKFLOWS")
-    fleet = str(env.get("KITSUNE_FLEET") or document.get("fleet") or "kitsune")
-    if not re.fullmatch(r"[A-Za-z0-9_-]+", fleet):
-        raise _bad("fleet is letters, digits, '_' and '-'")
+    scrape = settings.metrics.token or _secret(settings.metrics.token_env, env, "metrics")
+    nats = settings.nats
     return BridgeConfig(
         agents=tuple(agents),
-        fleet=fleet,
-        caps=caps,
-        read_only=_flag(env.get("KITSUNE_READ_ONLY", document.get("read_only", False)), "read_only"),
-        ask_before_act=_flag(env.get("KITSUNE_ASK_BEFORE_ACT", document.get("ask_before_act", False)),
-                             "ask_before_act"),
-        allow=tuple(urls.get("allow") or ()),
-        deny=tuple(urls.get("deny") or ()),
-        user_tabs_writable=_flag(document.get("user_tabs_writable", False), "user_tabs_writable"),
-        workflows=Path(workflows) if workflows else None,
-        audit_file=Path(document.get("audit_file") or env.get("KITSUNE_AUDIT_FILE") or "kitsune-audit.jsonl"),
-        max_body_bytes=int(document.get("max_body_bytes", 1_048_576)),
+        fleet=settings.fleet,
+        caps=frozenset(settings.caps),
+        read_only=settings.read_only,
+        ask_before_act=settings.ask_before_act,
+        allow=tuple(settings.urls.allow),
+        deny=tuple(settings.urls.deny),
+        user_tabs_writable=settings.user_tabs_writable,
+        workflows=settings.workflows,
+        audit_file=settings.audit_file,
+        max_body_bytes=settings.max_body_bytes,
         generated_token=generated,
-        metrics_token_sha256=_metrics_token(document.get("metrics"), env),
+        metrics_token_sha256=_token_hash(_long(scrape, "metrics")) if scrape is not None else None,
+        nats_url=nats.url,
+        nats_auth=NatsAuth(user=nats.user, password=_secret(nats.password_env, env, "nats"),
+                           creds_file=nats.creds_file, nkey_seed_file=nats.nkey_seed_file,
+                           tls_ca_file=nats.tls_ca_file, tls_cert_file=nats.tls_cert_file,
+                           tls_key_file=nats.tls_key_file),
     )
 
 
-def _metrics_token(raw: Any, env: Mapping[str, str]) -> bytes | None:
-    """The scrape token's hash: ``KITSUNE_METRICS_TOKEN``, or ``metrics: {token | token_env}``."""
-    if raw is not None and not isinstance(raw, dict):
-        raise _bad("metrics must be {token | token_env}")
-    raw = raw or {}
-    token = env.get("KITSUNE_METRICS_TOKEN") or raw.get("token")
-    if not token and "token_env" in raw:
-        token = env.get(str(raw["token_env"]))
-        if not token:
-            raise _bad(f"metrics: environment variable {raw['token_env']} is not set")
-    if token is None:
-        return None
-    if not isinstance(token, str) or len(token) < 16:
-        raise _bad("metrics: a scrape token of at least 16 characters is needed")
-    return _token_hash(token)
+def _long(token: str | None, what: str) -> str:
+    """A token of 16 characters at least (one read from the environment is checked here)."""
+    if token is None or len(token) < 16:
+        raise ValueError(f"{what}: a token of at least 16 characters is needed")
+    return token
 
 
 def write_token_file(token: str, directory: Path) -> Path:

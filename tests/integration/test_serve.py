@@ -105,3 +105,12 @@ def test_serve_with_an_unreachable_nats_url_fails_clearly() -> None:
                             env={**os.environ, "KITSUNE_AGENTS": _AGENT})
     assert result.returncode == 1
     assert "kitsune: cannot start: " in result.stderr and "nats://127.0.0.1:1" in result.stderr
+
+
+def test_serve_with_a_bad_configuration_exits_2_with_one_line_naming_the_key(tmp_path: Path) -> None:
+    (tmp_path / "bad.yaml").write_text("agents: [{name: a, token: aaaaaaaaaaaaaaaa, read_only: true}]\n")
+    result = subprocess.run([str(KITSUNE), "serve", "--port", "0", "--config", str(tmp_path / "bad.yaml")],
+                            capture_output=True, text=True, timeout=60, check=False)
+    assert result.returncode == 2
+    assert result.stderr == "kitsune: cannot start: agents.0.read_only: unknown key\n"  # no traceback
+    assert result.stdout == ""

@@ -55,3 +55,87 @@ def test_a_bad_configuration_is_refused_naming_what_is_wrong(tmp_path: Path, tex
     with pytest.raises(KitsuneError) as caught:
         load_config(path, env)
     assert caught.value.code == "invalid_config" and wrong in caught.value.message
+
+
+@pytest.mark.parametrize(("text", "path"), [
+    ("readonly: true", "readonly"),
+    ("agents: [{name: a, token: aaaaaaaaaaaaaaaa, read_only: true}]", "agents.0.read_only"),
+    ("urls: {allow: [a], denied: [b]}", "urls.denied"),
+    ("metrics: {token_file: /x}", "metrics.token_file"),
+    ("nats: {password: hunter2hunter2}", "nats.password"),
+])
+def test_an_unknown_key_is_refused_with_its_path(tmp_path: Path, text: str, path: str) -> None:
+    (tmp_path / "k.yaml").write_text(text)
+    with pytest.raises(KitsuneError) as caught:
+        load_config(tmp_path / "k.yaml", {})
+    assert caught.value.code == "invalid_config"
+    assert caught.value.message == f"{path}: unknown key"
+
+
+@pytest.mark.parametrize(("text", "path"), [
+    ("read_only: 'yes'", "read_only"),
+    ("max_body_bytes: '100'", "max_body_bytes"),
+    ("caps: core", "caps"),
+    ("urls: {deny: 10.0.0.0/8}", "urls.deny"),
+    ("agents: [{name: 7, token: aaaaaaaaaaaaaaaa}]", "agents.0.name"),
+    ("nats: {user: [a], password_env: P}", "nats.user"),
+])
+def test_a_value_of_the_wrong_type_is_refused_with_its_path_and_not_its_value(tmp_path: Path, text: str,
+                                                                             path: str) -> None:
+    (tmp_path / "k.yaml").write_text(text)
+    with pytest.raises(KitsuneError) as caught:
+        load_config(tmp_path / "k.yaml", {"P": "x" * 20})
+    assert caught.value.message.startswith(f"{path}: ")
+    assert "10.0.0.0" not in caught.value.message and "100" not in caught.value.message
+
+
+def test_the_environment_overrides_the_file_for_every_key(tmp_path: Path) -> None:
+    (tmp_path / "k.yaml").write_text(
+        "fleet: filed\ncaps: [core]\nread_only: false\nurls: {allow: [a.test], deny: [b.test]}\n"
+        "workflows: ./filed\naudit_file: filed.jsonl\nmax_body_bytes: 10\nuser_tabs_writable: false\n"
+        "nats: {url: 'nats://filed:4222'}\n")
+    config = load_config(tmp_path / "k.yaml", {
+        "KITSUNE_FLEET": "env", "KITSUNE_CAPS": "core,automation", "KITSUNE_READ_ONLY": "1",
+        "KITSUNE_URLS__DENY": "c.test, 10.0.0.0/8", "KITSUNE_WORKFLOWS": "./env", "KITSUNE_AUDIT_FILE": "env.jsonl",
+        "KITSUNE_MAX_BODY_BYTES": "20", "KITSUNE_USER_TABS_WRITABLE": "true", "KITSUNE_NATS__URL": "nats://env:4222",
+        "KITSUNE_CHROMIUM": "/not/config", "KITSUNE_SOMETHING_ELSE": "ignored"})
+    assert (config.fleet, config.caps, config.read_only) == ("env", {"core", "automation"}, True)
+    assert (config.allow, config.deny) == (("a.test",), ("c.test", "10.0.0.0/8"))  # key by key
+    assert (config.workflows, config.audit_file) == (Path("env"), Path("env.jsonl"))
+    assert (config.max_body_bytes, config.user_tabs_writable, config.nats_url) == (20, True, "nats://env:4222")
+    assert load_config(tmp_path / "k.yaml", {"KITSUNE_URLS__ALLOW": '["x.test"]'}).allow == ("x.test",)  # JSON too
+
+
+def test_a_misspelt_variable_of_a_section_is_refused_and_a_bad_value_names_its_key() -> None:
+    with pytest.raises(KitsuneError) as misspelt:
+        load_config(None, {"KITSUNE_URLS__DENIED": "a.test"})
+    assert misspelt.value.message == "urls.denied: unknown key"
+    with pytest.raises(KitsuneError) as bad:
+        load_config(None, {"KITSUNE_MAX_BODY_BYTES": "lots"})
+    assert bad.value.message.startswith("max_body_bytes: ")
+
+
+def test_nats_credentials_come_from_the_file_and_the_password_from_the_environment(tmp_path: Path) -> None:
+    (tmp_path / "ca.pem").write_text("x")
+    (tmp_path / "k.yaml").write_text(f"nats: {{user: node, password_env: NATS_PW, tls_ca_file: {tmp_path}/ca.pem}}")
+    config = load_config(tmp_path / "k.yaml", {"NATS_PW": "pw-canary-0123456789"})
+    assert (config.nats_auth.user, config.nats_auth.password) == ("node", "pw-canary-0123456789")
+    assert config.nats_auth.tls_ca_file == tmp_path / "ca.pem"
+    assert "pw-canary" not in repr(config)
+    seed = tmp_path / "node.nk"
+    seed.write_text("SU...")
+    assert load_config(None, {"KITSUNE_NATS__NKEY_SEED_FILE": str(seed)}).nats_auth.nkey_seed_file == seed
+
+
+@pytest.mark.parametrize(("nats", "env", "wrong"), [
+    ("{user: node}", {}, "nats: user and password_env go together"),
+    ("{user: node, password_env: NATS_PW}", {}, "nats: environment variable NATS_PW is not set"),
+    ("{creds_file: /no/such.creds}", {}, "nats: creds_file: no file /no/such.creds"),
+    ("{creds_file: /etc/hostname, user: u, password_env: P}", {"P": "p"}, "one of creds_file, nkey_seed_file or user"),
+])
+def test_nats_settings_that_cannot_work_are_refused(tmp_path: Path, nats: str, env: dict[str, str],
+                                                    wrong: str) -> None:
+    (tmp_path / "k.yaml").write_text(f"nats: {nats}")
+    with pytest.raises(KitsuneError) as caught:
+        load_config(tmp_path / "k.yaml", env)
+    assert wrong in caught.value.message
