@@ -210,7 +210,7 @@ class Api:
         agent = self.agent(request)
         body = await self.body(request)
         op = body.get("op")
-        if op not in _TAB_OPS:
+        if not isinstance(op, str) or op not in _TAB_OPS:
             raise invalid_call("invalid_parameter", "", "op must be open, close, select or takeover", param="op")
         unknown = sorted(set(body) - _TAB_OPS[op])
         if unknown:
