@@ -44,7 +44,7 @@ from typing import Annotated, Any
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 from pydantic.fields import FieldInfo
-from pydantic_settings import BaseSettings, EnvSettingsSource, SettingsConfigDict
+from pydantic_settings import BaseSettings, EnvSettingsSource, PydanticBaseSettingsSource, SettingsConfigDict
 from pydantic_settings.sources.utils import parse_env_vars
 
 from actors.bus import NatsAuth
@@ -176,6 +176,12 @@ class _Settings(BaseSettings):
     max_body_bytes: Annotated[int, Field(gt=0)] = 1_048_576
     metrics: _Metrics = _Metrics()
     nats: _Nats = _Nats()
+
+    @classmethod
+    def settings_customise_sources(cls, settings_cls: type[BaseSettings], *sources: PydanticBaseSettingsSource,
+                                   **named: PydanticBaseSettingsSource) -> tuple[PydanticBaseSettingsSource, ...]:
+        """Only what it is given: :class:`_Environment` reads the mapping ``load_config`` is passed."""
+        return (named.get("init_settings") or sources[0],)
 
     @model_validator(mode="after")
     def _known_caps(self) -> _Settings:

@@ -139,3 +139,9 @@ def test_nats_settings_that_cannot_work_are_refused(tmp_path: Path, nats: str, e
     with pytest.raises(KitsuneError) as caught:
         load_config(tmp_path / "k.yaml", env)
     assert wrong in caught.value.message
+
+
+def test_a_given_environment_is_the_only_one_read(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("KITSUNE_FLEET", "from-the-process")
+    monkeypatch.setenv("KITSUNE_AGENTS", "not-a-pair")
+    assert load_config(None, {}).fleet == "kitsune"
