@@ -92,7 +92,7 @@ def _serve(args: argparse.Namespace) -> int:
     return asyncio.run(_serve_http(args, config, policy))
 
 
-_SHUTDOWN_GRACE = 3.0
+_SHUTDOWN_GRACE = 3
 """Seconds open connections get to finish after a stop, once the node's tabs were interrupted."""
 
 

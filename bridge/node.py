@@ -13,6 +13,7 @@ import asyncio
 import contextlib
 import functools
 import logging
+import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -120,6 +121,7 @@ class Node:
         self._actors: list[pykka.ActorRef[Any]] = []
         self._tabs: dict[int, tuple[pykka.ActorRef[TabActor], Subscription]] = {}
         self._served = ServedRequests()
+        self._reconciling = asyncio.Lock()
         """Requests other nodes' calls sent to this node's tabs (so that they can withdraw them)."""
         self._subscriptions: list[Subscription] = []
         self._sink: EventSink | None = None
@@ -210,8 +212,10 @@ class Node:
         await tab_ids.start()
         self.browser.next_tab_id = tab_ids.take
         await self.browser.start()
-        self._subscriptions.append(await self.bus.subscribe(self.subjects.open, self._serve_open, queue="open"))
-        self._subscriptions.append(await self.bus.subscribe(self.subjects.tabs, self._serve_tabs, queue="tabs"))
+        self._subscriptions.append(await self.bus.subscribe(self.subjects.open, self._serve_open, queue="open",
+                                                            concurrent=True))
+        self._subscriptions.append(await self.bus.subscribe(self.subjects.tabs, self._serve_tabs, queue="tabs",
+                                                            concurrent=True))
         await self._reconcile()
 
     def stop(self) -> None:
@@ -354,7 +358,7 @@ class Node:
 
     async def _open(self, url: str | None) -> int:
         tab_id = await self.browser.new_tab(url)
-        await self._attach(tab_id)
+        await self._reconcile()
         return tab_id
 
     async def _attach(self, tab_id: int) -> None:
@@ -407,17 +411,24 @@ class Node:
         self.owners.closed(tab_id)  # ids are never reused: a later write to it is tab_closed
 
     async def _reconcile(self) -> None:
-        """Give every open tab (popups included) an actor, and stop the actors of closed tabs."""
-        open_tabs = self.browser.tab_ids()
-        for tab_id in sorted(open_tabs - self._tabs.keys()):
-            await self._attach(tab_id)
-        for tab_id in sorted(self._tabs.keys() - open_tabs):
-            await self._detach(tab_id)
+        """Give every open tab (popups included) an actor, and stop the actors of closed tabs.
+
+        One at a time: two at once could both give a tab an actor, and a request to it would run twice.
+        """
+        async with self._reconciling:
+            open_tabs = self.browser.tab_ids()
+            for tab_id in sorted(open_tabs - self._tabs.keys()):
+                await self._attach(tab_id)
+            for tab_id in sorted(self._tabs.keys() - open_tabs):
+                await self._detach(tab_id)
 
     async def _serve_open(self, data: bytes) -> bytes:
         request = decode(TabRequest, data)
         assert isinstance(request.command, NewTab)
-        outcome = await self.browser.execute(request.command, None, request.timeout)
+        left = request.seconds_left(time.time())
+        if left <= 0:  # it waited past its deadline on the way: never opened late
+            return encode(not_sent(request.command, None, "its deadline passed before it arrived"))
+        outcome = await self.browser.execute(request.command, None, left)
         await self._reconcile()
         return encode(outcome)
 
