@@ -29,6 +29,7 @@ from pathlib import Path
 
 import anyio
 import httpx
+import yaml
 from mcp.server.stdio import stdio_server
 
 from mcp_gateway._bridge import Bridge
@@ -88,7 +89,8 @@ class EmbeddedBridge:
         env = dict(os.environ)
         agents = env.get("KITSUNE_AGENTS", "").strip()
         env["KITSUNE_AGENTS"] = f"{agents},mcp={self.token}" if agents else f"mcp={self.token}"
-        env.setdefault("KITSUNE_AUDIT_FILE", str(self._directory / "audit.jsonl"))
+        if "KITSUNE_AUDIT_FILE" not in env and not _names_audit_file(self._config):  # the environment would win
+            env["KITSUNE_AUDIT_FILE"] = str(self._directory / "audit.jsonl")
         command = [sys.executable, "-m", "bridge.cli", "serve", "--host", "127.0.0.1", "--port", "0",
                    "--state-dir", str(self._directory / "state")]
         if self._config:
@@ -168,6 +170,17 @@ async def _serve(url: str, token: str, caps: frozenset[str]) -> None:
             async with stdio_server() as (read_stream, write_stream):
                 await server.run(read_stream, write_stream, server.create_initialization_options())
             group.cancel_scope.cancel()
+
+
+def _names_audit_file(config: str | None) -> bool:
+    """Whether the configuration file sets ``audit_file`` (an unreadable one is the bridge's to refuse)."""
+    if not config:
+        return False
+    try:
+        document = yaml.safe_load(Path(config).read_bytes())
+    except (OSError, yaml.YAMLError):
+        return False
+    return isinstance(document, dict) and "audit_file" in document
 
 
 def run(*, bridge: str | None, token_file: str | None, config: str | None, nats_url: str | None) -> int:
