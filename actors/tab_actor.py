@@ -152,8 +152,9 @@ class TabActor(LoopActor):
         if not await turn.take():
             return not_sent(ticket.request.command, self.tab_id,
                             f"tab {self.tab_id} was busy with other writes until the deadline")
+        polls = isinstance(ticket.request.command, WaitForResult)
         try:
-            return await self._execute(ticket, turn.pause if isinstance(ticket.request.command, WaitForResult) else None)
+            return await self._execute(ticket, turn.pause if polls else None)
         finally:
             turn.give_back()
 

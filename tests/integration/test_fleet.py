@@ -57,7 +57,8 @@ def test_a_write_on_another_nodes_tab_goes_over_nats_and_is_done_once(
     assert site.count("POST /clicks/hit") == 1
 
 
-def test_nodes_reserving_at_once_get_disjoint_blocks_and_a_lost_counter_restarts_past_them(nats_access: NatsAccess) -> None:
+def test_nodes_reserving_at_once_get_disjoint_blocks_and_a_lost_counter_restarts_past_them(
+        nats_access: NatsAccess) -> None:
     async def scenario() -> None:
         name = "blocks-" + secrets.token_hex(4)
         clients = [await nats_access.client() for _ in range(4)]
