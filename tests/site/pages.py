@@ -276,6 +276,14 @@ POLICY_TITLES = {
     "/policy/image": "Policy: image",
     "/policy/ws": "Policy: WebSocket",
     "/policy/sw": "Policy: service worker",
+    "/policy/object": "Policy: object",
+    "/policy/form": "Policy: form",
+    "/policy/location": "Policy: location",
+    "/policy/meta": "Policy: meta refresh",
+    "/policy/refresh": "Policy: Refresh header",
+    "/policy/prefetch": "Policy: prefetch",
+    "/policy/prerender": "Policy: prerender",
+    "/policy/webrtc": "Policy: WebRTC",
     "/policy/target": TARGET_TITLE,
 }
 # A 1x1 transparent GIF, served at /policy/pixel.gif (the image page's default target).
@@ -352,6 +360,67 @@ $("ws").addEventListener("click", function () {
   socket.onclose = function () { if ($("result").textContent !== "error") { $("result").textContent = "close"; } };
 });"""
     return document(POLICY_TITLES["/policy/ws"], body, _target_script(to, script))
+
+
+def policy_object(to: str) -> str:
+    body = f"""<h1>Policy: object</h1>
+<object id="object" type="text/html" data="{escape(to)}" width="600" height="200"></object>"""
+    return document(POLICY_TITLES["/policy/object"], body, _target_script(to, ""))
+
+
+def policy_form(to: str) -> str:
+    body = f"""<h1>Policy: form</h1>
+<form id="form" method="post" action="{escape(to)}"><input name="item" value="x">
+<button id="submit" type="submit">Post</button></form>"""
+    return document(POLICY_TITLES["/policy/form"], body, _target_script(to, ""))
+
+
+def policy_location(to: str) -> str:
+    body = '<h1>Policy: location</h1>\n<p><button id="go" type="button">location = TO</button></p>'
+    script = '$("go").addEventListener("click", function () { location = TO; });'
+    return document(POLICY_TITLES["/policy/location"], body, _target_script(to, script))
+
+
+def policy_meta(to: str) -> str:
+    body = f'<meta http-equiv="refresh" content="0;url={escape(to)}">\n<h1>Policy: meta refresh</h1>'
+    return document(POLICY_TITLES["/policy/meta"], body, _target_script(to, ""))
+
+
+def policy_refresh(to: str) -> str:
+    """The page the server sends with ``Refresh: 0;url=<to>``."""
+    return document(POLICY_TITLES["/policy/refresh"], "<h1>Policy: Refresh header</h1>", _target_script(to, ""))
+
+
+def _speculation(kind: str, to: str) -> str:
+    rules = json.dumps({kind: [{"source": "list", "urls": [to], "eagerness": "immediate"}]}).replace("<", "\\u003c")
+    body = f"""<h1>Policy: {kind}</h1>
+<script type="speculationrules">{rules}</script>
+<p><a id="link" href="{escape(to)}">the target</a></p>"""
+    return document(POLICY_TITLES[f"/policy/{kind}"], body, _target_script(to, ""))
+
+
+def policy_prefetch(to: str) -> str:
+    return _speculation("prefetch", to)
+
+
+def policy_prerender(to: str) -> str:
+    return _speculation("prerender", to)
+
+
+def policy_webrtc(to: str) -> str:
+    """ICE gathering with ``to`` as the ICE server (``stun:`` or ``turn:``, TURN with test credentials)."""
+    body = '<h1>Policy: WebRTC</h1>\n<p>ICE: <span id="result">pending</span></p>'
+    script = """var server = {urls: TO};
+if (TO.indexOf("turn") === 0) { server.username = "user"; server.credential = "secret"; }
+var pc = new RTCPeerConnection({iceServers: [server], iceTransportPolicy: "all"});
+pc.createDataChannel("probe");
+pc.onicegatheringstatechange = function () {
+  if (pc.iceGatheringState === "complete") { $("result").textContent = "complete"; }
+};
+pc.createOffer().then(function (offer) { return pc.setLocalDescription(offer); }).catch(function (e) {
+  $("result").textContent = "error " + ((e && e.name) || "Error");
+});"""
+    return document(POLICY_TITLES["/policy/webrtc"], body, _target_script(to, script))
 
 
 def policy_sw() -> str:

@@ -254,6 +254,14 @@ class _Handler(BaseHTTPRequestHandler):
         "/policy/frame": (pages.policy_frame, "/policy/target"),
         "/policy/image": (pages.policy_image, "/policy/pixel.gif"),
         "/policy/ws": (pages.policy_ws, ""),  # "" -> ws:// of this site's own /ws
+        "/policy/object": (pages.policy_object, "/policy/target"),
+        "/policy/form": (pages.policy_form, "/form"),
+        "/policy/location": (pages.policy_location, "/policy/target"),
+        "/policy/meta": (pages.policy_meta, "/policy/target"),
+        "/policy/refresh": (pages.policy_refresh, "/policy/target"),
+        "/policy/prefetch": (pages.policy_prefetch, "/policy/target"),
+        "/policy/prerender": (pages.policy_prerender, "/policy/target"),
+        "/policy/webrtc": (pages.policy_webrtc, "stun:127.0.0.1:3478"),
     }
 
     def log_message(self, format: str, *args: Any) -> None:
@@ -315,7 +323,11 @@ class _Handler(BaseHTTPRequestHandler):
         elif path in self.TARGET_PAGES:
             page, default = self.TARGET_PAGES[path]
             to = _first(query, "to") or default or self.site.base.replace("http://", "ws://", 1) + "/ws"
-            self._html(page(to))
+            if path == "/policy/refresh":
+                self._send(HTTPStatus.OK, page(to).encode("utf-8"), "text/html; charset=utf-8",
+                           [("Refresh", f"0;url={quote(to, safe=PRINTABLE_ASCII)}")])
+            else:
+                self._html(page(to))
         elif path == "/redirect":
             self._redirect_to(query)
         elif path == "/policy/pixel.gif":
