@@ -238,6 +238,11 @@ class Auditor:
                       "params": {**audit_params(command), "observed": "applied", "sent": False},
                       "parent": {"call": call, "path": path, "resumed": True}})
 
+    def interrupted(self, call: int | None, path: str | None, command: Command, tab_id: int) -> None:
+        """Record that a write was running when its node stopped: its outcome is unknown."""
+        self._record({"kind": "interrupted", "action": command.action, "tabId": tab_id, "outcome": "unknown",
+                      "reason": "node_stopped", "parent": {"call": call, "path": path}})
+
     def takeover(self, tab_id: int) -> int:
         """Record a tab takeover; its entry's id."""
         return self._record({"kind": "takeover", "tabId": tab_id})
