@@ -83,7 +83,7 @@ def _serve(args: argparse.Namespace) -> int:
         policy = Policy(read_only=config.read_only, ask_before_act=config.ask_before_act,
                         urls=UrlPolicy.from_config(config.allow, config.deny),
                         user_tabs_writable=config.user_tabs_writable)
-    except KitsuneError as e:
+    except KitsuneError as e:  # the configuration is wrong: a usage error
         print(f"kitsune: cannot start: {e.message}", file=sys.stderr)
         return 2
     if config.generated_token is not None:
