@@ -18,9 +18,12 @@ from typing import Any
 
 import pytest
 
+from actors.loop import IoLoop
+from actors.tab_actor import TabActor, Ticket
 from bridge.browser import ChromiumBrowser, _pointer_sent, find_chromium
 from messages.commands import Click, Js, NewTab, Url, parse_command
 from messages.errors import KitsuneError
+from messages.requests import TabRequest
 from messages.results import Done, Failed, Outcome, Unknown
 from tests.integration.browser_fixtures import *  # noqa: F403 - the fixtures, used by name
 from tests.integration.browser_fixtures import Act, LoopThread, Run
@@ -443,16 +446,22 @@ def test_pages_the_site_opens_get_tab_ids(act: Act, chromium: ChromiumBrowser, t
     assert chromium.current_tab == tab
 
 
-def test_commands_on_one_tab_run_one_at_a_time(chromium: ChromiumBrowser, loop_thread: LoopThread, tab: int,
-                                               act: Act, site: TestSite) -> None:
+def test_through_its_tab_actor_a_tabs_writes_run_one_at_a_time_and_its_reads_beside_them(
+        chromium: ChromiumBrowser, loop_thread: LoopThread, tab: int, act: Act, site: TestSite) -> None:
     goto(act, tab, site.url("/text"))
-    slow = Js(code="window.__busy = true; await new Promise(r => setTimeout(r, 300)); window.__busy = false; "
-                   "return 1")
-    first = loop_thread.submit(chromium.execute(slow, tab, 10))
-    time.sleep(0.05)
-    second = loop_thread.submit(chromium.execute(Js(code="window.__busy"), tab, 10))
-    assert done(first.result(10)) == {"value": 1}
-    assert done(second.result(10)) == {"value": False}  # it waited for the first to end
+    actor = TabActor.start(tab, chromium, IoLoop(loop_thread.loop))
+    try:
+        slow = Js(code="window.__busy = true; await new Promise(r => setTimeout(r, 1000)); window.__busy = false; "
+                       "return 1")
+        first = actor.ask(Ticket(TabRequest(slow, 10), 10), block=False)
+        time.sleep(0.1)
+        second = actor.ask(Ticket(TabRequest(Js(code="window.__busy"), 10), 10), block=False)
+        read = actor.ask(Ticket(TabRequest(Url(), 10), 10), timeout=0.8)  # answered while the first write runs
+        assert done(read) == {"url": site.url("/text")}
+        assert done(first.get(timeout=10)) == {"value": 1}
+        assert done(second.get(timeout=10)) == {"value": False}  # it waited for the first write to end
+    finally:
+        actor.stop()
 
 
 def test_eight_tabs_click_concurrently(chromium: ChromiumBrowser, run: Run[Any], site: TestSite) -> None:
