@@ -7,7 +7,10 @@ JetStream, every step's audit entry to the audit stream, a write's dispatch and 
 stored before it is sent, the tab actor's mailbox -> Playwright driver -> back; the tab is the
 node's own, so the request does not cross NATS) and through raw Playwright (async API, the same system
 Chromium launched with the same flags by a second ``ChromiumBrowser``, its own page in its own
-window, ``page.click``/``page.title``/``page.inner_text`` awaited directly).
+window, ``page.click``/``page.title``/``page.inner_text`` awaited directly). Both Chromiums reach
+the site through their node's forward proxy (``bridge/proxy.py``), as every Kitsune Chromium does;
+the batch's steps send no request (the clicks only count in the page), so the proxy carries the
+page load alone, and the Kitsune side's pages also pass the URL hook (``context.route``).
 
 Per-step durations: for Kitsune, the interval between consecutive ``StepStarted`` events of the
 call (``time.perf_counter()`` in a node event listener; the last step has no successor and is
@@ -45,7 +48,7 @@ import sys
 import tempfile
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # the repo root, for tests.site
@@ -88,10 +91,11 @@ class TimedBrowser(ChromiumBrowser):
         super().__init__()
         self.timings: list[float] = []
 
-    async def execute(self, command: Command, tab_id: int | None, timeout: float) -> Outcome:
+    async def execute(self, command: Command, tab_id: int | None, timeout: float, *,
+                      pause: Callable[[float], Awaitable[None]] | None = None) -> Outcome:
         started = time.perf_counter()
         try:
-            return await super().execute(command, tab_id, timeout)
+            return await super().execute(command, tab_id, timeout, pause=pause)
         finally:
             self.timings.append((time.perf_counter() - started) * 1000)
 
@@ -111,7 +115,8 @@ class KitsuneSide:
         self.tabs_node: Node | None = None
         if remote:
             assert self.node.nats is not None
-            self.tabs_node = Node(self.browser, NodeConfig(nats_url=self.node.nats.url)).start()
+            self.tabs_node = Node(self.browser, NodeConfig(nats_url=self.node.nats.url,
+                                                           nats_auth=self.node.nats.auth)).start()
         self.tab = (self.tabs_node or self.node).open_tab(site.url("/clicks"))
         self._lock = threading.Lock()
         self._started: list[tuple[float, str]] = []

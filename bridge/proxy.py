@@ -212,7 +212,7 @@ async def _resolve(host: str, port: int) -> list[Address]:
     try:
         infos = await asyncio.wait_for(asyncio.get_running_loop().getaddrinfo(
             host, port, type=socket.SOCK_STREAM, proto=socket.IPPROTO_TCP), _CONNECT_TIMEOUT)
-    except (OSError, TimeoutError, UnicodeError) as e:
+    except (OSError, TimeoutError, UnicodeError, RuntimeError) as e:  # RuntimeError: the loop is closing
         raise _Unreachable(f"host {host} does not resolve") from e
     return list(dict.fromkeys(ipaddress.ip_address(str(info[4][0]).partition("%")[0]) for info in infos))
 
