@@ -1,13 +1,16 @@
 """A node joins an existing nats-server with the credentials and TLS options of its configuration.
 
-Real nats-servers, one per kind (a plain one that authorizes one user nkey, a TLS one, a TLS one that
-verifies client certificates), each a child process on a free loopback port with its own directory.
-The nkey pair, the CA and the certificates are made here; no seed or password is ever printed.
+Real nats-servers, one per kind (a plain one that authorizes one user nkey, one in operator (JWT) mode,
+a TLS one, a TLS one that verifies client certificates), each a child process on a free loopback port
+with its own directory. The nkey pairs, the JWTs and the ``.creds`` file, the CA and the certificates
+are made here; no seed or password is ever printed.
 """
 
 from __future__ import annotations
 
+import base64
 import datetime
+import hashlib
 import ipaddress
 import json
 import logging
@@ -289,7 +292,8 @@ def test_a_node_joins_with_its_nkey_seed_makes_its_streams_and_audits_a_call(
         assert body["status"] == "ok", body["summary"]
         written = _audited(audit_file, 2)  # a read's step entry is not waited for: it may come a little later
         assert [e["kind"] for e in written] == ["call", "step"]
-        stored = node.io.run(_stored(nkey_server.url(), keys, [e["call"] for e in written]), timeout=30)
+        stored = node.io.run(_stored(nkey_server.url(), NatsAuth(nkey_seed_file=keys.seed_file),
+                                               [e["call"] for e in written]), timeout=30)
     finally:
         node.stop()
     assert stored["streams"] == {EVENTS_STREAM, AUDIT_STREAM, f"KV_{FLEET_BUCKET}"}  # the node made them
@@ -307,9 +311,9 @@ def _audited(audit_file: Path, count: int) -> list[dict[str, Any]]:
         time.sleep(0.05)
 
 
-async def _stored(url: str, keys: Keys, seqs: list[int]) -> dict[str, Any]:
-    """The node's streams on the server, and the audit entries of sequences ``seqs`` (read as the nkey)."""
-    client = await nats.connect(url, allow_reconnect=False, **NatsAuth(nkey_seed_file=keys.seed_file).connect_options())
+async def _stored(url: str, auth: NatsAuth, seqs: list[int]) -> dict[str, Any]:
+    """The node's streams on the server, and the audit entries of sequences ``seqs`` (read with ``auth``)."""
+    client = await nats.connect(url, allow_reconnect=False, **auth.connect_options())
     try:
         js = client.jetstream()
         streams = {(await js.stream_info(name)).config.name
@@ -318,6 +322,140 @@ async def _stored(url: str, keys: Keys, seqs: list[int]) -> dict[str, Any]:
         return {"streams": streams, "entries": entries}
     finally:
         await client.close()
+
+
+# --- operator / JWT ------------------------------------------------------------------------------
+
+JWT_ACCOUNT_LIMITS = {"subs": -1, "data": -1, "payload": -1, "imports": -1, "exports": -1, "wildcards": True,
+                      "conn": -1, "leaf": -1, "mem_storage": -1, "disk_storage": -1, "streams": -1, "consumer": -1}
+"""No limit, JetStream included (a node makes its streams and KV bucket)."""
+
+
+def _b64(data: bytes) -> str:
+    return base64.urlsafe_b64encode(data).decode().rstrip("=")
+
+
+def _nkey(prefix: int) -> tuple[bytes, str]:
+    """A new nkey pair of the kind ``prefix``: its seed and its public key."""
+    seed = nkeys.encode_seed(secrets.token_bytes(32), prefix)
+    return seed, nkeys.from_seed(bytearray(seed)).public_key.decode()
+
+
+def _jwt(signer_seed: bytes, subject: str, name: str, nats_claims: dict[str, Any]) -> str:
+    """A NATS (v2) JWT for ``subject``, signed by the nkey of ``signer_seed`` (its public key is ``iss``)."""
+    signer = nkeys.from_seed(bytearray(signer_seed))
+    claims: dict[str, Any] = {"jti": "", "iat": int(time.time()), "iss": signer.public_key.decode(),
+                              "name": name, "sub": subject, "nats": {**nats_claims, "version": 2}}
+    claims["jti"] = base64.b32encode(hashlib.new("sha512_256", json.dumps(claims).encode()).digest()
+                                     ).decode().rstrip("=")
+    signed = f"{_b64(json.dumps({'typ': 'JWT', 'alg': 'ed25519-nkey'}).encode())}.{_b64(json.dumps(claims).encode())}"
+    return f"{signed}.{_b64(signer.sign(signed.encode()))}"
+
+
+def _user_jwt(account_seed: bytes, user: str, name: str) -> str:
+    """A user of the account of ``account_seed``, allowed everything (no pub/sub rule, no limit)."""
+    return _jwt(account_seed, user, name, {"type": "user", "pub": {}, "sub": {}, "subs": -1, "data": -1,
+                                           "payload": -1})
+
+
+def _creds(path: Path, user_jwt: str, user_seed: bytes) -> Path:
+    """A ``.creds`` file (mode 0600) in the format of ``nsc`` and nats-py."""
+    return _private(path, (f"-----BEGIN NATS USER JWT-----\n{user_jwt}\n------END NATS USER JWT------\n\n"
+                           "************************* IMPORTANT *************************\n"
+                           "NKEY Seed printed below can be used to sign and prove identity.\n"
+                           "NKEYs are sensitive and should be treated as secrets.\n\n"
+                           f"-----BEGIN USER NKEY SEED-----\n{user_seed.decode()}\n------END USER NKEY SEED------\n"
+                           "\n*************************************************************\n").encode())
+
+
+@dataclass(frozen=True)
+class Operator:
+    """An operator, the accounts it signed (the system's; the node's, with JetStream) and a user of the
+    node's account in a ``.creds`` file."""
+
+    jwt: str
+    accounts: dict[str, str]
+    """Public key to JWT, of the system account and the node's account."""
+    system_account: str
+    creds_file: Path
+    seeds: tuple[bytes, ...] = field(repr=False)
+    """The operator's, the accounts' and the user's seeds."""
+
+    def leaked(self, text: str) -> bool:
+        """Whether ``text`` holds one of the seeds."""
+        return any(seed.decode() in text for seed in self.seeds)
+
+
+@pytest.fixture(scope="module")
+def operator(tmp_path_factory: pytest.TempPathFactory) -> Operator:
+    """The operator signs itself and the accounts, the node's account signs the user."""
+    directory = tmp_path_factory.mktemp("nats-jwt-keys")
+    operator_seed, operator_public = _nkey(nkeys.PREFIX_BYTE_OPERATOR)
+    system_seed, system_public = _nkey(nkeys.PREFIX_BYTE_ACCOUNT)
+    account_seed, account_public = _nkey(nkeys.PREFIX_BYTE_ACCOUNT)
+    user_seed, user_public = _nkey(nkeys.PREFIX_BYTE_USER)
+    assert (operator_public[0], account_public[0], user_public[0]) == ("O", "A", "U")
+    operator_jwt = _jwt(operator_seed, operator_public, "kitsune-test",
+                        {"type": "operator", "system_account": system_public})
+    system_jwt = _jwt(operator_seed, system_public, "SYS", {"type": "account", "limits": {
+        "subs": -1, "data": -1, "payload": -1, "imports": -1, "exports": -1, "wildcards": True, "conn": -1,
+        "leaf": -1}})  # no JetStream: the system account has none
+    account_jwt = _jwt(operator_seed, account_public, "kitsune", {"type": "account", "limits": JWT_ACCOUNT_LIMITS,
+                                                                  "default_permissions": {"pub": {}, "sub": {}}})
+    creds_file = _creds(directory / "node.creds", _user_jwt(account_seed, user_public, "kitsune-node"), user_seed)
+    return Operator(operator_jwt, {system_public: system_jwt, account_public: account_jwt}, system_public,
+                    creds_file, (operator_seed, system_seed, account_seed, user_seed))
+
+
+@pytest.fixture(scope="module")
+def jwt_server(operator: Operator, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
+    """Operator mode with JetStream (its store is ``_start``'s): the operator's JWT, its accounts preloaded
+    in a memory resolver (JetStream needs a system account)."""
+    server = _start(tmp_path_factory.mktemp("nats-jwt"), {
+        "operator": operator.jwt, "system_account": operator.system_account, "resolver": "MEMORY",
+        "resolver_preload": operator.accounts, "jetstream": "enabled"})
+    yield server
+    server.stop()
+
+
+@pytest.mark.anyio
+async def test_a_server_in_operator_mode_refuses_anonymous_clients_and_users_of_unknown_accounts(
+        jwt_server: Server, operator: Operator, tmp_path: Path) -> None:
+    refused = await _refused(jwt_server.url(), NatsAuth())
+    assert "refused the credentials" in str(refused)
+    with pytest.raises(nats.errors.Error, match="Authorization Violation"):
+        await nats.connect(jwt_server.url(), allow_reconnect=False, connect_timeout=2)
+    stranger_seed, _ = _nkey(nkeys.PREFIX_BYTE_ACCOUNT)  # an account the operator did not sign
+    user_seed, user_public = _nkey(nkeys.PREFIX_BYTE_USER)
+    stranger = _creds(tmp_path / "stranger.creds", _user_jwt(stranger_seed, user_public, "stranger"), user_seed)
+    with pytest.raises(nats.errors.Error, match="Authorization Violation"):
+        await nats.connect(jwt_server.url(), allow_reconnect=False, connect_timeout=2, user_credentials=str(stranger))
+    assert await _round_trip(jwt_server.url(), NatsAuth(creds_file=operator.creds_file)) == b"echo ping"
+
+
+def test_a_node_joins_with_its_creds_file_makes_its_streams_and_audits_a_call(
+        jwt_server: Server, operator: Operator, tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
+    audit_file = tmp_path / "audit.jsonl"
+    auth = NatsAuth(creds_file=operator.creds_file)
+    config = NodeConfig(nats_url=jwt_server.url(), nats_auth=auth, fleet="jwt-joiner", audit_file=audit_file,
+                        step_timeout=10.0)
+    with caplog.at_level(logging.DEBUG):
+        node = Node(ChromiumBrowser(downloads_dir=tmp_path / "downloads"), config).start()
+        try:
+            assert node.nats is None  # it joined the server: no embedded one
+            assert node.healthy() == {"nats": True, "browser": True}
+            tab = node.open_tab()
+            body = node.run(parse_body("batch", {"commands": [{"action": "title"}], "tabId": tab})).body
+            assert body["status"] == "ok", body["summary"]
+            written = _audited(audit_file, 2)
+            assert [e["kind"] for e in written] == ["call", "step"]
+            stored = node.io.run(_stored(jwt_server.url(), auth, [e["call"] for e in written]), timeout=30)
+        finally:
+            node.stop()
+    assert stored["streams"] == {EVENTS_STREAM, AUDIT_STREAM, f"KV_{FLEET_BUCKET}"}  # in the account's JetStream
+    assert stored["entries"] == [{k: v for k, v in e.items() if k != "call"} for e in written]
+    leaked = any(operator.leaked(m) for m in caplog.messages)
+    assert not leaked, "a log line holds a seed"
 
 
 # --- TLS -----------------------------------------------------------------------------------------
