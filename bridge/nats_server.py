@@ -42,7 +42,7 @@ from actors.event_store import EVENTS_STREAM, EVENTS_SUBJECTS
 from bridge.tab_ids import FLEET_BUCKET
 from messages.errors import KitsuneError
 
-__all__ = ["NODE_USER", "EmbeddedNats", "nats_server_binary", "node_permissions"]
+__all__ = ["NODE_USER", "EmbeddedNats", "free_port", "nats_server_binary", "node_permissions", "server_answers"]
 
 NODE_USER = "kitsune-node"
 
@@ -116,7 +116,7 @@ class EmbeddedNats:
         deadline = time.monotonic() + timeout
         try:
             for attempt in range(1, _PORT_ATTEMPTS + 1):
-                port = self._port if self._port is not None else _free_port()
+                port = self._port if self._port is not None else free_port()
                 if self._spawn(binary, port, deadline):
                     self._url = f"nats://127.0.0.1:{port}"
                     self._port = port
@@ -189,7 +189,7 @@ class EmbeddedNats:
             if self._process.poll() is not None:
                 self._process = None
                 return False
-            if _answers(port, name):
+            if server_answers(port, name):
                 return True
             time.sleep(0.02)
         return False
@@ -227,14 +227,15 @@ def _popen(command: list[str], log: IO[bytes]) -> subprocess.Popen[bytes]:
     )
 
 
-def _free_port() -> int:
+def free_port() -> int:
+    """A TCP port free on loopback now (another process may take it before it is used)."""
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
         sock.bind(("127.0.0.1", 0))
         port: int = sock.getsockname()[1]
         return port
 
 
-def _answers(port: int, name: str) -> bool:
+def server_answers(port: int, name: str) -> bool:
     """Whether the NATS server called ``name`` answers on ``port`` with its INFO line."""
     try:
         with socket.create_connection(("127.0.0.1", port), timeout=0.5) as sock:

@@ -14,7 +14,6 @@ import math
 import re
 import secrets
 import shutil
-import socket
 import subprocess
 import time
 from collections.abc import Iterator
@@ -27,6 +26,7 @@ import httpx
 import pytest
 import yaml
 
+from bridge.nats_server import free_port
 from tests.integration.serving import TOKENS, Served, serve
 from tests.metric_labels import unbounded_labels
 from tests.nats_access import NatsAccess
@@ -47,13 +47,6 @@ def _binary(name: str) -> str:
         pytest.fail(f"{name} is not on PATH: install Debian's prometheus package (./scripts/setup does)",
                     pytrace=False)
     return found
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port: int = s.getsockname()[1]
-        return port
 
 
 # --- promtool ------------------------------------------------------------------------------------
@@ -140,7 +133,7 @@ def prometheus(nodes: tuple[Served, Served], tmp_path_factory: pytest.TempPathFa
         }],
     }
     (directory / "prometheus.yml").write_text(yaml.safe_dump(config))
-    port = _free_port()
+    port = free_port()
     base = f"http://127.0.0.1:{port}"
     log = (directory / "prometheus.log").open("w")
     process = subprocess.Popen([binary, f"--config.file={directory / 'prometheus.yml'}",

@@ -16,7 +16,6 @@ import json
 import logging
 import os
 import secrets
-import socket
 import ssl
 import subprocess
 import time
@@ -40,7 +39,7 @@ from actors.audit_actor import AUDIT_STREAM
 from actors.bus import BusError, NatsAuth, NatsBus
 from actors.event_store import EVENTS_STREAM
 from bridge.browser import ChromiumBrowser
-from bridge.nats_server import nats_server_binary, node_permissions
+from bridge.nats_server import free_port, nats_server_binary, node_permissions, server_answers
 from bridge.node import Node, NodeConfig
 from bridge.tab_ids import FLEET_BUCKET
 from messages.commands import parse_body
@@ -144,24 +143,6 @@ def keys(tmp_path_factory: pytest.TempPathFactory) -> Keys:
 
 # --- servers -------------------------------------------------------------------------------------
 
-def _free_port() -> int:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
-        sock.bind(("127.0.0.1", 0))
-        port: int = sock.getsockname()[1]
-        return port
-
-
-def _answers(port: int, name: str) -> bool:
-    """Whether the server called ``name`` sends its INFO line on ``port`` (plain text, TLS or not)."""
-    try:
-        with socket.create_connection(("127.0.0.1", port), timeout=0.5) as sock:
-            sock.settimeout(0.5)
-            line = sock.makefile("rb").readline(65536)
-    except OSError:
-        return False
-    return line.startswith(b"INFO ") and json.loads(line[5:]).get("server_name") == name
-
-
 @dataclass
 class Server:
     """A running nats-server child."""
@@ -194,14 +175,14 @@ def _start(directory: Path, config: dict[str, Any]) -> Server:
     conf = _private(directory / "nats-server.conf", json.dumps(config).encode())
     log = directory / "nats-server.log"
     for _ in range(3):
-        port, name = _free_port(), f"join-{secrets.token_hex(4)}"
+        port, name = free_port(), f"join-{secrets.token_hex(4)}"
         with log.open("ab") as out:
             process = subprocess.Popen([str(binary), "-c", str(conf), "-a", "127.0.0.1", "-p", str(port), "-n", name,
                                         "-js", "-sd", str(directory / "store")],
                                        stdin=subprocess.DEVNULL, stdout=out, stderr=subprocess.STDOUT)
         deadline = time.monotonic() + 10
         while process.poll() is None and time.monotonic() < deadline:
-            if _answers(port, name):
+            if server_answers(port, name):
                 return Server(process, port, directory)
             time.sleep(0.02)
         Server(process, port, directory).stop()  # the port was taken meanwhile, or it did not come up
