@@ -9,6 +9,7 @@ import pytest
 from bridge.browser import ChromiumBrowser
 from bridge.node import Node
 from tests.nats_access import NatsAccess
+from tests.site import TestSite
 
 
 @pytest.fixture(scope="session")
@@ -20,3 +21,11 @@ def node(nats_access: NatsAccess, tmp_path_factory: pytest.TempPathFactory) -> I
         yield started
     finally:
         started.stop()
+
+
+@pytest.fixture
+def site(test_site: TestSite) -> TestSite:
+    """The session's test site with its counters at zero and its slow routes at their 3 s."""
+    test_site.reset()
+    test_site.slow_seconds = 3.0
+    return test_site

@@ -18,12 +18,6 @@ from tests.site import TestSite
 HIT = "POST /clicks/hit"
 
 
-@pytest.fixture
-def site(test_site: TestSite) -> TestSite:
-    test_site.reset()
-    return test_site
-
-
 @pytest.fixture(scope="module")
 def asking(tmp_path_factory: pytest.TempPathFactory, nats_access: NatsAccess) -> Iterator[Served]:
     """A node that holds every write for approval."""

@@ -18,12 +18,6 @@ from tests.nats_access import NatsAccess
 from tests.site import TestSite
 
 
-@pytest.fixture
-def site(test_site: TestSite) -> Iterator[TestSite]:
-    test_site.reset()
-    yield test_site
-
-
 @pytest.fixture(scope="module")
 def fleet(nats_access: NatsAccess) -> Iterator[tuple[Node, Node]]:
     name = "fleet-" + secrets.token_hex(4)

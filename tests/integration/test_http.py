@@ -40,13 +40,6 @@ def served(tmp_path_factory: pytest.TempPathFactory, nats_access: NatsAccess) ->
 
 
 @pytest.fixture
-def site(test_site: TestSite) -> TestSite:
-    test_site.reset()
-    test_site.slow_seconds = 3.0
-    return test_site
-
-
-@pytest.fixture
 def alice(served: Served) -> Iterator[httpx.Client]:
     with served.client("alice") as client:
         yield client

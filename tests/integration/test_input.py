@@ -69,12 +69,6 @@ def clicks_tab(client: httpx.Client, test_site: TestSite) -> int:
     return tab
 
 
-@pytest.fixture
-def site(test_site: TestSite) -> TestSite:
-    test_site.reset()
-    return test_site
-
-
 def post_raw(client: httpx.Client, path: str, text: str) -> httpx.Response:
     return client.post(path, content=text.encode(), headers={"content-type": "application/json"})
 

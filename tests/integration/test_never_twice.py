@@ -25,12 +25,6 @@ CLICK = {"action": "click", "selector": "#hit"}
 SLOW_JS = "await new Promise(r => setTimeout(r, 3000)); return 1"
 
 
-@pytest.fixture
-def site(test_site: TestSite) -> TestSite:
-    test_site.reset()
-    return test_site
-
-
 @pytest.fixture(scope="module")
 def served(tmp_path_factory: pytest.TempPathFactory, nats_access: NatsAccess) -> Iterator[Served]:
     running = serve(tmp_path_factory.mktemp("twice"), nats_access, {"caps": ["core", "automation"]})

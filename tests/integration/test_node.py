@@ -21,13 +21,6 @@ from tests.site import TestSite
 
 
 @pytest.fixture
-def site(test_site: TestSite) -> Iterator[TestSite]:
-    test_site.reset()
-    test_site.slow_seconds = 3.0
-    yield test_site
-
-
-@pytest.fixture
 def started_calls(node: Node) -> Iterator[list[int]]:
     """Ids of the calls started while the test runs."""
     calls: list[int] = []

@@ -10,7 +10,7 @@ import os
 import signal
 import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from typing import Any
 
 import pytest
@@ -22,13 +22,6 @@ from messages.commands import parse_body
 from messages.errors import KitsuneError
 from tests.nats_access import NatsAccess
 from tests.site import TestSite
-
-
-@pytest.fixture
-def site(test_site: TestSite) -> Iterator[TestSite]:
-    test_site.reset()
-    test_site.slow_seconds = 3.0
-    yield test_site
 
 
 def _batch(node: Node, commands: list[dict[str, Any]], **options: Any) -> dict[str, Any]:
