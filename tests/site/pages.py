@@ -238,18 +238,32 @@ def text() -> str:
     return document(TITLES["/text"], body)
 
 
-def wait(delay_ms: int) -> str:
+def wait(delay_ms: int, on_click: bool = False) -> str:
+    """#late arrives and #vanish goes delay_ms after the page runs its script, or after a click on #start.
+
+    With on_click the page changes nothing until it is told to, so a test can look at the page before
+    the change however slow the machine is. window.lateAfterMs is the delay the page itself measured.
+    """
+    start = '\n<p><button id="start" type="button">Start the timer</button></p>' if on_click else ""
     body = f"""<h1>Wait</h1>
-<p id="vanish">I vanish after {delay_ms} ms.</p>
+<p id="vanish">I vanish after {delay_ms} ms.</p>{start}
 <div id="slot"></div>"""
-    script = f"""setTimeout(function () {{
+    trigger = ('document.getElementById("start").addEventListener("click", start, {once: true});'
+               if on_click else "start();")
+    script = f"""function arrive(startedAt) {{
   var late = document.createElement("p");
   late.id = "late";
   late.textContent = "I arrived late.";
   document.getElementById("slot").appendChild(late);
   var vanish = document.getElementById("vanish");
   if (vanish) {{ vanish.remove(); }}
-}}, {delay_ms});"""
+  window.lateAfterMs = performance.now() - startedAt;
+}}
+function start() {{
+  var startedAt = performance.now();
+  setTimeout(function () {{ arrive(startedAt); }}, {delay_ms});
+}}
+{trigger}"""
     return document(TITLES["/wait"], body, script)
 
 

@@ -54,6 +54,7 @@ class TestSite:
         self._orders = 0
         self._checkout: dict[str, str] = {}
         self._stopping = threading.Event()
+        self._slow_gate: threading.Event | None = None
         self._server: _Server | None = None
         self._thread: threading.Thread | None = None
         self._base: str | None = None
@@ -84,6 +85,7 @@ class TestSite:
         self._server = self._thread = None
         self._base = None
         self._stopping.set()
+        self.release_slow()
         if server is not None:
             server.shutdown()
             server.server_close()
@@ -133,8 +135,9 @@ class TestSite:
     def reset(self) -> None:
         """Zero all counters (ANY too) and server-side state (click total, orders, checkout, last form).
 
-        slow_seconds is a setting, not state: reset() leaves it as it is.
+        slow_seconds is a setting, not state: reset() leaves it as it is. A hold_slow() is released and dropped.
         """
+        self.release_slow()
         with self._lock:
             self._counts.clear()
             self._last_form = {}
@@ -164,7 +167,26 @@ class TestSite:
             self._changed.notify_all()
             return n
 
+    def hold_slow(self) -> None:
+        """Hold every /slow answer (after its write is counted) until release_slow(), reset() or stop(),
+        instead of sleeping slow_seconds: a test sees the "counted, not yet answered" state for as long
+        as it needs, however slow the machine."""
+        with self._lock:
+            self._slow_gate = threading.Event()
+
+    def release_slow(self) -> None:
+        """Let the held /slow answers go, and answer the next ones after slow_seconds again."""
+        with self._lock:
+            gate, self._slow_gate = self._slow_gate, None
+        if gate is not None:
+            gate.set()
+
     def _sleep_slow(self) -> None:
+        with self._lock:
+            gate = self._slow_gate
+        if gate is not None:
+            gate.wait()  # set by release_slow(), which reset() and stop() call
+            return
         self._stopping.wait(max(0.0, float(self.slow_seconds)))
 
     def _ship(self, address: str) -> None:
@@ -351,7 +373,7 @@ class _Handler(BaseHTTPRequestHandler):
                 delay = max(0, int(_first(query, "ms") or 500))
             except ValueError:
                 delay = 500
-            self._html(pages.wait(delay))
+            self._html(pages.wait(delay, on_click=_first(query, "start") == "click"))
         elif path == f"/download/{pages.REPORT_NAME}":
             self._send(HTTPStatus.OK, pages.REPORT_CONTENT, "text/plain; charset=utf-8",
                        [("Content-Disposition", f'attachment; filename="{pages.REPORT_NAME}"')])
