@@ -16,7 +16,7 @@ import pytest
 from bridge.node import Node
 from messages.commands import parse_body
 from messages.errors import KitsuneError
-from messages.events import CallStarted, Event
+from messages.events import CallStarted, Event, StepStarted
 from tests.site import TestSite
 
 
@@ -105,7 +105,7 @@ def test_resume_with_applied_sends_nothing_again(node: Node, site: TestSite) -> 
     assert resumed["status"] == "ok", resumed["summary"]
     assert resumed["progress"][1] == {"index": 1, "action": "submitForm", "tabId": body["progress"][1]["tabId"],
                                       "status": "ok", "observed": "applied"}
-    time.sleep(0.5)
+    time.sleep(0.5)  # not a wait for something to happen: a window in which nothing MORE may be sent
     assert site.count("POST /slow") == 1
 
 
@@ -137,7 +137,7 @@ def test_parallel_unknown_write_resumes_with_not_applied_once_and_applied_never(
     site.wait_for_count("POST /slow", at_least=3)
     resumed = node.resume(second["call"], second["resume_token"], {"0.0.1": "applied"}).body
     assert resumed["status"] == "ok"
-    time.sleep(0.5)
+    time.sleep(0.5)  # not a wait for something to happen: a window in which nothing MORE may be sent
     assert site.count("POST /slow") == 3
 
 
@@ -155,33 +155,46 @@ def test_two_sequences_writing_one_tab_the_second_is_refused_tab_owned(node: Nod
     assert statuses(body["progress"][0]["sequences"][1]) == ["failed"]
     assert body["results"][0]["state"]["sequences"][1][0]["code"] == "tab_owned"
     assert site.wait_for_count("POST /clicks/hit") == 1
-    time.sleep(0.3)
+    time.sleep(0.3)  # not a wait for something to happen: the count stays 1, nothing MORE is sent
     assert site.count("POST /clicks/hit") == 1
 
 
 def test_a_tab_written_by_another_calls_parallel_in_progress_is_tab_claimed(
         node: Node, site: TestSite, started_calls: list[int]) -> None:
     tab, other = node.open_tab(site.url("/clicks")), node.open_tab(site.url("/clicks"))
+    holding = threading.Event()
+
+    def listen(event: Event) -> None:
+        if type(event) is StepStarted and event.path == "0.0.1":
+            holding.set()
+
+    # The first call's sequence claims the tab, then waits on a POST /slow that the site holds until the
+    # test releases it: the claim is held for as long as the test needs, however slow the machine.
+    site.hold_slow()
+    node.event_listeners.append(listen)
     first: dict[str, Any] = {}
     holder = threading.Thread(target=lambda: first.update(parallel(node, [
         [{"action": "click", "tabId": tab, "selector": "#local"},
-         {"action": "waitForResult", "tabId": tab, "code": "new Promise(r => setTimeout(() => r(true), 2500))"}],
+         {"action": "waitForResult", "tabId": tab, "timeout": 60,
+          "code": "fetch('/slow', {method: 'POST'}).then(() => true)"}],
         [{"action": "title", "tabId": other}],
     ])))
     holder.start()
-    deadline = time.monotonic() + 10
-    while not started_calls and time.monotonic() < deadline:
-        time.sleep(0.05)
-    time.sleep(0.5)  # the first call's sequence holds its claim on the tab now
+    try:
+        assert holding.wait(30), "the first call's waitForResult never started"
+        assert site.wait_for_count("POST /slow", 1, timeout=30) == 1  # it is in the page, holding the claim
 
-    second = parallel(node, [[{"action": "click", "tabId": tab, "selector": "#hit"}]])
-    holder.join()
+        second = parallel(node, [[{"action": "click", "tabId": tab, "selector": "#hit"}]])
+    finally:
+        site.release_slow()
+        holder.join(60)
+        node.event_listeners.remove(listen)
 
     failure = second["results"][0]["state"]["sequences"][0][0]
     assert failure["code"] == "tab_claimed"
     assert failure["state"]["call"] == started_calls[0]
     assert site.count("POST /clicks/hit") == 0
-    assert first["status"] == "ok"
+    assert first["status"] == "ok", first.get("summary")
 
 
 def test_a_closed_tab_refuses_its_sequence_on_resume_tab_closed(node: Node, site: TestSite) -> None:
