@@ -9,25 +9,145 @@ same call answers ``checkpoint_not_found``.
 
 from __future__ import annotations
 
-import hashlib
-import hmac
 import itertools
-import secrets
 import threading
 from collections import OrderedDict
-from collections.abc import Callable, Mapping
-from dataclasses import dataclass, replace
-from typing import Literal, Protocol
+from collections.abc import Callable, Hashable, Mapping
+from dataclasses import dataclass, field, replace
+from typing import Generic, Literal, Protocol, TypeVar
 
 from actors.engine import Clock
 from messages.commands import CallSpec
 from messages.errors import KitsuneError
 from messages.results import Result
 from messages.steplog import StepRecord
+from messages.tokens import new_token, token_hash, token_matches
 
-__all__ = ["Checkpoint", "CheckpointStore", "Checkpoints", "DropReason", "WorkflowSource", "new_token", "token_hash"]
+__all__ = ["Checkpoint", "CheckpointStore", "Checkpoints", "DropReason", "ExpiringStore", "Kept", "WorkflowSource"]
 
 DropReason = Literal["expired", "pushed_out", "resumed_ok", "internal_error", "shutdown"]
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Kept:
+    """What a store stamps on a checkpoint it keeps."""
+
+    token_sha256: bytes = field(default=b"", repr=False)
+    """SHA-256 of the latest resume token; never the token."""
+    expires_at: float = 0.0
+    """Clock time when it is dropped."""
+    kept_order: int = 0
+    """When the store kept it, relative to the others (the oldest is pushed out first)."""
+
+    def token_matches(self, token: object) -> bool:
+        """Whether ``token`` is the latest resume token (compared in constant time)."""
+        return token_matches(token, self.token_sha256)
+
+
+K = TypeVar("K", bound=Hashable)
+V = TypeVar("V", bound=Kept)
+
+
+class ExpiringStore(Generic[K, V]):
+    """At most ``capacity`` checkpoints by key, oldest pushed out first, each ``ttl`` seconds after it was kept.
+
+    Keeping one gives it a new resume token, of which only the SHA-256 is stamped on it. One taken out to be
+    resumed is not found and still counts, until it is kept again, put back or dropped.
+    """
+
+    def __init__(self, clock: Callable[[], float], *, capacity: int, ttl: float,
+                 on_drop: Callable[[K, DropReason], None] = lambda key, reason: None) -> None:
+        self._clock = clock
+        self._capacity = capacity
+        self._ttl = ttl
+        self._on_drop = on_drop
+        self._held: OrderedDict[K, V] = OrderedDict()
+        self._resuming: dict[K, V] = {}
+        self._order = itertools.count()
+        self._lock = threading.Lock()
+
+    @property
+    def ttl(self) -> float:
+        return self._ttl
+
+    def keep(self, key: K, value: V) -> str:
+        """Store (or replace) a checkpoint as the newest; answer its new resume token."""
+        self.sweep()
+        token = new_token()
+        stored = replace(value, token_sha256=token_hash(token), expires_at=self._clock() + self._ttl,
+                         kept_order=next(self._order))
+        dropped: list[K] = []
+        with self._lock:
+            self._resuming.pop(key, None)
+            self._held.pop(key, None)
+            self._held[key] = stored
+            while self._held and len(self._held) + len(self._resuming) > self._capacity:  # resumed ones count
+                dropped.append(self._held.popitem(last=False)[0])
+        for gone in dropped:
+            self._on_drop(gone, "pushed_out")
+        return token
+
+    def find(self, key: K) -> V | None:
+        """The held checkpoint at ``key``, if any (expired ones are dropped first)."""
+        self.sweep()
+        with self._lock:
+            return self._held.get(key)
+
+    def take(self, key: K, token: object) -> V | None:
+        """Take the checkpoint at ``key`` out to resume it, if it is held and ``token`` is its latest."""
+        self.sweep()
+        with self._lock:
+            found = self._held.get(key)
+            if found is None or not found.token_matches(token):
+                return None
+            self._resuming[key] = self._held.pop(key)
+        return found
+
+    def put_back(self, key: K) -> None:
+        """Return a taken checkpoint unchanged: same token, same place, same expiry."""
+        with self._lock:
+            found = self._resuming.pop(key, None)
+            if found is None:
+                return
+            self._held[key] = found
+            self._held = OrderedDict(sorted(self._held.items(), key=lambda item: item[1].kept_order))
+
+    def drop(self, key: K, reason: DropReason) -> None:
+        """Forget a checkpoint (held or being resumed)."""
+        with self._lock:
+            found = self._held.pop(key, None) or self._resuming.pop(key, None)
+        if found is not None:
+            self._on_drop(key, reason)
+
+    def sweep(self) -> None:
+        """Drop every expired checkpoint."""
+        now = self._clock()
+        with self._lock:
+            expired = [key for key, c in self._held.items() if c.expires_at <= now]
+            for key in expired:
+                del self._held[key]
+        for key in expired:
+            self._on_drop(key, "expired")
+
+    def close(self) -> None:
+        """Drop everything (shutdown)."""
+        with self._lock:
+            keys = [*self._held, *self._resuming]
+            self._held.clear()
+            self._resuming.clear()
+        for key in keys:
+            self._on_drop(key, "shutdown")
+
+    def __len__(self) -> int:
+        """Checkpoints held, those being resumed included (no sweep: a count never drops one)."""
+        with self._lock:
+            return len(self._held) + len(self._resuming)
+
+    def keys(self) -> list[K]:
+        """Keys of the checkpoints held (not being resumed), oldest first."""
+        self.sweep()
+        with self._lock:
+            return list(self._held)
 
 
 @dataclass(frozen=True, slots=True)
@@ -41,7 +161,7 @@ class WorkflowSource:
 
 
 @dataclass(frozen=True, slots=True)
-class Checkpoint:
+class Checkpoint(Kept):
     """What a container call that did not finish ok leaves for ``browser_resume``."""
 
     call: int
@@ -58,21 +178,6 @@ class Checkpoint:
     """The workflow file, for a workflow call."""
     attempts: int
     """Resumes so far."""
-    token_sha256: bytes = b""
-    """SHA-256 of the latest resume token; never the token."""
-    expires_at: float = 0.0
-    """Clock time when it is dropped."""
-    kept_order: int = 0
-    """When the store kept it, relative to the others (the oldest is pushed out first)."""
-
-
-def new_token() -> str:
-    """A resume token: 24 random bytes, URL-safe."""
-    return secrets.token_urlsafe(24)
-
-
-def token_hash(token: str) -> bytes:
-    return hashlib.sha256(token.encode()).digest()
 
 
 class Checkpoints(Protocol):
@@ -88,39 +193,20 @@ class Checkpoints(Protocol):
 
 
 class CheckpointStore:
-    """At most ``capacity`` checkpoints, oldest pushed out first, each ``ttl`` seconds after its call."""
+    """The bridge's container-call checkpoints, by call: an :class:`ExpiringStore` that answers error codes."""
 
     def __init__(self, clock: Clock, *, capacity: int = 20, ttl: float = 1800.0,
                  on_drop: Callable[[int, DropReason], None] = lambda call, reason: None) -> None:
-        self._clock = clock
-        self._capacity = capacity
-        self._ttl = ttl
-        self._on_drop = on_drop
-        self._held: OrderedDict[int, Checkpoint] = OrderedDict()
-        self._resuming: dict[int, Checkpoint] = {}
-        self._order = itertools.count()
-        self._lock = threading.Lock()
+        self._store: ExpiringStore[int, Checkpoint] = ExpiringStore(clock.now, capacity=capacity, ttl=ttl,
+                                                                    on_drop=on_drop)
 
     @property
     def ttl(self) -> float:
-        return self._ttl
+        return self._store.ttl
 
     def keep(self, checkpoint: Checkpoint) -> str:
         """Store (or replace) a checkpoint as the newest; answer its new resume token."""
-        self.sweep()
-        token = new_token()
-        stored = replace(checkpoint, token_sha256=token_hash(token), expires_at=self._clock.now() + self._ttl,
-                         kept_order=next(self._order))
-        dropped: list[int] = []
-        with self._lock:
-            self._resuming.pop(checkpoint.call, None)
-            self._held.pop(checkpoint.call, None)
-            self._held[checkpoint.call] = stored
-            while self._held and len(self._held) + len(self._resuming) > self._capacity:  # resumed ones count
-                dropped.append(self._held.popitem(last=False)[0])
-        for call in dropped:
-            self._on_drop(call, "pushed_out")
-        return token
+        return self._store.keep(checkpoint.call, checkpoint)
 
     def take(self, call: int, token: str) -> Checkpoint:
         """Take a checkpoint out to resume it: ``checkpoint_not_found`` or ``resume_token_invalid``.
@@ -128,59 +214,34 @@ class CheckpointStore:
         It stays out (a concurrent resume answers ``checkpoint_not_found``) until :meth:`put_back`,
         :meth:`keep` or :meth:`drop`.
         """
-        self.sweep()
-        with self._lock:
-            checkpoint = self._held.get(call)
-            if checkpoint is None:
-                raise KitsuneError("checkpoint_not_found", f"No checkpoint for call {call}: it finished ok, "
-                                   "expired, was pushed out, is being resumed, or the bridge restarted")
-            if not isinstance(token, str) or not hmac.compare_digest(token_hash(token), checkpoint.token_sha256):
-                raise KitsuneError("resume_token_invalid", f"The resume token does not match call {call}'s latest")
-            self._resuming[call] = self._held.pop(call)
-        return checkpoint
+        taken = self._store.take(call, token)
+        if taken is not None:
+            return taken
+        if self._store.find(call) is None:
+            raise KitsuneError("checkpoint_not_found", f"No checkpoint for call {call}: it finished ok, "
+                               "expired, was pushed out, is being resumed, or the bridge restarted")
+        raise KitsuneError("resume_token_invalid", f"The resume token does not match call {call}'s latest")
 
     def put_back(self, call: int) -> None:
         """Return a taken checkpoint unchanged: same token, same place, same expiry."""
-        with self._lock:
-            checkpoint = self._resuming.pop(call, None)
-            if checkpoint is None:
-                return
-            self._held[call] = checkpoint
-            self._held = OrderedDict(sorted(self._held.items(), key=lambda item: item[1].kept_order))
+        self._store.put_back(call)
 
     def drop(self, call: int, reason: DropReason) -> None:
         """Forget a checkpoint (held or being resumed)."""
-        with self._lock:
-            found = self._held.pop(call, None) or self._resuming.pop(call, None)
-        if found is not None:
-            self._on_drop(call, reason)
+        self._store.drop(call, reason)
 
     def sweep(self) -> None:
         """Drop every expired checkpoint."""
-        now = self._clock.now()
-        with self._lock:
-            expired = [call for call, c in self._held.items() if c.expires_at <= now]
-            for call in expired:
-                del self._held[call]
-        for call in expired:
-            self._on_drop(call, "expired")
+        self._store.sweep()
 
     def close(self) -> None:
         """Drop everything (bridge shutdown)."""
-        with self._lock:
-            calls = [*self._held, *self._resuming]
-            self._held.clear()
-            self._resuming.clear()
-        for call in calls:
-            self._on_drop(call, "shutdown")
+        self._store.close()
 
     def __len__(self) -> int:
         """Checkpoints held, those being resumed included (no sweep: a count never drops one)."""
-        with self._lock:
-            return len(self._held) + len(self._resuming)
+        return len(self._store)
 
     def calls(self) -> list[int]:
         """Calls with a checkpoint held (not being resumed), oldest first."""
-        self.sweep()
-        with self._lock:
-            return list(self._held)
+        return self._store.keys()

@@ -9,8 +9,6 @@ and the path of what was wrong, and nothing is sent to any page.
 from __future__ import annotations
 
 import asyncio
-import hashlib
-import hmac
 from collections.abc import Awaitable, Callable, Iterator
 from typing import Any
 
@@ -45,6 +43,7 @@ from messages.commands import (
 from messages.errors import KitsuneError, invalid_call
 from messages.results import Done, Failed, HeldForApproval, Outcome, Unknown
 from messages.schema import batch_schema, command_schema, parallel_schema
+from messages.tokens import matching_index
 
 __all__ = ["create_app"]
 
@@ -82,12 +81,8 @@ class _Gate(BaseHTTPMiddleware):
         token = bearer_token(request.headers.getlist("authorization"))
         if token is None:
             return None
-        digest = hashlib.sha256(token.encode()).digest()
-        found = None
-        for agent in self._config.agents:  # every agent compared, in constant time each
-            if hmac.compare_digest(digest, agent.token_sha256):
-                found = agent.name
-        return found
+        found = matching_index(token, [agent.token_sha256 for agent in self._config.agents])
+        return self._config.agents[found].name if found is not None else None
 
     async def dispatch(self, request: Request, call_next: RequestResponseEndpoint) -> Response:
         path = request.url.path

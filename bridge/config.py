@@ -32,10 +32,8 @@ makes one (``default``) with a fresh token written to a file only its owner can 
 
 from __future__ import annotations
 
-import hashlib
 import json
 import os
-import secrets
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -49,6 +47,7 @@ from pydantic_settings.sources.utils import parse_env_vars
 
 from actors.bus import NatsAuth
 from messages.errors import KitsuneError
+from messages.tokens import new_token, token_hash
 
 __all__ = ["CAPABILITY_GROUPS", "Agent", "BridgeConfig", "load_config", "write_token_file"]
 
@@ -213,10 +212,6 @@ def _bad(message: str) -> KitsuneError:
     return KitsuneError("invalid_config", message)
 
 
-def _token_hash(token: str) -> bytes:
-    return hashlib.sha256(token.encode()).digest()
-
-
 def _merge(base: dict[str, Any], over: Mapping[str, Any]) -> dict[str, Any]:
     """``base`` with ``over``'s values, nested sections merged key by key."""
     merged = dict(base)
@@ -268,21 +263,21 @@ def load_config(path: Path | None = None, env: Mapping[str, str] | None = None) 
 
 
 def _built(settings: _Settings, env: Mapping[str, str]) -> BridgeConfig:
-    agents = [Agent(a.name, _token_hash(_long(a.token or _secret(a.token_env, env, f"agent {a.name}"),
+    agents = [Agent(a.name, token_hash(_long(a.token or _secret(a.token_env, env, f"agent {a.name}"),
                                               f"agent {a.name}")))
               for a in settings.agents]
     for pair in filter(None, (p.strip() for p in env.get("KITSUNE_AGENTS", "").split(","))):
         name, _, token = pair.partition("=")
         if not name:
             raise ValueError("KITSUNE_AGENTS is name=token,... with tokens of at least 16 characters")
-        agents.append(Agent(name.strip(), _token_hash(_long(token.strip(), "KITSUNE_AGENTS"))))
+        agents.append(Agent(name.strip(), token_hash(_long(token.strip(), "KITSUNE_AGENTS"))))
     names = [a.name for a in agents]
     if len(set(names)) != len(names):
         raise ValueError("agent names must be unique")
     generated = None
     if not agents:
-        generated = secrets.token_urlsafe(32)
-        agents = [Agent("default", _token_hash(generated))]
+        generated = new_token(32)
+        agents = [Agent("default", token_hash(generated))]
     scrape = settings.metrics.token or _secret(settings.metrics.token_env, env, "metrics")
     nats = settings.nats
     return BridgeConfig(
@@ -298,7 +293,7 @@ def _built(settings: _Settings, env: Mapping[str, str]) -> BridgeConfig:
         audit_file=settings.audit_file,
         max_body_bytes=settings.max_body_bytes,
         generated_token=generated,
-        metrics_token_sha256=_token_hash(_long(scrape, "metrics")) if scrape is not None else None,
+        metrics_token_sha256=token_hash(_long(scrape, "metrics")) if scrape is not None else None,
         nats_url=nats.url,
         nats_auth=NatsAuth(user=nats.user, password=_secret(nats.password_env, env, "nats"),
                            creds_file=nats.creds_file, nkey_seed_file=nats.nkey_seed_file,

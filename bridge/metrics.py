@@ -16,8 +16,6 @@ actor mailboxes). :class:`HttpMetrics` counts HTTP requests by route template an
 from __future__ import annotations
 
 import asyncio
-import hashlib
-import hmac
 import logging
 import threading
 import time
@@ -60,6 +58,7 @@ from messages.events import (
 )
 from messages.results import STATUSES, Done, HeldForApproval, Outcome
 from messages.steplog import StepLogBuilder
+from messages.tokens import matching_index
 
 if TYPE_CHECKING:
     from bridge.config import BridgeConfig
@@ -377,11 +376,7 @@ def scrape_tokens(config: BridgeConfig) -> Callable[[str], bool]:
         hashes.append(config.metrics_token_sha256)
 
     def allowed(token: str) -> bool:
-        digest = hashlib.sha256(token.encode()).digest()
-        found = False
-        for expected in hashes:  # each compared, in constant time
-            found |= hmac.compare_digest(digest, expected)
-        return found
+        return matching_index(token, hashes) is not None
 
     return allowed
 

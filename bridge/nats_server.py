@@ -41,6 +41,7 @@ from actors.bus import NatsAuth
 from actors.event_store import EVENTS_STREAM, EVENTS_SUBJECTS
 from bridge.tab_ids import FLEET_BUCKET
 from messages.errors import KitsuneError
+from messages.tokens import new_token
 
 __all__ = ["NODE_USER", "EmbeddedNats", "free_port", "nats_server_binary", "node_permissions", "server_answers"]
 
@@ -96,7 +97,7 @@ class EmbeddedNats:
         """A fixed port (to bring a server back where clients expect it); a free one if None."""
         self._fleet = fleet
         """The fleet whose subjects the node's user may use; every fleet's when None (a shared test server)."""
-        self.auth = auth if auth is not None else NatsAuth(user=NODE_USER, password=secrets.token_urlsafe(32))
+        self.auth = auth if auth is not None else NatsAuth(user=NODE_USER, password=new_token(32))
         """The node user's credentials, for the node's own connections only."""
         self._process: subprocess.Popen[bytes] | None = None
         self._run_dir: Path | None = None

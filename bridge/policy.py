@@ -8,9 +8,6 @@ resumes and direct calls all pass through the same checks, with the policy as it
 from __future__ import annotations
 
 import collections
-import hashlib
-import hmac
-import secrets
 import threading
 import time
 from collections.abc import Callable
@@ -22,6 +19,7 @@ from actors.engine import Driver
 from bridge.url_policy import UrlPolicy
 from messages.commands import Command, Navigate, NewTab, command_to_json, is_write
 from messages.results import Done, Failed, Failure, HeldForApproval, Outcome
+from messages.tokens import digest, digests_equal, new_token, token_hash
 
 __all__ = ["CLOSED", "USER", "ConfirmTokens", "Policy", "PolicyDriver", "TabOwners"]
 
@@ -101,25 +99,24 @@ class ConfirmTokens:
 
     @staticmethod
     def _binding(agent: str, command: Command, tab: int | None) -> bytes:
-        return hashlib.sha256(orjson.dumps([agent, command.action, tab]) + normalized(command)).digest()
+        return digest(orjson.dumps([agent, command.action, tab]) + normalized(command))
 
     def issue(self, agent: str, command: Command, tab: int | None) -> str:
-        token = secrets.token_urlsafe(24)
+        token = new_token()
         with self._lock:
             now = self._clock()
             self._issued = {k: v for k, v in self._issued.items() if v[1] > now}
-            self._issued[hashlib.sha256(token.encode()).digest()] = (self._binding(agent, command, tab),
-                                                                     now + CONFIRM_TTL)
+            self._issued[token_hash(token)] = (self._binding(agent, command, tab), now + CONFIRM_TTL)
         return token
 
     def redeem(self, token: str, agent: str, command: Command, tab: int | None) -> bool:
         """True once for a valid token issued for exactly this agent, action, tab and parameters."""
-        key = hashlib.sha256(token.encode()).digest()
+        key = token_hash(token)
         with self._lock:
             found = self._issued.get(key)
             if found is None or found[1] <= self._clock():
                 return False
-            if not hmac.compare_digest(found[0], self._binding(agent, command, tab)):
+            if not digests_equal(found[0], self._binding(agent, command, tab)):
                 return False
             del self._issued[key]
         return True

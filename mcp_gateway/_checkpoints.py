@@ -11,18 +11,16 @@ concurrent resume of the same call does not find it either.
 
 from __future__ import annotations
 
-import hashlib
-import hmac
-import itertools
-import secrets
 import time
 from collections import OrderedDict
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass
 from typing import Any, Literal
 
-__all__ = ["CAPACITY", "TTL", "Continuation", "Continuations", "DirectCheckpoint", "DirectCheckpoints", "StopKind",
-           "new_token", "token_hash"]
+from actors.checkpoints import DropReason, ExpiringStore, Kept
+from messages.tokens import token_hash
+
+__all__ = ["CAPACITY", "TTL", "Continuation", "Continuations", "DirectCheckpoint", "DirectCheckpoints", "StopKind"]
 
 CAPACITY = 20
 """Checkpoints kept at most; the oldest is pushed out first."""
@@ -36,17 +34,8 @@ StopKind = Literal["approval", "page", "ask_prompt", "ask_page"]
 ``browser_ask_user`` question the page itself answers (its needs-user hint going away)."""
 
 
-def new_token() -> str:
-    """A resume token: 24 random bytes, URL-safe."""
-    return secrets.token_urlsafe(24)
-
-
-def token_hash(token: str) -> bytes:
-    return hashlib.sha256(token.encode()).digest()
-
-
 @dataclass(frozen=True, slots=True)
-class DirectCheckpoint:
+class DirectCheckpoint(Kept):
     """What a direct call that stopped on ``needs_user`` leaves for ``browser_resume``."""
 
     agent: str
@@ -67,12 +56,6 @@ class DirectCheckpoint:
     """Index of the held request among the tool's requests: a resume restarts there."""
     done: tuple[Mapping[str, Any], ...] = ()
     """Results of the tool's requests before the held one (they ran ok and are never sent again)."""
-    token_sha256: bytes = field(default=b"", repr=False)
-    """SHA-256 of the latest resume token; never the token."""
-    expires_at: float = 0.0
-    """Clock time when it is dropped."""
-    kept_order: int = 0
-    """When it was kept, relative to the others (the oldest is pushed out first)."""
 
     @property
     def on_current_tab(self) -> bool:
@@ -81,70 +64,41 @@ class DirectCheckpoint:
 
 
 class DirectCheckpoints:
-    """At most ``capacity`` direct-call checkpoints, oldest pushed out first, each ``ttl`` seconds."""
+    """The gateway's direct-call checkpoints, by agent and call: an :class:`ExpiringStore`."""
 
     def __init__(self, clock: Callable[[], float] = time.monotonic, *, capacity: int = CAPACITY,
                  ttl: float = TTL) -> None:
-        self._clock = clock
-        self._capacity = capacity
-        self._ttl = ttl
-        self._held: OrderedDict[tuple[str, int], DirectCheckpoint] = OrderedDict()
-        self._resuming: dict[tuple[str, int], DirectCheckpoint] = {}
-        self._order = itertools.count()
+        self._store: ExpiringStore[tuple[str, int], DirectCheckpoint] = ExpiringStore(clock, capacity=capacity,
+                                                                                      ttl=ttl)
 
     def keep(self, checkpoint: DirectCheckpoint) -> str:
         """Store (or replace) a checkpoint as the newest, expiring ``ttl`` from now; its new resume token."""
-        self.sweep()
-        token = new_token()
-        key = (checkpoint.agent, checkpoint.call)
-        self._resuming.pop(key, None)
-        self._held.pop(key, None)
-        self._held[key] = replace(checkpoint, token_sha256=token_hash(token),
-                                  expires_at=self._clock() + self._ttl, kept_order=next(self._order))
-        while self._held and len(self._held) + len(self._resuming) > self._capacity:
-            self._held.popitem(last=False)
-        return token
+        return self._store.keep((checkpoint.agent, checkpoint.call), checkpoint)
 
     def find(self, agent: str, call: int) -> DirectCheckpoint | None:
         """The held checkpoint of ``agent``'s ``call``, if any (expired ones are dropped first)."""
-        self.sweep()
-        return self._held.get((agent, call))
+        return self._store.find((agent, call))
 
     @staticmethod
     def token_matches(checkpoint: DirectCheckpoint, token: Any) -> bool:
         """Whether ``token`` is the checkpoint's latest resume token (compared in constant time)."""
-        return isinstance(token, str) and hmac.compare_digest(token_hash(token), checkpoint.token_sha256)
+        return checkpoint.token_matches(token)
 
-    def take(self, checkpoint: DirectCheckpoint) -> None:
+    def take(self, checkpoint: DirectCheckpoint, token: str) -> None:
         """Take a held checkpoint out while it is resumed; it stays out until kept, put back or dropped."""
-        key = (checkpoint.agent, checkpoint.call)
-        found = self._held.pop(key, None)
-        if found is not None:
-            self._resuming[key] = found
+        self._store.take((checkpoint.agent, checkpoint.call), token)
 
     def put_back(self, checkpoint: DirectCheckpoint) -> None:
         """Return a taken checkpoint unchanged: same token, same place, same expiry."""
-        key = (checkpoint.agent, checkpoint.call)
-        found = self._resuming.pop(key, None)
-        if found is None:
-            return
-        self._held[key] = found
-        self._held = OrderedDict(sorted(self._held.items(), key=lambda item: item[1].kept_order))
+        self._store.put_back((checkpoint.agent, checkpoint.call))
 
-    def drop(self, agent: str, call: int) -> None:
-        """Forget a checkpoint (held or being resumed)."""
-        self._held.pop((agent, call), None)
-        self._resuming.pop((agent, call), None)
-
-    def sweep(self) -> None:
-        """Drop every expired checkpoint."""
-        now = self._clock()
-        for key in [key for key, c in self._held.items() if c.expires_at <= now]:
-            del self._held[key]
+    def drop(self, agent: str, call: int, reason: DropReason = "resumed_ok") -> None:
+        """Forget a checkpoint (held or being resumed): by default, its hold was answered."""
+        self._store.drop((agent, call), reason)
 
     def __len__(self) -> int:
         """Checkpoints held, those being resumed included."""
-        return len(self._held) + len(self._resuming)
+        return len(self._store)
 
 
 @dataclass(frozen=True, slots=True)

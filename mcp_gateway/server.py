@@ -547,13 +547,13 @@ class Gateway:
                               f"The call acts on the current tab, which was tab {checkpoint.tab}; tab "
                               f"{tabs.get('current')} is current now. Select tab {checkpoint.tab} with browser_tabs "
                               "or call the tool again", tabId=checkpoint.tab, currentTab=tabs.get("current"))
-        self.checkpoints.take(checkpoint)
+        self.checkpoints.take(checkpoint, token)
         caller.sent = False
         try:
             return await self._resume(caller, checkpoint, wait)
         except BaseException:
             if caller.sent:  # something may have reached the page: never send it again from here
-                self.checkpoints.drop(checkpoint.agent, checkpoint.call)
+                self.checkpoints.drop(checkpoint.agent, checkpoint.call, "internal_error")
             else:
                 self.checkpoints.put_back(checkpoint)
             raise

@@ -17,7 +17,6 @@ import contextlib
 import ctypes
 import ctypes.util
 import os
-import secrets
 import shutil
 import signal
 import subprocess
@@ -34,6 +33,7 @@ from mcp.server.stdio import stdio_server
 
 from mcp_gateway._bridge import Bridge
 from mcp_gateway.server import Caller, Gateway, approval_wait_from_env
+from messages.tokens import new_token
 
 __all__ = ["EmbeddedBridge", "caps_from_env", "run"]
 
@@ -80,7 +80,7 @@ class EmbeddedBridge:
         self._nats_url = nats_url
         self._process: subprocess.Popen[str] | None = None
         self._directory: Path | None = None
-        self.token = secrets.token_urlsafe(32)
+        self.token = new_token(32)
         self.url = ""
 
     def start(self) -> str:

@@ -15,11 +15,12 @@ from typing import Any
 
 import pytest
 
-from actors.checkpoints import Checkpoint, new_token, token_hash
+from actors.checkpoints import Checkpoint
 from messages.commands import CallSpec, Command, parse_call
 from messages.errors import KitsuneError
 from messages.events import CallStarted
 from messages.results import Failed, Failure, Outcome
+from messages.tokens import new_token, token_hash
 from tests.unit.fakes import ScriptedDriver, World
 
 TTL = 30 * 60

@@ -76,11 +76,11 @@ def test_only_the_sha256_of_the_latest_token_is_kept_and_it_rotates() -> None:
 
 def test_checkpoints_belong_to_their_agent_and_a_taken_one_is_not_found() -> None:
     store = DirectCheckpoints(Clock())
-    store.keep(_checkpoint(9, agent="alice"))
+    token = store.keep(_checkpoint(9, agent="alice"))
     assert store.find("bob", 9) is None
     found = store.find("alice", 9)
     assert found is not None
-    store.take(found)
+    store.take(found, token)
     assert store.find("alice", 9) is None and len(store) == 1
     store.put_back(found)
     assert store.find("alice", 9) == found
