@@ -20,9 +20,10 @@ from actors.event_store import EventStore
 from actors.log_context import AGENT, CALL, STEP
 from actors.loop import Answering, IoLoop
 from actors.pipeline import OrderedWriter
-from actors.tab_actor import SETTLE, not_sent
+from actors.tab_actor import not_sent
 from messages.codec import decode_outcome, encode
 from messages.commands import CallSpec, Command, GetTabs, NewTab, is_write
+from messages.contract import SETTLE
 from messages.errors import KitsuneError
 from messages.events import CallEnded, Event, StepDispatched
 from messages.requests import Subjects, TabCancel, TabRequest

@@ -13,8 +13,9 @@ from typing import Any, Protocol, TypeVar
 
 from actors.checkpoints import Checkpoint, Checkpoints, WorkflowSource
 from actors.engine import EngineConfig, EventSinkPort, Ports, Prior, RunReport, run_call
-from actors.resume import RESUME_DEADLINE, plan_resume
+from actors.resume import plan_resume
 from messages.commands import CallSpec
+from messages.contract import RESUME_DEADLINE
 from messages.errors import KitsuneError
 from messages.results import Failure, Result
 from messages.steplog import StepRecord

@@ -18,6 +18,7 @@ from typing import Generic, Literal, Protocol, TypeVar
 
 from actors.engine import Clock
 from messages.commands import CallSpec
+from messages.contract import CHECKPOINT_CAPACITY, CHECKPOINT_TTL
 from messages.errors import KitsuneError
 from messages.results import Result
 from messages.steplog import StepRecord
@@ -195,7 +196,7 @@ class Checkpoints(Protocol):
 class CheckpointStore:
     """The bridge's container-call checkpoints, by call: an :class:`ExpiringStore` that answers error codes."""
 
-    def __init__(self, clock: Clock, *, capacity: int = 20, ttl: float = 1800.0,
+    def __init__(self, clock: Clock, *, capacity: int = CHECKPOINT_CAPACITY, ttl: float = CHECKPOINT_TTL,
                  on_drop: Callable[[int, DropReason], None] = lambda call, reason: None) -> None:
         self._store: ExpiringStore[int, Checkpoint] = ExpiringStore(clock.now, capacity=capacity, ttl=ttl,
                                                                     on_drop=on_drop)

@@ -34,6 +34,7 @@ from messages.commands import (
     resolve_command,
     secret_values,
 )
+from messages.contract import STEP_TIMEOUT
 from messages.errors import KitsuneError
 from messages.events import (
     BlockWriteSucceeded,
@@ -219,7 +220,7 @@ class Ports:
 class EngineConfig:
     """Engine settings."""
 
-    step_timeout: float = 30.0
+    step_timeout: float = STEP_TIMEOUT
     """Seconds a command may take when it gives no ``timeout``."""
 
 

@@ -16,10 +16,7 @@ from messages.errors import KitsuneError
 from messages.references import Ref
 from messages.steplog import StepRecord
 
-__all__ = ["RESUME_DEADLINE", "accepts", "plan_resume"]
-
-RESUME_DEADLINE = 300.0
-"""A resume's container deadline in seconds, whatever the original call allowed."""
+__all__ = ["accepts", "plan_resume"]
 
 _OBSERVATIONS = ("applied", "not_applied")
 

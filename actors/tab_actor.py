@@ -19,13 +19,11 @@ from typing import Any, Protocol
 
 from actors.loop import IoLoop, Later, LoopActor
 from messages.commands import Command, WaitForResult, is_write
+from messages.contract import SETTLE
 from messages.requests import TabCancel, TabRequest
 from messages.results import Failed, Failure, Outcome, Unknown, outcome_to_json
 
-__all__ = ["SETTLE", "Interrupt", "ServedRequests", "TabActor", "TabDriver", "Ticket", "not_sent"]
-
-SETTLE = 2.0
-"""Seconds a tab may answer after a command's own timeout before the asker gives up."""
+__all__ = ["Interrupt", "ServedRequests", "TabActor", "TabDriver", "Ticket", "not_sent"]
 
 Pause = Callable[[float], Awaitable[None]]
 """Awaited by a write between its rounds (a ``waitForResult`` between polls) instead of a sleep."""

@@ -40,6 +40,7 @@ from messages.commands import (
     parse_call,
     parse_command,
 )
+from messages.contract import CALL_TIMEOUT
 from messages.errors import KitsuneError, invalid_call
 from messages.results import Done, Failed, HeldForApproval, Outcome, Unknown
 from messages.schema import batch_schema, command_schema, parallel_schema
@@ -177,7 +178,7 @@ class Api:
         workflow = self.node.workflows.load(body.get("workflow"))  # type: ignore[arg-type]
         spec, source = workflow.call_spec(body.get("variables"), default_tab=body.get("tabId"),
                                           stop_on_warning=body.get("stopOnWarning", False),
-                                          timeout=body.get("timeout", 120.0))
+                                          timeout=body.get("timeout", CALL_TIMEOUT))
         response = await self.node.run_async(RunCall(await self.checked(spec, agent), source, agent))
         return _json(response.body, response.http_status)
 

@@ -43,7 +43,7 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 from actors.bus import NatsBus
 from bridge.auth import bearer_token
 from messages.commands import ACTIONS
-from messages.errors import HTTP_STATUS, KitsuneError
+from messages.errors import ERROR_CODES, KitsuneError
 from messages.events import (
     CallEnded,
     CallResumed,
@@ -76,16 +76,7 @@ disable_created_metrics()  # type: ignore[no-untyped-call]
 KINDS = ("batch", "parallel", "workflow")
 ACTION_NAMES = frozenset(ACTIONS)
 """Every action and block name (``sequence``, ``parallel``, ``if``, ...)."""
-CODES = frozenset(HTTP_STATUS) | frozenset({
-    # step failures (browser, engine, policy, claims)
-    "ambiguous_selector", "barrier_timeout", "browser_error", "container_timeout", "download_failed",
-    "internal", "internal_error", "invalid_form", "invalid_selector", "js_error", "js_syntax_error",
-    "max_iterations", "navigation_failed", "needs_user", "no_form", "no_tab", "not_actionable", "not_applied",
-    "not_editable", "not_found", "not_select", "option_not_found", "read_only", "reference_unresolved",
-    "confirm_token_invalid", "node_stopped",
-    "skipped", "storage_failed", "storage_full", "storage_unavailable", "tab_claimed", "tab_closed",
-    "tab_owned", "timeout", "url_denied", "wrong_element",
-})
+CODES = frozenset(ERROR_CODES)
 """Error codes a label may name; any other code is ``other``."""
 DROP_REASONS = ("expired", "pushed_out", "resumed_ok", "internal_error", "shutdown")
 RESUME_OUTCOMES = (*STATUSES, "refused", "internal_error")

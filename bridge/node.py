@@ -35,7 +35,7 @@ from actors.event_store import EventStore, JetStreamEventStore, LocalEventStore
 from actors.log_context import CALL
 from actors.loop import IoLoop, ask_from_loop
 from actors.sequence_actor import ActorSequences, BarrierActor
-from actors.tab_actor import SETTLE, Interrupt, ServedRequests, TabActor, Ticket, not_sent
+from actors.tab_actor import Interrupt, ServedRequests, TabActor, Ticket, not_sent
 from bridge.metrics import NodeMetrics
 from bridge.nats_server import EmbeddedNats
 from bridge.policy import ConfirmTokens, Policy, PolicyDriver, TabOwners
@@ -45,6 +45,7 @@ from bridge.url_policy import UrlPolicy
 from bridge.workflows import WorkflowLibrary
 from messages.codec import decode, decode_outcome, encode
 from messages.commands import CallSpec, CloseTab, Command, GetTabs, NewTab
+from messages.contract import CHECKPOINT_CAPACITY, CHECKPOINT_TTL, SETTLE, STEP_TIMEOUT
 from messages.errors import KitsuneError
 from messages.events import Event
 from messages.requests import Subjects, TabCancel, TabRequest
@@ -98,9 +99,9 @@ class NodeConfig:
     """The fleet this node serves tabs in (the first token of its NATS subjects)."""
     audit_file: Path | None = None
     """The audit log's JSON-lines file (the stream alone when None)."""
-    checkpoint_ttl: float = 1800.0
-    checkpoint_capacity: int = 20
-    step_timeout: float = 30.0
+    checkpoint_ttl: float = CHECKPOINT_TTL
+    checkpoint_capacity: int = CHECKPOINT_CAPACITY
+    step_timeout: float = STEP_TIMEOUT
 
 
 class Node:

@@ -18,6 +18,7 @@ import orjson
 from actors.engine import Driver
 from bridge.url_policy import UrlPolicy
 from messages.commands import Command, Navigate, NewTab, command_to_json, is_write
+from messages.contract import CONFIRM_TTL
 from messages.results import Done, Failed, Failure, HeldForApproval, Outcome
 from messages.tokens import digest, digests_equal, new_token, token_hash
 
@@ -26,8 +27,6 @@ __all__ = ["CLOSED", "USER", "ConfirmTokens", "Policy", "PolicyDriver", "TabOwne
 USER = "user"
 """The owner of tabs the bridge did not open for an agent."""
 
-CONFIRM_TTL = 120.0
-"""Seconds a confirm token stays valid."""
 
 
 @dataclass(frozen=True, slots=True)

@@ -29,6 +29,7 @@ import yaml
 
 from actors.checkpoints import WorkflowSource
 from messages.commands import CallSpec, Limits, parse_call
+from messages.contract import CALL_TIMEOUT
 from messages.errors import KitsuneError
 
 __all__ = ["Workflow", "WorkflowLibrary", "parse_workflow"]
@@ -74,7 +75,7 @@ class Workflow:
 
 
     def call_spec(self, variables: Any, *, default_tab: Any = None, stop_on_warning: Any = False,
-                  timeout: Any = 120.0, limits: Limits = Limits()) -> tuple[CallSpec, WorkflowSource]:
+                  timeout: Any = CALL_TIMEOUT, limits: Limits = Limits()) -> tuple[CallSpec, WorkflowSource]:
         """The validated call this workflow makes with ``variables``, and the source a checkpoint keeps."""
         spec = parse_call("workflow", self.instantiate(variables), default_tab=default_tab,
                           stop_on_warning=stop_on_warning, timeout=timeout, limits=limits)

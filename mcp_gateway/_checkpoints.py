@@ -18,15 +18,10 @@ from dataclasses import dataclass
 from typing import Any, Literal
 
 from actors.checkpoints import DropReason, ExpiringStore, Kept
+from messages.contract import CHECKPOINT_CAPACITY, CHECKPOINT_TTL, CONFIRM_TTL
 from messages.tokens import token_hash
 
-__all__ = ["CAPACITY", "TTL", "Continuation", "Continuations", "DirectCheckpoint", "DirectCheckpoints", "StopKind"]
-
-CAPACITY = 20
-"""Checkpoints kept at most; the oldest is pushed out first."""
-
-TTL = 1800.0
-"""Seconds a checkpoint lives after its call or its last resume."""
+__all__ = ["Continuation", "Continuations", "DirectCheckpoint", "DirectCheckpoints", "StopKind"]
 
 StopKind = Literal["approval", "page", "ask_prompt", "ask_page"]
 """What a direct call stopped on: an ask-before-act hold, a page only a person can get past
@@ -66,8 +61,8 @@ class DirectCheckpoint(Kept):
 class DirectCheckpoints:
     """The gateway's direct-call checkpoints, by agent and call: an :class:`ExpiringStore`."""
 
-    def __init__(self, clock: Callable[[], float] = time.monotonic, *, capacity: int = CAPACITY,
-                 ttl: float = TTL) -> None:
+    def __init__(self, clock: Callable[[], float] = time.monotonic, *, capacity: int = CHECKPOINT_CAPACITY,
+                 ttl: float = CHECKPOINT_TTL) -> None:
         self._store: ExpiringStore[tuple[str, int], DirectCheckpoint] = ExpiringStore(clock, capacity=capacity,
                                                                                       ttl=ttl)
 
@@ -126,7 +121,7 @@ class Continuation:
 class Continuations:
     """Confirm tokens of held requests inside multi-request tools, by SHA-256, until they expire."""
 
-    def __init__(self, clock: Callable[[], float] = time.monotonic, *, ttl: float = 120.0,
+    def __init__(self, clock: Callable[[], float] = time.monotonic, *, ttl: float = CONFIRM_TTL,
                  capacity: int = 256) -> None:
         self._clock = clock
         self._ttl = ttl

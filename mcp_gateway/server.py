@@ -39,8 +39,9 @@ from mcp.shared.exceptions import MCPError
 from mcp_gateway._bridge import Bridge
 from mcp_gateway._checkpoints import Continuations, DirectCheckpoint, DirectCheckpoints, StopKind
 from mcp_gateway._tools import TOOLS, ToolSpec, enabled_tools
+from messages.contract import APPROVAL_PROMPT_MAX, CALL_TIMEOUT, CONFIRM_TTL, RESUME_DEADLINE, SETTLE, STEP_TIMEOUT
 
-__all__ = ["PAGE_STATE_CHECKS", "PROGRESS_EVERY", "PROMPT_MAX", "RESUME_WAIT_MAX", "Caller", "Gateway",
+__all__ = ["PAGE_STATE_CHECKS", "PROGRESS_EVERY", "RESUME_WAIT_MAX", "Caller", "Gateway",
            "PageCheck", "approval_wait_from_env"]
 
 log = logging.getLogger(__name__)
@@ -68,10 +69,6 @@ PAGE_STATE_CHECKS: dict[str, PageCheck] = {
 ``browser_resume`` polls the check every second for up to ``wait`` seconds before it runs the call
 again, and returns the stop again (with a new resume token, nothing sent) while it fails."""
 
-CONFIRM_TTL = 120.0
-"""Seconds a bridge confirm token stays valid (bridge.policy.CONFIRM_TTL)."""
-PROMPT_MAX = CONFIRM_TTL - 5.0
-"""An approval prompt stays open at most this long: the token it redeems must still be valid."""
 ASK_MAX = 120.0
 """A browser_ask_user prompt stays open at most this long."""
 RESUME_WAIT_MAX = 300.0
@@ -80,12 +77,6 @@ PROGRESS_EVERY = 10.0
 """Seconds between progress notifications while the gateway waits for a person or a page."""
 POLL_EVERY = 1.0
 """Seconds between checks of a page state."""
-RESUME_DEADLINE = 300.0
-"""A container resume's fixed deadline on the bridge."""
-SETTLE = 2.0
-"""Settle time a bridge adds after a deadline before it answers."""
-STEP_TIMEOUT = 30.0
-"""A command's default timeout on the bridge."""
 
 PAGE_FAILURES = frozenset({"not_found", "not_actionable", "not_editable", "timeout", "wrong_element",
                            "option_not_found"})
@@ -97,10 +88,10 @@ def approval_wait_from_env(env: Mapping[str, str] | None = None) -> float:
     """``KITSUNE_APPROVAL_WAIT``: how long a direct call's approval prompt stays open (0 to 115 s, default 115)."""
     raw = (os.environ if env is None else env).get("KITSUNE_APPROVAL_WAIT", "").strip()
     try:
-        value = float(raw) if raw else PROMPT_MAX
+        value = float(raw) if raw else APPROVAL_PROMPT_MAX
     except ValueError:
-        value = PROMPT_MAX
-    return min(max(value, 0.0), PROMPT_MAX) if math.isfinite(value) else PROMPT_MAX
+        value = APPROVAL_PROMPT_MAX
+    return min(max(value, 0.0), APPROVAL_PROMPT_MAX) if math.isfinite(value) else APPROVAL_PROMPT_MAX
 
 
 # --- callers --------------------------------------------------------------------------------------------
@@ -247,7 +238,7 @@ class _Plan:
     """The checkpoint's call when this run resumes one (kept across resumes)."""
     tab: int | None = None
     """The tab the call runs on when known (a resume pins it)."""
-    prompt_wait: float = PROMPT_MAX
+    prompt_wait: float = APPROVAL_PROMPT_MAX
 
 
 def _commands(tool: str, args: Mapping[str, Any], tab: int | None) -> list[dict[str, Any]]:
@@ -290,11 +281,11 @@ Identify = Callable[[ServerRequestContext[Any, Any]], Caller]
 class Gateway:
     """Kitsune's MCP tools for every connection of one transport; direct-call checkpoints in memory."""
 
-    def __init__(self, caps: frozenset[str], *, approval_wait: float = PROMPT_MAX,
+    def __init__(self, caps: frozenset[str], *, approval_wait: float = APPROVAL_PROMPT_MAX,
                  clock: Callable[[], float] = time.monotonic) -> None:
         self.caps = caps
         """The capability groups this gateway offers (those the bridge also enables are listed)."""
-        self.approval_wait = min(max(approval_wait, 0.0), PROMPT_MAX)
+        self.approval_wait = min(max(approval_wait, 0.0), APPROVAL_PROMPT_MAX)
         """How long a direct call's approval prompt stays open."""
         self.checkpoints = DirectCheckpoints(clock)
         self.continuations = Continuations(clock, ttl=CONFIRM_TTL)
@@ -364,7 +355,7 @@ class Gateway:
     # containers
 
     async def _container(self, caller: Caller, path: str, body: dict[str, Any]) -> dict[str, Any]:
-        timeout = body.get("timeout", 120.0)
+        timeout = body.get("timeout", CALL_TIMEOUT)
         caller.sent = True
         return await caller.bridge.post(path, body, timeout=float(timeout) + SETTLE + 30.0)
 
@@ -571,7 +562,7 @@ class Gateway:
             remaining = max(0.0, wait - (self._clock() - started))
         plan = _Plan(spec, dict(checkpoint.arguments), _commands(spec.name, checkpoint.arguments, checkpoint.tab),
                      start=checkpoint.step, done=[dict(d) for d in checkpoint.done], call=checkpoint.call,
-                     tab=checkpoint.tab, prompt_wait=min(remaining, PROMPT_MAX))
+                     tab=checkpoint.tab, prompt_wait=min(remaining, APPROVAL_PROMPT_MAX))
         result = await self._run(caller, plan)
         if result.get("resume_token") is None or result.get("call") != checkpoint.call:
             self.checkpoints.drop(checkpoint.agent, checkpoint.call)  # no longer stops on needs_user

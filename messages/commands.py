@@ -16,12 +16,13 @@ from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any, ClassVar, Literal, TypedDict, Union
 
+from messages.contract import CALL_TIMEOUT, MAX_CALL_TIMEOUT, MAX_STEP_TIMEOUT
 from messages.errors import KitsuneError, invalid_call
 from messages.references import Ref, Template, parse_references, references_in, resolve
 
 __all__ = [
-    "ACTIONS", "BLOCKS", "MAX_CALL_TIMEOUT", "MAX_JS", "MAX_KEY", "MAX_NAME", "MAX_REFERENCE", "MAX_SELECTOR",
-    "MAX_STEP_TIMEOUT", "MAX_TEXT", "MAX_URL", "Broadcast", "CallKind", "CallSpec", "Check", "Click", "ClipboardOp",
+    "ACTIONS", "BLOCKS", "MAX_JS", "MAX_KEY", "MAX_NAME", "MAX_REFERENCE", "MAX_SELECTOR",
+    "MAX_TEXT", "MAX_URL", "Broadcast", "CallKind", "CallSpec", "Check", "Click", "ClipboardOp",
     "CloseTab", "Command", "Cookie", "Cookies", "Download", "Fill", "Find", "Flag", "GetTabs", "If",
     "Integer", "Js", "Limits", "Navigate", "NewTab", "Number", "PageText", "Parallel", "Press",
     "Retry", "Screenshot", "Select", "Sequence", "Storage", "SubmitForm", "SwitchTab",
@@ -55,10 +56,6 @@ MAX_NAME = 256
 """Labels and barrier names."""
 MAX_REFERENCE = 256
 """A whole ``${$N...}`` reference given where a number, a boolean or a tab id goes."""
-MAX_STEP_TIMEOUT = 300.0
-"""A command's ``timeout`` in seconds (a resume's fixed deadline, spec: browser_resume)."""
-MAX_CALL_TIMEOUT = 3600.0
-"""A container call's ``timeout`` in seconds."""
 
 
 def _param(doc: str, default: Any = dataclasses.MISSING, **meta: Any) -> Any:
@@ -823,7 +820,7 @@ class CallSpec:
     """Tab for steps that name none (the caller's current tab)."""
     stop_on_warning: bool = False
     """Stop at a step that succeeded with a warning."""
-    timeout: float = 120.0
+    timeout: float = CALL_TIMEOUT
     """The container deadline in seconds (``container_timeout``)."""
 
 
@@ -833,7 +830,7 @@ def parse_call(
     *,
     default_tab: Any = None,
     stop_on_warning: Any = False,
-    timeout: Any = 120.0,
+    timeout: Any = CALL_TIMEOUT,
     limits: Limits = Limits(),
     max_timeout: float = MAX_CALL_TIMEOUT,
 ) -> CallSpec:
@@ -924,7 +921,7 @@ def parse_body(kind: Literal["batch", "parallel"], body: Any, limits: Limits = L
     if unknown:
         raise invalid_call("unknown_parameter", "", f"a {kind} body takes no {unknown[0]!r}", param=unknown[0])
     options = {"default_tab": body.get("tabId"), "stop_on_warning": body.get("stopOnWarning", False),
-               "timeout": body.get("timeout", 120.0), "limits": limits}
+               "timeout": body.get("timeout", CALL_TIMEOUT), "limits": limits}
     if kind == "batch":
         return parse_call("batch", body.get("commands"), **options)
     sequences = body.get("sequences")

@@ -7,52 +7,76 @@ stored results or tokens: they name paths, parameters and codes only.
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Mapping
+from dataclasses import dataclass
 from typing import Any
 
-__all__ = ["HTTP_STATUS", "KitsuneError", "invalid_call"]
+__all__ = ["ERROR_CODES", "UNKNOWN_CODE_STATUS", "ErrorCode", "KitsuneError", "invalid_call"]
 
-HTTP_STATUS: Mapping[str, int] = {
+_log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True, slots=True)
+class ErrorCode:
+    """One error code of the contract (spec: Errors)."""
+
+    name: str
+    """The machine-readable code."""
+    http_status: int
+    """The HTTP status a :class:`KitsuneError` of this code answers with. A code that travels only
+    inside a result (a step's failure) is answered with its call's status; this is its status if raised."""
+    retryable: bool
+    """Whether sending the same request again may succeed, when the error does not say."""
+
+
+def _codes(http_status: int, retryable: bool, *names: str) -> list[ErrorCode]:
+    return [ErrorCode(name, http_status, retryable) for name in names]
+
+
+ERROR_CODES: Mapping[str, ErrorCode] = {code.name: code for code in [
     # Bad calls: rejected whole before anything is sent.
-    "invalid_call": 400,
-    "unknown_action": 400,
-    "missing_parameter": 400,
-    "invalid_parameter": 400,
-    "unknown_parameter": 400,
-    "bad_reference": 400,
-    "empty_parallel": 400,
-    "too_deep": 400,
-    "too_many_commands": 400,
-    "invalid_workflow": 400,
-    "invalid_json": 400,
-    "duplicate_key": 400,
-    "duplicate_header": 400,
-    "invalid_content_type": 400,
-    "body_too_large": 413,
-    "unknown_tab": 400,
-    "invalid_config": 400,
+    *_codes(400, False, "invalid_call", "unknown_action", "missing_parameter", "invalid_parameter",
+            "unknown_parameter", "bad_reference", "empty_parallel", "too_deep", "too_many_commands",
+            "invalid_workflow", "invalid_json", "duplicate_key", "duplicate_header", "invalid_content_type",
+            "unknown_tab", "invalid_config", "unknown_tool"),
+    *_codes(413, False, "body_too_large"),
     # The caller.
-    "unauthorized": 401,
-    "capability_disabled": 404,
-    "workflow_not_found": 404,
+    *_codes(401, False, "unauthorized"),
+    *_codes(404, False, "capability_disabled", "workflow_not_found"),
+    *_codes(405, False, "method_not_allowed"),
     # Resume (spec: Errors).
-    "checkpoint_not_found": 404,
-    "resume_token_invalid": 403,
-    "workflow_changed": 409,
-    "observed_invalid": 400,
-    "observed_required": 400,
-    "resume_failed": 200,
-    # The node's own parts are not there (yet): try again later.
-    "nats_unavailable": 503,
-    "browser_unavailable": 503,
-    "tabs_unavailable": 503,
-    "bus_disconnected": 503,
-    "bus_error": 503,
-    "no_responders": 503,
-    "bus_timeout": 504,
-    "events_unavailable": 503,
-    "audit_unavailable": 503,
-}
+    *_codes(404, False, "checkpoint_not_found"),
+    *_codes(403, False, "resume_token_invalid"),
+    *_codes(409, False, "workflow_changed", "current_tab_changed"),
+    *_codes(400, False, "observed_invalid", "observed_required"),
+    *_codes(200, False, "resume_failed"),
+    # The node's own parts are not there (yet).
+    *_codes(503, False, "nats_unavailable", "browser_unavailable", "bus_disconnected", "bus_error",
+            "audit_unavailable"),
+    *_codes(503, True, "tabs_unavailable", "tab_ids_unavailable", "no_responders", "events_unavailable",
+            "bridge_unavailable"),
+    *_codes(504, False, "bus_timeout", "bridge_timeout"),
+    *_codes(502, False, "bridge_error"),
+    # A step's failure, answered inside its call's result.
+    *_codes(400, False, "reference_unresolved", "no_tab", "tab_closed", "ambiguous_selector", "invalid_selector",
+            "wrong_element", "not_select", "no_form", "invalid_form", "js_error", "js_syntax_error",
+            "max_iterations", "storage_full", "storage_unavailable", "not_applied"),
+    *_codes(400, True, "not_found", "not_actionable", "not_editable", "option_not_found"),
+    *_codes(403, False, "read_only", "url_denied", "needs_user", "confirm_token_invalid"),
+    *_codes(409, False, "tab_owned", "tab_claimed"),
+    *_codes(409, True, "navigated", "skipped"),
+    *_codes(502, False, "download_failed", "storage_failed"),
+    *_codes(502, True, "navigation_failed"),
+    *_codes(504, False, "container_timeout"),
+    *_codes(504, True, "timeout", "barrier_timeout"),
+    *_codes(500, False, "internal", "internal_error", "browser_error"),
+    *_codes(503, False, "node_stopped"),
+]}
+"""Every code Kitsune raises or answers, by name; a unit test finds each code literal of the package here."""
+
+UNKNOWN_CODE_STATUS = 500
+"""A code missing from :data:`ERROR_CODES` is a server bug: it answers 500, with a warning logged."""
 
 
 class KitsuneError(Exception):
@@ -63,7 +87,7 @@ class KitsuneError(Exception):
         code: str,
         message: str,
         *,
-        retryable: bool = False,
+        retryable: bool | None = None,
         state: Mapping[str, Any] | None = None,
     ) -> None:
         super().__init__(message)
@@ -71,15 +95,21 @@ class KitsuneError(Exception):
         """Machine-readable error code (spec: Errors)."""
         self.message = message
         """What went wrong, for a person; never holds a secret."""
-        self.retryable = retryable
-        """Whether sending the same request again may succeed."""
+        known = ERROR_CODES.get(code)
+        self.retryable = retryable if retryable is not None else known is not None and known.retryable
+        """Whether sending the same request again may succeed (by default, as its code says)."""
         self.state = dict(state) if state is not None else None
         """Details the caller can act on (paths, steps, tabs)."""
 
     @property
     def http_status(self) -> int:
-        """The HTTP status this error is answered with."""
-        return HTTP_STATUS.get(self.code, 400)
+        """The HTTP status this error is answered with: its code's, or 500 (logged) for an unknown code."""
+        known = ERROR_CODES.get(self.code)
+        if known is None:
+            _log.warning("error code %r is not in messages.errors.ERROR_CODES: answered %d", self.code,
+                         UNKNOWN_CODE_STATUS)
+            return UNKNOWN_CODE_STATUS
+        return known.http_status
 
     def to_json(self) -> dict[str, Any]:
         """The error's wire form: ``{"error", "code", "retryable", "state"?}``."""

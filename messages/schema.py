@@ -10,7 +10,8 @@ import types
 import typing
 from typing import Any, Literal, Union
 
-from messages.commands import ACTIONS, MAX_CALL_TIMEOUT, MAX_REFERENCE, Command, Param, parameters
+from messages.commands import ACTIONS, MAX_REFERENCE, Command, Param, parameters
+from messages.contract import CALL_TIMEOUT, MAX_CALL_TIMEOUT
 from messages.references import Ref, Template
 
 __all__ = ["batch_schema", "command_schema", "parallel_schema"]
@@ -85,7 +86,7 @@ _CALL_OPTIONS: dict[str, Any] = {
     "tabId": {"type": "integer", "description": "Default tab for steps that name none."},
     "stopOnWarning": {"type": "boolean", "default": False,
                       "description": "Stop at a step that succeeded with a warning."},
-    "timeout": {"type": "number", "exclusiveMinimum": 0, "maximum": MAX_CALL_TIMEOUT, "default": 120,
+    "timeout": {"type": "number", "exclusiveMinimum": 0, "maximum": MAX_CALL_TIMEOUT, "default": CALL_TIMEOUT,
                 "description": "The call's deadline in seconds (container_timeout)."},
 }
 

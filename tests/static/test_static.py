@@ -16,9 +16,9 @@ ROOT = Path(__file__).resolve().parents[2]
 BIN = Path(sys.executable).parent
 
 PURE_CORE = ["messages.commands", "messages.references", "messages.results", "messages.errors", "messages.events",
-             "messages.steplog", "messages.codec", "messages.schema", "messages.tokens", "actors.engine",
-             "actors.claims", "actors.checkpoints", "actors.resume", "actors.calls", "bridge.workflows",
-             "bridge.url_policy"]
+             "messages.steplog", "messages.codec", "messages.schema", "messages.tokens", "messages.contract",
+             "actors.engine", "actors.claims", "actors.checkpoints", "actors.resume", "actors.calls",
+             "bridge.workflows", "bridge.url_policy"]
 IO_LIBRARIES = ["nats", "playwright", "starlette", "uvicorn", "pykka", "mcp", "prometheus_client", "httpx",
                 "asyncio", "socket"]
 

@@ -11,12 +11,10 @@ import pytest
 from messages.commands import (
     ACTIONS,
     BLOCKS,
-    MAX_CALL_TIMEOUT,
     MAX_JS,
     MAX_KEY,
     MAX_NAME,
     MAX_SELECTOR,
-    MAX_STEP_TIMEOUT,
     MAX_TEXT,
     MAX_URL,
     Broadcast,
@@ -62,6 +60,7 @@ from messages.commands import (
     resolve_command,
     secret_values,
 )
+from messages.contract import MAX_CALL_TIMEOUT, MAX_STEP_TIMEOUT
 from messages.errors import KitsuneError
 from messages.references import Ref, Template
 from messages.schema import batch_schema, command_schema

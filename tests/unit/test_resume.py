@@ -15,8 +15,8 @@ import pytest
 
 from actors.checkpoints import Checkpoint
 from actors.claims import Claim
-from actors.resume import RESUME_DEADLINE
 from messages.commands import CallSpec, Command, parse_call
+from messages.contract import RESUME_DEADLINE
 from messages.errors import KitsuneError
 from messages.events import CallResumed
 from messages.results import Outcome

@@ -20,8 +20,9 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from actors.loop import IoLoop
-from actors.tab_actor import SETTLE, Interrupt, Pause, ServedRequests, TabActor, Ticket
+from actors.tab_actor import Interrupt, Pause, ServedRequests, TabActor, Ticket
 from messages.commands import Command, is_write, parse_command
+from messages.contract import SETTLE
 from messages.requests import TabCancel, TabRequest
 from messages.results import Done, Failed, Outcome, Unknown, outcome_from_json
 

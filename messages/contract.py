@@ -1,0 +1,27 @@
+"""The contract's numbers, in one place: each names the spec rule it comes from."""
+
+from __future__ import annotations
+
+__all__ = ["APPROVAL_PROMPT_MAX", "CALL_TIMEOUT", "CHECKPOINT_CAPACITY", "CHECKPOINT_TTL", "CONFIRM_TTL",
+           "MAX_CALL_TIMEOUT", "MAX_STEP_TIMEOUT", "RESUME_DEADLINE", "SETTLE", "STEP_TIMEOUT"]
+
+CALL_TIMEOUT = 120.0
+"""A container call's default deadline in seconds (spec: ``container_timeout``, default 120)."""
+MAX_CALL_TIMEOUT = 3600.0
+"""The largest container call ``timeout`` in seconds (spec: Limits)."""
+STEP_TIMEOUT = 30.0
+"""Seconds a command may take when it gives no ``timeout`` (spec: Commands, default step timeout)."""
+MAX_STEP_TIMEOUT = 300.0
+"""The largest command ``timeout`` in seconds: a resume's fixed deadline (spec: browser_resume)."""
+SETTLE = 2.0
+"""Seconds a tab may answer after a command's own timeout before the asker gives up (spec: deadlines)."""
+RESUME_DEADLINE = 300.0
+"""A resume's container deadline in seconds, whatever the original call allowed (spec: browser_resume)."""
+CONFIRM_TTL = 120.0
+"""Seconds a confirm token of ask-before-act stays valid (spec: Policy, confirm tokens)."""
+APPROVAL_PROMPT_MAX = CONFIRM_TTL - 5.0
+"""Seconds an approval prompt stays open at most (115): its token must still be valid (spec: Direct calls)."""
+CHECKPOINT_CAPACITY = 20
+"""Checkpoints kept at most, the oldest pushed out first (spec: Checkpoints)."""
+CHECKPOINT_TTL = 1800.0
+"""Seconds a checkpoint lives after its call or its last resume (spec: Checkpoints, 30 minutes)."""
