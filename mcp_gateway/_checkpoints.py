@@ -79,9 +79,10 @@ class DirectCheckpoints:
         """Whether ``token`` is the checkpoint's latest resume token (compared in constant time)."""
         return checkpoint.token_matches(token)
 
-    def take(self, checkpoint: DirectCheckpoint, token: str) -> None:
-        """Take a held checkpoint out while it is resumed; it stays out until kept, put back or dropped."""
-        self._store.take((checkpoint.agent, checkpoint.call), token)
+    def take(self, checkpoint: DirectCheckpoint, token: str) -> bool:
+        """Take a held checkpoint out while it is resumed; it stays out until kept, put back or dropped.
+        False when it is no longer held (another resume took it first, or it expired)."""
+        return self._store.take((checkpoint.agent, checkpoint.call), token) is not None
 
     def put_back(self, checkpoint: DirectCheckpoint) -> None:
         """Return a taken checkpoint unchanged: same token, same place, same expiry."""

@@ -538,7 +538,9 @@ class Gateway:
                               f"The call acts on the current tab, which was tab {checkpoint.tab}; tab "
                               f"{tabs.get('current')} is current now. Select tab {checkpoint.tab} with browser_tabs "
                               "or call the tool again", tabId=checkpoint.tab, currentTab=tabs.get("current"))
-        self.checkpoints.take(checkpoint, token)
+        if not self.checkpoints.take(checkpoint, token):  # another resume took it while the tabs were listed
+            return _error("checkpoint_not_found", f"Call {call} is being resumed by another request, or its "
+                          "checkpoint expired")
         caller.sent = False
         try:
             return await self._resume(caller, checkpoint, wait)

@@ -80,8 +80,9 @@ def test_checkpoints_belong_to_their_agent_and_a_taken_one_is_not_found() -> Non
     assert store.find("bob", 9) is None
     found = store.find("alice", 9)
     assert found is not None
-    store.take(found, token)
+    assert store.take(found, token) is True
     assert store.find("alice", 9) is None and len(store) == 1
+    assert store.take(found, token) is False  # a second resume at once finds it taken: it never runs twice
     store.put_back(found)
     assert store.find("alice", 9) == found
 
