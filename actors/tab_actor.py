@@ -135,6 +135,9 @@ class TabActor(LoopActor):
         self._browser = browser
         self._writes = asyncio.Lock()
         self._running: dict[asyncio.Task[Any], Ticket] = {}
+        """The requests running in the browser, by the task that runs each."""
+        self._tasks: set[asyncio.Task[Outcome]] = set()
+        """Every request's task, waiting for the tab or running."""
         self._stopping = False
 
     async def handle(self, message: Any) -> Any:
@@ -143,7 +146,10 @@ class TabActor(LoopActor):
         if not isinstance(message, Ticket):
             raise TypeError(f"a tab actor takes Ticket or Interrupt, not {type(message).__name__}")
         work = self._write(message) if is_write(message.request.command) else self._execute(message)
-        return Later(asyncio.get_running_loop().create_task(work))
+        task = asyncio.get_running_loop().create_task(work)
+        self._tasks.add(task)  # the loop keeps only weak references to tasks
+        task.add_done_callback(self._tasks.discard)
+        return Later(task)
 
     async def _write(self, ticket: Ticket) -> Outcome:
         turn = _Turn(self._writes, ticket)
