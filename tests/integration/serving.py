@@ -2,17 +2,25 @@
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import json
 import subprocess
 import sys
+import time
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import httpx
+import uvicorn
 import yaml
 
+from bridge.app import create_app
+from bridge.config import BridgeConfig
+from bridge.nats_server import free_port
+from bridge.node import Node
 from tests.nats_access import NatsAccess
 
 KITSUNE = Path(sys.executable).parent / "kitsune"
@@ -71,3 +79,19 @@ def _lines(process: subprocess.Popen[str]) -> Iterator[str]:
         yield line
         if line.startswith("kitsune serving "):
             return
+
+
+@contextlib.contextmanager
+def app_over(node: Node, config: BridgeConfig) -> Iterator[str]:
+    """The real app over a started in-process node, served by uvicorn on the node's own loop; its base URL."""
+    port = free_port()
+    server = uvicorn.Server(uvicorn.Config(create_app(node, config), host="127.0.0.1", port=port,
+                                           log_config=None, lifespan="off"))
+    running = asyncio.run_coroutine_threadsafe(server.serve(), node.io.loop)
+    try:
+        while not server.started:
+            time.sleep(0.05)
+        yield f"http://127.0.0.1:{port}"
+    finally:
+        server.should_exit = True
+        running.result(timeout=30)

@@ -7,10 +7,8 @@ posts bodies generated from the published JSON Schema, and mutations of them, as
 
 from __future__ import annotations
 
-import asyncio
 import dataclasses
 import json
-import socket
 import subprocess
 import time
 from collections.abc import Iterator
@@ -19,15 +17,13 @@ from typing import Any
 import httpx
 import orjson
 import pytest
-import uvicorn
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from bridge.app import create_app
 from bridge.config import load_config
 from bridge.node import Node
 from messages.commands import BLOCKS
-from tests.integration.serving import KITSUNE
+from tests.integration.serving import KITSUNE, app_over
 from tests.site import TestSite
 
 TOKEN = "input-token-0123456789abcdef"
@@ -39,19 +35,8 @@ def base(node: Node) -> Iterator[str]:
     """The real app over the session node, served by uvicorn on the node's own loop."""
     config = load_config(None, {"KITSUNE_AGENTS": f"prober={TOKEN}", "KITSUNE_CAPS": "core,automation",
                                 "KITSUNE_METRICS_TOKEN": SCRAPE})
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        port = probe.getsockname()[1]
-    server = uvicorn.Server(uvicorn.Config(create_app(node, config), host="127.0.0.1", port=port,
-                                           log_config=None, lifespan="off"))
-    running = asyncio.run_coroutine_threadsafe(server.serve(), node.io.loop)
-    try:
-        while not server.started:
-            time.sleep(0.05)
-        yield f"http://127.0.0.1:{port}"
-    finally:
-        server.should_exit = True
-        running.result(timeout=30)
+    with app_over(node, config) as base:
+        yield base
 
 
 @pytest.fixture(scope="module")

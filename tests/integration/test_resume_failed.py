@@ -8,20 +8,17 @@ raises an unexpected exception for the resumed step.
 
 from __future__ import annotations
 
-import asyncio
-import socket
 from collections.abc import Iterator
 from typing import Any
 
 import httpx
 import pytest
-import uvicorn
 
-from bridge.app import create_app
 from bridge.config import load_config
 from bridge.node import Node
 from messages.commands import Command
 from messages.results import Outcome
+from tests.integration.serving import app_over
 from tests.site import TestSite
 
 TOKEN = "resume-failed-token-0123456789"
@@ -48,22 +45,13 @@ class _Breaking:
 @pytest.fixture
 def served_node(node: Node) -> Iterator[tuple[str, _Breaking]]:
     config = load_config(None, {"KITSUNE_AGENTS": f"tester={TOKEN}", "KITSUNE_CAPS": "core,automation"})
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        port = probe.getsockname()[1]
-    server = uvicorn.Server(uvicorn.Config(create_app(node, config), host="127.0.0.1", port=port,
-                                           log_config=None, lifespan="off"))
-    running = asyncio.run_coroutine_threadsafe(server.serve(), node.io.loop)
     breaking = _Breaking(node._driver)
     node._driver = breaking  # type: ignore[assignment]
     try:
-        while not server.started:
-            asyncio.run(asyncio.sleep(0.05))
-        yield f"http://127.0.0.1:{port}", breaking
+        with app_over(node, config) as base:
+            yield base, breaking
     finally:
         node._driver = breaking.inner
-        server.should_exit = True
-        running.result(timeout=30)
 
 
 def test_a_resume_that_stops_on_an_internal_error_answers_resume_failed_200_and_drops_the_checkpoint(
