@@ -82,9 +82,9 @@ class Interrupt:
     tickets of the writes that were running (their outcome is unknown)."""
 
 
-def not_sent(command: Command, tab_id: int | None, why: str) -> Failed:
+def not_sent(command: Command, tab_id: int | None, why: str, code: str = "timeout") -> Failed:
     """The outcome of a request that was never run: nothing reached the page."""
-    return Failed(Failure(f"{command.action}: {why}; nothing was sent", "timeout", True,
+    return Failed(Failure(f"{command.action}: {why}; nothing was sent", code, True,
                           {"tabId": tab_id, "sent": False}))
 
 
@@ -165,7 +165,7 @@ class TabActor(LoopActor):
     async def _execute(self, ticket: Ticket, pause: Pause | None = None) -> Outcome:
         command = ticket.request.command
         if self._stopping:
-            return not_sent(command, self.tab_id, "the node is stopping")
+            return not_sent(command, self.tab_id, "the node is stopping", "node_stopped")
         if not ticket.start():
             return not_sent(command, self.tab_id, "its deadline passed or its caller withdrew it before it started")
         timeout = max(0.0, ticket.left())
