@@ -14,13 +14,13 @@ from typing import Any
 import orjson
 
 from actors.bus import Bus, BusError
-from actors.calls import Calls
-from actors.checkpoints import WorkflowSource
 from actors.event_store import EventStore
 from actors.log_context import AGENT, CALL, STEP
 from actors.loop import Answering, IoLoop
 from actors.pipeline import OrderedWriter
 from actors.tab_actor import not_sent
+from core.calls import Calls
+from core.checkpoints import WorkflowSource
 from messages.codec import decode_outcome, encode
 from messages.commands import CallSpec, Command, GetTabs, NewTab, is_write
 from messages.contract import SETTLE

@@ -7,7 +7,7 @@ from typing import Any
 
 import pykka
 
-from actors.checkpoints import Checkpoint, CheckpointStore, DropReason
+from core.checkpoints import Checkpoint, CheckpointStore, DropReason
 
 __all__ = ["CheckpointActor", "CheckpointsPort"]
 
@@ -64,7 +64,7 @@ class CheckpointActor(pykka.ThreadingActor):
 
 
 class CheckpointsPort:
-    """The call service's view of the checkpoint actor (``actors.checkpoints.Checkpoints``)."""
+    """The call service's view of the checkpoint actor (``core.checkpoints.Checkpoints``)."""
 
     def __init__(self, actor: pykka.ActorRef[CheckpointActor]) -> None:
         self._proxy: Any = actor.proxy()

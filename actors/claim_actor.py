@@ -6,7 +6,7 @@ from typing import Any
 
 import pykka
 
-from actors.claims import Claim, ClaimTable
+from core.claims import Claim, ClaimTable
 from messages.results import Failure
 
 __all__ = ["ClaimsPort", "TabClaimActor"]
@@ -33,7 +33,7 @@ class TabClaimActor(pykka.ThreadingActor):
 
 
 class ClaimsPort:
-    """The engine's view of the claims (``actors.claims.TabClaims``).
+    """The engine's view of the claims (``core.claims.TabClaims``).
 
     Claims and releases go through the claim actor's mailbox. The check before each write of a
     batch reads the actor's table directly (it is thread-safe): it sees every claim the actor

@@ -20,8 +20,8 @@ import orjson
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # the repo root, for tests.unit.fakes
 
-from actors.claims import ClaimTable
-from actors.engine import Ports, ThreadedSequences, run_call
+from core.claims import ClaimTable
+from core.engine import Ports, ThreadedSequences, run_call
 from messages.codec import decode, encode
 from messages.commands import Limits, parse_call
 from messages.events import Event

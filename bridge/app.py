@@ -9,7 +9,7 @@ and the path of what was wrong, and nothing is sent to any page.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Awaitable, Callable, Iterator
+from collections.abc import Awaitable, Callable, Iterator, Sequence
 from typing import Any
 
 import orjson
@@ -18,7 +18,7 @@ from starlette.middleware import Middleware
 from starlette.middleware.base import BaseHTTPMiddleware, RequestResponseEndpoint
 from starlette.requests import Request
 from starlette.responses import Response
-from starlette.routing import Route
+from starlette.routing import BaseRoute, Route
 
 from actors.call_actor import ResumeCall, RunCall
 from actors.log_context import AGENT
@@ -27,7 +27,6 @@ from bridge.config import BridgeConfig
 from bridge.metrics import HttpMetrics, scrape_tokens
 from bridge.node import Node
 from bridge.policy import USER
-from mcp_gateway.http import McpEndpoint
 from messages import strict_json
 from messages.commands import (
     BLOCKS,
@@ -329,10 +328,10 @@ def _outcome_body(outcome: Outcome, call: int) -> dict[str, Any]:
     return {**body, "status": status, "call": call}
 
 
-def create_app(node: Node, config: BridgeConfig) -> Starlette:
-    """The bridge's ASGI app over a started node."""
+def create_app(node: Node, config: BridgeConfig, mounts: Sequence[BaseRoute] = ()) -> Starlette:
+    """The bridge's ASGI app over a started node; ``mounts`` are routes of the layers above it (MCP)."""
     api = Api(node, config)
-    routes = [
+    routes: list[BaseRoute] = [
         Route("/api/batch", api.batch, methods=["POST"]),
         Route("/api/parallel", api.parallel, methods=["POST"]),
         Route("/api/workflow", api.workflow, methods=["POST"]),
@@ -344,7 +343,7 @@ def create_app(node: Node, config: BridgeConfig) -> Starlette:
         Route("/api/schema", api.schema, methods=["GET"]),
         Route("/api/caps", api.caps, methods=["GET"]),
         Route("/healthz", api.healthz, methods=["GET"]),
-        Route("/mcp", McpEndpoint(config.caps)),  # MCP over streamable HTTP (mcp_gateway.http)
+        *mounts,
     ]
     return Starlette(routes=routes, middleware=[
         Middleware(HttpMetrics, metrics=node.metrics, allowed=scrape_tokens(config)),  # and GET /metrics

@@ -25,12 +25,8 @@ import pykka
 from actors.audit_actor import AuditActor, AuditLog, Auditor, AuditTrail, JetStreamAuditLog, LocalAuditLog
 from actors.bus import Bus, LocalBus, NatsAuth, NatsBus, Subscription
 from actors.call_actor import BusDriver, CallActor, EventSink, ResumeCall, RunCall
-from actors.calls import CallResponse, Calls
 from actors.checkpoint_actor import CheckpointActor, CheckpointsPort
-from actors.checkpoints import CheckpointStore, WorkflowSource
 from actors.claim_actor import ClaimsPort, TabClaimActor
-from actors.claims import ClaimTable
-from actors.engine import Driver, EngineConfig, Ports, SystemClock
 from actors.event_store import EventStore, JetStreamEventStore, LocalEventStore
 from actors.log_context import CALL
 from actors.loop import IoLoop, ask_from_loop
@@ -43,6 +39,10 @@ from bridge.proxy import endpoints_of
 from bridge.tab_ids import TabIds, kv_reserve, local_reserve
 from bridge.url_policy import UrlPolicy
 from bridge.workflows import WorkflowLibrary
+from core.calls import CallResponse, Calls
+from core.checkpoints import CheckpointStore, WorkflowSource
+from core.claims import ClaimTable
+from core.engine import Driver, EngineConfig, Ports, SystemClock
 from messages.codec import decode, decode_outcome, encode
 from messages.commands import CallSpec, CloseTab, Command, GetTabs, NewTab
 from messages.contract import CHECKPOINT_CAPACITY, CHECKPOINT_TTL, SETTLE, STEP_TIMEOUT

@@ -15,8 +15,8 @@ from dataclasses import dataclass
 
 import orjson
 
-from actors.engine import Driver
 from bridge.url_policy import UrlPolicy
+from core.engine import Driver
 from messages.commands import Command, Navigate, NewTab, command_to_json, is_write
 from messages.contract import CONFIRM_TTL
 from messages.results import Done, Failed, Failure, HeldForApproval, Outcome

@@ -27,7 +27,7 @@ from typing import Any
 
 import yaml
 
-from actors.checkpoints import WorkflowSource
+from core.checkpoints import WorkflowSource
 from messages.commands import CallSpec, Limits, parse_call
 from messages.contract import CALL_TIMEOUT
 from messages.errors import KitsuneError

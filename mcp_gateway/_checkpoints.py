@@ -17,7 +17,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any, Literal
 
-from actors.checkpoints import DropReason, ExpiringStore, Kept
+from core.checkpoints import DropReason, ExpiringStore, Kept
 from messages.contract import CHECKPOINT_CAPACITY, CHECKPOINT_TTL, CONFIRM_TTL
 from messages.tokens import token_hash
 

@@ -91,7 +91,7 @@ class EmbeddedBridge:
         env["KITSUNE_AGENTS"] = f"{agents},mcp={self.token}" if agents else f"mcp={self.token}"
         if "KITSUNE_AUDIT_FILE" not in env and not _names_audit_file(self._config):  # the environment would win
             env["KITSUNE_AUDIT_FILE"] = str(self._directory / "audit.jsonl")
-        command = [sys.executable, "-m", "bridge.cli", "serve", "--host", "127.0.0.1", "--port", "0",
+        command = [sys.executable, "-m", "kitsune.cli", "serve", "--host", "127.0.0.1", "--port", "0",
                    "--state-dir", str(self._directory / "state")]
         if self._config:
             command += ["--config", self._config]

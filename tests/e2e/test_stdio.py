@@ -153,7 +153,7 @@ async def test_without_a_bridge_it_runs_an_embedded_one_for_its_lifetime_and_lea
         assert text["text"] == "Known text"
         processes = _processes()
         bridges = [pid for pid, (_, cmdline) in processes.items()
-                   if "bridge.cli serve" in cmdline and "kitsune-mcp-" in cmdline]
+                   if "kitsune.cli serve" in cmdline and "kitsune-mcp-" in cmdline]
         assert len(bridges) == 1
         tree = _tree(bridges[0], processes)
         commands = " ".join(processes[pid][1] for pid in tree)

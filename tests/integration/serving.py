@@ -17,10 +17,10 @@ import httpx
 import uvicorn
 import yaml
 
-from bridge.app import create_app
 from bridge.config import BridgeConfig
 from bridge.nats_server import free_port
 from bridge.node import Node
+from kitsune.app import create_app
 from tests.nats_access import NatsAccess
 
 KITSUNE = Path(sys.executable).parent / "kitsune"

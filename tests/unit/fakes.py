@@ -8,10 +8,10 @@ from collections import defaultdict, deque
 from dataclasses import dataclass
 from typing import Any
 
-from actors.calls import Calls, SequentialIds
-from actors.checkpoints import CheckpointStore
-from actors.claims import ClaimTable
-from actors.engine import Ports, ThreadedSequences
+from core.calls import Calls, SequentialIds
+from core.checkpoints import CheckpointStore
+from core.claims import ClaimTable
+from core.engine import Ports, ThreadedSequences
 from messages.commands import Command, Js, NewTab, is_write
 from messages.errors import KitsuneError
 from messages.events import Event

@@ -15,7 +15,7 @@ from typing import Any
 
 import pytest
 
-from actors.checkpoints import Checkpoint
+from core.checkpoints import Checkpoint
 from messages.commands import CallSpec, Command, parse_call
 from messages.errors import KitsuneError
 from messages.events import CallStarted

@@ -10,9 +10,9 @@ from typing import Any
 
 import pytest
 
-from actors.calls import Calls, SequentialIds
-from actors.claims import Claim
-from actors.engine import Ports, ThreadedSequences
+from core.calls import Calls, SequentialIds
+from core.claims import Claim
+from core.engine import Ports, ThreadedSequences
 from messages.codec import decode, encode
 from messages.commands import Command, parse_call
 from messages.errors import KitsuneError

@@ -30,7 +30,7 @@ import orjson
 from hypothesis import event, settings
 from hypothesis.stateful import RuleBasedStateMachine, invariant, precondition, rule
 
-from actors.calls import CallResponse
+from core.calls import CallResponse
 from messages.codec import decode, encode
 from messages.commands import parse_call
 from messages.errors import KitsuneError

@@ -13,7 +13,7 @@ from bridge.logs import JsonFormatter, configure_logging
 
 def _record(message: str, *args: object, exc: BaseException | None = None) -> logging.LogRecord:
     info = (type(exc), exc, exc.__traceback__) if exc is not None else None
-    return logging.LogRecord("actors.engine", logging.ERROR, __file__, 1, message, args, info)
+    return logging.LogRecord("core.engine", logging.ERROR, __file__, 1, message, args, info)
 
 
 def test_a_line_is_one_json_object_with_time_level_logger_message() -> None:
@@ -21,7 +21,7 @@ def test_a_line_is_one_json_object_with_time_level_logger_message() -> None:
     assert "\n" not in line
     parsed = json.loads(line)
     assert set(parsed) == {"time", "level", "logger", "message"}
-    assert (parsed["level"], parsed["logger"], parsed["message"]) == ("ERROR", "actors.engine",
+    assert (parsed["level"], parsed["logger"], parsed["message"]) == ("ERROR", "core.engine",
                                                                       "call 7 stopped (KeyError)")
     assert parsed["time"].endswith("+00:00")
 

@@ -26,15 +26,15 @@ from starlette.routing import Mount, Route
 from starlette.testclient import TestClient
 
 from actors.bus import LocalBus
-from actors.calls import Calls, SequentialIds
-from actors.checkpoints import CheckpointStore
 from actors.claim_actor import TabClaimActor
-from actors.claims import ClaimTable
-from actors.engine import Driver, Ports, ThreadedSequences
 from bridge.config import Agent, BridgeConfig, load_config
 from bridge.metrics import HttpMetrics, NodeMetrics, scrape_tokens
 from bridge.policy import ConfirmTokens, Policy, PolicyDriver, TabOwners
 from bridge.url_policy import UrlPolicy
+from core.calls import Calls, SequentialIds
+from core.checkpoints import CheckpointStore
+from core.claims import ClaimTable
+from core.engine import Driver, Ports, ThreadedSequences
 from messages.commands import parse_call
 from messages.errors import KitsuneError
 from messages.events import Event

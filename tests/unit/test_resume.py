@@ -13,8 +13,8 @@ from typing import Any
 
 import pytest
 
-from actors.checkpoints import Checkpoint
-from actors.claims import Claim
+from core.checkpoints import Checkpoint
+from core.claims import Claim
 from messages.commands import CallSpec, Command, parse_call
 from messages.contract import RESUME_DEADLINE
 from messages.errors import KitsuneError

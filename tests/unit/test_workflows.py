@@ -15,10 +15,10 @@ from typing import Any
 
 import pytest
 
-from actors.calls import Calls, SequentialIds
-from actors.checkpoints import Checkpoint, WorkflowSource
-from actors.engine import Ports, ThreadedSequences
 from bridge.workflows import Workflow, WorkflowLibrary, parse_workflow
+from core.calls import Calls, SequentialIds
+from core.checkpoints import Checkpoint, WorkflowSource
+from core.engine import Ports, ThreadedSequences
 from messages.commands import CallSpec, Command, parse_call
 from messages.errors import KitsuneError
 from messages.results import Outcome

@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from actors.engine import Decision, leaf_paths
+from core.engine import Decision, leaf_paths
 from messages.commands import Command, Parallel, Sequence, children_of, is_write, own_references
 from messages.errors import KitsuneError
 from messages.references import Ref

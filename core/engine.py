@@ -15,7 +15,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any, Literal, Protocol
 
-from actors.claims import TabClaims
+from core.claims import TabClaims
 from messages.commands import (
     Broadcast,
     CallSpec,

@@ -16,7 +16,7 @@ from collections.abc import Callable, Hashable, Mapping
 from dataclasses import dataclass, field, replace
 from typing import Generic, Literal, Protocol, TypeVar
 
-from actors.engine import Clock
+from core.engine import Clock
 from messages.commands import CallSpec
 from messages.contract import CHECKPOINT_CAPACITY, CHECKPOINT_TTL
 from messages.errors import KitsuneError

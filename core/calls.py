@@ -11,9 +11,9 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any, Protocol, TypeVar
 
-from actors.checkpoints import Checkpoint, Checkpoints, WorkflowSource
-from actors.engine import EngineConfig, EventSinkPort, Ports, Prior, RunReport, run_call
-from actors.resume import plan_resume
+from core.checkpoints import Checkpoint, Checkpoints, WorkflowSource
+from core.engine import EngineConfig, EventSinkPort, Ports, Prior, RunReport, run_call
+from core.resume import plan_resume
 from messages.commands import CallSpec
 from messages.contract import RESUME_DEADLINE
 from messages.errors import KitsuneError

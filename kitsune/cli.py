@@ -16,7 +16,6 @@ from types import FrameType
 import uvicorn
 
 from actors.bus import display_url
-from bridge.app import create_app
 from bridge.browser import ChromiumBrowser, find_chromium
 from bridge.config import BridgeConfig, load_config, write_token_file
 from bridge.logs import configure_logging
@@ -24,6 +23,7 @@ from bridge.node import Node, NodeConfig
 from bridge.policy import Policy
 from bridge.url_policy import UrlPolicy
 from bridge.workflows import WorkflowLibrary
+from kitsune.app import create_app
 from mcp_gateway.stdio import run as run_mcp
 from messages import strict_json
 from messages.commands import parse_body

@@ -1,0 +1,18 @@
+"""The app factory on top of the layers: the bridge's HTTP API with the MCP gateway mounted at ``/mcp``."""
+
+from __future__ import annotations
+
+from starlette.applications import Starlette
+from starlette.routing import Route
+
+from bridge import app as bridge_app
+from bridge.config import BridgeConfig
+from bridge.node import Node
+from mcp_gateway.http import McpEndpoint
+
+__all__ = ["create_app"]
+
+
+def create_app(node: Node, config: BridgeConfig) -> Starlette:
+    """One node's ASGI app: the bridge's routes, and MCP over streamable HTTP at ``/mcp``."""
+    return bridge_app.create_app(node, config, mounts=[Route("/mcp", McpEndpoint(config.caps))])
