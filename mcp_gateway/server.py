@@ -278,6 +278,12 @@ Identify = Callable[[ServerRequestContext[Any, Any]], Caller]
 """Who a request runs as: its agent and bridge."""
 
 
+_BRIDGE_PARSED = frozenset({"browser_batch", "browser_parallel", "browser_workflow"})
+"""Tools whose arguments are a call body the bridge parses strictly (a 400 naming the bad command's
+path, relayed as is): a second check against the JSON Schema here cost 15 ms (90 ms on a loaded
+machine) for a 20-command batch, against the parser's 0.2 ms."""
+
+
 class Gateway:
     """Kitsune's MCP tools for every connection of one transport; direct-call checkpoints in memory."""
 
@@ -291,7 +297,8 @@ class Gateway:
         self.continuations = Continuations(clock, ttl=CONFIRM_TTL)
         self._clock = clock
         self._bridge_caps: dict[str, tuple[float, frozenset[str]]] = {}
-        self._validators = {name: jsonschema.Draft202012Validator(spec.input_schema) for name, spec in TOOLS.items()}
+        self._validators = {name: jsonschema.Draft202012Validator(spec.input_schema) for name, spec in TOOLS.items()
+                            if name not in _BRIDGE_PARSED}
 
     def server(self, identify: Identify, name: str = "kitsune") -> Server[Any]:
         """An MCP server over this gateway; ``identify`` says who each request runs as."""
@@ -335,7 +342,8 @@ class Gateway:
         if not spec.groups & await self.enabled_caps(caller):
             return _error("capability_disabled", f"{name} is in the {'/'.join(sorted(spec.groups))} capability "
                           "group, which is not enabled (KITSUNE_CAPS)")
-        problem = next(iter(sorted(self._validators[name].iter_errors(arguments), key=lambda e: list(e.path))), None)
+        problem = None if name in _BRIDGE_PARSED else next(
+            iter(sorted(self._validators[name].iter_errors(arguments), key=lambda e: list(e.path))), None)
         if problem is not None:
             where = "/".join(str(p) for p in problem.path)
             return _error("invalid_parameter", f"{name}: {where + ': ' if where else ''}{problem.message}",

@@ -1,0 +1,227 @@
+"""Benchmark: a 20-field form task, every way, against raw Playwright in one interleaved run.
+
+The task: open the form in a new tab, fill its 20 fields, submit it, read the thank-you text,
+close the tab. The site (served here, on loopback) checks every submission server side: each
+round must arrive exactly once with all 20 values, or the benchmark stops.
+
+The ways, run in turn each round (the order alternates) so that the machine's noise hits them all:
+- ``raw``: raw Playwright (async API) on Debian's Chromium, launched in this process: a new page,
+  ``goto``, 20 ``fill``, a click on submit awaited with its navigation, ``inner_text``. The limit.
+- ``http``: one ``POST /api/batch`` to a ``kitsune serve`` (embedded NATS, its own Chromium).
+- ``mcp``: one ``browser_batch`` tool call through ``kitsune mcp --bridge`` to the same node,
+  over stdio with the ``mcp`` SDK's own client: what an MCP client does.
+
+Each figure is the median wall time of the task; the ratio is the median of the paired ratios
+(way / raw of the same round). Goal: ``mcp`` within 1.10x raw.
+
+    .venv/bin/python bench/form20.py [--rounds N]
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from collections.abc import Awaitable, Callable
+from http import HTTPStatus
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+from typing import Any
+from urllib.parse import parse_qs
+
+import httpx
+import yaml
+from mcp import ClientSession, StdioServerParameters, stdio_client
+from playwright.async_api import async_playwright
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # the repo root
+
+from bridge.browser import find_chromium
+
+FIELDS = 20
+ROUNDS = 15
+WARMUP = 2
+GOAL = 1.10
+TOKEN = "bench-token-0123456789abcdef0123"
+KITSUNE = Path(sys.executable).parent / "kitsune"
+
+
+def value(round_: int, field: int) -> str:
+    return f"r{round_}-value-{field}"
+
+
+class FormSite:
+    """The form and its thank-you page; counts the submissions that carry every expected value."""
+
+    def __init__(self) -> None:
+        self.received: list[dict[str, list[str]]] = []
+        self.expected: dict[str, str] = {}
+        site = self
+
+        class Handler(BaseHTTPRequestHandler):
+            def log_message(self, format: str, *args: Any) -> None:
+                pass
+
+            def _html(self, body: str) -> None:
+                data = f"<!doctype html><html><head><title>Form</title></head><body>{body}</body></html>".encode()
+                self.send_response(HTTPStatus.OK)
+                self.send_header("Content-Type", "text/html; charset=utf-8")
+                self.send_header("Content-Length", str(len(data)))
+                self.end_headers()
+                self.wfile.write(data)
+
+            def do_GET(self) -> None:
+                inputs = "".join(f'<label>Field {i} <input id="f{i}" name="f{i}"></label>' for i in range(FIELDS))
+                self._html(f'<form id="form" method="POST" action="/form">{inputs}'
+                           '<button id="submit" type="submit">Send</button></form>')
+
+            def do_POST(self) -> None:
+                fields = parse_qs(self.rfile.read(int(self.headers["Content-Length"])).decode())
+                site.received.append(fields)
+                self._html(f'<p id="thanks">Thank you: {len(fields)} fields received.</p>')
+
+        self._server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.url = f"http://127.0.0.1:{self._server.server_address[1]}/form"
+        threading.Thread(target=self._server.serve_forever, daemon=True).start()
+
+    def expect(self, round_: int) -> None:
+        self.received.clear()
+        self.expected = {f"f{i}": value(round_, i) for i in range(FIELDS)}
+
+    def verify(self, way: str, text: str) -> None:
+        got = [{k: v[0] for k, v in fields.items()} for fields in self.received]
+        if got != [self.expected] or f"{FIELDS} fields received" not in text:
+            raise SystemExit(f"{way}: the site received {got!r} (text {text!r}), not one full submission")
+
+    def stop(self) -> None:
+        self._server.shutdown()
+
+
+def batch(url: str, round_: int) -> dict[str, Any]:
+    tab = "${$0.tabId}"
+    fills = [{"action": "fill", "tabId": tab, "selector": f"#f{i}", "value": value(round_, i)} for i in range(FIELDS)]
+    return {"commands": [{"action": "newTab", "url": url}, *fills,
+                         {"action": "submitForm", "tabId": tab, "selector": "#form"},
+                         {"action": "pageText", "tabId": tab, "selector": "#thanks"},
+                         {"action": "closeTab", "tabId": tab}]}
+
+
+def thanks_of(results: list[dict[str, Any]]) -> str:
+    text: str = results[-2]["text"]
+    return text
+
+
+class Node:
+    """A ``kitsune serve`` with embedded NATS and its own Chromium, for one agent."""
+
+    def __init__(self, directory: Path) -> None:
+        config = directory / "kitsune.yaml"
+        config.write_text(yaml.safe_dump({"agents": [{"name": "bench", "token": TOKEN}], "caps": ["core", "automation"],
+                                          "audit_file": str(directory / "audit.jsonl")}))
+        self.token_file = directory / "token"
+        self.token_file.write_text(TOKEN)
+        self._log = (directory / "serve.log").open("w")
+        self.process = subprocess.Popen([str(KITSUNE), "serve", "--port", "0", "--config", str(config),
+                                         "--state-dir", str(directory / "state")],
+                                        stdout=subprocess.PIPE, stderr=self._log, text=True)
+        assert self.process.stdout is not None
+        for line in self.process.stdout:
+            if line.startswith("kitsune serving "):
+                self.base = line.split()[2]
+                return
+        raise SystemExit(f"kitsune serve did not start: {(directory / 'serve.log').read_text()}")
+
+    def stop(self) -> None:
+        self.process.terminate()
+        self.process.wait(timeout=30)
+
+
+async def run(rounds: int) -> dict[str, list[float]]:
+    site = FormSite()
+    directory = Path(tempfile.mkdtemp(prefix="kitsune-bench-form-"))
+    node = Node(directory)
+    parameters = StdioServerParameters(
+        command=str(KITSUNE), args=["mcp", "--bridge", node.base, "--token-file", str(node.token_file)],
+        env={**os.environ, "KITSUNE_CAPS": "core,automation"})
+    try:
+        async with async_playwright() as playwright, \
+                httpx.AsyncClient(base_url=node.base, headers={"Authorization": f"Bearer {TOKEN}"},
+                                  timeout=120) as http, \
+                stdio_client(parameters) as (read, write), ClientSession(read, write) as session:
+            await session.initialize()
+            browser = await playwright.chromium.launch(
+                executable_path=str(find_chromium()), headless=True,
+                args=["--no-sandbox"] if os.geteuid() == 0 else [])
+            context = await browser.new_context()
+
+            async def raw(round_: int) -> str:
+                page = await context.new_page()
+                await page.goto(site.url)
+                for i in range(FIELDS):
+                    await page.fill(f"#f{i}", value(round_, i))
+                async with page.expect_navigation():
+                    await page.click("#submit")
+                text = await page.inner_text("#thanks")
+                await page.close()
+                return text
+
+            async def over_http(round_: int) -> str:
+                answer = (await http.post("/api/batch", json=batch(site.url, round_))).json()
+                assert answer.get("status") == "ok", answer
+                return thanks_of(answer["results"])
+
+            async def over_mcp(round_: int) -> str:
+                result = await session.call_tool("browser_batch", batch(site.url, round_))
+                answer = result.structured_content
+                assert isinstance(answer, dict) and answer.get("status") == "ok", result
+                return thanks_of(answer["results"])
+
+            ways: dict[str, Callable[[int], Awaitable[str]]] = {"raw": raw, "http": over_http, "mcp": over_mcp}
+            times: dict[str, list[float]] = {way: [] for way in ways}
+            for r in range(WARMUP + rounds):
+                order = list(ways) if r % 2 == 0 else list(reversed(ways))
+                for way in order:
+                    site.expect(r)
+                    started = time.perf_counter()
+                    text = await ways[way](r)
+                    took = time.perf_counter() - started
+                    site.verify(way, text)
+                    if r >= WARMUP:
+                        times[way].append(took)
+            await browser.close()
+            return times
+    finally:
+        node.stop()
+        site.stop()
+
+
+def report(times: dict[str, list[float]], load_before: tuple[float, ...]) -> None:
+    load_after = os.getloadavg()
+    med = statistics.median
+    print(f"20-field form task: {len(times['raw'])} interleaved rounds after {WARMUP} warm-up, "
+          f"{os.cpu_count()} CPUs; load average before {load_before[0]:.2f}, after {load_after[0]:.2f}")
+    print("  way  | median s | x raw (median of paired ratios)")
+    for way, series in times.items():
+        paired = [t / r for t, r in zip(series, times["raw"], strict=True)]
+        print(f"  {way:4s} | {med(series):8.3f} | {med(paired):.3f}")
+    ratio = med([t / r for t, r in zip(times["mcp"], times["raw"], strict=True)])
+    print(f"browser_batch through kitsune mcp: {ratio:.3f}x raw Playwright "
+          f"(goal <= {GOAL}: {'met' if ratio <= GOAL else 'NOT met'})")
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
+    parser.add_argument("--rounds", type=int, default=ROUNDS, help="measured rounds of each way")
+    args = parser.parse_args()
+    load_before = os.getloadavg()
+    report(asyncio.run(run(args.rounds)), load_before)
+
+
+if __name__ == "__main__":
+    main()
