@@ -1,5 +1,9 @@
 """Fixtures every suite shares: one real nats-server and one test site for the whole session.
 
+No pykka actor outlives the session, and none outlives the unit test that started it (a unit test
+that leaves one running fails). Integration tests are not checked one by one: the session's node
+starts tab actors during the tests that open tabs, and they belong to it until it stops.
+
 ``KITSUNE_TEST_NATS_URL=nats://host:port`` runs the suites against an existing server (JetStream
 enabled) instead of starting one, as ``KITSUNE_TEST_NATS_USER`` with the password in
 ``KITSUNE_TEST_NATS_PASSWORD`` if it asks for credentials. A missing ``nats-server`` fails the
@@ -11,7 +15,9 @@ from __future__ import annotations
 
 import os
 from collections.abc import Iterator
+from pathlib import Path
 
+import pykka
 import pytest
 
 from actors.bus import NatsAuth
@@ -21,6 +27,26 @@ from tests.nats_access import PASSWORD_ENV, NatsAccess
 from tests.site import TestSite
 
 NATS_URL_ENV = "KITSUNE_TEST_NATS_URL"
+UNIT_TESTS = Path(__file__).parent / "unit"
+
+
+@pytest.fixture(scope="session", autouse=True)
+def _no_actor_outlives_the_session() -> Iterator[None]:
+    yield
+    pykka.ActorRegistry.stop_all(timeout=30)
+
+
+@pytest.fixture(autouse=True)
+def _no_actor_outlives_a_unit_test(request: pytest.FixtureRequest) -> Iterator[None]:
+    if not request.path.is_relative_to(UNIT_TESTS):
+        yield
+        return
+    before = {ref.actor_urn for ref in pykka.ActorRegistry.get_all()}
+    yield
+    left = [ref for ref in pykka.ActorRegistry.get_all() if ref.actor_urn not in before]
+    for ref in left:
+        ref.stop(timeout=30)
+    assert not left, f"the test left actors running: {sorted(ref.actor_class.__name__ for ref in left)}"
 
 
 @pytest.fixture(scope="session")

@@ -6,30 +6,19 @@ from __future__ import annotations
 import asyncio
 import secrets
 from collections.abc import Iterator
-from typing import Any
 
 import pytest
 
-from bridge.browser import ChromiumBrowser
 from bridge.node import Node
 from bridge.tab_ids import BLOCK, FLEET_BUCKET, kv_reserve
-from messages.commands import parse_body
+from tests.integration.calls import batch, two_nodes
 from tests.nats_access import NatsAccess
 from tests.site import TestSite
 
 
 @pytest.fixture(scope="module")
 def fleet(nats_access: NatsAccess) -> Iterator[tuple[Node, Node]]:
-    name = "fleet-" + secrets.token_hex(4)
-    first = Node(ChromiumBrowser(), nats_access.node_config(fleet=name)).start()
-    second = Node(ChromiumBrowser(), nats_access.node_config(fleet=name)).start()
-    yield first, second
-    second.stop()
-    first.stop()
-
-
-def _batch(node: Node, commands: list[dict[str, Any]], **options: Any) -> dict[str, Any]:
-    return node.run(parse_body("batch", {"commands": commands, **options})).body
+    yield from two_nodes(nats_access, "fleet")
 
 
 def test_tabs_opened_on_two_nodes_of_a_fleet_never_share_an_id(fleet: tuple[Node, Node], site: TestSite) -> None:
@@ -45,7 +34,7 @@ def test_a_write_on_another_nodes_tab_goes_over_nats_and_is_done_once(
     tab = second.open_tab(site.url("/clicks"))
     first.open_tab(site.url("/clicks"))  # the caller has tabs of its own too
     assert tab not in first.tab_actors()  # so the request crosses NATS to the other node
-    body = _batch(first, [{"action": "click", "selector": "#hit"}, {"action": "title"}], tabId=tab)
+    body = batch(first, [{"action": "click", "selector": "#hit"}, {"action": "title"}], tabId=tab)
     assert body["status"] == "ok", body["summary"]
     assert site.wait_for_count("POST /clicks/hit") == 1
     assert site.count("POST /clicks/hit") == 1

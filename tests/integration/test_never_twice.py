@@ -3,7 +3,6 @@ live nodes, real Chromium and the test site, which counts every write it receive
 
 from __future__ import annotations
 
-import secrets
 import threading
 import time
 from collections.abc import Iterator
@@ -13,9 +12,8 @@ from typing import Any
 import httpx
 import pytest
 
-from bridge.browser import ChromiumBrowser
 from bridge.node import Node
-from messages.commands import parse_body
+from tests.integration.calls import batch, two_nodes
 from tests.integration.serving import Served, serve
 from tests.nats_access import NatsAccess
 from tests.site import TestSite
@@ -100,26 +98,17 @@ def test_a_write_to_a_tab_closed_earlier_in_the_batch_is_tab_closed(served: Serv
 # --- over NATS: the tab is another node's ---------------------------------------------------------------
 
 @pytest.fixture(scope="module")
-def two_nodes(nats_access: NatsAccess) -> Iterator[tuple[Node, Node]]:
-    name = "twice-" + secrets.token_hex(4)
-    first = Node(ChromiumBrowser(), nats_access.node_config(fleet=name, step_timeout=10.0)).start()
-    second = Node(ChromiumBrowser(), nats_access.node_config(fleet=name, step_timeout=10.0)).start()
-    yield first, second
-    second.stop()
-    first.stop()
+def fleet(nats_access: NatsAccess) -> Iterator[tuple[Node, Node]]:
+    yield from two_nodes(nats_access, "twice", step_timeout=10.0)
 
 
-def _batch(node: Node, commands: list[dict[str, Any]], **options: Any) -> dict[str, Any]:
-    return node.run(parse_body("batch", {"commands": commands, **options})).body
-
-
-def test_a_read_over_nats_runs_beside_a_write_over_nats(two_nodes: tuple[Node, Node], site: TestSite) -> None:
-    first, second = two_nodes
+def test_a_read_over_nats_runs_beside_a_write_over_nats(fleet: tuple[Node, Node], site: TestSite) -> None:
+    first, second = fleet
     tab = second.open_tab(site.url("/clicks"))
-    reader, read = _in_background(lambda: _batch(
+    reader, read = _in_background(lambda: batch(
         first, [{"action": "waitFor", "selector": "#never", "timeout": 6}], tabId=tab))
     time.sleep(0.5)
-    body = _batch(first, [CLICK], tabId=tab, timeout=3)
+    body = batch(first, [CLICK], tabId=tab, timeout=3)
     assert body["status"] == "ok", body
     assert site.wait_for_count(HIT) == 1
     reader.join(timeout=20)
@@ -128,12 +117,12 @@ def test_a_read_over_nats_runs_beside_a_write_over_nats(two_nodes: tuple[Node, N
 
 
 def test_a_write_over_nats_past_its_deadline_is_not_sent_and_never_runs_later(
-        two_nodes: tuple[Node, Node], site: TestSite) -> None:
-    first, second = two_nodes
+        fleet: tuple[Node, Node], site: TestSite) -> None:
+    first, second = fleet
     tab = second.open_tab(site.url("/clicks"))
-    writer, wrote = _in_background(lambda: _batch(second, [{"action": "js", "code": SLOW_JS}], tabId=tab))
+    writer, wrote = _in_background(lambda: batch(second, [{"action": "js", "code": SLOW_JS}], tabId=tab))
     time.sleep(0.5)  # the tab is busy with a write from its own node
-    body = _batch(first, [CLICK], tabId=tab, timeout=1)
+    body = batch(first, [CLICK], tabId=tab, timeout=1)
     assert body["status"] == "failed", body
     assert body["progress"][0]["status"] == "failed"  # not unknown: it never reached the page
     writer.join(timeout=20)

@@ -14,9 +14,9 @@ import orjson
 import pytest
 
 from bridge.node import Node
-from messages.commands import parse_body
 from messages.errors import KitsuneError
 from messages.events import CallStarted, Event, StepStarted
+from tests.integration.calls import batch, parallel
 from tests.site import TestSite
 
 
@@ -32,14 +32,6 @@ def started_calls(node: Node) -> Iterator[list[int]]:
     node.event_listeners.append(listen)
     yield calls
     node.event_listeners.remove(listen)
-
-
-def batch(node: Node, commands: list[dict[str, Any]], **options: Any) -> dict[str, Any]:
-    return node.run(parse_body("batch", {"commands": commands, **options})).body
-
-
-def parallel(node: Node, sequences: list[list[dict[str, Any]]], **options: Any) -> dict[str, Any]:
-    return node.run(parse_body("parallel", {"sequences": sequences, **options})).body
 
 
 def statuses(records: list[dict[str, Any]]) -> list[str]:

@@ -20,12 +20,9 @@ from bridge.nats_server import EmbeddedNats
 from bridge.node import Node, NodeConfig
 from messages.commands import parse_body
 from messages.errors import KitsuneError
+from tests.integration.calls import batch
 from tests.nats_access import NatsAccess
 from tests.site import TestSite
-
-
-def _batch(node: Node, commands: list[dict[str, Any]], **options: Any) -> dict[str, Any]:
-    return node.run(parse_body("batch", {"commands": commands, **options})).body
 
 
 def _eventually(check: Callable[[], bool], timeout: float = 20.0) -> None:
@@ -58,7 +55,7 @@ def test_a_write_in_flight_over_nats_when_it_is_lost_ends_unknown_and_the_nodes_
     revived: EmbeddedNats | None = None
     try:
         tab = tabs.open_tab(site.url("/slow"))
-        thread, body = _in_background(lambda: _batch(caller, [
+        thread, body = _in_background(lambda: batch(caller, [
             {"action": "fill", "selector": "#item", "value": "x"},
             {"action": "submitForm", "selector": "#slow-form", "timeout": 8},
             {"action": "title"},
@@ -78,7 +75,7 @@ def test_a_write_in_flight_over_nats_when_it_is_lost_ends_unknown_and_the_nodes_
         buses: list[Any] = [tabs.bus, caller.bus]
         _eventually(lambda: all(bus.connected and bus.reconnects >= 1 for bus in buses))
         site.slow_seconds = 0
-        _eventually(lambda: _batch(caller, [{"action": "navigate", "url": site.url("/slow")},
+        _eventually(lambda: batch(caller, [{"action": "navigate", "url": site.url("/slow")},
                                             {"action": "submitForm", "selector": "#slow-form"}],
                                    tabId=tab)["status"] == "ok")  # the nodes made their streams again
         assert site.count("POST /slow") == 2
@@ -101,7 +98,7 @@ def test_a_call_on_a_tab_of_the_same_node_is_refused_while_nats_is_down(site: Te
 
         # The tab would answer without NATS, but the call cannot be audited: nothing is sent.
         with pytest.raises(KitsuneError) as refused:
-            _batch(node, [{"action": "submitForm", "selector": "#slow-form"}], tabId=tab)
+            batch(node, [{"action": "submitForm", "selector": "#slow-form"}], tabId=tab)
         assert refused.value.code == "audit_unavailable"
         assert site.count("POST /slow") == 0
     finally:
@@ -114,7 +111,7 @@ def test_a_browser_that_dies_is_restarted_its_tabs_closed_and_writes_in_flight_u
     try:
         browser: Any = node.browser
         tab, other = node.open_tab(site.url("/slow")), node.open_tab(site.url("/clicks"))
-        thread, body = _in_background(lambda: _batch(node, [
+        thread, body = _in_background(lambda: batch(node, [
             {"action": "submitForm", "selector": "#slow-form", "timeout": 8}], tabId=tab))
         site.wait_for_count("POST /slow")
         os.kill(node.io.run(browser.browser_pid()), signal.SIGKILL)
@@ -122,13 +119,13 @@ def test_a_browser_that_dies_is_restarted_its_tabs_closed_and_writes_in_flight_u
 
         assert body["progress"][0]["status"] == "unknown", body["results"]
         _eventually(lambda: browser.restarts == 1)
-        closed = _batch(node, [{"action": "click", "selector": "#local"}], tabId=other)
+        closed = batch(node, [{"action": "click", "selector": "#local"}], tabId=other)
         assert closed["progress"][0]["status"] == "failed"
         assert closed["results"][0]["code"] == "tab_closed"
         assert node.tab_actors() == []
 
         fresh = node.open_tab(site.url("/clicks"))
-        assert _batch(node, [{"action": "click", "selector": "#hit"}], tabId=fresh)["status"] == "ok"
+        assert batch(node, [{"action": "click", "selector": "#hit"}], tabId=fresh)["status"] == "ok"
         assert site.wait_for_count("POST /clicks/hit") == 1
     finally:
         node.stop()

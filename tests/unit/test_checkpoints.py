@@ -10,35 +10,22 @@ import base64
 import dataclasses
 import hashlib
 import re
-from collections.abc import Callable
 from typing import Any
 
 import pytest
 
-from core.checkpoints import Checkpoint
-from messages.commands import CallSpec, Command, parse_call
+from messages.commands import Command
 from messages.errors import KitsuneError
 from messages.events import CallStarted
 from messages.results import Failed, Failure, Outcome
 from messages.tokens import new_token, token_hash
 from tests.unit.fakes import ScriptedDriver, World
+from tests.unit.helpers import batch, click, intercept, read, resume_error, snapshot
 
 TTL = 30 * 60
 
 
 # --- helpers -----------------------------------------------------------------------------------
-
-
-def click(selector: str, **params: Any) -> dict[str, Any]:
-    return {"action": "click", "selector": selector, **params}
-
-
-def read(selector: str, **params: Any) -> dict[str, Any]:
-    return {"action": "pageText", "selector": selector, **params}
-
-
-def batch(*commands: dict[str, Any], default_tab: int | None = 3, **options: Any) -> CallSpec:
-    return parse_call("batch", list(commands), default_tab=default_tab, **options)
 
 
 def failing_call(world: World, key: str = "#b") -> dict[str, Any]:
@@ -47,31 +34,6 @@ def failing_call(world: World, key: str = "#b") -> dict[str, Any]:
     body = world.calls.run(batch(click("#a"), click(key), read("#r"))).body
     assert body["status"] == "failed"
     return body
-
-
-def snapshot(world: World, call: int, token: str) -> Checkpoint:
-    """The stored checkpoint, taken out and put back unchanged."""
-    checkpoint = world.store.take(call, token)
-    world.store.put_back(call)
-    return checkpoint
-
-
-def resume_error(world: World, call: Any, token: Any, observed: Any = None) -> KitsuneError:
-    with pytest.raises(KitsuneError) as raised:
-        world.calls.resume(call, token, observed)
-    return raised.value
-
-
-def intercept(world: World, key: str, action: Callable[[], None]) -> None:
-    """Run ``action`` each time the driver receives the command ``key``, before answering it."""
-    original = world.driver.execute
-
-    def execute(command: Command, tab_id: int | None, timeout: float) -> Outcome:
-        if ScriptedDriver.key_of(command) == key:
-            action()
-        return original(command, tab_id, timeout)
-
-    world.driver.execute = execute  # type: ignore[method-assign]
 
 
 def crash_on(world: World, key: str) -> None:
@@ -174,7 +136,7 @@ def test_checkpoint_keeps_only_the_sha256_of_the_token() -> None:
     world = World()
     body = failing_call(world)
     token = body["resume_token"]
-    checkpoint = snapshot(world, body["call"], token)
+    checkpoint = snapshot(world, body)
     assert checkpoint.token_sha256 == hashlib.sha256(token.encode()).digest() == token_hash(token)
     for field in dataclasses.fields(checkpoint):
         value = getattr(checkpoint, field.name)
@@ -188,7 +150,7 @@ def test_checkpoint_holds_commands_with_typed_values_results_and_step_records() 
     world.driver.on("#go", "fail")
     spec = batch({"action": "fill", "selector": "#email", "value": "kit@example.org"}, click("#go"))
     body = world.calls.run(spec).body
-    checkpoint = snapshot(world, body["call"], body["resume_token"])
+    checkpoint = snapshot(world, body)
     assert checkpoint.call == body["call"]
     assert checkpoint.spec == spec
     assert checkpoint.spec.commands[0].value == "kit@example.org"  # type: ignore[attr-defined]
@@ -204,7 +166,7 @@ def test_hold_confirm_token_is_not_kept_in_the_checkpoint_results() -> None:
     world.driver.on("#buy", "hold")
     body = world.calls.run(batch(click("#a"), click("#buy"))).body
     assert body["status"] == "held"
-    checkpoint = snapshot(world, body["call"], body["resume_token"])
+    checkpoint = snapshot(world, body)
     held = checkpoint.results["1"]
     assert isinstance(held, Failure)
     assert held.code == "needs_user"
@@ -385,14 +347,14 @@ def test_checkpoint_being_resumed_by_another_request_answers_checkpoint_not_foun
 def test_store_take_while_taken_answers_checkpoint_not_found_and_put_back_restores_it() -> None:
     world = World()
     body = failing_call(world)
-    before = snapshot(world, body["call"], body["resume_token"])
+    before = snapshot(world, body)
     world.store.take(body["call"], body["resume_token"])
     assert world.store.calls() == []
     with pytest.raises(KitsuneError) as raised:
         world.store.take(body["call"], body["resume_token"])
     assert raised.value.code == "checkpoint_not_found"
     world.store.put_back(body["call"])
-    assert snapshot(world, body["call"], body["resume_token"]) == before
+    assert snapshot(world, body) == before
 
 
 # --- errors leave the checkpoint as it was -------------------------------------------------------
@@ -409,23 +371,23 @@ def test_checkpoint_not_found_404_for_a_call_that_finished_ok() -> None:
 def test_checkpoint_not_found_404_for_an_unknown_call() -> None:
     world = World()
     body = failing_call(world)
-    before = snapshot(world, body["call"], body["resume_token"])
+    before = snapshot(world, body)
     sent = len(world.driver.sent)
     error = resume_error(world, body["call"] + 1, body["resume_token"])
     assert (error.code, error.http_status) == ("checkpoint_not_found", 404)
     assert len(world.driver.sent) == sent
-    assert snapshot(world, body["call"], body["resume_token"]) == before
+    assert snapshot(world, body) == before
 
 
 def test_resume_token_invalid_403_sends_nothing_and_leaves_the_checkpoint_as_it_was() -> None:
     world = World()
     body = failing_call(world)
-    before = snapshot(world, body["call"], body["resume_token"])
+    before = snapshot(world, body)
     sent = len(world.driver.sent)
     error = resume_error(world, body["call"], new_token())
     assert (error.code, error.http_status) == ("resume_token_invalid", 403)
     assert len(world.driver.sent) == sent
-    assert snapshot(world, body["call"], body["resume_token"]) == before
+    assert snapshot(world, body) == before
     assert world.drops == []
     assert world.calls.resume(body["call"], body["resume_token"]).body["status"] == "ok"
 
@@ -488,13 +450,13 @@ def test_at_most_20_checkpoints_when_a_taken_checkpoint_is_put_back() -> None:
     world = World()
     bodies = [failing_call(world) for _ in range(20)]
     first = bodies[0]
-    before = snapshot(world, first["call"], first["resume_token"])
+    before = snapshot(world, first)
     world.store.take(first["call"], first["resume_token"])  # a resume in progress
     failing_call(world)  # another call ends meanwhile
     world.store.put_back(first["call"])  # the resume was refused (observed_invalid, workflow_changed, ...)
     assert len(world.store.calls()) <= 20
     assert [reason for _, reason in world.drops] == ["pushed_out"]
-    assert snapshot(world, first["call"], first["resume_token"]) == before
+    assert snapshot(world, first) == before
 
 
 def test_resume_failed_inside_a_parallel_reports_what_ran_and_drops_the_checkpoint() -> None:

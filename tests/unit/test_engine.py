@@ -31,8 +31,8 @@ from messages.events import (
 from messages.results import Failed, Failure, Outcome, Unknown
 from messages.steplog import fold
 from tests.unit.fakes import FakeClock, ScriptedDriver, World
+from tests.unit.helpers import DEFAULT_TAB, click, find, parallel
 
-DEFAULT_TAB = 3
 FIRST_CALL = 1  # World numbers calls from 1
 
 # --- helpers -------------------------------------------------------------------------------
@@ -60,24 +60,6 @@ def path_events(events: list[Event], path: str) -> list[str]:
 
 def sent_keys(world: World) -> list[str]:
     return [s.key for s in world.driver.sent]
-
-
-def click(selector: str, tab: int | None = None, **extra: Any) -> dict[str, Any]:
-    command: dict[str, Any] = {"action": "click", "selector": selector, **extra}
-    if tab is not None:
-        command["tabId"] = tab
-    return command
-
-
-def find(selector: str, tab: int | None = None) -> dict[str, Any]:
-    command: dict[str, Any] = {"action": "find", "selector": selector}
-    if tab is not None:
-        command["tabId"] = tab
-    return command
-
-
-def parallel(*sequences: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    return [{"action": "parallel", "sequences": list(sequences)}]
 
 
 def assert_fold_matches(world: World, body: dict[str, Any], call: int = FIRST_CALL) -> None:
@@ -220,9 +202,9 @@ def _scenario_nested(world: World) -> dict[str, Any]:
 
 def _scenario_parallel(world: World) -> dict[str, Any]:
     world.driver.on("#p0", "fail")
-    return run(world, parallel([click("#p0", tab=1), click("#p1", tab=1)],
-                               [click("#q0", tab=2), find("#q1", tab=2), click("#q2", tab=2)],
-                               [click("#r0", tab=1)]), kind="parallel")
+    return run(world, [parallel([click("#p0", tab=1), click("#p1", tab=1)],
+                                [click("#q0", tab=2), find("#q1", tab=2), click("#q2", tab=2)],
+                                [click("#r0", tab=1)])], kind="parallel")
 
 
 def _scenario_hold_and_warning(world: World) -> dict[str, Any]:
@@ -446,8 +428,8 @@ def test_reference_inside_sequence_names_a_step_of_the_sequence(world: World) ->
 
 def test_parallel_sequences_run_independently_and_status_is_the_worst(world: World) -> None:
     world.driver.on("#a0", "fail")
-    body = run(world, parallel([click("#a0", tab=1), click("#a1", tab=1)],
-                               [click("#b0", tab=2), find("#b1", tab=2), click("#b2", tab=2)]), kind="parallel")
+    body = run(world, [parallel([click("#a0", tab=1), click("#a1", tab=1)],
+                                [click("#b0", tab=2), find("#b1", tab=2), click("#b2", tab=2)])], kind="parallel")
 
     assert body["status"] == "failed"
     sequences = body["progress"][0]["sequences"]
@@ -466,15 +448,15 @@ def test_parallel_sequences_run_independently_and_status_is_the_worst(world: Wor
 
 def test_parallel_of_unknown_and_failed_sequences_is_unknown(world: World) -> None:
     world.driver.on("#a0", "fail").on("#b0", "unknown")
-    body = run(world, parallel([click("#a0", tab=1)], [click("#b0", tab=2)]), kind="parallel")
+    body = run(world, [parallel([click("#a0", tab=1)], [click("#b0", tab=2)])], kind="parallel")
 
     assert body["status"] == "unknown"
     assert [statuses(s) for s in body["progress"][0]["sequences"]] == [["failed"], ["unknown"]]
 
 
 def test_second_sequence_writing_a_claimed_tab_is_refused_tab_owned_before_it_starts(world: World) -> None:
-    body = run(world, parallel([click("#a0", tab=1), click("#a1", tab=1)],
-                               [find("#b0", tab=2), click("#b1", tab=1)]), kind="parallel")
+    body = run(world, [parallel([click("#a0", tab=1), click("#a1", tab=1)],
+                                [find("#b0", tab=2), click("#b1", tab=1)])], kind="parallel")
 
     assert sent_keys(world) == ["#a0", "#a1"]  # nothing of the refused sequence, not even its read
     sequences = body["progress"][0]["sequences"]
@@ -489,7 +471,7 @@ def test_second_sequence_writing_a_claimed_tab_is_refused_tab_owned_before_it_st
 
 def test_sequence_writing_a_tab_claimed_by_another_call_is_refused_tab_claimed(world: World) -> None:
     assert world.claims.claim(999, "0.0", 2) is None
-    body = run(world, parallel([click("#a0", tab=1)], [click("#b0", tab=2), click("#b1", tab=2)]),
+    body = run(world, [parallel([click("#a0", tab=1)], [click("#b0", tab=2), click("#b1", tab=2)])],
                kind="parallel")
 
     assert sent_keys(world) == ["#a0"]
@@ -511,7 +493,7 @@ def test_write_outside_parallel_to_a_tab_claimed_by_another_call_fails_tab_claim
 
 
 def test_sequence_writing_a_closed_tab_is_refused_tab_closed(world: World) -> None:
-    body = run(world, parallel([click("#a0", tab=1)], [find("#b0", tab=2), click("#b1", tab=7)]),
+    body = run(world, [parallel([click("#a0", tab=1)], [find("#b0", tab=2), click("#b1", tab=7)])],
                kind="parallel")
 
     assert sent_keys(world) == ["#a0"]
@@ -523,7 +505,7 @@ def test_sequence_writing_a_closed_tab_is_refused_tab_closed(world: World) -> No
 
 def test_every_sequence_is_refused_when_tabs_cannot_be_listed(world: World) -> None:
     world.driver.tabs_unlistable = True
-    body = run(world, parallel([click("#a0", tab=1)], [find("#b0", tab=2), click("#b1", tab=2)]),
+    body = run(world, [parallel([click("#a0", tab=1)], [find("#b0", tab=2), click("#b1", tab=2)])],
                kind="parallel")
 
     assert world.driver.sent == []
@@ -535,21 +517,21 @@ def test_every_sequence_is_refused_when_tabs_cannot_be_listed(world: World) -> N
 
 def test_claims_are_released_after_the_call(world: World) -> None:
     world.driver.on("#b1", "unknown")
-    body = run(world, parallel([click("#a0", tab=1), {"action": "newTab"}, click("#a2", tab="${$1.tabId}")],
-                               [click("#b0", tab=2), click("#b1", tab=2)]), kind="parallel")
+    body = run(world, [parallel([click("#a0", tab=1), {"action": "newTab"}, click("#a2", tab="${$1.tabId}")],
+                                [click("#b0", tab=2), click("#b1", tab=2)])], kind="parallel")
 
     assert body["status"] == "unknown"
     assert sent_keys(world) and world.claims.held() == {}
     # the report still says what each sequence claimed (the checkpoint keeps it)
-    second = run(world, parallel([click("#c0", tab=1)], [click("#d0", tab=2)]), kind="parallel")
+    second = run(world, [parallel([click("#c0", tab=1)], [click("#d0", tab=2)])], kind="parallel")
     assert second["status"] == "ok"
     assert world.claims.held() == {}
 
 
 def test_sync_barrier_makes_sequences_meet(world: World) -> None:
     barrier = {"action": "syncBarrier", "barrier": "b", "timeout": 2}
-    body = run(world, parallel([click("#a0", tab=1), barrier, click("#a2", tab=1)],
-                               [click("#b0", tab=2), find("#b1", tab=2), barrier, click("#b3", tab=2)]),
+    body = run(world, [parallel([click("#a0", tab=1), barrier, click("#a2", tab=1)],
+                                [click("#b0", tab=2), find("#b1", tab=2), barrier, click("#b3", tab=2)])],
                kind="parallel")
 
     assert body["status"] == "ok"
@@ -565,8 +547,8 @@ def test_sync_barrier_makes_sequences_meet(world: World) -> None:
 def test_sequence_failing_before_its_barrier_releases_the_partner(world: World) -> None:
     world.driver.on("#a0", "fail")
     barrier = {"action": "syncBarrier", "barrier": "b", "timeout": 2}
-    body = run(world, parallel([click("#a0", tab=1), barrier, click("#a2", tab=1)],
-                               [click("#b0", tab=2), barrier, click("#b2", tab=2)]), kind="parallel")
+    body = run(world, [parallel([click("#a0", tab=1), barrier, click("#a2", tab=1)],
+                                [click("#b0", tab=2), barrier, click("#b2", tab=2)])], kind="parallel")
 
     sequences = body["progress"][0]["sequences"]
     assert statuses(sequences[0]) == ["failed", "skipped", "skipped"]
@@ -579,8 +561,8 @@ def test_sequence_failing_before_its_barrier_releases_the_partner(world: World) 
 
 def test_sequences_meet_at_a_barrier_name_each_uses_twice(world: World) -> None:
     barrier = {"action": "syncBarrier", "barrier": "b", "timeout": 1}
-    body = run(world, parallel([click("#a0", tab=1), barrier, click("#a2", tab=1), barrier],
-                               [click("#b0", tab=2), barrier, click("#b2", tab=2), barrier]), kind="parallel")
+    body = run(world, [parallel([click("#a0", tab=1), barrier, click("#a2", tab=1), barrier],
+                                [click("#b0", tab=2), barrier, click("#b2", tab=2), barrier])], kind="parallel")
 
     # "Wait until every sequence of the parallel that names this barrier reaches it": two sequences, two parties
     assert [statuses(s) for s in body["progress"][0]["sequences"]] == [["ok"] * 4, ["ok"] * 4]

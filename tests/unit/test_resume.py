@@ -8,45 +8,18 @@ included (a ``"fail"`` answer means the page did nothing, not that nothing reach
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from typing import Any
 
 import pytest
 
 from core.checkpoints import Checkpoint
 from core.claims import Claim
-from messages.commands import CallSpec, Command, parse_call
 from messages.contract import RESUME_DEADLINE
-from messages.errors import KitsuneError
 from messages.events import CallResumed
-from messages.results import Outcome
-from tests.unit.fakes import ScriptedDriver, World
+from tests.unit.fakes import World
+from tests.unit.helpers import batch, click, find, intercept, parallel, read, refused, sequence, snapshot
 
 # --- helpers -----------------------------------------------------------------------------------
-
-
-def click(selector: str, **params: Any) -> dict[str, Any]:
-    return {"action": "click", "selector": selector, **params}
-
-
-def read(selector: str, **params: Any) -> dict[str, Any]:
-    return {"action": "pageText", "selector": selector, **params}
-
-
-def find(selector: str, **params: Any) -> dict[str, Any]:
-    return {"action": "find", "selector": selector, **params}
-
-
-def sequence(*steps: dict[str, Any], **params: Any) -> dict[str, Any]:
-    return {"action": "sequence", "steps": list(steps), **params}
-
-
-def parallel(*sequences: list[dict[str, Any]]) -> dict[str, Any]:
-    return {"action": "parallel", "sequences": list(sequences)}
-
-
-def batch(*commands: dict[str, Any], default_tab: int | None = 3, **options: Any) -> CallSpec:
-    return parse_call("batch", list(commands), default_tab=default_tab, **options)
 
 
 def run(world: World, *commands: dict[str, Any], **options: Any) -> dict[str, Any]:
@@ -61,33 +34,9 @@ def resume(world: World, body: dict[str, Any], observed: Any = None) -> dict[str
     return world.calls.resume(body["call"], body["resume_token"], observed).body
 
 
-def refused(world: World, body: dict[str, Any], observed: Any = None) -> KitsuneError:
-    with pytest.raises(KitsuneError) as raised:
-        world.calls.resume(body["call"], body["resume_token"], observed)
-    return raised.value
-
-
-def snapshot(world: World, body: dict[str, Any]) -> Checkpoint:
-    checkpoint = world.store.take(body["call"], body["resume_token"])
-    world.store.put_back(body["call"])
-    return checkpoint
-
-
 def received(world: World, key: str) -> int:
     """Commands (reads and writes) the driver received under ``key``."""
     return sum(1 for s in world.driver.sent if s.key == key)
-
-
-def intercept(world: World, key: str, action: Callable[[], None]) -> None:
-    """Run ``action`` each time the driver receives ``key``, before answering it."""
-    original = world.driver.execute
-
-    def execute(command: Command, tab_id: int | None, timeout: float) -> Outcome:
-        if ScriptedDriver.key_of(command) == key:
-            action()
-        return original(command, tab_id, timeout)
-
-    world.driver.execute = execute  # type: ignore[method-assign]
 
 
 def assert_left_as_it_was(world: World, body: dict[str, Any], before: Checkpoint, sent_before: int) -> None:

@@ -17,12 +17,13 @@ import pytest
 
 from bridge.workflows import Workflow, WorkflowLibrary, parse_workflow
 from core.calls import Calls, SequentialIds
-from core.checkpoints import Checkpoint, WorkflowSource
+from core.checkpoints import WorkflowSource
 from core.engine import Ports, ThreadedSequences
-from messages.commands import CallSpec, Command, parse_call
+from messages.commands import Command, parse_call
 from messages.errors import KitsuneError
 from messages.results import Outcome
 from tests.unit.fakes import World
+from tests.unit.helpers import batch, refused, snapshot
 
 CHECKOUT = b"""\
 name: checkout
@@ -79,22 +80,6 @@ def checkout_world(tmp_path: Path) -> tuple[LibraryWorld, dict[str, Any]]:
     body = world.run_workflow("checkout", {"email": "kit@example.org"}, default_tab=3)
     assert body["status"] == "failed"
     return world, body
-
-
-def snapshot(world: World, body: dict[str, Any]) -> Checkpoint:
-    checkpoint = world.store.take(body["call"], body["resume_token"])
-    world.store.put_back(body["call"])
-    return checkpoint
-
-
-def refused(world: World, body: dict[str, Any], observed: Any = None) -> KitsuneError:
-    with pytest.raises(KitsuneError) as raised:
-        world.calls.resume(body["call"], body["resume_token"], observed)
-    return raised.value
-
-
-def batch(*commands: dict[str, Any], default_tab: int | None = 3) -> CallSpec:
-    return parse_call("batch", list(commands), default_tab=default_tab)
 
 
 # --- workflow calls and their checkpoints ------------------------------------------------------
