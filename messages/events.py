@@ -15,7 +15,7 @@ from typing import Any, ClassVar, Literal
 __all__ = [
     "BlockWriteSucceeded", "CallEnded", "CallResumed", "CallStarted", "EndReason", "Event",
     "EVENT_TYPES", "Observation", "OutlineStep", "StepDispatched", "StepFailed", "StepHeld",
-    "StepKept", "StepObserved", "StepOutcomeUnknown", "StepSkipped", "StepStarted",
+    "StepEvent", "StepKept", "StepObserved", "StepOutcomeUnknown", "StepSkipped", "StepStarted",
     "StepSucceeded", "event_from_json", "event_to_json",
 ]
 
@@ -86,95 +86,93 @@ class CallResumed(CallStarted):
 
 
 @dataclass(frozen=True, slots=True)
-class StepStarted(Event):
+class StepEvent(Event):
+    """Base of the events of one step."""
+
+    path: str
+    """The step's progress path."""
+
+
+@dataclass(frozen=True, slots=True)
+class StepStarted(StepEvent):
     """A step began (its references resolved, its tab known)."""
 
     kind = "StepStarted"
-    path: str
     action: str
     tab_id: int | None
 
 
 @dataclass(frozen=True, slots=True)
-class StepDispatched(Event):
+class StepDispatched(StepEvent):
     """A write is about to be sent to the page: from here its outcome can be unknown."""
 
     kind = "StepDispatched"
-    path: str
 
 
 @dataclass(frozen=True, slots=True)
-class BlockWriteSucceeded(Event):
+class BlockWriteSucceeded(StepEvent):
     """A write inside a one-step block (if, while, try, retry, broadcast) ran ok."""
 
     kind = "BlockWriteSucceeded"
-    path: str
 
 
 @dataclass(frozen=True, slots=True)
-class StepSucceeded(Event):
+class StepSucceeded(StepEvent):
     """A step did what it was asked."""
 
     kind = "StepSucceeded"
-    path: str
     warning: str | None = None
 
 
 @dataclass(frozen=True, slots=True)
-class StepFailed(Event):
+class StepFailed(StepEvent):
     """A step failed, and either nothing was sent or sending it again is safe."""
 
     kind = "StepFailed"
-    path: str
     code: str
     error: str
     retryable: bool
 
 
 @dataclass(frozen=True, slots=True)
-class StepOutcomeUnknown(Event):
+class StepOutcomeUnknown(StepEvent):
     """A step was sent and whether it took effect is not known."""
 
     kind = "StepOutcomeUnknown"
-    path: str
     code: str
     error: str
 
 
 @dataclass(frozen=True, slots=True)
-class StepHeld(Event):
+class StepHeld(StepEvent):
     """A write was held for approval (ask-before-act); nothing was sent."""
 
     kind = "StepHeld"
-    path: str
     code: str
     error: str
 
 
 @dataclass(frozen=True, slots=True)
-class StepSkipped(Event):
+class StepSkipped(StepEvent):
     """A step never started."""
 
     kind = "StepSkipped"
-    path: str
     reason: str
 
 
 @dataclass(frozen=True, slots=True)
-class StepKept(Event):
+class StepKept(StepEvent):
     """A resume kept a step that ran ok before; nothing is sent, its result is reused."""
 
     kind = "StepKept"
-    path: str
     tab_id: int | None
 
 
 @dataclass(frozen=True, slots=True)
-class StepObserved(Event):
+class StepObserved(StepEvent):
     """The caller reported a step's outcome; ``applied`` marks it ok without sending it."""
 
     kind = "StepObserved"
-    path: str
     observed: Observation
 
 

@@ -7,16 +7,20 @@ stream after the actor that ran it is gone. A step that started and has no termi
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 from messages.events import (
     BlockWriteSucceeded,
+    CallEnded,
+    CallStarted,
     EndReason,
     Event,
     Observation,
+    OutlineStep,
     StepDispatched,
+    StepEvent,
     StepFailed,
     StepHeld,
     StepKept,
@@ -25,11 +29,10 @@ from messages.events import (
     StepSkipped,
     StepStarted,
     StepSucceeded,
-    event_to_json,
 )
 from messages.results import STATUSES, Status, worst
 
-__all__ = ["StepLog", "StepLogBuilder", "StepRecord", "fold", "fold_records", "record_from_json", "record_to_json"]
+__all__ = ["StepLog", "StepLogBuilder", "StepRecord", "fold", "record_from_json", "record_to_json"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -194,8 +197,8 @@ class _Node:
 class StepLogBuilder:
     """Folds events one at a time; :meth:`freeze` gives the step log so far.
 
-    The fold reads events in their wire form, so a replay folds the stream's records without
-    building an event object for each (:func:`fold_records`).
+    It folds typed events only: a replay decodes the stream's records at its boundary
+    (``messages.codec.decode``) and folds what they decode to.
     """
 
     def __init__(self) -> None:
@@ -208,28 +211,23 @@ class StepLogBuilder:
 
     def apply(self, event: Event) -> None:
         """Fold one event in."""
-        self.apply_record(event_to_json(event))
-
-    def apply_record(self, record: Mapping[str, Any]) -> None:
-        """Fold one event in, given in its wire form (``{"type": ..., fields}``)."""
-        kind = record["type"]
-        if kind in ("CallStarted", "CallResumed"):  # a resume starts the log over
-            self._call, self._kind, self._timeout = record["call"], record["call_kind"], record["timeout"]
+        if isinstance(event, StepEvent):
+            _apply_step(self._nodes[event.path], event)
+        elif isinstance(event, CallStarted):  # a CallResumed too: a resume starts the log over
+            self._call, self._kind, self._timeout = event.call, event.call_kind, event.timeout
             self._ended = None
             self._nodes = {}
-            self._top = [self._lay_out(str(i), i, step) for i, step in enumerate(record["outline"])]
-        elif kind == "CallEnded":
-            self._ended = record["reason"]
-        else:
-            _STEP_HANDLERS[kind](self._nodes[record["path"]], record)
+            self._top = [self._lay_out(str(i), i, step) for i, step in enumerate(event.outline)]
+        elif isinstance(event, CallEnded):
+            self._ended = event.reason
 
-    def _lay_out(self, path: str, index: int, outline: Mapping[str, Any]) -> _Node:
-        node = self._nodes[path] = _Node(path, index, outline["action"], outline["tab_id"])
-        if "steps" in outline:
-            node.steps = [self._lay_out(f"{path}.{i}", i, s) for i, s in enumerate(outline["steps"])]
-        if "sequences" in outline:
+    def _lay_out(self, path: str, index: int, outline: OutlineStep) -> _Node:
+        node = self._nodes[path] = _Node(path, index, outline.action, outline.tab_id)
+        if outline.steps:
+            node.steps = [self._lay_out(f"{path}.{i}", i, s) for i, s in enumerate(outline.steps)]
+        if outline.sequences:
             node.sequences = [[self._lay_out(f"{path}.{q}.{i}", i, s) for i, s in enumerate(seq)]
-                              for q, seq in enumerate(outline["sequences"])]
+                              for q, seq in enumerate(outline.sequences)]
         return node
 
     def freeze(self) -> StepLog:
@@ -237,63 +235,37 @@ class StepLogBuilder:
         return StepLog(self._call, self._kind, self._timeout, tuple(n.freeze() for n in self._top), self._ended)
 
 
-Record = Mapping[str, Any]
+def _apply_step(node: _Node, event: StepEvent) -> None:
+    """Fold one step's event into its record."""
+    match event:
+        case StepStarted():
+            node.started, node.tab_id = True, event.tab_id
+            node.status = node.code = node.error = node.warning = node.observed = None
+            node.dispatched = node.wrote = node.kept = False
+        case StepDispatched():
+            node.dispatched = True
+        case BlockWriteSucceeded():
+            node.wrote = True
+        case StepSucceeded():
+            node.status, node.warning = "ok", event.warning
+        case StepFailed() | StepOutcomeUnknown() | StepHeld():
+            node.status, node.code, node.error = _ENDED_AS[type(event)], event.code, event.error
+        case StepSkipped():
+            node.status = "skipped"
+        case StepKept():
+            node.status, node.kept, node.tab_id = "ok", True, event.tab_id
+        case StepObserved(observed="applied"):
+            node.status, node.observed = "ok", "applied"
 
 
-def _started(node: _Node, event: Record) -> None:
-    node.started, node.tab_id = True, event["tab_id"]
-    node.status = node.code = node.error = node.warning = node.observed = None
-    node.dispatched = node.wrote = node.kept = False
-
-
-def _dispatched(node: _Node, event: Record) -> None:
-    node.dispatched = True
-
-
-def _wrote(node: _Node, event: Record) -> None:
-    node.wrote = True
-
-
-def _succeeded(node: _Node, event: Record) -> None:
-    node.status, node.warning = "ok", event["warning"]
-
-
-def _ended(status: Status) -> Callable[[_Node, Record], None]:
-    def end(node: _Node, event: Record) -> None:
-        node.status, node.code, node.error = status, event["code"], event["error"]
-    return end
-
-
-def _skipped(node: _Node, event: Record) -> None:
-    node.status = "skipped"
-
-
-def _kept(node: _Node, event: Record) -> None:
-    node.status, node.kept, node.tab_id = "ok", True, event["tab_id"]
-
-
-def _observed(node: _Node, event: Record) -> None:
-    if event["observed"] == "applied":
-        node.status, node.observed = "ok", "applied"
-
-
-_STEP_HANDLERS: dict[str, Callable[[_Node, Record], None]] = {
-    StepStarted.kind: _started, StepDispatched.kind: _dispatched, BlockWriteSucceeded.kind: _wrote,
-    StepSucceeded.kind: _succeeded, StepFailed.kind: _ended("failed"), StepOutcomeUnknown.kind: _ended("unknown"),
-    StepHeld.kind: _ended("held"), StepSkipped.kind: _skipped, StepKept.kind: _kept, StepObserved.kind: _observed,
-}
+_ENDED_AS: dict[type[StepEvent], Status] = {StepFailed: "failed", StepOutcomeUnknown: "unknown", StepHeld: "held"}
 
 
 def fold(events: Iterable[Event]) -> StepLog:
     """The step log of a call from its events alone (the last run, for a resumed call)."""
-    return fold_records(event_to_json(event) for event in events)
-
-
-def fold_records(records: Iterable[Mapping[str, Any]]) -> StepLog:
-    """The same fold over events in their wire form (as the event stream holds them)."""
     builder = StepLogBuilder()
-    for record in records:
-        builder.apply_record(record)
+    for event in events:
+        builder.apply(event)
     return builder.freeze()
 
 
