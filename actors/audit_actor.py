@@ -3,7 +3,7 @@
 Entries go to the JetStream stream ``KITSUNE_AUDIT`` that every node shares, then to a JSON-lines
 file; an entry's id is its sequence number in the stream, and a container call's id is its
 entry's (monotonic, unique across the fleet). Typed values are redacted and JavaScript bodies
-dropped (``messages.commands.audit_params``); no token ever enters an entry. If an entry cannot
+dropped (``messages.audit``, whose typed entries hold nothing else); no token ever enters an entry. If an entry cannot
 be written, the write it records is refused (fail closed).
 
 The stream numbers entries on the loop, several on their way at once (``actors.pipeline``); the
@@ -18,7 +18,7 @@ import contextlib
 import logging
 import os
 import time
-from collections.abc import Awaitable, Callable, Mapping
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, BinaryIO, Protocol
@@ -30,7 +30,19 @@ from nats.js.api import StorageType, StreamConfig
 
 from actors.loop import IoLoop
 from actors.pipeline import OrderedWriter
-from messages.commands import CallSpec, Command, audit_params, is_write
+from messages.audit import (
+    AuditEntry,
+    CallEntry,
+    DirectEntry,
+    InterruptedEntry,
+    ObservedStepEntry,
+    ResumeEntry,
+    StepEntry,
+    TakeoverEntry,
+    redacted_params,
+)
+from messages.codec import encode
+from messages.commands import CallSpec, Command, is_write
 from messages.errors import KitsuneError
 
 __all__ = ["AUDIT_STREAM", "AUDIT_SUBJECT", "AuditActor", "AuditLog", "AuditTrail", "Auditor", "JetStreamAuditLog",
@@ -49,7 +61,7 @@ _ACK_TIMEOUT = 5.0
 class AuditLog(Protocol):
     """Where audit entries are numbered and kept."""
 
-    async def send(self, entry: Mapping[str, Any]) -> Awaitable[int]:
+    async def send(self, entry: AuditEntry) -> Awaitable[int]:
         """Send ``entry`` now, without waiting; what it answers gives its sequence number (unique,
         increasing) once the entry is kept."""
         ...
@@ -59,10 +71,10 @@ class LocalAuditLog:
     """Entries numbered in this process's memory (a node without NATS)."""
 
     def __init__(self) -> None:
-        self.entries: list[dict[str, Any]] = []
+        self.entries: list[AuditEntry] = []
 
-    async def send(self, entry: Mapping[str, Any]) -> Awaitable[int]:
-        self.entries.append(dict(entry))
+    async def send(self, entry: AuditEntry) -> Awaitable[int]:
+        self.entries.append(entry)
         return _already_kept(len(self.entries))
 
 
@@ -84,10 +96,10 @@ class JetStreamAuditLog:
                                                    storage=StorageType.FILE))
         return log_
 
-    async def send(self, entry: Mapping[str, Any]) -> Awaitable[int]:
+    async def send(self, entry: AuditEntry) -> Awaitable[int]:
         if not self._client.is_connected:
             raise KitsuneError("bus_disconnected", "not connected to NATS; audit entry not kept")
-        acknowledgement = await self._js.publish_async(AUDIT_SUBJECT, orjson.dumps(entry), stream=AUDIT_STREAM)
+        acknowledgement = await self._js.publish_async(AUDIT_SUBJECT, encode(entry), stream=AUDIT_STREAM)
         return self._kept(acknowledgement)
 
     @staticmethod
@@ -104,7 +116,7 @@ async def _already_kept(seq: int) -> int:
 class _Numbered:
     """An entry the stream numbered (or could not), for the audit actor to write."""
 
-    entry: Mapping[str, Any]
+    entry: AuditEntry
     seq: int | None
     """Its id; None when the stream could not keep it."""
     answer: concurrent.futures.Future[int]
@@ -129,7 +141,7 @@ class AuditActor(pykka.ThreadingActor):
             if message.seq is None:
                 raise KitsuneError("audit_unavailable", "The audit stream did not keep the entry")
             if self._path is not None:
-                self._open(self._path).write(orjson.dumps({"call": message.seq, **message.entry}) + b"\n")
+                self._open(self._path).write(orjson.dumps({"call": message.seq, **message.entry.to_json()}) + b"\n")
         except Exception as e:
             self._close()
             self._on_record(False)
@@ -167,7 +179,7 @@ def _names(path: Path, file: BinaryIO) -> bool:
         return False
 
 
-_Entry = tuple[Mapping[str, Any], concurrent.futures.Future[int]]
+_Entry = tuple[AuditEntry, concurrent.futures.Future[int]]
 """An entry on its way, and the future of its id."""
 
 
@@ -189,7 +201,7 @@ class AuditTrail:
         """Number what was handed over, then stop (the actor is stopped by its owner)."""
         await self._writer.stop()
 
-    def record(self, entry: Mapping[str, Any], *, urgent: bool = True) -> concurrent.futures.Future[int]:
+    def record(self, entry: AuditEntry, *, urgent: bool = True) -> concurrent.futures.Future[int]:
         """Start recording one entry (from any thread); the future of its id, or of ``audit_unavailable``.
         An entry nobody waits for (not ``urgent``) may linger a little to go out with others."""
         answer: concurrent.futures.Future[int] = concurrent.futures.Future()
@@ -204,50 +216,46 @@ class Auditor:
         self._trail = trail
         self._agent = agent
 
-    def _record(self, entry: dict[str, Any], agent: str | None = None) -> int:
-        return self._start(entry, agent).result(timeout=_WAIT)
-
-    def _start(self, entry: dict[str, Any], agent: str | None = None, *,
-               urgent: bool = True) -> concurrent.futures.Future[int]:
-        """Hand an entry to the audit log; the future of its id."""
-        return self._trail.record({"time": round(time.time(), 3), "agent": agent or self._agent, **entry},
-                                  urgent=urgent)
+    def _record(self, entry: AuditEntry) -> int:
+        return self._trail.record(entry).result(timeout=_WAIT)
 
     def call(self, spec: CallSpec, agent: str | None) -> int:
-        return self._record({"kind": "call", "call_kind": spec.kind, "commands": len(spec.commands),
-                             "tabId": spec.default_tab}, agent)
+        return self._record(CallEntry(time=_now(), agent=agent or self._agent, call_kind=spec.kind,
+                                      commands=len(spec.commands), tab_id=spec.default_tab))
 
     def resume(self, call: int, agent: str | None) -> None:
-        self._record({"kind": "resume", "parent": {"call": call}}, agent)
+        self._record(ResumeEntry(time=_now(), agent=agent or self._agent, call=call))
 
     def step(self, call: int, path: str, command: Command, tab_id: int | None, *,
              resumed: bool) -> Callable[[], None]:
-        parent: dict[str, Any] = {"call": call, "path": path}
-        if resumed:
-            parent["resumed"] = True
-        written = self._start({"kind": "step", "action": command.action, "tabId": tab_id,
-                               "params": audit_params(command), "parent": parent},
-                              urgent=is_write(command))  # the engine waits only for a write's entry
+        written = self._trail.record(StepEntry(time=_now(), agent=self._agent, action=command.action, tab_id=tab_id,
+                                               params=redacted_params(command), call=call, path=path,
+                                               resumed=resumed),
+                                     urgent=is_write(command))  # the engine waits only for a write's entry
 
         def wait() -> None:  # raises audit_unavailable when the entry could not be written
             written.result(timeout=_WAIT)
         return wait
 
     def observed(self, call: int, path: str, command: Command, tab_id: int | None) -> None:
-        self._record({"kind": "step", "action": command.action, "tabId": tab_id,
-                      "params": {**audit_params(command), "observed": "applied", "sent": False},
-                      "parent": {"call": call, "path": path, "resumed": True}})
+        self._record(ObservedStepEntry(time=_now(), agent=self._agent, action=command.action, tab_id=tab_id,
+                                       params=redacted_params(command), call=call, path=path))
 
     def interrupted(self, call: int | None, path: str | None, command: Command, tab_id: int) -> None:
         """Record that a write was running when its node stopped: its outcome is unknown."""
-        self._record({"kind": "interrupted", "action": command.action, "tabId": tab_id, "outcome": "unknown",
-                      "reason": "node_stopped", "parent": {"call": call, "path": path}})
+        self._record(InterruptedEntry(time=_now(), agent=self._agent, action=command.action, tab_id=tab_id,
+                                      call=call, path=path))
 
     def takeover(self, tab_id: int) -> int:
         """Record a tab takeover; its entry's id."""
-        return self._record({"kind": "takeover", "tabId": tab_id})
+        return self._record(TakeoverEntry(time=_now(), agent=self._agent, tab_id=tab_id))
 
     def direct(self, command: Command, tab_id: int | None) -> int:
         """Record a direct call; its call id."""
-        return self._record({"kind": "direct", "action": command.action, "tabId": tab_id,
-                             "params": audit_params(command)})
+        return self._record(DirectEntry(time=_now(), agent=self._agent, action=command.action, tab_id=tab_id,
+                                        params=redacted_params(command)))
+
+
+def _now() -> float:
+    """An entry's time: Unix seconds, to the millisecond."""
+    return round(time.time(), 3)

@@ -1,4 +1,5 @@
-"""The wire codec (orjson) for every typed message: events, results, outcomes, errors, step records, commands."""
+"""The wire codec (orjson) for every typed message: events, results, outcomes, errors, step records, commands,
+audit entries (encoded only: the audit log is read as JSON, never decoded back)."""
 
 from __future__ import annotations
 
@@ -7,6 +8,7 @@ from typing import Any, TypeVar
 
 import orjson
 
+from messages.audit import AuditEntry
 from messages.commands import Command, command_to_json, parse_command
 from messages.errors import KitsuneError
 from messages.events import Event, event_from_json, event_to_json
@@ -42,6 +44,7 @@ _ENCODERS: list[tuple[type[Any], Callable[[Any], Any]]] = [
     (HeldForApproval, outcome_to_json),
     (TabRequest, TabRequest.to_json),
     (TabCancel, TabCancel.to_json),
+    (AuditEntry, AuditEntry.to_json),
 ]
 _DECODERS: dict[type[Any], Callable[[Any], Any]] = {
     Event: event_from_json,

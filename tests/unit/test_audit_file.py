@@ -1,5 +1,5 @@
 """The audit actor's file: lines in the log's order, a rotated or deleted file followed, a vanished
-directory failing closed."""
+directory failing closed; every kind of entry in the exact form the file and the stream keep."""
 
 from __future__ import annotations
 
@@ -9,8 +9,11 @@ from pathlib import Path
 
 import pytest
 
-from actors.audit_actor import AuditActor, AuditTrail, LocalAuditLog
+from actors.audit_actor import AuditActor, Auditor, AuditTrail, LocalAuditLog
 from actors.loop import IoLoop
+from messages.audit import AuditEntry, TakeoverEntry
+from messages.codec import encode
+from messages.commands import parse_call, parse_command
 from messages.errors import KitsuneError
 
 
@@ -31,30 +34,75 @@ def _lines(path: Path) -> list[dict[str, object]]:
     return [json.loads(line) for line in path.read_text().splitlines()]
 
 
+def _entry(n: int) -> AuditEntry:
+    return TakeoverEntry(time=1.5, agent="alice", tab_id=n)
+
+
+def _line(call: int, n: int) -> dict[str, object]:
+    return {"call": call, "time": 1.5, "agent": "alice", "kind": "takeover", "tabId": n}
+
+
 def test_entries_are_written_in_order_with_their_ids(trail: AuditTrail, tmp_path: Path) -> None:
-    ids = [trail.record({"kind": "step", "n": n}, urgent=n % 2 == 0).result(timeout=5) for n in range(6)]
+    ids = [trail.record(_entry(n), urgent=n % 2 == 0).result(timeout=5) for n in range(6)]
     assert ids == [1, 2, 3, 4, 5, 6]
-    assert _lines(tmp_path / "logs" / "audit.jsonl") == [{"call": n + 1, "kind": "step", "n": n} for n in range(6)]
+    assert _lines(tmp_path / "logs" / "audit.jsonl") == [_line(n + 1, n) for n in range(6)]
 
 
 def test_a_rotated_or_deleted_file_is_followed_by_a_new_one(trail: AuditTrail, tmp_path: Path) -> None:
     path = tmp_path / "logs" / "audit.jsonl"
-    trail.record({"n": 0}).result(timeout=5)
+    trail.record(_entry(0)).result(timeout=5)
     path.rename(tmp_path / "logs" / "audit.jsonl.1")  # rotated
-    trail.record({"n": 1}).result(timeout=5)
-    assert _lines(tmp_path / "logs" / "audit.jsonl.1") == [{"call": 1, "n": 0}]
-    assert _lines(path) == [{"call": 2, "n": 1}]
+    trail.record(_entry(1)).result(timeout=5)
+    assert _lines(tmp_path / "logs" / "audit.jsonl.1") == [_line(1, 0)]
+    assert _lines(path) == [_line(2, 1)]
     path.unlink()  # deleted
-    trail.record({"n": 2}).result(timeout=5)
-    assert _lines(path) == [{"call": 3, "n": 2}]
+    trail.record(_entry(2)).result(timeout=5)
+    assert _lines(path) == [_line(3, 2)]
 
 
 def test_an_entry_that_cannot_be_written_fails_closed(trail: AuditTrail, tmp_path: Path) -> None:
-    trail.record({"n": 0}).result(timeout=5)
+    trail.record(_entry(0)).result(timeout=5)
     (tmp_path / "logs").rename(tmp_path / "gone")  # the directory disappears
     with pytest.raises(KitsuneError) as caught:
-        trail.record({"n": 1}).result(timeout=5)
+        trail.record(_entry(1)).result(timeout=5)
     assert caught.value.code == "audit_unavailable"
     (tmp_path / "logs").mkdir()  # back: the next entry is written again
-    assert trail.record({"n": 2}).result(timeout=5) == 3
-    assert _lines(tmp_path / "logs" / "audit.jsonl") == [{"call": 3, "n": 2}]
+    assert trail.record(_entry(2)).result(timeout=5) == 3
+    assert _lines(tmp_path / "logs" / "audit.jsonl") == [_line(3, 2)]
+
+
+def test_every_kind_of_entry_keeps_its_exact_form(trail: AuditTrail, tmp_path: Path,
+                                                  monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr("actors.audit_actor.time.time", lambda: 1700000000.12345)
+    auditor = Auditor(trail, "alice")
+    typed = parse_command({"action": "type", "selector": "#pw", "text": "hunter2"})
+    script = parse_command({"action": "js", "code": "return 600000"})
+    auditor.call(parse_call("batch", [{"action": "title"}], default_tab=3), "bob")
+    auditor.resume(1, None)
+    auditor.step(1, "0.1", typed, 3, resumed=False)()
+    auditor.step(1, "2", script, None, resumed=True)()
+    auditor.observed(1, "1", typed, 3)
+    auditor.interrupted(None, None, typed, 4)
+    auditor.takeover(4)
+    auditor.direct(typed, 3)
+    stamp = '"time":1700000000.123,"agent":'
+    assert (tmp_path / "logs" / "audit.jsonl").read_text().splitlines() == [
+        '{"call":1,' + stamp + '"bob","kind":"call","call_kind":"batch","commands":1,"tabId":3}',
+        '{"call":2,' + stamp + '"alice","kind":"resume","parent":{"call":1}}',
+        '{"call":3,' + stamp + '"alice","kind":"step","action":"type","tabId":3,'
+        '"params":{"selector":"#pw","text":"[redacted]"},"parent":{"call":1,"path":"0.1"}}',
+        '{"call":4,' + stamp + '"alice","kind":"step","action":"js","tabId":null,"params":{},'
+        '"parent":{"call":1,"path":"2","resumed":true}}',
+        '{"call":5,' + stamp + '"alice","kind":"step","action":"type","tabId":3,'
+        '"params":{"selector":"#pw","text":"[redacted]","observed":"applied","sent":false},'
+        '"parent":{"call":1,"path":"1","resumed":true}}',
+        '{"call":6,' + stamp + '"alice","kind":"interrupted","action":"type","tabId":4,"outcome":"unknown",'
+        '"reason":"node_stopped","parent":{"call":null,"path":null}}',
+        '{"call":7,' + stamp + '"alice","kind":"takeover","tabId":4}',
+        '{"call":8,' + stamp + '"alice","kind":"direct","action":"type","tabId":3,'
+        '"params":{"selector":"#pw","text":"[redacted]"}}',
+    ]
+
+
+def test_the_stream_keeps_an_entry_without_its_id() -> None:
+    assert encode(_entry(2)) == b'{"time":1.5,"agent":"alice","kind":"takeover","tabId":2}'
