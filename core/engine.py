@@ -29,7 +29,7 @@ from messages.commands import (
     SyncBarrier,
     Try,
     While,
-    children_of,
+    children,
     is_write,
     resolve_command,
     secret_values,
@@ -901,8 +901,8 @@ def _targets(command: Command, lookup: Callable[[int], Any], tab: int | None) ->
     inner_tab = own if own is not None else tab
     if isinstance(command, If | While) and inner_tab is not None:
         found.append((inner_tab, True))
-    for child in children_of(command):
-        found += _targets(child, lookup, inner_tab)
+    for child in children(command):
+        found += _targets(child.command, lookup, inner_tab)
     return found
 
 

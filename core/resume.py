@@ -11,7 +11,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from core.engine import Decision, leaf_paths
-from messages.commands import Command, Parallel, Sequence, children_of, is_write, own_references
+from messages.commands import Command, Parallel, Sequence, children, is_write, own_references
 from messages.errors import KitsuneError
 from messages.references import Ref
 from messages.steplog import StepRecord
@@ -118,6 +118,6 @@ def _scope_references(command: Command) -> list[Ref]:
     """References from ``command`` into its own list's steps (not from inside a nested sequence)."""
     found = [ref for _, ref in own_references(command)]
     if not isinstance(command, Sequence | Parallel):
-        for child in children_of(command):
-            found += _scope_references(child)
+        for child in children(command):
+            found += _scope_references(child.command)
     return found

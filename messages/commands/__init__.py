@@ -1,0 +1,67 @@
+"""The command language: typed, immutable commands parsed and validated from JSON.
+
+A command is ``{"action": ..., params}``; every action and block of the contract has its own
+frozen dataclass (``_actions``, ``_blocks``). :func:`parse_call` validates a whole call before
+anything runs and rejects it whole, naming the path of the bad command (``"0.1.3"``) and what is
+wrong (``_parse``, ``_coerce``). :func:`children` is the one walk over the commands inside a
+block (``_tree``); each command knows whether it writes (:func:`is_write`), exactly as the spec
+lists writes.
+"""
+
+from messages.commands._actions import (
+    MAX_JS,
+    MAX_KEY,
+    MAX_NAME,
+    MAX_REFERENCE,
+    MAX_SELECTOR,
+    MAX_TEXT,
+    MAX_URL,
+    Check,
+    Click,
+    Clipboard,
+    ClipboardOp,
+    CloseTab,
+    Command,
+    Cookie,
+    Cookies,
+    Download,
+    Fill,
+    Find,
+    Flag,
+    GetTabs,
+    Integer,
+    Js,
+    Navigate,
+    NewTab,
+    Number,
+    PageText,
+    Press,
+    Screenshot,
+    Select,
+    Storage,
+    SubmitForm,
+    SwitchTab,
+    SyncBarrier,
+    Text,
+    Title,
+    Type,
+    Url,
+    WaitFor,
+    WaitForResult,
+)
+from messages.commands._blocks import ACTIONS, BLOCKS, Broadcast, If, Parallel, Retry, Sequence, Try, While
+from messages.commands._forms import audit_params, command_to_json, own_references, resolve_command
+from messages.commands._params import Param, parameters
+from messages.commands._parse import CallKind, CallSpec, Limits, parse_body, parse_call, parse_command
+from messages.commands._tree import Child, children, is_write, leaf_paths, secret_values
+
+__all__ = [
+    "ACTIONS", "BLOCKS", "MAX_JS", "MAX_KEY", "MAX_NAME", "MAX_REFERENCE", "MAX_SELECTOR",
+    "MAX_TEXT", "MAX_URL", "Broadcast", "CallKind", "CallSpec", "Check", "Child", "Click", "Clipboard",
+    "ClipboardOp", "CloseTab", "Command", "Cookie", "Cookies", "Download", "Fill", "Find", "Flag", "GetTabs",
+    "If", "Integer", "Js", "Limits", "Navigate", "NewTab", "Number", "PageText", "Parallel", "Param", "Press",
+    "Retry", "Screenshot", "Select", "Sequence", "Storage", "SubmitForm", "SwitchTab",
+    "SyncBarrier", "Text", "Title", "Try", "Type", "Url", "WaitFor", "WaitForResult", "While",
+    "audit_params", "children", "command_to_json", "is_write", "leaf_paths", "own_references", "parameters",
+    "parse_body", "parse_call", "parse_command", "resolve_command", "secret_values",
+]

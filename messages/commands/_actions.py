@@ -1,0 +1,339 @@
+"""The actions of the command language: one frozen dataclass each, with its parameters' bounds."""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass, field
+from typing import Any, ClassVar, Literal, TypedDict
+
+from messages.contract import MAX_STEP_TIMEOUT
+from messages.errors import invalid_call
+from messages.references import Ref, Template
+
+Text = str | Template | Ref
+"""A string parameter; may hold references."""
+Integer = int | Ref
+"""An integer parameter, or one whole reference."""
+Number = float | Ref
+"""A number of seconds or similar, or one whole reference."""
+Flag = bool | Ref
+"""A boolean parameter, or one whole reference."""
+
+# Bounds of every parameter, checked before anything runs (a string's in characters).
+MAX_SELECTOR = 4096
+"""Selectors, a ``find``'s text and ``select`` option values."""
+MAX_URL = 8192
+"""URLs and URL globs, and each string of a cookie."""
+MAX_TEXT = 262_144
+"""Typed text and values: ``type``, ``fill``, storage and clipboard values."""
+MAX_JS = 65_536
+"""JavaScript bodies: ``js``, ``waitForResult``, the conditions of ``if`` and ``while``."""
+MAX_KEY = 1024
+"""Key names: ``press`` keys and storage keys."""
+MAX_NAME = 256
+"""Labels and barrier names."""
+MAX_REFERENCE = 256
+"""A whole ``${$N...}`` reference given where a number, a boolean or a tab id goes."""
+
+
+def _param(doc: str, default: Any = dataclasses.MISSING, **meta: Any) -> Any:
+    """A parameter field: ``doc`` for the schema, ``secret``/``javascript`` for redaction."""
+    return field(default=default, metadata={"doc": doc, **meta})
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class Command:
+    """Base of every command: the parameters any action takes."""
+
+    action: ClassVar[str]
+    writes: ClassVar[bool] = True
+    acts_on_tab: ClassVar[bool] = True
+
+    tab_id: Integer | None = _param("Tab to act on; the call's default tab when absent.", None)
+    timeout: Number | None = _param("Seconds this command may take (default 30).", None, minimum=0,
+                                    maximum=MAX_STEP_TIMEOUT)
+    label: str | None = _param("A name for this step, shown in a workflow's steps.", None, max_length=MAX_NAME)
+
+
+# --- actions -------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class Navigate(Command):
+    """Go to a URL in the tab."""
+
+    action = "navigate"
+    url: Text = _param("The http(s) URL or about:blank to load.", max_length=MAX_URL)
+    wait_until: Literal["load", "domcontentloaded", "networkidle", "commit"] = _param(
+        "When navigation counts as done.", "load"
+    )
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class Click(Command):
+    """Click the element a selector finds."""
+
+    action = "click"
+    selector: Text = _param("CSS or Playwright selector of the element.", max_length=MAX_SELECTOR)
+    button: Literal["left", "right", "middle"] = _param("Mouse button.", "left")
+    click_count: int = _param("Number of clicks (2 for a double click).", 1, minimum=1, maximum=3)
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class Type(Command):
+    """Type text into an element key by key, optionally pressing Enter after."""
+
+    action = "type"
+    selector: Text = _param("Element to type into.", max_length=MAX_SELECTOR)
+    text: Text = _param("The text to type (a typed value: redacted everywhere).", secret=True, max_length=MAX_TEXT)
+    submit: Flag = _param("Press Enter after typing.", False)
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class Fill(Command):
+    """Replace the value of an input, textarea or contenteditable."""
+
+    action = "fill"
+    selector: Text = _param("Element to fill.", max_length=MAX_SELECTOR)
+    value: Text = _param("The value (a typed value: redacted everywhere).", secret=True, max_length=MAX_TEXT)
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class Select(Command):
+    """Choose options of a <select> by value or label."""
+
+    action = "select"
+    selector: Text = _param("The <select> element.", max_length=MAX_SELECTOR)
+    values: tuple[Text, ...] = _param("Option values or labels to select.", min_items=1,
+                                        max_length=MAX_SELECTOR)
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class Press(Command):
+    """Press a key or chord (``Enter``, ``Control+A``), on an element or the page."""
+
+    action = "press"
+    key: Text = _param("Key name as Playwright spells it.", max_length=MAX_KEY)
+    selector: Text | None = _param("Element to focus first; the focused element when absent.", None,
+                                   max_length=MAX_SELECTOR)
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class Check(Command):
+    """Check or uncheck a checkbox or radio button."""
+
+    action = "check"
+    selector: Text = _param("The checkbox or radio button.", max_length=MAX_SELECTOR)
+    checked: Flag = _param("True to check, false to uncheck.", True)
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class SubmitForm(Command):
+    """Submit a form (as its submit button would)."""
+
+    action = "submitForm"
+    selector: Text = _param("The form, or an element inside it.", "form", max_length=MAX_SELECTOR)
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class PageText(Command):
+    """Read the visible text of the page or of one element."""
+
+    action = "pageText"
+    writes = False
+    selector: Text | None = _param("Element to read; the whole page when absent.", None, max_length=MAX_SELECTOR)
+    max_chars: int = _param("Longest text returned.", 20000, minimum=1, maximum=1_000_000)
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class Find(Command):
+    """Find elements by selector or visible text."""
+
+    action = "find"
+    writes = False
+    selector: Text | None = _param("CSS or Playwright selector.", None, max_length=MAX_SELECTOR)
+    text: Text | None = _param("Visible text to look for.", None, max_length=MAX_SELECTOR)
+    limit: int = _param("Most matches returned.", 20, minimum=1, maximum=500)
+
+    def check(self, path: str) -> None:
+        if self.selector is None and self.text is None:
+            raise invalid_call("missing_parameter", path, "find needs selector or text", param="selector")
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class Url(Command):
+    """Read the tab's current URL."""
+
+    action = "url"
+    writes = False
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class Title(Command):
+    """Read the page title."""
+
+    action = "title"
+    writes = False
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class Screenshot(Command):
+    """Take a PNG screenshot of the viewport, the full page or one element."""
+
+    action = "screenshot"
+    writes = False
+    selector: Text | None = _param("Element to capture.", None, max_length=MAX_SELECTOR)
+    full_page: Flag = _param("Capture the whole scrollable page.", False)
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class WaitFor(Command):
+    """Wait for an element state, a URL or a load state."""
+
+    action = "waitFor"
+    writes = False
+    selector: Text | None = _param("Element to wait for.", None, max_length=MAX_SELECTOR)
+    state: Literal["attached", "detached", "visible", "hidden"] = _param("Element state.", "visible")
+    url: Text | None = _param("URL (glob) to wait for.", None, max_length=MAX_URL)
+    load_state: Literal["load", "domcontentloaded", "networkidle"] | None = _param("Load state.", None)
+
+    def check(self, path: str) -> None:
+        if self.selector is None and self.url is None and self.load_state is None:
+            raise invalid_call(
+                "missing_parameter", path, "waitFor needs selector, url or loadState", param="selector"
+            )
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class Js(Command):
+    """Run agent JavaScript in the page and return its (JSON) value."""
+
+    action = "js"
+    code: Text = _param("A JavaScript expression or function body (dropped from every log).", javascript=True,
+                        max_length=MAX_JS)
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class WaitForResult(Command):
+    """Evaluate agent JavaScript until it returns a truthy value."""
+
+    action = "waitForResult"
+    code: Text = _param("A JavaScript expression (dropped from every log).", javascript=True, max_length=MAX_JS)
+    interval: Number = _param("Seconds between evaluations.", 0.25, minimum=0.01, maximum=60)
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class SyncBarrier(Command):
+    """Wait until every sequence of the parallel that names this barrier reaches it."""
+
+    action = "syncBarrier"
+    acts_on_tab = False
+    barrier: str = _param("Barrier name; sequences meet at barriers of the same name.",
+                                 max_length=MAX_NAME)
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class NewTab(Command):
+    """Open a tab (in its own window); its result carries ``tabId``."""
+
+    action = "newTab"
+    acts_on_tab = False
+    url: Text | None = _param("URL to open; about:blank when absent.", None, max_length=MAX_URL)
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class CloseTab(Command):
+    """Close the tab ``tabId`` (the default tab when absent)."""
+
+    action = "closeTab"
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class SwitchTab(Command):
+    """Make ``tabId`` the current tab and bring its window to the front."""
+
+    action = "switchTab"
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class GetTabs(Command):
+    """List the open tabs with their ids, URLs and titles."""
+
+    action = "getTabs"
+    writes = False
+    acts_on_tab = False
+
+
+class _CookieName(TypedDict):
+    name: str
+    value: str
+
+
+class Cookie(_CookieName, total=False):
+    """A cookie to set, with the fields Playwright takes; each string at most :data:`MAX_URL`."""
+
+    url: str
+    domain: str
+    path: str
+    expires: float
+    httpOnly: bool
+    secure: bool
+    sameSite: Literal["Lax", "None", "Strict"]
+    partitionKey: str
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class Cookies(Command):
+    """Read, set or clear the cookies of the tab's context."""
+
+    action = "cookies"
+    op: Literal["get", "set", "clear"] = _param("What to do.", "get")
+    cookies: tuple[Cookie, ...] = _param(
+        "Cookies to set ({name, value, url|domain, path, ...}; values are redacted).", (), secret=True,
+        max_length=MAX_URL,
+    )
+
+    def check(self, path: str) -> None:
+        if self.op == "set" and not self.cookies:
+            raise invalid_call("missing_parameter", path, "cookies op=set needs cookies", param="cookies")
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class Storage(Command):
+    """Read or change the page's localStorage or sessionStorage."""
+
+    action = "storage"
+    op: Literal["get", "set", "remove", "clear"] = _param("What to do.", "get")
+    area: Literal["local", "session"] = _param("Which storage.", "local")
+    key: Text | None = _param("The key; all keys for get when absent.", None, max_length=MAX_KEY)
+    value: Text | None = _param("Value to set (redacted everywhere).", None, secret=True, max_length=MAX_TEXT)
+
+    def check(self, path: str) -> None:
+        if self.op in ("set", "remove") and self.key is None:
+            raise invalid_call("missing_parameter", path, f"storage op={self.op} needs key", param="key")
+        if self.op == "set" and self.value is None:
+            raise invalid_call("missing_parameter", path, "storage op=set needs value", param="value")
+
+
+ClipboardOp = Literal["read", "write"]
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class Clipboard(Command):
+    """Read or write the clipboard of the tab's page."""
+
+    action = "clipboard"
+    op: ClipboardOp = _param("What to do.", "read")
+    text: Text | None = _param("Text to write (redacted everywhere).", None, secret=True, max_length=MAX_TEXT)
+
+    def check(self, path: str) -> None:
+        if self.op == "write" and self.text is None:
+            raise invalid_call("missing_parameter", path, "clipboard op=write needs text", param="text")
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class Download(Command):
+    """Click an element that starts a download and save the file; returns name, size, SHA-256."""
+
+    action = "download"
+    selector: Text = _param("Element whose click starts the download.", max_length=MAX_SELECTOR)
