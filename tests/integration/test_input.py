@@ -208,7 +208,7 @@ def _strategy(schema: dict[str, Any], defs: dict[str, Any], depth: int = 0) -> s
     if "enum" in schema:
         return st.sampled_from(schema["enum"])
     if "oneOf" in schema or "anyOf" in schema:
-        return st.one_of([_strategy(s, defs, depth) for s in schema.get("oneOf", schema.get("anyOf"))])
+        return st.one_of([_strategy(s, defs, depth) for s in schema.get("oneOf") or schema["anyOf"]])
     kind = schema["type"]
     if kind == "object":
         properties = {k: _strategy(v, defs, depth) for k, v in schema.get("properties", {}).items()}

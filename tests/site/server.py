@@ -231,8 +231,9 @@ def _parse_form(content_type: str, body: bytes) -> dict[str, list[str]] | None:
             if filename is not None:
                 value = filename
             else:
-                payload = part.get_payload(decode=True) or b""
-                value = payload.decode(part.get_content_charset() or "utf-8", "replace")
+                payload = part.get_payload(decode=True)
+                data = payload if isinstance(payload, bytes) else b""
+                value = data.decode(part.get_content_charset() or "utf-8", "replace")
             fields.setdefault(str(name), []).append(value)
         return fields
     return None

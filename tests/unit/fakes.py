@@ -123,7 +123,7 @@ class ScriptedDriver:
         if isinstance(command, Js):
             return {"value": True}
         if command.action == "closeTab":
-            self.tabs.discard(command.tab_id)  # type: ignore[arg-type]
+            self.tabs.discard(command.tab_id)
         return {"text": f"text of {self.key_of(command)}"} if not is_write(command) else {}
 
 

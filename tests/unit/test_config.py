@@ -99,7 +99,7 @@ def test_the_environment_overrides_the_file_for_every_key(tmp_path: Path) -> Non
         "KITSUNE_URLS__DENY": "c.test, 10.0.0.0/8", "KITSUNE_WORKFLOWS": "./env", "KITSUNE_AUDIT_FILE": "env.jsonl",
         "KITSUNE_MAX_BODY_BYTES": "20", "KITSUNE_USER_TABS_WRITABLE": "true", "KITSUNE_NATS__URL": "nats://env:4222",
         "KITSUNE_CHROMIUM": "/not/config", "KITSUNE_SOMETHING_ELSE": "ignored"})
-    assert (config.fleet, config.caps, config.read_only) == ("env", {"core", "automation"}, True)
+    assert (config.fleet, config.caps, config.read_only) == ("env", frozenset({"core", "automation"}), True)
     assert (config.allow, config.deny) == (("a.test",), ("c.test", "10.0.0.0/8"))  # key by key
     assert (config.workflows, config.audit_file) == (Path("env"), Path("env.jsonl"))
     assert (config.max_body_bytes, config.user_tabs_writable, config.nats_url) == (20, True, "nats://env:4222")

@@ -69,7 +69,7 @@ def assert_fold_matches(world: World, body: dict[str, Any], call: int = FIRST_CA
     assert step_log.progress == body["progress"]
     assert step_log.status == body["status"]
     assert step_log.summary == body["summary"]
-    wire = [decode(Event, encode(e)) for e in events]  # type: ignore[type-abstract]
+    wire = [decode(Event, encode(e)) for e in events]
     assert wire == events
     again = fold(wire)
     assert again.progress == body["progress"]
@@ -351,7 +351,7 @@ def test_warning_does_not_stop_batch_without_stop_on_warning(world: World) -> No
 
 
 def test_reference_to_new_tab_id_is_resolved_for_later_step(world: World) -> None:
-    body = run(world, [{"action": "newTab"}, click("#a", tab="${$0.tabId}")])  # type: ignore[arg-type]
+    body = run(world, [{"action": "newTab"}, click("#a", tab="${$0.tabId}")])
 
     assert body["status"] == "ok"
     assert body["results"][0] == {"ok": True, "tabId": 100}
@@ -370,7 +370,7 @@ def test_reference_with_missing_path_fails_step_reference_unresolved_and_sends_n
 
 
 def test_reference_with_missing_tab_path_fails_step_reference_unresolved(world: World) -> None:
-    body = run(world, [{"action": "title"}, click("#a", tab="${$0.tabId}")])  # type: ignore[arg-type]
+    body = run(world, [{"action": "title"}, click("#a", tab="${$0.tabId}")])
 
     assert statuses(body["progress"]) == ["ok", "failed"]
     assert body["results"][1]["code"] == "reference_unresolved"

@@ -23,7 +23,7 @@ from __future__ import annotations
 
 from collections import Counter, OrderedDict, deque
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Literal
 
 import hypothesis.strategies as st
 from hypothesis import event, settings
@@ -307,7 +307,7 @@ class ResumeMachine(RuleBasedStateMachine):
         call = self._next_call_id()
         raw, answers = self._build(call, shape)
         parallel = any(kind == "parallel" for kind, _ in shape)
-        kind = "parallel" if parallel and len(shape) == 1 else "batch"
+        kind: Literal["batch", "parallel"] = "parallel" if parallel and len(shape) == 1 else "batch"
         timeout = 45.0 if short and not parallel else 3600.0 if parallel else 120.0
         spec = parse_call(kind, raw, default_tab=DEFAULT_TAB, stop_on_warning=stop_on_warning, timeout=timeout)
         self._script(answers)

@@ -4,16 +4,20 @@ which stops keep one, waits and their caps, confirm-token continuations. No netw
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Callable
-from typing import Any
+from typing import Any, Literal
 
 import mcp_types as types
 import pytest
 
-from mcp_gateway import server as gateway_module
+from mcp_gateway import _pages, _progress
+from mcp_gateway._bridge import Bridge
+from mcp_gateway._caller import Caller
 from mcp_gateway._checkpoints import Continuations, DirectCheckpoint, DirectCheckpoints
+from mcp_gateway._direct import DirectCalls
+from mcp_gateway._pages import PAGE_STATE_CHECKS
+from mcp_gateway._results import to_call_tool_result
 from mcp_gateway._tools import TOOLS, enabled_tools
-from mcp_gateway.server import PAGE_STATE_CHECKS, Caller, Gateway, approval_wait_from_env, to_call_tool_result
+from mcp_gateway.server import Gateway, approval_wait_from_env
 
 pytestmark = pytest.mark.anyio
 
@@ -129,13 +133,13 @@ def test_a_screenshot_is_an_image_and_readable_text() -> None:
 # --- the gateway on a scripted bridge ----------------------------------------------------------------------
 
 
-Answer = dict[str, Any] | Callable[[dict[str, Any] | None], dict[str, Any]]
+class ScriptedBridge(Bridge):
+    """A bridge that sends nothing: answers requests from a script keyed by "METHOD /path"; records them.
 
+    A route's answer is a body, a function of the request's body, or a list of those used in turn.
+    """
 
-class ScriptedBridge:
-    """Answers requests from a script keyed by "METHOD /path"; records every request."""
-
-    def __init__(self, **routes: list[Answer] | Answer) -> None:
+    def __init__(self, routes: dict[str, Any]) -> None:  # no super().__init__(): it has no HTTP client
         self.routes = routes
         self.requests: list[tuple[str, str, Any]] = []
 
@@ -143,6 +147,9 @@ class ScriptedBridge:
         return self._answer("GET", path, params)
 
     async def post(self, path: str, body: dict[str, Any], *, timeout: float) -> dict[str, Any]:
+        return self._answer("POST", path, body)
+
+    async def stream(self, path: str, body: dict[str, Any], *, timeout: float, on_progress: Any) -> dict[str, Any]:
         return self._answer("POST", path, body)
 
     def _answer(self, method: str, path: str, body: Any) -> dict[str, Any]:
@@ -161,7 +168,7 @@ class ScriptedBridge:
 class PromptingCaller(Caller):
     """A caller whose client shows prompts, answered from a script ("accept", "decline" or None)."""
 
-    def __init__(self, bridge: Any, *answers: str | None) -> None:
+    def __init__(self, bridge: Any, *answers: Literal["accept", "decline", "cancel"] | None) -> None:
         super().__init__("a", bridge)
         self.answers = list(answers)
         self.waits: list[float] = []
@@ -190,7 +197,7 @@ def _ok(call: int) -> dict[str, Any]:
 
 
 async def test_a_hold_that_cannot_be_approved_keeps_no_checkpoint() -> None:
-    bridge = ScriptedBridge(**{"POST /api/act": [_held(1, approvable=False)]})
+    bridge = ScriptedBridge({"POST /api/act": [_held(1, approvable=False)]})
     gateway = Gateway(frozenset({"core"}))
     result = await gateway.call(PromptingCaller(bridge, "accept"), "browser_click", {"selector": "#x", "tabId": 3})
     assert result["code"] == "needs_user" and "resume_token" not in result and len(gateway.checkpoints) == 0
@@ -200,7 +207,7 @@ async def test_a_hold_that_cannot_be_approved_keeps_no_checkpoint() -> None:
 async def test_reads_and_container_results_never_get_a_direct_checkpoint() -> None:
     container = {"results": [], "progress": [], "status": "held", "summary": "1 held", "call": 8,
                  "resume_token": "bridge-token"}
-    bridge = ScriptedBridge(**{"POST /api/act": [_held(1, action="pageText")], "POST /api/batch": [container]})
+    bridge = ScriptedBridge({"POST /api/act": [_held(1, action="pageText")], "POST /api/batch": [container]})
     gateway = Gateway(frozenset({"core", "automation"}))
     caller = Caller("a", bridge)
     read = await gateway.call(caller, "browser_page_text", {"tabId": 3})
@@ -211,7 +218,7 @@ async def test_reads_and_container_results_never_get_a_direct_checkpoint() -> No
 
 async def test_an_unknown_outcome_is_never_a_page_stop() -> None:
     unknown = {"error": "Command timed out", "code": "timeout", "retryable": False, "status": "unknown", "call": 2}
-    bridge = ScriptedBridge(**{"POST /api/act": [unknown],
+    bridge = ScriptedBridge({"POST /api/act": [unknown],
                                "GET /api/needs-user": {"needs_user": True, "reason": "sign_in"}})
     gateway = Gateway(frozenset({"core"}))
     result = await gateway.call(Caller("a", bridge), "browser_click", {"selector": "#x", "tabId": 3})
@@ -220,7 +227,7 @@ async def test_an_unknown_outcome_is_never_a_page_stop() -> None:
 
 async def test_prompts_stay_open_at_most_115_seconds_and_resume_waits_at_most_300(
         monkeypatch: pytest.MonkeyPatch) -> None:
-    bridge = ScriptedBridge(**{"POST /api/act": [_held(1), _held(2), _ok(3)]})
+    bridge = ScriptedBridge({"POST /api/act": [_held(1), _held(2), _ok(3)]})
     gateway = Gateway(frozenset({"core"}))
     caller = PromptingCaller(bridge, "decline", "accept")
     stopped = await gateway.call(caller, "browser_click", {"selector": "#x", "tabId": 3})
@@ -232,13 +239,13 @@ async def test_prompts_stay_open_at_most_115_seconds_and_resume_waits_at_most_30
 
     waits: list[float] = []
 
-    async def never(self: Gateway, caller: Caller, check: Any, tab: int, wait: float) -> bool:
+    async def never(self: DirectCalls, caller: Caller, check: Any, tab: int, wait: float) -> bool:
         waits.append(wait)
         return False
 
-    monkeypatch.setattr(Gateway, "_poll", never)
+    monkeypatch.setattr(DirectCalls, "poll", never)
     page = {"error": "no", "code": "not_found", "retryable": True, "status": "failed", "call": 4}
-    bridge = ScriptedBridge(**{"POST /api/act": [page],
+    bridge = ScriptedBridge({"POST /api/act": [page],
                                "GET /api/needs-user": {"needs_user": True, "reason": "sign_in", "evidence": "x"}})
     stopped = await gateway.call(Caller("a", bridge), "browser_click", {"selector": "#x", "tabId": 3})
     again = await gateway.call(Caller("a", bridge), "browser_resume",
@@ -247,7 +254,7 @@ async def test_prompts_stay_open_at_most_115_seconds_and_resume_waits_at_most_30
 
 
 async def test_a_resume_restarts_a_multi_request_tool_at_its_held_request() -> None:
-    bridge = ScriptedBridge(**{"POST /api/act": [_ok(1), _held(2, action="fill"), _held(3, action="fill"), _ok(4)]})
+    bridge = ScriptedBridge({"POST /api/act": [_ok(1), _held(2, action="fill"), _held(3, action="fill"), _ok(4)]})
     gateway = Gateway(frozenset({"core"}))
     caller = PromptingCaller(bridge, "decline", "accept")
     fields = [{"selector": "#a", "value": "1"}, {"selector": "#b", "value": "2"}]
@@ -262,7 +269,7 @@ async def test_a_resume_restarts_a_multi_request_tool_at_its_held_request() -> N
 
 
 async def test_a_resume_that_still_stops_keeps_the_same_call() -> None:
-    bridge = ScriptedBridge(**{"POST /api/act": [_held(1), _held(2)]})
+    bridge = ScriptedBridge({"POST /api/act": [_held(1), _held(2)]})
     gateway = Gateway(frozenset({"core"}))
     caller = PromptingCaller(bridge, "decline", "decline")
     stopped = await gateway.call(caller, "browser_click", {"selector": "#x", "tabId": 3})
@@ -273,4 +280,4 @@ async def test_a_resume_that_still_stops_keeps_the_same_call() -> None:
 
 def test_page_state_checks_cover_sign_in_and_human_check() -> None:
     assert set(PAGE_STATE_CHECKS) == {"sign_in", "human_check"}
-    assert gateway_module.PROGRESS_EVERY == 10 and gateway_module.POLL_EVERY == 1
+    assert _progress.PROGRESS_EVERY == 10 and _pages.POLL_EVERY == 1

@@ -351,7 +351,7 @@ def test_ok_read_inside_parallel_sequence_runs_again_when_a_later_step_uses_it()
 
 # --- one-step blocks ---------------------------------------------------------------------------
 
-BLOCKS_WHOSE_WRITE_RAN_OK = {
+BLOCKS_WHOSE_WRITE_RAN_OK: dict[str, dict[str, Any]] = {
     "try": {"action": "try", "body": [click("#a"), find("#missing")]},
     "if": {"action": "if", "condition": "cond", "then": [find("#missing")]},
     "while": {"action": "while", "condition": "cond", "body": [find("#missing")], "maxIterations": 3},
@@ -732,8 +732,12 @@ def test_parallel_sequences_keep_their_tab_claims_from_the_first_run_including_t
     assert world.claims.held() == {}  # released when the call ended
     during: list[dict[int, Claim]] = []
     other_call: list[Any] = []
-    intercept(world, "#r", lambda: (during.append(world.claims.held()),
-                                     other_call.append(world.claims.check_write(999, 100))))
+
+    def look_at_the_claims() -> None:
+        during.append(world.claims.held())
+        other_call.append(world.claims.check_write(999, 100))
+
+    intercept(world, "#r", look_at_the_claims)
     again = resume(world, body)
     assert again["status"] == "ok"
     assert during == [{100: Claim(body["call"], "0.0")}]
@@ -756,7 +760,7 @@ def _assert_refused(again: dict[str, Any], code: str) -> dict[str, Any]:
     seq = again["progress"][0]["sequences"][0]
     assert seq[0]["status"] == "ok" and seq[0]["resumed"] == "kept"
     assert seq[1]["status"] == "failed"
-    failure = again["results"][0]["state"]["sequences"][0][1]
+    failure: dict[str, Any] = again["results"][0]["state"]["sequences"][0][1]
     assert failure["code"] == code
     return failure
 
