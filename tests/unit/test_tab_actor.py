@@ -7,6 +7,7 @@ and the loop are the real ones.
 from __future__ import annotations
 
 import asyncio
+import itertools
 import threading
 import time
 from collections.abc import Iterator
@@ -29,51 +30,77 @@ from messages.results import Done, Failed, Outcome, Unknown, outcome_from_json
 
 @dataclass
 class Ran:
-    """One command the tab ran: when it started and ended (``time.monotonic()``)."""
+    """One command the tab ran; ``ended`` is set when it ended."""
 
     label: str
     write: bool
-    started: float
-    ended: float = 0.0
+    ended: threading.Event = field(default_factory=threading.Event)
 
 
 @dataclass
 class RecordingTab:
-    """A tab that sleeps as long as each command's selector says (``#d<ms>``) and records what it ran.
+    """A tab that runs each command as long as its selector says (``#d<ms>``) and records what it ran.
 
-    ``waitForResult`` polls ``polls`` times (its code, ``polls:<n>``) with the actor's pause between.
+    A command held with ``hold(label)`` runs until ``release(label)`` instead; ``started(label)``
+    waits until it runs. ``waitForResult`` polls ``polls`` times (its code, ``polls:<n>``), or until
+    released when held, with the actor's pause between.
     """
 
     ran: list[Ran] = field(default_factory=list)
     writing: int = 0
     overlapped_writes: bool = False
-    lock: threading.Lock = field(default_factory=threading.Lock)
+    _gates: dict[str, threading.Event] = field(default_factory=dict)
+    _started: dict[str, threading.Event] = field(default_factory=dict)
+
+    def hold(self, command: Command) -> Command:
+        """Hold ``command`` running until it is released; the command."""
+        self._gates[_label(command)] = threading.Event()
+        return command
+
+    def release(self, command: Command) -> None:
+        self._gates[_label(command)].set()
+
+    def started(self, command: Command) -> None:
+        """Wait until the tab runs ``command``."""
+        assert self._started_event(_label(command)).wait(10), f"{_label(command)} did not start"
+
+    def _started_event(self, label: str) -> threading.Event:
+        return self._started.setdefault(label, threading.Event())
 
     async def execute(self, command: Command, tab_id: int | None, timeout: float, *,
                       pause: Pause | None = None) -> Outcome:
         label = _label(command)
-        record = Ran(label, is_write(command), time.monotonic())
+        record = Ran(label, is_write(command))
         self.ran.append(record)
+        gate = self._gates.get(label)
+        self._started_event(label).set()
         try:
             if command.action == "waitForResult":
                 polls = int(str(getattr(command, "code", "polls:1")).split(":")[1])
-                for poll in range(polls):
+                for poll in itertools.count(1):
                     await self._section(0.002, record.write)
-                    if poll < polls - 1:
-                        assert pause is not None
-                        await pause(0.01)
+                    if (gate.is_set() if gate is not None else poll == polls):
+                        break
+                    assert pause is not None
+                    await pause(0.01)
+            elif gate is not None:
+                await self._section(gate, record.write)
             else:
                 await self._section(int(label.split("#d")[1].split(".")[0]) / 1000, record.write)
         finally:
-            record.ended = time.monotonic()
+            record.ended.set()
         return Done({"ran": label})
 
-    async def _section(self, seconds: float, write: bool) -> None:
+    async def _section(self, until: float | threading.Event, write: bool) -> None:
         if write:
             self.writing += 1
             self.overlapped_writes |= self.writing > 1
         try:
-            await asyncio.sleep(seconds)
+            if isinstance(until, threading.Event):
+                while not until.is_set():
+                    await asyncio.sleep(0.002)  # the fake page's work: it ends when the test releases it
+            else:
+                await asyncio.sleep(until)
         finally:
             if write:
                 self.writing -= 1
@@ -95,8 +122,21 @@ def wait_for_result(polls: int, tag: int = 0) -> Command:
     return parse_command({"action": "waitForResult", "code": f"polls:{polls}:{tag}", "interval": 0.01})
 
 
-def ticket(command: Command, timeout: float) -> Ticket:
-    return Ticket(TabRequest(command, timeout, time.time() + timeout), timeout)
+class WatchedTicket(Ticket):
+    """A ticket that remembers whether it let the tab start it (which it does only before its deadline)."""
+
+    def __init__(self, request: TabRequest, seconds: float) -> None:
+        super().__init__(request, seconds)
+        self.let_start = False
+
+    def start(self) -> bool:
+        started = super().start()
+        self.let_start |= started
+        return started
+
+
+def ticket(command: Command, timeout: float) -> WatchedTicket:
+    return WatchedTicket(TabRequest(command, timeout, time.time() + timeout), timeout)
 
 
 def was_not_sent(outcome: Outcome) -> bool:
@@ -124,51 +164,58 @@ def actor(io: IoLoop, tab: RecordingTab) -> Iterator[pykka.ActorRef[TabActor]]:
 
 def test_a_read_runs_beside_a_long_write_and_does_not_wait_for_it(
         actor: pykka.ActorRef[TabActor], tab: RecordingTab) -> None:
-    write = actor.ask(ticket(click(400), 5.0), block=False)
-    time.sleep(0.05)
-    read = actor.ask(ticket(wait_for(10), 5.0), block=False)
-    assert isinstance(read.get(timeout=0.3), Done)  # answered while the write still runs
-    assert isinstance(write.get(timeout=2), Done)
-    read_ran = next(r for r in tab.ran if not r.write)
-    write_ran = next(r for r in tab.ran if r.write)
-    assert read_ran.ended < write_ran.ended
+    long_write = tab.hold(click(400))
+    write = actor.ask(ticket(long_write, 30.0), block=False)
+    tab.started(long_write)
+    assert isinstance(actor.ask(ticket(wait_for(10), 30.0), timeout=10), Done)  # answered while the write runs
+    assert not tab.ran[0].ended.is_set()
+    tab.release(long_write)
+    assert isinstance(write.get(timeout=10), Done)
 
 
 def test_a_long_read_never_holds_up_a_write(actor: pykka.ActorRef[TabActor], tab: RecordingTab) -> None:
-    read = actor.ask(ticket(wait_for(600), 5.0), block=False)  # the other agent's waitFor that never comes
-    time.sleep(0.05)
-    assert isinstance(actor.ask(ticket(click(5), 0.5), timeout=1), Done)
+    long_read = tab.hold(wait_for(600))  # the other agent's waitFor that never comes
+    read = actor.ask(ticket(long_read, 30.0), block=False)
+    tab.started(long_read)
+    assert isinstance(actor.ask(ticket(click(5), 30.0), timeout=10), Done)
     assert [r.label for r in tab.ran if r.write] == ["#d5.t0"]
-    read.get(timeout=2)
+    assert not tab.ran[0].ended.is_set()
+    tab.release(long_read)
+    read.get(timeout=10)
 
 
 def test_a_write_queued_past_its_deadline_is_never_run_and_says_nothing_was_sent(
         actor: pykka.ActorRef[TabActor], tab: RecordingTab) -> None:
-    long_write = actor.ask(ticket(click(500), 5.0), block=False)
-    time.sleep(0.05)
-    queued = actor.ask(ticket(click(5, tag=1), 0.1), timeout=2)
-    assert was_not_sent(queued), queued
+    held = tab.hold(click(500))
+    long_write = actor.ask(ticket(held, 30.0), block=False)
+    tab.started(held)
+    queued = actor.ask(ticket(click(5, tag=1), 0.1), timeout=10)  # its deadline passes while the tab is held
+    assert isinstance(queued, Failed) and was_not_sent(queued), queued
     assert queued.failure.retryable
-    assert isinstance(long_write.get(timeout=2), Done)
-    time.sleep(0.1)
-    assert [r.label for r in tab.ran] == ["#d500.t0"]  # the queued click never ran, not even later
+    tab.release(held)
+    assert isinstance(long_write.get(timeout=10), Done)
+    assert isinstance(actor.ask(ticket(click(5, tag=2), 30.0), timeout=10), Done)  # writes run in order
+    assert [r.label for r in tab.ran] == ["#d500.t0", "#d5.t2"]  # the queued click never ran, not even later
 
 
 def test_a_withdrawn_ticket_never_runs_and_withdraw_tells_whether_it_had_started(
         actor: pykka.ActorRef[TabActor], tab: RecordingTab) -> None:
-    long_write = actor.ask(ticket(click(300), 5.0), block=False)
-    time.sleep(0.05)
-    queued = ticket(click(5, tag=1), 5.0)
+    held = tab.hold(click(300))
+    long_write = actor.ask(ticket(held, 30.0), block=False)
+    tab.started(held)
+    queued = ticket(click(5, tag=1), 30.0)
     answer = actor.ask(queued, block=False)
     assert queued.withdraw() is True
-    assert was_not_sent(answer.get(timeout=2))
-    long_write.get(timeout=2)
+    tab.release(held)  # the queued write is answered when its turn comes
+    assert was_not_sent(answer.get(timeout=10))
+    long_write.get(timeout=10)
     assert [r.label for r in tab.ran] == ["#d300.t0"]
-    running = ticket(click(200, tag=2), 5.0)
+    running = ticket(tab.hold(click(200, tag=2)), 30.0)
     answer = actor.ask(running, block=False)
-    time.sleep(0.05)
+    tab.started(running.request.command)
     assert running.withdraw() is False  # it had started: its outcome is whatever the tab says
-    assert isinstance(answer.get(timeout=2), Done)
+    tab.release(running.request.command)
+    assert isinstance(answer.get(timeout=10), Done)
 
 
 def test_writes_stay_one_at_a_time_and_in_order(actor: pykka.ActorRef[TabActor], tab: RecordingTab) -> None:
@@ -180,24 +227,22 @@ def test_writes_stay_one_at_a_time_and_in_order(actor: pykka.ActorRef[TabActor],
 
 def test_wait_for_result_gives_the_tab_back_to_other_writes_between_its_polls(
         actor: pykka.ActorRef[TabActor], tab: RecordingTab) -> None:
-    polling = actor.ask(ticket(wait_for_result(20), 5.0), block=False)  # about 20 x 12 ms
-    time.sleep(0.03)
-    assert isinstance(actor.ask(ticket(click(5), 5.0), timeout=1), Done)
-    with pytest.raises(pykka.Timeout):
-        polling.get(timeout=0)  # the click was answered while the polls went on
-    assert isinstance(polling.get(timeout=3), Done)
-    click_ran = next(r for r in tab.ran if r.label.startswith("#d5"))
-    poll_ran = next(r for r in tab.ran if r.label.startswith("polls"))
-    assert click_ran.ended < poll_ran.ended
+    polls = tab.hold(wait_for_result(1))  # it polls until released
+    polling = actor.ask(ticket(polls, 30.0), block=False)
+    tab.started(polls)
+    assert isinstance(actor.ask(ticket(click(5), 30.0), timeout=10), Done)  # between two of its polls
+    assert not tab.ran[0].ended.is_set()
+    tab.release(polls)
+    assert isinstance(polling.get(timeout=10), Done)
     assert not tab.overlapped_writes
 
 
 def test_an_interrupt_ends_running_writes_unknown_and_refuses_the_rest(
         io: IoLoop, actor: pykka.ActorRef[TabActor], tab: RecordingTab) -> None:
-    running = ticket(click(5000), 30.0)
+    running = ticket(tab.hold(click(5000)), 30.0)
     answer = actor.ask(running, block=False)
     queued = actor.ask(ticket(click(5, tag=1), 30.0), block=False)
-    time.sleep(0.05)
+    tab.started(running.request.command)
     interrupted = actor.ask(Interrupt(), timeout=2)
     assert interrupted == [running]
     outcome = answer.get(timeout=2)
@@ -231,8 +276,7 @@ def test_a_request_over_the_bus_can_be_withdrawn_before_it_arrives_while_queued_
 def test_a_ticket_starts_once_and_never_after_its_deadline() -> None:
     fresh = ticket(click(5), 5.0)
     assert fresh.start() and not fresh.start() and not fresh.withdraw()
-    stale = Ticket(TabRequest(click(5), 0.01), 0.01)
-    time.sleep(0.02)
+    stale = Ticket(TabRequest(click(5), 0.01), -1.0)  # its deadline passed on the way
     assert not stale.start() and stale.withdraw()
 
 
@@ -254,7 +298,7 @@ def test_queued_requests_deadlines_and_withdrawals_never_run_a_request_late_with
     tab = RecordingTab()
     actor = TabActor.start(1, tab, io)
     try:
-        tickets: list[Ticket] = []
+        tickets: list[WatchedTicket] = []
         for n, item in enumerate(schedule):
             command = {"read": wait_for(item["ms"], n), "write": click(item["ms"], n),
                        "poll": wait_for_result(1 + item["ms"] % 3, n)}[item["kind"]]
@@ -279,8 +323,7 @@ def test_queued_requests_deadlines_and_withdrawals_never_run_a_request_late_with
                 assert not mine, f"request {n} said nothing was sent, but it ran"
             else:
                 assert mine, f"request {n} answered {outcome} without running"
-                # the tab notes the time just after the ticket started: 50 ms of slack for a busy machine
-                assert mine[0].started < tickets[n].deadline + 0.05, f"request {n} started after its deadline"
+                assert tickets[n].let_start, f"request {n} ran without its ticket letting it start"
             if withdrawn.get(n) is True:
                 assert not mine and was_not_sent(outcome), f"request {n} ran after it was withdrawn"
             if item["kind"] == "read" and not was_not_sent(outcome):
