@@ -50,8 +50,11 @@ async def test_ids_run_out_only_when_reserving_stalls_for_two_blocks() -> None:
     with pytest.raises(KitsuneError) as caught:
         ids.take()
     assert caught.value.code == "tab_ids_unavailable"
+    stalled_at = counter.calls
     counter.stalled.set()
-    await asyncio.sleep(0.01)
+    async with asyncio.timeout(10):
+        while counter.calls == stalled_at:  # the stalled reservation goes through on a later turn of the loop
+            await asyncio.sleep(0)
     assert ids.take() == 2 * BLOCK + 1  # back as soon as a block comes in
 
 
