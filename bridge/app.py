@@ -17,12 +17,13 @@ from starlette.applications import Starlette
 from starlette.middleware import Middleware
 from starlette.middleware.base import BaseHTTPMiddleware, RequestResponseEndpoint
 from starlette.requests import Request
-from starlette.responses import Response
+from starlette.responses import Response, StreamingResponse
 from starlette.routing import BaseRoute, Route
 
 from actors.call_actor import ResumeCall, RunCall
 from actors.log_context import AGENT
 from bridge.auth import bearer_token
+from bridge.call_progress import NDJSON, progress_lines
 from bridge.config import BridgeConfig
 from bridge.metrics import HttpMetrics, scrape_tokens
 from bridge.node import Node
@@ -163,8 +164,7 @@ class Api:
     async def _container(self, request: Request, kind: str) -> Response:
         agent = self.agent(request)
         spec = await self.checked(parse_body(kind, await self.body(request)), agent)  # type: ignore[arg-type]
-        response = await self.node.run_async(RunCall(spec, None, agent))
-        return _json(response.body, response.http_status)
+        return await self._run(request, RunCall(spec, None, agent))
 
     async def workflow(self, request: Request) -> Response:
         agent = self.agent(request)
@@ -178,17 +178,23 @@ class Api:
         spec, source = workflow.call_spec(body.get("variables"), default_tab=body.get("tabId"),
                                           stop_on_warning=body.get("stopOnWarning", False),
                                           timeout=body.get("timeout", CALL_TIMEOUT))
-        response = await self.node.run_async(RunCall(await self.checked(spec, agent), source, agent))
-        return _json(response.body, response.http_status)
+        return await self._run(request, RunCall(await self.checked(spec, agent), source, agent))
 
     async def resume(self, request: Request) -> Response:
         body = await self.body(request)
         unknown = sorted(set(body) - {"call", "resume_token", "observed"})
         if unknown:
             raise invalid_call("unknown_parameter", "", f"a resume takes no {unknown[0]!r}", param=unknown[0])
-        response = await self.node.run_async(ResumeCall(body.get("call"), body.get("resume_token"),
-                                                        body.get("observed"), self.agent(request)))
-        return _json(response.body, response.http_status)
+        return await self._run(request, ResumeCall(body.get("call"), body.get("resume_token"),
+                                                   body.get("observed"), self.agent(request)))
+
+    async def _run(self, request: Request, message: RunCall | ResumeCall) -> Response:
+        """The call's answer; asked with ``Accept: application/x-ndjson``, a line per finished step first."""
+        if NDJSON not in request.headers.get("accept", ""):
+            response = await self.node.run_async(message)
+            return _json(response.body, response.http_status)
+        return StreamingResponse(progress_lines(lambda heard: self.node.run_async(message, heard)),
+                                 media_type=NDJSON)
 
     # tabs
 

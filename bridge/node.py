@@ -26,12 +26,12 @@ from actors.audit_actor import AuditActor, AuditLog, Auditor, AuditTrail, JetStr
 from actors.bus import Bus, LocalBus, NatsAuth, NatsBus, Subscription
 from actors.call_actor import BusDriver, CallActor, EventSink, ResumeCall, RunCall
 from actors.checkpoint_actor import CheckpointActor, CheckpointsPort
-from actors.claim_actor import ClaimsPort, TabClaimActor
 from actors.event_store import EventStore, JetStreamEventStore, LocalEventStore
 from actors.log_context import CALL
 from actors.loop import IoLoop, ask_from_loop
 from actors.sequence_actor import ActorSequences, BarrierActor
 from actors.tab_actor import Interrupt, ServedRequests, TabActor, Ticket, not_sent
+from bridge.call_progress import CallWatches
 from bridge.metrics import NodeMetrics
 from bridge.nats_server import EmbeddedNats
 from bridge.policy import ConfirmTokens, Policy, PolicyDriver, TabOwners
@@ -117,8 +117,10 @@ class Node:
         self.bus: Bus = LocalBus()
         self.events: EventStore = LocalEventStore()
         self.audit_log: AuditLog = LocalAuditLog()
-        self.store = CheckpointStore(SystemClock(), capacity=config.checkpoint_capacity, ttl=config.checkpoint_ttl,
-                                     on_drop=lambda call, reason: self.metrics.checkpoint_dropped(reason))
+        self.checkpoints: CheckpointsPort | None = None
+        """The checkpoints, through the actor that owns them (from ``start``)."""
+        self.claims = ClaimTable()
+        """The tab claims of parallel sequences (no actor: a table with a lock, ``core.claims``)."""
         self._actors: list[pykka.ActorRef[Any]] = []
         self._tabs: dict[int, tuple[pykka.ActorRef[TabActor], Subscription]] = {}
         self._served = ServedRequests()
@@ -135,8 +137,11 @@ class Node:
         self.workflows = workflows
         self.event_listeners: list[Callable[[Event], None]] = []
         """Called with every step-log event as it happens, on the emitting thread."""
+        self.call_watches = CallWatches()
+        self.event_listeners.append(self.call_watches)
         self.metrics = NodeMetrics(self)
         """The node's Prometheus metrics, in a registry of its own (``GET /metrics``)."""
+        self.event_listeners.append(self.metrics.on_event)
         self.calls: Calls | None = None
         self._interrupted = False
 
@@ -151,19 +156,19 @@ class Node:
         """The same, on the loop (the HTTP server's lifespan)."""
         try:
             await self._connect()
-            checkpoints = CheckpointActor.start(self.store)
-            claim_table = ClaimTable()
-            self.claims = TabClaimActor.start(claim_table)
-            self._claims_port = ClaimsPort(self.claims, claim_table)
+            checkpoints = CheckpointActor.start(CheckpointStore(
+                SystemClock(), capacity=self.config.checkpoint_capacity, ttl=self.config.checkpoint_ttl,
+                on_drop=lambda call, reason: self.metrics.checkpoint_dropped(reason)))
+            self.checkpoints = CheckpointsPort(checkpoints)
             barriers = BarrierActor.start()
             self.audit = AuditActor.start(self.config.audit_file, self.metrics.audit_recorded)
             self._audit_trail = AuditTrail(self.audit_log, self.io, self.audit)
             await self._audit_trail.start()
-            self._actors += [checkpoints, self.claims, barriers, self.audit]
+            self._actors += [checkpoints, barriers, self.audit]
             assert self._sink is not None
             self._driver = BusDriver(self.io, self.bus, self.subjects, local=self._ask_tab)
             self._sequences = ActorSequences(barriers)
-            self.calls = Calls(self.ports_for, CheckpointsPort(checkpoints), audit=self.auditor(None),
+            self.calls = Calls(self.ports_for, self.checkpoints, audit=self.auditor(None),
                                sink=self._sink, config=EngineConfig(step_timeout=self.config.step_timeout),
                                workflow_sha256=self.workflow_sha256,
                                on_resume=self.metrics.resumed)
@@ -181,7 +186,7 @@ class Node:
         driver: Driver = self._driver if agent is None else PolicyDriver(
             self._driver, agent, lambda: self.policy, self.owners, self.confirms, confirm_token=confirm_token,
             on_refusal=self.metrics.policy_refused)
-        return Ports(driver, SystemClock(), self._claims_port, self._sequences, self.auditor(agent))
+        return Ports(driver, SystemClock(), self.claims, self._sequences, self.auditor(agent))
 
     def workflow_sha256(self, name: str) -> str | None:
         return self.workflows.sha256(name) if self.workflows is not None else None
@@ -220,7 +225,7 @@ class Node:
         await self._reconcile()
 
     def stop(self) -> None:
-        """Stop everything this node started; checkpoints are dropped (reason ``shutdown``)."""
+        """Stop everything this node started; checkpoints are dropped with their actor (reason ``shutdown``)."""
         self.io.run(self.astop(), timeout=120)
         self.io.close()
 
@@ -255,7 +260,6 @@ class Node:
         self._actors.clear()
         self._tabs.clear()
         await asyncio.to_thread(lambda: [actor.stop(block=True, timeout=10) for actor in actors])
-        self.store.close()
 
     async def _disconnect(self) -> None:
         """Stop each part in turn; a part that fails to stop is logged, and the others still stop."""
@@ -292,15 +296,20 @@ class Node:
         assert isinstance(response, CallResponse)
         return response
 
-    async def run_async(self, message: RunCall | ResumeCall) -> CallResponse:
-        """Run a call or resume from the loop, without blocking it."""
+    async def run_async(self, message: RunCall | ResumeCall,
+                        on_event: Callable[[Event], None] | None = None) -> CallResponse:
+        """Run a call or resume from the loop, without blocking it; ``on_event`` hears its events as
+        they happen, on the emitting thread (a streaming request's progress)."""
         assert self.calls is not None
-        actor = CallActor.start(self.calls)
+        actor, watch = (CallActor.start(self.calls), None) if on_event is None else \
+            self.call_watches.start(self.calls, on_event)
         try:
             response: CallResponse = await ask_from_loop(actor, message)
             return response
         finally:
             actor.stop(block=False)
+            if watch is not None:
+                self.call_watches.end(watch)
 
     async def act(self, agent: str, command: Command, tab: int | None,
                   confirm_token: str | None = None) -> tuple[Outcome, int]:

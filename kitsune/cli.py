@@ -3,28 +3,11 @@
 from __future__ import annotations
 
 import argparse
-import asyncio
 import json
-import logging
-import signal
-import socket
 import sys
 from importlib.metadata import version
 from pathlib import Path
-from types import FrameType
 
-import uvicorn
-
-from actors.bus import display_url
-from bridge.browser import ChromiumBrowser, find_chromium
-from bridge.config import BridgeConfig, load_config, write_token_file
-from bridge.logs import configure_logging
-from bridge.node import Node, NodeConfig
-from bridge.policy import Policy
-from bridge.url_policy import UrlPolicy
-from bridge.workflows import WorkflowLibrary
-from kitsune.app import create_app
-from mcp_gateway.stdio import run as run_mcp
 from messages import strict_json
 from messages.commands import parse_body
 from messages.errors import KitsuneError
@@ -76,79 +59,6 @@ def _validate(file: str) -> int:
     return 0
 
 
-def _serve(args: argparse.Namespace) -> int:
-    configure_logging(logging.INFO)  # JSON lines on standard error
-    try:
-        config = load_config(Path(args.config) if args.config else None)
-        policy = Policy(read_only=config.read_only, ask_before_act=config.ask_before_act,
-                        urls=UrlPolicy.from_config(config.allow, config.deny),
-                        user_tabs_writable=config.user_tabs_writable)
-    except KitsuneError as e:  # the configuration is wrong: a usage error
-        print(f"kitsune: cannot start: {e.message}", file=sys.stderr)
-        return 2
-    if config.generated_token is not None:
-        token_file = write_token_file(config.generated_token, Path(args.state_dir))
-        print(f"kitsune: no agent configured; the token of agent 'default' is in {token_file}", flush=True)
-    return asyncio.run(_serve_http(args, config, policy))
-
-
-_SHUTDOWN_GRACE = 3
-"""Seconds open connections get to finish after a stop, once the node's tabs were interrupted."""
-
-
-class _Server(uvicorn.Server):
-    """uvicorn's server, exiting with status 0 after a stop on SIGINT or SIGTERM that takes seconds,
-    whatever is in flight: the node's tabs are interrupted first (running writes end unknown)."""
-
-    def __init__(self, config: uvicorn.Config, node: Node) -> None:
-        super().__init__(config)
-        self._node = node
-
-    def handle_exit(self, sig: int, frame: FrameType | None) -> None:
-        if self.should_exit and sig == signal.SIGINT:
-            self.force_exit = True
-        else:
-            self.should_exit = True
-
-    async def shutdown(self, sockets: list[socket.socket] | None = None) -> None:
-        await self._node.interrupt()
-        await super().shutdown(sockets)
-
-
-async def _serve_http(args: argparse.Namespace, config: BridgeConfig, policy: Policy) -> int:
-    settings = NodeConfig(nats_url=args.nats_url or config.nats_url, nats_auth=config.nats_auth, fleet=config.fleet,
-                          audit_file=config.audit_file)
-    node = Node(ChromiumBrowser(), settings, policy=policy,
-                workflows=WorkflowLibrary(config.workflows) if config.workflows else None,
-                loop=asyncio.get_running_loop())
-    try:
-        await node.astart()
-    except KitsuneError as e:
-        print(f"kitsune: cannot start: {e.message}", file=sys.stderr)
-        return 1
-    server = _Server(uvicorn.Config(create_app(node, config), host=args.host, port=args.port, log_config=None,
-                                    access_log=False, lifespan="off", timeout_graceful_shutdown=_SHUTDOWN_GRACE),
-                     node)
-
-    async def announce() -> None:
-        while not server.started:
-            if server.should_exit:
-                return
-            await asyncio.sleep(0.05)
-        host, port = server.servers[0].sockets[0].getsockname()[:2]
-        node.browser.own_endpoints.add((host, port))
-        nats = display_url(settings.nats_url) if settings.nats_url else (node.nats.url if node.nats else "")
-        print(f"kitsune serving http://{host}:{port} (nats {nats}, chromium {find_chromium()})", flush=True)
-
-    announcer = asyncio.create_task(announce())
-    try:
-        await server.serve()
-    finally:
-        announcer.cancel()
-        await node.astop()
-    return 0 if server.started else 1
-
-
 def main(argv: list[str] | None = None) -> int:
     """Entry point of the ``kitsune`` console script."""
     args = _parser().parse_args(argv)
@@ -158,10 +68,13 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     if args.command == "validate":
         return _validate(args.file)
+    # each command loads only what it runs: `kitsune mcp` answers its client before a node's libraries load
     if args.command == "serve":
-        return _serve(args)
+        from kitsune.serve import serve  # noqa: PLC0415 (loaded by the command that runs it)
+        return serve(args)
     if args.command == "mcp":
-        return run_mcp(bridge=args.bridge, token_file=args.token_file, config=args.config, nats_url=args.nats_url)
+        from mcp_gateway.stdio import run  # noqa: PLC0415 (loaded by the command that runs it)
+        return run(bridge=args.bridge, token_file=args.token_file, config=args.config, nats_url=args.nats_url)
     _parser().print_help()
     return 0
 

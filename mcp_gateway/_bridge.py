@@ -9,49 +9,102 @@ bridge before it failed reports ``status: "unknown"``, one that cannot have reac
 
 from __future__ import annotations
 
+import json
+from collections.abc import Awaitable, Callable
 from typing import Any
 
 import httpx
 
-__all__ = ["Bridge"]
+__all__ = ["NDJSON", "Bridge", "BridgeNotStarted"]
+
+NDJSON = "application/x-ndjson"
+"""What a container call's answer is asked as, to hear its steps as they finish."""
+
+Progress = Callable[[dict[str, Any]], Awaitable[None]]
+"""Told each progress line of a streamed call."""
+
+
+class BridgeNotStarted(Exception):
+    """The bridge the gateway runs (embedded) did not start; its message says why."""
 
 
 def _failure(message: str, code: str, *, sent: bool) -> dict[str, Any]:
     return {"error": message, "code": code, "retryable": not sent, "status": "unknown" if sent else "failed"}
 
 
-class Bridge:
-    """One agent's view of a bridge: its bearer token on every request."""
+def _answer(status: int, content: bytes, *, sent: bool) -> dict[str, Any]:
+    try:
+        answer = json.loads(content)
+    except ValueError:
+        answer = None
+    if not isinstance(answer, dict):
+        return _failure(f"The bridge answered HTTP {status} without a JSON object", "bridge_error",
+                        sent=sent and status >= 500)
+    return answer
 
-    def __init__(self, http: httpx.AsyncClient, token: str) -> None:
+
+class Bridge:
+    """One agent's view of a bridge: its bearer token on every request.
+
+    ``started``, when given, is awaited before every request (an embedded bridge that may still be
+    starting); when it raises :class:`BridgeNotStarted`, the request answers ``bridge_unavailable``.
+    """
+
+    def __init__(self, http: httpx.AsyncClient, token: str, *,
+                 started: Callable[[], Awaitable[None]] | None = None) -> None:
         self._http = http
         self._headers = {"Authorization": f"Bearer {token}"}
+        self._started = started
 
     async def get(self, path: str, *, timeout: float, params: dict[str, Any] | None = None) -> dict[str, Any]:
-        return await self._request("GET", path, None, timeout, params)
+        async def send() -> dict[str, Any]:
+            response = await self._http.get(path, params=params, headers=self._headers, timeout=timeout)
+            return _answer(response.status_code, response.content, sent=False)
+        return await self._guarded(send, timeout, sent=False)
 
     async def post(self, path: str, body: dict[str, Any], *, timeout: float) -> dict[str, Any]:
-        return await self._request("POST", path, body, timeout, None)
+        async def send() -> dict[str, Any]:
+            response = await self._http.post(path, json=body, headers=self._headers, timeout=timeout)
+            return _answer(response.status_code, response.content, sent=True)
+        return await self._guarded(send, timeout, sent=True)
 
-    async def _request(self, method: str, path: str, body: dict[str, Any] | None, timeout: float,
-                       params: dict[str, Any] | None) -> dict[str, Any]:
+    async def stream(self, path: str, body: dict[str, Any], *, timeout: float,
+                     on_progress: Progress) -> dict[str, Any]:
+        """POST a container call and hear its progress lines as it runs; its answer (the last line).
+        ``timeout`` bounds the wait for each line (a step may take it all)."""
+        async def send() -> dict[str, Any]:
+            headers = {**self._headers, "Accept": NDJSON}
+            async with self._http.stream("POST", path, json=body, headers=headers, timeout=timeout) as response:
+                if not response.headers.get("content-type", "").startswith(NDJSON):  # refused before it ran
+                    return _answer(response.status_code, await response.aread(), sent=True)
+                async for line in response.aiter_lines():
+                    record = json.loads(line) if line.strip() else {}
+                    if isinstance(record.get("result"), dict):
+                        return dict(record["result"])
+                    if isinstance(record.get("progress"), dict):
+                        await on_progress(record["progress"])
+            return _failure("The bridge's answer ended before the call did; the call may have taken effect",
+                            "bridge_unavailable", sent=True)
+        return await self._guarded(send, timeout, sent=True)
+
+    async def _guarded(self, send: Callable[[], Awaitable[dict[str, Any]]], timeout: float, *,
+                       sent: bool) -> dict[str, Any]:
+        """``send()``'s answer, with the transport's failures as results (``sent``: whether it may act)."""
         try:
-            response = await self._http.request(method, path, json=body, params=params, headers=self._headers,
-                                                timeout=timeout)
+            if self._started is not None:
+                await self._started()
+            return await send()
+        except BridgeNotStarted as e:
+            return _failure(f"{e}; nothing was sent", "bridge_unavailable", sent=False)
         except (httpx.ConnectError, httpx.ConnectTimeout) as e:
             return _failure(f"The bridge cannot be reached ({type(e).__name__}); nothing was sent",
                             "bridge_unavailable", sent=False)
         except httpx.TimeoutException:
             return _failure(f"The bridge did not answer within {timeout:g}s; the request may have taken effect",
-                            "bridge_timeout", sent=method == "POST")
+                            "bridge_timeout", sent=sent)
         except httpx.HTTPError as e:
             return _failure(f"The bridge connection failed ({type(e).__name__}); the request may have taken effect",
-                            "bridge_unavailable", sent=method == "POST")
-        try:
-            answer = response.json()
+                            "bridge_unavailable", sent=sent)
         except ValueError:
-            answer = None
-        if not isinstance(answer, dict):
-            return _failure(f"The bridge answered HTTP {response.status_code} without a JSON object",
-                            "bridge_error", sent=method == "POST" and response.status_code >= 500)
-        return answer
+            return _failure("The bridge's progress line was not JSON; the call may have taken effect",
+                            "bridge_error", sent=True)

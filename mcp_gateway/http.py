@@ -24,7 +24,8 @@ from mcp.server.streamable_http_manager import StreamableHTTPSessionManager
 from starlette.types import ASGIApp, Receive, Scope, Send
 
 from mcp_gateway._bridge import Bridge
-from mcp_gateway.server import Caller, Gateway, approval_wait_from_env
+from mcp_gateway._caller import Caller
+from mcp_gateway.server import Gateway, approval_wait_from_env
 
 __all__ = ["McpEndpoint"]
 

@@ -23,16 +23,21 @@ import subprocess
 import sys
 import tempfile
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Coroutine
 from pathlib import Path
+from typing import Any
 
 import anyio
 import httpx
 import yaml
 from mcp.server.stdio import stdio_server
+from mcp.shared.message import SessionMessage
 
-from mcp_gateway._bridge import Bridge
-from mcp_gateway.server import Caller, Gateway, approval_wait_from_env
+from bridge.config import load_config
+from mcp_gateway._bridge import Bridge, BridgeNotStarted
+from mcp_gateway._caller import Caller
+from mcp_gateway.server import Gateway, approval_wait_from_env
+from messages.errors import KitsuneError
 from messages.tokens import new_token
 
 __all__ = ["EmbeddedBridge", "caps_from_env", "run"]
@@ -40,6 +45,9 @@ __all__ = ["EmbeddedBridge", "caps_from_env", "run"]
 _GROUPS = frozenset({"core", "automation"})
 _PR_SET_PDEATHSIG = 1
 _START_TIMEOUT = 120.0
+"""Seconds the embedded bridge gets to serve."""
+_STOP_TIMEOUT = 10.0
+"""Seconds the embedded bridge gets to stop before it is killed."""
 
 
 def caps_from_env(default: frozenset[str]) -> frozenset[str]:
@@ -80,11 +88,13 @@ class EmbeddedBridge:
         self._nats_url = nats_url
         self._process: subprocess.Popen[str] | None = None
         self._directory: Path | None = None
+        self._serving = threading.Event()
         self.token = new_token(32)
-        self.url = ""
+        self.url: str | None = None
+        """The child's base URL once it serves (None until then, and when it did not start)."""
 
-    def start(self) -> str:
-        """Start the child and wait until it serves; its base URL."""
+    def launch(self) -> None:
+        """Start the child; :meth:`wait` says when it serves."""
         self._directory = Path(tempfile.mkdtemp(prefix="kitsune-mcp-"))
         env = dict(os.environ)
         agents = env.get("KITSUNE_AGENTS", "").strip()
@@ -100,39 +110,35 @@ class EmbeddedBridge:
         self._process = subprocess.Popen(
             command, env=env, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=sys.stderr, text=True,
             start_new_session=True, preexec_fn=_die_with_parent())  # noqa: PLW1509 (it only calls prctl)
-        found: list[str] = []
-        reader = threading.Thread(target=self._read, args=(found,), name="kitsune-bridge-out", daemon=True)
-        reader.start()
-        reader.join(_START_TIMEOUT)
-        if not found:
-            self.stop()
-            raise RuntimeError("the embedded bridge did not start (its log is on standard error)")
-        self.url = found[0]
+        threading.Thread(target=self._read, args=(self._process,), name="kitsune-bridge-out", daemon=True).start()
+
+    def wait(self) -> str:
+        """The child's base URL once it serves (from a thread); ``BridgeNotStarted`` when it does not."""
+        if not self._serving.wait(_START_TIMEOUT) or self.url is None:
+            raise BridgeNotStarted("the embedded bridge did not start (its log is on standard error)")
         return self.url
 
-    def _read(self, found: list[str]) -> None:
-        """Find the 'kitsune serving URL' line, then keep draining the child's output (to standard error)."""
-        assert self._process is not None and self._process.stdout is not None
-        for line in self._process.stdout:
-            if not found and line.startswith("kitsune serving "):
-                found.append(line.split()[2])
-                threading.Thread(target=self._drain, name="kitsune-bridge-drain", daemon=True).start()
-                return
-            sys.stderr.write(line)
-
-    def _drain(self) -> None:
-        assert self._process is not None and self._process.stdout is not None
-        for line in self._process.stdout:
-            sys.stderr.write(line)
+    def _read(self, process: subprocess.Popen[str]) -> None:
+        """Find the 'kitsune serving URL' line, and pass the child's output on to standard error."""
+        assert process.stdout is not None
+        try:
+            for line in process.stdout:
+                if self.url is None and line.startswith("kitsune serving "):
+                    self.url = line.split()[2]
+                    self._serving.set()
+                else:
+                    sys.stderr.write(line)
+        finally:
+            self._serving.set()  # the output ended: it serves no more, or never did
 
     def stop(self) -> None:
-        """Stop the child gracefully (SIGTERM, then SIGKILL after 30 s) and remove its directory."""
+        """Stop the child gracefully (SIGTERM, then SIGKILL after 10 s) and remove its directory."""
         process, self._process = self._process, None
         if process is not None and process.poll() is None:
             with contextlib.suppress(ProcessLookupError):
                 process.terminate()
             try:
-                process.wait(30)
+                process.wait(_STOP_TIMEOUT)
             except subprocess.TimeoutExpired:
                 with contextlib.suppress(ProcessLookupError):
                     process.kill()
@@ -153,23 +159,30 @@ def _read_token(token_file: str | None) -> str:
     raise ValueError("--bridge needs the agent's token: --token-file FILE or KITSUNE_TOKEN")
 
 
-async def _serve(url: str, token: str, caps: frozenset[str]) -> None:
-    async with httpx.AsyncClient(base_url=url) as http:
-        gateway = Gateway(caps, approval_wait=approval_wait_from_env())
-        bridge = Bridge(http, token)
-        server = gateway.server(lambda ctx: Caller("stdio", bridge, ctx))
-        async with anyio.create_task_group() as group:
+async def _serve(gateway: Gateway, bridge: Bridge, starting: Callable[[], Coroutine[Any, Any, None]] | None) -> None:
+    """Serve the client until its stdin ends or SIGTERM/SIGHUP: either way the calls still running
+    are cancelled at once (nobody is left to read their answers)."""
+    server = gateway.server(lambda ctx: Caller("stdio", bridge, ctx))
+    async with stdio_server() as (stdin, stdout), anyio.create_task_group() as group:
+        forward, incoming = anyio.create_memory_object_stream[SessionMessage | Exception]()
 
-            async def stop_on_signal() -> None:
-                with anyio.open_signal_receiver(signal.SIGTERM, signal.SIGHUP) as signals:
-                    async for _ in signals:
-                        group.cancel_scope.cancel()
-                        return
-
-            group.start_soon(stop_on_signal)
-            async with stdio_server() as (read_stream, write_stream):
-                await server.run(read_stream, write_stream, server.create_initialization_options())
+        async def until_end() -> None:
+            async with forward:
+                async for message in stdin:
+                    await forward.send(message)
             group.cancel_scope.cancel()
+
+        async def until_signal() -> None:
+            with anyio.open_signal_receiver(signal.SIGTERM, signal.SIGHUP) as signals:
+                async for _ in signals:
+                    group.cancel_scope.cancel()
+
+        group.start_soon(until_end)
+        group.start_soon(until_signal)
+        if starting is not None:
+            group.start_soon(starting)
+        await server.run(incoming, stdout, server.create_initialization_options())
+        group.cancel_scope.cancel()
 
 
 def _names_audit_file(config: str | None) -> bool:
@@ -184,31 +197,60 @@ def _names_audit_file(config: str | None) -> bool:
 
 
 def run(*, bridge: str | None, token_file: str | None, config: str | None, nats_url: str | None) -> int:
-    """Serve MCP over stdio until the client closes it (or SIGTERM); the exit status."""
+    """Serve MCP over stdio until the client closes it (or SIGTERM); the exit status.
+
+    The tool list follows the bridge's groups (``GET /api/caps``; an embedded bridge's configuration),
+    narrowed by ``KITSUNE_CAPS``. An embedded bridge starts in the background: ``initialize`` and
+    ``tools/list`` are answered at once, and the first request to it waits until it serves.
+    """
     try:
-        if bridge:
-            caps = caps_from_env(frozenset({"core"}))
-            token = _read_token(token_file)
-        else:
-            caps = caps_from_env(_GROUPS)  # the embedded bridge's own groups decide
+        caps = caps_from_env(_GROUPS)
+        token = _read_token(token_file) if bridge else ""
+        known = None if bridge else load_config(Path(config) if config else None).caps
     except (OSError, ValueError) as e:
         print(f"kitsune mcp: {e}", file=sys.stderr)
         return 1
-    embedded = None
-    if not bridge:
-        embedded = EmbeddedBridge(config=config, nats_url=nats_url)
-        try:
-            bridge = embedded.start()
-        except (OSError, RuntimeError) as e:
-            print(f"kitsune mcp: {e}", file=sys.stderr)
-            return 1
-        token = embedded.token
+    except KitsuneError as e:
+        print(f"kitsune mcp: {e.message}", file=sys.stderr)
+        return 1
+    gateway = Gateway(caps, approval_wait=approval_wait_from_env(), bridge_caps=known)
+    embedded = None if bridge else EmbeddedBridge(config=config, nats_url=nats_url)
     try:
-        anyio.run(_serve, bridge.rstrip("/"), token, caps)
+        if embedded is not None:
+            embedded.launch()
+        anyio.run(_connected, gateway, bridge, token, embedded)
     except KeyboardInterrupt:
         pass
+    except OSError as e:
+        print(f"kitsune mcp: {e}", file=sys.stderr)
+        return 1
     finally:
         if embedded is not None:
             signal.signal(signal.SIGTERM, signal.SIG_IGN)  # stopping the bridge is not to be cut short
             embedded.stop()
     return 0
+
+
+async def _connected(gateway: Gateway, url: str | None, token: str, embedded: EmbeddedBridge | None) -> None:
+    """Serve over a bridge at ``url``, or over the embedded one once it serves."""
+    async with httpx.AsyncClient(base_url=url.rstrip("/") if url else "") as http:
+        if embedded is None:
+            await _serve(gateway, Bridge(http, token), None)
+            return
+        served = anyio.Event()
+        failure: list[BridgeNotStarted] = []
+
+        async def starting() -> None:
+            try:
+                http.base_url = httpx.URL(await anyio.to_thread.run_sync(embedded.wait, abandon_on_cancel=True))
+            except BridgeNotStarted as e:
+                print(f"kitsune mcp: {e}", file=sys.stderr)
+                failure.append(e)
+            served.set()
+
+        async def started() -> None:
+            await served.wait()
+            if failure:
+                raise failure[0]
+
+        await _serve(gateway, Bridge(http, embedded.token, started=started), starting)

@@ -1,0 +1,106 @@
+"""``kitsune serve``: one node (embedded NATS, local Chromium) and its HTTP API, until SIGINT or SIGTERM."""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import logging
+import os
+import signal
+import socket
+import sys
+from pathlib import Path
+from types import FrameType
+
+import uvicorn
+
+from actors.bus import display_url
+from bridge.browser import ChromiumBrowser, find_chromium
+from bridge.config import BridgeConfig, load_config, write_token_file
+from bridge.logs import configure_logging
+from bridge.node import Node, NodeConfig
+from bridge.policy import Policy
+from bridge.url_policy import UrlPolicy
+from bridge.workflows import WorkflowLibrary
+from kitsune.app import create_app
+from messages.errors import KitsuneError
+
+__all__ = ["serve"]
+
+
+def serve(args: argparse.Namespace) -> int:
+    """Run the node the arguments describe; the exit status."""
+    configure_logging(logging.INFO)  # JSON lines on standard error
+    try:
+        config = load_config(Path(args.config) if args.config else None)
+        policy = Policy(read_only=config.read_only, ask_before_act=config.ask_before_act,
+                        urls=UrlPolicy.from_config(config.allow, config.deny),
+                        user_tabs_writable=config.user_tabs_writable)
+    except KitsuneError as e:  # the configuration is wrong: a usage error
+        print(f"kitsune: cannot start: {e.message}", file=sys.stderr)
+        return 2
+    if config.generated_token is not None:
+        token_file = write_token_file(config.generated_token, Path(args.state_dir))
+        print(f"kitsune: no agent configured; the token of agent 'default' is in {token_file}", flush=True)
+    status = asyncio.run(_serve_http(args, config, policy))
+    logging.shutdown()
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(status)
+
+
+_SHUTDOWN_GRACE = 3
+"""Seconds open connections get to finish after a stop, once the node's tabs were interrupted."""
+
+
+class _Server(uvicorn.Server):
+    """uvicorn's server, exiting with status 0 after a stop on SIGINT or SIGTERM that takes seconds,
+    whatever is in flight: the node's tabs are interrupted first (running writes end unknown)."""
+
+    def __init__(self, config: uvicorn.Config, node: Node) -> None:
+        super().__init__(config)
+        self._node = node
+
+    def handle_exit(self, sig: int, frame: FrameType | None) -> None:
+        if self.should_exit and sig == signal.SIGINT:
+            self.force_exit = True
+        else:
+            self.should_exit = True
+
+    async def shutdown(self, sockets: list[socket.socket] | None = None) -> None:
+        await self._node.interrupt()
+        await super().shutdown(sockets)
+
+
+async def _serve_http(args: argparse.Namespace, config: BridgeConfig, policy: Policy) -> int:
+    settings = NodeConfig(nats_url=args.nats_url or config.nats_url, nats_auth=config.nats_auth, fleet=config.fleet,
+                          audit_file=config.audit_file)
+    node = Node(ChromiumBrowser(), settings, policy=policy,
+                workflows=WorkflowLibrary(config.workflows) if config.workflows else None,
+                loop=asyncio.get_running_loop())
+    try:
+        await node.astart()
+    except KitsuneError as e:
+        print(f"kitsune: cannot start: {e.message}", file=sys.stderr)
+        return 1
+    server = _Server(uvicorn.Config(create_app(node, config), host=args.host, port=args.port, log_config=None,
+                                    access_log=False, lifespan="off", timeout_graceful_shutdown=_SHUTDOWN_GRACE),
+                     node)
+
+    async def announce() -> None:
+        while not server.started:
+            if server.should_exit:
+                return
+            await asyncio.sleep(0.05)
+        host, port = server.servers[0].sockets[0].getsockname()[:2]
+        node.browser.own_endpoints.add((host, port))
+        nats = display_url(settings.nats_url) if settings.nats_url else (node.nats.url if node.nats else "")
+        print(f"kitsune serving http://{host}:{port} (nats {nats}, chromium {find_chromium()})", flush=True)
+
+    announcer = asyncio.create_task(announce())
+    try:
+        await server.serve()
+    finally:
+        announcer.cancel()
+        await node.astop()
+    return 0 if server.started else 1

@@ -1,0 +1,60 @@
+"""``browser_tabs``: list, select and take over tabs, open and close them (tab handoff requests
+keep no checkpoint: a held one is asked about, or answered with its confirm token)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from mcp_gateway._caller import Caller
+from mcp_gateway._direct import DirectCalls, act_timeout
+from mcp_gateway._tools import TOOLS
+
+__all__ = ["tabs"]
+
+
+async def tabs(direct: DirectCalls, caller: Caller, args: dict[str, Any]) -> dict[str, Any]:
+    """One ``browser_tabs`` operation."""
+    op = args.get("op", "list")
+    if op == "list":
+        listed = await caller.bridge.get("/api/tabs", timeout=15.0)
+        return listed if "error" in listed else {"ok": True, **listed}
+    tab = args.get("tabId")
+    token = args.get("confirm_token")
+    if op in ("select", "takeover"):
+        body = {"op": op, "tabId": tab}
+        caller.sent = True
+        return await caller.bridge.post("/api/tabs", body, timeout=15.0)
+    if op == "new":
+        command: dict[str, Any] = {"action": "newTab"}
+        if args.get("url") is not None:
+            command["url"] = args["url"]
+        first = {"op": "open", **({"url": args["url"]} if args.get("url") is not None else {})}
+    else:
+        command = {"action": "closeTab", "tabId": tab}
+        first = {"op": "close", "tabId": tab}
+
+    async def resend(confirm: str) -> dict[str, Any]:
+        return await direct.act(caller, command, confirm)
+
+    if isinstance(token, str):
+        answer = await resend(token)
+    else:
+        caller.sent = True
+        answer = await caller.bridge.post("/api/tabs", first, timeout=act_timeout(command))
+    outcome = await direct.settle(caller, TOOLS["browser_tabs"], command, answer, direct.approval_wait,
+                                  resend=resend)
+    result = dict(outcome.result)
+    if outcome.kind == "stop":
+        state = dict(result.get("state") or {})
+        state["approval"] = "elicitation" if caller.elicits else "confirm_token"
+        if caller.elicits:
+            state.pop("confirm_token", None)
+            state.pop("expires_in", None)
+        if outcome.decision is not None:
+            state["decision"] = outcome.decision
+        result["state"] = state
+        result["hint"] = ("A tab handoff request keeps no checkpoint. " + (
+            "Call browser_tabs again to ask the user again." if caller.elicits else
+            "Ask the user; if they approve, repeat this exact request with confirm_token=state.confirm_token "
+            "(valid 120 s), or make a fresh request."))
+    return result
