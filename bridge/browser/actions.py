@@ -1,0 +1,45 @@
+"""The action table: which plain function runs each action class (blocks, barriers, newTab and
+getTabs are not in it: the engine runs blocks, and the driver itself opens and lists tabs)."""
+
+from __future__ import annotations
+
+from bridge.browser import elements, navigation, reads, scripts
+from bridge.browser.run import Action
+from messages.commands import (
+    Check,
+    Click,
+    Clipboard,
+    CloseTab,
+    Command,
+    Cookies,
+    Download,
+    Fill,
+    Find,
+    Js,
+    Navigate,
+    PageText,
+    Press,
+    Screenshot,
+    Select,
+    Storage,
+    SubmitForm,
+    SwitchTab,
+    Title,
+    Type,
+    Url,
+    WaitFor,
+    WaitForResult,
+)
+
+__all__ = ["ACTIONS"]
+
+ACTIONS: dict[type[Command], Action] = {
+    Navigate: navigation.navigate, CloseTab: navigation.close_tab, SwitchTab: navigation.switch_tab,
+    Click: elements.click, Type: elements.type_text, Fill: elements.fill, Select: elements.select,
+    Press: elements.press, Check: elements.check, SubmitForm: elements.submit_form, Download: elements.download,
+    PageText: reads.page_text, Find: reads.find, Url: reads.url, Title: reads.title, Screenshot: reads.screenshot,
+    WaitFor: reads.wait_for,
+    Js: scripts.js, WaitForResult: scripts.wait_for_result, Cookies: scripts.cookies, Storage: scripts.storage,
+    Clipboard: scripts.clipboard,
+}
+"""Action class -> the function that runs it."""

@@ -1,0 +1,253 @@
+"""ChromiumBrowser: one Chromium, its tabs, and the actions that run on them, as the node sees it.
+
+:meth:`ChromiumBrowser.execute` runs one action (never a block) and answers an outcome of the
+step engine, never an exception:
+
+- ``Done`` when the page did what was asked (``warning`` for what deserves a look);
+- ``Failed`` when nothing reached the page (element missing or not actionable in time, invalid
+  selector, closed tab), retryable for transient causes; reads always end ``Failed``;
+- ``Unknown`` when a write was sent and its effect is not known: it timed out after it was
+  sent (``timeout``), its tab closed or crashed while it ran (``tab_closed``), the page
+  navigated away under it (``navigated``), or agent JavaScript threw half-way (``js_error``).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import itertools
+import shutil
+import tempfile
+from collections.abc import Awaitable, Callable
+from pathlib import Path
+from typing import Any
+
+from playwright.async_api import Error as PlaywrightError
+from playwright.async_api import Page
+
+from bridge.browser.actions import ACTIONS
+from bridge.browser.errors import Stop, closed, stopped, timed_out, translate
+from bridge.browser.guard import UrlGuard
+from bridge.browser.launch import Chromium
+from bridge.browser.navigation import goto
+from bridge.browser.page_js import NEEDS_USER
+from bridge.browser.run import Action, Run
+from bridge.browser.tabs import TabRegistry
+from bridge.proxy import Endpoint
+from bridge.url_policy import UrlPolicy
+from messages.commands import BLOCKS, Command, GetTabs, NewTab, SyncBarrier, is_write, own_references
+from messages.errors import KitsuneError
+from messages.results import Done, Failed, Failure, Outcome, Unknown
+
+__all__ = ["ChromiumBrowser"]
+
+_OPEN_TAB_TIMEOUT = 30.0
+_GRACE = 1.0
+"""Seconds past a command's timeout before the backstop cancels it (Playwright's own timeouts fire first)."""
+
+
+async def _perform(run: Run, action: Action) -> Outcome:
+    """Run an action within the command's time (and a backstop); every failure as an outcome."""
+    try:
+        async with asyncio.timeout(run.remaining() + _GRACE):
+            value, warning = await action(run)
+    except Stop as stop:
+        return stopped(run, stop)
+    except TimeoutError:
+        return timed_out(run, run.gone())
+    except PlaywrightError as e:
+        return translate(run, e, run.gone())
+    return Done(value, warning)
+
+
+class ChromiumBrowser:
+    """One Chromium (one browser context), its tabs, and the actions that run on them.
+
+    Everything runs on the asyncio loop that called :meth:`start`.
+    """
+
+    def __init__(self, *, executable: Path | None = None, downloads_dir: Path | None = None,
+                 headless: bool = True) -> None:
+        self.downloads_dir = downloads_dir
+        """Where downloads are saved; a temporary directory (removed at stop) when None."""
+        self.next_tab_id: Callable[[], int] = itertools.count(1).__next__
+        """Names each new page, popups included, at once (the node gives ids unique in its fleet)."""
+        self._own_downloads = downloads_dir is None
+        self._guard = UrlGuard()
+        self._tabs = TabRegistry(lambda: self.next_tab_id())  # noqa: PLW0108 - the node replaces next_tab_id
+        self._chromium = Chromium(self._guard, self._tabs, executable=executable, headless=headless)
+
+    @property
+    def url_policy(self) -> Callable[[], UrlPolicy] | None:
+        """The URL lists every request of every page must pass (see :class:`UrlGuard`); None lets
+        everything through. Set it before :meth:`start`."""
+        return self._guard.url_policy
+
+    @url_policy.setter
+    def url_policy(self, policy: Callable[[], UrlPolicy] | None) -> None:
+        self._guard.url_policy = policy
+
+    @property
+    def own_endpoints(self) -> set[Endpoint]:
+        """The node's listening endpoints (its HTTP API, NATS), which the proxy refuses."""
+        return self._guard.own_endpoints
+
+    @own_endpoints.setter
+    def own_endpoints(self, endpoints: set[Endpoint]) -> None:
+        self._guard.own_endpoints = endpoints
+
+    @property
+    def current_tab(self) -> int | None:
+        """The tab newTab or switchTab made current (None after it closed)."""
+        return self._tabs.current
+
+    @property
+    def restarts(self) -> int:
+        """How many times the browser died and was restarted."""
+        return self._chromium.restarts
+
+    @property
+    def running(self) -> bool:
+        """Whether Chromium is up (it is restarted when it dies)."""
+        return self._chromium.running
+
+    # -- lifecycle -----------------------------------------------------------------------------
+
+    async def start(self) -> None:
+        """Launch Chromium; raises :class:`KitsuneError` (``browser_unavailable``) when it cannot."""
+        if self._chromium.started:
+            return
+        if self.downloads_dir is None:
+            self.downloads_dir = Path(tempfile.mkdtemp(prefix="kitsune-downloads-"))
+        self.downloads_dir.mkdir(parents=True, exist_ok=True)
+        try:
+            await self._chromium.start()
+        except BaseException:
+            await self.stop()
+            raise
+
+    async def stop(self) -> None:
+        """Close every tab and the browser; no Chromium process is left."""
+        await self._chromium.stop()
+        if self._own_downloads and self.downloads_dir is not None:
+            shutil.rmtree(self.downloads_dir, ignore_errors=True)
+            self.downloads_dir = None
+
+    async def browser_pid(self) -> int | None:
+        """The process id of the running Chromium (its browser process), or None."""
+        return await self._chromium.pid()
+
+    # -- tabs ----------------------------------------------------------------------------------
+
+    async def new_tab(self, url: str | None = None) -> int:
+        """Open a tab in its own window (at ``url`` when given), make it current; its id.
+
+        Raises :class:`KitsuneError` when the tab cannot be opened or ``url`` cannot be loaded.
+        """
+        outcome = await self.execute(NewTab(url=url), None, _OPEN_TAB_TIMEOUT)
+        if isinstance(outcome, Done):
+            return int(outcome.value["tabId"])
+        failure = outcome.failure
+        raise KitsuneError(failure.code, failure.error, retryable=failure.retryable, state=failure.state)
+
+    async def close_tab(self, tab_id: int) -> None:
+        """Close a tab now (a command running on it ends ``tab_closed``); closing a closed tab does nothing."""
+        await self._tabs.close(tab_id)
+
+    def tab_ids(self) -> frozenset[int]:
+        """Ids of the open tabs (safe to call from any thread)."""
+        return self._tabs.ids()
+
+    def page(self, tab_id: int) -> Page:
+        """The Playwright page of an open tab; raises :class:`KitsuneError` (``tab_closed``)."""
+        return self._tabs.page(tab_id)
+
+    async def tabs(self) -> list[dict[str, Any]]:
+        """The open tabs: ``[{"tabId", "url", "title", "current"}]`` in id order."""
+        return await self._tabs.describe()
+
+    async def needs_user(self, tab_id: int) -> dict[str, Any]:
+        """Whether the tab shows something only a person can do: ``sign_in``, ``human_check``.
+
+        A read: it looks at the page and changes nothing. ``evidence`` says what was seen.
+        """
+        try:
+            hint = await self.page(tab_id).evaluate(NEEDS_USER)
+        except PlaywrightError:
+            hint = None
+        if not isinstance(hint, dict):
+            return {"needs_user": False, "reason": None, "evidence": None}
+        return {"needs_user": True, "reason": hint.get("reason"), "evidence": hint.get("evidence")}
+
+    # -- execute -------------------------------------------------------------------------------
+
+    async def execute(self, command: Command, tab_id: int | None, timeout: float, *,
+                      pause: Callable[[float], Awaitable[None]] | None = None) -> Outcome:
+        """Run one action (never a block) on a tab (the current one when None) within ``timeout`` seconds.
+
+        Never raises for what happens in the browser: every failure is an outcome. Actions on one
+        tab are not serialized here: its tab actor runs its writes one at a time (``pause`` is
+        awaited between the polls of a ``waitForResult``), and reads beside them.
+        """
+        try:
+            return await self._execute(command, tab_id, float(timeout), pause or asyncio.sleep)
+        except KitsuneError as e:
+            return Failed(Failure.of(e))
+        except Exception as e:  # a bug here must still answer as an outcome, never as an exception
+            sent = is_write(command)
+            failure = Failure(f"{command.action}: internal driver error ({type(e).__name__})", "internal", False)
+            return Unknown(failure) if sent else Failed(failure)
+
+    async def _execute(self, command: Command, tab_id: int | None, timeout: float,
+                       pause: Callable[[float], Awaitable[None]]) -> Outcome:
+        action = command.action
+        if isinstance(command, (*BLOCKS, SyncBarrier)) or type(command) not in (*ACTIONS, NewTab, GetTabs):
+            return Failed(Failure(f"{action} is not an action the browser runs", "invalid_call", False))
+        if own_references(command):
+            return Failed(Failure(f"{action}: its ${{$N...}} references are not resolved", "invalid_call", False))
+        if timeout <= 0:
+            return Failed(Failure(f"Command timed out after {timeout:g}s", "timeout", True))
+        if isinstance(command, NewTab):
+            return await self._new_tab(command, timeout)
+        if isinstance(command, GetTabs):
+            return Done({"tabs": await self.tabs()})
+        tab = tab_id if tab_id is not None else self._tabs.current
+        if tab is None:
+            return Failed(Failure(f"{action}: there is no current tab; open one or name a tabId", "no_tab", False))
+        page = self._tabs.get(tab)
+        if page is None or page.is_closed():
+            return Failed(closed(tab))
+        deadline = asyncio.get_running_loop().time() + timeout
+        run = self._run(command, tab, page, timeout, deadline, is_write(command), pause=pause)
+        return await _perform(run, ACTIONS[type(command)])
+
+    def _run(self, command: Command, tab: int, page: Page, timeout: float, deadline: float, write: bool, *,
+             sent: bool = False, pause: Callable[[float], Awaitable[None]] = asyncio.sleep) -> Run:
+        return Run(command, tab, timeout, write, sent, page=page, deadline=deadline, tabs=self._tabs,
+                   guard=self._guard, downloads=self.downloads_dir, pause=pause)
+
+    async def _new_tab(self, command: NewTab, timeout: float) -> Outcome:
+        deadline = asyncio.get_running_loop().time() + timeout
+        try:
+            cdp, context_id = await self._chromium.ready(timeout)
+        except KitsuneError as e:
+            return Failed(Failure.of(e))
+        tab = await self._tabs.open_window(cdp, context_id, timeout, deadline)
+        if not isinstance(tab, int):
+            return tab
+        self._tabs.current = tab
+        page = self._tabs.get(tab)
+        if page is None:
+            return Unknown(Failure(f"newTab: tab {tab} closed as it opened", "tab_closed", False, {"tabId": tab}))
+        if command.url is None:
+            return Done({"tabId": tab, "url": page.url})
+        url = command.url
+        assert isinstance(url, str)
+        run = self._run(command, tab, page, timeout, deadline, True, sent=True)
+        outcome = await _perform(run, lambda r: goto(r, url, "load"))
+        if isinstance(outcome, Done):
+            return Done({"tabId": tab, "url": outcome.value["url"]}, outcome.warning)
+        failure = outcome.failure
+        if isinstance(outcome, Failed):  # the write was sent, yet nothing reached the server: no tab is left either
+            await self.close_tab(tab)
+            return Failed(Failure(failure.error, failure.code, failure.retryable))
+        return Unknown(Failure(failure.error, failure.code, failure.retryable, {"tabId": tab}))

@@ -1,0 +1,1 @@
+() => document.body ? document.body.innerText : document.documentElement.innerText || ''

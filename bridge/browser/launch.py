@@ -1,0 +1,222 @@
+"""Launch and restart: the Chromium process, its CDP session and its one browser context.
+
+Chromium is Debian's (``/usr/bin/chromium``) or the one ``KITSUNE_CHROMIUM`` names, launched
+through Playwright with every connection sent through the node's proxy (:mod:`.guard`). When it
+dies, its tabs are forgotten (commands on them end ``tab_closed``) and it is launched again.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import os
+import shutil
+from pathlib import Path
+
+from playwright.async_api import Browser, CDPSession, Playwright, async_playwright
+from playwright.async_api import Error as PlaywrightError
+
+from bridge.browser.errors import first_line
+from bridge.browser.guard import UrlGuard
+from bridge.browser.tabs import TabRegistry
+from messages.errors import KitsuneError
+
+__all__ = ["CHROMIUM_FLAGS", "Chromium", "find_chromium"]
+
+CHROMIUM_FLAGS: tuple[str, ...] = (
+    "--disable-gpu",
+    "--disable-quic",
+    "--no-first-run",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+    "--proxy-bypass-list=<-loopback>",
+    "--host-resolver-rules=MAP * ~NOTFOUND , EXCLUDE 127.0.0.1",
+    "--webrtc-ip-handling-policy=disable_non_proxied_udp",
+    "--disable-blink-features=SpeculationRules",
+)
+"""Flags every launch gets, with ``--proxy-server`` naming the node's proxy (``--no-sandbox`` is added
+when running as root). Loopback goes through the proxy too (``<-loopback>``); Chromium resolves no
+name itself (the proxy does); WebRTC sends no UDP and nothing that does not go through the proxy;
+speculation rules (prefetch and prerender) are not parsed at all."""
+
+_CANDIDATES = ("chromium", "chromium-browser", "google-chrome")
+
+
+def find_chromium() -> Path:
+    """The Chromium to launch: ``KITSUNE_CHROMIUM``, else ``/usr/bin/chromium`` or one on ``PATH``.
+
+    Raises :class:`KitsuneError` (``browser_unavailable``) when there is none; a
+    ``KITSUNE_CHROMIUM`` that names no executable file is an error too, never silently replaced.
+    """
+    override = os.environ.get("KITSUNE_CHROMIUM")
+    if override:
+        path = Path(override).expanduser()
+        if not (path.is_file() and os.access(path, os.X_OK)):
+            raise KitsuneError("browser_unavailable", f"KITSUNE_CHROMIUM names no executable file: {path}")
+        return path
+    default = Path("/usr/bin/chromium")
+    if default.is_file() and os.access(default, os.X_OK):
+        return default
+    for name in _CANDIDATES:
+        found = shutil.which(name)
+        if found:
+            return Path(found)
+    raise KitsuneError(
+        "browser_unavailable",
+        "No Chromium found: install Debian's chromium package or set KITSUNE_CHROMIUM",
+    )
+
+
+class Chromium:
+    """One Chromium process and its one browser context, restarted when it dies.
+
+    Its pages go to ``tabs``; its connections go through ``guard``'s proxy and hooks.
+    """
+
+    def __init__(self, guard: UrlGuard, tabs: TabRegistry, *, executable: Path | None, headless: bool) -> None:
+        self.executable = executable
+        """The Chromium binary; :func:`find_chromium` at start when None."""
+        self.headless = headless
+        self.restarts = 0
+        """How many times the browser died and was restarted."""
+        self._guard = guard
+        self._tabs = tabs
+        self._playwright: Playwright | None = None
+        self._browser: Browser | None = None
+        self._cdp: CDPSession | None = None
+        self._context_id: str | None = None
+        self._ready = asyncio.Event()
+        self._failure: KitsuneError | None = None
+        self._stopping = False
+        self._restart_task: asyncio.Task[None] | None = None
+
+    @property
+    def started(self) -> bool:
+        return self._playwright is not None
+
+    @property
+    def running(self) -> bool:
+        """Whether Chromium is up (it is restarted when it dies)."""
+        return self._browser is not None and self._browser.is_connected()
+
+    async def start(self) -> None:
+        """Launch Chromium; raises :class:`KitsuneError` (``browser_unavailable``) when it cannot.
+
+        The caller stops it after a failure.
+        """
+        if self.executable is None:
+            self.executable = find_chromium()
+        self._stopping = False
+        self._tabs.reset()
+        self._ready = asyncio.Event()
+        self._playwright = await async_playwright().start()
+        await self._guard.start()
+        await self._launch()
+        self._ready.set()
+
+    async def stop(self) -> None:
+        """Close the browser and its tabs; no Chromium process is left."""
+        self._stopping = True
+        task, self._restart_task = self._restart_task, None
+        if task is not None and not task.done():
+            task.cancel()
+            with contextlib.suppress(BaseException):
+                await task
+        browser, playwright = self._browser, self._playwright
+        self._browser = self._cdp = self._tabs.context = None
+        self._playwright = None
+        self._tabs.forget_all()
+        if browser is not None:
+            with contextlib.suppress(Exception):
+                await browser.close()
+        if playwright is not None:
+            with contextlib.suppress(Exception):
+                await playwright.stop()
+        await self._guard.stop()
+        self._ready.set()
+
+    async def _launch(self) -> None:
+        assert self._playwright is not None and self.executable is not None
+        root = hasattr(os, "geteuid") and os.geteuid() == 0
+        try:
+            browser = await self._playwright.chromium.launch(
+                executable_path=str(self.executable), headless=self.headless, chromium_sandbox=not root,
+                args=[*CHROMIUM_FLAGS, self._guard.proxy_flag(), *(["--no-sandbox"] if root else [])],
+                handle_sigint=False, handle_sigterm=False, handle_sighup=False,
+            )
+        except PlaywrightError as e:
+            raise KitsuneError("browser_unavailable", f"Chromium did not start: {first_line(e.message)[:200]}",
+                               retryable=True) from e
+        try:
+            cdp = await browser.new_browser_cdp_session()
+            before = set((await cdp.send("Target.getBrowserContexts"))["browserContextIds"])
+            context = await browser.new_context(
+                permissions=["clipboard-read", "clipboard-write"], accept_downloads=True, service_workers="block",
+            )
+            await self._guard.install(context)
+            after = set((await cdp.send("Target.getBrowserContexts"))["browserContextIds"])
+            created = after - before
+            if len(created) != 1:
+                raise KitsuneError("browser_unavailable", "Could not identify the browser context of the tabs")
+        except BaseException as e:
+            with contextlib.suppress(Exception):
+                await browser.close()
+            if isinstance(e, PlaywrightError):
+                raise KitsuneError("browser_unavailable", "Chromium started but its browser context did not",
+                                   retryable=True) from e
+            raise
+        context.on("page", self._tabs.on_page)
+        browser.on("disconnected", self._on_disconnected)
+        self._browser, self._tabs.context, self._cdp = browser, context, cdp
+        self._context_id = created.pop()
+        self._failure = None
+
+    def _on_disconnected(self, browser: Browser) -> None:
+        if self._stopping or browser is not self._browser:
+            return
+        self._browser = self._cdp = self._tabs.context = None
+        self._tabs.forget_all()
+        self._ready.clear()
+        self._restart_task = asyncio.get_running_loop().create_task(self._restart())
+
+    async def _restart(self) -> None:
+        error: KitsuneError | None = None
+        for attempt in range(3):
+            try:
+                await self._launch()
+            except Exception as e:  # the next attempt, or the failure new_tab reports
+                error = e if isinstance(e, KitsuneError) else KitsuneError(
+                    "browser_unavailable", f"Chromium did not restart ({type(e).__name__})", retryable=True)
+                await asyncio.sleep(0.5 * (attempt + 1))
+                continue
+            self.restarts += 1
+            self._ready.set()
+            return
+        self._failure = error or KitsuneError("browser_unavailable", "Chromium died and did not restart")
+        self._ready.set()
+
+    async def ready(self, timeout: float) -> tuple[CDPSession, str]:
+        """The browser's CDP session and the id of its context, once it runs (waiting out a restart)."""
+        if self._playwright is None or self._stopping:
+            raise KitsuneError("browser_unavailable", "The browser is not started")
+        try:
+            await asyncio.wait_for(self._ready.wait(), max(0.001, timeout))
+        except TimeoutError:
+            raise KitsuneError("browser_unavailable", "The browser is restarting", retryable=True) from None
+        if self._tabs.context is None or self._cdp is None or self._context_id is None:
+            raise self._failure or KitsuneError("browser_unavailable", "The browser is not running", retryable=True)
+        return self._cdp, self._context_id
+
+    async def pid(self) -> int | None:
+        """The process id of the running Chromium (its browser process), or None."""
+        if self._cdp is None:
+            return None
+        try:
+            info = await self._cdp.send("SystemInfo.getProcessInfo")
+        except PlaywrightError:
+            return None
+        for process in info.get("processInfo", []):
+            if process.get("type") == "browser":
+                return int(process["id"])
+        return None

@@ -1,0 +1,93 @@
+"""Reads: pageText, find, url, title, screenshot, waitFor. They look at the page and change nothing."""
+
+from __future__ import annotations
+
+import base64
+from typing import cast
+
+from playwright.async_api import Error as PlaywrightError
+from playwright.async_api import TimeoutError as PlaywrightTimeoutError
+
+from bridge.browser.errors import Stop
+from bridge.browser.page_js import BODY_TEXT, FIND
+from bridge.browser.run import Result, Run
+from messages.commands import Find, PageText, Screenshot, WaitFor
+
+__all__ = ["find", "page_text", "screenshot", "title", "url", "wait_for"]
+
+
+async def page_text(run: Run) -> Result:
+    command = cast(PageText, run.command)
+    if run.selector is not None:
+        locator = run.locator()
+        try:  # one element (the usual case): one round trip, that waits for it to be attached
+            text = await locator.inner_text(timeout=run.ms())
+        except PlaywrightTimeoutError:
+            raise await run.missing(locator, "attached") from None
+        except PlaywrightError as e:
+            if "strict mode violation" not in (e.message or ""):
+                raise
+            text = "\n".join(await run.within(locator.all_inner_texts()))  # several: all of them
+    else:
+        text = await run.within(run.page.evaluate(BODY_TEXT))
+    truncated = len(text) > command.max_chars
+    return {"text": text[: command.max_chars], "truncated": truncated}, None
+
+
+async def find(run: Run) -> Result:
+    command = cast(Find, run.command)
+    text = command.text if isinstance(command.text, str) else None
+    if run.selector is not None:
+        locator = run.locator()
+        if text is not None:
+            locator = locator.filter(has_text=text)
+    else:
+        assert text is not None
+        locator = run.page.get_by_text(text)
+    count = await run.within(locator.count())
+    matches = await run.within(locator.evaluate_all(FIND, command.limit))
+    count = max(count, len(matches))
+    return {"count": count, "matches": matches}, None if count else "find matched nothing"
+
+
+async def url(run: Run) -> Result:
+    return {"url": run.page.url}, None
+
+
+async def title(run: Run) -> Result:
+    return {"title": await run.within(run.page.title())}, None
+
+
+async def screenshot(run: Run) -> Result:
+    command = cast(Screenshot, run.command)
+    if run.selector is not None:
+        locator = run.locator()
+        await run.ready_element(locator, "visible")
+        image = await locator.screenshot(type="png", timeout=run.ms())
+    else:
+        image = await run.page.screenshot(type="png", full_page=command.full_page is True, timeout=run.ms())
+    return {"image": base64.b64encode(image).decode("ascii"), "mimeType": "image/png"}, None
+
+
+async def wait_for(run: Run) -> Result:
+    command = cast(WaitFor, run.command)
+    page = run.page
+    if run.selector is not None:
+        try:
+            await run.locator().first.wait_for(state=command.state, timeout=run.ms())
+        except PlaywrightTimeoutError:
+            raise Stop("timeout", f"waitFor: {run.selector!r} was not {command.state} within "
+                                  f"{run.timeout:g}s", retryable=True) from None
+    if isinstance(command.url, str):
+        try:
+            await page.wait_for_url(command.url, wait_until=command.load_state or "load", timeout=run.ms())
+        except PlaywrightTimeoutError:
+            raise Stop("timeout", f"waitFor: the URL did not match {command.url!r} within "
+                                  f"{run.timeout:g}s", retryable=True) from None
+    elif command.load_state is not None:
+        try:
+            await page.wait_for_load_state(command.load_state, timeout=run.ms())
+        except PlaywrightTimeoutError:
+            raise Stop("timeout", f"waitFor: the page did not reach {command.load_state} within "
+                                  f"{run.timeout:g}s", retryable=True) from None
+    return {"url": page.url}, None

@@ -1,0 +1,109 @@
+"""The run context of one action on one tab, and the waits the actions share.
+
+An action is a plain async function from a :class:`Run` to its value and warning
+(:data:`Action`); it raises :class:`~bridge.browser.errors.Stop` for a failure it names itself,
+and lets Playwright's errors and timeouts through for the driver to classify.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, TypeVar
+
+from playwright.async_api import Error as PlaywrightError
+from playwright.async_api import Locator, Page
+from playwright.async_api import TimeoutError as PlaywrightTimeoutError
+
+from bridge.browser.errors import Step, Stop, absent, closed_message, pointer_sent
+from bridge.browser.guard import UrlGuard
+from bridge.browser.tabs import TabRegistry
+
+__all__ = ["Action", "Result", "Run"]
+
+T = TypeVar("T")
+
+_PROBE_TIMEOUT = 0.5
+"""Seconds for the look after a failure (does the element exist at all?)."""
+
+
+@dataclass(slots=True, kw_only=True)
+class Run(Step):
+    """One execution of one action on one tab, with what the actions reach through it."""
+
+    page: Page
+    deadline: float
+    """Loop time by which the action must be done."""
+    tabs: TabRegistry
+    guard: UrlGuard
+    downloads: Path | None = None
+    """Where downloads are saved."""
+    pause: Callable[[float], Awaitable[None]] = asyncio.sleep
+    """Awaited between the rounds of a write that polls (``waitForResult``): the tab actor lets its
+    other writes run meanwhile."""
+
+    def remaining(self) -> float:
+        return max(0.0, self.deadline - asyncio.get_running_loop().time())
+
+    def ms(self) -> float:
+        """Milliseconds left, for Playwright (whose 0 means no timeout at all)."""
+        return max(1.0, self.remaining() * 1000.0)
+
+    def gone(self) -> bool:
+        """Whether the tab closed (or is no longer this page) since the action began."""
+        return not self.tabs.holds(self.tab, self.page)
+
+    def locator(self) -> Locator:
+        """The element the command's selector names."""
+        assert self.selector is not None
+        return self.page.locator(self.selector)
+
+    async def within(self, awaitable: Awaitable[T]) -> T:
+        """Await something without a timeout of its own (an evaluation) within the command's time."""
+        async with asyncio.timeout(max(0.001, self.remaining())):  # no task of its own, unlike wait_for
+            return await awaitable
+
+    async def missing(self, locator: Locator, what: str) -> Stop:
+        """Why an element wait timed out: no element at all, or one that never became ``what``."""
+        if self.gone():
+            return Stop("tab_closed", closed_message(self), state={"tabId": self.tab})
+        try:
+            count = await asyncio.wait_for(locator.count(), _PROBE_TIMEOUT)
+        except (PlaywrightError, TimeoutError):
+            count = -1
+        return absent(self, count, what)
+
+    async def ready_element(self, locator: Locator, state: str) -> None:
+        """Wait until the element is ``state`` (which sends nothing); else fail, saying nothing was sent."""
+        try:
+            await locator.wait_for(state=state, timeout=self.ms())  # type: ignore[arg-type]
+        except PlaywrightTimeoutError:
+            raise await self.missing(locator, state) from None
+
+    async def pointer_write(self, locator: Locator, action: Callable[[float], Awaitable[Any]]) -> None:
+        """Run a Playwright pointer action (a click) as one call, and tell from its call log, when it
+        fails, whether it was sent: one round trip instead of a trial run followed by the action.
+
+        ``sent`` is True while it runs (a timeout of the backstop, which has no call log, is
+        Unknown); a failure whose call log shows the input was never dispatched is Failed, with
+        nothing sent (see :func:`~bridge.browser.errors.pointer_sent`).
+        """
+        self.sent = True
+        try:
+            await action(self.ms())
+        except PlaywrightError as e:
+            if pointer_sent(e.message or ""):
+                raise
+            self.sent = False
+            if isinstance(e, PlaywrightTimeoutError):
+                raise await self.missing(locator, "visible, enabled and stable") from None
+            raise
+
+
+Result = tuple[dict[str, Any], str | None]
+"""What an action answers: its value, and a warning for what deserves a look (or None)."""
+
+Action = Callable[[Run], Awaitable[Result]]
+"""An action: runs one command on the run's tab."""

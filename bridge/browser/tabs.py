@@ -1,0 +1,170 @@
+"""The tab registry: tab ids, their pages and windows, and their CDP target ids.
+
+Tabs have small integer ids (from the ``name`` given, never reused); pages the site opens itself
+(``window.open``, ``target=_blank``) get ids too, the moment they appear. A tab that closes or
+crashes is forgotten at once. Every tab gets a window of its own (CDP ``Target.createTarget`` with
+``newWindow``): in one window only the front tab renders, and Playwright's actionability checks on
+a background tab wait for animation frames that never come (DESIGN.md, Browser).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from collections.abc import Callable
+from typing import Any
+
+from playwright.async_api import BrowserContext, CDPSession, Page
+from playwright.async_api import Error as PlaywrightError
+
+from messages.errors import KitsuneError
+from messages.results import Failed, Failure, Unknown
+
+__all__ = ["TabRegistry"]
+
+
+class TabRegistry:
+    """The open tabs of one browser context: id -> page, page -> id, id -> CDP target id."""
+
+    def __init__(self, name: Callable[[], int]) -> None:
+        self.name = name
+        """Names each new page, popups included, at once."""
+        self.current: int | None = None
+        """The tab newTab or switchTab made current (None after it closed)."""
+        self.context: BrowserContext | None = None
+        """The browser context the tabs live in (None while the browser is down)."""
+        self._pages: dict[int, Page] = {}
+        self._open: frozenset[int] = frozenset()  # a snapshot of the keys of _pages, safe to read from any thread
+        self._page_tabs: dict[int, int] = {}  # id(page) -> tab id
+        self._target_ids: dict[int, str] = {}  # tab id -> CDP target id
+        self._page_added = asyncio.Event()
+
+    def reset(self) -> None:
+        """Start over (a new start of the browser): no tab and nobody waiting for one."""
+        self.forget_all()
+        self._page_added = asyncio.Event()
+
+    def on_page(self, page: Page) -> None:
+        """A page appeared in the context (one we opened, or one the site opened): give it an id."""
+        if id(page) in self._page_tabs:
+            return
+        tab = self.name()
+        self._pages[tab] = page
+        self._open = frozenset(self._pages)
+        self._page_tabs[id(page)] = tab
+        page.on("close", lambda _page: self.forget(tab))
+        page.on("crash", lambda _page: self._crashed(tab))
+        event, self._page_added = self._page_added, asyncio.Event()
+        event.set()
+
+    def forget(self, tab: int) -> None:
+        page = self._pages.pop(tab, None)
+        self._open = frozenset(self._pages)
+        if page is not None:
+            self._page_tabs.pop(id(page), None)
+        self._target_ids.pop(tab, None)
+        if self.current == tab:
+            self.current = None
+
+    def forget_all(self) -> None:
+        for tab in list(self._pages):
+            self.forget(tab)
+
+    def _crashed(self, tab: int) -> None:
+        page = self._pages.get(tab)
+        self.forget(tab)
+        if page is not None:
+            task = asyncio.get_running_loop().create_task(page.close())
+            task.add_done_callback(lambda t: t.cancelled() or t.exception())
+
+    def get(self, tab: int) -> Page | None:
+        """The page of a tab, or None when it is not open."""
+        return self._pages.get(tab)
+
+    def ids(self) -> frozenset[int]:
+        """Ids of the open tabs (safe to call from any thread)."""
+        return self._open
+
+    def page(self, tab_id: int) -> Page:
+        """The Playwright page of an open tab; raises :class:`KitsuneError` (``tab_closed``)."""
+        page = self._pages.get(tab_id)
+        if page is None or page.is_closed():
+            raise KitsuneError("tab_closed", f"Tab {tab_id} is closed", state={"tabId": tab_id})
+        return page
+
+    def holds(self, tab: int, page: Page) -> bool:
+        """Whether ``page`` is still the open page of ``tab``."""
+        return not page.is_closed() and self._pages.get(tab) is page
+
+    async def close(self, tab_id: int) -> None:
+        """Close a tab now; closing a closed tab does nothing."""
+        page = self._pages.get(tab_id)
+        if page is None:
+            return
+        with contextlib.suppress(PlaywrightError):
+            await page.close()
+        self.forget(tab_id)
+
+    async def describe(self) -> list[dict[str, Any]]:
+        """The open tabs: ``[{"tabId", "url", "title", "current"}]`` in id order."""
+
+        async def describe(tab: int, page: Page) -> dict[str, Any] | None:
+            try:
+                title = await asyncio.wait_for(page.title(), 2.0)
+            except (PlaywrightError, TimeoutError):
+                title = ""
+            if page.is_closed():
+                return None
+            return {"tabId": tab, "url": page.url, "title": title, "current": tab == self.current}
+
+        found = await asyncio.gather(*(describe(tab, page) for tab, page in sorted(self._pages.items())))
+        return [tab for tab in found if tab is not None]
+
+    async def _target_id(self, tab: int, page: Page) -> str | None:
+        if tab in self._target_ids:
+            return self._target_ids[tab]
+        if self.context is None:
+            return None
+        try:
+            session = await self.context.new_cdp_session(page)
+            try:
+                info = await session.send("Target.getTargetInfo")
+            finally:
+                with contextlib.suppress(PlaywrightError):
+                    await session.detach()
+        except PlaywrightError:
+            return None
+        target = str(info["targetInfo"]["targetId"])
+        self._target_ids[tab] = target
+        return target
+
+    async def open_window(self, cdp: CDPSession, context_id: str, timeout: float,
+                          deadline: float) -> int | Failed | Unknown:
+        """A new tab in a window of its own by ``deadline`` (loop time): its id, or the outcome of the
+        attempt that failed (``timeout`` is the command's, for messages)."""
+        loop = asyncio.get_running_loop()
+        try:
+            created = await asyncio.wait_for(cdp.send("Target.createTarget", {
+                "url": "about:blank", "newWindow": True, "background": False, "browserContextId": context_id,
+            }), max(0.001, deadline - loop.time()))
+        except TimeoutError:  # the browser may still open it
+            return Unknown(Failure(f"Command timed out after {timeout:g}s", "timeout", False))
+        except PlaywrightError:
+            return Failed(Failure("newTab: the browser could not open a tab", "browser_unavailable", True))
+        target = str(created["targetId"])
+        while True:
+            added = self._page_added
+            for tab, page in sorted(self._pages.items(), reverse=True):
+                if await self._target_id(tab, page) == target:
+                    return tab
+            left = deadline - loop.time()
+            if left <= 0:
+                break
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(added.wait(), left)
+        try:  # take the window back, so that nothing is left of the attempt
+            await asyncio.wait_for(cdp.send("Target.closeTarget", {"targetId": target}), 2.0)
+        except (PlaywrightError, TimeoutError):
+            return Unknown(Failure(f"Command timed out after {timeout:g}s", "timeout", False))
+        return Failed(Failure(f"newTab: the new tab did not answer within {timeout:g}s; it was closed again",
+                              "timeout", True))
