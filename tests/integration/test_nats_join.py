@@ -27,7 +27,7 @@ from typing import Any
 import httpx
 import nats
 import nats.errors
-import nkeys  # type: ignore[import-untyped]
+import nkeys
 import pytest
 import yaml
 from cryptography import x509

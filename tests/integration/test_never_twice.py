@@ -13,6 +13,7 @@ import httpx
 import pytest
 
 from bridge.node import Node
+from messages.events import Event, StepStarted
 from tests.integration.calls import batch, two_nodes
 from tests.integration.serving import Served, serve
 from tests.nats_access import NatsAccess
@@ -20,7 +21,9 @@ from tests.site import TestSite
 
 HIT = "POST /clicks/hit"
 CLICK = {"action": "click", "selector": "#hit"}
-SLOW_JS = "await new Promise(r => setTimeout(r, 3000)); return 1"
+BUSY = "POST /busy"
+SLOW_JS = "await fetch('/busy', {method: 'POST'}); await new Promise(r => setTimeout(r, 3000)); return 1"
+"""A write that tells the site it runs (``BUSY`` counted), then keeps its tab busy for 3 s."""
 
 
 @pytest.fixture(scope="module")
@@ -37,6 +40,27 @@ def _in_background(work: Any) -> tuple[threading.Thread, list[Any]]:
     return thread, answers
 
 
+def _wait_for_calls_running(client: httpx.Client, count: int) -> None:
+    """Wait until the served node runs ``count`` calls (its kitsune_calls_in_progress gauge)."""
+    deadline = time.monotonic() + 30
+    while f"kitsune_calls_in_progress {count:.1f}" not in client.get("/metrics").text.splitlines():
+        assert time.monotonic() < deadline, f"the node never ran {count} calls at once"
+        time.sleep(0.02)
+
+
+def _started_listener(node: Node, path: str) -> threading.Event:
+    """An event set when ``node`` starts a step at ``path``; it stops listening once set."""
+    started = threading.Event()
+
+    def listen(event: Event) -> None:
+        if type(event) is StepStarted and event.path == path and not started.is_set():
+            started.set()
+            node.event_listeners.remove(listen)
+
+    node.event_listeners.append(listen)
+    return started
+
+
 def _open(client: httpx.Client, url: str) -> int:
     answer = client.post("/api/tabs", json={"op": "open", "url": url})
     assert answer.status_code == 200, answer.text
@@ -50,15 +74,14 @@ def test_another_agents_long_read_does_not_hold_up_the_owners_click_which_is_sen
         tab = _open(alice, site.url("/clicks"))
         reader, read = _in_background(lambda: bob.post("/api/batch", json={
             "commands": [{"action": "waitFor", "selector": "#never", "timeout": 8}], "tabId": tab}).json())
-        time.sleep(0.5)  # bob's read is waiting on the tab
-        started = time.monotonic()
+        _wait_for_calls_running(alice, 1)  # bob's read runs (a wait on the tab, 8 s long)
+        # Within its own 3 s deadline, far below the read's 8 s: had it waited for the read, it would time out.
         body = alice.post("/api/batch", json={"commands": [CLICK], "tabId": tab, "timeout": 3}).json()
         assert body["status"] == "ok", body
-        assert time.monotonic() - started < 3  # it did not wait for bob's read
         assert site.wait_for_count(HIT) == 1
         reader.join(timeout=20)
         assert read and read[0]["status"] == "failed" and read[0]["results"][0]["code"] == "timeout"
-        time.sleep(0.5)
+        time.sleep(0.5)  # not a wait for something to happen: a window in which nothing MORE may be sent
         assert site.count(HIT) == 1
 
 
@@ -68,17 +91,18 @@ def test_a_write_that_cannot_start_before_its_deadline_is_failed_not_sent_and_ne
         tab = _open(alice, site.url("/clicks"))
         writer, wrote = _in_background(lambda: alice.post("/api/act", json={
             "command": {"action": "js", "tabId": tab, "code": SLOW_JS, "timeout": 20}}).json())
-        time.sleep(0.5)  # the tab is busy with a write of alice's own
+        assert site.wait_for_count(BUSY, timeout=30) == 1  # the tab is busy with a write of alice's own
         body = alice.post("/api/batch", json={"commands": [CLICK], "tabId": tab, "timeout": 1}).json()
         assert body["status"] == "failed", body  # not unknown: the click was never sent
         assert body["progress"][0]["status"] == "failed"
         writer.join(timeout=20)
         assert wrote and wrote[0]["status"] == "ok"
-        time.sleep(0.5)
-        assert site.count(HIT) == 0  # it did not run once the tab was free either
+        assert site.count(HIT) == 0
         resumed = alice.post("/api/resume", json={"call": body["call"], "resume_token": body["resume_token"]}).json()
         assert resumed["status"] == "ok", resumed  # a failed step is sent again on resume: once
         assert site.wait_for_count(HIT) == 1
+        # Not a wait for something to happen: a window in which nothing MORE may be sent (had the refused
+        # click run once the tab was free, it would count here too).
         time.sleep(0.3)
         assert site.count(HIT) == 1
 
@@ -105,9 +129,10 @@ def fleet(nats_access: NatsAccess) -> Iterator[tuple[Node, Node]]:
 def test_a_read_over_nats_runs_beside_a_write_over_nats(fleet: tuple[Node, Node], site: TestSite) -> None:
     first, second = fleet
     tab = second.open_tab(site.url("/clicks"))
+    reading = _started_listener(first, "0")
     reader, read = _in_background(lambda: batch(
         first, [{"action": "waitFor", "selector": "#never", "timeout": 6}], tabId=tab))
-    time.sleep(0.5)
+    assert reading.wait(30)  # the read is on its way to the tab, where it waits 6 s
     body = batch(first, [CLICK], tabId=tab, timeout=3)
     assert body["status"] == "ok", body
     assert site.wait_for_count(HIT) == 1
@@ -121,14 +146,17 @@ def test_a_write_over_nats_past_its_deadline_is_not_sent_and_never_runs_later(
     first, second = fleet
     tab = second.open_tab(site.url("/clicks"))
     writer, wrote = _in_background(lambda: batch(second, [{"action": "js", "code": SLOW_JS}], tabId=tab))
-    time.sleep(0.5)  # the tab is busy with a write from its own node
+    assert site.wait_for_count(BUSY, timeout=30) == 1  # the tab is busy with a write from its own node
     body = batch(first, [CLICK], tabId=tab, timeout=1)
     assert body["status"] == "failed", body
     assert body["progress"][0]["status"] == "failed"  # not unknown: it never reached the page
     writer.join(timeout=20)
     assert wrote and wrote[0]["status"] == "ok"
-    time.sleep(0.5)
-    assert site.count(HIT) == 0
+    # The tab's writes run in order: had the refused click run once the tab was free, it would come first.
+    assert batch(second, [CLICK], tabId=tab)["status"] == "ok"
+    assert site.wait_for_count(HIT) == 1
+    time.sleep(0.3)  # not a wait for something to happen: a window in which nothing MORE may be sent
+    assert site.count(HIT) == 1
 
 
 def test_sigterm_stops_a_node_within_ten_seconds_and_audits_the_write_in_flight_unknown(
@@ -136,13 +164,14 @@ def test_sigterm_stops_a_node_within_ten_seconds_and_audits_the_write_in_flight_
     running = serve(tmp_path, nats_access, {"caps": ["core", "automation"]})
     with running.client("alice") as alice:
         tab = _open(alice, site.url("/clicks"))
-        forever = "await new Promise(r => setTimeout(r, 600000)); return 1"
+        forever = "await fetch('/busy', {method: 'POST'}); await new Promise(r => setTimeout(r, 600000)); return 1"
         writer, wrote = _in_background(lambda: alice.post("/api/act", json={
             "command": {"action": "js", "tabId": tab, "code": forever, "timeout": 300}}).json())
         reader, _ = _in_background(lambda: alice.post("/api/batch", json={
             "commands": [{"action": "waitFor", "selector": "#never", "timeout": 300}], "tabId": tab,
             "timeout": 600}))
-        time.sleep(1.0)
+        assert site.wait_for_count(BUSY, timeout=30) == 1  # the write runs
+        _wait_for_calls_running(alice, 1)  # and so does the read, behind it
         started = time.monotonic()
         running.process.terminate()
         status = running.process.wait(timeout=30)
