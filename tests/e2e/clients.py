@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
+from pathlib import Path
 from typing import Any
 
 import anyio
@@ -21,7 +22,8 @@ from mcp.client.streamable_http import streamable_http_client
 
 from tests.integration.serving import KITSUNE, TOKENS, Served
 
-__all__ = ["Asker", "act", "audit_of", "call", "open_tab", "over_http", "over_stdio", "select_tab"]
+__all__ = ["Asker", "act", "audit_of", "call", "open_tab", "over_http", "over_stdio", "process_tree", "processes",
+           "select_tab"]
 
 
 class Asker:
@@ -44,7 +46,7 @@ class Asker:
         if step == "accept":
             return types.ElicitResult(action="accept", content={"approve": True})
         if step in ("decline", "cancel"):
-            return types.ElicitResult(action=step)
+            return types.ElicitResult(action="decline" if step == "decline" else "cancel")
         await anyio.sleep(3600)
         raise AssertionError("an unanswered prompt was never cancelled")
 
@@ -120,3 +122,30 @@ def audit_of(served: Served, action: str, **params: Any) -> list[dict[str, Any]]
     """The node's audit entries of direct ``action`` requests with these parameters."""
     return [e for e in served.audit() if e.get("kind") == "direct" and e.get("action") == action
             and all(e.get("params", {}).get(k) == v for k, v in params.items())]
+
+
+def processes() -> dict[int, tuple[int, str]]:
+    """pid -> (parent pid, command line) of every process."""
+    found = {}
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            stat = (entry / "stat").read_text()
+            cmdline = (entry / "cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
+        except OSError:
+            continue
+        found[int(entry.name)] = (int(stat.rsplit(")", 1)[1].split()[1]), cmdline)
+    return found
+
+
+def process_tree(root: int, running: dict[int, tuple[int, str]]) -> set[int]:
+    """``root`` and its descendants among ``running``."""
+    tree, grown = {root}, True
+    while grown:
+        grown = False
+        for pid, (parent, _) in running.items():
+            if parent in tree and pid not in tree:
+                tree.add(pid)
+                grown = True
+    return tree

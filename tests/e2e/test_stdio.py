@@ -10,7 +10,7 @@ import anyio
 import pytest
 
 from messages.schema import batch_schema
-from tests.e2e.clients import act, call, open_tab, over_stdio
+from tests.e2e.clients import act, call, open_tab, over_stdio, process_tree, processes
 from tests.integration.serving import Served
 from tests.site import TestSite
 
@@ -116,32 +116,6 @@ async def test_type_with_submit_held_at_its_enter_presses_enter_alone_with_the_e
     assert site.last_form["name"] == ["Ada"]  # typed once
 
 
-def _processes() -> dict[int, tuple[int, str]]:
-    """pid -> (parent pid, command line) of every process."""
-    found = {}
-    for entry in Path("/proc").iterdir():
-        if not entry.name.isdigit():
-            continue
-        try:
-            stat = (entry / "stat").read_text()
-            cmdline = (entry / "cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
-        except OSError:
-            continue
-        found[int(entry.name)] = (int(stat.rsplit(")", 1)[1].split()[1]), cmdline)
-    return found
-
-
-def _tree(root: int, processes: dict[int, tuple[int, str]]) -> set[int]:
-    tree, grown = {root}, True
-    while grown:
-        grown = False
-        for pid, (parent, _) in processes.items():
-            if parent in tree and pid not in tree:
-                tree.add(pid)
-                grown = True
-    return tree
-
-
 async def test_without_a_bridge_it_runs_an_embedded_one_for_its_lifetime_and_leaves_nothing_behind(
         site: TestSite) -> None:
     async with over_stdio(None, caps="core") as session:
@@ -151,17 +125,17 @@ async def test_without_a_bridge_it_runs_an_embedded_one_for_its_lifetime_and_lea
         assert opened["status"] == "ok", opened
         text = await call(session, "browser_page_text", {"selector": "#heading"})
         assert text["text"] == "Known text"
-        processes = _processes()
-        bridges = [pid for pid, (_, cmdline) in processes.items()
+        running = processes()
+        bridges = [pid for pid, (_, cmdline) in running.items()
                    if "kitsune.cli serve" in cmdline and "kitsune-mcp-" in cmdline]
         assert len(bridges) == 1
-        tree = _tree(bridges[0], processes)
-        commands = " ".join(processes[pid][1] for pid in tree)
+        tree = process_tree(bridges[0], running)
+        commands = " ".join(running[pid][1] for pid in tree)
         assert "nats-server" in commands and "chrom" in commands
-        state_dir = Path(processes[bridges[0]][1].split("--state-dir ")[1].split()[0]).parent
+        state_dir = Path(running[bridges[0]][1].split("--state-dir ")[1].split()[0]).parent
         assert state_dir.is_dir()
     with anyio.fail_after(20):
-        while tree & set(_processes()):
+        while tree & set(processes()):
             await anyio.sleep(0.2)
     assert not state_dir.exists()
     assert os.path.basename(str(state_dir)).startswith("kitsune-mcp-")
