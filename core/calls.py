@@ -17,6 +17,7 @@ from core.resume import plan_resume
 from messages.commands import CallSpec
 from messages.contract import RESUME_DEADLINE
 from messages.errors import KitsuneError
+from messages.paths import StepPath
 from messages.results import Failure, Result
 from messages.steplog import StepRecord
 
@@ -125,7 +126,7 @@ class Calls:
         try:
             self._audit.resume(call, agent)
             report = run_call(call, checkpoint.spec, self._ports(agent), self._sink, config=self._config, prior=prior,
-                              deadline=RESUME_DEADLINE)
+                              timeout=RESUME_DEADLINE)
         except BaseException:
             self._store.drop(call, "internal_error")
             raise
@@ -161,7 +162,7 @@ def _records(report: RunReport) -> dict[str, StepRecord]:
 def _graft(new: Mapping[str, V], old: Mapping[str, V], sequences: frozenset[str]) -> dict[str, V]:
     """``new`` with the entries under each of ``sequences`` taken from ``old`` instead."""
     def under(path: str) -> bool:
-        return any(path.startswith(sequence + ".") for sequence in sequences)
+        return any(StepPath(path).within(sequence) for sequence in sequences)
     return {p: v for p, v in new.items() if not under(p)} | {p: v for p, v in old.items() if under(p)}
 
 

@@ -1,36 +1,45 @@
 """The step engine: runs a call's commands against a driver and tells it as events.
 
 Pure core: the driver, clock, tab claims and the runner of parallel sequences are ports
-(``Protocol``s); the actors of ``actors/`` and the Playwright driver of ``bridge/`` plug in,
+(``core.ports``); the actors of ``actors/`` and the Playwright driver of ``bridge/`` plug in,
 unit tests use fakes. A write records ``StepDispatched`` before it is sent. The report's
-progress, status and summary are the fold of the events the run emitted.
+progress, status and summary are the fold of the events the run emitted, and the run reads
+each step's status from that fold as it goes. The one-step blocks run in ``core.blocks``.
 """
 
 from __future__ import annotations
 
 import logging
 import threading
-import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from typing import Any, Literal, Protocol
+from typing import Any, Literal
 
-from core.claims import TabClaims
+from core.blocks import Lookup, lookup_in, run_block, scrub, tab_of
+from core.ports import (
+    NO_AUDIT,
+    Clock,
+    Driver,
+    EventSinkPort,
+    Ports,
+    Sequences,
+    StepAudit,
+    SystemClock,
+    ThreadedSequences,
+)
 from messages.commands import (
     Broadcast,
     CallSpec,
     Command,
     If,
-    Js,
     NewTab,
     Parallel,
-    Retry,
     Sequence,
     SyncBarrier,
-    Try,
     While,
     children,
     is_write,
+    leaf_paths,
     resolve_command,
     secret_values,
 )
@@ -54,166 +63,20 @@ from messages.events import (
     StepStarted,
     StepSucceeded,
 )
+from messages.paths import ROOT, StepPath
 from messages.references import Ref
-from messages.results import (
-    Done,
-    Failed,
-    Failure,
-    HeldForApproval,
-    Ok,
-    Outcome,
-    Result,
-    Status,
-    Unknown,
-    result_to_json,
-    worst,
-)
+from messages.results import Done, Failed, Failure, Ok, Outcome, Result, Status, Unknown, result_to_json, worst
 from messages.steplog import StepLog, StepLogBuilder, StepRecord
 
 __all__ = [
     "NO_AUDIT", "Clock", "Decision", "Driver", "EngineConfig", "EventSinkPort", "Ports", "Prior", "RunReport",
-    "Sequences", "StepAudit", "SystemClock", "ThreadedSequences", "leaf_paths", "outline_of", "run_call",
+    "Sequences", "StepAudit", "SystemClock", "ThreadedSequences", "outline_of", "run_call",
 ]
 
 log = logging.getLogger(__name__)
 
 Decision = Literal["keep", "run", "applied", "not_applied"]
 """What a resume does with a step: reuse it, send it, mark it ok unsent, or send it after observation."""
-
-
-# --- ports ---------------------------------------------------------------------------------
-
-
-class Driver(Protocol):
-    """Runs one action in one tab; answers within ``timeout`` seconds."""
-
-    def execute(self, command: Command, tab_id: int | None, timeout: float) -> Outcome:
-        """Run an action (never a block) whose references are resolved."""
-
-    def list_tabs(self) -> frozenset[int]:
-        """Ids of the open tabs; raises :class:`KitsuneError` when they cannot be listed."""
-
-
-class Clock(Protocol):
-    """Monotonic time, injectable for tests."""
-
-    def now(self) -> float: ...
-
-    def sleep(self, seconds: float) -> None: ...
-
-
-class SystemClock:
-    """The real monotonic clock."""
-
-    def now(self) -> float:
-        return time.monotonic()
-
-    def sleep(self, seconds: float) -> None:
-        time.sleep(seconds)
-
-
-class Sequences(Protocol):
-    """Runs the sequences of a parallel, and their ``syncBarrier`` meetings."""
-
-    def run_all(self, jobs: list[Callable[[], None]]) -> None:
-        """Run every job (concurrently where it can) and return when all have ended."""
-
-    def barrier(self, key: str, parties: int, timeout: float) -> bool:
-        """Wait until ``parties`` sequences reached ``key``; False on timeout or abort."""
-
-    def abort(self, key: str) -> None:
-        """Release everyone waiting at ``key`` with a failure (a party will not come)."""
-
-    def discard(self, key: str) -> None:
-        """Forget ``key``: every sequence that meets there has ended."""
-
-
-class ThreadedSequences:
-    """Sequences on threads of this process; the actor runtime uses sequence actors instead."""
-
-    def __init__(self) -> None:
-        self._barriers: dict[str, threading.Barrier] = {}
-        self._lock = threading.Lock()
-
-    def run_all(self, jobs: list[Callable[[], None]]) -> None:
-        errors: list[BaseException] = []
-
-        def run(job: Callable[[], None]) -> None:
-            try:
-                job()
-            except BaseException as e:  # re-raised on the caller's thread below
-                errors.append(e)
-
-        threads = [threading.Thread(target=run, args=(job,), name="kitsune-sequence") for job in jobs]
-        for thread in threads:
-            thread.start()
-        for thread in threads:
-            thread.join()
-        if errors:
-            raise errors[0]
-
-    def _get(self, key: str, parties: int) -> threading.Barrier:
-        with self._lock:
-            return self._barriers.setdefault(key, threading.Barrier(parties))
-
-    def barrier(self, key: str, parties: int, timeout: float) -> bool:
-        try:
-            self._get(key, parties).wait(timeout)
-        except threading.BrokenBarrierError:
-            return False
-        return True
-
-    def abort(self, key: str) -> None:
-        self._get(key, 1).abort()
-
-    def discard(self, key: str) -> None:
-        with self._lock:
-            self._barriers.pop(key, None)
-
-
-class StepAudit(Protocol):
-    """Where a run records its steps before it sends them (the audit log)."""
-
-    def step(self, call: int, path: str, command: Command, tab_id: int | None, *,
-             resumed: bool) -> Callable[[], None] | None:
-        """Start recording a step about to be sent.
-
-        Answers a wait that returns once the entry is written and raises :class:`KitsuneError`
-        when it cannot be (or None when it is written already); the engine waits on it only
-        before sending a write, so the entry is written meanwhile.
-        """
-
-    def observed(self, call: int, path: str, command: Command, tab_id: int | None) -> None:
-        """Record a step the caller reported ``applied``: marked ok, not sent."""
-
-
-class _NoAudit:
-    def step(self, call: int, path: str, command: Command, tab_id: int | None, *,
-             resumed: bool) -> Callable[[], None] | None:
-        return None
-
-    def observed(self, call: int, path: str, command: Command, tab_id: int | None) -> None:
-        return None
-
-
-NO_AUDIT: StepAudit = _NoAudit()
-
-
-EventSinkPort = Callable[[Event], Callable[[], None] | None]
-"""Where a run's events go: answers None, or a wait that returns once the event is stored."""
-
-
-@dataclass(frozen=True, slots=True)
-class Ports:
-    """Everything a run talks to."""
-
-    driver: Driver
-    clock: Clock
-    claims: TabClaims
-    sequences: Sequences
-    audit: StepAudit = NO_AUDIT
-
-
 
 
 @dataclass(frozen=True, slots=True)
@@ -249,18 +112,12 @@ class RunReport:
 
     def results_json(self) -> list[dict[str, Any] | None]:
         """Top-level results; trailing steps that never ran are left out, others are null."""
-        out = [result_to_json(self.results.get(str(i))) for i in range(len(self.log.steps))]
-        while out and out[-1] is None:
-            out.pop()
-        return out
+        return _trimmed([self.results.get(ROOT.child(i)) for i in range(len(self.log.steps))])
 
     def to_json(self) -> dict[str, Any]:
         """``results``, ``progress``, ``status`` and ``summary`` (spec: Checkpoints)."""
         return {"results": self.results_json(), "progress": self.log.progress, "status": self.log.status,
                 "summary": self.log.summary}
-
-
-# --- outline and paths ---------------------------------------------------------------------
 
 
 def outline_of(command: Command, tab: int | None) -> OutlineStep:
@@ -277,103 +134,54 @@ def outline_of(command: Command, tab: int | None) -> OutlineStep:
     return OutlineStep(command.action, own)
 
 
-def leaf_paths(command: Command, path: str) -> list[tuple[str, Command]]:
-    """The steps resumed one by one under ``command``: itself, or a container's steps."""
-    if isinstance(command, Sequence):
-        return [leaf for i, c in enumerate(command.steps) for leaf in leaf_paths(c, f"{path}.{i}")]
-    if isinstance(command, Parallel):
-        return [leaf for q, seq in enumerate(command.sequences) for i, c in enumerate(seq)
-                for leaf in leaf_paths(c, f"{path}.{q}.{i}")]
-    return [(path, command)]
-
-
-def _lookup(scope: list[Result | None]) -> Callable[[int], Any]:
-    def result_of(step: int) -> Any:
-        return result_to_json(scope[step]) if step < len(scope) else None
-    return result_of
-
-
-def _scrub(failure: Failure, secrets: list[str]) -> Failure:
-    """The failure with every typed value and JavaScript body cut out of its message and state."""
-    cuts = sorted({secret for secret in secrets if len(secret) >= 3}, key=len, reverse=True)
-    if not cuts:
-        return failure
-
-    def clean(value: Any) -> Any:
-        if isinstance(value, str):
-            for secret in cuts:
-                value = value.replace(secret, "[redacted]")
-            return value
-        if isinstance(value, Mapping):
-            return {key: clean(item) for key, item in value.items()}
-        if isinstance(value, list | tuple):
-            return [clean(item) for item in value]
-        return value
-
-    return Failure(clean(failure.error), failure.code, failure.retryable,
-                   None if failure.state is None else clean(failure.state))
-
-
-# --- the run -------------------------------------------------------------------------------
-
-
 class _Run:
-    """One run of a call: its first run, or one resume."""
+    """One run of a call: its first run, or one resume.
+
+    Each step's status, and whether a write inside a block ran ok, is the fold's (:meth:`record`);
+    what a step needs only while it runs is its :class:`_Step`'s. The run keeps of its own only
+    what the events do not carry: each step's result, the tabs each parallel sequence claimed and
+    the sequences refused, how many sequences meet at each barrier, and why the call stops.
+    """
 
     def __init__(self, call: int, spec: CallSpec, ports: Ports, sink: EventSinkPort,
-                 config: EngineConfig, prior: Prior | None, deadline: float) -> None:
+                 config: EngineConfig, prior: Prior | None, timeout: float) -> None:
         self.call, self.spec, self.ports, self.sink, self.config, self.prior = call, spec, ports, sink, config, prior
-        self.timeout = deadline
-        self.deadline = ports.clock.now() + deadline
+        self.timeout = timeout
+        self.deadline = ports.clock.now() + timeout
         self.plan: Mapping[str, Decision] = prior.plan if prior else {}
         self.builder = StepLogBuilder()
         self.lock = threading.Lock()
         self.results: dict[str, Result] = {}
-        self.status: dict[str, Status] = {}
         self.claims: dict[str, set[int]] = {}
         self.refused: set[str] = set()
-        self.dispatched: set[str] = set()
-        self.wrote: set[str] = set()
         self.parties: dict[str, int] = {}
-        self.audits: dict[str, Callable[[], None]] = {}
-        """Audit entries being written, by step: a write waits for its own before it is sent."""
-        self.secrets: dict[str, list[str]] = {}
-        """Typed values and JavaScript bodies of each step, nested commands' included."""
-        self.warnings: dict[str, str] = {}
-        """The first warning of a command inside each one-step block."""
+        """How many sequences meet at each barrier key of this run."""
         self.timed_out = self.stopped = False
 
-    # events
+    # events and the fold
 
     def emit(self, event: Event) -> None:
         """Fold ``event`` in and hand it to the sink; an event the sink loses is logged, the run goes on."""
         try:
-            stored = self._hand_over(event)
+            stored = self.hand_over(event)
             if stored is not None:  # waited for outside the lock: other sequences go on meanwhile
                 stored()
         except Exception as e:
             log.error("event of call %s not recorded (%s)", self.call, type(e).__name__)
 
-    def _hand_over(self, event: Event) -> Callable[[], None] | None:
+    def hand_over(self, event: Event) -> Callable[[], None] | None:
         """Fold ``event`` in and queue it in the sink; the sink's wait until it is stored, if any."""
         with self.lock:  # events reach the fold and the sink in one order
             self.builder.apply(event)
             return self.sink(event)
 
-    def _dispatch(self, path: str) -> None:
-        """Record a write before it is sent: its ``StepDispatched`` stored and its audit entry written,
-        both on their way at once. Raises :class:`KitsuneError` if either cannot be: nothing is sent."""
-        try:
-            stored = self._hand_over(StepDispatched(self.call, path))
-        except Exception as e:
-            raise _not_recorded() from e
-        self._audited(path)
-        try:
-            if stored is not None:
-                stored()
-        except Exception as e:
-            raise _not_recorded() from e
-        self.dispatched.add(path)
+    def record(self, path: str) -> StepRecord:
+        """The step's record as the events so far tell it."""
+        with self.lock:
+            return self.builder.record(path)
+
+    def _status(self, path: str) -> Status:
+        return self.record(path).status
 
     def execute(self) -> RunReport:
         outline = tuple(outline_of(c, self.spec.default_tab) for c in self.spec.commands)
@@ -383,8 +191,7 @@ class _Run:
             self.emit(CallResumed(self.call, self.spec.kind, outline, self.timeout, self.prior.attempt))
         reason: EndReason
         try:
-            status = self._run_list(self.spec.commands, [str(i) for i in range(len(self.spec.commands))],
-                                    None, self.spec.default_tab)
+            status = self._run_list(self.spec.commands, ROOT, None, self.spec.default_tab)
             if self.timed_out:
                 reason = "container_timeout"
             else:
@@ -402,8 +209,10 @@ class _Run:
 
     # lists of steps
 
-    def _run_list(self, commands: tuple[Command, ...], paths: list[str], owner: str | None,
+    def _run_list(self, commands: tuple[Command, ...], within: StepPath, owner: StepPath | None,
                   tab: int | None) -> Status:
+        """Run a list's steps (at ``within.i``) in order until one is not ok; the list's status."""
+        paths = [within.child(i) for i in range(len(commands))]
         scope: list[Result | None] = [None] * len(commands)
         stop = False
         for i, (command, path) in enumerate(zip(commands, paths, strict=True)):
@@ -415,13 +224,13 @@ class _Run:
                 kept = self._step(command, path, scope, i, owner, tab)
                 result = self.results.get(path)
                 warned = isinstance(result, Ok) and result.warning is not None
-                if self.status[path] != "ok" or (warned and self.spec.stop_on_warning and not kept):
+                if self._status(path) != "ok" or (warned and self.spec.stop_on_warning and not kept):
                     stop = self.stopped = True
             scope[i] = self.results.get(path)
-        return worst([self.status[p] for p in paths])
+        return worst([self._status(p) for p in paths])
 
-    def _step(self, command: Command, path: str, scope: list[Result | None], index: int,
-              owner: str | None, tab: int | None) -> bool:
+    def _step(self, command: Command, path: StepPath, scope: list[Result | None], index: int,
+              owner: StepPath | None, tab: int | None) -> bool:
         """Run (or keep) one step; True when it was kept from an earlier run."""
         decision = self.plan.get(path, "run")
         if decision == "keep":
@@ -432,7 +241,7 @@ class _Run:
             return False
         if decision == "not_applied":
             self.emit(StepObserved(self.call, path, "not_applied"))
-        lookup = _lookup(scope[:index])
+        lookup = lookup_in(scope[:index])
         if isinstance(command, Sequence):
             self._sequence(command, path, lookup, owner, tab)
         elif isinstance(command, Parallel):
@@ -445,22 +254,19 @@ class _Run:
         assert self.prior is not None
         self.emit(StepKept(self.call, path, self.prior.records[path].tab_id))
         self.results[path] = self.prior.results[path]
-        self.status[path] = "ok"
 
     def _applied(self, command: Command, path: str) -> None:
         assert self.prior is not None
         self.ports.audit.observed(self.call, path, command, self.prior.records[path].tab_id)
         self.emit(StepObserved(self.call, path, "applied"))
         self.results[path] = Ok({"observed": "applied"})
-        self.status[path] = "ok"
 
-    def _leave(self, command: Command, path: str, reason: str) -> None:
+    def _leave(self, command: Command, path: StepPath, reason: str) -> None:
         """A step the run did not reach: kept if it ran ok before, else skipped."""
         if isinstance(command, Sequence | Parallel):
-            inner = _direct_children(command, path)
-            for p, child in inner:
-                self._leave(child, p, reason)
-            self._close_container(command, path, [p for p, _ in inner])
+            for child in children(command, path):
+                self._leave(child.command, child.path, reason)
+            self._close_container(command, path)
             return
         prior = self.prior.records.get(path) if self.prior else None
         if prior is not None and prior.status == "ok" and path in self.prior.results:  # type: ignore[union-attr]
@@ -469,240 +275,170 @@ class _Run:
             self._applied(command, path)
         else:
             self.emit(StepSkipped(self.call, path, reason))
-            self.status[path] = "skipped"
 
-    def _close_container(self, command: Command, path: str, child_paths: list[str]) -> None:
-        """Set a sequence's or parallel's status and result from its steps'."""
-        self.status[path] = worst([self.status[p] for p in child_paths])
-        if isinstance(command, Parallel):
-            nested: Any = [_trimmed([self.results.get(f"{path}.{q}.{i}") for i in range(len(seq))])
-                           for q, seq in enumerate(command.sequences)]
-            key = "sequences"
-        else:
-            nested = _trimmed([self.results.get(p) for p in child_paths])
-            key = "results"
-        if self.status[path] == "ok":
-            self.results[path] = Ok({key: nested})
-            return
-        failures = [r for p, _ in leaf_paths(command, path)
-                    if self.status[p] != "ok" and isinstance(r := self.results.get(p), Failure)]
-        first = failures[0] if failures else Failure("Steps were skipped", "skipped", True)
-        self.results[path] = Failure(first.error, first.code, first.retryable, {key: nested})
-
-    # containers
-
-    def _sequence(self, command: Sequence, path: str, lookup: Callable[[int], Any], owner: str | None,
-                  tab: int | None) -> None:
-        try:
-            inner_tab = self._tab_of(command, lookup, tab)
-        except KitsuneError as e:
-            for i, child in enumerate(command.steps):
-                self._refuse(child, f"{path}.{i}", Failure.of(e))
-            self._close_container(command, path, [f"{path}.{i}" for i in range(len(command.steps))])
-            return
-        paths = [f"{path}.{i}" for i in range(len(command.steps))]
-        self._run_list(command.steps, paths, owner, inner_tab)
-        self._close_container(command, path, paths)
-
-    def _parallel(self, command: Parallel, path: str, tab: int | None) -> None:
-        sequences = list(enumerate(command.sequences))
-        active = [q for q, seq in sequences
-                  if any(self.plan.get(p, "run") != "keep" for i, c in enumerate(seq)
-                         for p, _ in leaf_paths(c, f"{path}.{q}.{i}"))]
-        refusals = self._check_sequences(command, path, active, tab)
-        runnable = [q for q in active if q not in refusals]
-        for q, seq in sequences:
-            paths = [f"{path}.{q}.{i}" for i in range(len(seq))]
-            if q in refusals:
-                self.refused.add(f"{path}.{q}")
-                for child, p in zip(seq, paths, strict=True):
-                    self._refuse(child, p, refusals[q])
-            elif q not in runnable:
-                for child, p in zip(seq, paths, strict=True):
-                    self._leave(child, p, "nothing left to run")
-        meetings = {q: _barriers(command.sequences[q], f"{path}.{q}", self.plan) for q in runnable}
-        keys = {name: self._barrier_key(path, name) for names in meetings.values() for name, _ in names}
-        for names in meetings.values():
-            for name in {name for name, _ in names}:
-                self.parties[keys[name]] = self.parties.get(keys[name], 0) + 1
-
-        def job(q: int) -> Callable[[], None]:
-            def run() -> None:
-                seq = command.sequences[q]
-                self._run_list(seq, [f"{path}.{q}.{i}" for i in range(len(seq))], f"{path}.{q}", tab)
-                for name, step in meetings[q]:  # a barrier this sequence will not reach: release the others
-                    if self.status.get(step) == "skipped":
-                        self.ports.sequences.abort(keys[name])
-            return run
-
-        self.ports.sequences.run_all([job(q) for q in runnable])
-        for key in keys.values():
-            self.ports.sequences.discard(key)
-        self._close_container(command, path, [f"{path}.{q}.{i}" for q, seq in sequences for i in range(len(seq))])
-
-    def _refuse(self, command: Command, path: str, failure: Failure) -> None:
+    def _refuse(self, command: Command, path: StepPath, failure: Failure) -> None:
         """A step of a refused sequence: kept if it ran ok before, else failed unsent."""
         if isinstance(command, Sequence | Parallel):
-            inner = _direct_children(command, path)
-            for p, child in inner:
-                self._refuse(child, p, failure)
-            self._close_container(command, path, [p for p, _ in inner])
+            for child in children(command, path):
+                self._refuse(child.command, child.path, failure)
+            self._close_container(command, path)
         elif self.plan.get(path) == "keep":
             self._keep(path)
         else:
             self.emit(StepFailed(self.call, path, failure.code, failure.error, failure.retryable))
             self.results[path] = failure
-            self.status[path] = "failed"
 
-    def _check_sequences(self, command: Parallel, path: str, active: list[int],
-                         tab: int | None) -> dict[int, Failure]:
+    def _close_container(self, command: Command, path: StepPath) -> None:
+        """Set a sequence's or parallel's result from its steps' (its status is the fold's, from theirs)."""
+        if isinstance(command, Parallel):
+            nested: Any = [_trimmed([self.results.get(path.child(q, i)) for i in range(len(seq))])
+                           for q, seq in enumerate(command.sequences)]
+            key = "sequences"
+        else:
+            nested = _trimmed([self.results.get(child.path) for child in children(command, path)])
+            key = "results"
+        if self._status(path) == "ok":
+            self.results[path] = Ok({key: nested})
+            return
+        failures = [r for p, _ in leaf_paths(command, path)
+                    if self._status(p) != "ok" and isinstance(r := self.results.get(p), Failure)]
+        first = failures[0] if failures else Failure("Steps were skipped", "skipped", True)
+        self.results[path] = Failure(first.error, first.code, first.retryable, {key: nested})
+
+    # containers
+
+    def _sequence(self, command: Sequence, path: StepPath, lookup: Lookup, owner: StepPath | None,
+                  tab: int | None) -> None:
+        try:
+            inner_tab = tab_of(command, lookup, tab)
+        except KitsuneError as e:
+            for child in children(command, path):
+                self._refuse(child.command, child.path, Failure.of(e))
+        else:
+            self._run_list(command.steps, path, owner, inner_tab)
+        self._close_container(command, path)
+
+    def _parallel(self, command: Parallel, path: StepPath, tab: int | None) -> None:
+        lanes = {path.child(q): seq for q, seq in enumerate(command.sequences)}
+        active = [lane for lane, seq in lanes.items()
+                  if any(self.plan.get(p, "run") != "keep" for p, _ in _leaves(seq, lane))]
+        refusals = self._check_sequences(lanes, active, tab)
+        runnable = [lane for lane in active if lane not in refusals]
+        for lane, seq in lanes.items():
+            for i, child in enumerate(seq):
+                if lane in refusals:
+                    self._refuse(child, lane.child(i), refusals[lane])
+                elif lane not in runnable:
+                    self._leave(child, lane.child(i), "nothing left to run")
+        self.refused.update(refusals)
+        meetings = {lane: [(c.barrier, p) for p, c in _leaves(lanes[lane], lane) if isinstance(c, SyncBarrier)
+                           and self.plan.get(p, "run") not in ("keep", "applied")] for lane in runnable}
+        keys = {name: self._barrier_key(path, name) for names in meetings.values() for name, _ in names}
+        for names in meetings.values():
+            for name in {name for name, _ in names}:
+                self.parties[keys[name]] = self.parties.get(keys[name], 0) + 1
+
+        def job(lane: StepPath) -> Callable[[], None]:
+            def run() -> None:
+                self._run_list(lanes[lane], lane, lane, tab)
+                for name, step in meetings[lane]:  # a barrier this sequence will not reach: release the others
+                    if self._status(step) == "skipped":
+                        self.ports.sequences.abort(keys[name])
+            return run
+
+        self.ports.sequences.run_all([job(lane) for lane in runnable])
+        for key in keys.values():
+            self.ports.sequences.discard(key)
+        self._close_container(command, path)
+
+    def _check_sequences(self, lanes: Mapping[StepPath, tuple[Command, ...]], active: list[StepPath],
+                         tab: int | None) -> dict[StepPath, Failure]:
         """Refuse sequences before they start: tab_closed, tab_owned, tab_claimed (spec: Parallel)."""
         if not active:
             return {}
         try:
             open_tabs = self.ports.driver.list_tabs()
         except KitsuneError as e:
-            return {q: Failure.of(e) for q in active}
-        refusals: dict[int, Failure] = {}
-        for q in active:
-            owner = f"{path}.{q}"
-            seq = command.sequences[q]
-            reads, writes = self._tabs_needed(seq, [f"{owner}.{i}" for i in range(len(seq))], tab)
+            return {lane: Failure.of(e) for lane in active}
+        refusals: dict[StepPath, Failure] = {}
+        for lane in active:
+            reads, writes = self._tabs_needed(lanes[lane], lane, tab)
             closed = sorted((reads | writes) - open_tabs)
             if closed:
-                refusals[q] = Failure(f"Tab {closed[0]} is closed; a closed tab is never replaced", "tab_closed",
-                                      False, {"tabId": closed[0]})
+                refusals[lane] = Failure(f"Tab {closed[0]} is closed; a closed tab is never replaced", "tab_closed",
+                                         False, {"tabId": closed[0]})
                 continue
-            earlier = self.prior.claims.get(owner, frozenset()) if self.prior else frozenset()
+            earlier = self.prior.claims.get(lane, frozenset()) if self.prior else frozenset()
             for t in sorted(writes | (earlier & open_tabs)):
-                conflict = self.ports.claims.claim(self.call, owner, t)
+                conflict = self.ports.claims.claim(self.call, lane, t)
                 if conflict is not None:
-                    self.ports.claims.release(self.call, owner)
-                    self.claims.pop(owner, None)
-                    refusals[q] = conflict
+                    self.ports.claims.release(self.call, lane)
+                    self.claims.pop(lane, None)
+                    refusals[lane] = conflict
                     break
-                self.claims.setdefault(owner, set()).add(t)
+                self.claims.setdefault(lane, set()).add(t)
         return refusals
 
-    def _tabs_needed(self, steps: tuple[Command, ...], paths: list[str], tab: int | None) -> tuple[set[int], set[int]]:
-        """Tabs the remaining steps act on, known before they run: (read, written)."""
+    def _tabs_needed(self, steps: tuple[Command, ...], within: StepPath, tab: int | None) -> tuple[set[int], set[int]]:
+        """Tabs the remaining steps of a sequence act on, known before they run: (read, written)."""
         reads: set[int] = set()
         writes: set[int] = set()
+        paths = [within.child(i) for i in range(len(steps))]
         scope: list[Result | None] = [
             self.prior.results.get(p) if self.prior and self.plan.get(p) == "keep" else None for p in paths
         ]
         for command, path in zip(steps, paths, strict=True):
             if all(self.plan.get(p, "run") in ("keep", "applied") for p, _ in leaf_paths(command, path)):
                 continue
-            for target, writing in _targets(command, _lookup(scope), tab):
+            for target, writing in _targets(command, lookup_in(scope), tab):
                 (writes if writing else reads).add(target)
         return reads, writes
 
     # one step
 
-    def _leaf(self, command: Command, path: str, lookup: Callable[[int], Any], owner: str | None,
+    def _leaf(self, command: Command, path: StepPath, lookup: Lookup, owner: StepPath | None,
               tab: int | None) -> None:
-        self.secrets[path] = secret_values(command)
+        step = _Step(self, path, owner, secret_values(command))
         try:
-            target = self._tab_of(command, lookup, tab)
+            target = tab_of(command, lookup, tab)
         except KitsuneError as e:
             self.emit(StepStarted(self.call, path, command.action, None))
-            self._finish(path, Failed(Failure.of(e)))
+            self._finish(step, Failed(Failure.of(e)))
             return
         self.emit(StepStarted(self.call, path, command.action, target))
         try:
             resolved = resolve_command(command, lookup)
         except KitsuneError as e:
-            self._finish(path, Failed(Failure.of(e)))
+            self._finish(step, Failed(Failure.of(e)))
             return
-        self.secrets[path] += secret_values(resolved)
+        step.secrets += secret_values(resolved)
         try:
-            self._audit(resolved, path, target)
-            outcome = self._perform(resolved, target, path, lookup, owner, inner=False)
+            # a write waits for its audit entry before it is sent (_Step.dispatch), meanwhile it is written
+            step.audit = self.ports.audit.step(self.call, path, resolved, target, resumed=self.prior is not None)
+            outcome = step.perform(resolved, target, lookup, inner=False)
         except KitsuneError as e:  # a port answered with an error instead of an outcome
             failure = Failure.of(e)
-            outcome = Unknown(failure) if path in self.dispatched else Failed(failure)
-        self._finish(path, outcome)
+            outcome = Unknown(failure) if step.dispatched else Failed(failure)
+        self._finish(step, outcome)
 
-    def _audit(self, command: Command, path: str, tab: int | None) -> None:
-        """Start recording the step; a write waits for its entry before it is sent (:meth:`_audited`)."""
-        written = self.ports.audit.step(self.call, path, command, tab, resumed=self.prior is not None)
-        if written is not None:
-            self.audits[path] = written
-
-    def _audited(self, path: str) -> None:
-        """Wait until the step's audit entry is written: a write that cannot be recorded is not sent."""
-        written = self.audits.pop(path, None)
-        if written is not None:
-            written()
-
-    def _finish(self, path: str, outcome: Outcome) -> None:
+    def _finish(self, step: _Step, outcome: Outcome) -> None:
+        path = step.path
         if isinstance(outcome, Done):
-            warning = outcome.warning or self.warnings.get(path)
+            warning = outcome.warning or step.warning
             self.emit(StepSucceeded(self.call, path, warning))
             self.results[path] = Ok(outcome.value, warning)
-            self.status[path] = "ok"
             return
-        failure = _scrub(outcome.failure, self.secrets.get(path, []))
+        failure = scrub(outcome.failure, step.secrets)
         if isinstance(outcome, Failed):
             self.emit(StepFailed(self.call, path, failure.code, failure.error, failure.retryable))
-            self.status[path] = "failed"
         elif isinstance(outcome, Unknown):
             self.emit(StepOutcomeUnknown(self.call, path, failure.code, failure.error))
-            self.status[path] = "unknown"
         else:
             self.emit(StepHeld(self.call, path, failure.code, failure.error))
-            self.status[path] = "held"
         self.results[path] = failure
 
-    def _tab_of(self, command: Command, lookup: Callable[[int], Any], tab: int | None) -> int | None:
-        if command.tab_id is None:
-            return tab if command.acts_on_tab or isinstance(command, Sequence) else None
-        value = resolve_command(command, lookup).tab_id if isinstance(command.tab_id, Ref) else command.tab_id
-        assert value is None or isinstance(value, int)
-        return value
-
-    def _perform(self, command: Command, tab: int | None, path: str, lookup: Callable[[int], Any],
-                 owner: str | None, *, inner: bool) -> Outcome:
-        """Run an action or a one-step block; everything it sends is under ``path``."""
-        if isinstance(command, If):
-            return self._if(command, tab, path, lookup, owner)
-        if isinstance(command, While):
-            return self._while(command, tab, path, lookup, owner)
-        if isinstance(command, Try):
-            return self._try(command, tab, path, lookup, owner)
-        if isinstance(command, Retry):
-            return self._retry(command, tab, path, lookup, owner)
-        if isinstance(command, Broadcast):
-            return self._broadcast(command, path, lookup, owner)
-        if isinstance(command, Sequence):
-            return self._inline_sequence(command, tab, path, owner)
-        return self._action(command, tab, path, owner, inner=inner)
-
-    def _action(self, command: Command, tab: int | None, path: str, owner: str | None, *, inner: bool) -> Outcome:
-        writes = is_write(command)
-        if writes and tab is not None and command.acts_on_tab:
-            conflict = self._claim(tab, owner)
-            if conflict is not None:
-                return Failed(conflict)
-        if self.ports.clock.now() >= self.deadline:
-            self.timed_out = True
-            return _deadline_outcome(self.timeout, path in self.dispatched)
-        if writes and path not in self.dispatched:
-            self._dispatch(path)
-        outcome = self._barrier(command, owner) if isinstance(command, SyncBarrier) else self._send(command, tab)
-        if isinstance(outcome, Done):
-            if inner and outcome.warning is not None:
-                self.warnings.setdefault(path, outcome.warning)
-            if inner and writes and path not in self.wrote:
-                self.wrote.add(path)
-                self.emit(BlockWriteSucceeded(self.call, path))
-            new_tab = outcome.value.get("tabId")
-            if isinstance(command, NewTab) and owner is not None and isinstance(new_tab, int):
-                self._claim(new_tab, owner)
-        return outcome
-
-    def _send(self, command: Command, tab: int | None) -> Outcome:
+    def send(self, command: Command, tab: int | None) -> Outcome:
+        """Send an action to the driver, within its own timeout and the container's deadline."""
         step_timeout = command.timeout if isinstance(command.timeout, float) else self.config.step_timeout
         remaining = self.deadline - self.ports.clock.now()
         outcome = self.ports.driver.execute(command, tab, min(step_timeout, remaining))
@@ -711,7 +447,8 @@ class _Run:
             return _deadline_outcome(self.timeout, isinstance(outcome, Unknown))
         return outcome
 
-    def _claim(self, tab: int, owner: str | None) -> Failure | None:
+    def claim(self, tab: int, owner: StepPath | None) -> Failure | None:
+        """Claim ``tab`` for the sequence ``owner`` (or, outside a parallel, check no sequence holds it)."""
         if owner is None:
             return self.ports.claims.check_write(self.call, tab)
         conflict = self.ports.claims.claim(self.call, owner, tab)
@@ -723,119 +460,86 @@ class _Run:
         """Where the sequences of one parallel meet, unique to this run."""
         return f"{self.call}.{self.prior.attempt if self.prior else 0}:{parallel}:{name}"
 
-    def _barrier(self, command: SyncBarrier, owner: str | None) -> Outcome:
-        key = self._barrier_key(owner.rsplit(".", 1)[0] if owner else "", command.barrier)
+    def barrier(self, command: SyncBarrier, owner: StepPath | None) -> Outcome:
+        """Wait at a ``syncBarrier`` until every sequence of the parallel that meets there arrived."""
+        key = self._barrier_key(owner.parent if owner else ROOT, command.barrier)
         timeout = command.timeout if isinstance(command.timeout, float) else self.config.step_timeout
         timeout = min(timeout, max(0.0, self.deadline - self.ports.clock.now()))
         if self.ports.sequences.barrier(key, self.parties.get(key, 1), timeout):
             return Done({"barrier": command.barrier})
         return Failed(Failure(f"Barrier {command.barrier!r}: not every sequence arrived", "barrier_timeout", True))
 
-    # one-step blocks
 
-    def _inner(self, commands: tuple[Command, ...], tab: int | None, path: str, lookup: Callable[[int], Any],
-               owner: str | None) -> tuple[Outcome, list[dict[str, Any] | None]]:
-        """Run the commands inside a block in order, stopping at the first that is not done."""
-        results: list[dict[str, Any] | None] = []
-        for command in commands:
-            try:
-                resolved = resolve_command(command, lookup)
-                self.secrets[path] += secret_values(resolved)
-                target = self._tab_of(resolved, lookup, tab)
-                outcome = self._perform(resolved, target, path, lookup, owner, inner=True)
-            except KitsuneError as e:
-                outcome = Failed(Failure.of(e))
-            if not isinstance(outcome, Done):
-                outcome = type(outcome)(_scrub(outcome.failure, self.secrets[path]))
-            results.append(_outcome_json(outcome))
-            if not isinstance(outcome, Done):
-                return outcome, results
-        return Done({"results": results}), results
+class _Step:
+    """One step being run, an action or a one-step block with all inside it (the :class:`~core.blocks.Body`
+    its block runs in), and what only it needs while it runs."""
 
-    def _inline_sequence(self, command: Sequence, tab: int | None, path: str, owner: str | None) -> Outcome:
-        scope: list[Result | None] = []
-        for step in command.steps:
-            outcome, _ = self._inner((step,), tab, path, _lookup(scope), owner)
-            scope.append(Ok(outcome.value, outcome.warning) if isinstance(outcome, Done) else outcome.failure)
-            if not isinstance(outcome, Done):
-                return outcome
-        return Done({"results": [result_to_json(r) for r in scope]})
+    def __init__(self, run: _Run, path: StepPath, owner: StepPath | None, secrets: list[str]) -> None:
+        self.run, self.path, self.owner = run, path, owner
+        self.secrets = secrets
+        """Typed values and JavaScript bodies of the step, nested commands' included: cut from its failures."""
+        self.audit: Callable[[], None] | None = None
+        """Its audit entry being written: a write waits for it before it is sent."""
+        self.dispatched = False
+        """Its ``StepDispatched`` is stored: a write was sent, or is about to be."""
+        self.warning: str | None = None
+        """The first warning of a command inside the block."""
 
-    def _condition(self, code: str, tab: int | None, path: str, owner: str | None) -> Outcome:
-        return self._action(Js(code=code, tab_id=tab), tab, path, owner, inner=True)
+    def perform(self, command: Command, tab: int | None, lookup: Lookup, *, inner: bool = True) -> Outcome:
+        """Run an action or a one-step block; everything it sends is under the step's path."""
+        outcome = run_block(command, tab, lookup, self)
+        return self._action(command, tab, inner=inner) if outcome is None else outcome
 
-    def _if(self, command: If, tab: int | None, path: str, lookup: Callable[[int], Any],
-            owner: str | None) -> Outcome:
-        assert isinstance(command.condition, str)
-        condition = self._condition(command.condition, tab, path, owner)
-        if not isinstance(condition, Done):
-            return condition
-        branch = "then" if condition.value.get("value") else "else"
-        outcome, results = self._inner(command.then if branch == "then" else command.otherwise, tab, path,
-                                       lookup, owner)
-        return Done({"branch": branch, "results": results}) if isinstance(outcome, Done) else outcome
+    def remaining(self) -> float:
+        return self.run.deadline - self.run.ports.clock.now()
 
-    def _while(self, command: While, tab: int | None, path: str, lookup: Callable[[int], Any],
-               owner: str | None) -> Outcome:
-        assert isinstance(command.condition, str)
-        for iteration in range(command.max_iterations + 1):
-            condition = self._condition(command.condition, tab, path, owner)
-            if not isinstance(condition, Done):
-                return condition
-            if not condition.value.get("value"):
-                return Done({"iterations": iteration})
-            if iteration == command.max_iterations:
-                break
-            outcome, _ = self._inner(command.body, tab, path, lookup, owner)
-            if not isinstance(outcome, Done):
-                return outcome
-        return Failed(Failure(f"while reached maxIterations ({command.max_iterations})", "max_iterations", False))
+    def sleep(self, seconds: float) -> None:
+        self.run.ports.clock.sleep(seconds)
 
-    def _try(self, command: Try, tab: int | None, path: str, lookup: Callable[[int], Any],
-             owner: str | None) -> Outcome:
-        outcome, results = self._inner(command.body, tab, path, lookup, owner)
-        if not isinstance(outcome, Failed) or not command.catch:
-            return outcome
-        caught, catch_results = self._inner(command.catch, tab, path, lookup, owner)
-        if isinstance(caught, Done):
-            return Done({"caught": outcome.failure.to_json(), "results": results, "catch": catch_results})
-        return caught
-
-    def _retry(self, command: Retry, tab: int | None, path: str, lookup: Callable[[int], Any],
-               owner: str | None) -> Outcome:
-        delay = command.delay if isinstance(command.delay, float) else 0.0
-        outcome: Outcome = Failed(Failure("retry made no attempt", "internal", False))
-        for attempt in range(1, command.attempts + 1):
-            sent_before = path in self.dispatched
-            outcome, results = self._inner(command.body, tab, path, lookup, owner)
-            if isinstance(outcome, Done):
-                return Done({"attempts": attempt, "results": results})
-            sent = path in self.dispatched and not sent_before
-            if not isinstance(outcome, Failed) or not (outcome.failure.retryable or not sent):
-                return outcome
-            if attempt < command.attempts:
-                remaining = self.deadline - self.ports.clock.now()
-                if remaining <= delay:
-                    return outcome
-                self.ports.clock.sleep(delay)
+    def _action(self, command: Command, tab: int | None, *, inner: bool) -> Outcome:
+        run = self.run
+        writes = is_write(command)
+        if writes and tab is not None and command.acts_on_tab:
+            conflict = run.claim(tab, self.owner)
+            if conflict is not None:
+                return Failed(conflict)
+        if run.ports.clock.now() >= run.deadline:
+            run.timed_out = True
+            return _deadline_outcome(run.timeout, self.dispatched)
+        if writes and not self.dispatched:
+            self._dispatch()
+        outcome = run.barrier(command, self.owner) if isinstance(command, SyncBarrier) else run.send(command, tab)
+        if isinstance(outcome, Done):
+            if inner and self.warning is None:
+                self.warning = outcome.warning
+            if inner and writes and not run.record(self.path).wrote:
+                run.emit(BlockWriteSucceeded(run.call, self.path))
+            new_tab = outcome.value.get("tabId")
+            if isinstance(command, NewTab) and self.owner is not None and isinstance(new_tab, int):
+                run.claim(new_tab, self.owner)
         return outcome
 
-    def _broadcast(self, command: Broadcast, path: str, lookup: Callable[[int], Any], owner: str | None) -> Outcome:
-        outcomes: list[Outcome] = []
-        per_tab: list[dict[str, Any]] = []
-        for target in command.tab_ids:
-            assert isinstance(target, int)
-            outcome, results = self._inner((command.command,), target, path, lookup, owner)
-            outcomes.append(outcome)
-            own = results[-1] if results else _outcome_json(outcome)  # the command's own result on this tab
-            per_tab.append({"tabId": target, **(own or {})})
-        for kind in (Unknown, HeldForApproval, Failed):
-            failing = next((o for o in outcomes if isinstance(o, kind)), None)
-            if failing is not None:
-                assert not isinstance(failing, Done)
-                f = failing.failure
-                return type(failing)(Failure(f.error, f.code, f.retryable, {"results": per_tab}))
-        return Done({"results": per_tab})
+    def _dispatch(self) -> None:
+        """Record a write before it is sent: its ``StepDispatched`` stored and its audit entry written,
+        both on their way at once. Raises :class:`KitsuneError` if either cannot be: nothing is sent."""
+        try:
+            stored = self.run.hand_over(StepDispatched(self.run.call, self.path))
+        except Exception as e:
+            raise _not_recorded() from e
+        written, self.audit = self.audit, None
+        if written is not None:
+            written()
+        try:
+            if stored is not None:
+                stored()
+        except Exception as e:
+            raise _not_recorded() from e
+        self.dispatched = True
+
+
+def _leaves(steps: tuple[Command, ...], within: StepPath) -> list[tuple[StepPath, Command]]:
+    """The steps resumed one by one in a list of steps (at ``within.i``)."""
+    return [leaf for i, command in enumerate(steps) for leaf in leaf_paths(command, within.child(i))]
 
 
 def _deadline_outcome(timeout: float, sent: bool) -> Outcome:
@@ -843,40 +547,15 @@ def _deadline_outcome(timeout: float, sent: bool) -> Outcome:
     return Unknown(failure) if sent else Failed(failure)
 
 
-def _outcome_json(outcome: Outcome) -> dict[str, Any] | None:
-    if isinstance(outcome, Done):
-        return Ok(outcome.value, outcome.warning).to_json()
-    return outcome.failure.to_json()
-
-
 def _trimmed(results: list[Result | None]) -> list[dict[str, Any] | None]:
+    """Results as JSON; trailing steps that never ran are left out, others are null."""
     out = [result_to_json(r) for r in results]
     while out and out[-1] is None:
         out.pop()
     return out
 
 
-def _direct_children(command: Command, path: str) -> list[tuple[str, Command]]:
-    """The steps directly inside a sequence or parallel, with their paths."""
-    if isinstance(command, Parallel):
-        return [(f"{path}.{q}.{i}", c) for q, seq in enumerate(command.sequences) for i, c in enumerate(seq)]
-    assert isinstance(command, Sequence)
-    return [(f"{path}.{i}", c) for i, c in enumerate(command.steps)]
-
-
-def _barriers(steps: tuple[Command, ...], prefix: str, plan: Mapping[str, Decision]) -> list[tuple[str, str]]:
-    """(name, path) of the barriers a sequence will meet in this run."""
-    found: list[tuple[str, str]] = []
-    for i, command in enumerate(steps):
-        path = f"{prefix}.{i}"
-        if isinstance(command, SyncBarrier) and plan.get(path, "run") not in ("keep", "applied"):
-            found.append((command.barrier, path))
-        elif isinstance(command, Sequence):
-            found += _barriers(command.steps, path, plan)
-    return found
-
-
-def _targets(command: Command, lookup: Callable[[int], Any], tab: int | None) -> list[tuple[int, bool]]:
+def _targets(command: Command, lookup: Lookup, tab: int | None) -> list[tuple[int, bool]]:
     """(tab, writes) for each tab ``command`` and the commands inside it act on, where known now."""
     found: list[tuple[int, bool]] = []
     if isinstance(command, Broadcast):
@@ -913,11 +592,11 @@ def _not_recorded() -> KitsuneError:
 
 def run_call(call: int, spec: CallSpec, ports: Ports, sink: EventSinkPort, *,
              config: EngineConfig = EngineConfig(), prior: Prior | None = None,
-             deadline: float | None = None) -> RunReport:
+             timeout: float | None = None) -> RunReport:
     """Run a call (or, with ``prior``, resume it) to its end and report it.
 
     ``sink`` receives every event as it happens (the event stream) and may answer a wait for
-    the event to be stored, which the engine calls before going on; ``deadline`` overrides the
-    call's own container timeout (a resume's is fixed at 300 s).
+    the event to be stored, which the engine calls before going on; ``timeout`` (seconds)
+    overrides the call's own container timeout (a resume's is fixed at 300 s).
     """
-    return _Run(call, spec, ports, sink, config, prior, spec.timeout if deadline is None else deadline).execute()
+    return _Run(call, spec, ports, sink, config, prior, spec.timeout if timeout is None else timeout).execute()

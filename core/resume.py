@@ -10,9 +10,10 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from core.engine import Decision, leaf_paths
-from messages.commands import Command, Parallel, Sequence, children, is_write, own_references
+from core.engine import Decision
+from messages.commands import Command, Parallel, Sequence, children, is_write, leaf_paths, own_references
 from messages.errors import KitsuneError
+from messages.paths import ROOT, StepPath
 from messages.references import Ref
 from messages.steplog import StepRecord
 
@@ -33,7 +34,7 @@ def _needs_observation(record: StepRecord, command: Command) -> bool:
 
 def plan_resume(commands: tuple[Command, ...], records: Mapping[str, StepRecord], observed: Any) -> dict[str, Decision]:
     """Decide every step of a resume; raise ``observed_invalid`` or ``observed_required``."""
-    leaves = [leaf for i, c in enumerate(commands) for leaf in leaf_paths(c, str(i))]
+    leaves = [leaf for i, c in enumerate(commands) for leaf in leaf_paths(c, ROOT.child(i))]
     observations = _check_observed(observed, records)
     plan: dict[str, Decision] = {}
     required: list[dict[str, Any]] = []
@@ -57,7 +58,7 @@ def plan_resume(commands: tuple[Command, ...], records: Mapping[str, StepRecord]
             state={"steps": required},
         )
     for i, command in enumerate(commands):
-        _rerun_referenced_reads(command, str(i), plan)
+        _rerun_referenced_reads(command, ROOT.child(i), plan)
     return plan
 
 
@@ -72,7 +73,7 @@ def _check_observed(observed: Any, records: Mapping[str, StepRecord]) -> dict[st
         record = records.get(path)
         reason = None
         if record is None:
-            inside = any(p.startswith(path + ".") for p in records)
+            inside = any(StepPath(p).within(path) for p in records)
             reason = "container_block" if inside else "not_found"
         elif record.is_container:
             reason = "container_block"
@@ -93,19 +94,20 @@ def _check_observed(observed: Any, records: Mapping[str, StepRecord]) -> dict[st
     return dict(observed)
 
 
-def _rerun_referenced_reads(command: Command, path: str, plan: dict[str, Decision]) -> None:
+def _rerun_referenced_reads(command: Command, path: StepPath, plan: dict[str, Decision]) -> None:
     """Inside a sequence, an ok read whose result a step that will run uses runs again."""
     if isinstance(command, Sequence):
-        _rerun_in_scope(command.steps, [f"{path}.{i}" for i in range(len(command.steps))], plan)
+        _rerun_in_scope(command.steps, path, plan)
     elif isinstance(command, Parallel):
         for q, seq in enumerate(command.sequences):
-            _rerun_in_scope(seq, [f"{path}.{q}.{i}" for i in range(len(seq))], plan)
+            _rerun_in_scope(seq, path.child(q), plan)
 
 
-def _rerun_in_scope(steps: tuple[Command, ...], paths: list[str], plan: dict[str, Decision]) -> None:
+def _rerun_in_scope(steps: tuple[Command, ...], within: StepPath, plan: dict[str, Decision]) -> None:
+    """The steps of one list (at ``within.i``), last first: a read a later step will use runs again."""
     needed: set[int] = set()
     for index in range(len(steps) - 1, -1, -1):
-        command, path = steps[index], paths[index]
+        command, path = steps[index], within.child(index)
         if index in needed and not isinstance(command, Sequence | Parallel) and not is_write(command) \
                 and plan.get(path) == "keep":
             plan[path] = "run"

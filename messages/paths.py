@@ -36,8 +36,8 @@ class StepPath(str):
             path = path.parent
 
     def within(self, other: str) -> bool:
-        """Whether this path is strictly inside the step at ``other``."""
-        return self.startswith(other + ".") if other else bool(self)
+        """Whether this path is strictly inside the step at ``other`` (the root is no step)."""
+        return self.startswith(other + ".")
 
 
 ROOT = StepPath("")

@@ -30,6 +30,7 @@ from messages.events import (
     StepStarted,
     StepSucceeded,
 )
+from messages.paths import ROOT, StepPath
 from messages.results import STATUSES, Status, worst
 
 __all__ = ["StepLog", "StepLogBuilder", "StepRecord", "fold", "record_from_json", "record_to_json"]
@@ -217,18 +218,22 @@ class StepLogBuilder:
             self._call, self._kind, self._timeout = event.call, event.call_kind, event.timeout
             self._ended = None
             self._nodes = {}
-            self._top = [self._lay_out(str(i), i, step) for i, step in enumerate(event.outline)]
+            self._top = [self._lay_out(ROOT.child(i), i, step) for i, step in enumerate(event.outline)]
         elif isinstance(event, CallEnded):
             self._ended = event.reason
 
-    def _lay_out(self, path: str, index: int, outline: OutlineStep) -> _Node:
+    def _lay_out(self, path: StepPath, index: int, outline: OutlineStep) -> _Node:
         node = self._nodes[path] = _Node(path, index, outline.action, outline.tab_id)
         if outline.steps:
-            node.steps = [self._lay_out(f"{path}.{i}", i, s) for i, s in enumerate(outline.steps)]
+            node.steps = [self._lay_out(path.child(i), i, s) for i, s in enumerate(outline.steps)]
         if outline.sequences:
-            node.sequences = [[self._lay_out(f"{path}.{q}.{i}", i, s) for i, s in enumerate(seq)]
+            node.sequences = [[self._lay_out(path.child(q, i), i, s) for i, s in enumerate(seq)]
                               for q, seq in enumerate(outline.sequences)]
         return node
+
+    def record(self, path: str) -> StepRecord:
+        """The record of the step at ``path`` (a container's with its steps) as the events so far tell it."""
+        return self._nodes[path].freeze()
 
     def freeze(self) -> StepLog:
         """The step log as the events folded so far tell it."""

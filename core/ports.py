@@ -1,0 +1,150 @@
+"""The ports of the step engine: what a run talks to, as ``Protocol``s, with the simple implementations.
+
+The actors of ``actors/`` and the Playwright driver of ``bridge/`` plug in; unit tests use fakes.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Protocol
+
+from core.claims import TabClaims
+from messages.commands import Command
+from messages.events import Event
+from messages.results import Outcome
+
+__all__ = ["NO_AUDIT", "Clock", "Driver", "EventSinkPort", "Ports", "Sequences", "StepAudit", "SystemClock",
+           "ThreadedSequences"]
+
+
+class Driver(Protocol):
+    """Runs one action in one tab; answers within ``timeout`` seconds."""
+
+    def execute(self, command: Command, tab_id: int | None, timeout: float) -> Outcome:
+        """Run an action (never a block) whose references are resolved."""
+
+    def list_tabs(self) -> frozenset[int]:
+        """Ids of the open tabs; raises :class:`KitsuneError` when they cannot be listed."""
+
+
+class Clock(Protocol):
+    """Monotonic time, injectable for tests."""
+
+    def now(self) -> float: ...
+
+    def sleep(self, seconds: float) -> None: ...
+
+
+class SystemClock:
+    """The real monotonic clock."""
+
+    def now(self) -> float:
+        return time.monotonic()
+
+    def sleep(self, seconds: float) -> None:
+        time.sleep(seconds)
+
+
+class Sequences(Protocol):
+    """Runs the sequences of a parallel, and their ``syncBarrier`` meetings."""
+
+    def run_all(self, jobs: list[Callable[[], None]]) -> None:
+        """Run every job (concurrently where it can) and return when all have ended."""
+
+    def barrier(self, key: str, parties: int, timeout: float) -> bool:
+        """Wait until ``parties`` sequences reached ``key``; False on timeout or abort."""
+
+    def abort(self, key: str) -> None:
+        """Release everyone waiting at ``key`` with a failure (a party will not come)."""
+
+    def discard(self, key: str) -> None:
+        """Forget ``key``: every sequence that meets there has ended."""
+
+
+class ThreadedSequences:
+    """Sequences on threads of this process; the actor runtime uses sequence actors instead."""
+
+    def __init__(self) -> None:
+        self._barriers: dict[str, threading.Barrier] = {}
+        self._lock = threading.Lock()
+
+    def run_all(self, jobs: list[Callable[[], None]]) -> None:
+        errors: list[BaseException] = []
+
+        def run(job: Callable[[], None]) -> None:
+            try:
+                job()
+            except BaseException as e:  # re-raised on the caller's thread below
+                errors.append(e)
+
+        threads = [threading.Thread(target=run, args=(job,), name="kitsune-sequence") for job in jobs]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join()
+        if errors:
+            raise errors[0]
+
+    def _get(self, key: str, parties: int) -> threading.Barrier:
+        with self._lock:
+            return self._barriers.setdefault(key, threading.Barrier(parties))
+
+    def barrier(self, key: str, parties: int, timeout: float) -> bool:
+        try:
+            self._get(key, parties).wait(timeout)
+        except threading.BrokenBarrierError:
+            return False
+        return True
+
+    def abort(self, key: str) -> None:
+        self._get(key, 1).abort()
+
+    def discard(self, key: str) -> None:
+        with self._lock:
+            self._barriers.pop(key, None)
+
+
+class StepAudit(Protocol):
+    """Where a run records its steps before it sends them (the audit log)."""
+
+    def step(self, call: int, path: str, command: Command, tab_id: int | None, *,
+             resumed: bool) -> Callable[[], None] | None:
+        """Start recording a step about to be sent.
+
+        Answers a wait that returns once the entry is written and raises :class:`KitsuneError`
+        when it cannot be (or None when it is written already); the engine waits on it only
+        before sending a write, so the entry is written meanwhile.
+        """
+
+    def observed(self, call: int, path: str, command: Command, tab_id: int | None) -> None:
+        """Record a step the caller reported ``applied``: marked ok, not sent."""
+
+
+class _NoAudit:
+    def step(self, call: int, path: str, command: Command, tab_id: int | None, *,
+             resumed: bool) -> Callable[[], None] | None:
+        return None
+
+    def observed(self, call: int, path: str, command: Command, tab_id: int | None) -> None:
+        return None
+
+
+NO_AUDIT: StepAudit = _NoAudit()
+
+
+EventSinkPort = Callable[[Event], Callable[[], None] | None]
+"""Where a run's events go: answers None, or a wait that returns once the event is stored."""
+
+
+@dataclass(frozen=True, slots=True)
+class Ports:
+    """Everything a run talks to."""
+
+    driver: Driver
+    clock: Clock
+    claims: TabClaims
+    sequences: Sequences
+    audit: StepAudit = NO_AUDIT
