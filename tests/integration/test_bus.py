@@ -90,7 +90,7 @@ async def test_request_without_a_reply_raises_bus_timeout(bus: Bus, s: str) -> N
         await bus.request(f"{s}.silent", b"x", timeout=0.2)
     assert caught.value.code == "bus_timeout"
     assert caught.value.sent and not caught.value.retryable  # it was handled: its effect is unknown
-    assert 0.15 < time.monotonic() - started < 1.5
+    assert time.monotonic() - started >= 0.15  # a lower bound only: a busy machine makes it later, never sooner
     assert seen == [b"x"]
 
 
@@ -249,12 +249,11 @@ async def test_requests_cross_connections_as_soon_as_the_subscription_is_made(na
 
 
 async def test_connecting_to_nothing_raises_bus_disconnected_without_credentials() -> None:
-    started = time.monotonic()
     with pytest.raises(BusError) as caught:
-        await NatsBus.connect("nats://kitsune:hunter2@127.0.0.1:9", connect_timeout=0.5)
+        async with asyncio.timeout(60):  # it gives up: no reconnecting for ever (a bound far from its 0.5 s)
+            await NatsBus.connect("nats://kitsune:hunter2@127.0.0.1:9", connect_timeout=0.5)
     assert caught.value.code == "bus_disconnected"
     assert "hunter2" not in str(caught.value) and "127.0.0.1:9" in str(caught.value)
-    assert time.monotonic() - started < 3
 
 
 async def test_a_request_in_flight_when_the_server_stops_is_never_a_reply(s: str) -> None:
@@ -270,15 +269,13 @@ async def test_a_request_in_flight_when_the_server_stops_is_never_a_reply(s: str
 
         await bus.subscribe(f"{s}.slow", stuck)
         pending = asyncio.ensure_future(bus.request(f"{s}.slow", b"x", timeout=5))
-        await asyncio.wait_for(handling.wait(), 2)
-        started = time.monotonic()
+        await asyncio.wait_for(handling.wait(), 30)
         await asyncio.to_thread(server.stop)
         with pytest.raises(BusError) as caught:
             await pending
         assert caught.value.code in ("bus_disconnected", "bus_timeout")
         assert caught.value.code == "bus_disconnected"  # this bus notices the loss, not the timeout
         assert caught.value.sent and not caught.value.retryable
-        assert time.monotonic() - started < 4
         assert not bus.connected and bus.disconnects == 1
 
         with pytest.raises(BusError) as down:  # while the server is away nothing is sent
