@@ -1,4 +1,8 @@
-"""The checkpoint actor: the store of the core behind one actor, swept on a timer."""
+"""The checkpoint actor: the one owner of a node's checkpoint store, swept on a timer.
+
+The store takes no lock; the actor alone touches it, on its own thread, and everything else
+reaches it by a message through :class:`CheckpointsPort`.
+"""
 
 from __future__ import annotations
 
@@ -17,7 +21,7 @@ class _Sweep:
 
 
 class CheckpointActor(pykka.ThreadingActor):
-    """Owns the checkpoint store; expired checkpoints are dropped every ``sweep_every`` seconds."""
+    """Owns the checkpoint store (nobody else keeps it); what expired is dropped every ``sweep_every`` seconds."""
 
     def __init__(self, store: CheckpointStore, sweep_every: float = 5.0) -> None:
         super().__init__()
@@ -62,9 +66,13 @@ class CheckpointActor(pykka.ThreadingActor):
     def calls(self) -> list[int]:
         return self._store.calls()
 
+    def count(self) -> int:
+        return len(self._store)
+
 
 class CheckpointsPort:
-    """The call service's view of the checkpoint actor (``core.checkpoints.Checkpoints``)."""
+    """The checkpoint actor's messages: the call service's ``core.checkpoints.Checkpoints``, and what the
+    node and its metrics read (each an ask, answered on the actor's thread)."""
 
     def __init__(self, actor: pykka.ActorRef[CheckpointActor]) -> None:
         self._proxy: Any = actor.proxy()
@@ -80,3 +88,11 @@ class CheckpointsPort:
 
     def drop(self, call: int, reason: DropReason) -> None:
         self._proxy.drop(call, reason).get()
+
+    def calls(self) -> list[int]:
+        """Calls with a checkpoint held (not being resumed), oldest first."""
+        return self._proxy.calls().get()  # type: ignore[no-any-return]
+
+    def count(self, timeout: float | None = None) -> int:
+        """Checkpoints held, those being resumed included."""
+        return self._proxy.count().get(timeout=timeout)  # type: ignore[no-any-return]

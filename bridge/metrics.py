@@ -11,6 +11,9 @@ drops, policy refusals and holds, resumes, audit writes, NATS requests), and val
 scrape (checkpoints held, tabs, claims and claim conflicts, NATS reconnects, browser restarts,
 actor mailboxes). :class:`HttpMetrics` counts HTTP requests by route template and serves
 ``GET /metrics`` to a bearer token: the node's scrape token or an agent's.
+
+This module does not import the node: it reads a :class:`ScrapedNode`, the few things of a node
+it samples, and the node imports it (``bridge.node`` -> ``bridge.metrics``, never back).
 """
 
 from __future__ import annotations
@@ -20,12 +23,13 @@ import logging
 import threading
 import time
 from collections import Counter as Tally
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from importlib.metadata import version
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 import orjson
+import pykka
 from prometheus_client import (
     CONTENT_TYPE_LATEST,
     CollectorRegistry,
@@ -40,7 +44,7 @@ from prometheus_client.registry import Collector
 from starlette.routing import Match
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from actors.bus import NatsBus
+from actors.bus import Bus, NatsBus
 from bridge.auth import bearer_token
 from messages.commands import ACTIONS
 from messages.errors import ERROR_CODES, KitsuneError
@@ -62,9 +66,8 @@ from messages.tokens import matching_index
 
 if TYPE_CHECKING:
     from bridge.config import BridgeConfig
-    from bridge.node import Node
 
-__all__ = ["CODES", "HttpMetrics", "NodeMetrics", "bounded", "scrape_tokens"]
+__all__ = ["CODES", "HttpMetrics", "NodeMetrics", "ScrapedNode", "bounded", "scrape_tokens"]
 
 log = logging.getLogger(__name__)
 
@@ -87,7 +90,7 @@ NEEDS_USER_REASONS = ("approval", "sign_in", "human_check")
 CONFLICT_CODES = ("tab_owned", "tab_claimed", "tab_closed")
 BUS_OUTCOMES = ("ok", "no_responders", "bus_timeout", "bus_disconnected", "bus_error")
 METHODS = ("GET", "POST", "PUT", "PATCH", "DELETE", "HEAD", "OPTIONS")
-ACTORS = ("CheckpointActor", "TabClaimActor", "BarrierActor", "AuditActor", "TabActor")
+ACTORS = ("CheckpointActor", "BarrierActor", "AuditActor", "TabActor")
 
 STEP_BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0, 120.0)
 BUS_BUCKETS = (0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0)
@@ -95,6 +98,59 @@ HTTP_BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 3
 
 _MAX_RUNNING = 10_000
 """Calls followed at once; past that the oldest is forgotten (a call whose end was never seen)."""
+
+
+class _Fleet(Protocol):
+    @property
+    def fleet(self) -> str: ...
+
+
+class _Browser(Protocol):
+    @property
+    def running(self) -> bool: ...
+
+    def tab_ids(self) -> frozenset[int]: ...
+
+
+class _Checkpoints(Protocol):
+    def count(self, timeout: float | None = None) -> int:
+        """Checkpoints held (being resumed included), answered within ``timeout`` seconds."""
+        ...
+
+
+class _Claims(Protocol):
+    def held(self) -> Mapping[int, object]: ...
+
+    def conflicts(self) -> Mapping[str, int]: ...
+
+
+class ScrapedNode(Protocol):
+    """What the metrics read of a node at each scrape (``bridge.node.Node`` is one)."""
+
+    @property
+    def config(self) -> _Fleet:
+        """Its fleet's name."""
+        ...
+
+    @property
+    def browser(self) -> _Browser:
+        """Its tabs and whether it runs (and ``restarts``, when the driver counts them)."""
+        ...
+
+    @property
+    def bus(self) -> Bus: ...
+
+    @property
+    def checkpoints(self) -> _Checkpoints | None:
+        """Its checkpoints (through their actor); None before it starts."""
+        ...
+
+    @property
+    def claims(self) -> _Claims: ...
+
+    def actor_refs(self) -> list[pykka.ActorRef[Any]]:
+        """Its running actors."""
+        ...
 
 
 def bounded(value: object, allowed: Iterable[str], other: str = "other") -> str:
@@ -134,9 +190,9 @@ def _sequence_of(path: str, actions: dict[str, str]) -> str | None:
 
 
 class NodeMetrics:
-    """The metrics of one node, in its own registry; the node calls its hooks."""
+    """The metrics of one node, in its own registry; the node calls its hooks and hands it its events."""
 
-    def __init__(self, node: Node) -> None:
+    def __init__(self, node: ScrapedNode) -> None:
         self.node = node
         self.registry = CollectorRegistry(auto_describe=True)
         r = self.registry
@@ -183,7 +239,6 @@ class NodeMetrics:
         for outcome in RESUME_OUTCOMES:
             self.resumes.labels(outcome, "none")
         r.register(_Sampled(self))
-        node.event_listeners.append(self.on_event)
 
     def exposition(self) -> bytes:
         """The registry in Prometheus' text format."""
@@ -288,7 +343,6 @@ class _Sampled(Collector):
 
     def __init__(self, metrics: NodeMetrics) -> None:
         self._metrics = metrics
-        self._claims: Any = None
 
     def describe(self) -> list[Metric]:
         return []  # nothing read at registration: the node is not started yet
@@ -297,18 +351,13 @@ class _Sampled(Collector):
         node = self._metrics.node
         yield _gauge("kitsune_node_info", "The node: its fleet and version", 1,
                      {"fleet": node.config.fleet, "version": version("kitsune")})
+        checkpoints = node.checkpoints
         yield _gauge("kitsune_checkpoints_held", "Checkpoints held (being resumed included)",
-                     _try(lambda: len(node.store)))
+                     None if checkpoints is None else _try(lambda: checkpoints.count(timeout=2)))
         yield _gauge("kitsune_tabs_open", "Open tabs", _try(lambda: len(node.browser.tab_ids())))
-        claims = getattr(node, "claims", None)
-        held: int | None = None
-        conflicts: dict[str, int] = {}
-        if claims is not None:
-            if self._claims is None:
-                self._claims = claims.proxy()
-            held = _try(lambda: len(self._claims.held().get(timeout=2)))
-            conflicts = _try(lambda: self._claims.conflicts().get(timeout=2)) or {}
-        yield _gauge("kitsune_claims_held", "Tabs claimed by parallel sequences of calls in progress", held)
+        yield _gauge("kitsune_claims_held", "Tabs claimed by parallel sequences of calls in progress",
+                     len(node.claims.held()))
+        conflicts = node.claims.conflicts()
         conflict = CounterMetricFamily("kitsune_claim_conflicts", "Tab claim conflicts by code (tab_owned, "
                                        "tab_claimed) and parallel sequences refused on a closed tab (tab_closed)",
                                        labels=["code"])
@@ -324,8 +373,7 @@ class _Sampled(Collector):
         yield _gauge("kitsune_nats_connected", "Whether the node is connected to NATS", int(bus.connected))
         yield _counter("kitsune_browser_restarts", "Times the browser died and was restarted",
                        getattr(node.browser, "restarts", 0))
-        yield _gauge("kitsune_browser_running", "Whether the browser runs", int(bool(getattr(node.browser, "running",
-                                                                                            False))))
+        yield _gauge("kitsune_browser_running", "Whether the browser runs", int(node.browser.running))
         depth: Tally[str] = Tally(dict.fromkeys(ACTORS, 0))
         for ref in _try(node.actor_refs) or []:
             depth[bounded(ref.actor_class.__name__, ACTORS)] += ref.actor_inbox.qsize()

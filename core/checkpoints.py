@@ -10,7 +10,6 @@ same call answers ``checkpoint_not_found``.
 from __future__ import annotations
 
 import itertools
-import threading
 from collections import OrderedDict
 from collections.abc import Callable, Hashable, Mapping
 from dataclasses import dataclass, field, replace
@@ -54,6 +53,9 @@ class ExpiringStore(Generic[K, V]):
 
     Keeping one gives it a new resume token, of which only the SHA-256 is stamped on it. One taken out to be
     resumed is not found and still counts, until it is kept again, put back or dropped.
+
+    It takes no lock: it has one owner, who alone calls it (the checkpoint actor, from its own thread; the
+    gateway, from its one event loop).
     """
 
     def __init__(self, clock: Callable[[], float], *, capacity: int, ttl: float,
@@ -65,7 +67,6 @@ class ExpiringStore(Generic[K, V]):
         self._held: OrderedDict[K, V] = OrderedDict()
         self._resuming: dict[K, V] = {}
         self._order = itertools.count()
-        self._lock = threading.Lock()
 
     @property
     def ttl(self) -> float:
@@ -77,78 +78,64 @@ class ExpiringStore(Generic[K, V]):
         token = new_token()
         stored = replace(value, token_sha256=token_hash(token), expires_at=self._clock() + self._ttl,
                          kept_order=next(self._order))
-        dropped: list[K] = []
-        with self._lock:
-            self._resuming.pop(key, None)
-            self._held.pop(key, None)
-            self._held[key] = stored
-            while self._held and len(self._held) + len(self._resuming) > self._capacity:  # resumed ones count
-                dropped.append(self._held.popitem(last=False)[0])
-        for gone in dropped:
-            self._on_drop(gone, "pushed_out")
+        self._resuming.pop(key, None)
+        self._held.pop(key, None)
+        self._held[key] = stored
+        while self._held and len(self._held) + len(self._resuming) > self._capacity:  # resumed ones count
+            self._on_drop(self._held.popitem(last=False)[0], "pushed_out")
         return token
 
     def find(self, key: K) -> V | None:
         """The held checkpoint at ``key``, if any (expired ones are dropped first)."""
         self.sweep()
-        with self._lock:
-            return self._held.get(key)
+        return self._held.get(key)
 
     def take(self, key: K, token: object) -> V | None:
         """Take the checkpoint at ``key`` out to resume it, if it is held and ``token`` is its latest."""
         self.sweep()
-        with self._lock:
-            found = self._held.get(key)
-            if found is None or not found.token_matches(token):
-                return None
-            self._resuming[key] = self._held.pop(key)
+        found = self._held.get(key)
+        if found is None or not found.token_matches(token):
+            return None
+        self._resuming[key] = self._held.pop(key)
         return found
 
     def put_back(self, key: K) -> None:
         """Return a taken checkpoint unchanged: same token, same place, same expiry."""
-        with self._lock:
-            found = self._resuming.pop(key, None)
-            if found is None:
-                return
-            self._held[key] = found
-            self._held = OrderedDict(sorted(self._held.items(), key=lambda item: item[1].kept_order))
+        found = self._resuming.pop(key, None)
+        if found is None:
+            return
+        self._held[key] = found
+        self._held = OrderedDict(sorted(self._held.items(), key=lambda item: item[1].kept_order))
 
     def drop(self, key: K, reason: DropReason) -> None:
         """Forget a checkpoint (held or being resumed)."""
-        with self._lock:
-            found = self._held.pop(key, None) or self._resuming.pop(key, None)
+        found = self._held.pop(key, None) or self._resuming.pop(key, None)
         if found is not None:
             self._on_drop(key, reason)
 
     def sweep(self) -> None:
         """Drop every expired checkpoint."""
         now = self._clock()
-        with self._lock:
-            expired = [key for key, c in self._held.items() if c.expires_at <= now]
-            for key in expired:
-                del self._held[key]
-        for key in expired:
+        for key in [key for key, c in self._held.items() if c.expires_at <= now]:
+            del self._held[key]
             self._on_drop(key, "expired")
 
     def close(self) -> None:
         """Drop everything (shutdown)."""
-        with self._lock:
-            keys = [*self._held, *self._resuming]
-            self._held.clear()
-            self._resuming.clear()
+        keys = [*self._held, *self._resuming]
+        self._held.clear()
+        self._resuming.clear()
         for key in keys:
             self._on_drop(key, "shutdown")
 
     def __len__(self) -> int:
         """Checkpoints held, those being resumed included (no sweep: a count never drops one)."""
-        with self._lock:
-            return len(self._held) + len(self._resuming)
+        return len(self._held) + len(self._resuming)
 
     def keys(self) -> list[K]:
         """Keys of the checkpoints held (not being resumed), oldest first."""
         self.sweep()
-        with self._lock:
-            return list(self._held)
+        return list(self._held)
 
 
 @dataclass(frozen=True, slots=True)
@@ -194,7 +181,10 @@ class Checkpoints(Protocol):
 
 
 class CheckpointStore:
-    """The bridge's container-call checkpoints, by call: an :class:`ExpiringStore` that answers error codes."""
+    """The bridge's container-call checkpoints, by call: an :class:`ExpiringStore` that answers error codes.
+
+    Like it, it takes no lock: on a node the checkpoint actor owns it, and every access is a message.
+    """
 
     def __init__(self, clock: Clock, *, capacity: int = CHECKPOINT_CAPACITY, ttl: float = CHECKPOINT_TTL,
                  on_drop: Callable[[int, DropReason], None] = lambda call, reason: None) -> None:

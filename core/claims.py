@@ -1,8 +1,14 @@
-"""Tab claims of parallel sequences (spec: Parallel), as a pure, thread-safe table.
+"""Tab claims of parallel sequences (spec: Parallel), as one table with a lock.
 
 A sequence claims the tabs it writes for its call. Another sequence of the same call that
 writes a claimed tab gets ``tab_owned``; another call gets ``tab_claimed`` while the claiming
 call is in progress. Claims are released when their call ends.
+
+The lock is the one place this module touches threads, and why: a parallel's sequences run on
+threads of their own (sequence actors on a node, ``ThreadedSequences`` in tests) and all claim
+through this one table, which checks every write of every call. A lock makes each claim atomic
+at the cost of an uncontended acquire; an actor in front of the table gave the same order at the
+cost of a mailbox round trip per write, and held no state of its own.
 """
 
 from __future__ import annotations
@@ -41,7 +47,7 @@ class TabClaims(Protocol):
 
 
 class ClaimTable:
-    """In-memory claims; the tab-claim actor wraps it, a KV bucket extends it to a fleet."""
+    """In-memory claims of one node, safe to call from any thread; a KV bucket extends it to a fleet."""
 
     def __init__(self) -> None:
         self._claims: dict[int, Claim] = {}

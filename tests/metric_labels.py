@@ -31,7 +31,7 @@ FIXED: dict[str, frozenset[str]] = {
     "subject": frozenset({"tab", "tabs", "open", "other"}),
     "route": ROUTES,
     "method": frozenset({"GET", "POST", "PUT", "PATCH", "DELETE", "HEAD", "OPTIONS", "other"}),
-    "actor": frozenset({"CheckpointActor", "TabClaimActor", "BarrierActor", "AuditActor", "TabActor"}),
+    "actor": frozenset({"CheckpointActor", "BarrierActor", "AuditActor", "TabActor"}),
     "version": frozenset({"0.1.0"}),
 }
 NUMBER = re.compile(r"^[+-]?(\d+(\.\d*)?|\.\d+|Inf)$")

@@ -211,7 +211,7 @@ def test_a_closed_tab_refuses_its_sequence_on_resume_tab_closed(node: Node, site
 def test_claims_are_released_when_the_call_ends(node: Node, site: TestSite) -> None:
     tab = node.open_tab(site.url("/clicks"))
     parallel(node, [[{"action": "click", "tabId": tab, "selector": "#local"}]])
-    assert node.claims.proxy().held().get() == {}
+    assert node.claims.held() == {}
 
 
 # --- every action, checked by the page and the server ---------------------------------------

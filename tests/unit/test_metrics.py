@@ -1,9 +1,9 @@
 """The node's metrics on the pure core: what each hook counts, and that every label stays bounded.
 
-The call service, the policy driver, the claim table (behind its actor) and the checkpoint store
+The call service, the policy driver, the claim table and the checkpoint store (behind its actor)
 run for real with a scripted driver; the node around them is a stand-in with the few attributes
-the metrics read. A workload with hundreds of distinct agents, tabs, calls, URLs and made-up
-error codes must leave only label values from fixed sets.
+the metrics read (``bridge.metrics.ScrapedNode``). A workload with hundreds of distinct agents,
+tabs, calls, URLs and made-up error codes must leave only label values from fixed sets.
 """
 
 from __future__ import annotations
@@ -13,9 +13,10 @@ import hashlib
 import secrets
 import threading
 from collections.abc import Iterator
-from types import SimpleNamespace
+from dataclasses import dataclass, field
 from typing import Any
 
+import pykka
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 from starlette.applications import Starlette
@@ -26,7 +27,7 @@ from starlette.routing import Mount, Route
 from starlette.testclient import TestClient
 
 from actors.bus import LocalBus
-from actors.claim_actor import TabClaimActor
+from actors.checkpoint_actor import CheckpointActor, CheckpointsPort
 from bridge.config import Agent, BridgeConfig, load_config
 from bridge.metrics import HttpMetrics, NodeMetrics, scrape_tokens
 from bridge.policy import ConfirmTokens, Policy, PolicyDriver, TabOwners
@@ -43,37 +44,64 @@ from tests.metric_labels import unbounded_labels
 from tests.unit.fakes import FakeClock, ScriptedDriver
 
 
+@dataclass(frozen=True)
+class StandInConfig:
+    fleet: str = "unit"
+
+
+class StandInBrowser:
+    restarts = 2
+    running = True
+
+    def __init__(self, tabs: set[int]) -> None:
+        self._tabs = tabs
+
+    def tab_ids(self) -> frozenset[int]:
+        return frozenset(self._tabs)
+
+
+@dataclass
+class StandInNode:
+    """The few things of a node that the metrics read (``bridge.metrics.ScrapedNode``)."""
+
+    browser: StandInBrowser
+    claims: ClaimTable
+    config: StandInConfig = field(default_factory=StandInConfig)
+    bus: LocalBus = field(default_factory=LocalBus)
+    checkpoints: CheckpointsPort | None = None
+    actors: list[pykka.ActorRef[Any]] = field(default_factory=list)
+
+    def actor_refs(self) -> list[pykka.ActorRef[Any]]:
+        return self.actors
+
+
 class Bench:
     """The pure core wired to one NodeMetrics, as the node wires it."""
 
     def __init__(self, tabs: int = 300) -> None:
         self.clock = FakeClock()
         self.driver = ScriptedDriver(self.clock, set(range(1, tabs + 1)))
-        self.table = ClaimTable()
-        self.claims = TabClaimActor.start(self.table)
+        self.claims = ClaimTable()
         self.policy = Policy(urls=UrlPolicy.from_config(deny=["denied.test"]), user_tabs_writable=True)
         self.owners = TabOwners()
         self.confirms = ConfirmTokens()
-        self.node = SimpleNamespace(
-            config=SimpleNamespace(fleet="unit"), browser=SimpleNamespace(tab_ids=lambda: frozenset(self.driver.tabs),
-                                                                          restarts=2, running=True),
-            bus=LocalBus(), claims=self.claims, event_listeners=[], actor_refs=lambda: [self.claims])
-        self.metrics = NodeMetrics(self.node)  # type: ignore[arg-type]
-        self.store = CheckpointStore(self.clock, capacity=3, ttl=60,
-                                     on_drop=lambda call, reason: self.metrics.checkpoint_dropped(reason))
-        self.node.store = self.store
-        self.calls = Calls(self.ports, self.store, audit=SequentialIds(), sink=self.emit,
+        self.node = StandInNode(StandInBrowser(self.driver.tabs), self.claims)
+        self.metrics = NodeMetrics(self.node)
+        self.checkpoint_actor = CheckpointActor.start(CheckpointStore(
+            self.clock, capacity=3, ttl=60, on_drop=lambda call, reason: self.metrics.checkpoint_dropped(reason)))
+        self.node.actors.append(self.checkpoint_actor)
+        self.checkpoints = self.node.checkpoints = CheckpointsPort(self.checkpoint_actor)
+        self.calls = Calls(self.ports, self.checkpoints, audit=SequentialIds(), sink=self.emit,
                            on_resume=self.metrics.resumed)
 
     def emit(self, event: Event) -> None:
-        for listener in self.node.event_listeners:
-            listener(event)
+        self.metrics.on_event(event)  # as the node hands its events to its metrics
 
     def ports(self, agent: str | None) -> Ports:
         driver: Driver = self.driver if agent is None else PolicyDriver(
             self.driver, agent, lambda: self.policy, self.owners, self.confirms,
             on_refusal=self.metrics.policy_refused)
-        return Ports(driver, self.clock, self.table, ThreadedSequences())
+        return Ports(driver, self.clock, self.claims, ThreadedSequences())
 
     def batch(self, commands: list[dict[str, Any]], tab: int, agent: str = "alice") -> dict[str, Any]:
         return self.calls.run(parse_call("batch", commands, default_tab=tab), agent=agent).body
@@ -95,7 +123,7 @@ class Bench:
 def bench() -> Iterator[Bench]:
     made = Bench()
     yield made
-    made.claims.stop()
+    made.checkpoint_actor.stop()
 
 
 def test_calls_steps_and_step_latency_come_from_the_events_and_the_fold(bench: Bench) -> None:
@@ -133,7 +161,7 @@ def test_resumes_by_outcome_and_code_and_checkpoint_drops_by_reason(bench: Bench
         bench.driver.on("#x", "fail")
         bench.batch([{"action": "click", "selector": "#x"}], 1)
     bench.clock.advance(61)
-    bench.store.sweep()
+    assert bench.checkpoints.calls() == []  # listing them drops the expired ones
     assert bench.value("kitsune_resumes_total", outcome="refused", code="resume_token_invalid") == 1
     assert bench.value("kitsune_resumes_total", outcome="refused", code="checkpoint_not_found") == 1
     assert bench.value("kitsune_resumes_total", outcome="failed", code="none") == 1
@@ -190,7 +218,8 @@ def test_sampled_values_audit_and_nats(bench: Bench) -> None:
     assert bench.value("kitsune_nats_connected") == 1
     assert bench.value("kitsune_nats_reconnects_total") == 0  # an in-process bus never reconnects
     assert bench.value("kitsune_node_info", fleet="unit", version="0.1.0") == 1
-    assert bench.value("kitsune_actor_mailbox_depth", actor="TabClaimActor") == 0
+    assert bench.value("kitsune_checkpoints_held") == 0
+    assert bench.value("kitsune_actor_mailbox_depth", actor="CheckpointActor") == 0
     assert bench.value("kitsune_actor_mailbox_depth", actor="TabActor") == 0
 
 
@@ -206,8 +235,8 @@ def test_two_nodes_in_one_process_keep_their_own_registries() -> None:
         assert one.value("kitsune_calls_total", kind="batch", status="ok") == 1
         assert two.value("kitsune_calls_total", kind="batch", status="ok") == 0
     finally:
-        one.claims.stop()
-        two.claims.stop()
+        one.checkpoint_actor.stop()
+        two.checkpoint_actor.stop()
 
 
 # --- HTTP ----------------------------------------------------------------------------------------
