@@ -31,6 +31,7 @@ from actors.log_context import CALL
 from actors.loop import IoLoop, ask_from_loop
 from actors.sequence_actor import ActorSequences, BarrierActor
 from actors.tab_actor import Interrupt, ServedRequests, TabActor, Ticket, not_sent
+from bridge.call_progress import CallWatches
 from bridge.metrics import NodeMetrics
 from bridge.nats_server import EmbeddedNats
 from bridge.policy import ConfirmTokens, Policy, PolicyDriver, TabOwners
@@ -136,6 +137,8 @@ class Node:
         self.workflows = workflows
         self.event_listeners: list[Callable[[Event], None]] = []
         """Called with every step-log event as it happens, on the emitting thread."""
+        self.call_watches = CallWatches()
+        self.event_listeners.append(self.call_watches)
         self.metrics = NodeMetrics(self)
         """The node's Prometheus metrics, in a registry of its own (``GET /metrics``)."""
         self.event_listeners.append(self.metrics.on_event)
@@ -293,15 +296,20 @@ class Node:
         assert isinstance(response, CallResponse)
         return response
 
-    async def run_async(self, message: RunCall | ResumeCall) -> CallResponse:
-        """Run a call or resume from the loop, without blocking it."""
+    async def run_async(self, message: RunCall | ResumeCall,
+                        on_event: Callable[[Event], None] | None = None) -> CallResponse:
+        """Run a call or resume from the loop, without blocking it; ``on_event`` hears its events as
+        they happen, on the emitting thread (a streaming request's progress)."""
         assert self.calls is not None
-        actor = CallActor.start(self.calls)
+        actor, watch = (CallActor.start(self.calls), None) if on_event is None else \
+            self.call_watches.start(self.calls, on_event)
         try:
             response: CallResponse = await ask_from_loop(actor, message)
             return response
         finally:
             actor.stop(block=False)
+            if watch is not None:
+                self.call_watches.end(watch)
 
     async def act(self, agent: str, command: Command, tab: int | None,
                   confirm_token: str | None = None) -> tuple[Outcome, int]:
