@@ -36,12 +36,14 @@ from messages.commands import (
     CloseTab,
     Command,
     NewTab,
+    children,
     parse_body,
     parse_call,
     parse_command,
 )
 from messages.contract import CALL_TIMEOUT
 from messages.errors import KitsuneError, invalid_call
+from messages.paths import ROOT, StepPath
 from messages.results import Done, Failed, HeldForApproval, Outcome, Unknown
 from messages.schema import batch_schema, command_schema, parallel_schema
 from messages.tokens import matching_index
@@ -146,7 +148,8 @@ class Api:
         if spec.default_tab is not None and spec.default_tab not in open_tabs:
             raise KitsuneError("unknown_tab", f"No open tab {spec.default_tab}",
                                state={"path": "", "tabId": spec.default_tab})
-        for path, tab in _literal_tabs(spec.commands, ""):
+        named = (tab for i, command in enumerate(spec.commands) for tab in _literal_tabs(command, ROOT.child(i)))
+        for path, tab in named:
             if tab not in open_tabs:
                 raise KitsuneError("unknown_tab", f"command {path}: no open tab {tab}",
                                    state={"path": path, "tabId": tab})
@@ -306,21 +309,14 @@ def _confirm_token(body: dict[str, Any]) -> str | None:
     return token
 
 
-def _literal_tabs(commands: tuple[Command, ...], prefix: str) -> Iterator[tuple[str, int]]:
-    """(path, tab) of every tab a call names literally."""
-    for index, command in enumerate(commands):
-        path = f"{prefix}{index}"
-        if isinstance(command.tab_id, int):
-            yield path, command.tab_id
-        if isinstance(command, Broadcast):
-            yield from ((path, t) for t in command.tab_ids if isinstance(t, int))
-        steps = getattr(command, "steps", None)
-        if steps is not None:
-            yield from _literal_tabs(steps, f"{path}.")
-        for q, sequence in enumerate(getattr(command, "sequences", ())):
-            yield from _literal_tabs(sequence, f"{path}.{q}.")
-        for name in ("then", "otherwise", "body", "catch"):
-            yield from ((path, t) for _, t in _literal_tabs(getattr(command, name, ()), f"{path}."))
+def _literal_tabs(command: Command, path: StepPath) -> Iterator[tuple[str, int]]:
+    """(path, tab) of every tab ``command`` names literally; one inside a one-step block is the block's."""
+    if isinstance(command.tab_id, int):
+        yield path, command.tab_id
+    if isinstance(command, Broadcast):
+        yield from ((path, t) for t in command.tab_ids if isinstance(t, int))
+    for child in children(command, path):
+        yield from ((found if child.step else path, t) for found, t in _literal_tabs(child.command, child.path))
 
 
 def _outcome_body(outcome: Outcome, call: int) -> dict[str, Any]:

@@ -60,6 +60,7 @@ from messages.events import (
     StepStarted,
     StepSucceeded,
 )
+from messages.paths import ROOT, StepPath
 from messages.results import STATUSES, Done, HeldForApproval, Outcome
 from messages.steplog import StepLogBuilder
 from messages.tokens import matching_index
@@ -170,23 +171,19 @@ class _Running:
     refused: set[str] = field(default_factory=set)
 
 
-def _actions(outline: Iterable[OutlineStep], prefix: str = "") -> Iterator[tuple[str, str]]:
+def _actions(outline: Iterable[OutlineStep], within: StepPath = ROOT) -> Iterator[tuple[str, str]]:
     """(path, action) of every step of an outline."""
     for index, step in enumerate(outline):
-        path = f"{prefix}{index}"
+        path = within.child(index)
         yield path, step.action
-        yield from _actions(step.steps, f"{path}.")
+        yield from _actions(step.steps, path)
         for q, sequence in enumerate(step.sequences):
-            yield from _actions(sequence, f"{path}.{q}.")
+            yield from _actions(sequence, path.child(q))
 
 
 def _sequence_of(path: str, actions: dict[str, str]) -> str | None:
     """The parallel's sequence (``"2.1"``) that the step at ``path`` belongs to, if any."""
-    parts = path.split(".")
-    for end in range(len(parts) - 1, 1, -1):
-        if actions.get(".".join(parts[:end - 1])) == "parallel":
-            return ".".join(parts[:end])
-    return None
+    return next((lane for lane in StepPath(path).ancestors() if actions.get(lane.parent) == "parallel"), None)
 
 
 class NodeMetrics:

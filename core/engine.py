@@ -15,7 +15,8 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any, Literal
 
-from core.blocks import Lookup, lookup_in, run_block, scrub, tab_of
+from core.blocks import Lookup, lookup_in, scrub, tab_of
+from core.lanes import barriers, leaves, tabs_needed
 from core.ports import (
     NO_AUDIT,
     Clock,
@@ -27,18 +28,14 @@ from core.ports import (
     SystemClock,
     ThreadedSequences,
 )
+from core.step import Step, deadline_outcome
 from messages.commands import (
-    Broadcast,
     CallSpec,
     Command,
-    If,
-    NewTab,
     Parallel,
     Sequence,
     SyncBarrier,
-    While,
     children,
-    is_write,
     leaf_paths,
     resolve_command,
     secret_values,
@@ -46,14 +43,12 @@ from messages.commands import (
 from messages.contract import STEP_TIMEOUT
 from messages.errors import KitsuneError
 from messages.events import (
-    BlockWriteSucceeded,
     CallEnded,
     CallResumed,
     CallStarted,
     EndReason,
     Event,
     OutlineStep,
-    StepDispatched,
     StepFailed,
     StepHeld,
     StepKept,
@@ -138,7 +133,7 @@ class _Run:
     """One run of a call: its first run, or one resume.
 
     Each step's status, and whether a write inside a block ran ok, is the fold's (:meth:`record`);
-    what a step needs only while it runs is its :class:`_Step`'s. The run keeps of its own only
+    what a step needs only while it runs is its :class:`Step`'s. The run keeps of its own only
     what the events do not carry: each step's result, the tabs each parallel sequence claimed and
     the sequences refused, how many sequences meet at each barrier, and why the call stops.
     """
@@ -321,7 +316,7 @@ class _Run:
     def _parallel(self, command: Parallel, path: StepPath, tab: int | None) -> None:
         lanes = {path.child(q): seq for q, seq in enumerate(command.sequences)}
         active = [lane for lane, seq in lanes.items()
-                  if any(self.plan.get(p, "run") != "keep" for p, _ in _leaves(seq, lane))]
+                  if any(self.plan.get(p, "run") != "keep" for p, _ in leaves(seq, lane))]
         refusals = self._check_sequences(lanes, active, tab)
         runnable = [lane for lane in active if lane not in refusals]
         for lane, seq in lanes.items():
@@ -331,8 +326,7 @@ class _Run:
                 elif lane not in runnable:
                     self._leave(child, lane.child(i), "nothing left to run")
         self.refused.update(refusals)
-        meetings = {lane: [(c.barrier, p) for p, c in _leaves(lanes[lane], lane) if isinstance(c, SyncBarrier)
-                           and self.plan.get(p, "run") not in ("keep", "applied")] for lane in runnable}
+        meetings = {lane: barriers(lanes[lane], lane, self.plan) for lane in runnable}
         keys = {name: self._barrier_key(path, name) for names in meetings.values() for name, _ in names}
         for names in meetings.values():
             for name in {name for name, _ in names}:
@@ -362,7 +356,7 @@ class _Run:
             return {lane: Failure.of(e) for lane in active}
         refusals: dict[StepPath, Failure] = {}
         for lane in active:
-            reads, writes = self._tabs_needed(lanes[lane], lane, tab)
+            reads, writes = tabs_needed(lanes[lane], lane, tab, self.plan, self.prior.results if self.prior else {})
             closed = sorted((reads | writes) - open_tabs)
             if closed:
                 refusals[lane] = Failure(f"Tab {closed[0]} is closed; a closed tab is never replaced", "tab_closed",
@@ -379,26 +373,11 @@ class _Run:
                 self.claims.setdefault(lane, set()).add(t)
         return refusals
 
-    def _tabs_needed(self, steps: tuple[Command, ...], within: StepPath, tab: int | None) -> tuple[set[int], set[int]]:
-        """Tabs the remaining steps of a sequence act on, known before they run: (read, written)."""
-        reads: set[int] = set()
-        writes: set[int] = set()
-        paths = [within.child(i) for i in range(len(steps))]
-        scope: list[Result | None] = [
-            self.prior.results.get(p) if self.prior and self.plan.get(p) == "keep" else None for p in paths
-        ]
-        for command, path in zip(steps, paths, strict=True):
-            if all(self.plan.get(p, "run") in ("keep", "applied") for p, _ in leaf_paths(command, path)):
-                continue
-            for target, writing in _targets(command, lookup_in(scope), tab):
-                (writes if writing else reads).add(target)
-        return reads, writes
-
     # one step
 
     def _leaf(self, command: Command, path: StepPath, lookup: Lookup, owner: StepPath | None,
               tab: int | None) -> None:
-        step = _Step(self, path, owner, secret_values(command))
+        step = Step(self, path, owner, secret_values(command))
         try:
             target = tab_of(command, lookup, tab)
         except KitsuneError as e:
@@ -413,7 +392,7 @@ class _Run:
             return
         step.secrets += secret_values(resolved)
         try:
-            # a write waits for its audit entry before it is sent (_Step.dispatch), meanwhile it is written
+            # a write waits for its audit entry before it is sent (Step.dispatch), meanwhile it is written
             step.audit = self.ports.audit.step(self.call, path, resolved, target, resumed=self.prior is not None)
             outcome = step.perform(resolved, target, lookup, inner=False)
         except KitsuneError as e:  # a port answered with an error instead of an outcome
@@ -421,7 +400,7 @@ class _Run:
             outcome = Unknown(failure) if step.dispatched else Failed(failure)
         self._finish(step, outcome)
 
-    def _finish(self, step: _Step, outcome: Outcome) -> None:
+    def _finish(self, step: Step, outcome: Outcome) -> None:
         path = step.path
         if isinstance(outcome, Done):
             warning = outcome.warning or step.warning
@@ -444,7 +423,7 @@ class _Run:
         outcome = self.ports.driver.execute(command, tab, min(step_timeout, remaining))
         if not isinstance(outcome, Done) and self.ports.clock.now() >= self.deadline and remaining < step_timeout:
             self.timed_out = True  # the container's deadline cut it short: unknown only if it was sent
-            return _deadline_outcome(self.timeout, isinstance(outcome, Unknown))
+            return deadline_outcome(self.timeout, isinstance(outcome, Unknown))
         return outcome
 
     def claim(self, tab: int, owner: StepPath | None) -> Failure | None:
@@ -470,124 +449,12 @@ class _Run:
         return Failed(Failure(f"Barrier {command.barrier!r}: not every sequence arrived", "barrier_timeout", True))
 
 
-class _Step:
-    """One step being run, an action or a one-step block with all inside it (the :class:`~core.blocks.Body`
-    its block runs in), and what only it needs while it runs."""
-
-    def __init__(self, run: _Run, path: StepPath, owner: StepPath | None, secrets: list[str]) -> None:
-        self.run, self.path, self.owner = run, path, owner
-        self.secrets = secrets
-        """Typed values and JavaScript bodies of the step, nested commands' included: cut from its failures."""
-        self.audit: Callable[[], None] | None = None
-        """Its audit entry being written: a write waits for it before it is sent."""
-        self.dispatched = False
-        """Its ``StepDispatched`` is stored: a write was sent, or is about to be."""
-        self.warning: str | None = None
-        """The first warning of a command inside the block."""
-
-    def perform(self, command: Command, tab: int | None, lookup: Lookup, *, inner: bool = True) -> Outcome:
-        """Run an action or a one-step block; everything it sends is under the step's path."""
-        outcome = run_block(command, tab, lookup, self)
-        return self._action(command, tab, inner=inner) if outcome is None else outcome
-
-    def remaining(self) -> float:
-        return self.run.deadline - self.run.ports.clock.now()
-
-    def sleep(self, seconds: float) -> None:
-        self.run.ports.clock.sleep(seconds)
-
-    def _action(self, command: Command, tab: int | None, *, inner: bool) -> Outcome:
-        run = self.run
-        writes = is_write(command)
-        if writes and tab is not None and command.acts_on_tab:
-            conflict = run.claim(tab, self.owner)
-            if conflict is not None:
-                return Failed(conflict)
-        if run.ports.clock.now() >= run.deadline:
-            run.timed_out = True
-            return _deadline_outcome(run.timeout, self.dispatched)
-        if writes and not self.dispatched:
-            self._dispatch()
-        outcome = run.barrier(command, self.owner) if isinstance(command, SyncBarrier) else run.send(command, tab)
-        if isinstance(outcome, Done):
-            if inner and self.warning is None:
-                self.warning = outcome.warning
-            if inner and writes and not run.record(self.path).wrote:
-                run.emit(BlockWriteSucceeded(run.call, self.path))
-            new_tab = outcome.value.get("tabId")
-            if isinstance(command, NewTab) and self.owner is not None and isinstance(new_tab, int):
-                run.claim(new_tab, self.owner)
-        return outcome
-
-    def _dispatch(self) -> None:
-        """Record a write before it is sent: its ``StepDispatched`` stored and its audit entry written,
-        both on their way at once. Raises :class:`KitsuneError` if either cannot be: nothing is sent."""
-        try:
-            stored = self.run.hand_over(StepDispatched(self.run.call, self.path))
-        except Exception as e:
-            raise _not_recorded() from e
-        written, self.audit = self.audit, None
-        if written is not None:
-            written()
-        try:
-            if stored is not None:
-                stored()
-        except Exception as e:
-            raise _not_recorded() from e
-        self.dispatched = True
-
-
-def _leaves(steps: tuple[Command, ...], within: StepPath) -> list[tuple[StepPath, Command]]:
-    """The steps resumed one by one in a list of steps (at ``within.i``)."""
-    return [leaf for i, command in enumerate(steps) for leaf in leaf_paths(command, within.child(i))]
-
-
-def _deadline_outcome(timeout: float, sent: bool) -> Outcome:
-    failure = Failure(f"Container timed out after {timeout:g}s", "container_timeout", False)
-    return Unknown(failure) if sent else Failed(failure)
-
-
 def _trimmed(results: list[Result | None]) -> list[dict[str, Any] | None]:
     """Results as JSON; trailing steps that never ran are left out, others are null."""
     out = [result_to_json(r) for r in results]
     while out and out[-1] is None:
         out.pop()
     return out
-
-
-def _targets(command: Command, lookup: Lookup, tab: int | None) -> list[tuple[int, bool]]:
-    """(tab, writes) for each tab ``command`` and the commands inside it act on, where known now."""
-    found: list[tuple[int, bool]] = []
-    if isinstance(command, Broadcast):
-        inner_writes = is_write(command.command)
-        for target in command.tab_ids:
-            if isinstance(target, int):
-                found.append((target, inner_writes))
-        return found
-    own: int | None = None
-    if isinstance(command.tab_id, int):
-        own = command.tab_id
-    elif isinstance(command.tab_id, Ref):
-        try:
-            value = resolve_command(command, lookup).tab_id
-        except KitsuneError:
-            value = None
-        own = value if isinstance(value, int) else None
-    elif command.acts_on_tab or isinstance(command, Sequence):
-        own = tab
-    if own is not None and command.acts_on_tab:
-        found.append((own, command.writes))
-    inner_tab = own if own is not None else tab
-    if isinstance(command, If | While) and inner_tab is not None:
-        found.append((inner_tab, True))
-    for child in children(command):
-        found += _targets(child.command, lookup, inner_tab)
-    return found
-
-
-def _not_recorded() -> KitsuneError:
-    return KitsuneError("events_unavailable", "The step could not be recorded before sending; nothing was sent",
-                        retryable=True)
 
 
 def run_call(call: int, spec: CallSpec, ports: Ports, sink: EventSinkPort, *,

@@ -337,3 +337,11 @@ class Download(Command):
 
     action = "download"
     selector: Text = _param("Element whose click starts the download.", max_length=MAX_SELECTOR)
+
+
+ACTION_CLASSES: tuple[type[Command], ...] = (
+    Navigate, Click, Type, Fill, Select, Press, Check, SubmitForm, PageText, Find, Url, Title,
+    Screenshot, WaitFor, Js, WaitForResult, SyncBarrier, NewTab, CloseTab, SwitchTab, GetTabs,
+    Cookies, Storage, Clipboard, Download,
+)
+"""Every action (not the blocks), in the order of the contract."""

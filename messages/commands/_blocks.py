@@ -5,39 +5,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass
 
-from messages.commands._actions import (
-    MAX_JS,
-    Check,
-    Click,
-    Clipboard,
-    CloseTab,
-    Command,
-    Cookies,
-    Download,
-    Fill,
-    Find,
-    GetTabs,
-    Integer,
-    Js,
-    Navigate,
-    NewTab,
-    Number,
-    PageText,
-    Press,
-    Screenshot,
-    Select,
-    Storage,
-    SubmitForm,
-    SwitchTab,
-    SyncBarrier,
-    Text,
-    Title,
-    Type,
-    Url,
-    WaitFor,
-    WaitForResult,
-    _param,
-)
+from messages.commands._actions import ACTION_CLASSES, MAX_JS, Command, Integer, Number, Text, _param
 from messages.errors import invalid_call
 
 
@@ -116,11 +84,6 @@ class Broadcast(Command):
 
 
 BLOCKS = (Sequence, Parallel, If, While, Try, Retry, Broadcast)
-ACTIONS: Mapping[str, type[Command]] = {
-    cls.action: cls
-    for cls in (
-        Navigate, Click, Type, Fill, Select, Press, Check, SubmitForm, PageText, Find, Url, Title,
-        Screenshot, WaitFor, Js, WaitForResult, SyncBarrier, NewTab, CloseTab, SwitchTab, GetTabs,
-        Cookies, Storage, Clipboard, Download, *BLOCKS,
-    )
-}
+_EVERY: tuple[type[Command], ...] = (*ACTION_CLASSES, *BLOCKS)
+ACTIONS: Mapping[str, type[Command]] = {cls.action: cls for cls in _EVERY}
+"""Every action and block by its name."""

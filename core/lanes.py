@@ -1,0 +1,85 @@
+"""A parallel's sequences before they start (spec: Parallel): the steps each will run, the tabs
+they act on and the barriers where they meet, as far as they are known before anything runs."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+from core.blocks import Lookup, lookup_in
+from messages.commands import (
+    Broadcast,
+    Command,
+    If,
+    Sequence,
+    SyncBarrier,
+    While,
+    children,
+    is_write,
+    leaf_paths,
+    resolve_command,
+)
+from messages.errors import KitsuneError
+from messages.paths import StepPath
+from messages.references import Ref
+from messages.results import Result
+
+__all__ = ["barriers", "leaves", "tabs_needed"]
+
+
+def leaves(steps: tuple[Command, ...], within: StepPath) -> list[tuple[StepPath, Command]]:
+    """The steps resumed one by one in a list of steps (at ``within.i``)."""
+    return [leaf for i, command in enumerate(steps) for leaf in leaf_paths(command, within.child(i))]
+
+
+def barriers(steps: tuple[Command, ...], within: StepPath, plan: Mapping[str, str]) -> list[tuple[str, StepPath]]:
+    """(name, path) of the barriers a sequence will meet in this run (``plan``: a resume's decisions)."""
+    return [(command.barrier, path) for path, command in leaves(steps, within)
+            if isinstance(command, SyncBarrier) and plan.get(path, "run") not in ("keep", "applied")]
+
+
+def tabs_needed(steps: tuple[Command, ...], within: StepPath, tab: int | None, plan: Mapping[str, str],
+                kept: Mapping[str, Result]) -> tuple[set[int], set[int]]:
+    """Tabs the steps of a sequence that will run act on, known before they run: (read, written).
+
+    ``kept`` holds the results of an earlier run, which the steps a resume keeps give.
+    """
+    reads: set[int] = set()
+    writes: set[int] = set()
+    paths = [within.child(i) for i in range(len(steps))]
+    scope: list[Result | None] = [kept.get(p) if plan.get(p) == "keep" else None for p in paths]
+    for command, path in zip(steps, paths, strict=True):
+        if all(plan.get(p, "run") in ("keep", "applied") for p, _ in leaf_paths(command, path)):
+            continue
+        for target, writing in _targets(command, lookup_in(scope), tab):
+            (writes if writing else reads).add(target)
+    return reads, writes
+
+
+def _targets(command: Command, lookup: Lookup, tab: int | None) -> list[tuple[int, bool]]:
+    """(tab, writes) for each tab ``command`` and the commands inside it act on, where known now."""
+    found: list[tuple[int, bool]] = []
+    if isinstance(command, Broadcast):
+        inner_writes = is_write(command.command)
+        for target in command.tab_ids:
+            if isinstance(target, int):
+                found.append((target, inner_writes))
+        return found
+    own: int | None = None
+    if isinstance(command.tab_id, int):
+        own = command.tab_id
+    elif isinstance(command.tab_id, Ref):
+        try:
+            value = resolve_command(command, lookup).tab_id
+        except KitsuneError:
+            value = None
+        own = value if isinstance(value, int) else None
+    elif command.acts_on_tab or isinstance(command, Sequence):
+        own = tab
+    if own is not None and command.acts_on_tab:
+        found.append((own, command.writes))
+    inner_tab = own if own is not None else tab
+    if isinstance(command, If | While) and inner_tab is not None:
+        found.append((inner_tab, True))
+    for child in children(command):
+        found += _targets(child.command, lookup, inner_tab)
+    return found

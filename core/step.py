@@ -1,0 +1,131 @@
+"""One step as it runs: an action, or a one-step block with everything inside it.
+
+Before a write is sent, its tab is claimed (in a parallel) and the write is recorded: its
+``StepDispatched`` stored and its audit entry written. A write inside a block that ran ok is
+told once (``BlockWriteSucceeded``): resume never sends that block again unobserved.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Protocol
+
+from core.blocks import Lookup, run_block
+from core.ports import Ports
+from messages.commands import Command, NewTab, SyncBarrier, is_write
+from messages.errors import KitsuneError
+from messages.events import BlockWriteSucceeded, Event, StepDispatched
+from messages.paths import StepPath
+from messages.results import Done, Failed, Failure, Outcome, Unknown
+from messages.steplog import StepRecord
+
+__all__ = ["Run", "Step", "deadline_outcome"]
+
+
+class Run(Protocol):
+    """The run of the call a step is in, as the step talks to it."""
+
+    call: int
+    timeout: float
+    """The container's timeout in seconds."""
+    deadline: float
+    """When it ends, on the clock of ``ports``."""
+    ports: Ports
+    timed_out: bool
+    """Set when the deadline stopped a step."""
+
+    def emit(self, event: Event) -> None:
+        """Fold an event in and store it; a lost event is logged."""
+
+    def hand_over(self, event: Event) -> Callable[[], None] | None:
+        """Fold an event in and queue it; the wait until it is stored, if any."""
+
+    def record(self, path: str) -> StepRecord:
+        """The step's record as the events so far tell it."""
+
+    def claim(self, tab: int, owner: StepPath | None) -> Failure | None:
+        """Claim a tab for a parallel sequence (or check that none holds it); the conflict, if any."""
+
+    def barrier(self, command: SyncBarrier, owner: StepPath | None) -> Outcome:
+        """Meet the other sequences of the parallel at a barrier."""
+
+    def send(self, command: Command, tab: int | None) -> Outcome:
+        """Send an action to the driver."""
+
+
+class Step:
+    """One step being run, an action or a one-step block with all inside it (the :class:`~core.blocks.Body`
+    its block runs in), and what only it needs while it runs."""
+
+    def __init__(self, run: Run, path: StepPath, owner: StepPath | None, secrets: list[str]) -> None:
+        self.run, self.path, self.owner = run, path, owner
+        self.secrets = secrets
+        """Typed values and JavaScript bodies of the step, nested commands' included: cut from its failures."""
+        self.audit: Callable[[], None] | None = None
+        """Its audit entry being written: a write waits for it before it is sent."""
+        self.dispatched = False
+        """Its ``StepDispatched`` is stored: a write was sent, or is about to be."""
+        self.warning: str | None = None
+        """The first warning of a command inside the block."""
+
+    def perform(self, command: Command, tab: int | None, lookup: Lookup, *, inner: bool = True) -> Outcome:
+        """Run an action or a one-step block; everything it sends is under the step's path."""
+        outcome = run_block(command, tab, lookup, self)
+        return self._action(command, tab, inner=inner) if outcome is None else outcome
+
+    def remaining(self) -> float:
+        return self.run.deadline - self.run.ports.clock.now()
+
+    def sleep(self, seconds: float) -> None:
+        self.run.ports.clock.sleep(seconds)
+
+    def _action(self, command: Command, tab: int | None, *, inner: bool) -> Outcome:
+        run = self.run
+        writes = is_write(command)
+        if writes and tab is not None and command.acts_on_tab:
+            conflict = run.claim(tab, self.owner)
+            if conflict is not None:
+                return Failed(conflict)
+        if run.ports.clock.now() >= run.deadline:
+            run.timed_out = True
+            return deadline_outcome(run.timeout, self.dispatched)
+        if writes and not self.dispatched:
+            self._dispatch()
+        outcome = run.barrier(command, self.owner) if isinstance(command, SyncBarrier) else run.send(command, tab)
+        if isinstance(outcome, Done):
+            if inner and self.warning is None:
+                self.warning = outcome.warning
+            if inner and writes and not run.record(self.path).wrote:
+                run.emit(BlockWriteSucceeded(run.call, self.path))
+            new_tab = outcome.value.get("tabId")
+            if isinstance(command, NewTab) and self.owner is not None and isinstance(new_tab, int):
+                run.claim(new_tab, self.owner)
+        return outcome
+
+    def _dispatch(self) -> None:
+        """Record a write before it is sent: its ``StepDispatched`` stored and its audit entry written,
+        both on their way at once. Raises :class:`KitsuneError` if either cannot be: nothing is sent."""
+        try:
+            stored = self.run.hand_over(StepDispatched(self.run.call, self.path))
+        except Exception as e:
+            raise _not_recorded() from e
+        written, self.audit = self.audit, None
+        if written is not None:
+            written()
+        try:
+            if stored is not None:
+                stored()
+        except Exception as e:
+            raise _not_recorded() from e
+        self.dispatched = True
+
+
+def deadline_outcome(timeout: float, sent: bool) -> Outcome:
+    """A step the container's deadline stopped: unknown if it was sent, else failed unsent."""
+    failure = Failure(f"Container timed out after {timeout:g}s", "container_timeout", False)
+    return Unknown(failure) if sent else Failed(failure)
+
+
+def _not_recorded() -> KitsuneError:
+    return KitsuneError("events_unavailable", "The step could not be recorded before sending; nothing was sent",
+                        retryable=True)
