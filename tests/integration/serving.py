@@ -27,6 +27,14 @@ KITSUNE = Path(sys.executable).parent / "kitsune"
 TOKENS = {"alice": "alice-token-0123456789abcdef", "bob": "bob-token-0123456789abcdef0"}
 
 
+
+def open_tab(client: httpx.Client, url: str) -> int:
+    """Open a tab at ``url`` through the API of a served node; its id."""
+    answer = client.post("/api/tabs", json={"op": "open", "url": url})
+    assert answer.status_code == 200 and answer.json()["status"] == "ok", answer.text
+    tab: int = answer.json()["tabId"]
+    return tab
+
 @dataclass
 class Served:
     """A running ``kitsune serve``."""

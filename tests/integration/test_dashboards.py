@@ -27,7 +27,7 @@ import pytest
 import yaml
 
 from bridge.nats_server import free_port
-from tests.integration.serving import TOKENS, Served, serve
+from tests.integration.serving import TOKENS, Served, open_tab, serve
 from tests.metric_labels import unbounded_labels
 from tests.nats_access import NatsAccess
 from tests.site import TestSite
@@ -166,13 +166,6 @@ def _ok(answer: httpx.Response) -> dict[str, Any]:
     return body
 
 
-def _open(client: httpx.Client, url: str) -> int:
-    body = _ok(client.post("/api/tabs", json={"op": "open", "url": url}))
-    assert body["status"] == "ok", body
-    tab: int = body["tabId"]
-    return tab
-
-
 def _round(fleet_made_up: list[str], plain: Served, asking: Served, site: TestSite, first: bool) -> None:
     """Batches, parallels, resumes (ok and refused), denials and holds on both nodes."""
     def url(path: str) -> str:
@@ -181,7 +174,7 @@ def _round(fleet_made_up: list[str], plain: Served, asking: Served, site: TestSi
         return made
 
     with plain.client("alice") as alice, plain.client("bob") as bob:
-        one, two = _open(alice, url("/form")), _open(alice, url("/clicks"))
+        one, two = open_tab(alice, url("/form")), open_tab(alice, url("/clicks"))
         assert _ok(alice.post("/api/batch", json={"tabId": one, "commands": [
             {"action": "fill", "selector": "#name", "value": "Ada"}, {"action": "title"}]}))["status"] == "ok"
         assert _ok(alice.post("/api/parallel", json={"sequences": [
@@ -208,7 +201,7 @@ def _round(fleet_made_up: list[str], plain: Served, asking: Served, site: TestSi
         assert _ok(bob.post("/api/act", json={"command": {"action": "click", "tabId": one,
                                                           "selector": "#name"}}))["code"] == "tab_owned"
         if first:
-            slow = _open(alice, url("/slow"))
+            slow = open_tab(alice, url("/slow"))
             unknown = _ok(alice.post("/api/batch", json={"tabId": slow, "commands": [
                 {"action": "submitForm", "selector": "#slow-form", "timeout": 1}]}))
             assert unknown["status"] == "unknown"
@@ -216,7 +209,7 @@ def _round(fleet_made_up: list[str], plain: Served, asking: Served, site: TestSi
                 fleet_made_up.append(name)
                 with httpx.Client(base_url=plain.base, headers={"Authorization": f"Bearer {token}"},
                                   timeout=60) as agent:
-                    tab = _open(agent, url("/text"))
+                    tab = open_tab(agent, url("/text"))
                     _ok(agent.post("/api/batch", json={"tabId": tab, "commands": [{"action": "title"}]}))
                     _ok(agent.post("/api/tabs", json={"op": "close", "tabId": tab}))
         for tab in (one, two):

@@ -18,7 +18,7 @@ from typing import Any
 import httpx
 import pytest
 
-from tests.integration.serving import KITSUNE, TOKENS, Served, serve
+from tests.integration.serving import KITSUNE, TOKENS, Served, open_tab, serve
 from tests.nats_access import NatsAccess
 from tests.site import TestSite
 
@@ -49,13 +49,6 @@ def alice(served: Served) -> Iterator[httpx.Client]:
 def bob(served: Served) -> Iterator[httpx.Client]:
     with served.client("bob") as client:
         yield client
-
-
-def open_tab(client: httpx.Client, url: str) -> int:
-    answer = client.post("/api/tabs", json={"op": "open", "url": url})
-    assert answer.status_code == 200, answer.text
-    tab: int = answer.json()["tabId"]
-    return tab
 
 
 def error(answer: httpx.Response) -> tuple[int, str]:

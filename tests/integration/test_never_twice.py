@@ -15,7 +15,7 @@ import pytest
 from bridge.node import Node
 from messages.events import Event, StepStarted
 from tests.integration.calls import batch, two_nodes
-from tests.integration.serving import Served, serve
+from tests.integration.serving import Served, open_tab, serve
 from tests.nats_access import NatsAccess
 from tests.site import TestSite
 
@@ -61,17 +61,10 @@ def _started_listener(node: Node, path: str) -> threading.Event:
     return started
 
 
-def _open(client: httpx.Client, url: str) -> int:
-    answer = client.post("/api/tabs", json={"op": "open", "url": url})
-    assert answer.status_code == 200, answer.text
-    tab: int = answer.json()["tabId"]
-    return tab
-
-
 def test_another_agents_long_read_does_not_hold_up_the_owners_click_which_is_sent_once(
         served: Served, site: TestSite) -> None:
     with served.client("alice") as alice, served.client("bob") as bob:
-        tab = _open(alice, site.url("/clicks"))
+        tab = open_tab(alice, site.url("/clicks"))
         reader, read = _in_background(lambda: bob.post("/api/batch", json={
             "commands": [{"action": "waitFor", "selector": "#never", "timeout": 8}], "tabId": tab}).json())
         _wait_for_calls_running(alice, 1)  # bob's read runs (a wait on the tab, 8 s long)
@@ -88,7 +81,7 @@ def test_another_agents_long_read_does_not_hold_up_the_owners_click_which_is_sen
 def test_a_write_that_cannot_start_before_its_deadline_is_failed_not_sent_and_never_runs_later(
         served: Served, site: TestSite) -> None:
     with served.client("alice") as alice:
-        tab = _open(alice, site.url("/clicks"))
+        tab = open_tab(alice, site.url("/clicks"))
         writer, wrote = _in_background(lambda: alice.post("/api/act", json={
             "command": {"action": "js", "tabId": tab, "code": SLOW_JS, "timeout": 20}}).json())
         assert site.wait_for_count(BUSY, timeout=30) == 1  # the tab is busy with a write of alice's own
@@ -109,7 +102,7 @@ def test_a_write_that_cannot_start_before_its_deadline_is_failed_not_sent_and_ne
 
 def test_a_write_to_a_tab_closed_earlier_in_the_batch_is_tab_closed(served: Served, site: TestSite) -> None:
     with served.client("alice") as alice:
-        tab = _open(alice, site.url("/clicks"))
+        tab = open_tab(alice, site.url("/clicks"))
         body = alice.post("/api/batch", json={"commands": [{"action": "closeTab", "tabId": tab},
                                                            {**CLICK, "tabId": tab}]}).json()
         assert body["status"] == "failed"
@@ -163,7 +156,7 @@ def test_sigterm_stops_a_node_within_ten_seconds_and_audits_the_write_in_flight_
         tmp_path: Path, nats_access: NatsAccess, site: TestSite) -> None:
     running = serve(tmp_path, nats_access, {"caps": ["core", "automation"]})
     with running.client("alice") as alice:
-        tab = _open(alice, site.url("/clicks"))
+        tab = open_tab(alice, site.url("/clicks"))
         forever = "await fetch('/busy', {method: 'POST'}); await new Promise(r => setTimeout(r, 600000)); return 1"
         writer, wrote = _in_background(lambda: alice.post("/api/act", json={
             "command": {"action": "js", "tabId": tab, "code": forever, "timeout": 300}}).json())

@@ -18,7 +18,7 @@ from bridge.node import Node
 from bridge.policy import Policy
 from messages.commands import Click, parse_body
 from messages.results import Failed, Failure
-from tests.integration.serving import Served, serve
+from tests.integration.serving import Served, open_tab, serve
 from tests.nats_access import NatsAccess
 from tests.site import ANY, TestSite
 
@@ -56,13 +56,6 @@ def asking(tmp_path_factory: pytest.TempPathFactory, nats_access: NatsAccess) ->
     yield from _serve(tmp_path_factory, nats_access, ask_before_act=True)
 
 
-def _open(client: httpx.Client, url: str) -> int:
-    answer = client.post("/api/tabs", json={"op": "open", "url": url}).json()
-    assert answer["status"] == "ok", answer
-    tab: int = answer["tabId"]
-    return tab
-
-
 def _act(client: httpx.Client, command: dict[str, Any], **extra: Any) -> dict[str, Any]:
     answer = client.post("/api/act", json={"command": command, **extra})
     assert answer.status_code == 200, answer.text
@@ -91,7 +84,7 @@ def _batch(client: httpx.Client, commands: list[dict[str, Any]], tab: int) -> di
 def test_navigation_to_a_denied_host_in_any_spelling_is_refused_before_sending(
         url_lists: Served, allowed: TestSite, denied: TestSite, spelling: str) -> None:
     with url_lists.client() as client:
-        tab = _open(client, allowed.url("/text"))
+        tab = open_tab(client, allowed.url("/text"))
         port = denied.base.rsplit(":", 1)[1]
         result = _act(client, {"action": "navigate", "tabId": tab, "url": spelling.format(port=port)})
         assert (result["status"], result["code"]) == ("failed", "url_denied")
@@ -102,7 +95,7 @@ def test_navigation_to_a_denied_host_in_any_spelling_is_refused_before_sending(
                                  "view-source:http://127.0.0.3/", "chrome://version", "http://[::1"])
 def test_only_http_https_and_about_blank_are_allowed(url_lists: Served, allowed: TestSite, url: str) -> None:
     with url_lists.client() as client:
-        tab = _open(client, allowed.url("/text"))
+        tab = open_tab(client, allowed.url("/text"))
         result = _act(client, {"action": "navigate", "tabId": tab, "url": url})
         assert (result["status"], result["code"]) == ("failed", "url_denied")
         assert result["state"]["reason"] in ("scheme", "unparseable")
@@ -117,7 +110,7 @@ def test_a_new_tab_at_a_denied_url_is_refused(url_lists: Served, denied: TestSit
 
 
 def _page_action(client: httpx.Client, allowed: TestSite, page: str, target: str, button: str | None) -> int:
-    tab = _open(client, allowed.url(f"{page}?to={target}"))
+    tab = open_tab(client, allowed.url(f"{page}?to={target}"))
     if button is not None:
         assert _act(client, {"action": "click", "tabId": tab, "selector": button})["status"] == "ok"
     time.sleep(1.0)
@@ -127,7 +120,7 @@ def _page_action(client: httpx.Client, allowed: TestSite, page: str, target: str
 def test_a_redirect_to_a_denied_host_is_stopped_where_the_browser_goes(
         url_lists: Served, allowed: TestSite, denied: TestSite) -> None:
     with url_lists.client() as client:
-        tab = _open(client, allowed.url("/text"))
+        tab = open_tab(client, allowed.url("/text"))
         result = _act(client, {"action": "navigate", "tabId": tab,
                                "url": allowed.url(f"/redirect?to={denied.url('/policy/target')}")})
         assert result["status"] == "failed" and result["code"] == "url_denied", result
@@ -168,7 +161,7 @@ def test_an_allow_list_refuses_every_other_host(tmp_path: Path, nats_access: Nat
     running = serve(tmp_path, nats_access, {"caps": ["core"], "urls": {"allow": ["127.0.0.3"]}})
     try:
         with running.client() as client:
-            tab = _open(client, allowed.url("/text"))
+            tab = open_tab(client, allowed.url("/text"))
             result = _act(client, {"action": "navigate", "tabId": tab, "url": denied.url("/text")})
             assert (result["code"], result["state"]["reason"]) == ("url_denied", "not_allowed")
     finally:
