@@ -392,7 +392,7 @@ class _Run:
             return
         step.secrets += secret_values(resolved)
         try:
-            # a write waits for its audit entry before it is sent (Step.dispatch), meanwhile it is written
+            # a write waits for its audit entry before it is sent (Step._dispatch), meanwhile it is written
             step.audit = self.ports.audit.step(self.call, path, resolved, target, resumed=self.prior is not None)
             outcome = step.perform(resolved, target, lookup, inner=False)
         except KitsuneError as e:  # a port answered with an error instead of an outcome
