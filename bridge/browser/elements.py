@@ -17,9 +17,9 @@ from typing import Any, cast
 
 from playwright.async_api import Download as PlaywrightDownload
 from playwright.async_api import Error as PlaywrightError
-from playwright.async_api import Locator
+from playwright.async_api import TimeoutError as PlaywrightTimeoutError
 
-from bridge.browser.errors import Stop, is_closed_error, is_navigation_error, not_editable
+from bridge.browser.errors import Stop, fill_unmet_state, is_closed_error, is_navigation_error, not_editable
 from bridge.browser.page_js import SELECT_OPTIONS, SUBMIT_FORM
 from bridge.browser.run import Result, Run
 from messages.commands import Check, Click, Fill, Press, Select, Type
@@ -35,18 +35,14 @@ async def click(run: Run) -> Result:
     return {}, None
 
 
-async def _editable(run: Run) -> Locator:
+async def type_text(run: Run) -> Result:
+    """Type key by key: Playwright's ``press_sequentially`` checks nothing, so the element is checked first."""
+    command = cast(Type, run.command)
+    assert isinstance(command.text, str)
     locator = run.locator()
     await run.ready_element(locator, "visible")
     if not await locator.is_editable(timeout=run.ms()):
         raise not_editable(run)
-    return locator
-
-
-async def type_text(run: Run) -> Result:
-    command = cast(Type, run.command)
-    assert isinstance(command.text, str)
-    locator = await _editable(run)
     run.sent = True
     await locator.press_sequentially(command.text, timeout=run.ms())
     if command.submit is True:
@@ -55,11 +51,29 @@ async def type_text(run: Run) -> Result:
 
 
 async def fill(run: Run) -> Result:
+    """Fill in one Playwright call, which waits for the element to be visible, enabled and editable.
+
+    When it fails, its call log tells whether it got past those checks (see
+    :func:`~bridge.browser.errors.fill_unmet_state`): a field that stayed readonly or disabled is
+    ``not_editable``, one that never appeared or never showed is ``not_found``/``not_actionable``,
+    with nothing sent.
+    """
     command = cast(Fill, run.command)
     assert isinstance(command.value, str)
-    locator = await _editable(run)
+    locator = run.locator()
     run.sent = True
-    await locator.fill(command.value, timeout=run.ms())
+    try:
+        await locator.fill(command.value, timeout=run.ms())
+    except PlaywrightError as e:
+        unmet = fill_unmet_state(e.message or "")
+        if unmet is None:
+            raise
+        run.sent = False
+        if not isinstance(e, PlaywrightTimeoutError):
+            raise
+        if unmet in ("editable", "enabled"):
+            raise not_editable(run) from None
+        raise await run.missing(locator, "visible" if unmet in ("", "visible") else "visible and not inert") from None
     return {}, None
 
 

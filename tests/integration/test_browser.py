@@ -301,6 +301,51 @@ def test_failure_messages_never_carry_typed_values(act: Act, tab: int, site: Tes
     assert site.count("POST /form") == 0
 
 
+_WATCHED_FIELDS = """const form = document.getElementById('form');
+const touched = Object.assign(document.createElement('input'), {type: 'hidden', name: 'touched', value: ''});
+form.append(touched);
+for (const [id, attribute] of [['ro', 'readonly'], ['off', 'disabled']]) {
+  const field = Object.assign(document.createElement('input'), {id, name: id, value: 'kept'});
+  field.setAttribute(attribute, '');
+  form.append(field);
+}
+for (const field of form.querySelectorAll('input:not([type=hidden]), textarea'))
+  for (const type of ['focus', 'keydown', 'beforeinput', 'input', 'change'])
+    field.addEventListener(type, () => { if (!touched.value.includes(field.id)) touched.value += field.id + ' '; });
+return 1"""
+"""Adds a readonly field #ro and a disabled one #off to the form, and a hidden field that names every
+field anything reached (focus, keys, input), so that the server sees what each fill touched."""
+
+
+def test_fill_on_a_readonly_disabled_or_missing_field_fails_with_nothing_sent(
+        act: Act, tab: int, site: TestSite) -> None:
+    goto(act, tab, site.url("/form"))
+    done(act({"action": "js", "code": _WATCHED_FIELDS}, tab))
+    outcomes = {selector: act({"action": "fill", "selector": selector, "value": SECRET}, tab, timeout=0.5)
+                for selector in ("#ro", "#off", "#nope")}
+    codes = {}
+    for selector, outcome in outcomes.items():
+        assert isinstance(outcome, Failed), (selector, outcome)
+        assert outcome.failure.retryable and "nothing was sent" in outcome.failure.error
+        assert SECRET not in outcome.failure.error
+        codes[selector] = outcome.failure.code
+    assert codes == {"#ro": "not_editable", "#off": "not_editable", "#nope": "not_found"}
+    done(act({"action": "fill", "selector": "#name", "value": "Ada"}, tab))  # the watch sees a fill that happens
+    done(act({"action": "submitForm", "selector": "#form"}, tab))
+    assert site.count("POST /form") == 1
+    assert site.last_form["touched"] == ["name "] and site.last_form["ro"] == ["kept"] and "off" not in site.last_form
+
+
+def test_fill_waits_for_a_readonly_field_to_become_editable(act: Act, tab: int, site: TestSite) -> None:
+    # One Playwright call per fill: it waits, as a click does, for the field to be editable.
+    goto(act, tab, site.url("/form"))
+    done(act({"action": "js", "code": "document.getElementById('name').readOnly = true; "
+                                      "setTimeout(() => { document.getElementById('name').readOnly = false; }, 50); "
+                                      "return 1"}, tab))
+    done(act({"action": "fill", "selector": "#name", "value": "Ada"}, tab))
+    assert value_of(act, tab, "document.querySelector('#name').value") == "Ada"
+
+
 def test_submit_form_that_times_out_after_sending_is_unknown_and_counted_once(
         act: Act, tab: int, site: TestSite) -> None:
     goto(act, tab, site.url("/slow"))
