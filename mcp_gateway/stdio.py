@@ -4,8 +4,15 @@ With ``--bridge URL`` the gateway talks to that bridge's HTTP API as one agent (
 ``--token-file``, ``KITSUNE_TOKEN`` or ``~/.kitsune/token``). Without it, the gateway starts an
 embedded bridge for its own lifetime: a ``kitsune serve`` child on a free loopback port (with its
 own embedded NATS and Chromium), reachable only with a token generated for this run, and stops
-it on exit. The child is in its own session and gets SIGTERM if the gateway dies, so it always
-shuts down gracefully (NATS and Chromium with it); its state directory is temporary and removed.
+it on exit. The child starts in the background: the client's ``initialize`` and ``tools/list``
+are answered at once (the tools from the child's configuration), and the first request to the
+bridge waits until it serves. The child is in its own session and gets SIGTERM if the gateway
+dies, so it always shuts down gracefully (NATS and Chromium with it); its state directory is
+temporary and removed.
+
+When the client closes stdin (or sends SIGTERM or SIGHUP), the calls in flight are cancelled at
+once, not awaited: the SDKs kill a server 2 to 4 s after closing its stdin, and the embedded
+bridge must be stopped and its directory removed by then.
 
 Standard output is the MCP channel: nothing else may write to it, so the child's output is read
 through a pipe and its log goes to standard error.
@@ -25,7 +32,7 @@ import tempfile
 import threading
 from collections.abc import Callable, Coroutine
 from pathlib import Path
-from typing import Any
+from typing import Any, NoReturn
 
 import anyio
 import httpx
@@ -159,30 +166,45 @@ def _read_token(token_file: str | None) -> str:
     raise ValueError("--bridge needs the agent's token: --token-file FILE or KITSUNE_TOKEN")
 
 
-async def _serve(gateway: Gateway, bridge: Bridge, starting: Callable[[], Coroutine[Any, Any, None]] | None) -> None:
+async def _serve(gateway: Gateway, bridge: Bridge, starting: Callable[[], Coroutine[Any, Any, None]] | None,
+                 embedded: EmbeddedBridge | None) -> None:
     """Serve the client until its stdin ends or SIGTERM/SIGHUP: either way the calls still running
     are cancelled at once (nobody is left to read their answers)."""
     server = gateway.server(lambda ctx: Caller("stdio", bridge, ctx))
-    async with stdio_server() as (stdin, stdout), anyio.create_task_group() as group:
-        forward, incoming = anyio.create_memory_object_stream[SessionMessage | Exception]()
+    signalled = False
+    async with stdio_server() as (stdin, stdout):
+        async with anyio.create_task_group() as group:
+            forward, incoming = anyio.create_memory_object_stream[SessionMessage | Exception]()
 
-        async def until_end() -> None:
-            async with forward:
-                async for message in stdin:
-                    await forward.send(message)
+            async def until_end() -> None:
+                async with forward:
+                    async for message in stdin:
+                        await forward.send(message)
+                group.cancel_scope.cancel()
+
+            async def until_signal() -> None:
+                nonlocal signalled
+                with anyio.open_signal_receiver(signal.SIGTERM, signal.SIGHUP) as signals:
+                    async for _ in signals:
+                        signalled = True
+                        group.cancel_scope.cancel()
+
+            group.start_soon(until_end)
+            group.start_soon(until_signal)
+            if starting is not None:
+                group.start_soon(starting)
+            await server.run(incoming, stdout, server.create_initialization_options())
             group.cancel_scope.cancel()
+        if signalled:  # stdin is still open: its reader, a thread blocked on a read, would hold the exit
+            _leave(embedded)
 
-        async def until_signal() -> None:
-            with anyio.open_signal_receiver(signal.SIGTERM, signal.SIGHUP) as signals:
-                async for _ in signals:
-                    group.cancel_scope.cancel()
 
-        group.start_soon(until_end)
-        group.start_soon(until_signal)
-        if starting is not None:
-            group.start_soon(starting)
-        await server.run(incoming, stdout, server.create_initialization_options())
-        group.cancel_scope.cancel()
+def _leave(embedded: EmbeddedBridge | None) -> NoReturn:
+    """Stop the embedded bridge and exit at once."""
+    if embedded is not None:
+        embedded.stop()
+    sys.stderr.flush()
+    os._exit(0)
 
 
 def _names_audit_file(config: str | None) -> bool:
@@ -235,7 +257,7 @@ async def _connected(gateway: Gateway, url: str | None, token: str, embedded: Em
     """Serve over a bridge at ``url``, or over the embedded one once it serves."""
     async with httpx.AsyncClient(base_url=url.rstrip("/") if url else "") as http:
         if embedded is None:
-            await _serve(gateway, Bridge(http, token), None)
+            await _serve(gateway, Bridge(http, token), None, None)
             return
         served = anyio.Event()
         failure: list[BridgeNotStarted] = []
@@ -253,4 +275,4 @@ async def _connected(gateway: Gateway, url: str | None, token: str, embedded: Em
             if failure:
                 raise failure[0]
 
-        await _serve(gateway, Bridge(http, embedded.token, started=started), starting)
+        await _serve(gateway, Bridge(http, embedded.token, started=started), starting, embedded)
