@@ -18,7 +18,7 @@ from messages.errors import KitsuneError
 
 __all__ = ["Ref", "Template", "parse_references", "references_in", "resolve"]
 
-_REFERENCE = re.compile(r"\$\{\$(\d+)((?:\.[A-Za-z0-9_\-]+)*)\}")
+_REFERENCE = re.compile(r"\$\{\$([0-9]+)((?:\.[A-Za-z0-9_\-]+)*)\}")  # ASCII digits, as the schema
 _OPENING = "${$"
 
 
