@@ -1,30 +1,27 @@
-"""Static checks run as tests: ruff, strict mypy on the pure core, and the core's purity."""
+"""Static checks run as tests: ruff, strict mypy, and the layers and the pure core's imports (import-linter)."""
 
 from __future__ import annotations
 
-import json
+import shutil
 import subprocess
 import sys
+import tomllib
 from pathlib import Path
 
-import jsonschema
-
-from messages.commands import ACTIONS
-from messages.schema import batch_schema, command_schema, parallel_schema
+import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
 BIN = Path(sys.executable).parent
-
-PURE_CORE = ["messages.commands", "messages.references", "messages.results", "messages.errors", "messages.events",
-             "messages.steplog", "messages.codec", "messages.schema", "messages.tokens", "messages.contract",
-             "core.engine", "core.claims", "core.checkpoints", "core.resume", "core.calls",
-             "bridge.workflows", "bridge.url_policy"]
-IO_LIBRARIES = ["nats", "playwright", "starlette", "uvicorn", "pykka", "mcp", "prometheus_client", "httpx",
-                "asyncio", "socket"]
+IMPORT_LINTER = tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["importlinter"]
 
 
-def _run(*command: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(command, cwd=ROOT, capture_output=True, text=True, check=False)
+def _run(*command: str, cwd: Path = ROOT) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(command, cwd=cwd, capture_output=True, text=True, check=False)
+
+
+def _lint_imports(cwd: Path) -> subprocess.CompletedProcess[str]:
+    """lint-imports with the contracts of ``cwd``'s pyproject.toml, on the packages in ``cwd``."""
+    return _run(str(BIN / "lint-imports"), "--no-logo", "--no-cache", cwd=cwd)
 
 
 def test_ruff_finds_nothing() -> None:
@@ -37,38 +34,43 @@ def test_pure_core_type_checks_strictly() -> None:
     assert result.returncode == 0, result.stdout + result.stderr
 
 
-def test_pure_core_imports_no_io_library() -> None:
-    probe = (f"import sys; import {', '.join(PURE_CORE)}; "
-             f"print(sorted(m for m in {IO_LIBRARIES!r} if m in sys.modules))")
-    result = _run(sys.executable, "-c", probe)
-    assert result.returncode == 0, result.stderr
-    assert json.loads(result.stdout.replace("'", '"')) == []
+def test_imports_keep_the_layers_and_the_pure_core() -> None:
+    result = _lint_imports(ROOT)
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert "Contracts: 2 kept, 0 broken." in result.stdout
 
 
-def test_layers_import_downwards_only() -> None:
-    """messages/ imports no other layer; actors/ imports messages/ but never the bridge or the gateway."""
-    below = {"messages": ("actors", "bridge", "mcp_gateway"), "actors": ("bridge", "mcp_gateway")}
-    upward = [f"{path.relative_to(ROOT)}: {line.strip()}"
-              for layer, above in below.items() for path in sorted((ROOT / layer).glob("*.py"))
-              for line in path.read_text().splitlines()
-              if line.startswith(("from ", "import ")) and line.split()[1].split(".")[0] in above]
-    assert upward == []
+@pytest.fixture
+def packages_copy(tmp_path: Path) -> Path:
+    """The root packages and pyproject.toml (the contracts) copied into a folder of their own."""
+    for package in IMPORT_LINTER["root_packages"]:
+        shutil.copytree(ROOT / package, tmp_path / package, ignore=shutil.ignore_patterns("__pycache__"))
+    shutil.copy(ROOT / "pyproject.toml", tmp_path)
+    return tmp_path
 
 
-def test_schema_is_valid_json_schema_and_accepts_what_the_parser_accepts() -> None:
-    for schema in (command_schema(), batch_schema(), parallel_schema()):
-        jsonschema.Draft202012Validator.check_schema(schema)
-    validator = jsonschema.Draft202012Validator(batch_schema())
-    body = {"commands": [
-        {"action": "newTab", "url": "http://example.test/"},
-        {"action": "type", "tabId": "${$0.tabId}", "selector": "#q", "text": "hello", "submit": True},
-        {"action": "if", "condition": "document.title", "then": [{"action": "click", "selector": "a"}]},
-        {"action": "parallel", "sequences": [[{"action": "pageText"}], [{"action": "url", "tabId": 2}]]},
-    ], "stopOnWarning": True}
-    assert list(validator.iter_errors(body)) == []
-    assert list(validator.iter_errors({"commands": [{"action": "clickk", "selector": "a"}]}))
-    assert list(validator.iter_errors({"commands": [{"action": "click"}]}))
+INJECTED = {
+    "an upward import inside a function of messages/":
+        ("messages/steplog.py", "def _upward() -> None:\n    from bridge import node  # noqa: F401\n",
+         "Layers import downwards only", "messages.steplog -> bridge.node"),
+    "an upward import at the top of actors/":
+        ("actors/bus.py", "import mcp_gateway.server  # noqa: F401\n",
+         "Layers import downwards only", "actors.bus -> mcp_gateway.server"),
+    "the standard library's asyncio inside a function of core/":
+        ("core/claims.py", "def _sleepy() -> None:\n    import asyncio  # noqa: F401\n",
+         "The pure core imports no IO library", "core.claims -> asyncio"),
+    "pykka in messages/":
+        ("messages/events.py", "import pykka  # noqa: F401\n",
+         "The pure core imports no IO library", "messages.events -> pykka"),
+}
 
 
-def test_schema_names_every_action() -> None:
-    assert set(ACTIONS) <= set(command_schema()["$defs"])
+@pytest.mark.parametrize(("module", "code", "contract", "chain"), INJECTED.values(), ids=list(INJECTED))
+def test_lint_imports_fails_on(packages_copy: Path, module: str, code: str, contract: str, chain: str) -> None:
+    """The checker itself: the copy passes as the project does until one import is added to it."""
+    assert _lint_imports(packages_copy).returncode == 0
+    path = packages_copy / module
+    path.write_text(path.read_text() + "\n\n" + code)
+    result = _lint_imports(packages_copy)
+    assert result.returncode == 1, result.stdout
+    assert f"{contract} BROKEN" in result.stdout and chain in result.stdout, result.stdout
