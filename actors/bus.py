@@ -18,22 +18,20 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-import ssl
 import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
-from pathlib import Path
-from typing import Any, Protocol
-from urllib.parse import urlsplit
+from typing import Protocol
 
 import nats.errors
 from nats.aio.client import Client
 from nats.aio.msg import Msg
 from nats.aio.subscription import Subscription as _NatsSubscription
 
+from actors.nats_connection import NatsAuth, display_url
 from messages.errors import KitsuneError
 
-__all__ = ["Bus", "BusError", "Handler", "LocalBus", "NatsAuth", "NatsBus", "Subscription", "display_url"]
+__all__ = ["Bus", "BusError", "Handler", "LocalBus", "NatsBus", "Subscription"]
 
 _log = logging.getLogger(__name__)
 
@@ -259,39 +257,6 @@ class _NatsSubscriptionHandle:
             await self._sub.unsubscribe()
 
 
-@dataclass(frozen=True, slots=True)
-class NatsAuth:
-    """How a client proves who it is to NATS (one way at most) and checks the server's TLS."""
-
-    user: str | None = None
-    password: str | None = field(default=None, repr=False)
-    creds_file: Path | None = None
-    """A NATS JWT ``.creds`` file (user JWT and nkey seed)."""
-    nkey_seed_file: Path | None = None
-    """A file holding a user nkey seed (``SU...``)."""
-    tls_ca_file: Path | None = None
-    """CA bundle the server's certificate must chain to (the system's when None)."""
-    tls_cert_file: Path | None = None
-    """Client certificate, for servers that verify clients."""
-    tls_key_file: Path | None = None
-
-    def connect_options(self) -> dict[str, Any]:
-        """Keyword arguments of nats-py's ``connect`` for these credentials and TLS options."""
-        options: dict[str, Any] = {}
-        if self.user is not None:
-            options.update(user=self.user, password=self.password)
-        if self.creds_file is not None:
-            options["user_credentials"] = str(self.creds_file)
-        if self.nkey_seed_file is not None:
-            options["nkeys_seed"] = str(self.nkey_seed_file)
-        if self.tls_ca_file or self.tls_cert_file:
-            context = ssl.create_default_context(cafile=str(self.tls_ca_file) if self.tls_ca_file else None)
-            if self.tls_cert_file is not None:
-                context.load_cert_chain(self.tls_cert_file, self.tls_key_file)
-            options["tls"] = context
-        return options
-
-
 class NatsBus:
     """The bus over a nats-py connection that reconnects forever; counts its outages."""
 
@@ -499,13 +464,3 @@ def _translate(e: nats.errors.Error, subject: str, *, sent: bool) -> BusError:
                   | nats.errors.NoServersError):
         return BusError("bus_disconnected", f"connection to NATS lost ({subject})", subject=subject, sent=sent)
     return BusError("bus_error", f"NATS failed on {subject}: {type(e).__name__}", subject=subject, sent=sent)
-
-
-def display_url(url: str) -> str:
-    """Server URLs (comma-separated) without credentials, for logs, errors and printed lines."""
-    shown = []
-    for one in filter(None, (u.strip() for u in url.split(","))):
-        parts = urlsplit(one if "://" in one else f"nats://{one}")
-        host = parts.hostname or "?"
-        shown.append(f"{parts.scheme}://{host}:{parts.port}" if parts.port else f"{parts.scheme}://{host}")
-    return ", ".join(shown)

@@ -45,7 +45,7 @@ from pydantic.fields import FieldInfo
 from pydantic_settings import BaseSettings, EnvSettingsSource, PydanticBaseSettingsSource, SettingsConfigDict
 from pydantic_settings.sources.utils import parse_env_vars
 
-from actors.bus import NatsAuth
+from actors.nats_connection import NatsAuth
 from messages.errors import KitsuneError
 from messages.tokens import new_token, token_hash
 

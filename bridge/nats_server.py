@@ -37,8 +37,8 @@ from types import TracebackType
 from typing import IO, Any
 
 from actors.audit_actor import AUDIT_STREAM, AUDIT_SUBJECT
-from actors.bus import NatsAuth
 from actors.event_store import EVENTS_STREAM, EVENTS_SUBJECTS
+from actors.nats_connection import NatsAuth
 from bridge.tab_ids import FLEET_BUCKET
 from messages.errors import KitsuneError
 from messages.tokens import new_token

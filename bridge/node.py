@@ -23,12 +23,13 @@ import orjson
 import pykka
 
 from actors.audit_actor import AuditActor, AuditLog, Auditor, AuditTrail, JetStreamAuditLog, LocalAuditLog
-from actors.bus import Bus, LocalBus, NatsAuth, NatsBus, Subscription
+from actors.bus import Bus, LocalBus, NatsBus, Subscription
 from actors.call_actor import BusDriver, CallActor, EventSink, ResumeCall, RunCall
 from actors.checkpoint_actor import CheckpointActor, CheckpointsPort
 from actors.event_store import EventStore, JetStreamEventStore, LocalEventStore
 from actors.log_context import CALL
 from actors.loop import IoLoop, ask_from_loop
+from actors.nats_connection import NatsAuth
 from actors.sequence_actor import ActorSequences, BarrierActor
 from actors.tab_actor import Interrupt, ServedRequests, TabActor, Ticket, not_sent
 from bridge.call_progress import CallWatches

@@ -14,7 +14,7 @@ from types import FrameType
 
 import uvicorn
 
-from actors.bus import display_url
+from actors.nats_connection import display_url
 from bridge.browser import ChromiumBrowser, find_chromium
 from bridge.config import BridgeConfig, load_config, write_token_file
 from bridge.logs import configure_logging

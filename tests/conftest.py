@@ -20,7 +20,7 @@ from pathlib import Path
 import pykka
 import pytest
 
-from actors.bus import NatsAuth
+from actors.nats_connection import NatsAuth
 from bridge.nats_server import EmbeddedNats
 from messages.errors import KitsuneError
 from tests.nats_access import PASSWORD_ENV, NatsAccess

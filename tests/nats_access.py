@@ -14,7 +14,8 @@ from typing import Any
 import nats
 from nats.aio.client import Client
 
-from actors.bus import NatsAuth, NatsBus
+from actors.bus import NatsBus
+from actors.nats_connection import NatsAuth
 from bridge.node import NodeConfig
 
 __all__ = ["PASSWORD_ENV", "NatsAccess"]

@@ -10,7 +10,8 @@ import nats.errors
 import pytest
 
 from actors.audit_actor import AUDIT_STREAM, AUDIT_SUBJECT
-from actors.bus import BusError, NatsAuth, NatsBus
+from actors.bus import BusError, NatsBus
+from actors.nats_connection import NatsAuth
 from bridge.nats_server import NODE_USER, EmbeddedNats
 
 pytestmark = pytest.mark.anyio

@@ -36,8 +36,9 @@ from cryptography.hazmat.primitives.asymmetric import ec
 from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
 
 from actors.audit_actor import AUDIT_STREAM
-from actors.bus import BusError, NatsAuth, NatsBus
+from actors.bus import BusError, NatsBus
 from actors.event_store import EVENTS_STREAM
+from actors.nats_connection import NatsAuth
 from bridge.browser import ChromiumBrowser
 from bridge.nats_server import free_port, nats_server_binary, node_permissions, server_answers
 from bridge.node import Node, NodeConfig

@@ -11,11 +11,11 @@ import pytest
 from messages.errors import ERROR_CODES, UNKNOWN_CODE_STATUS, KitsuneError
 
 ROOT = Path(__file__).resolve().parents[2]
-LAYERS = ("messages", "actors", "bridge", "mcp_gateway")
+LAYERS = ("messages", "core", "actors", "bridge", "mcp_gateway", "kitsune")
 _STRINGS = r'(?:[rbf]{0,2}"(?:[^"\\\n]|\\.)*"\s*)+'
 _CODE = r'"([a-z][a-z0-9_]*)"'
 CODE_LITERALS = [
-    re.compile(r"\b(?:KitsuneError|BusError|invalid_call|_error|_Stop)\(\s*" + _CODE),  # the code first
+    re.compile(r"\b(?:KitsuneError|BusError|invalid_call|_error|_?Stop)\(\s*" + _CODE),  # the code first
     re.compile(r"\b(?:Failure|_failure)\(\s*" + _STRINGS + r",\s*" + _CODE),  # the message, then the code
     re.compile(r"\bmessage, code = \(?" + _STRINGS + r",\s*" + _CODE),
     re.compile(r'"code\\?"\s*:\s*\\?"([a-z][a-z0-9_]*)\\?"'),  # a body written out
