@@ -150,6 +150,9 @@ def _boolean(raw: Any) -> bool:
 
 
 def _integer(raw: Any) -> int:
+    """An integer; a number with no fraction (``2.0``) is one too, as in JSON Schema."""
+    if isinstance(raw, float) and raw.is_integer():
+        return int(raw)
     if isinstance(raw, bool) or not isinstance(raw, int):
         raise ValueError(f"expected an integer, got {json_type(raw)}")
     return raw
