@@ -79,7 +79,11 @@ def _direct(action: str, *, confirmable: bool, extra: dict[str, Any] | None = No
     properties.update(extra or {})
     if confirmable:
         properties["confirm_token"] = dict(_CONFIRM_TOKEN)
-    return _object(properties, required)
+    schema = _object(properties, required)
+    rules = command_schema()["$defs"][action].get("allOf")  # across parameters: "selector or text"
+    if rules:
+        schema["allOf"] = copy.deepcopy(rules)
+    return schema
 
 
 def _container(schema: dict[str, Any]) -> dict[str, Any]:

@@ -64,6 +64,12 @@ Identify = Callable[[ServerRequestContext[Any, Any]], Caller]
 """Who a request runs as: its agent and bridge."""
 
 
+_CONTAINERS = {"browser_batch": "/api/batch", "browser_parallel": "/api/parallel", "browser_workflow": "/api/workflow"}
+"""The tools whose arguments are a call body, and its route. The bridge's parser is their one check
+(a 400 naming the bad command's path, relayed as is): a JSON Schema pass here cost 15 ms (90 ms on
+a loaded machine) for a 20-command batch, against the parser's 0.2 ms."""
+
+
 class Gateway:
     """Kitsune's MCP tools for every connection of one transport; direct-call checkpoints in memory."""
 
@@ -78,7 +84,8 @@ class Gateway:
         self._bridge_caps: dict[str, tuple[float, frozenset[str]]] = {}
         self._known_bridge_caps = bridge_caps
         """The bridge's groups when they are known without asking it (an embedded bridge's configuration)."""
-        self._validators = {name: jsonschema.Draft202012Validator(spec.input_schema) for name, spec in TOOLS.items()}
+        self._validators = {name: jsonschema.Draft202012Validator(spec.input_schema) for name, spec in TOOLS.items()
+                            if name not in _CONTAINERS}
 
     def server(self, identify: Identify, name: str = "kitsune") -> Server[Any]:
         """An MCP server over this gateway; ``identify`` says who each request runs as."""
@@ -127,14 +134,13 @@ class Gateway:
         if not spec.groups & await self.enabled_caps(caller):
             return error("capability_disabled", f"{name} is in the {'/'.join(sorted(spec.groups))} capability "
                          "group, which is not enabled (KITSUNE_CAPS)")
-        problem = next(iter(sorted(self._validators[name].iter_errors(arguments), key=lambda e: list(e.path))), None)
-        if problem is not None:
-            where = "/".join(str(p) for p in problem.path)
-            return error("invalid_parameter", f"{name}: {where + ': ' if where else ''}{problem.message}",
-                         param=where or None)
-        if name in ("browser_batch", "browser_parallel", "browser_workflow"):
-            path = "/api/" + name.removeprefix("browser_")
-            return await run_container(caller, path, arguments, float(arguments.get("timeout", CALL_TIMEOUT)))
+        if name in _CONTAINERS:
+            timeout = arguments.get("timeout")
+            budget = float(timeout) if isinstance(timeout, int | float) and not isinstance(timeout, bool) else None
+            return await run_container(caller, _CONTAINERS[name], arguments, budget or CALL_TIMEOUT)
+        invalid = self._invalid(name, arguments)
+        if invalid is not None:
+            return invalid
         if name == "browser_resume":
             return await resume(self.direct, caller, arguments)
         if name == "browser_tabs":
@@ -142,3 +148,13 @@ class Gateway:
         if name == "browser_ask_user":
             return await ask_user(self.direct, caller, arguments)
         return await self.direct.start(caller, spec, arguments)
+
+    def _invalid(self, name: str, arguments: dict[str, Any]) -> dict[str, Any] | None:
+        """The error of arguments that do not match the tool's input schema (the first by path), if any."""
+        problem = next(iter(sorted(self._validators[name].iter_errors(arguments), key=lambda e: list(e.path))), None)
+        if problem is None:
+            return None
+        where = "/".join(str(p) for p in problem.path)
+        rule = problem.schema.get("description") if problem.validator == "anyOf" else None  # "needs selector or text"
+        return error("invalid_parameter", f"{name}: {where + ': ' if where else ''}{rule or problem.message}",
+                     param=where or None)

@@ -44,6 +44,20 @@ async def test_the_tool_list_shows_only_the_enabled_groups_with_input_schemas_fr
         assert batch["$defs"] == batch_schema()["$defs"]
 
 
+async def test_a_bad_batch_is_the_bridge_s_refusal_naming_the_command_with_nothing_sent(
+        plain: Served, site: TestSite) -> None:
+    tab = open_tab(plain, site.url("/clicks"))
+    async with over_stdio(plain) as session:
+        refused = await call(session, "browser_batch", {"tabId": tab, "commands": [
+            {"action": "click", "selector": "#hit"}, {"action": "click", "selector": "#hit", "clickCount": 9}]})
+        assert refused["code"] == "invalid_parameter" and refused["state"]["path"] == "1", refused
+        assert "clickCount" in refused["error"] and "call" not in refused
+        timed = await call(session, "browser_batch", {"tabId": tab, "timeout": "soon",
+                                                      "commands": [{"action": "click", "selector": "#hit"}]})
+        assert timed["code"] == "invalid_parameter" and "timeout" in timed["error"], timed
+    assert site.count("POST /clicks/hit") == 0
+
+
 async def test_a_batch_and_its_resume_never_send_a_write_twice(plain: Served, site: TestSite) -> None:
     tab = open_tab(plain, site.url("/clicks"))
     async with over_stdio(plain) as session:

@@ -281,3 +281,11 @@ async def test_a_resume_that_still_stops_keeps_the_same_call() -> None:
 def test_page_state_checks_cover_sign_in_and_human_check() -> None:
     assert set(PAGE_STATE_CHECKS) == {"sign_in", "human_check"}
     assert _progress.PROGRESS_EVERY == 10 and _pages.POLL_EVERY == 1
+
+
+async def test_a_direct_tool_keeps_its_action_s_rules_across_parameters_and_sends_nothing_against_them() -> None:
+    bridge = ScriptedBridge({"POST /api/act": [_ok(1)]})
+    gateway = Gateway(frozenset({"core"}))
+    result = await gateway.call(Caller("a", bridge), "browser_find", {"tabId": 3})
+    assert result["code"] == "invalid_parameter" and "selector or text" in result["error"] and bridge.acts() == []
+    assert (await gateway.call(Caller("a", bridge), "browser_find", {"text": "Buy", "tabId": 3}))["ok"]
