@@ -20,8 +20,9 @@ import orjson
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # the repo root, for tests.unit.fakes
 
+from actors.threads import ThreadedSequences
 from core.claims import ClaimTable
-from core.engine import Ports, ThreadedSequences, run_call
+from core.engine import Ports, run_call
 from messages.codec import decode, encode
 from messages.commands import Limits, parse_call
 from messages.events import Event

@@ -32,6 +32,7 @@ from actors.loop import IoLoop, ask_from_loop
 from actors.nats_connection import NatsAuth
 from actors.sequence_actor import ActorSequences, BarrierActor
 from actors.tab_actor import Interrupt, ServedRequests, TabActor, Ticket, not_sent
+from actors.threads import SystemClock
 from bridge.call_progress import CallWatches
 from bridge.metrics import NodeMetrics
 from bridge.nats_server import EmbeddedNats
@@ -43,7 +44,7 @@ from bridge.workflows import WorkflowLibrary
 from core.calls import CallResponse, Calls
 from core.checkpoints import CheckpointStore, WorkflowSource
 from core.claims import ClaimTable
-from core.engine import Driver, EngineConfig, Ports, SystemClock
+from core.engine import Driver, EngineConfig, Ports
 from messages.codec import decode, decode_outcome, encode
 from messages.commands import CallSpec, CloseTab, Command, GetTabs, NewTab
 from messages.contract import CHECKPOINT_CAPACITY, CHECKPOINT_TTL, SETTLE, STEP_TIMEOUT

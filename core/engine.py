@@ -25,8 +25,6 @@ from core.ports import (
     Ports,
     Sequences,
     StepAudit,
-    SystemClock,
-    ThreadedSequences,
 )
 from core.step import Step, deadline_outcome
 from messages.commands import (
@@ -65,7 +63,7 @@ from messages.steplog import StepLog, StepLogBuilder, StepRecord
 
 __all__ = [
     "NO_AUDIT", "Clock", "Decision", "Driver", "EngineConfig", "EventSinkPort", "Ports", "Prior", "RunReport",
-    "Sequences", "StepAudit", "SystemClock", "ThreadedSequences", "outline_of", "run_call",
+    "Sequences", "StepAudit", "outline_of", "run_call",
 ]
 
 log = logging.getLogger(__name__)

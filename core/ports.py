@@ -1,12 +1,11 @@
-"""The ports of the step engine: what a run talks to, as ``Protocol``s, with the simple implementations.
+"""The ports of the step engine: what a run talks to, as ``Protocol``s.
 
-The actors of ``actors/`` and the Playwright driver of ``bridge/`` plug in; unit tests use fakes.
+The actors of ``actors/`` (``actors/threads.py`` has the system clock and plain-thread sequences)
+and the Playwright driver of ``bridge/`` plug in; unit tests use fakes.
 """
 
 from __future__ import annotations
 
-import threading
-import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Protocol
@@ -16,8 +15,7 @@ from messages.commands import Command
 from messages.events import Event
 from messages.results import Outcome
 
-__all__ = ["NO_AUDIT", "Clock", "Driver", "EventSinkPort", "Ports", "Sequences", "StepAudit", "SystemClock",
-           "ThreadedSequences"]
+__all__ = ["NO_AUDIT", "Clock", "Driver", "EventSinkPort", "Ports", "Sequences", "StepAudit"]
 
 
 class Driver(Protocol):
@@ -38,16 +36,6 @@ class Clock(Protocol):
     def sleep(self, seconds: float) -> None: ...
 
 
-class SystemClock:
-    """The real monotonic clock."""
-
-    def now(self) -> float:
-        return time.monotonic()
-
-    def sleep(self, seconds: float) -> None:
-        time.sleep(seconds)
-
-
 class Sequences(Protocol):
     """Runs the sequences of a parallel, and their ``syncBarrier`` meetings."""
 
@@ -62,49 +50,6 @@ class Sequences(Protocol):
 
     def discard(self, key: str) -> None:
         """Forget ``key``: every sequence that meets there has ended."""
-
-
-class ThreadedSequences:
-    """Sequences on threads of this process; the actor runtime uses sequence actors instead."""
-
-    def __init__(self) -> None:
-        self._barriers: dict[str, threading.Barrier] = {}
-        self._lock = threading.Lock()
-
-    def run_all(self, jobs: list[Callable[[], None]]) -> None:
-        errors: list[BaseException] = []
-
-        def run(job: Callable[[], None]) -> None:
-            try:
-                job()
-            except BaseException as e:  # re-raised on the caller's thread below
-                errors.append(e)
-
-        threads = [threading.Thread(target=run, args=(job,), name="kitsune-sequence") for job in jobs]
-        for thread in threads:
-            thread.start()
-        for thread in threads:
-            thread.join()
-        if errors:
-            raise errors[0]
-
-    def _get(self, key: str, parties: int) -> threading.Barrier:
-        with self._lock:
-            return self._barriers.setdefault(key, threading.Barrier(parties))
-
-    def barrier(self, key: str, parties: int, timeout: float) -> bool:
-        try:
-            self._get(key, parties).wait(timeout)
-        except threading.BrokenBarrierError:
-            return False
-        return True
-
-    def abort(self, key: str) -> None:
-        self._get(key, 1).abort()
-
-    def discard(self, key: str) -> None:
-        with self._lock:
-            self._barriers.pop(key, None)
 
 
 class StepAudit(Protocol):

@@ -8,10 +8,11 @@ from collections import defaultdict, deque
 from dataclasses import dataclass
 from typing import Any
 
+from actors.threads import ThreadedSequences
 from core.calls import Calls, SequentialIds
 from core.checkpoints import CheckpointStore
 from core.claims import ClaimTable
-from core.engine import Ports, ThreadedSequences
+from core.engine import Ports
 from messages.commands import Command, Js, NewTab, is_write
 from messages.errors import KitsuneError
 from messages.events import Event

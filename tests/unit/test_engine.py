@@ -10,9 +10,10 @@ from typing import Any
 
 import pytest
 
+from actors.threads import ThreadedSequences
 from core.calls import Calls, SequentialIds
 from core.claims import Claim
-from core.engine import Ports, ThreadedSequences
+from core.engine import Ports
 from messages.codec import decode, encode
 from messages.commands import Command, parse_call
 from messages.errors import KitsuneError

@@ -15,10 +15,11 @@ from typing import Any
 
 import pytest
 
+from actors.threads import ThreadedSequences
 from bridge.workflows import Workflow, WorkflowLibrary, parse_workflow
 from core.calls import Calls, SequentialIds
 from core.checkpoints import WorkflowSource
-from core.engine import Ports, ThreadedSequences
+from core.engine import Ports
 from messages.commands import Command, parse_call
 from messages.errors import KitsuneError
 from messages.results import Outcome
