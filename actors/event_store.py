@@ -19,7 +19,7 @@ from nats.js import JetStreamContext
 from nats.js.api import AckPolicy, ConsumerConfig, DeliverPolicy, StorageType, StreamConfig
 
 from actors.bus import BusError, NatsBus
-from messages.codec import decode, encode
+from messages.codec import decode_events, encode
 from messages.events import Event
 
 __all__ = ["EVENTS_STREAM", "EVENTS_SUBJECTS", "EventStore", "JetStreamEventStore", "LocalEventStore", "events_subject"]
@@ -72,7 +72,7 @@ class LocalEventStore:
         return _done()
 
     async def read(self, call: int) -> list[Event]:
-        return [decode(Event, data) for data in self._calls.get(call, ())]
+        return decode_events(self._calls.get(call, ()))
 
 
 class JetStreamEventStore:
@@ -160,7 +160,7 @@ class JetStreamEventStore:
             events: list[Event] = []
             while len(events) < total:
                 batch = min(total - len(events), _FETCH_BATCH)
-                events.extend(decode(Event, msg.data) for msg in await sub.fetch(batch, timeout=self._timeout))
+                events.extend(decode_events(msg.data for msg in await sub.fetch(batch, timeout=self._timeout)))
             return events
         except nats.errors.Error as e:
             raise _error(e, subject, "read events") from e

@@ -23,7 +23,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # the repo root, f
 from actors.threads import ThreadedSequences
 from core.claims import ClaimTable
 from core.engine import Ports, run_call
-from messages.codec import decode, encode
+from messages.codec import decode_events, encode
 from messages.commands import Limits, parse_call
 from messages.events import Event
 from messages.steplog import StepLog, fold
@@ -44,7 +44,7 @@ def main() -> None:
     wire = [encode(event) for event in events]
 
     def rebuild() -> StepLog:
-        return fold(decode(Event, data) for data in wire)
+        return fold(decode_events(wire))
 
     rebuilt = rebuild()
     assert (rebuilt.progress, rebuilt.summary) == (report.log.progress, report.log.summary)

@@ -3,7 +3,7 @@ audit entries (encoded only: the audit log is read as JSON, never decoded back).
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from typing import Any, TypeVar
 
 import orjson
@@ -27,7 +27,7 @@ from messages.results import (
 )
 from messages.steplog import StepRecord, record_from_json, record_to_json
 
-__all__ = ["decode", "decode_outcome", "encode"]
+__all__ = ["decode", "decode_events", "decode_outcome", "encode"]
 
 T = TypeVar("T")
 
@@ -91,3 +91,8 @@ _BY_CLASS: dict[type[Any], Callable[[Any], Any]] = {}
 def decode_outcome(data: bytes) -> Outcome:
     """Parse an outcome of any kind (done, failed, unknown, held)."""
     return outcome_from_json(orjson.loads(data))
+
+
+def decode_events(wire: Iterable[bytes]) -> list[Event]:
+    """Events from their wire forms, in order: a replay's boundary, thousands at a time."""
+    return [event_from_json(orjson.loads(data)) for data in wire]

@@ -46,12 +46,10 @@ class OutlineStep:
 
     @classmethod
     def from_json(cls, data: Mapping[str, Any]) -> OutlineStep:
-        return cls(
-            data["action"],
-            data["tab_id"],
-            tuple(cls.from_json(s) for s in data.get("steps", ())),
-            tuple(tuple(cls.from_json(s) for s in seq) for seq in data.get("sequences", ())),
-        )
+        steps, sequences = data.get("steps"), data.get("sequences")  # absent for most: a leaf step
+        return cls(data["action"], data["tab_id"],
+                   tuple(cls.from_json(s) for s in steps) if steps else (),
+                   tuple(tuple(cls.from_json(s) for s in seq) for seq in sequences) if sequences else ())
 
 
 @dataclass(frozen=True, slots=True)
@@ -196,6 +194,9 @@ _FIELDS: Mapping[type[Event], tuple[str, ...]] = {
 }
 
 
+_WITH_OUTLINE = frozenset(cls for cls, names in _FIELDS.items() if "outline" in names)
+
+
 def event_to_json(event: Event) -> dict[str, Any]:
     """An event's wire form: ``{"type": ..., fields}``."""
     out: dict[str, Any] = {"type": event.kind}
@@ -208,7 +209,8 @@ def event_to_json(event: Event) -> dict[str, Any]:
 def event_from_json(data: Mapping[str, Any]) -> Event:
     """Parse an event's wire form back."""
     cls = EVENT_TYPES[data["type"]]
-    fields = {name: data[name] for name in _FIELDS[cls]}
-    if "outline" in fields:
+    if cls in _WITH_OUTLINE:
+        fields = {name: data[name] for name in _FIELDS[cls]}
         fields["outline"] = tuple(OutlineStep.from_json(s) for s in fields["outline"])
-    return cls(**fields)
+        return cls(**fields)
+    return cls(*[data[name] for name in _FIELDS[cls]])  # positional: a replay decodes thousands
