@@ -20,6 +20,7 @@ from nats.js.api import AckPolicy, ConsumerConfig, DeliverPolicy, StorageType, S
 
 from actors.bus import BusError, NatsBus
 from messages.codec import decode_events, encode
+from messages.contract import CHECKPOINT_TTL
 from messages.events import Event
 
 __all__ = ["EVENTS_STREAM", "EVENTS_SUBJECTS", "EventStore", "JetStreamEventStore", "LocalEventStore", "events_subject"]
@@ -85,7 +86,7 @@ class JetStreamEventStore:
 
     @classmethod
     async def create(
-        cls, nats_client_or_bus: Client | NatsBus, max_age_seconds: float = 1800, *, timeout: float = _TIMEOUT
+        cls, nats_client_or_bus: Client | NatsBus, max_age_seconds: float = CHECKPOINT_TTL, *, timeout: float = _TIMEOUT
     ) -> JetStreamEventStore:
         """Ensure the stream exists with this configuration (creating or updating it) and wrap it."""
         client = nats_client_or_bus.client if isinstance(nats_client_or_bus, NatsBus) else nats_client_or_bus

@@ -12,18 +12,15 @@ from mcp_gateway._direct import DirectCalls, Plan, commands_of
 from mcp_gateway._pages import PAGE_STATE_CHECKS
 from mcp_gateway._results import error
 from mcp_gateway._tools import TOOLS
-from messages.contract import APPROVAL_PROMPT_MAX, RESUME_DEADLINE
+from messages.contract import APPROVAL_PROMPT_MAX, RESUME_DEADLINE, RESUME_WAIT, RESUME_WAIT_MAX
 
-__all__ = ["RESUME_WAIT_MAX", "resume"]
-
-RESUME_WAIT_MAX = 300.0
-"""browser_resume's wait is capped at this."""
+__all__ = ["resume"]
 
 
 async def resume(direct: DirectCalls, caller: Caller, args: dict[str, Any]) -> dict[str, Any]:
     """Continue a stopped call; a direct checkpoint is taken while it runs (put back if nothing was sent)."""
     call, token, observed = args["call"], args["resume_token"], args.get("observed")
-    wait = min(max(float(args.get("wait", 120.0)), 0.0), RESUME_WAIT_MAX)
+    wait = min(max(float(args.get("wait", RESUME_WAIT)), 0.0), RESUME_WAIT_MAX)
     checkpoint = direct.checkpoints.find(caller.agent, call)
     if checkpoint is None:
         body: dict[str, Any] = {"call": call, "resume_token": token}

@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 __all__ = ["APPROVAL_PROMPT_MAX", "CALL_TIMEOUT", "CHECKPOINT_CAPACITY", "CHECKPOINT_TTL", "CONFIRM_TTL",
-           "MAX_CALL_TIMEOUT", "MAX_STEP_TIMEOUT", "RESUME_DEADLINE", "SETTLE", "STEP_TIMEOUT"]
+           "MAX_CALL_TIMEOUT", "MAX_STEP_TIMEOUT", "RESUME_DEADLINE", "RESUME_WAIT", "RESUME_WAIT_MAX", "SETTLE",
+           "STEP_TIMEOUT"]
 
 CALL_TIMEOUT = 120.0
 """A container call's default deadline in seconds (spec: ``container_timeout``, default 120)."""
@@ -17,6 +18,10 @@ SETTLE = 2.0
 """Seconds a tab may answer after a command's own timeout before the asker gives up (spec: deadlines)."""
 RESUME_DEADLINE = 300.0
 """A resume's container deadline in seconds, whatever the original call allowed (spec: browser_resume)."""
+RESUME_WAIT = 120.0
+"""Seconds a direct call's resume waits for the user or the page by default (spec: browser_resume, wait)."""
+RESUME_WAIT_MAX = 300.0
+"""The largest ``wait`` of browser_resume; larger values are capped (spec: browser_resume)."""
 CONFIRM_TTL = 120.0
 """Seconds a confirm token of ask-before-act stays valid (spec: Policy, confirm tokens)."""
 APPROVAL_PROMPT_MAX = CONFIRM_TTL - 5.0
