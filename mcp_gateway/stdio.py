@@ -5,10 +5,10 @@ With ``--bridge URL`` the gateway talks to that bridge's HTTP API as one agent (
 embedded bridge for its own lifetime: a ``kitsune serve`` child on a free loopback port (with its
 own embedded NATS and Chromium), reachable only with a token generated for this run, and stops
 it on exit. The child starts in the background: the client's ``initialize`` and ``tools/list``
-are answered at once (the tools from the child's configuration), and the first request to the
-bridge waits until it serves. The child is in its own session and gets SIGTERM if the gateway
-dies, so it always shuts down gracefully (NATS and Chromium with it); its state directory is
-temporary and removed.
+are answered at once (by ``_handshake``'s front while this module loads; the tools from the
+child's configuration), and the first request to the bridge waits until it serves. The child is
+in its own session and gets SIGTERM if the gateway dies, so it always shuts down gracefully (NATS
+and Chromium with it); its state directory is temporary and removed.
 
 When the client closes stdin (or sends SIGTERM or SIGHUP), the calls in flight are cancelled at
 once, not awaited: the SDKs kill a server 2 to 4 s after closing its stdin, and the embedded
@@ -36,37 +36,23 @@ from typing import Any, NoReturn
 
 import anyio
 import httpx
+import mcp_types as types
 import yaml
-from mcp.server.stdio import stdio_server
 from mcp.shared.message import SessionMessage
 
-from bridge.config import load_config
 from mcp_gateway._bridge import Bridge, BridgeNotStarted
 from mcp_gateway._caller import Caller
+from mcp_gateway._handshake import Front
 from mcp_gateway.server import Gateway, approval_wait_from_env
-from messages.errors import KitsuneError
 from messages.tokens import new_token
 
-__all__ = ["EmbeddedBridge", "caps_from_env", "run"]
+__all__ = ["EmbeddedBridge", "serve"]
 
-_GROUPS = frozenset({"core", "automation"})
 _PR_SET_PDEATHSIG = 1
 _START_TIMEOUT = 120.0
 """Seconds the embedded bridge gets to serve."""
 _STOP_TIMEOUT = 10.0
 """Seconds the embedded bridge gets to stop before it is killed."""
-
-
-def caps_from_env(default: frozenset[str]) -> frozenset[str]:
-    """``KITSUNE_CAPS`` (comma-separated groups), or ``default`` when it is not set."""
-    raw = os.environ.get("KITSUNE_CAPS", "").strip()
-    if not raw:
-        return default
-    caps = frozenset(c.strip() for c in raw.split(",") if c.strip())
-    unknown = caps - _GROUPS
-    if unknown:
-        raise ValueError(f"unknown capability group(s) in KITSUNE_CAPS: {', '.join(sorted(unknown))}")
-    return caps
 
 
 def _die_with_parent() -> Callable[[], None] | None:
@@ -155,48 +141,60 @@ class EmbeddedBridge:
             self._directory = None
 
 
-def _read_token(token_file: str | None) -> str:
-    if token_file:
-        return Path(token_file).read_text().strip()
-    if os.environ.get("KITSUNE_TOKEN", "").strip():
-        return os.environ["KITSUNE_TOKEN"].strip()
-    default = Path.home() / ".kitsune" / "token"
-    if default.is_file():
-        return default.read_text().strip()
-    raise ValueError("--bridge needs the agent's token: --token-file FILE or KITSUNE_TOKEN")
-
-
-async def _serve(gateway: Gateway, bridge: Bridge, starting: Callable[[], Coroutine[Any, Any, None]] | None,
-                 embedded: EmbeddedBridge | None) -> None:
-    """Serve the client until its stdin ends or SIGTERM/SIGHUP: either way the calls still running
-    are cancelled at once (nobody is left to read their answers)."""
+async def _serve(front: Front, gateway: Gateway, bridge: Bridge,
+                 starting: Callable[[], Coroutine[Any, Any, None]] | None, embedded: EmbeddedBridge | None) -> None:
+    """Serve the client (taking the channel over from the front) until its stdin ends or SIGTERM/SIGHUP:
+    either way the calls still running are cancelled at once (nobody is left to read their answers)."""
     server = gateway.server(lambda ctx: Caller("stdio", bridge, ctx))
     signalled = False
-    async with stdio_server() as (stdin, stdout):
-        async with anyio.create_task_group() as group:
-            forward, incoming = anyio.create_memory_object_stream[SessionMessage | Exception]()
+    front.take_over()
+    async with anyio.create_task_group() as group:
+        forward, incoming = anyio.create_memory_object_stream[SessionMessage | Exception]()
+        outgoing, answers = anyio.create_memory_object_stream[SessionMessage]()
 
-            async def until_end() -> None:
-                async with forward:
-                    async for message in stdin:
-                        await forward.send(message)
-                group.cancel_scope.cancel()
-
-            async def until_signal() -> None:
-                nonlocal signalled
-                with anyio.open_signal_receiver(signal.SIGTERM, signal.SIGHUP) as signals:
-                    async for _ in signals:
-                        signalled = True
-                        group.cancel_scope.cancel()
-
-            group.start_soon(until_end)
-            group.start_soon(until_signal)
-            if starting is not None:
-                group.start_soon(starting)
-            await server.run(incoming, stdout, server.create_initialization_options())
+        async def until_end() -> None:
+            async with forward:
+                while (line := await anyio.to_thread.run_sync(front.next_line, abandon_on_cancel=True)) is not None:
+                    await forward.send(_message_of(line))
             group.cancel_scope.cancel()
-        if signalled:  # stdin is still open: its reader, a thread blocked on a read, would hold the exit
-            _leave(embedded)
+
+        async def write() -> None:
+            replayed = front.initialize_id  # the client has the front's answer to it
+            async with answers:
+                async for answer in answers:
+                    message = answer.message
+                    if replayed is not None and isinstance(message, types.JSONRPCResponse | types.JSONRPCError) \
+                            and message.id == replayed:
+                        replayed = None
+                        continue
+                    line = message.model_dump_json(by_alias=True, exclude_unset=True) + "\n"
+                    await anyio.to_thread.run_sync(front.write, line.encode())
+
+        async def until_signal() -> None:
+            nonlocal signalled
+            with anyio.open_signal_receiver(signal.SIGTERM, signal.SIGHUP) as signals:
+                async for _ in signals:
+                    signalled = True
+                    group.cancel_scope.cancel()
+
+        group.start_soon(until_end)
+        group.start_soon(until_signal)
+        group.start_soon(write)
+        if starting is not None:
+            group.start_soon(starting)
+        async with outgoing:
+            await server.run(incoming, outgoing, server.create_initialization_options())
+        group.cancel_scope.cancel()
+    if signalled:  # stdin is still open: its reader, a thread blocked on a read, would hold the exit
+        _leave(embedded)
+
+
+def _message_of(line: bytes) -> SessionMessage | Exception:
+    """A line of the client's as the SDK's server takes it (an exception when it is no JSON-RPC message)."""
+    try:
+        return SessionMessage(types.jsonrpc_message_adapter.validate_json(line, by_name=False))
+    except Exception as e:  # the server answers it, as over the SDK's own stdio transport
+        return e
 
 
 def _leave(embedded: EmbeddedBridge | None) -> NoReturn:
@@ -218,29 +216,21 @@ def _names_audit_file(config: str | None) -> bool:
     return isinstance(document, dict) and "audit_file" in document
 
 
-def run(*, bridge: str | None, token_file: str | None, config: str | None, nats_url: str | None) -> int:
-    """Serve MCP over stdio until the client closes it (or SIGTERM); the exit status.
+def serve(front: Front, *, caps: frozenset[str], known: frozenset[str] | None, bridge: str | None, token: str,
+          config: str | None, nats_url: str | None) -> int:
+    """Serve MCP over stdio, taking it over from ``front``, until the client closes it (or SIGTERM); the
+    exit status.
 
-    The tool list follows the bridge's groups (``GET /api/caps``; an embedded bridge's configuration),
-    narrowed by ``KITSUNE_CAPS``. An embedded bridge starts in the background: ``initialize`` and
-    ``tools/list`` are answered at once, and the first request to it waits until it serves.
+    The tool list follows the bridge's groups (``known``: an embedded bridge's configuration; else the
+    bridge's ``GET /api/caps``), narrowed by ``caps``. An embedded bridge starts in the background, and
+    the first request to it waits until it serves.
     """
-    try:
-        caps = caps_from_env(_GROUPS)
-        token = _read_token(token_file) if bridge else ""
-        known = None if bridge else load_config(Path(config) if config else None).caps
-    except (OSError, ValueError) as e:
-        print(f"kitsune mcp: {e}", file=sys.stderr)
-        return 1
-    except KitsuneError as e:
-        print(f"kitsune mcp: {e.message}", file=sys.stderr)
-        return 1
     gateway = Gateway(caps, approval_wait=approval_wait_from_env(), bridge_caps=known)
     embedded = None if bridge else EmbeddedBridge(config=config, nats_url=nats_url)
     try:
         if embedded is not None:
             embedded.launch()
-        anyio.run(_connected, gateway, bridge, token, embedded)
+        anyio.run(_connected, front, gateway, bridge, token, embedded)
     except KeyboardInterrupt:
         pass
     except OSError as e:
@@ -253,11 +243,12 @@ def run(*, bridge: str | None, token_file: str | None, config: str | None, nats_
     return 0
 
 
-async def _connected(gateway: Gateway, url: str | None, token: str, embedded: EmbeddedBridge | None) -> None:
+async def _connected(front: Front, gateway: Gateway, url: str | None, token: str,
+                     embedded: EmbeddedBridge | None) -> None:
     """Serve over a bridge at ``url``, or over the embedded one once it serves."""
     async with httpx.AsyncClient(base_url=url.rstrip("/") if url else "") as http:
         if embedded is None:
-            await _serve(gateway, Bridge(http, token), None, None)
+            await _serve(front, gateway, Bridge(http, token), None, None)
             return
         served = anyio.Event()
         failure: list[BridgeNotStarted] = []
@@ -275,4 +266,4 @@ async def _connected(gateway: Gateway, url: str | None, token: str, embedded: Em
             if failure:
                 raise failure[0]
 
-        await _serve(gateway, Bridge(http, embedded.token, started=started), starting, embedded)
+        await _serve(front, gateway, Bridge(http, embedded.token, started=started), starting, embedded)

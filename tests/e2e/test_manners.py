@@ -113,3 +113,36 @@ async def test_the_first_tool_list_is_answered_while_chromium_is_still_starting(
         events.append("first call answered")
     assert launched.exists()  # the bridge did start Chromium, through the gate
     assert events == ["initialized", "listed", "gate opened", "first call answered"]
+
+
+_HELD_SDK = '''import importlib.abc, pathlib, sys, time
+class _Gate(importlib.abc.MetaPathFinder):
+    """Holds the first import of the MCP SDK's types until the test opens the gate."""
+    def find_spec(self, name, path=None, target=None):
+        if name == "mcp_types":
+            sys.meta_path.remove(self)
+            pathlib.Path({held!r}).touch()
+            while not pathlib.Path({go!r}).exists():
+                time.sleep(0.05)
+        return None
+sys.meta_path.insert(0, _Gate())
+'''
+
+
+async def test_a_tool_list_answered_before_the_sdk_loaded_is_the_sdk_s_and_the_session_carries_on(
+        site: TestSite, tmp_path: Path) -> None:
+    held, go = tmp_path / "held", tmp_path / "go"
+    (tmp_path / "sitecustomize.py").write_text(_HELD_SDK.format(held=str(held), go=str(go)))
+    with anyio.fail_after(120):  # a front that does not answer would leave the client waiting at the gate
+        async with over_stdio(None, caps="core,automation", PYTHONPATH=str(tmp_path)) as session:
+            before = (await session.list_tools()).tools  # answered while the SDK cannot load: the gate is shut
+            while not held.exists():  # the gateway reaches the gate: it had not loaded the SDK, and is held
+                await anyio.sleep(0.05)
+            go.touch()
+            opened = await call(session, "browser_tabs", {"op": "new", "url": site.url("/text")})
+            assert opened["status"] == "ok", opened  # the SDK took over and reached the embedded bridge
+            read = await call(session, "browser_page_text", {})
+            assert read["status"] == "ok", read
+            after = (await session.list_tools()).tools
+    assert {tool.name for tool in before} == CORE | AUTOMATION
+    assert [tool.model_dump() for tool in before] == [tool.model_dump() for tool in after]

@@ -1,0 +1,247 @@
+"""``kitsune mcp``'s first answers, before the MCP SDK has loaded.
+
+Loading the SDK takes about a second (its pydantic models), and a client configured with several
+servers waits for each one's ``initialize`` and first ``tools/list``. So ``kitsune mcp`` starts
+with a :class:`Front` that needs only the standard library and the tool table: a thread reads
+stdin's newline-delimited JSON-RPC and answers ``initialize`` (the version negotiated as the SDK's
+server does) and, once it answered that, ``tools/list``; meanwhile the bridge's groups are
+resolved and the SDK and the gateway load (``mcp_gateway.stdio``). Every other line waits.
+
+The hand-over: the gateway's SDK server reads the front's lines in order, first the ``initialize``
+the front answered (its answer is dropped: the client has it) and whatever followed except the
+``tools/list`` requests answered already; it writes through the front once the front has stopped.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import json
+import os
+import queue
+import sys
+import threading
+import urllib.error
+import urllib.request
+from importlib.metadata import version
+from pathlib import Path
+from typing import Any, BinaryIO
+
+from mcp_gateway._tools import ToolSpec, enabled_tools
+
+__all__ = ["GROUPS", "HANDSHAKE_VERSIONS", "INSTRUCTIONS", "Front", "bridge_caps", "caps_from_env",
+           "initialize_result", "read_token", "run", "tools_result"]
+
+GROUPS = frozenset({"core", "automation"})
+"""Every capability group."""
+
+HANDSHAKE_VERSIONS = ("2024-11-05", "2025-03-26", "2025-06-18", "2025-11-25")
+"""The protocol versions the SDK's server negotiates through ``initialize``, oldest first (its
+``mcp_types.version.HANDSHAKE_PROTOCOL_VERSIONS``, which cannot be read without loading the SDK's
+types; a test holds them equal). A client asking for another gets the newest."""
+
+INSTRUCTIONS = ("Browser tools on real Chromium tabs. A result with call and resume_token can be continued "
+                "with browser_resume; nothing that ran ok is sent again.")
+"""What the server tells clients about its tools (``initialize``'s instructions)."""
+
+_CAPS_TIMEOUT = 10.0
+"""Seconds a bridge gets to answer ``GET /api/caps``."""
+
+
+def caps_from_env(default: frozenset[str]) -> frozenset[str]:
+    """``KITSUNE_CAPS`` (comma-separated groups), or ``default`` when it is not set."""
+    raw = os.environ.get("KITSUNE_CAPS", "").strip()
+    if not raw:
+        return default
+    caps = frozenset(c.strip() for c in raw.split(",") if c.strip())
+    unknown = caps - GROUPS
+    if unknown:
+        raise ValueError(f"unknown capability group(s) in KITSUNE_CAPS: {', '.join(sorted(unknown))}")
+    return caps
+
+
+def read_token(token_file: str | None) -> str:
+    """The agent's token for ``--bridge``: ``--token-file``, ``KITSUNE_TOKEN`` or ``~/.kitsune/token``."""
+    if token_file:
+        return Path(token_file).read_text().strip()
+    if os.environ.get("KITSUNE_TOKEN", "").strip():
+        return os.environ["KITSUNE_TOKEN"].strip()
+    default = Path.home() / ".kitsune" / "token"
+    if default.is_file():
+        return default.read_text().strip()
+    raise ValueError("--bridge needs the agent's token: --token-file FILE or KITSUNE_TOKEN")
+
+
+def bridge_caps(url: str, token: str) -> frozenset[str] | None:
+    """The bridge's groups for the agent (``GET /api/caps``); None when it does not say (the gateway
+    then lists its own groups, as it does when it asks itself)."""
+    request = urllib.request.Request(url.rstrip("/") + "/api/caps", headers={"Authorization": f"Bearer {token}"})
+    try:
+        with urllib.request.urlopen(request, timeout=_CAPS_TIMEOUT) as answer:
+            groups = json.loads(answer.read()).get("caps")
+    except (OSError, ValueError, AttributeError):
+        return None
+    return frozenset(str(g) for g in groups) if isinstance(groups, list) else None
+
+
+def initialize_result(requested: object) -> dict[str, Any]:
+    """The result of ``initialize`` for a client asking for protocol version ``requested``."""
+    return {"protocolVersion": requested if requested in HANDSHAKE_VERSIONS else HANDSHAKE_VERSIONS[-1],
+            "capabilities": {"tools": {"listChanged": False}},
+            "serverInfo": {"name": "kitsune", "title": "Kitsune", "version": version("kitsune")},
+            "instructions": INSTRUCTIONS}
+
+
+def _listed(spec: ToolSpec) -> dict[str, Any]:
+    annotations: dict[str, Any] = {"readOnlyHint": spec.read_only, "openWorldHint": True}
+    if spec.read_only:
+        annotations["destructiveHint"] = False
+    return {"name": spec.name, "description": spec.description, "inputSchema": spec.input_schema,
+            "annotations": annotations}
+
+
+def tools_result(caps: frozenset[str]) -> dict[str, Any]:
+    """The result of ``tools/list`` with the groups ``caps`` enabled."""
+    return {"tools": [_listed(spec) for spec in enabled_tools(caps)]}
+
+
+def _answerable(message: Any, method: str) -> bool:
+    """Whether ``message`` is a well-formed ``method`` request the front may answer (anything doubtful,
+    a malformed ``initialize`` included, is the SDK's to answer or refuse)."""
+    if not (isinstance(message, dict) and message.get("jsonrpc") == "2.0" and message.get("method") == method
+            and isinstance(message.get("id"), int | str) and not isinstance(message.get("id"), bool)):
+        return False
+    params = message.get("params")
+    if method == "tools/list":
+        return params is None or (isinstance(params, dict) and set(params) <= {"cursor", "_meta"}
+                                  and isinstance(params.get("cursor", ""), str)
+                                  and isinstance(params.get("_meta", {}), dict))
+    info = params.get("clientInfo") if isinstance(params, dict) else None
+    return (isinstance(params, dict) and isinstance(params.get("protocolVersion"), str)
+            and isinstance(params.get("capabilities"), dict) and isinstance(info, dict)
+            and isinstance(info.get("name"), str) and isinstance(info.get("version"), str))
+
+
+class Front:
+    """Answers ``initialize`` and ``tools/list`` on a JSON-RPC channel until the SDK takes it over;
+    queues every other line, in order, for the SDK."""
+
+    def __init__(self, reader: BinaryIO, writer: BinaryIO) -> None:
+        self._reader = reader
+        self._writer = writer
+        self._lock = threading.Lock()
+        """Held while the front writes, and to take the channel over."""
+        self._lines: queue.SimpleQueue[bytes | None] = queue.SimpleQueue()
+        """Lines for the SDK (None at the end of input)."""
+        self._caps: frozenset[str] | None = None
+        self._caps_known = threading.Event()
+        self._taken = False
+        self.initialize_id: int | str | None = None
+        """The id of the ``initialize`` the front answered, replayed to the SDK (None until then)."""
+
+    @classmethod
+    def on_stdio(cls) -> Front:
+        """A front on the process's stdin and stdout, which it claims: file descriptors 0 and 1 then
+        point at the null device and standard error, so that nothing else reads or writes the channel."""
+        return cls(os.fdopen(_claimed(0, os.open(os.devnull, os.O_RDONLY)), "rb", closefd=False),
+                   os.fdopen(_claimed(1, os.dup(2)), "wb", closefd=False))
+
+    def start(self) -> None:
+        """Read the channel in a thread, answering what the front can."""
+        threading.Thread(target=self._read, name="kitsune-mcp-in", daemon=True).start()
+
+    def know_caps(self, caps: frozenset[str]) -> None:
+        """The groups ``tools/list`` lists (those of the gateway that the bridge enables)."""
+        self._caps = caps
+        self._caps_known.set()
+
+    def take_over(self) -> None:
+        """The SDK answers from here on: the front writes no more (once a write in progress ended)."""
+        with self._lock:
+            self._taken = True
+
+    def next_line(self) -> bytes | None:
+        """The next line for the SDK, blocking; None at the end of input."""
+        return self._lines.get()
+
+    def write(self, line: bytes) -> None:
+        """Write one message (a line of JSON, newline included) and flush it."""
+        self._writer.write(line)
+        self._writer.flush()
+
+    def _read(self) -> None:
+        try:
+            for line in self._reader:
+                if not self._answered(line):
+                    self._lines.put(line)
+        finally:
+            self._lines.put(None)
+
+    def _answered(self, line: bytes) -> bool:
+        """Answer ``line`` if the front may; whether it did (an ``initialize`` is also queued, to replay)."""
+        if self._taken:
+            return False
+        try:
+            message = json.loads(line)
+        except ValueError:
+            return False
+        if self.initialize_id is None and _answerable(message, "initialize"):
+            self._lines.put(line)
+            return self._answer(message, initialize_result(message["params"]["protocolVersion"]), initialize=True)
+        if self.initialize_id is not None and _answerable(message, "tools/list"):
+            self._caps_known.wait()
+            assert self._caps is not None
+            return self._answer(message, tools_result(self._caps))
+        return False
+
+    def _answer(self, request: dict[str, Any], result: dict[str, Any], *, initialize: bool = False) -> bool:
+        with self._lock:
+            if self._taken:
+                return initialize  # the SDK answers (an initialize is queued already: it answers there)
+            self.write(json.dumps({"jsonrpc": "2.0", "id": request["id"], "result": result}).encode() + b"\n")
+            if initialize:
+                self.initialize_id = request["id"]
+            return True
+
+
+def _claimed(fd: int, diversion: int) -> int:
+    """A private duplicate of ``fd``, which then points at ``diversion`` (closed here)."""
+    private = fcntl.fcntl(fd, fcntl.F_DUPFD_CLOEXEC, 3)
+    os.dup2(diversion, fd)
+    os.close(diversion)
+    return private
+
+
+def run(*, bridge: str | None, token_file: str | None, config: str | None, nats_url: str | None) -> int:
+    """``kitsune mcp``: the front first, then the bridge's groups, then the gateway; the exit status."""
+    try:
+        caps = caps_from_env(GROUPS)
+        token = read_token(token_file) if bridge else ""
+    except (OSError, ValueError) as e:
+        print(f"kitsune mcp: {e}", file=sys.stderr)
+        return 1
+    front = Front.on_stdio()
+    front.start()
+    if bridge:
+        listed = bridge_caps(bridge, token)
+        front.know_caps(caps if listed is None else caps & listed)
+        known = None  # the gateway asks the bridge too, as on every connection
+    else:
+        known = _configured_caps(config)
+        if known is None:
+            return 1
+        front.know_caps(caps & known)
+    from mcp_gateway.stdio import serve  # noqa: PLC0415 (the SDK: loaded while the front answers)
+    return serve(front, caps=caps, known=known, bridge=bridge, token=token, config=config, nats_url=nats_url)
+
+
+def _configured_caps(config: str | None) -> frozenset[str] | None:
+    """The embedded bridge's groups from its configuration; None (said on standard error) when it is invalid."""
+    from bridge.config import load_config  # noqa: PLC0415 (after the front started: it takes 0.4 s)
+    from messages.errors import KitsuneError  # noqa: PLC0415 (with it)
+    try:
+        return load_config(Path(config) if config else None).caps
+    except (OSError, ValueError) as e:
+        print(f"kitsune mcp: {e}", file=sys.stderr)
+    except KitsuneError as e:
+        print(f"kitsune mcp: {e.message}", file=sys.stderr)
+    return None
