@@ -22,6 +22,7 @@ figure is the ratio of the medians, Kitsune over the other, measured in this one
 from __future__ import annotations
 
 import argparse
+import os
 import shutil
 import statistics
 import subprocess
@@ -92,7 +93,8 @@ async def rounds(count: int, playwright: Path | None) -> None:
             times[side].append(listed)
             print(f"round {n + 1} {side}: initialize {initialized:.3f} s, tools/list {listed:.3f} s", flush=True)
     medians = {side: statistics.median(times[side]) for side in sides}
-    print(f"\nfirst tools/list, median of {count}: " + ", ".join(f"{side} {medians[side]:.3f} s" for side in sides))
+    print("\nload average (1, 5, 15 min): " + ", ".join(f"{load:.2f}" for load in os.getloadavg()))
+    print(f"first tools/list, median of {count}: " + ", ".join(f"{side} {medians[side]:.3f} s" for side in sides))
     print(f"ratio kitsune / {name}: {medians['kitsune'] / medians[name]:.2f}"
           + (f"; kitsune / {floor}: {medians['kitsune'] / medians[floor]:.2f}" if name != floor else ""))
 
