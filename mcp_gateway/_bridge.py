@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Awaitable, Callable
+from contextlib import suppress
 from typing import Any
 
 import httpx
@@ -22,10 +23,6 @@ NDJSON = "application/x-ndjson"
 
 Progress = Callable[[dict[str, Any]], Awaitable[None]]
 """Told each progress line of a streamed call."""
-
-
-class BridgeNotStarted(Exception):
-    """The bridge the gateway runs (embedded) did not start; its message says why."""
 
 
 def _failure(message: str, code: str, *, sent: bool) -> dict[str, Any]:
@@ -77,9 +74,13 @@ class Bridge:
             async with self._http.stream("POST", path, json=body, headers=headers, timeout=timeout) as response:
                 if not response.headers.get("content-type", "").startswith(NDJSON):  # refused before it ran
                     return _answer(response.status_code, await response.aread(), sent=True)
-                async for line in response.aiter_lines():
+                lines = response.aiter_lines()
+                async for line in lines:
                     record = json.loads(line) if line.strip() else {}
                     if isinstance(record.get("result"), dict):
+                        with suppress(httpx.HTTPError):  # read to the end, so the connection serves the next call
+                            async for _ in lines:
+                                pass
                         return dict(record["result"])
                     if isinstance(record.get("progress"), dict):
                         await on_progress(record["progress"])

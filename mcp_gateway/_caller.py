@@ -41,6 +41,11 @@ class Caller:
         capabilities = self.ctx.session.client_capabilities
         return capabilities is not None and capabilities.elicitation is not None and self.ctx.session.can_send_request
 
+    @property
+    def wants_progress(self) -> bool:
+        """Whether the request carried a progressToken: without one, no notification reaches the client."""
+        return self.ctx is not None and self.ctx.meta is not None and self.ctx.meta.get("progress_token") is not None
+
     async def notify(self, done: float, total: float | None, message: str) -> None:
         """One progress notification (a call that sent no progressToken gets nothing)."""
         if self.ctx is not None:

@@ -142,6 +142,8 @@ class ScriptedBridge(Bridge):
     def __init__(self, routes: dict[str, Any]) -> None:  # no super().__init__(): it has no HTTP client
         self.routes = routes
         self.requests: list[tuple[str, str, Any]] = []
+        self.streamed: list[str] = []
+        """The paths asked for their progress lines (``stream``)."""
 
     async def get(self, path: str, *, timeout: float, params: dict[str, Any] | None = None) -> dict[str, Any]:
         return self._answer("GET", path, params)
@@ -150,6 +152,7 @@ class ScriptedBridge(Bridge):
         return self._answer("POST", path, body)
 
     async def stream(self, path: str, body: dict[str, Any], *, timeout: float, on_progress: Any) -> dict[str, Any]:
+        self.streamed.append(path)
         return self._answer("POST", path, body)
 
     def _answer(self, method: str, path: str, body: Any) -> dict[str, Any]:
@@ -214,6 +217,25 @@ async def test_reads_and_container_results_never_get_a_direct_checkpoint() -> No
     assert "resume_token" not in read
     batch = await gateway.call(caller, "browser_batch", {"commands": [{"action": "title"}]})
     assert batch == container and len(gateway.checkpoints) == 0
+
+
+class ProgressCaller(Caller):
+    """A caller whose request carried a progressToken."""
+
+    @property
+    def wants_progress(self) -> bool:
+        return True
+
+
+async def test_a_container_call_streams_its_steps_only_when_progress_was_asked_for() -> None:
+    answer = {"results": [], "progress": [], "status": "ok", "summary": "ok"}
+    bridge = ScriptedBridge({"POST /api/batch": [answer, answer]})
+    gateway = Gateway(frozenset({"core", "automation"}))
+    body = {"commands": [{"action": "title"}]}
+    assert await gateway.call(Caller("a", bridge), "browser_batch", body) == answer
+    assert bridge.streamed == []
+    assert await gateway.call(ProgressCaller("a", bridge), "browser_batch", body) == answer
+    assert bridge.streamed == ["/api/batch"]
 
 
 async def test_an_unknown_outcome_is_never_a_page_stop() -> None:
