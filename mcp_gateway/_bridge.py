@@ -16,6 +16,8 @@ from typing import Any
 
 import httpx
 
+from mcp_gateway._embedded import BridgeNotStarted
+
 __all__ = ["NDJSON", "Bridge", "BridgeNotStarted"]
 
 NDJSON = "application/x-ndjson"

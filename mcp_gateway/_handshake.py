@@ -18,6 +18,7 @@ import fcntl
 import json
 import os
 import queue
+import signal
 import sys
 import threading
 import urllib.error
@@ -26,6 +27,7 @@ from importlib.metadata import version
 from pathlib import Path
 from typing import Any, BinaryIO
 
+from mcp_gateway._embedded import EmbeddedBridge
 from mcp_gateway._tools import ToolSpec, enabled_tools
 
 __all__ = ["GROUPS", "HANDSHAKE_VERSIONS", "INSTRUCTIONS", "Front", "bridge_caps", "caps_from_env",
@@ -221,17 +223,25 @@ def run(*, bridge: str | None, token_file: str | None, config: str | None, nats_
         return 1
     front = Front.on_stdio()
     front.start()
-    if bridge:
-        listed = bridge_caps(bridge, token)
-        front.know_caps(caps if listed is None else caps & listed)
-        known = None  # the gateway asks the bridge too, as on every connection
-    else:
-        known = _configured_caps(config)
-        if known is None:
-            return 1
-        front.know_caps(caps & known)
-    from mcp_gateway.stdio import serve  # noqa: PLC0415 (the SDK: loaded while the front answers)
-    return serve(front, caps=caps, known=known, bridge=bridge, token=token, config=config, nats_url=nats_url)
+    embedded = None if bridge else EmbeddedBridge(config=config, nats_url=nats_url)
+    try:
+        if embedded is not None:
+            embedded.launch()  # NATS and Chromium start while the front answers and the SDK loads
+        if bridge:
+            listed = bridge_caps(bridge, token)
+            front.know_caps(caps if listed is None else caps & listed)
+            known = None  # the gateway asks the bridge too, as on every connection
+        else:
+            known = _configured_caps(config)
+            if known is None:
+                return 1
+            front.know_caps(caps & known)
+        from mcp_gateway.stdio import serve  # noqa: PLC0415 (the SDK: loaded while the front answers)
+        return serve(front, caps=caps, known=known, bridge=bridge, token=token, embedded=embedded)
+    finally:
+        if embedded is not None:
+            signal.signal(signal.SIGTERM, signal.SIG_IGN)  # stopping the bridge is not to be cut short
+            embedded.stop()
 
 
 def _configured_caps(config: str | None) -> frozenset[str] | None:

@@ -8,9 +8,7 @@ from typing import Any
 
 import mcp_types as types
 
-from mcp_gateway._tools import ToolSpec
-
-__all__ = ["error", "to_call_tool_result", "tool_of"]
+__all__ = ["error", "to_call_tool_result"]
 
 
 def error(code: str, message: str, **state: Any) -> dict[str, Any]:
@@ -19,14 +17,6 @@ def error(code: str, message: str, **state: Any) -> dict[str, Any]:
     if state:
         body["state"] = state
     return body
-
-
-def tool_of(spec: ToolSpec) -> types.Tool:
-    """A tool as ``tools/list`` lists it."""
-    return types.Tool(name=spec.name, description=spec.description, input_schema=spec.input_schema,
-                      annotations=types.ToolAnnotations(read_only_hint=spec.read_only,
-                                                        destructive_hint=False if spec.read_only else None,
-                                                        open_world_hint=True))
 
 
 def _headline(result: Mapping[str, Any]) -> str:

@@ -36,10 +36,11 @@ from mcp_gateway._ask import ask_user
 from mcp_gateway._caller import Caller
 from mcp_gateway._containers import run_container
 from mcp_gateway._direct import DirectCalls
-from mcp_gateway._results import error, to_call_tool_result, tool_of
+from mcp_gateway._handshake import INSTRUCTIONS, tools_result
+from mcp_gateway._results import error, to_call_tool_result
 from mcp_gateway._resume import resume
 from mcp_gateway._tabs import tabs
-from mcp_gateway._tools import TOOLS, enabled_tools
+from mcp_gateway._tools import TOOLS
 from messages.contract import APPROVAL_PROMPT_MAX, CALL_TIMEOUT
 
 __all__ = ["Gateway", "Identify", "approval_wait_from_env"]
@@ -92,7 +93,7 @@ class Gateway:
         async def list_tools(ctx: ServerRequestContext[Any, Any],
                              params: types.PaginatedRequestParams | None) -> types.ListToolsResult:
             caps = await self.enabled_caps(identify(ctx))
-            return types.ListToolsResult(tools=[tool_of(spec) for spec in enabled_tools(caps)])
+            return types.ListToolsResult.model_validate(tools_result(caps))  # as the handshake lists them
 
         async def call_tool(ctx: ServerRequestContext[Any, Any],
                             params: types.CallToolRequestParams) -> types.CallToolResult:
@@ -105,9 +106,7 @@ class Gateway:
                 result = error("internal", f"The gateway failed ({type(e).__name__})")
             return to_call_tool_result(result)
 
-        return Server(name, version=version("kitsune"), title="Kitsune",
-                      instructions="Browser tools on real Chromium tabs. A result with call and resume_token "
-                                   "can be continued with browser_resume; nothing that ran ok is sent again.",
+        return Server(name, version=version("kitsune"), title="Kitsune", instructions=INSTRUCTIONS,
                       on_list_tools=list_tools, on_call_tool=call_tool)
 
     async def enabled_caps(self, caller: Caller) -> frozenset[str]:
