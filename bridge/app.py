@@ -142,13 +142,16 @@ class Api:
         return agent
 
     async def checked(self, spec: CallSpec, agent: str) -> CallSpec:
-        """The call with its default tab filled in, after every tab it names was found open."""
-        open_tabs = await self.node.open_tab_ids()
+        """The call with its default tab filled in, after every tab it names was found open (a call
+        that names no tab, of an agent with no current tab, has nothing to look up)."""
         default = spec.default_tab if spec.default_tab is not None else self.current.get(agent)
+        named = [tab for i, command in enumerate(spec.commands) for tab in _literal_tabs(command, ROOT.child(i))]
+        if default is None and not named:
+            return spec
+        open_tabs = await self.node.open_tab_ids()
         if spec.default_tab is not None and spec.default_tab not in open_tabs:
             raise KitsuneError("unknown_tab", f"No open tab {spec.default_tab}",
                                state={"path": "", "tabId": spec.default_tab})
-        named = (tab for i, command in enumerate(spec.commands) for tab in _literal_tabs(command, ROOT.child(i)))
         for path, tab in named:
             if tab not in open_tabs:
                 raise KitsuneError("unknown_tab", f"command {path}: no open tab {tab}",
