@@ -125,13 +125,8 @@ class TabRegistry:
             return self._target_ids[tab]
         if self.context is None:
             return None
-        try:
-            session = await self.context.new_cdp_session(page)
-            try:
-                info = await session.send("Target.getTargetInfo")
-            finally:
-                with contextlib.suppress(PlaywrightError):
-                    await session.detach()
+        try:  # the session stays attached (no domain enabled): it ends with its page, and a detach costs a round trip
+            info = await (await self.context.new_cdp_session(page)).send("Target.getTargetInfo")
         except PlaywrightError:
             return None
         target = str(info["targetInfo"]["targetId"])
