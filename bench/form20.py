@@ -10,6 +10,8 @@ The ways, run in turn each round (the order alternates) so that the machine's no
 - ``http``: one ``POST /api/batch`` to a ``kitsune serve`` (embedded NATS, its own Chromium).
 - ``mcp``: one ``browser_batch`` tool call through ``kitsune mcp --bridge`` to the same node,
   over stdio with the ``mcp`` SDK's own client: what an MCP client does.
+- ``mcp+p``: the same call from a client that asks for progress (a progressToken): a
+  notification per finished step, which the gateway hears from the bridge as the call runs.
 
 Each figure is the median wall time of the task; the ratio is the median of the paired ratios
 (way / raw of the same round). Goal: ``mcp`` within 1.10x raw.
@@ -176,13 +178,24 @@ async def run(rounds: int) -> dict[str, list[float]]:
                 assert answer.get("status") == "ok", answer
                 return thanks_of(answer["results"])
 
-            async def over_mcp(round_: int) -> str:
-                result = await session.call_tool("browser_batch", batch(site.url, round_))
+            async def over_mcp(round_: int, *, progress: bool = False) -> str:
+                told: list[float] = []
+
+                async def on_progress(done: float, total: float | None, message: str | None) -> None:
+                    told.append(done)
+
+                result = await session.call_tool("browser_batch", batch(site.url, round_),
+                                                 progress_callback=on_progress if progress else None)
                 answer = result.structured_content
                 assert isinstance(answer, dict) and answer.get("status") == "ok", result
+                assert len(told) >= len(answer["results"]) if progress else not told, told  # a step each (and ticks)
                 return thanks_of(answer["results"])
 
-            ways: dict[str, Callable[[int], Awaitable[str]]] = {"raw": raw, "http": over_http, "mcp": over_mcp}
+            async def over_mcp_with_progress(round_: int) -> str:
+                return await over_mcp(round_, progress=True)
+
+            ways: dict[str, Callable[[int], Awaitable[str]]] = {"raw": raw, "http": over_http, "mcp": over_mcp,
+                                                                "mcp+p": over_mcp_with_progress}
             times: dict[str, list[float]] = {way: [] for way in ways}
             for r in range(WARMUP + rounds):
                 order = list(ways) if r % 2 == 0 else list(reversed(ways))
@@ -206,10 +219,10 @@ def report(times: dict[str, list[float]], load_before: tuple[float, ...]) -> Non
     med = statistics.median
     print(f"20-field form task: {len(times['raw'])} interleaved rounds after {WARMUP} warm-up, "
           f"{os.cpu_count()} CPUs; load average before {load_before[0]:.2f}, after {load_after[0]:.2f}")
-    print("  way  | median s | x raw (median of paired ratios)")
+    print("  way   | median s | x raw (median of paired ratios)")
     for way, series in times.items():
         paired = [t / r for t, r in zip(series, times["raw"], strict=True)]
-        print(f"  {way:4s} | {med(series):8.3f} | {med(paired):.3f}")
+        print(f"  {way:5s} | {med(series):8.3f} | {med(paired):.3f}")
     ratio = med([t / r for t, r in zip(times["mcp"], times["raw"], strict=True)])
     print(f"browser_batch through kitsune mcp: {ratio:.3f}x raw Playwright "
           f"(goal <= {GOAL}: {'met' if ratio <= GOAL else 'NOT met'})")

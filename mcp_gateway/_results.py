@@ -2,11 +2,11 @@
 
 from __future__ import annotations
 
-import json
 from collections.abc import Mapping
 from typing import Any
 
 import mcp_types as types
+import orjson
 
 __all__ = ["error", "to_call_tool_result"]
 
@@ -38,6 +38,6 @@ def to_call_tool_result(result: dict[str, Any]) -> types.CallToolResult:
     lines = [_headline(structured)]
     if isinstance(structured.get("hint"), str):
         lines.append(str(structured["hint"]))
-    lines.append(json.dumps(structured, ensure_ascii=False, indent=1, default=str))
+    lines.append(orjson.dumps(structured, option=orjson.OPT_INDENT_2, default=str).decode())
     content.append(types.TextContent(text="\n".join(lines)))
     return types.CallToolResult(content=content, structured_content=structured, is_error="error" in structured)
