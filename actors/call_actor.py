@@ -19,7 +19,7 @@ from actors.log_context import AGENT, CALL, STEP
 from actors.loop import Answering, IoLoop
 from actors.pipeline import OrderedWriter
 from actors.tab_actor import not_sent
-from core.calls import Calls
+from core.calls import Calls, Listener
 from core.checkpoints import WorkflowSource
 from messages.codec import decode_outcome, encode
 from messages.commands import CallSpec, Command, GetTabs, NewTab, is_write
@@ -41,6 +41,8 @@ class RunCall:
     spec: CallSpec
     workflow: WorkflowSource | None = None
     agent: str | None = None
+    listener: Listener | None = None
+    """Hears this call's events as they happen (a streaming request's progress)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -51,6 +53,8 @@ class ResumeCall:
     resume_token: Any
     observed: Any = None
     agent: str | None = None
+    listener: Listener | None = None
+    """Hears this resume's events as they happen (a streaming request's progress)."""
 
 
 class CallActor(Answering):
@@ -63,11 +67,12 @@ class CallActor(Answering):
     def handle(self, message: Any) -> Any:
         AGENT.set(getattr(message, "agent", None))  # this call's log lines name its agent (and call: EventSink)
         if isinstance(message, RunCall):
-            response = self._calls.run(message.spec, message.workflow, message.agent)
+            response = self._calls.run(message.spec, message.workflow, message.agent, message.listener)
             log.info("%s call ended %s", message.spec.kind, response.body.get("status"))
             return response
         if isinstance(message, ResumeCall):
-            response = self._calls.resume(message.call, message.resume_token, message.observed, message.agent)
+            response = self._calls.resume(message.call, message.resume_token, message.observed, message.agent,
+                                          message.listener)
             log.info("resume ended %s", response.body.get("status"))
             return response
         raise TypeError(f"a call actor takes RunCall or ResumeCall, not {type(message).__name__}")

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Awaitable, Callable, Iterator, Sequence
+from dataclasses import replace
 from typing import Any
 
 import orjson
@@ -199,7 +200,7 @@ class Api:
         if NDJSON not in request.headers.get("accept", ""):
             response = await self.node.run_async(message)
             return _json(response.body, response.http_status)
-        return StreamingResponse(progress_lines(lambda heard: self.node.run_async(message, heard)),
+        return StreamingResponse(progress_lines(lambda heard: self.node.run_async(replace(message, listener=heard))),
                                  media_type=NDJSON)
 
     # tabs

@@ -1,10 +1,8 @@
 """A container call's progress as it runs: a JSON line per finished step (``Accept: application/x-ndjson``).
 
 The bridge answers a call at its end; the MCP gateway wants to tell its client each finished step
-(progress notifications). The node's event listeners hear every call; a watch picks out one: the
-call that its own call actor starts (the first ``CallStarted`` or ``CallResumed`` on that actor's
-thread), then every event of that call, from any thread (a parallel's sequences run on actors of
-their own).
+(progress notifications). The call's message carries a listener (``RunCall.listener``) that hears
+that call's events alone, from any thread (a parallel's sequences run on actors of their own).
 """
 
 from __future__ import annotations
@@ -15,10 +13,8 @@ from collections.abc import AsyncIterator, Awaitable, Callable, Iterable
 from typing import Any
 
 import orjson
-import pykka
 
-from actors.call_actor import CallActor
-from core.calls import CallResponse, Calls
+from core.calls import CallResponse
 from messages.errors import KitsuneError
 from messages.events import (
     CallStarted,
@@ -32,65 +28,12 @@ from messages.events import (
     StepSucceeded,
 )
 
-__all__ = ["NDJSON", "CallWatch", "CallWatches", "progress_lines"]
+__all__ = ["NDJSON", "progress_lines"]
 
 NDJSON = "application/x-ndjson"
 _FINISHED: dict[type[Event], str] = {StepSucceeded: "ok", StepKept: "ok", StepFailed: "failed",
                                      StepOutcomeUnknown: "unknown", StepHeld: "held", StepSkipped: "skipped"}
 """The events that finish a step, and the step's status."""
-
-
-class CallWatch:
-    """The events of the call one call actor runs, handed to ``on_event`` on the emitting thread."""
-
-    def __init__(self, on_event: Callable[[Event], None]) -> None:
-        self._on_event = on_event
-        self.thread: int | None = None
-        """The call actor's thread, set as it starts (before it takes its message)."""
-        self.call: int | None = None
-
-    def __call__(self, event: Event) -> None:
-        if self.call is None:
-            if not isinstance(event, CallStarted) or threading.get_ident() != self.thread:
-                return
-            self.call = event.call
-        if event.call == self.call:
-            self._on_event(event)
-
-
-class _WatchedCallActor(CallActor):
-    """A call actor that tells its watch which thread it runs on."""
-
-    def __init__(self, calls: Calls, watch: CallWatch) -> None:
-        super().__init__(calls)
-        self._watch = watch
-
-    def on_start(self) -> None:
-        self._watch.thread = threading.get_ident()
-
-
-class CallWatches:
-    """The open watches, as one of the node's event listeners (replaced, never changed in place,
-    so that a thread telling them an event never sees the tuple change under it)."""
-
-    def __init__(self) -> None:
-        self._watches: tuple[CallWatch, ...] = ()
-        self._lock = threading.Lock()
-
-    def __call__(self, event: Event) -> None:
-        for watch in self._watches:
-            watch(event)
-
-    def start(self, calls: Calls, on_event: Callable[[Event], None]) -> tuple[pykka.ActorRef[Any], CallWatch]:
-        """A call actor whose call's events go to ``on_event``, and its watch (for :meth:`end`)."""
-        watch = CallWatch(on_event)
-        with self._lock:
-            self._watches = (*self._watches, watch)
-        return _WatchedCallActor.start(calls, watch), watch
-
-    def end(self, watch: CallWatch) -> None:
-        with self._lock:
-            self._watches = tuple(w for w in self._watches if w is not watch)
 
 
 def _outline_size(steps: Iterable[OutlineStep]) -> int:

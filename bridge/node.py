@@ -33,7 +33,6 @@ from actors.nats_connection import NatsAuth
 from actors.sequence_actor import ActorSequences, BarrierActor
 from actors.tab_actor import Interrupt, ServedRequests, TabActor, Ticket, not_sent
 from actors.threads import SystemClock
-from bridge.call_progress import CallWatches
 from bridge.metrics import NodeMetrics
 from bridge.nats_server import EmbeddedNats
 from bridge.policy import ConfirmTokens, Policy, PolicyDriver, TabOwners
@@ -139,8 +138,6 @@ class Node:
         self.workflows = workflows
         self.event_listeners: list[Callable[[Event], None]] = []
         """Called with every step-log event as it happens, on the emitting thread."""
-        self.call_watches = CallWatches()
-        self.event_listeners.append(self.call_watches)
         self.metrics = NodeMetrics(self)
         """The node's Prometheus metrics, in a registry of its own (``GET /metrics``)."""
         self.event_listeners.append(self.metrics.on_event)
@@ -298,20 +295,15 @@ class Node:
         assert isinstance(response, CallResponse)
         return response
 
-    async def run_async(self, message: RunCall | ResumeCall,
-                        on_event: Callable[[Event], None] | None = None) -> CallResponse:
-        """Run a call or resume from the loop, without blocking it; ``on_event`` hears its events as
-        they happen, on the emitting thread (a streaming request's progress)."""
+    async def run_async(self, message: RunCall | ResumeCall) -> CallResponse:
+        """Run a call or resume from the loop, without blocking it."""
         assert self.calls is not None
-        actor, watch = (CallActor.start(self.calls), None) if on_event is None else \
-            self.call_watches.start(self.calls, on_event)
+        actor = CallActor.start(self.calls)
         try:
             response: CallResponse = await ask_from_loop(actor, message)
             return response
         finally:
             actor.stop(block=False)
-            if watch is not None:
-                self.call_watches.end(watch)
 
     async def act(self, agent: str, command: Command, tab: int | None,
                   confirm_token: str | None = None) -> tuple[Outcome, int]:

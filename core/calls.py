@@ -17,13 +17,17 @@ from core.resume import plan_resume
 from messages.commands import CallSpec
 from messages.contract import RESUME_DEADLINE
 from messages.errors import KitsuneError
+from messages.events import Event
 from messages.paths import StepPath
 from messages.results import Failure, Result
 from messages.steplog import StepRecord
 
 V = TypeVar("V")
 
-__all__ = ["CallAudit", "CallResponse", "Calls", "SequentialIds"]
+__all__ = ["CallAudit", "CallResponse", "Calls", "Listener", "SequentialIds"]
+
+Listener = Callable[[Event], None]
+"""Hears one call's events as they happen, on the emitting thread."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -77,10 +81,12 @@ class Calls:
         self._config = config
         self._workflow_sha256 = workflow_sha256
 
-    def run(self, spec: CallSpec, workflow: WorkflowSource | None = None, agent: str | None = None) -> CallResponse:
-        """Run a new call; keep a checkpoint when it did not finish ok."""
+    def run(self, spec: CallSpec, workflow: WorkflowSource | None = None, agent: str | None = None,
+            listener: Listener | None = None) -> CallResponse:
+        """Run a new call; keep a checkpoint when it did not finish ok. ``listener`` hears its events
+        as they happen (a streaming request's progress)."""
         call = self._audit.call(spec, agent)
-        report = run_call(call, spec, self._ports(agent), self._sink, config=self._config)
+        report = run_call(call, spec, self._ports(agent), self._sink_for(listener), config=self._config)
         body = self._body(report, spec, workflow)
         if report.log.ended == "internal_error":
             return CallResponse({**_internal("internal_error", "The call stopped on an internal error"), **body}, 500)
@@ -90,10 +96,11 @@ class Calls:
             body |= {"call": call, "resume_token": self._store.keep(checkpoint)}
         return CallResponse(body)
 
-    def resume(self, call: Any, token: Any, observed: Any = None, agent: str | None = None) -> CallResponse:
+    def resume(self, call: Any, token: Any, observed: Any = None, agent: str | None = None,
+               listener: Listener | None = None) -> CallResponse:
         """Continue a checkpointed call (spec: browser_resume); raise its errors before sending anything."""
         try:
-            response = self._resume(call, token, observed, agent)
+            response = self._resume(call, token, observed, agent, listener)
         except KitsuneError as e:
             self._on_resume("refused", e.code)
             raise
@@ -107,7 +114,20 @@ class Calls:
             self._on_resume(str(response.body.get("status")), code if isinstance(code, str) else None)
         return response
 
-    def _resume(self, call: Any, token: Any, observed: Any, agent: str | None) -> CallResponse:
+    def _sink_for(self, listener: Listener | None) -> EventSinkPort:
+        """The node's sink, or one that first tells ``listener`` each event of this call."""
+        if listener is None:
+            return self._sink
+        sink = self._sink
+
+        def heard(event: Event) -> Callable[[], None] | None:
+            listener(event)
+            return sink(event)
+
+        return heard
+
+    def _resume(self, call: Any, token: Any, observed: Any, agent: str | None,
+                listener: Listener | None) -> CallResponse:
         if isinstance(call, bool) or not isinstance(call, int):
             raise KitsuneError("invalid_parameter", "call must be an integer", state={"param": "call"})
         if not isinstance(token, str):
@@ -125,8 +145,8 @@ class Calls:
         prior = Prior(checkpoint.records, checkpoint.results, plan, checkpoint.claims, checkpoint.attempts + 1)
         try:
             self._audit.resume(call, agent)
-            report = run_call(call, checkpoint.spec, self._ports(agent), self._sink, config=self._config, prior=prior,
-                              timeout=RESUME_DEADLINE)
+            report = run_call(call, checkpoint.spec, self._ports(agent), self._sink_for(listener), config=self._config,
+                              prior=prior, timeout=RESUME_DEADLINE)
         except BaseException:
             self._store.drop(call, "internal_error")
             raise

@@ -20,6 +20,7 @@ from messages.errors import KitsuneError
 from messages.events import (
     BlockWriteSucceeded,
     CallEnded,
+    CallResumed,
     CallStarted,
     Event,
     StepDispatched,
@@ -987,3 +988,17 @@ def test_a_write_waits_for_its_audit_entry_and_a_read_never_does() -> None:
 
     assert body["status"] == "ok"
     assert audit.waited == ["1"]
+
+
+def test_a_call_s_listener_hears_its_events_alone_and_in_order_and_its_resume_s_too(world: World) -> None:
+    run(world, [click("#other")])  # another call's events: never told to the listener below
+    world.driver.on("#b", "fail")
+    heard: list[Event] = []
+    spec = parse_call("batch", [click("#a"), click("#b")], default_tab=DEFAULT_TAB)
+    body = world.calls.run(spec, listener=heard.append).body
+    assert heard == world.events_of(body["call"]) and isinstance(heard[0], CallStarted)
+
+    world.driver.on("#b", "ok")
+    resumed: list[Event] = []
+    assert world.calls.resume(body["call"], body["resume_token"], listener=resumed.append).body["status"] == "ok"
+    assert resumed == world.events_of(body["call"])[len(heard):] and isinstance(resumed[0], CallResumed)
