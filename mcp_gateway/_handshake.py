@@ -227,17 +227,18 @@ def run(*, bridge: str | None, token_file: str | None, config: str | None, nats_
     try:
         if embedded is not None:
             embedded.launch()  # NATS and Chromium start while the front answers and the SDK loads
+        listed = None
         if bridge:
             listed = bridge_caps(bridge, token)
             front.know_caps(caps if listed is None else caps & listed)
-            known = None  # the gateway asks the bridge too, as on every connection
+            known = None  # the gateway asks the bridge again once what it heard here is 30 s old
         else:
             known = _configured_caps(config)
             if known is None:
                 return 1
             front.know_caps(caps & known)
         from mcp_gateway.stdio import serve  # noqa: PLC0415 (the SDK: loaded while the front answers)
-        return serve(front, caps=caps, known=known, bridge=bridge, token=token, embedded=embedded)
+        return serve(front, caps=caps, known=known, bridge=bridge, token=token, embedded=embedded, listed=listed)
     finally:
         if embedded is not None:
             signal.signal(signal.SIGTERM, signal.SIG_IGN)  # stopping the bridge is not to be cut short

@@ -109,6 +109,10 @@ class Gateway:
         return Server(name, version=version("kitsune"), title="Kitsune", instructions=INSTRUCTIONS,
                       on_list_tools=list_tools, on_call_tool=call_tool)
 
+    def heard_bridge_caps(self, agent: str, groups: frozenset[str]) -> None:
+        """Keep the bridge's groups for ``agent`` as if asked now (the handshake asked already)."""
+        self._bridge_caps[agent] = (self._clock() + CAPS_TTL, groups)
+
     async def enabled_caps(self, caller: Caller) -> frozenset[str]:
         """This gateway's groups that the bridge enables too (its GET /api/caps for the caller's agent,
         kept 30 s), unless the bridge's groups are known beforehand."""

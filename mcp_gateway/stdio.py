@@ -39,11 +39,14 @@ from mcp_gateway.server import Gateway, approval_wait_from_env
 
 __all__ = ["serve"]
 
+STDIO_AGENT = "stdio"
+"""Whom the gateway's requests over stdio run as, in its own bookkeeping (the bridge knows the token's agent)."""
+
 async def _serve(front: Front, gateway: Gateway, bridge: Bridge,
                  starting: Callable[[], Coroutine[Any, Any, None]] | None, embedded: EmbeddedBridge | None) -> None:
     """Serve the client (taking the channel over from the front) until its stdin ends or SIGTERM/SIGHUP:
     either way the calls still running are cancelled at once (nobody is left to read their answers)."""
-    server = gateway.server(lambda ctx: Caller("stdio", bridge, ctx))
+    server = gateway.server(lambda ctx: Caller(STDIO_AGENT, bridge, ctx))
     signalled = False
     front.take_over()
     async with anyio.create_task_group() as group:
@@ -104,7 +107,7 @@ def _leave(embedded: EmbeddedBridge | None) -> NoReturn:
 
 
 def serve(front: Front, *, caps: frozenset[str], known: frozenset[str] | None, bridge: str | None, token: str,
-          embedded: EmbeddedBridge | None) -> int:
+          embedded: EmbeddedBridge | None, listed: frozenset[str] | None = None) -> int:
     """Serve MCP over stdio, taking it over from ``front``, until the client closes it (or SIGTERM); the
     exit status.
 
@@ -113,6 +116,8 @@ def serve(front: Front, *, caps: frozenset[str], known: frozenset[str] | None, b
     the first request to it waits until it serves.
     """
     gateway = Gateway(caps, approval_wait=approval_wait_from_env(), bridge_caps=known)
+    if listed is not None:  # the running bridge's groups, as the front asked them
+        gateway.heard_bridge_caps(STDIO_AGENT, listed)
     try:
         anyio.run(_connected, front, gateway, bridge, token, embedded)
     except KeyboardInterrupt:
