@@ -1,9 +1,9 @@
 """The bridge's HTTP API (Starlette): container calls, resume, tabs, direct actions, schema, health.
 
 Every route but ``/healthz`` needs ``Authorization: Bearer <token>``; the token names the agent.
-Routes belong to capability groups (``KITSUNE_CAPS``): a route outside the enabled groups answers
-404 ``capability_disabled``. Bad input answers 400 (413 for a body over the limit) with a code
-and the path of what was wrong, and nothing is sent to any page.
+Routes belong to capability groups (``KITSUNE_CAPS``, or the agent's own ``caps``): a route outside
+the calling agent's groups answers 404 ``capability_disabled``. Bad input answers 400 (413 for a
+body over the limit) with a code and the path of what was wrong, and nothing is sent to any page.
 """
 
 from __future__ import annotations
@@ -77,9 +77,10 @@ def _error(error: KitsuneError) -> Response:
 class _Gate(BaseHTTPMiddleware):
     """Authentication (bearer token → agent), capability groups, and errors as JSON."""
 
-    def __init__(self, app: Any, config: BridgeConfig) -> None:
+    def __init__(self, app: Any, config: BridgeConfig, node: Node) -> None:
         super().__init__(app)
         self._config = config
+        self._node = node
 
     def _agent(self, request: Request) -> str | None:
         token = bearer_token(request.headers.getlist("authorization"))
@@ -98,7 +99,7 @@ class _Gate(BaseHTTPMiddleware):
                 request.state.agent = agent
                 AGENT.set(agent)  # this request's log lines name its agent
             groups = GROUPS.get(path)
-            if groups is not None and not groups & self._config.caps:
+            if groups is not None and not groups & self._node.policy_of(request.state.agent).caps:
                 return _error(KitsuneError("capability_disabled", f"{path} is in the {'/'.join(sorted(groups))} "
                                            "capability group, which is not enabled (KITSUNE_CAPS)"))
             return await call_next(request)
@@ -288,8 +289,9 @@ class Api:
         return _json({"command": command_schema(), "batch": batch_schema(), "parallel": parallel_schema()})
 
     async def caps(self, request: Request) -> Response:
-        enabled = sorted(self.config.caps)
-        routes = sorted(path for path, groups in GROUPS.items() if groups & self.config.caps)
+        caps = self.node.policy_of(self.agent(request)).caps  # the calling agent's, as they are now
+        enabled = sorted(caps)
+        routes = sorted(path for path, groups in GROUPS.items() if groups & caps)
         return _json({"caps": enabled, "routes": routes})
 
     async def healthz(self, request: Request) -> Response:
@@ -353,4 +355,4 @@ def create_app(node: Node, config: BridgeConfig, mounts: Sequence[BaseRoute] = (
     ]
     return Starlette(routes=routes, middleware=[
         Middleware(HttpMetrics, metrics=node.metrics, allowed=scrape_tokens(config)),  # and GET /metrics
-        Middleware(_Gate, config=config)])
+        Middleware(_Gate, config=config, node=node)])

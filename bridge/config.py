@@ -4,13 +4,21 @@ From a YAML or JSON file (``kitsune serve --config FILE``) and the environment::
 
     agents:                        # each API client is an agent with its own bearer token
       - {name: planner, token_env: PLANNER_TOKEN}
-      - {name: crawler, token: "..."}
+      - name: crawler              # an agent may set its own policy; what it does not set is the node's
+        token: "..."
+        read_only: true
+        caps: [core]
+        urls: {allow: [docs.test]} # allow and deny are two values: this one keeps the node's deny
+        max_checkpoints: 5
     fleet: kitsune                 # nodes of one fleet share tabs over NATS
-    caps: [core, automation]
+    caps: [core, automation]       # the node's values, of every agent that does not set its own
     read_only: false
     ask_before_act: false
     urls: {allow: [shop.test, "*.shop.test"], deny: [10.0.0.0/8]}
     user_tabs_writable: false
+    max_checkpoints: 20            # each agent's checkpoints, oldest pushed out first
+    max_checkpoints_total: 500     # the node's: past it, the oldest of the agent holding the most goes
+    sessions: {max_idle: 600, max_exec_idle: 86400, sweep_interval: 30}   # seconds
     workflows: ./workflows
     audit_file: ./kitsune-audit.jsonl
     max_body_bytes: 1048576
@@ -20,8 +28,10 @@ From a YAML or JSON file (``kitsune serve --config FILE``) and the environment::
       creds_file: /etc/kitsune/node.creds      # or nkey_seed_file, or user + password_env
       tls_ca_file: /etc/kitsune/ca.pem         # tls_cert_file + tls_key_file for client certificates
 
-Every key is checked: an unknown key or a value of the wrong type is refused with its path
-(``agents.0.read_only``). The environment overrides the file, key by key: ``KITSUNE_<KEY>``, with
+An agent entry may set ``read_only``, ``ask_before_act``, ``urls`` (``allow`` and ``deny``),
+``caps``, ``user_tabs_writable`` and ``max_checkpoints``; the node's value stands for each one it
+does not set. Every key is checked: an unknown key or a value of the wrong type is refused with its
+path (``agents.1.read_only``). The environment overrides the file, key by key: ``KITSUNE_<KEY>``, with
 ``__`` between nested keys (``KITSUNE_URLS__DENY``, ``KITSUNE_NATS__CREDS_FILE``); a list is
 comma-separated or JSON; a flag is 1/0, true/false, yes/no or on/off; an empty variable counts as
 unset. Other ``KITSUNE_*`` variables are not configuration and are ignored here. Two variables
@@ -34,24 +44,25 @@ from __future__ import annotations
 
 import json
 import os
-from collections.abc import Mapping
-from dataclasses import dataclass, field
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Annotated, Any
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field, ValidationError, model_validator
 from pydantic.fields import FieldInfo
 from pydantic_settings import BaseSettings, EnvSettingsSource, PydanticBaseSettingsSource, SettingsConfigDict
 from pydantic_settings.sources.utils import parse_env_vars
 
 from actors.nats_connection import NatsAuth
+from bridge.policy import CAPABILITY_GROUPS, Policy
+from bridge.url_policy import UrlPolicy
+from messages.contract import CHECKPOINT_CAPACITY, CHECKPOINT_TTL
 from messages.errors import KitsuneError
 from messages.tokens import new_token, token_hash
 
 __all__ = ["CAPABILITY_GROUPS", "Agent", "BridgeConfig", "load_config", "write_token_file"]
-
-CAPABILITY_GROUPS = frozenset({"core", "automation"})
 
 _Token = Annotated[str, Field(min_length=16)]
 _Path = Annotated[Path, Field(strict=False)]
@@ -65,6 +76,8 @@ class Agent:
     name: str
     token_sha256: bytes = field(repr=False)
     """SHA-256 of its bearer token; the token itself is not kept."""
+    policy: Policy | None = None
+    """Its own policy (its entry's values, the node's where it sets none); None: the node's."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -83,6 +96,17 @@ class BridgeConfig:
     workflows: _Path | None = None
     audit_file: Path = Path("kitsune-audit.jsonl")
     max_body_bytes: int = 1_048_576
+    max_checkpoints: int = CHECKPOINT_CAPACITY
+    """Each agent's checkpoints at most, unless its entry sets its own."""
+    max_checkpoints_total: int = 500
+    """The node's checkpoints at most, of all agents."""
+    session_max_idle: float = 600.0
+    """Seconds a reuse session may stay unused before the sweep closes it."""
+    session_max_exec_idle: float = 86_400.0
+    """Seconds the one-shot session of a held call may stay unused before the sweep closes it; never
+    less than the checkpoint TTL (a smaller value is raised to it)."""
+    session_sweep_interval: float = 30.0
+    """Seconds between two sweeps."""
     generated_token: str | None = field(default=None, repr=False)
     """The token made for the default agent when none was configured (to be written to a file)."""
     metrics_token_sha256: bytes | None = field(default=None, repr=False)
@@ -91,6 +115,16 @@ class BridgeConfig:
     """The NATS server or cluster to join (``--nats-url`` wins); an embedded one when None."""
     nats_auth: NatsAuth = NatsAuth()
     """Credentials and TLS options for ``nats_url``."""
+
+    def node_policy(self) -> Policy:
+        """The node's policy: that of every agent whose entry sets no value of its own."""
+        return Policy(read_only=self.read_only, ask_before_act=self.ask_before_act,
+                      urls=UrlPolicy.from_config(self.allow, self.deny), user_tabs_writable=self.user_tabs_writable,
+                      caps=self.caps, max_checkpoints=self.max_checkpoints)
+
+    def agent_policies(self) -> dict[str, Policy]:
+        """The policies of the agents whose entries set values of their own, by agent name."""
+        return {agent.name: agent.policy for agent in self.agents if agent.policy is not None}
 
 
 # --- the documents' schema -----------------------------------------------------------------------
@@ -109,10 +143,33 @@ def _secret(name: str | None, env: Mapping[str, str], what: str) -> str | None:
     return value
 
 
+def _known_groups(caps: list[str]) -> list[str]:
+    unknown = set(caps) - CAPABILITY_GROUPS
+    if unknown:
+        raise ValueError(f"unknown capability group(s): {', '.join(sorted(unknown))}")
+    return caps
+
+
+_Caps = Annotated[list[str], AfterValidator(_known_groups)]
+_Count = Annotated[int, Field(gt=0)]
+_Seconds = Annotated[float, Field(gt=0, allow_inf_nan=False)]
+
+
+class _AgentUrls(_Section):
+    allow: list[str] | None = None
+    deny: list[str] | None = None
+
+
 class _AgentEntry(_Section):
     name: Annotated[str, Field(min_length=1)]
     token: _Token | None = Field(default=None, repr=False)
     token_env: str | None = None
+    read_only: bool | None = None
+    ask_before_act: bool | None = None
+    urls: _AgentUrls = _AgentUrls()
+    caps: _Caps | None = None
+    user_tabs_writable: bool | None = None
+    max_checkpoints: _Count | None = None
 
     @model_validator(mode="after")
     def _one_token(self) -> _AgentEntry:
@@ -124,6 +181,12 @@ class _AgentEntry(_Section):
 class _Urls(_Section):
     allow: list[str] = []
     deny: list[str] = []
+
+
+class _Sessions(_Section):
+    max_idle: _Seconds = 600.0
+    max_exec_idle: _Seconds = 86_400.0
+    sweep_interval: _Seconds = 30.0
 
 
 class _Metrics(_Section):
@@ -165,14 +228,17 @@ class _Settings(BaseSettings):
 
     agents: list[_AgentEntry] = []
     fleet: Annotated[str, Field(pattern=r"^[A-Za-z0-9_-]+$")] = "kitsune"
-    caps: list[str] = ["core"]
+    caps: _Caps = ["core"]
     read_only: bool = False
     ask_before_act: bool = False
     urls: _Urls = _Urls()
     user_tabs_writable: bool = False
     workflows: _Path | None = None
     audit_file: _Path = Path("kitsune-audit.jsonl")
-    max_body_bytes: Annotated[int, Field(gt=0)] = 1_048_576
+    max_body_bytes: _Count = 1_048_576
+    max_checkpoints: _Count = CHECKPOINT_CAPACITY
+    max_checkpoints_total: _Count = 500
+    sessions: _Sessions = _Sessions()
     metrics: _Metrics = _Metrics()
     nats: _Nats = _Nats()
 
@@ -181,13 +247,6 @@ class _Settings(BaseSettings):
                                    **named: PydanticBaseSettingsSource) -> tuple[PydanticBaseSettingsSource, ...]:
         """Only what it is given: :class:`_Environment` reads the mapping ``load_config`` is passed."""
         return (named.get("init_settings") or sources[0],)
-
-    @model_validator(mode="after")
-    def _known_caps(self) -> _Settings:
-        unknown = set(self.caps) - CAPABILITY_GROUPS
-        if unknown:
-            raise ValueError(f"unknown capability group(s): {', '.join(sorted(unknown))}")
-        return self
 
 
 class _Environment(EnvSettingsSource):
@@ -263,9 +322,48 @@ def load_config(path: Path | None = None, env: Mapping[str, str] | None = None) 
 
 
 def _built(settings: _Settings, env: Mapping[str, str]) -> BridgeConfig:
-    agents = [Agent(a.name, token_hash(_long(a.token or _secret(a.token_env, env, f"agent {a.name}"),
-                                              f"agent {a.name}")))
-              for a in settings.agents]
+    """The configuration the settings say; ValueError naming the path of a value that cannot work."""
+    if settings.max_checkpoints > settings.max_checkpoints_total:
+        raise ValueError(f"max_checkpoints: more than max_checkpoints_total ({settings.max_checkpoints_total})")
+    scrape = settings.metrics.token or _secret(settings.metrics.token_env, env, "metrics")
+    nats, sessions = settings.nats, settings.sessions
+    urls = _url_policy(settings.urls.allow, settings.urls.deny, "urls")
+    node = BridgeConfig(
+        fleet=settings.fleet,
+        caps=frozenset(settings.caps),
+        read_only=settings.read_only,
+        ask_before_act=settings.ask_before_act,
+        allow=urls.allow,
+        deny=urls.deny,
+        user_tabs_writable=settings.user_tabs_writable,
+        workflows=settings.workflows,
+        audit_file=settings.audit_file,
+        max_body_bytes=settings.max_body_bytes,
+        max_checkpoints=settings.max_checkpoints,
+        max_checkpoints_total=settings.max_checkpoints_total,
+        session_max_idle=sessions.max_idle,
+        session_max_exec_idle=max(sessions.max_exec_idle, CHECKPOINT_TTL),
+        session_sweep_interval=sessions.sweep_interval,
+        metrics_token_sha256=token_hash(_long(scrape, "metrics")) if scrape is not None else None,
+        nats_url=nats.url,
+        nats_auth=NatsAuth(user=nats.user, password=_secret(nats.password_env, env, "nats"),
+                           creds_file=nats.creds_file, nkey_seed_file=nats.nkey_seed_file,
+                           tls_ca_file=nats.tls_ca_file, tls_cert_file=nats.tls_cert_file,
+                           tls_key_file=nats.tls_key_file),
+    )
+    agents = _agents(settings, env, node.node_policy())
+    if agents:
+        return replace(node, agents=tuple(agents))
+    generated = new_token(32)
+    return replace(node, agents=(Agent("default", token_hash(generated)),), generated_token=generated)
+
+
+def _agents(settings: _Settings, env: Mapping[str, str], node: Policy) -> list[Agent]:
+    """The file's agents, each with its own policy if its entry sets one, then ``KITSUNE_AGENTS``'."""
+    agents = [Agent(entry.name, token_hash(_long(entry.token or _secret(entry.token_env, env, f"agent {entry.name}"),
+                                                 f"agent {entry.name}")),
+                    _agent_policy(entry, f"agents.{index}", node, settings.max_checkpoints_total))
+              for index, entry in enumerate(settings.agents)]
     for pair in filter(None, (p.strip() for p in env.get("KITSUNE_AGENTS", "").split(","))):
         name, _, token = pair.partition("=")
         if not name:
@@ -274,32 +372,31 @@ def _built(settings: _Settings, env: Mapping[str, str]) -> BridgeConfig:
     names = [a.name for a in agents]
     if len(set(names)) != len(names):
         raise ValueError("agent names must be unique")
-    generated = None
-    if not agents:
-        generated = new_token(32)
-        agents = [Agent("default", token_hash(generated))]
-    scrape = settings.metrics.token or _secret(settings.metrics.token_env, env, "metrics")
-    nats = settings.nats
-    return BridgeConfig(
-        agents=tuple(agents),
-        fleet=settings.fleet,
-        caps=frozenset(settings.caps),
-        read_only=settings.read_only,
-        ask_before_act=settings.ask_before_act,
-        allow=tuple(settings.urls.allow),
-        deny=tuple(settings.urls.deny),
-        user_tabs_writable=settings.user_tabs_writable,
-        workflows=settings.workflows,
-        audit_file=settings.audit_file,
-        max_body_bytes=settings.max_body_bytes,
-        generated_token=generated,
-        metrics_token_sha256=token_hash(_long(scrape, "metrics")) if scrape is not None else None,
-        nats_url=nats.url,
-        nats_auth=NatsAuth(user=nats.user, password=_secret(nats.password_env, env, "nats"),
-                           creds_file=nats.creds_file, nkey_seed_file=nats.nkey_seed_file,
-                           tls_ca_file=nats.tls_ca_file, tls_cert_file=nats.tls_cert_file,
-                           tls_key_file=nats.tls_key_file),
-    )
+    return agents
+
+
+def _agent_policy(entry: _AgentEntry, path: str, node: Policy, total: int) -> Policy | None:
+    """The policy of the agent of ``entry`` (at ``path``): the node's with the values it sets; None if it sets none."""
+    own: dict[str, Any] = {name: getattr(entry, name) for name in
+                           ("read_only", "ask_before_act", "user_tabs_writable", "max_checkpoints")
+                           if getattr(entry, name) is not None}
+    if entry.caps is not None:
+        own["caps"] = frozenset(entry.caps)
+    allow, deny = entry.urls.allow, entry.urls.deny
+    if allow is not None or deny is not None:
+        own["urls"] = _url_policy(node.urls.allow if allow is None else allow,
+                                  node.urls.deny if deny is None else deny, f"{path}.urls")
+    if own.get("max_checkpoints", 0) > total:
+        raise ValueError(f"{path}.max_checkpoints: more than max_checkpoints_total ({total})")
+    return replace(node, **own) if own else None
+
+
+def _url_policy(allow: Iterable[str], deny: Iterable[str], path: str) -> UrlPolicy:
+    """The URL lists at ``path``, checked: a bad rule is refused with the path of its list."""
+    try:
+        return UrlPolicy.from_config(allow, deny)
+    except KitsuneError as e:
+        raise ValueError(f"{path}.{(e.state or {}).get('list')}: {e.message}") from None
 
 
 def _long(token: str | None, what: str) -> str:

@@ -14,7 +14,7 @@ import contextlib
 import functools
 import logging
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol, cast
@@ -103,13 +103,24 @@ class NodeConfig:
     checkpoint_ttl: float = CHECKPOINT_TTL
     checkpoint_capacity: int = CHECKPOINT_CAPACITY
     step_timeout: float = STEP_TIMEOUT
+    max_checkpoints: int = CHECKPOINT_CAPACITY
+    """Each agent's checkpoints at most, unless its policy says its own (``Node.checkpoint_capacity_of``)."""
+    max_checkpoints_total: int = 500
+    """The node's checkpoints at most, of all agents."""
+    session_max_idle: float = 600.0
+    """Seconds a reuse session may stay unused before the sweep closes it."""
+    session_max_exec_idle: float = 86_400.0
+    """Seconds the one-shot session of a held call may stay unused before the sweep closes it."""
+    session_sweep_interval: float = 30.0
+    """Seconds between two sweeps."""
 
 
 class Node:
     """One Kitsune node. ``start``/``stop`` from any thread but the loop's; calls from threads or the loop."""
 
     def __init__(self, browser: Browser, config: NodeConfig = NodeConfig(), *, policy: Policy = Policy(),
-                 workflows: WorkflowLibrary | None = None, loop: asyncio.AbstractEventLoop | None = None) -> None:
+                 agent_policies: Mapping[str, Policy] | None = None, workflows: WorkflowLibrary | None = None,
+                 loop: asyncio.AbstractEventLoop | None = None) -> None:
         self.config = config
         self.browser = browser
         self.io = IoLoop(loop)
@@ -131,9 +142,11 @@ class Node:
         self._sink: EventSink | None = None
         self._audit_trail: AuditTrail | None = None
         self.policy = policy
-        """The policy every action passes, as it is now (resumed steps included)."""
+        """The node's policy: that of every agent with no policy of its own, as it is now."""
+        self.agent_policies: dict[str, Policy] = dict(agent_policies or {})
+        """The policies of agents that have their own, as they are now."""
         self.owners = TabOwners()
-        browser.url_policy = lambda: self.policy.urls
+        browser.url_policy = lambda: self.policy_of(None).urls
         self.confirms = ConfirmTokens()
         self.workflows = workflows
         self.event_listeners: list[Callable[[Event], None]] = []
@@ -180,10 +193,20 @@ class Node:
         assert self._audit_trail is not None, "the node is not started"
         return Auditor(self._audit_trail, agent)
 
+    def policy_of(self, agent: str | None) -> Policy:
+        """The policy ``agent``'s actions pass now (resumed steps included); the node's for None."""
+        return self.policy if agent is None else self.agent_policies.get(agent, self.policy)
+
+    def checkpoint_capacity_of(self, agent: str | None) -> int:
+        """How many checkpoints of ``agent``'s calls are kept: its own policy's number, else the node's
+        (``NodeConfig.max_checkpoints``)."""
+        own = self.agent_policies.get(agent) if agent is not None else None
+        return own.max_checkpoints if own is not None else self.config.max_checkpoints
+
     def ports_for(self, agent: str | None, confirm_token: str | None = None) -> Ports:
         """The ports a call of ``agent`` runs with: its policy in the driver, its audit."""
         driver: Driver = self._driver if agent is None else PolicyDriver(
-            self._driver, agent, lambda: self.policy, self.owners, self.confirms, confirm_token=confirm_token,
+            self._driver, agent, lambda: self.policy_of(agent), self.owners, self.confirms, confirm_token=confirm_token,
             on_refusal=self.metrics.policy_refused)
         return Ports(driver, SystemClock(), self.claims, self._sequences, self.auditor(agent))
 

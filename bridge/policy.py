@@ -18,25 +18,32 @@ import orjson
 from bridge.url_policy import UrlPolicy
 from core.engine import Driver
 from messages.commands import Command, Navigate, NewTab, command_to_json, is_write
-from messages.contract import CONFIRM_TTL
+from messages.contract import CHECKPOINT_CAPACITY, CONFIRM_TTL
 from messages.results import Done, Failed, Failure, HeldForApproval, Outcome
 from messages.tokens import digest, digests_equal, new_token, token_hash
 
-__all__ = ["CLOSED", "USER", "ConfirmTokens", "Policy", "PolicyDriver", "TabOwners"]
+__all__ = ["CAPABILITY_GROUPS", "CLOSED", "USER", "ConfirmTokens", "Policy", "PolicyDriver", "TabOwners"]
 
 USER = "user"
 """The owner of tabs the bridge did not open for an agent."""
 
+CAPABILITY_GROUPS = frozenset({"core", "automation"})
+"""The capability groups routes and tools belong to (the spec's)."""
 
 
 @dataclass(frozen=True, slots=True)
 class Policy:
-    """What the node allows."""
+    """What the node allows an agent (the node's own policy, or one agent's: ``Node.policy_of``)."""
 
     read_only: bool = False
     ask_before_act: bool = False
     urls: UrlPolicy = UrlPolicy()
     user_tabs_writable: bool = False
+    caps: frozenset[str] = CAPABILITY_GROUPS
+    """The capability groups whose routes and tools it may use (every group unless told: the
+    configuration's default, ``core``, is the configuration's)."""
+    max_checkpoints: int = CHECKPOINT_CAPACITY
+    """How many of its calls' checkpoints are kept, oldest pushed out first."""
 
 
 CLOSED = "closed"

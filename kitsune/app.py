@@ -6,7 +6,7 @@ from starlette.applications import Starlette
 from starlette.routing import Route
 
 from bridge import app as bridge_app
-from bridge.config import BridgeConfig
+from bridge.config import CAPABILITY_GROUPS, BridgeConfig
 from bridge.node import Node
 from mcp_gateway.http import McpEndpoint
 
@@ -14,5 +14,9 @@ __all__ = ["create_app"]
 
 
 def create_app(node: Node, config: BridgeConfig) -> Starlette:
-    """One node's ASGI app: the bridge's routes, and MCP over streamable HTTP at ``/mcp``."""
-    return bridge_app.create_app(node, config, mounts=[Route("/mcp", McpEndpoint(config.caps))])
+    """One node's ASGI app: the bridge's routes, and MCP over streamable HTTP at ``/mcp``.
+
+    The gateway there may offer every group: it lists and allows each caller's tools by the groups
+    the bridge's ``GET /api/caps`` gives the caller's agent.
+    """
+    return bridge_app.create_app(node, config, mounts=[Route("/mcp", McpEndpoint(CAPABILITY_GROUPS))])

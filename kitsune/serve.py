@@ -19,8 +19,6 @@ from bridge.browser import ChromiumBrowser, find_chromium
 from bridge.config import BridgeConfig, load_config, write_token_file
 from bridge.logs import configure_logging
 from bridge.node import Node, NodeConfig
-from bridge.policy import Policy
-from bridge.url_policy import UrlPolicy
 from bridge.workflows import WorkflowLibrary
 from kitsune.app import create_app
 from messages.errors import KitsuneError
@@ -33,16 +31,13 @@ def serve(args: argparse.Namespace) -> int:
     configure_logging(logging.INFO)  # JSON lines on standard error
     try:
         config = load_config(Path(args.config) if args.config else None)
-        policy = Policy(read_only=config.read_only, ask_before_act=config.ask_before_act,
-                        urls=UrlPolicy.from_config(config.allow, config.deny),
-                        user_tabs_writable=config.user_tabs_writable)
     except KitsuneError as e:  # the configuration is wrong: a usage error
         print(f"kitsune: cannot start: {e.message}", file=sys.stderr)
         return 2
     if config.generated_token is not None:
         token_file = write_token_file(config.generated_token, Path(args.state_dir))
         print(f"kitsune: no agent configured; the token of agent 'default' is in {token_file}", flush=True)
-    status = asyncio.run(_serve_http(args, config, policy))
+    status = asyncio.run(_serve_http(args, config))
     # every part is stopped by now (NATS, Chromium, actors, the audit file): exit without the
     # interpreter's teardown, which took another 0.5 s and more here, no Python code running
     logging.shutdown()
@@ -74,10 +69,13 @@ class _Server(uvicorn.Server):
         await super().shutdown(sockets)
 
 
-async def _serve_http(args: argparse.Namespace, config: BridgeConfig, policy: Policy) -> int:
+async def _serve_http(args: argparse.Namespace, config: BridgeConfig) -> int:
     settings = NodeConfig(nats_url=args.nats_url or config.nats_url, nats_auth=config.nats_auth, fleet=config.fleet,
-                          audit_file=config.audit_file)
-    node = Node(ChromiumBrowser(), settings, policy=policy,
+                          audit_file=config.audit_file, max_checkpoints=config.max_checkpoints,
+                          max_checkpoints_total=config.max_checkpoints_total,
+                          session_max_idle=config.session_max_idle, session_max_exec_idle=config.session_max_exec_idle,
+                          session_sweep_interval=config.session_sweep_interval)
+    node = Node(ChromiumBrowser(), settings, policy=config.node_policy(), agent_policies=config.agent_policies(),
                 workflows=WorkflowLibrary(config.workflows) if config.workflows else None,
                 loop=asyncio.get_running_loop())
     try:

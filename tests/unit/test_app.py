@@ -18,7 +18,7 @@ from actors.call_actor import ResumeCall, RunCall
 from bridge.app import GROUPS, create_app
 from bridge.config import Agent, BridgeConfig
 from bridge.node import Node
-from bridge.policy import TabOwners
+from bridge.policy import Policy, TabOwners
 from core.calls import CallResponse
 from kitsune import app as kitsune_app
 from messages.commands import Command
@@ -68,6 +68,11 @@ class FakeNode:
         self.parts = {"nats": True, "browser": True}
         self.acted: list[tuple[str, Command, int | None, str | None]] = []
         self._ids = itertools.count(500)
+        self.policy = Policy()
+        """Every agent's policy (its caps gate the routes)."""
+
+    def policy_of(self, agent: str | None) -> Policy:
+        return self.policy
 
     async def run_async(self, message: RunCall | ResumeCall) -> CallResponse:
         calls = self.world.calls
@@ -110,6 +115,7 @@ def node() -> FakeNode:
 def client_of(node: FakeNode, bridge: BridgeConfig, token: str | None = ALICE) -> TestClient:
     """A test client of the app over ``node`` (cast: the app takes a Node, the fake has what it uses)."""
     headers = {"Authorization": f"Bearer {token}"} if token is not None else {}
+    node.policy = bridge.node_policy()  # as ``kitsune serve`` gives the node its configuration's policy
     return TestClient(create_app(cast(Node, node), bridge), headers=headers)
 
 

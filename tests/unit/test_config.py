@@ -59,7 +59,7 @@ def test_a_bad_configuration_is_refused_naming_what_is_wrong(tmp_path: Path, tex
 
 @pytest.mark.parametrize(("text", "path"), [
     ("readonly: true", "readonly"),
-    ("agents: [{name: a, token: aaaaaaaaaaaaaaaa, read_only: true}]", "agents.0.read_only"),
+    ("agents: [{name: a, token: aaaaaaaaaaaaaaaa, readonly: true}]", "agents.0.readonly"),
     ("urls: {allow: [a], denied: [b]}", "urls.denied"),
     ("metrics: {token_file: /x}", "metrics.token_file"),
     ("nats: {password: hunter2hunter2}", "nats.password"),
