@@ -108,9 +108,10 @@ def test_serve_with_an_unreachable_nats_url_fails_clearly() -> None:
 
 
 def test_serve_with_a_bad_configuration_exits_2_with_one_line_naming_the_key(tmp_path: Path) -> None:
-    (tmp_path / "bad.yaml").write_text("agents: [{name: a, token: aaaaaaaaaaaaaaaa, read_only: true}]\n")
+    (tmp_path / "bad.yaml").write_text("agents: [{name: a, token: aaaaaaaaaaaaaaaa},\n"
+                                       "         {name: b, token: bbbbbbbbbbbbbbbb, read_only: perhaps}]\n")
     result = subprocess.run([str(KITSUNE), "serve", "--port", "0", "--config", str(tmp_path / "bad.yaml")],
                             capture_output=True, text=True, timeout=60, check=False)
     assert result.returncode == 2
-    assert result.stderr == "kitsune: cannot start: agents.0.read_only: unknown key\n"  # no traceback
+    assert result.stderr == "kitsune: cannot start: agents.1.read_only: Input should be a valid boolean\n"
     assert result.stdout == ""
