@@ -54,8 +54,8 @@ class CheckpointActor(pykka.ThreadingActor):
     def keep(self, checkpoint: Checkpoint) -> str:
         return self._store.keep(checkpoint)
 
-    def take(self, call: int, token: str) -> Checkpoint:
-        return self._store.take(call, token)
+    def take(self, call: int, token: str, agent: str | None) -> Checkpoint:
+        return self._store.take(call, token, agent)
 
     def put_back(self, call: int) -> None:
         self._store.put_back(call)
@@ -80,8 +80,8 @@ class CheckpointsPort:
     def keep(self, checkpoint: Checkpoint) -> str:
         return self._proxy.keep(checkpoint).get()  # type: ignore[no-any-return]
 
-    def take(self, call: int, token: str) -> Checkpoint:
-        return self._proxy.take(call, token).get()  # type: ignore[no-any-return]
+    def take(self, call: int, token: str, agent: str | None) -> Checkpoint:
+        return self._proxy.take(call, token, agent).get()  # type: ignore[no-any-return]
 
     def put_back(self, call: int) -> None:
         self._proxy.put_back(call).get()

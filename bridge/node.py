@@ -17,7 +17,7 @@ import time
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Protocol, cast
+from typing import Any, Protocol
 
 import orjson
 import pykka
@@ -30,18 +30,21 @@ from actors.event_store import EventStore, JetStreamEventStore, LocalEventStore
 from actors.log_context import CALL
 from actors.loop import IoLoop, ask_from_loop
 from actors.nats_connection import NatsAuth
+from actors.pipeline import Records
 from actors.sequence_actor import ActorSequences, BarrierActor
-from actors.tab_actor import Interrupt, ServedRequests, TabActor, Ticket, not_sent
+from actors.tab_actor import Interrupt, ServedRequests, TabActor, Ticket, ask_when_recorded, not_sent
 from actors.threads import SystemClock
+from bridge.browser.sessions import ONE_SHOT, Sessions
 from bridge.metrics import NodeMetrics
 from bridge.nats_server import EmbeddedNats
 from bridge.policy import ConfirmTokens, Policy, PolicyDriver, TabOwners
 from bridge.proxy import endpoints_of
+from bridge.session_keeper import SessionKeeper, SessionTimes
 from bridge.tab_ids import TabIds, kv_reserve, local_reserve
 from bridge.url_policy import UrlPolicy
 from bridge.workflows import WorkflowLibrary
 from core.calls import CallResponse, Calls
-from core.checkpoints import CheckpointStore, WorkflowSource
+from core.checkpoints import CheckpointStore, DropReason, WorkflowSource
 from core.claims import ClaimTable
 from core.engine import Driver, EngineConfig, Ports
 from messages.codec import decode, decode_outcome, encode
@@ -61,8 +64,9 @@ log = logging.getLogger(__name__)
 class Browser(Protocol):
     """What the node needs of the browser driver (``bridge.browser.ChromiumBrowser``)."""
 
-    url_policy: Callable[[], UrlPolicy] | None
-    """The URL lists the browser enforces on every request of every page."""
+    url_policy: Callable[[str | None], UrlPolicy] | None
+    """An agent's URL lists (the node's for None), which the browser enforces on every request of every
+    page of that agent's sessions (of the user tabs)."""
     own_endpoints: set[tuple[str, int]]
     """The node's listening endpoints, which the browser never reaches (its NATS, its HTTP API)."""
     next_tab_id: Callable[[], int]
@@ -72,7 +76,8 @@ class Browser(Protocol):
 
     async def stop(self) -> None: ...
 
-    async def execute(self, command: Command, tab_id: int | None, timeout: float) -> Outcome: ...
+    async def execute(self, command: Command, tab_id: int | None, timeout: float, *,
+                      agent: str | None = None, call: int | None = None) -> Outcome: ...
 
     async def new_tab(self, url: str | None = None) -> int: ...
 
@@ -84,6 +89,10 @@ class Browser(Protocol):
 
     @property
     def running(self) -> bool: ...
+
+    @property
+    def sessions(self) -> Sessions:
+        """The agents' sessions: their browser contexts, and the tombstones of closed ones."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -146,7 +155,7 @@ class Node:
         self.agent_policies: dict[str, Policy] = dict(agent_policies or {})
         """The policies of agents that have their own, as they are now."""
         self.owners = TabOwners()
-        browser.url_policy = lambda: self.policy_of(None).urls
+        browser.url_policy = lambda agent: self.policy_of(agent).urls
         self.confirms = ConfirmTokens()
         self.workflows = workflows
         self.event_listeners: list[Callable[[Event], None]] = []
@@ -156,6 +165,10 @@ class Node:
         self.event_listeners.append(self.metrics.on_event)
         self.calls: Calls | None = None
         self._interrupted = False
+        self.sessions = SessionKeeper(browser.sessions, self.io, SessionTimes(
+            config.session_max_idle, max(config.session_max_exec_idle, config.checkpoint_ttl),
+            config.session_sweep_interval), on_change=self.metrics.session_changed)
+        """The agents' sessions as the node keeps them: recorded, ended with their calls, swept."""
 
     # life cycle
 
@@ -169,8 +182,9 @@ class Node:
         try:
             await self._connect()
             checkpoints = CheckpointActor.start(CheckpointStore(
-                SystemClock(), capacity=self.config.checkpoint_capacity, ttl=self.config.checkpoint_ttl,
-                on_drop=lambda call, reason: self.metrics.checkpoint_dropped(reason)))
+                SystemClock(), capacity_of=self.checkpoint_capacity_of,
+                total_capacity=self.config.max_checkpoints_total, ttl=self.config.checkpoint_ttl,
+                on_drop=self._checkpoint_dropped))
             self.checkpoints = CheckpointsPort(checkpoints)
             barriers = BarrierActor.start()
             self.audit = AuditActor.start(self.config.audit_file, self.metrics.audit_recorded)
@@ -183,10 +197,15 @@ class Node:
             self.calls = Calls(self.ports_for, self.checkpoints, audit=self.auditor(None),
                                sink=self._sink, config=EngineConfig(step_timeout=self.config.step_timeout),
                                workflow_sha256=self.workflow_sha256,
-                               on_resume=self.metrics.resumed)
+                               on_resume=self.metrics.resumed, on_end=self.sessions.call_ended)
+            self.sessions.start(self._sink, self.auditor)
         except BaseException:
             await self.astop()
             raise
+
+    def _checkpoint_dropped(self, call: int, reason: DropReason) -> None:
+        self.metrics.checkpoint_dropped(reason)
+        self.sessions.checkpoint_dropped(call, reason)
 
     def auditor(self, agent: str | None) -> Auditor:
         """The audit of ``agent``'s calls and steps."""
@@ -206,8 +225,8 @@ class Node:
     def ports_for(self, agent: str | None, confirm_token: str | None = None) -> Ports:
         """The ports a call of ``agent`` runs with: its policy in the driver, its audit."""
         driver: Driver = self._driver if agent is None else PolicyDriver(
-            self._driver, agent, lambda: self.policy_of(agent), self.owners, self.confirms, confirm_token=confirm_token,
-            on_refusal=self.metrics.policy_refused)
+            self._driver.for_agent(agent), agent, lambda: self.policy_of(agent), self.owners, self.confirms,
+            confirm_token=confirm_token, on_refusal=self.metrics.policy_refused)
         return Ports(driver, SystemClock(), self.claims, self._sequences, self.auditor(agent))
 
     def workflow_sha256(self, name: str) -> str | None:
@@ -276,6 +295,7 @@ class Node:
 
     async def astop(self) -> None:
         """The same, on the loop (the loop itself is left running)."""
+        await self.sessions.stop()
         await self.interrupt()
         await self._disconnect()
         actors = [*self._actors, *(ref for ref, _ in self._tabs.values())]
@@ -334,6 +354,9 @@ class Node:
 
         The action is audited first: a write whose entry cannot be written is not sent.
         """
+        if isinstance(command, NewTab) and command.session == ONE_SHOT:
+            raise KitsuneError("invalid_parameter", 'newTab: a one-shot session ("call") ends with its container '
+                               "call; a direct call names a reuse session", state={"param": "session"})
         call = await asyncio.to_thread(self.auditor(agent).direct, command, tab)
         named = CALL.set(call)  # the action's log lines name its call
         try:
@@ -411,19 +434,20 @@ class Node:
         subscription = await self.bus.subscribe(self.subjects.tab(tab_id), serve, concurrent=True)
         self._tabs[tab_id] = (actor, subscription)
 
-    def _ask_tab(self, tab_id: int, request: TabRequest) -> Outcome | None:
-        """Run a request of a call on this node in the actor of one of its tabs (no NATS on the way);
-        None when the tab is not this node's (from a thread). A request the tab did not start in
-        time is withdrawn: it then never runs, and nothing was sent."""
+    def _ask_tab(self, tab_id: int, request: TabRequest, records: Records) -> Outcome | None:
+        """Run a request of a call on this node in the actor of one of its tabs (no NATS on the way),
+        once its records are made, in one hop to the loop; None when the tab is not this node's
+        (from a thread). A request the tab did not start in time is withdrawn: it then never runs,
+        and nothing was sent."""
         attached = self._tabs.get(tab_id)
         if attached is None:
             return None
         ticket = Ticket(request, request.timeout)
         try:
-            outcome = cast(Outcome, attached[0].ask(ticket, timeout=request.timeout + 2 * SETTLE))
+            outcome = self.io.run(ask_when_recorded(attached[0], ticket, records), timeout=request.timeout + 2 * SETTLE)
         except pykka.ActorDeadError:
             outcome = _tab_closed(tab_id)
-        except pykka.Timeout as e:
+        except TimeoutError as e:
             if ticket.withdraw():
                 return not_sent(request.command, tab_id, f"tab {tab_id} did not start it in time")
             raise TimeoutError(f"tab {tab_id} did not answer") from e
@@ -435,7 +459,8 @@ class Node:
         actor, subscription = self._tabs.pop(tab_id)
         await subscription.unsubscribe()
         actor.stop(block=False)
-        self.owners.closed(tab_id)  # ids are never reused: a later write to it is tab_closed
+        expired = self.browser.sessions.expired(tab_id)  # closed with its session: a later write is session_expired
+        self.owners.closed(tab_id, expired.error() if expired is not None else None)  # ids are never reused
 
     async def _reconcile(self) -> None:
         """Give every open tab (popups included) an actor, and stop the actors of closed tabs.
@@ -455,7 +480,7 @@ class Node:
         left = request.seconds_left(time.time())
         if left <= 0:  # it waited past its deadline on the way: never opened late
             return encode(not_sent(request.command, None, "its deadline passed before it arrived"))
-        outcome = await self.browser.execute(request.command, None, left)
+        outcome = await self.browser.execute(request.command, None, left, agent=request.agent, call=request.call)
         await self._reconcile()
         return encode(outcome)
 

@@ -64,14 +64,20 @@ class SequentialIds:
 class Calls:
     """Runs container calls, keeps checkpoints of those that did not finish ok, and resumes them.
 
+    A checkpoint belongs to the agent whose call kept it: only that agent's resume finds it.
+
     ``ports`` gives the ports a call of an agent runs with (its policy sits in the driver).
     """
 
     def __init__(self, ports: Callable[[str | None], Ports], store: Checkpoints, *, audit: CallAudit,
                  sink: EventSinkPort, config: EngineConfig = EngineConfig(),
                  workflow_sha256: Callable[[str], str | None] = lambda name: None,
-                 on_resume: Callable[[str, str | None], None] = lambda outcome, code: None) -> None:
+                 on_resume: Callable[[str, str | None], None] = lambda outcome, code: None,
+                 on_end: Callable[[int, str, bool], None] = lambda call, status, kept: None) -> None:
         self._ports = ports
+        self._on_end = on_end
+        """Told of each call and resume that ran: its id, its status, and whether its checkpoint is kept
+        (the node then ends its one-shot sessions, or keeps them for the resume)."""
         self._on_resume = on_resume
         """Told how each resume ended: ``ok``, failed, unknown, held, skipped, ``refused`` (nothing was
         run: an error answered) or ``internal_error``, with the error's code when there is one (metrics)."""
@@ -89,11 +95,13 @@ class Calls:
         report = run_call(call, spec, self._ports(agent), self._sink_for(listener), config=self._config)
         body = self._body(report, spec, workflow)
         if report.log.ended == "internal_error":
+            self._on_end(call, "internal_error", False)
             return CallResponse({**_internal("internal_error", "The call stopped on an internal error"), **body}, 500)
         if report.log.status != "ok":
             checkpoint = Checkpoint(call, spec, _records(report), _for_checkpoint(report.results), report.claims,
-                                    workflow, attempts=0)
+                                    workflow, attempts=0, agent=agent)
             body |= {"call": call, "resume_token": self._store.keep(checkpoint)}
+        self._on_end(call, report.log.status, report.log.status != "ok")
         return CallResponse(body)
 
     def resume(self, call: Any, token: Any, observed: Any = None, agent: str | None = None,
@@ -132,7 +140,7 @@ class Calls:
             raise KitsuneError("invalid_parameter", "call must be an integer", state={"param": "call"})
         if not isinstance(token, str):
             raise KitsuneError("invalid_parameter", "resume_token must be a string", state={"param": "resume_token"})
-        checkpoint = self._store.take(call, token)
+        checkpoint = self._store.take(call, token, agent)  # another agent's is not found
         try:
             if checkpoint.workflow is not None and \
                     self._workflow_sha256(checkpoint.workflow.name) != checkpoint.workflow.sha256:
@@ -153,17 +161,20 @@ class Calls:
         body = self._body(report, checkpoint.spec, checkpoint.workflow)
         if report.log.ended == "internal_error":
             self._store.drop(call, "internal_error")
+            self._on_end(call, "internal_error", False)
             return CallResponse({**_internal("resume_failed", "The resume stopped on an internal error; steps in "
                                              "progress may have taken effect"), **body})
         if report.log.status == "ok":
             self._store.drop(call, "resumed_ok")
+            self._on_end(call, "ok", False)
             return CallResponse(body)
         refused = report.refused  # a refused sequence keeps its records for a later resume
         records = _graft(_records(report), checkpoint.records, refused)
         results = _graft(_for_checkpoint(report.results), checkpoint.results, refused)
         claims = {**report.claims, **{s: c for s, c in checkpoint.claims.items() if s in refused}}
         token_new = self._store.keep(Checkpoint(call, checkpoint.spec, records, results, claims, checkpoint.workflow,
-                                                checkpoint.attempts + 1))
+                                                checkpoint.attempts + 1, agent))
+        self._on_end(call, report.log.status, True)
         return CallResponse(body | {"call": call, "resume_token": token_new})
 
     def _body(self, report: RunReport, spec: CallSpec, workflow: WorkflowSource | None) -> dict[str, Any]:

@@ -1,10 +1,13 @@
-"""The checkpoint store (spec: Checkpoints): bridge memory only, at most 20, 30 minutes each.
+"""The checkpoint store (spec: Checkpoints): bridge memory only, at most 20 per agent, 30 minutes each.
 
-A checkpoint holds what a resume needs (commands with typed values, results, step records,
-default tab, workflow hash) and only the SHA-256 of its resume token. Tokens are 24 random
-bytes from ``secrets``, compared with ``hmac.compare_digest``, replaced on every resume that
-does not finish ok. A checkpoint being resumed is out of the store, so a second resume of the
-same call answers ``checkpoint_not_found``.
+A checkpoint belongs to the agent whose call made it: for any other agent it does not exist.
+Each agent holds at most its own capacity (20 unless configured), its oldest pushed out first;
+a node-wide cap (500) pushes out the oldest of the agent holding the most. A checkpoint holds
+what a resume needs (commands with typed values, results, step records, default tab, workflow
+hash) and only the SHA-256 of its resume token. Tokens are 24 random bytes from ``secrets``,
+compared with ``hmac.compare_digest``, replaced on every resume that does not finish ok. A
+checkpoint being resumed is out of the store, so a second resume of the same call answers
+``checkpoint_not_found``.
 """
 
 from __future__ import annotations
@@ -23,9 +26,13 @@ from messages.results import Result
 from messages.steplog import StepRecord
 from messages.tokens import new_token, token_hash, token_matches
 
-__all__ = ["Checkpoint", "CheckpointStore", "Checkpoints", "DropReason", "ExpiringStore", "Kept", "WorkflowSource"]
+__all__ = ["CHECKPOINT_TOTAL_CAPACITY", "Checkpoint", "CheckpointStore", "Checkpoints", "DropReason", "ExpiringStore",
+           "Kept", "WorkflowSource"]
 
 DropReason = Literal["expired", "pushed_out", "resumed_ok", "internal_error", "shutdown"]
+
+CHECKPOINT_TOTAL_CAPACITY = 500
+"""The checkpoints one store holds at most, of all its agents together."""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -44,98 +51,159 @@ class Kept:
         return token_matches(token, self.token_sha256)
 
 
+Owner = TypeVar("Owner", bound=Hashable)
 K = TypeVar("K", bound=Hashable)
 V = TypeVar("V", bound=Kept)
 
 
-class ExpiringStore(Generic[K, V]):
-    """At most ``capacity`` checkpoints by key, oldest pushed out first, each ``ttl`` seconds after it was kept.
+@dataclass(slots=True)
+class _Shelf(Generic[K, V]):
+    """One owner's checkpoints: those held, oldest first, and those taken out to be resumed."""
 
-    Keeping one gives it a new resume token, of which only the SHA-256 is stamped on it. One taken out to be
-    resumed is not found and still counts, until it is kept again, put back or dropped.
+    held: OrderedDict[K, V] = field(default_factory=OrderedDict)
+    resuming: dict[K, V] = field(default_factory=dict)
 
-    It takes no lock: it has one owner, who alone calls it (the checkpoint actor, from its own thread; the
-    gateway, from its one event loop).
+    def __len__(self) -> int:
+        return len(self.held) + len(self.resuming)
+
+
+class ExpiringStore(Generic[Owner, K, V]):
+    """Checkpoints by key, each of one owner (an agent), each dropped ``ttl`` seconds after it was kept.
+
+    An owner holds at most ``capacity_of(owner)``, its oldest pushed out first; when the store holds
+    ``total_capacity``, the oldest of the owner holding the most is pushed out. So an owner's keep
+    never pushes out another's checkpoint unless the total forces it. Only the owner finds, takes
+    or resumes its checkpoints: for anyone else they do not exist (the token is not even compared).
+    Keys are unique across owners (call ids).
+
+    Keeping one gives it a new resume token, of which only the SHA-256 is stamped on it. One taken out
+    to be resumed is not found and still counts, until it is kept again, put back or dropped.
+
+    It takes no lock: one caller alone uses it (the checkpoint actor, from its own thread; the gateway,
+    from its one event loop).
     """
 
-    def __init__(self, clock: Callable[[], float], *, capacity: int, ttl: float,
-                 on_drop: Callable[[K, DropReason], None] = lambda key, reason: None) -> None:
+    def __init__(self, clock: Callable[[], float], *, capacity_of: Callable[[Owner], int], total_capacity: int,
+                 ttl: float, on_drop: Callable[[K, DropReason], None] = lambda key, reason: None) -> None:
         self._clock = clock
-        self._capacity = capacity
+        self._capacity_of = capacity_of
+        self._total_capacity = total_capacity
         self._ttl = ttl
         self._on_drop = on_drop
-        self._held: OrderedDict[K, V] = OrderedDict()
-        self._resuming: dict[K, V] = {}
+        self._shelves: dict[Owner, _Shelf[K, V]] = {}
+        self._owners: dict[K, Owner] = {}
+        """The owner of every checkpoint held or being resumed."""
         self._order = itertools.count()
 
     @property
     def ttl(self) -> float:
         return self._ttl
 
-    def keep(self, key: K, value: V) -> str:
-        """Store (or replace) a checkpoint as the newest; answer its new resume token."""
+    def keep(self, owner: Owner, key: K, value: V) -> str:
+        """Store (or replace) ``owner``'s checkpoint as its newest; answer its new resume token."""
         self.sweep()
         token = new_token()
         stored = replace(value, token_sha256=token_hash(token), expires_at=self._clock() + self._ttl,
                          kept_order=next(self._order))
-        self._resuming.pop(key, None)
-        self._held.pop(key, None)
-        self._held[key] = stored
-        while self._held and len(self._held) + len(self._resuming) > self._capacity:  # resumed ones count
-            self._on_drop(self._held.popitem(last=False)[0], "pushed_out")
+        self._remove(key)
+        shelf = self._shelves.setdefault(owner, _Shelf())
+        shelf.held[key] = stored
+        self._owners[key] = owner
+        while shelf.held and len(shelf) > self._capacity_of(owner):  # resumed ones count
+            self._push_out(owner)
+        while len(self._owners) > self._total_capacity and (most := self._holding_most()) is not None:
+            self._push_out(most)
         return token
 
-    def find(self, key: K) -> V | None:
-        """The held checkpoint at ``key``, if any (expired ones are dropped first)."""
+    def find(self, owner: Owner, key: K) -> V | None:
+        """``owner``'s held checkpoint at ``key``, if any (expired ones are dropped first)."""
         self.sweep()
-        return self._held.get(key)
+        shelf = self._shelves.get(owner)
+        return None if shelf is None else shelf.held.get(key)
 
-    def take(self, key: K, token: object) -> V | None:
-        """Take the checkpoint at ``key`` out to resume it, if it is held and ``token`` is its latest."""
-        self.sweep()
-        found = self._held.get(key)
+    def take(self, owner: Owner, key: K, token: object) -> V | None:
+        """Take ``owner``'s checkpoint at ``key`` out to resume it, if it is held and ``token`` is its latest."""
+        found = self.find(owner, key)
         if found is None or not found.token_matches(token):
             return None
-        self._resuming[key] = self._held.pop(key)
+        shelf = self._shelves[owner]
+        shelf.resuming[key] = shelf.held.pop(key)
         return found
 
     def put_back(self, key: K) -> None:
         """Return a taken checkpoint unchanged: same token, same place, same expiry."""
-        found = self._resuming.pop(key, None)
+        if key not in self._owners:
+            return
+        shelf = self._shelves[self._owners[key]]
+        found = shelf.resuming.pop(key, None)
         if found is None:
             return
-        self._held[key] = found
-        self._held = OrderedDict(sorted(self._held.items(), key=lambda item: item[1].kept_order))
+        shelf.held[key] = found
+        shelf.held = OrderedDict(sorted(shelf.held.items(), key=lambda item: item[1].kept_order))
 
     def drop(self, key: K, reason: DropReason) -> None:
         """Forget a checkpoint (held or being resumed)."""
-        found = self._held.pop(key, None) or self._resuming.pop(key, None)
-        if found is not None:
+        if self._remove(key):
             self._on_drop(key, reason)
 
     def sweep(self) -> None:
-        """Drop every expired checkpoint."""
+        """Drop every expired checkpoint, oldest first."""
         now = self._clock()
-        for key in [key for key, c in self._held.items() if c.expires_at <= now]:
-            del self._held[key]
-            self._on_drop(key, "expired")
+        expired = sorted((c.kept_order, key) for shelf in self._shelves.values()
+                         for key, c in shelf.held.items() if c.expires_at <= now)
+        for _, key in expired:
+            self.drop(key, "expired")
 
     def close(self) -> None:
         """Drop everything (shutdown)."""
-        keys = [*self._held, *self._resuming]
-        self._held.clear()
-        self._resuming.clear()
+        keys = [*self._held_keys(), *(key for shelf in self._shelves.values() for key in shelf.resuming)]
+        self._shelves.clear()
+        self._owners.clear()
         for key in keys:
             self._on_drop(key, "shutdown")
 
     def __len__(self) -> int:
         """Checkpoints held, those being resumed included (no sweep: a count never drops one)."""
-        return len(self._held) + len(self._resuming)
+        return len(self._owners)
+
+    def count(self, owner: Owner) -> int:
+        """``owner``'s checkpoints, those being resumed included (no sweep)."""
+        shelf = self._shelves.get(owner)
+        return 0 if shelf is None else len(shelf)
 
     def keys(self) -> list[K]:
         """Keys of the checkpoints held (not being resumed), oldest first."""
         self.sweep()
-        return list(self._held)
+        return self._held_keys()
+
+    def _held_keys(self) -> list[K]:
+        held = [(c.kept_order, key) for shelf in self._shelves.values() for key, c in shelf.held.items()]
+        return [key for _, key in sorted(held)]
+
+    def _holding_most(self) -> Owner | None:
+        """The owner with the most checkpoints among those holding one (not all being resumed); of
+        equals, the one whose oldest is oldest."""
+        holding = [(owner, shelf) for owner, shelf in self._shelves.items() if shelf.held]
+        if not holding:
+            return None
+        return min(holding, key=lambda item: (-len(item[1]), next(iter(item[1].held.values())).kept_order))[0]
+
+    def _push_out(self, owner: Owner) -> None:
+        """Drop ``owner``'s oldest held checkpoint."""
+        key = next(iter(self._shelves[owner].held))
+        self.drop(key, "pushed_out")
+
+    def _remove(self, key: K) -> bool:
+        """Take ``key`` out of the store, held or being resumed; whether it was there."""
+        if key not in self._owners:
+            return False
+        owner = self._owners.pop(key)
+        shelf = self._shelves[owner]
+        if shelf.held.pop(key, None) is None:
+            del shelf.resuming[key]
+        if not shelf:
+            del self._shelves[owner]
+        return True
 
 
 @dataclass(frozen=True, slots=True)
@@ -166,6 +234,8 @@ class Checkpoint(Kept):
     """The workflow file, for a workflow call."""
     attempts: int
     """Resumes so far."""
+    agent: str | None
+    """The agent whose call made it: only that agent's resume finds it."""
 
 
 class Checkpoints(Protocol):
@@ -173,7 +243,7 @@ class Checkpoints(Protocol):
 
     def keep(self, checkpoint: Checkpoint) -> str: ...
 
-    def take(self, call: int, token: str) -> Checkpoint: ...
+    def take(self, call: int, token: str, agent: str | None) -> Checkpoint: ...
 
     def put_back(self, call: int) -> None: ...
 
@@ -181,34 +251,38 @@ class Checkpoints(Protocol):
 
 
 class CheckpointStore:
-    """The bridge's container-call checkpoints, by call: an :class:`ExpiringStore` that answers error codes.
+    """The bridge's container-call checkpoints, by agent and call: an :class:`ExpiringStore` that answers
+    error codes. ``capacity_of`` tells how many an agent may hold (it is asked at each keep).
 
     Like it, it takes no lock: on a node the checkpoint actor owns it, and every access is a message.
     """
 
-    def __init__(self, clock: Clock, *, capacity: int = CHECKPOINT_CAPACITY, ttl: float = CHECKPOINT_TTL,
+    def __init__(self, clock: Clock, *,
+                 capacity_of: Callable[[str | None], int] = lambda agent: CHECKPOINT_CAPACITY,
+                 total_capacity: int = CHECKPOINT_TOTAL_CAPACITY, ttl: float = CHECKPOINT_TTL,
                  on_drop: Callable[[int, DropReason], None] = lambda call, reason: None) -> None:
-        self._store: ExpiringStore[int, Checkpoint] = ExpiringStore(clock.now, capacity=capacity, ttl=ttl,
-                                                                    on_drop=on_drop)
+        self._store: ExpiringStore[str | None, int, Checkpoint] = ExpiringStore(
+            clock.now, capacity_of=capacity_of, total_capacity=total_capacity, ttl=ttl, on_drop=on_drop)
 
     @property
     def ttl(self) -> float:
         return self._store.ttl
 
     def keep(self, checkpoint: Checkpoint) -> str:
-        """Store (or replace) a checkpoint as the newest; answer its new resume token."""
-        return self._store.keep(checkpoint.call, checkpoint)
+        """Store (or replace) a checkpoint as its agent's newest; answer its new resume token."""
+        return self._store.keep(checkpoint.agent, checkpoint.call, checkpoint)
 
-    def take(self, call: int, token: str) -> Checkpoint:
-        """Take a checkpoint out to resume it: ``checkpoint_not_found`` or ``resume_token_invalid``.
+    def take(self, call: int, token: str, agent: str | None) -> Checkpoint:
+        """Take ``agent``'s checkpoint out to resume it: ``checkpoint_not_found`` or ``resume_token_invalid``.
 
-        It stays out (a concurrent resume answers ``checkpoint_not_found``) until :meth:`put_back`,
-        :meth:`keep` or :meth:`drop`.
+        Another agent's checkpoint answers ``checkpoint_not_found`` as a call with none does (its token
+        is not compared, and it is left as it was). A taken one stays out (a concurrent resume answers
+        ``checkpoint_not_found``) until :meth:`put_back`, :meth:`keep` or :meth:`drop`.
         """
-        taken = self._store.take(call, token)
+        taken = self._store.take(agent, call, token)
         if taken is not None:
             return taken
-        if self._store.find(call) is None:
+        if self._store.find(agent, call) is None:
             raise KitsuneError("checkpoint_not_found", f"No checkpoint for call {call}: it finished ok, "
                                "expired, was pushed out, is being resumed, or the bridge restarted")
         raise KitsuneError("resume_token_invalid", f"The resume token does not match call {call}'s latest")
@@ -233,6 +307,10 @@ class CheckpointStore:
         """Checkpoints held, those being resumed included (no sweep: a count never drops one)."""
         return len(self._store)
 
+    def count(self, agent: str | None) -> int:
+        """``agent``'s checkpoints, those being resumed included (no sweep)."""
+        return self._store.count(agent)
+
     def calls(self) -> list[int]:
-        """Calls with a checkpoint held (not being resumed), oldest first."""
+        """Calls with a checkpoint held (not being resumed), of every agent, oldest first."""
         return self._store.keys()

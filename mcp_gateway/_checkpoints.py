@@ -1,11 +1,13 @@
 """Direct-call checkpoints (spec: Direct calls): kept by the MCP server that made the call.
 
-In memory only, at most 20 (the oldest is pushed out first), each expiring 30 minutes after its
+In memory only, at most 20 per agent (the oldest is pushed out first; of all agents together at most
+500, the oldest of the agent holding the most pushed out then), each expiring 30 minutes after its
 call or its last resume. A checkpoint holds the tool, its arguments without ``confirm_token``, the
 held result without its confirm token, the tab the call ran on, and where in the tool's requests it
 stopped; of the resume token only its SHA-256 is kept, compared with ``hmac.compare_digest`` and
-replaced on every resume that stops again. Checkpoints are scoped to the agent that made the call:
-another agent's resume does not find them. A checkpoint being resumed is out of the store, so a
+replaced on every resume that stops again. Checkpoints are scoped to the agent that made the call
+(over HTTP, the agent's MCP session): another agent's resume does not find them, nor can another
+agent's calls push them out. A checkpoint being resumed is out of the store, so a
 concurrent resume of the same call does not find it either.
 """
 
@@ -17,7 +19,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any, Literal
 
-from core.checkpoints import DropReason, ExpiringStore, Kept
+from core.checkpoints import CHECKPOINT_TOTAL_CAPACITY, DropReason, ExpiringStore, Kept
 from messages.contract import CHECKPOINT_CAPACITY, CHECKPOINT_TTL, CONFIRM_TTL
 from messages.tokens import token_hash
 
@@ -59,20 +61,21 @@ class DirectCheckpoint(Kept):
 
 
 class DirectCheckpoints:
-    """The gateway's direct-call checkpoints, by agent and call: an :class:`ExpiringStore`."""
+    """The gateway's direct-call checkpoints, by agent and call: an :class:`ExpiringStore` whose owners are
+    the agents (``capacity`` each, ``total_capacity`` of all)."""
 
     def __init__(self, clock: Callable[[], float] = time.monotonic, *, capacity: int = CHECKPOINT_CAPACITY,
-                 ttl: float = CHECKPOINT_TTL) -> None:
-        self._store: ExpiringStore[tuple[str, int], DirectCheckpoint] = ExpiringStore(clock, capacity=capacity,
-                                                                                      ttl=ttl)
+                 total_capacity: int = CHECKPOINT_TOTAL_CAPACITY, ttl: float = CHECKPOINT_TTL) -> None:
+        self._store: ExpiringStore[str, tuple[str, int], DirectCheckpoint] = ExpiringStore(
+            clock, capacity_of=lambda agent: capacity, total_capacity=total_capacity, ttl=ttl)
 
     def keep(self, checkpoint: DirectCheckpoint) -> str:
         """Store (or replace) a checkpoint as the newest, expiring ``ttl`` from now; its new resume token."""
-        return self._store.keep((checkpoint.agent, checkpoint.call), checkpoint)
+        return self._store.keep(checkpoint.agent, (checkpoint.agent, checkpoint.call), checkpoint)
 
     def find(self, agent: str, call: int) -> DirectCheckpoint | None:
         """The held checkpoint of ``agent``'s ``call``, if any (expired ones are dropped first)."""
-        return self._store.find((agent, call))
+        return self._store.find(agent, (agent, call))
 
     @staticmethod
     def token_matches(checkpoint: DirectCheckpoint, token: Any) -> bool:
@@ -82,7 +85,7 @@ class DirectCheckpoints:
     def take(self, checkpoint: DirectCheckpoint, token: str) -> bool:
         """Take a held checkpoint out while it is resumed; it stays out until kept, put back or dropped.
         False when it is no longer held (another resume took it first, or it expired)."""
-        return self._store.take((checkpoint.agent, checkpoint.call), token) is not None
+        return self._store.take(checkpoint.agent, (checkpoint.agent, checkpoint.call), token) is not None
 
     def put_back(self, checkpoint: DirectCheckpoint) -> None:
         """Return a taken checkpoint unchanged: same token, same place, same expiry."""

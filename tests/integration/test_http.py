@@ -231,8 +231,11 @@ def test_a_resume_grants_nothing_a_new_call_would_not(alice: httpx.Client, bob: 
     body = alice.post("/api/batch", json={"commands": [{"action": "click", "selector": "#missing", "timeout": 0.5},
                                                        {"action": "click", "selector": "#hit"}], "tabId": tab}).json()
     assert body["status"] == "failed"
-    resumed = bob.post("/api/resume", json={"call": body["call"], "resume_token": body["resume_token"]}).json()
-    assert resumed["results"][0]["code"] == "tab_owned"
+    assert error(bob.post("/api/resume", json={"call": body["call"], "resume_token": body["resume_token"]})) == (
+        404, "checkpoint_not_found")  # the checkpoint is alice's
+    assert bob.post("/api/tabs", json={"op": "takeover", "tabId": tab}).json()["ok"] is True
+    resumed = alice.post("/api/resume", json={"call": body["call"], "resume_token": body["resume_token"]}).json()
+    assert resumed["results"][0]["code"] == "tab_owned"  # the tab is bob's now: the resume cannot write it
     assert site.count("POST /clicks/hit") == 0
 
 

@@ -5,14 +5,16 @@ from __future__ import annotations
 import itertools
 import threading
 from collections import defaultdict, deque
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 from actors.threads import ThreadedSequences
 from core.calls import Calls, SequentialIds
-from core.checkpoints import CheckpointStore
+from core.checkpoints import CHECKPOINT_TOTAL_CAPACITY, CheckpointStore
 from core.claims import ClaimTable
 from core.engine import Ports
+from core.ports import Recorded, wait_recorded
 from messages.commands import Command, Js, NewTab, is_write
 from messages.errors import KitsuneError
 from messages.events import Event
@@ -83,7 +85,9 @@ class ScriptedDriver:
             raise KitsuneError("tabs_unavailable", "The browser did not answer the tab list", retryable=True)
         return frozenset(self.tabs)
 
-    def execute(self, command: Command, tab_id: int | None, timeout: float) -> Outcome:
+    def execute(self, command: Command, tab_id: int | None, timeout: float,
+                recorded: Sequence[Recorded] = ()) -> Outcome:
+        wait_recorded(recorded)  # nothing is sent unless every record is made
         key = self.key_of(command)
         if isinstance(command, Js) and command.label is None:
             key = command.code if isinstance(command.code, str) else "js"
@@ -131,13 +135,15 @@ class ScriptedDriver:
 class World:
     """The pure core wired with fakes: ``calls`` runs and resumes, ``events`` collects the stream."""
 
-    def __init__(self, *, tabs: set[int] | None = None, capacity: int = 20) -> None:
+    def __init__(self, *, tabs: set[int] | None = None,
+                 capacity_of: Callable[[str | None], int] = lambda agent: 20,
+                 total_capacity: int = CHECKPOINT_TOTAL_CAPACITY) -> None:
         self.clock = FakeClock()
         self.driver = ScriptedDriver(self.clock, tabs)
         self.claims = ClaimTable()
         self.events: list[Event] = []
         self.drops: list[tuple[int, str]] = []
-        self.store = CheckpointStore(self.clock, capacity=capacity,
+        self.store = CheckpointStore(self.clock, capacity_of=capacity_of, total_capacity=total_capacity,
                                      on_drop=lambda call, reason: self.drops.append((call, reason)))
         self.workflow_hashes: dict[str, str] = {}
         self.calls = Calls(lambda agent: Ports(self.driver, self.clock, self.claims, ThreadedSequences()), self.store,

@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import pytest
 
 from core.checkpoints import Checkpoint
+from core.ports import Recorded
 from messages.commands import CallSpec, Command, parse_call
 from messages.errors import KitsuneError
 from messages.results import Outcome
@@ -46,9 +47,9 @@ def batch(*commands: dict[str, Any], default_tab: int | None = DEFAULT_TAB, **op
     return parse_call("batch", list(commands), default_tab=default_tab, **options)
 
 
-def snapshot(world: World, body: dict[str, Any]) -> Checkpoint:
-    """The checkpoint of the call that answered ``body``, taken out and put back unchanged."""
-    checkpoint = world.store.take(body["call"], body["resume_token"])
+def snapshot(world: World, body: dict[str, Any], agent: str | None = None) -> Checkpoint:
+    """The checkpoint of ``agent``'s call that answered ``body``, taken out and put back unchanged."""
+    checkpoint = world.store.take(body["call"], body["resume_token"], agent)
     world.store.put_back(body["call"])
     return checkpoint
 
@@ -69,9 +70,9 @@ def intercept(world: World, key: str, action: Callable[[], None]) -> None:
     """Run ``action`` each time the driver receives the command ``key``, before answering it."""
     original = world.driver.execute
 
-    def execute(command: Command, tab_id: int | None, timeout: float) -> Outcome:
+    def execute(command: Command, tab_id: int | None, timeout: float, recorded: Sequence[Recorded] = ()) -> Outcome:
         if ScriptedDriver.key_of(command) == key:
             action()
-        return original(command, tab_id, timeout)
+        return original(command, tab_id, timeout, recorded)
 
     world.driver.execute = execute  # type: ignore[method-assign]

@@ -10,10 +10,12 @@ import base64
 import dataclasses
 import hashlib
 import re
+from collections.abc import Sequence
 from typing import Any
 
 import pytest
 
+from core.ports import Recorded
 from messages.commands import Command
 from messages.errors import KitsuneError
 from messages.events import CallStarted
@@ -40,11 +42,11 @@ def crash_on(world: World, key: str) -> None:
     """The driver raises RuntimeError (an internal error) on ``key``, after recording it as sent."""
     original = world.driver.execute
 
-    def execute(command: Command, tab_id: int | None, timeout: float) -> Outcome:
+    def execute(command: Command, tab_id: int | None, timeout: float, recorded: Sequence[Recorded] = ()) -> Outcome:
         if ScriptedDriver.key_of(command) == key:
-            original(command, tab_id, timeout)  # recorded as sent: it may have taken effect
+            original(command, tab_id, timeout, recorded)  # recorded as sent: it may have taken effect
             raise RuntimeError("driver bug")
-        return original(command, tab_id, timeout)
+        return original(command, tab_id, timeout, recorded)
 
     world.driver.execute = execute  # type: ignore[method-assign]
 
@@ -308,7 +310,7 @@ def test_every_checkpoint_dropped_on_bridge_shutdown() -> None:
 def test_checkpoint_being_resumed_is_dropped_on_shutdown() -> None:
     world = World()
     body = failing_call(world)
-    world.store.take(body["call"], body["resume_token"])
+    world.store.take(body["call"], body["resume_token"], None)
     world.store.close()
     assert world.drops == [(body["call"], "shutdown")]
     world.store.put_back(body["call"])
@@ -348,10 +350,10 @@ def test_store_take_while_taken_answers_checkpoint_not_found_and_put_back_restor
     world = World()
     body = failing_call(world)
     before = snapshot(world, body)
-    world.store.take(body["call"], body["resume_token"])
+    world.store.take(body["call"], body["resume_token"], None)
     assert world.store.calls() == []
     with pytest.raises(KitsuneError) as raised:
-        world.store.take(body["call"], body["resume_token"])
+        world.store.take(body["call"], body["resume_token"], None)
     assert raised.value.code == "checkpoint_not_found"
     world.store.put_back(body["call"])
     assert snapshot(world, body) == before
@@ -451,7 +453,7 @@ def test_at_most_20_checkpoints_when_a_taken_checkpoint_is_put_back() -> None:
     bodies = [failing_call(world) for _ in range(20)]
     first = bodies[0]
     before = snapshot(world, first)
-    world.store.take(first["call"], first["resume_token"])  # a resume in progress
+    world.store.take(first["call"], first["resume_token"], None)  # a resume in progress
     failing_call(world)  # another call ends meanwhile
     world.store.put_back(first["call"])  # the resume was refused (observed_invalid, workflow_changed, ...)
     assert len(world.store.calls()) <= 20

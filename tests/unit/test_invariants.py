@@ -10,9 +10,13 @@ exactly which step reached the page. It checks, after every step:
    never sent again;
 2. a write whose outcome is unknown is sent again only by a resume whose ``observed``
    reports it ``not_applied``;
-3. the store holds at most 20 checkpoints, exactly the ones a model of it expects, in the
-   same order, and drops them for the expected reasons;
-4. an expired, pushed-out or replaced token (or a wrong one) never works and sends nothing;
+3. the store holds exactly the checkpoints a model of it expects, in the same order, and drops
+   them for the expected reasons: the calls are several agents', each agent holds at most its
+   own capacity (20 for one of them, as the spec's single agent), all together at most the
+   total capacity; a keep pushes out its own agent's oldest, and another agent's only when the
+   total forces it, then the oldest of the agent holding the most;
+4. an expired, pushed-out or replaced token (or a wrong one) never works and sends nothing, and
+   another agent's resume finds nothing, even with the owner's valid token, and changes nothing;
 5. the fold of a run's events, also through the wire codec, is the response's progress,
    status and summary;
 
@@ -26,8 +30,9 @@ from dataclasses import dataclass
 from typing import Any, Literal
 
 import hypothesis.strategies as st
+import pytest
 from hypothesis import event, settings
-from hypothesis.stateful import RuleBasedStateMachine, invariant, precondition, rule
+from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, precondition, rule
 
 from core.calls import CallResponse
 from messages.codec import decode, encode
@@ -38,6 +43,7 @@ from messages.steplog import fold
 from tests.unit.fakes import Sent, World
 
 CAPACITY = 20
+AGENTS = ("alice", "bob", "carol")
 TTL = 1800.0
 DEFAULT_TAB = 3
 MAX_LEAVES = 8
@@ -121,8 +127,12 @@ def flatten(progress: list[dict[str, Any]], prefix: str = "") -> dict[str, dict[
 class ResumeMachine(RuleBasedStateMachine):
     def __init__(self) -> None:
         super().__init__()
-        self.world = World(capacity=CAPACITY)
-        assert self.world.store.ttl == TTL
+        self.world = World()
+        self.capacity: dict[str | None, int] = {}
+        """Each agent's capacity."""
+        self.total_capacity = 0
+        self.agent_of: dict[int, str] = {}
+        """Every call's agent."""
         self.counter = 0
         self.leaves: dict[int, dict[str, Leaf]] = {}
         """Every call's leaves by path."""
@@ -140,6 +150,15 @@ class ResumeMachine(RuleBasedStateMachine):
         self.unknown: set[str] = set()
         """Write keys whose last send ended unknown (the caller's not_applied must come with the resend)."""
 
+    @initialize(capacities=st.tuples(*(st.sampled_from((CAPACITY, 1, 2, 5)) for _ in AGENTS)),
+                total=st.sampled_from((500, 3, 8, 25)))
+    def capacities(self, capacities: tuple[int, ...], total: int) -> None:
+        """The agents' capacities and the store's total (first: the spec's 20 each, a total never reached)."""
+        self.capacity = dict(zip(AGENTS, capacities, strict=True))
+        self.total_capacity = total
+        self.world = World(capacity_of=self.capacity.__getitem__, total_capacity=total)
+        assert self.world.store.ttl == TTL
+
     # --- the model of the store ------------------------------------------------------------
 
     def _sweep(self) -> None:
@@ -153,6 +172,10 @@ class ResumeMachine(RuleBasedStateMachine):
         self.dead.append((call, held.token))
         self.drops.append((call, reason))
 
+    def _held_by(self, agent: str) -> list[int]:
+        """``agent``'s calls in the model, oldest first."""
+        return [c for c in self.held if self.agent_of[c] == agent]
+
     def _keep(self, call: int, body: dict[str, Any]) -> None:
         token = body["resume_token"]
         assert isinstance(token, str) and len(token) >= 32
@@ -161,9 +184,16 @@ class ResumeMachine(RuleBasedStateMachine):
         self._sweep()  # expired checkpoints never count against the 20
         self.held[call] = Held(call, token, self.world.clock.now() + TTL, flatten(body["progress"]),
                                body["results"])
-        while len(self.held) > CAPACITY:
-            event("checkpoint pushed out")
-            self._forget(next(iter(self.held)), "pushed_out")
+        agent = self.agent_of[call]
+        while len(self._held_by(agent)) > self.capacity[agent]:
+            event("checkpoint pushed out by its own agent's capacity")
+            self._forget(self._held_by(agent)[0], "pushed_out")
+        while len(self.held) > self.total_capacity:
+            # the agent holding the most; of equals, the one whose oldest is oldest
+            most = min(self.held, key=lambda c: (-len(self._held_by(self.agent_of[c])), list(self.held).index(c)))
+            event("checkpoint pushed out by the total capacity" if self.agent_of[most] == agent
+                  else "another agent's checkpoint pushed out by the total capacity")
+            self._forget(most, "pushed_out")
 
     # --- building calls ----------------------------------------------------------------------
 
@@ -303,8 +333,9 @@ class ResumeMachine(RuleBasedStateMachine):
 
     # --- rules -------------------------------------------------------------------------------
 
-    def _run(self, shape: list[tuple[str, Any]], *, stop_on_warning: bool, short: bool) -> None:
+    def _run(self, agent: str, shape: list[tuple[str, Any]], *, stop_on_warning: bool, short: bool) -> None:
         call = self._next_call_id()
+        self.agent_of[call] = agent
         raw, answers = self._build(call, shape)
         parallel = any(kind == "parallel" for kind, _ in shape)
         kind: Literal["batch", "parallel"] = "parallel" if parallel and len(shape) == 1 else "batch"
@@ -312,19 +343,20 @@ class ResumeMachine(RuleBasedStateMachine):
         spec = parse_call(kind, raw, default_tab=DEFAULT_TAB, stop_on_warning=stop_on_warning, timeout=timeout)
         self._script(answers)
         mark = len(self.world.driver.sent)
-        response = self.world.calls.run(spec)
+        response = self.world.calls.run(spec, agent=agent)
         assert self.world.events[-1].call == call
         self._answer(call, response, self.world.driver.sent[mark:], answers, {}, None)
 
-    @rule(shape=call_shapes(), stop_on_warning=st.booleans(), short=st.booleans())
-    def new_call(self, shape: list[tuple[str, Any]], stop_on_warning: bool, short: bool) -> None:
-        self._run(shape, stop_on_warning=stop_on_warning, short=short)
+    @rule(agent=st.sampled_from(AGENTS), shape=call_shapes(), stop_on_warning=st.booleans(), short=st.booleans())
+    def new_call(self, agent: str, shape: list[tuple[str, Any]], stop_on_warning: bool, short: bool) -> None:
+        self._run(agent, shape, stop_on_warning=stop_on_warning, short=short)
 
-    @rule(shapes=st.lists(st.tuples(st.booleans(), st.sampled_from(STOPPING)), min_size=3, max_size=12))
-    def many_calls(self, shapes: list[tuple[bool, str]]) -> None:
-        """Calls that keep checkpoints, enough to push older ones out."""
+    @rule(agent=st.sampled_from(AGENTS),
+          shapes=st.lists(st.tuples(st.booleans(), st.sampled_from(STOPPING)), min_size=3, max_size=25))
+    def many_calls(self, agent: str, shapes: list[tuple[bool, str]]) -> None:
+        """One agent's calls that keep checkpoints, enough to push older ones out."""
         for shape in shapes:
-            self._run([("leaf", shape)], stop_on_warning=False, short=False)
+            self._run(agent, [("leaf", shape)], stop_on_warning=False, short=False)
 
     @rule(seconds=st.sampled_from((1.0, 30.0, 600.0, 1200.0, 1799.0, 1800.0, 1801.0, 3600.0)))
     def advance_clock(self, seconds: float) -> None:
@@ -346,7 +378,7 @@ class ResumeMachine(RuleBasedStateMachine):
         self._script(answers)
         mark = len(self.world.driver.sent)
         try:
-            response = self.world.calls.resume(call, held.token, observed)
+            response = self.world.calls.resume(call, held.token, observed, agent=self.agent_of[call])
         except KitsuneError as e:
             assert self.world.driver.sent[mark:] == [], f"resume error {e.code} sent something"
             assert e.code == expected, (e.code, expected, e.state)
@@ -405,7 +437,7 @@ class ResumeMachine(RuleBasedStateMachine):
         events = len(self.world.events)
         stored = self.world.store.calls()
         try:
-            response = self.world.calls.resume(call, token, None)
+            response = self.world.calls.resume(call, token, None, agent=self.agent_of[call])
         except KitsuneError as e:
             assert e.code == expected, (e.code, expected)
             event(f"bad token: {e.code}")
@@ -416,13 +448,37 @@ class ResumeMachine(RuleBasedStateMachine):
         assert len(self.world.events) == events
         assert self.world.store.calls() == stored
 
+    @precondition(lambda self: bool(self.held))
+    @rule(data=st.data())
+    def resume_as_another_agent(self, data: st.DataObject) -> None:
+        """Invariant 4: another agent's resume, even with the owner's valid token, is a call with no checkpoint."""
+        self._sweep()
+        if not self.held:
+            return
+        call = data.draw(st.sampled_from(sorted(self.held)), label="call")
+        agent = data.draw(st.sampled_from([None, *(a for a in AGENTS if a != self.agent_of[call])]), label="agent")
+        token = data.draw(st.sampled_from((self.held[call].token, "x" * 32)), label="token")
+        mark, events, stored = len(self.world.driver.sent), len(self.world.events), self.world.store.calls()
+        with pytest.raises(KitsuneError) as refused:
+            self.world.calls.resume(call, token, None, agent=agent)
+        with pytest.raises(KitsuneError) as unknown:
+            self.world.calls.resume(10**9 + call, token, None, agent=self.agent_of[call])  # no such call
+        assert (refused.value.code, refused.value.http_status) == ("checkpoint_not_found", 404)
+        assert refused.value.to_json() == {**unknown.value.to_json(),
+                                           "error": unknown.value.message.replace(str(10**9 + call), str(call))}
+        assert self.world.driver.sent[mark:] == [] and len(self.world.events) == events
+        assert self.world.store.calls() == stored  # not taken, not moved; the next resume proves its token
+        event("resume by another agent: checkpoint_not_found")
+
     # --- invariants --------------------------------------------------------------------------
 
     @invariant()
     def store_matches_model(self) -> None:
         self._sweep()
         calls = self.world.store.calls()
-        assert len(calls) <= CAPACITY
+        assert len(self.world.store) <= self.total_capacity
+        for agent in AGENTS:
+            assert self.world.store.count(agent) <= self.capacity[agent]
         # Same calls in the same order: a refused resume leaves its checkpoint "as it was" (spec: Errors),
         # so it keeps its place in the push-out order (the oldest is dropped first).
         assert calls == list(self.held), (calls, list(self.held))

@@ -89,7 +89,8 @@ class Bench:
         self.node = StandInNode(StandInBrowser(self.driver.tabs), self.claims)
         self.metrics = NodeMetrics(self.node)
         self.checkpoint_actor = CheckpointActor.start(CheckpointStore(
-            self.clock, capacity=3, ttl=60, on_drop=lambda call, reason: self.metrics.checkpoint_dropped(reason)))
+            self.clock, capacity_of=lambda agent: 3, ttl=60,
+            on_drop=lambda call, reason: self.metrics.checkpoint_dropped(reason)))
         self.node.actors.append(self.checkpoint_actor)
         self.checkpoints = self.node.checkpoints = CheckpointsPort(self.checkpoint_actor)
         self.calls = Calls(self.ports, self.checkpoints, audit=SequentialIds(), sink=self.emit,
@@ -151,13 +152,13 @@ def test_resumes_by_outcome_and_code_and_checkpoint_drops_by_reason(bench: Bench
     bench.driver.on("#a", "fail")
     body = bench.batch([{"action": "click", "selector": "#a"}], 1)
     with pytest.raises(KitsuneError):
-        bench.calls.resume(body["call"], "wrong-token")
+        bench.calls.resume(body["call"], "wrong-token", agent="alice")
     with pytest.raises(KitsuneError):
-        bench.calls.resume(body["call"] + 1000, body["resume_token"])
+        bench.calls.resume(body["call"] + 1000, body["resume_token"], agent="alice")
     bench.driver.on("#a", "fail")
-    again = bench.calls.resume(body["call"], body["resume_token"]).body
+    again = bench.calls.resume(body["call"], body["resume_token"], agent="alice").body
     assert again["status"] == "failed"
-    assert bench.calls.resume(body["call"], again["resume_token"]).body["status"] == "ok"
+    assert bench.calls.resume(body["call"], again["resume_token"], agent="alice").body["status"] == "ok"
     for _ in range(4):  # capacity 3: the first of four is pushed out
         bench.driver.on("#x", "fail")
         bench.batch([{"action": "click", "selector": "#x"}], 1)
