@@ -149,9 +149,13 @@ class ExpiringStore(Generic[Owner, K, V]):
     def sweep(self) -> None:
         """Drop every expired checkpoint, oldest first."""
         now = self._clock()
-        expired = sorted((c.kept_order, key) for shelf in self._shelves.values()
-                         for key, c in shelf.held.items() if c.expires_at <= now)
-        for _, key in expired:
+        expired: list[tuple[int, K]] = []
+        for shelf in self._shelves.values():
+            for key, c in shelf.held.items():  # kept in order, so expiring in order: the clock never goes back
+                if c.expires_at > now:
+                    break
+                expired.append((c.kept_order, key))
+        for _, key in sorted(expired):
             self.drop(key, "expired")
 
     def close(self) -> None:
