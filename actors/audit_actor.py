@@ -29,7 +29,7 @@ from nats.aio.client import Client
 from nats.js.api import StorageType, StreamConfig
 
 from actors.loop import IoLoop
-from actors.pipeline import OrderedWriter
+from actors.pipeline import OrderedWriter, Pending
 from messages.audit import (
     AuditEntry,
     CallEntry,
@@ -37,6 +37,7 @@ from messages.audit import (
     InterruptedEntry,
     ObservedStepEntry,
     ResumeEntry,
+    SessionEntry,
     StepEntry,
     TakeoverEntry,
     redacted_params,
@@ -232,10 +233,7 @@ class Auditor:
                                                params=redacted_params(command), call=call, path=path,
                                                resumed=resumed),
                                      urgent=is_write(command))  # the engine waits only for a write's entry
-
-        def wait() -> None:  # raises audit_unavailable when the entry could not be written
-            written.result(timeout=_WAIT)
-        return wait
+        return Pending(written, _WAIT)  # raises audit_unavailable when the entry could not be written
 
     def observed(self, call: int, path: str, command: Command, tab_id: int | None) -> None:
         self._record(ObservedStepEntry(time=_now(), agent=self._agent, action=command.action, tab_id=tab_id,
@@ -249,6 +247,13 @@ class Auditor:
     def takeover(self, tab_id: int) -> int:
         """Record a tab takeover; its entry's id."""
         return self._record(TakeoverEntry(time=_now(), agent=self._agent, tab_id=tab_id))
+
+    def session(self, op: str, session: str, mode: str, call: int | None, *, reason: str | None = None,
+                previous: str | None = None) -> None:
+        """Record that one of the agent's sessions opened, was promoted, closed or swept (without waiting:
+        it is told from the loop, and sends nothing to a page)."""
+        self._trail.record(SessionEntry(time=_now(), agent=self._agent, op=op, session=session, mode=mode, call=call,
+                                        reason=reason, previous=previous), urgent=False)
 
     def direct(self, command: Command, tab_id: int | None) -> int:
         """Record a direct call; its call id."""

@@ -61,6 +61,7 @@ GROUPS: dict[str, frozenset[str]] = {
     "/api/resume": frozenset({"core", "automation"}),
     "/api/tabs": frozenset({"core"}),
     "/api/needs-user": frozenset({"core"}),
+    "/api/sessions": frozenset({"core"}),
     "/api/act": frozenset({"core"}),
 }
 """The capability groups each route belongs to; routes not listed are always on."""
@@ -211,8 +212,10 @@ class Api:
         tabs = []
         for tab in await self.node.describe_tabs():
             owner = self.node.owners.owner(tab["tabId"])
+            session = tab.pop("session", None)  # named to its own agent only
             tabs.append({**tab, "owner": "you" if owner == agent else ("user" if owner == USER else "agent"),
-                         "current": self.current.get(agent) == tab["tabId"]})
+                         "current": self.current.get(agent) == tab["tabId"],
+                         "session": session["name"] if session is not None and session["agent"] == agent else None})
         return _json({"tabs": tabs, "current": self.current.get(agent)})
 
     async def change_tabs(self, request: Request) -> Response:
@@ -226,7 +229,7 @@ class Api:
             raise invalid_call("unknown_parameter", "", f"{op} takes no {unknown[0]!r}", param=unknown[0])
         token = _confirm_token(body)
         if op == "open":
-            command = parse_command({"action": "newTab", **({"url": body["url"]} if "url" in body else {})}, "")
+            command = parse_command({"action": "newTab", **{k: body[k] for k in ("url", "session") if k in body}}, "")
             outcome, call = await self.node.act(agent, command, None, token)
             if isinstance(outcome, Done):
                 self.current[agent] = outcome.value["tabId"]
@@ -234,8 +237,7 @@ class Api:
         tab = body.get("tabId")
         if isinstance(tab, bool) or not isinstance(tab, int):
             raise invalid_call("missing_parameter", "", f"{op} needs tabId", param="tabId")
-        if tab not in await self.node.open_tab_ids():
-            raise KitsuneError("unknown_tab", f"No open tab {tab}", state={"path": "", "tabId": tab})
+        await self._open_tab(tab, "")
         if op == "close":
             outcome, call = await self.node.act(agent, CloseTab(tab_id=tab), tab, token)
             if isinstance(outcome, Done) and self.current.get(agent) == tab:
@@ -254,9 +256,27 @@ class Api:
         if raw is None or not raw.isdigit():
             raise invalid_call("missing_parameter", "", "needs-user needs ?tabId=N", param="tabId")
         tab = int(raw)
-        if tab not in await self.node.open_tab_ids():
-            raise KitsuneError("unknown_tab", f"No open tab {tab}", state={"path": "", "tabId": tab})
+        await self._open_tab(tab, "")
         return _json({"tabId": tab, **await self.node.needs_user(tab)})
+
+    async def _open_tab(self, tab: int, path: str) -> None:
+        """Raise unless ``tab`` is open: ``session_expired`` when its session's end closed it, else ``unknown_tab``."""
+        if tab in await self.node.open_tab_ids():
+            return
+        closed = self.node.owners.closed_why(tab)
+        if closed.code == "session_expired":
+            raise KitsuneError(closed.code, closed.error, state=closed.state)
+        raise KitsuneError("unknown_tab", f"No open tab {tab}", state={"path": path, "tabId": tab})
+
+    # sessions
+
+    async def list_sessions(self, request: Request) -> Response:
+        """The calling agent's sessions (name, mode, tabs, created, last used) and tombstones."""
+        return _json(self.node.sessions.listing(self.agent(request)))
+
+    async def close_session(self, request: Request) -> Response:
+        """Close one of the calling agent's sessions (its tabs close), or forget its tombstone."""
+        return _json(await self.node.sessions.close(self.agent(request), request.path_params["name"]))
 
     # direct actions
 
@@ -275,8 +295,7 @@ class Api:
         if command.acts_on_tab:
             if tab is None:
                 raise invalid_call("missing_parameter", "command", "no tabId and no current tab", param="tabId")
-            if tab not in await self.node.open_tab_ids():
-                raise KitsuneError("unknown_tab", f"No open tab {tab}", state={"path": "command", "tabId": tab})
+            await self._open_tab(tab, "command")
         token = _confirm_token(body)
         outcome, call = await self.node.act(agent, command, tab if command.acts_on_tab else None, token)
         if isinstance(outcome, Done) and isinstance(command, NewTab):
@@ -300,7 +319,7 @@ class Api:
 
 
 _TAB_OPS: dict[str, frozenset[str]] = {
-    "open": frozenset({"op", "url", "confirm_token"}),
+    "open": frozenset({"op", "url", "session", "confirm_token"}),
     "close": frozenset({"op", "tabId", "confirm_token"}),
     "select": frozenset({"op", "tabId"}),
     "takeover": frozenset({"op", "tabId"}),
@@ -347,6 +366,8 @@ def create_app(node: Node, config: BridgeConfig, mounts: Sequence[BaseRoute] = (
         Route("/api/tabs", api.list_tabs, methods=["GET"]),
         Route("/api/tabs", api.change_tabs, methods=["POST"]),
         Route("/api/needs-user", api.needs_user, methods=["GET"]),
+        Route("/api/sessions", api.list_sessions, methods=["GET"]),
+        Route("/api/sessions/{name}", api.close_session, methods=["DELETE"]),
         Route("/api/act", api.act, methods=["POST"]),
         Route("/api/schema", api.schema, methods=["GET"]),
         Route("/api/caps", api.caps, methods=["GET"]),

@@ -66,6 +66,7 @@ from messages.steplog import StepLogBuilder
 from messages.tokens import matching_index
 
 if TYPE_CHECKING:
+    from bridge.browser.sessions import SessionChange
     from bridge.config import BridgeConfig
 
 __all__ = ["CODES", "HttpMetrics", "NodeMetrics", "ScrapedNode", "bounded", "scrape_tokens"]
@@ -83,6 +84,8 @@ ACTION_NAMES = frozenset(ACTIONS)
 CODES = frozenset(ERROR_CODES)
 """Error codes a label may name; any other code is ``other``."""
 DROP_REASONS = ("expired", "pushed_out", "resumed_ok", "internal_error", "shutdown")
+SESSION_MODES = ("reuse", "one-shot", "dynamic")
+SESSION_CLOSE_REASONS = ("closed", "swept", "call_ended", "browser_restarted")
 RESUME_OUTCOMES = (*STATUSES, "refused", "internal_error")
 DENIALS = {"read_only": ("read_only",), "tab_owned": ("user_tab", "agent_tab"),
            "url_denied": ("denied", "not_allowed", "scheme", "unparseable")}
@@ -204,6 +207,9 @@ class NodeMetrics:
         self.resumes = Counter("kitsune_resumes", "Resumes by outcome and error code", ["outcome", "code"],
                                registry=r)
         self.drops = Counter("kitsune_checkpoint_drops", "Checkpoints dropped, by reason", ["reason"], registry=r)
+        self.sessions_open = Gauge("kitsune_sessions_open", "Browser sessions open now, by mode", ["mode"], registry=r)
+        self.sessions_closed = Counter("kitsune_sessions_closed", "Browser sessions closed, by reason (swept: idle)",
+                                       ["reason"], registry=r)
         self.denials = Counter("kitsune_policy_denials", "Actions the policy refused, by code and reason",
                                ["code", "reason"], registry=r)
         self.needs_user = Counter("kitsune_needs_user_stops", "Actions stopped on needs_user, by reason",
@@ -235,6 +241,10 @@ class NodeMetrics:
             self.needs_user.labels(reason)
         for outcome in RESUME_OUTCOMES:
             self.resumes.labels(outcome, "none")
+        for mode in SESSION_MODES:
+            self.sessions_open.labels(mode)
+        for reason in SESSION_CLOSE_REASONS:
+            self.sessions_closed.labels(reason)
         r.register(_Sampled(self))
 
     def exposition(self) -> bytes:
@@ -287,6 +297,18 @@ class NodeMetrics:
     def checkpoint_dropped(self, reason: str) -> None:
         """A checkpoint was dropped (expired, pushed_out, resumed_ok, internal_error, shutdown)."""
         self.drops.labels(bounded(reason, DROP_REASONS)).inc()
+
+    def session_changed(self, change: SessionChange) -> None:
+        """A session opened, was promoted, closed or swept."""
+        mode = bounded(change.mode, SESSION_MODES)
+        if change.op == "opened":
+            self.sessions_open.labels(mode).inc()
+        elif change.op == "promoted":
+            self.sessions_open.labels("one-shot").dec()
+            self.sessions_open.labels("dynamic").inc()
+        else:
+            self.sessions_open.labels(mode).dec()
+            self.sessions_closed.labels(bounded(change.reason or "closed", SESSION_CLOSE_REASONS)).inc()
 
     def policy_refused(self, outcome: Outcome) -> None:
         """The policy refused an action (``Failed``) or held it for approval (``HeldForApproval``)."""

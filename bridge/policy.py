@@ -10,15 +10,17 @@ from __future__ import annotations
 import collections
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 import orjson
 
 from bridge.url_policy import UrlPolicy
 from core.engine import Driver
+from core.ports import Recorded
 from messages.commands import Command, Navigate, NewTab, command_to_json, is_write
 from messages.contract import CHECKPOINT_CAPACITY, CONFIRM_TTL
+from messages.errors import KitsuneError
 from messages.results import Done, Failed, Failure, HeldForApproval, Outcome
 from messages.tokens import digest, digests_equal, new_token, token_hash
 
@@ -59,7 +61,8 @@ class TabOwners:
 
     def __init__(self, closed_capacity: int = 10_000) -> None:
         self._owners: dict[int, str] = {}
-        self._closed: collections.OrderedDict[int, None] = collections.OrderedDict()
+        self._closed: collections.OrderedDict[int, KitsuneError | None] = collections.OrderedDict()
+        """Closed tabs, each with the ``session_expired`` of the session whose end closed it, if one did."""
         self._closed_capacity = closed_capacity
         self._lock = threading.Lock()
 
@@ -80,11 +83,18 @@ class TabOwners:
             self._owners[tab] = agent
             return previous
 
-    def closed(self, tab: int) -> None:
+    def closed_why(self, tab: int) -> Failure:
+        """The failure of a write to a closed tab: ``session_expired`` when its session's end closed it."""
+        with self._lock:
+            expired = self._closed.get(tab)
+        return Failure.of(expired) if expired is not None else Failure(f"Tab {tab} is closed", "tab_closed", False,
+                                                                        {"tabId": tab})
+
+    def closed(self, tab: int, expired: KitsuneError | None = None) -> None:
         """Record that ``tab`` closed: it has no owner any more."""
         with self._lock:
             self._owners.pop(tab, None)
-            self._closed[tab] = None
+            self._closed[tab] = expired
             while len(self._closed) > self._closed_capacity:
                 self._closed.popitem(last=False)
 
@@ -155,14 +165,14 @@ class PolicyDriver:
     def refusal(self, command: Command, tab: int | None) -> Outcome | None:
         """Why the policy stops ``command`` now (nothing sent), or None."""
         policy = self._policy()
+        if tab is not None and command.acts_on_tab and self._owners.owner(tab) == CLOSED:
+            return Failed(self._owners.closed_why(tab))
         if not is_write(command):
             return None
         if policy.read_only:
             return Failed(Failure("Read-only mode: writes are refused; nothing was sent", "read_only", False))
         if tab is not None and command.acts_on_tab:
             owner = self._owners.owner(tab)
-            if owner == CLOSED:
-                return Failed(Failure(f"Tab {tab} is closed", "tab_closed", False, {"tabId": tab}))
             if owner != self._agent and not (owner == USER and policy.user_tabs_writable):
                 whose = "a user tab" if owner == USER else "owned by another agent"
                 return Failed(Failure(f"Tab {tab} is {whose}; take it over to write to it", "tab_owned", False,
@@ -184,12 +194,13 @@ class PolicyDriver:
                 "action": command.action, "tabId": tab, "confirm_token": token, "expires_in": CONFIRM_TTL}))
         return None
 
-    def execute(self, command: Command, tab_id: int | None, timeout: float) -> Outcome:
+    def execute(self, command: Command, tab_id: int | None, timeout: float,
+                recorded: Sequence[Recorded] = ()) -> Outcome:
         refused = self.refusal(command, tab_id)
         if refused is not None:
             self._on_refusal(refused)
             return refused
-        outcome = self._inner.execute(command, tab_id, timeout)
+        outcome = self._inner.execute(command, tab_id, timeout, recorded)
         if isinstance(outcome, Done) and isinstance(command, NewTab) and isinstance(outcome.value.get("tabId"), int):
             self._owners.give(outcome.value["tabId"], self._agent)
         return outcome

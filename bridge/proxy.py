@@ -57,13 +57,14 @@ class _Unreachable(Exception):
 class PolicyProxy:
     """A forward proxy on loopback, on the running asyncio loop, that judges every connection first."""
 
-    def __init__(self, policy: Callable[[], UrlPolicy], own_endpoints: Callable[[], Iterable[Endpoint]]) -> None:
+    def __init__(self, policy: Callable[[], UrlPolicy], own_endpoints: Callable[[], Iterable[Endpoint]], *,
+                 marker: str | None = None) -> None:
         self.policy = policy
         """The URL lists as they are now (read for every connection)."""
         self.own_endpoints = own_endpoints
         """The node's listening endpoints besides this proxy's (read for every connection)."""
-        self.marker = secrets.token_hex(16)
-        """Names the proxy's own answers in :data:`PROXY_HEADER`."""
+        self.marker = marker or secrets.token_hex(16)
+        """Names the proxy's own answers in :data:`PROXY_HEADER` (drawn for it, or shared by a node's proxies)."""
         self.refusals = 0
         """How many connections it has refused."""
         self._server: asyncio.Server | None = None

@@ -145,3 +145,25 @@ class DirectEntry(AuditEntry):
 
     def _fields(self) -> dict[str, Any]:
         return {"action": self.action, "tabId": self.tab_id, "params": self.params}
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class SessionEntry(AuditEntry):
+    """An agent's browser session opened, was promoted, closed or swept."""
+
+    kind = "session"
+    op: str
+    """``opened``, ``promoted``, ``closed`` or ``swept``."""
+    session: str
+    mode: str
+    call: int | None
+    """The call it happened in (or the one that opened the session)."""
+    reason: str | None = None
+    """Why it closed."""
+    previous: str | None = None
+    """The one-shot name of a promoted session."""
+
+    def _fields(self) -> dict[str, Any]:
+        fields: dict[str, Any] = {"op": self.op, "session": self.session, "mode": self.mode,
+                                  "parent": {"call": self.call}}
+        return fields | {k: v for k, v in (("reason", self.reason), ("previous", self.previous)) if v is not None}

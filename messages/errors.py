@@ -72,6 +72,10 @@ ERROR_CODES: Mapping[str, ErrorCode] = {code.name: code for code in [
     *_codes(504, True, "timeout", "barrier_timeout"),
     *_codes(500, False, "internal", "internal_error", "browser_error"),
     *_codes(503, False, "node_stopped"),
+    # Sessions (the browser contexts of an agent's tabs).
+    *_codes(410, False, "session_expired"),
+    *_codes(404, False, "session_not_found"),
+    *_codes(409, False, "session_exists", "session_not_promotable"),
 ]}
 """Every code Kitsune raises or answers, by name; a unit test finds each code literal of the package here."""
 

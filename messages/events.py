@@ -14,7 +14,7 @@ from typing import Any, ClassVar, Literal
 
 __all__ = [
     "BlockWriteSucceeded", "CallEnded", "CallResumed", "CallStarted", "EndReason", "Event",
-    "EVENT_TYPES", "Observation", "OutlineStep", "StepDispatched", "StepFailed", "StepHeld",
+    "EVENT_TYPES", "Observation", "OutlineStep", "SessionChanged", "StepDispatched", "StepFailed", "StepHeld",
     "StepEvent", "StepKept", "StepObserved", "StepOutcomeUnknown", "StepSkipped", "StepStarted",
     "StepSucceeded", "event_from_json", "event_to_json",
 ]
@@ -182,11 +182,26 @@ class CallEnded(Event):
     reason: EndReason
 
 
+@dataclass(frozen=True, slots=True)
+class SessionChanged(Event):
+    """A browser session of the call's agent opened, was promoted, closed or swept during the call (or,
+    for a sweep or a close outside any call, after the call that opened it)."""
+
+    kind = "SessionChanged"
+    op: Literal["opened", "promoted", "closed", "swept"]
+    agent: str
+    session: str
+    mode: str
+    reason: str | None = None
+    """Why it closed."""
+
+
 EVENT_TYPES: Mapping[str, type[Event]] = {
     cls.kind: cls
     for cls in (
         CallStarted, CallResumed, StepStarted, StepDispatched, BlockWriteSucceeded, StepSucceeded,
         StepFailed, StepOutcomeUnknown, StepHeld, StepSkipped, StepKept, StepObserved, CallEnded,
+        SessionChanged,
     )
 }
 _FIELDS: Mapping[type[Event], tuple[str, ...]] = {

@@ -95,6 +95,8 @@ def _param_schema(param: Param) -> dict[str, Any]:
     for key in ("minimum", "maximum"):
         if key in param.meta:
             schema[key] = param.meta[key]
+    if "pattern" in param.meta:
+        schema["pattern"] = f"^{param.meta['pattern']}$"
     if param.meta.get("min_items"):
         schema["minItems"] = param.meta["min_items"]
     if not param.required and param.default not in (None, ()):

@@ -19,6 +19,7 @@ from messages.events import (
     Event,
     Observation,
     OutlineStep,
+    SessionChanged,
     StepDispatched,
     StepEvent,
     StepFailed,
@@ -105,6 +106,8 @@ class StepLog:
     steps: tuple[StepRecord, ...]
     ended: EndReason | None
     """Why the call stopped; None while it runs (or when its actor died)."""
+    sessions: tuple[SessionChanged, ...] = ()
+    """The browser sessions the call opened, promoted or closed, and later closes or sweeps of those it opened."""
 
     @property
     def status(self) -> Status:
@@ -209,6 +212,7 @@ class StepLogBuilder:
         self._kind = ""
         self._timeout = 0.0
         self._ended: EndReason | None = None
+        self._sessions: list[SessionChanged] = []
 
     def apply(self, event: Event) -> None:
         """Fold one event in."""
@@ -221,6 +225,8 @@ class StepLogBuilder:
             self._top = [self._lay_out(ROOT.child(i), i, step) for i, step in enumerate(event.outline)]
         elif isinstance(event, CallEnded):
             self._ended = event.reason
+        elif isinstance(event, SessionChanged):
+            self._sessions.append(event)
 
     def _lay_out(self, path: StepPath, index: int, outline: OutlineStep) -> _Node:
         node = self._nodes[path] = _Node(path, index, outline.action, outline.tab_id)
@@ -237,7 +243,8 @@ class StepLogBuilder:
 
     def freeze(self) -> StepLog:
         """The step log as the events folded so far tell it."""
-        return StepLog(self._call, self._kind, self._timeout, tuple(n.freeze() for n in self._top), self._ended)
+        return StepLog(self._call, self._kind, self._timeout, tuple(n.freeze() for n in self._top), self._ended,
+                       tuple(self._sessions))
 
 
 def _apply_step(node: _Node, event: StepEvent) -> None:

@@ -17,7 +17,7 @@ from messages.commands import ACTIONS
 from messages.results import STATUSES
 
 ROUTES = frozenset({"/api/batch", "/api/parallel", "/api/workflow", "/api/resume", "/api/tabs", "/api/needs-user",
-                    "/api/act", "/api/schema", "/api/caps", "/healthz", "/metrics", "/mcp", "other"})
+                    "/api/sessions", "/api/sessions/{name}", "/api/act", "/api/schema", "/api/caps", "/healthz", "/metrics", "/mcp", "other"})
 HTTP_STATUSES = frozenset(str(n) for n in range(100, 600))
 FIXED: dict[str, frozenset[str]] = {
     "kind": frozenset({"batch", "parallel", "workflow"}),
@@ -27,7 +27,9 @@ FIXED: dict[str, frozenset[str]] = {
                                       "bus_disconnected", "bus_error"},
     "reason": frozenset({"expired", "pushed_out", "resumed_ok", "internal_error", "shutdown", "read_only",
                          "user_tab", "agent_tab", "denied", "not_allowed", "scheme", "unparseable", "approval",
-                         "sign_in", "human_check", "other"}),
+                         "sign_in", "human_check", "closed", "swept", "call_ended", "browser_restarted",
+                         "other"}),
+    "mode": frozenset({"reuse", "one-shot", "dynamic", "other"}),
     "subject": frozenset({"tab", "tabs", "open", "other"}),
     "route": ROUTES,
     "method": frozenset({"GET", "POST", "PUT", "PATCH", "DELETE", "HEAD", "OPTIONS", "other"}),

@@ -31,10 +31,11 @@ from bridge.browser.launch import Chromium
 from bridge.browser.navigation import goto
 from bridge.browser.page_js import NEEDS_USER
 from bridge.browser.run import Action, Run
+from bridge.browser.sessions import Sessions
 from bridge.browser.tabs import TabRegistry
 from bridge.proxy import Endpoint
 from bridge.url_policy import UrlPolicy
-from messages.commands import BLOCKS, Command, GetTabs, NewTab, SyncBarrier, is_write, own_references
+from messages.commands import BLOCKS, Command, GetTabs, KeepSession, NewTab, SyncBarrier, is_write, own_references
 from messages.errors import KitsuneError
 from messages.results import Done, Failed, Failure, Outcome, Unknown
 
@@ -60,7 +61,7 @@ async def _perform(run: Run, action: Action) -> Outcome:
 
 
 class ChromiumBrowser:
-    """One Chromium (one browser context), its tabs, and the actions that run on them.
+    """One Chromium (its user context and the agents' sessions), its tabs, and the actions that run on them.
 
     Everything runs on the asyncio loop that called :meth:`start`.
     """
@@ -75,15 +76,17 @@ class ChromiumBrowser:
         self._guard = UrlGuard()
         self._tabs = TabRegistry(lambda: self.next_tab_id())  # noqa: PLW0108 - the node replaces next_tab_id
         self._chromium = Chromium(self._guard, self._tabs, executable=executable, headless=headless)
+        self.sessions = Sessions(self._chromium, self._tabs)
+        """The agents' sessions (browser contexts) and the tombstones of closed ones."""
 
     @property
-    def url_policy(self) -> Callable[[], UrlPolicy] | None:
-        """The URL lists every request of every page must pass (see :class:`UrlGuard`); None lets
-        everything through. Set it before :meth:`start`."""
+    def url_policy(self) -> Callable[[str | None], UrlPolicy] | None:
+        """An agent's URL lists (the node's for None) that every request of every page of its sessions must
+        pass (see :class:`UrlGuard`); None lets everything through. Set it before :meth:`start`."""
         return self._guard.url_policy
 
     @url_policy.setter
-    def url_policy(self, policy: Callable[[], UrlPolicy] | None) -> None:
+    def url_policy(self, policy: Callable[[str | None], UrlPolicy] | None) -> None:
         self._guard.url_policy = policy
 
     @property
@@ -162,8 +165,14 @@ class ChromiumBrowser:
         return self._tabs.page(tab_id)
 
     async def tabs(self) -> list[dict[str, Any]]:
-        """The open tabs: ``[{"tabId", "url", "title", "current"}]`` in id order."""
-        return await self._tabs.describe()
+        """The open tabs: ``[{"tabId", "url", "title", "current", "session"}]`` in id order (the session's
+        agent and name, or None for a user tab)."""
+        described = await self._tabs.describe()
+        for tab in described:
+            page = self._tabs.get(tab["tabId"])
+            session = self.sessions.of_page(page) if page is not None else None
+            tab["session"] = {"agent": session.agent, "name": session.name} if session is not None else None
+        return described
 
     async def needs_user(self, tab_id: int) -> dict[str, Any]:
         """Whether the tab shows something only a person can do: ``sign_in``, ``human_check``.
@@ -181,15 +190,17 @@ class ChromiumBrowser:
     # -- execute -------------------------------------------------------------------------------
 
     async def execute(self, command: Command, tab_id: int | None, timeout: float, *,
-                      pause: Callable[[float], Awaitable[None]] | None = None) -> Outcome:
+                      pause: Callable[[float], Awaitable[None]] | None = None,
+                      agent: str | None = None, call: int | None = None) -> Outcome:
         """Run one action (never a block) on a tab (the current one when None) within ``timeout`` seconds.
 
         Never raises for what happens in the browser: every failure is an outcome. Actions on one
         tab are not serialized here: its tab actor runs its writes one at a time (``pause`` is
-        awaited between the polls of a ``waitForResult``), and reads beside them.
+        awaited between the polls of a ``waitForResult``), and reads beside them. A ``newTab`` opens
+        in a session of ``agent`` (a user tab when None) for ``call``.
         """
         try:
-            return await self._execute(command, tab_id, float(timeout), pause or asyncio.sleep)
+            return await self._execute(command, tab_id, float(timeout), pause or asyncio.sleep, agent, call)
         except KitsuneError as e:
             return Failed(Failure.of(e))
         except Exception as e:  # a bug here must still answer as an outcome, never as an exception
@@ -198,16 +209,17 @@ class ChromiumBrowser:
             return Unknown(failure) if sent else Failed(failure)
 
     async def _execute(self, command: Command, tab_id: int | None, timeout: float,
-                       pause: Callable[[float], Awaitable[None]]) -> Outcome:
+                       pause: Callable[[float], Awaitable[None]], agent: str | None, call: int | None) -> Outcome:
         action = command.action
-        if isinstance(command, (*BLOCKS, SyncBarrier)) or type(command) not in (*ACTIONS, NewTab, GetTabs):
+        if isinstance(command, (*BLOCKS, SyncBarrier)) or type(command) not in (*ACTIONS, NewTab, GetTabs,
+                                                                                   KeepSession):
             return Failed(Failure(f"{action} is not an action the browser runs", "invalid_call", False))
         if own_references(command):
             return Failed(Failure(f"{action}: its ${{$N...}} references are not resolved", "invalid_call", False))
         if timeout <= 0:
             return Failed(Failure(f"Command timed out after {timeout:g}s", "timeout", True))
         if isinstance(command, NewTab):
-            return await self._new_tab(command, timeout)
+            return await self._new_tab(command, timeout, agent, call)
         if isinstance(command, GetTabs):
             return Done({"tabs": await self.tabs()})
         tab = tab_id if tab_id is not None else self._tabs.current
@@ -215,7 +227,12 @@ class ChromiumBrowser:
             return Failed(Failure(f"{action}: there is no current tab; open one or name a tabId", "no_tab", False))
         page = self._tabs.get(tab)
         if page is None or page.is_closed():
-            return Failed(closed(tab))
+            expired = self.sessions.expired(tab)
+            return Failed(Failure.of(expired.error()) if expired is not None else closed(tab))
+        self.sessions.touch(page)
+        if isinstance(command, KeepSession):
+            self.sessions.promote(page, agent, command.name, call)
+            return Done({"session": command.name, "tabId": tab})
         deadline = asyncio.get_running_loop().time() + timeout
         run = self._run(command, tab, page, timeout, deadline, is_write(command), pause=pause)
         return await _perform(run, ACTIONS[type(command)])
@@ -225,10 +242,16 @@ class ChromiumBrowser:
         return Run(command, tab, timeout, write, sent, page=page, deadline=deadline, tabs=self._tabs,
                    guard=self._guard, downloads=self.downloads_dir, pause=pause)
 
-    async def _new_tab(self, command: NewTab, timeout: float) -> Outcome:
+    async def _new_tab(self, command: NewTab, timeout: float, agent: str | None, call: int | None) -> Outcome:
         deadline = asyncio.get_running_loop().time() + timeout
+        session = None
         try:
             cdp, context_id = await self._chromium.ready(timeout)
+            if agent is not None:
+                session = await self.sessions.open_for(agent, command.session, call, timeout)
+                context_id = session.context_id
+            elif command.session is not None:
+                raise KitsuneError("invalid_parameter", "newTab: a session is an agent's; this tab has no agent")
         except KitsuneError as e:
             return Failed(Failure.of(e))
         tab = await self._tabs.open_window(cdp, context_id, timeout, deadline)
@@ -238,14 +261,15 @@ class ChromiumBrowser:
         page = self._tabs.get(tab)
         if page is None:
             return Unknown(Failure(f"newTab: tab {tab} closed as it opened", "tab_closed", False, {"tabId": tab}))
+        named = {"session": session.name} if session is not None else {}
         if command.url is None:
-            return Done({"tabId": tab, "url": page.url})
+            return Done({"tabId": tab, "url": page.url, **named})
         url = command.url
         assert isinstance(url, str)
         run = self._run(command, tab, page, timeout, deadline, True, sent=True)
         outcome = await _perform(run, lambda r: goto(r, url, "load"))
         if isinstance(outcome, Done):
-            return Done({"tabId": tab, "url": outcome.value["url"]}, outcome.warning)
+            return Done({"tabId": tab, "url": outcome.value["url"], **named}, outcome.warning)
         failure = outcome.failure
         if isinstance(outcome, Failed):  # the write was sent, yet nothing reached the server: no tab is left either
             await self.close_tab(tab)

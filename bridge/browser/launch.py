@@ -1,8 +1,10 @@
-"""Launch and restart: the Chromium process, its CDP session and its one browser context.
+"""Launch and restart: the Chromium process, its CDP session and its browser contexts.
 
 Chromium is Debian's (``/usr/bin/chromium``) or the one ``KITSUNE_CHROMIUM`` names, launched
-through Playwright with every connection sent through the node's proxy (:mod:`.guard`). When it
-dies, its tabs are forgotten (commands on them end ``tab_closed``) and it is launched again.
+through Playwright with every connection sent through the node's proxy (:mod:`.guard`). Its first
+context holds the user tabs; each session of an agent is a context of its own, whose connections
+go through that agent's proxy. When it dies, its tabs and sessions are lost (commands on them end
+``tab_closed``, the sessions are tombstoned) and it is launched again.
 """
 
 from __future__ import annotations
@@ -11,9 +13,10 @@ import asyncio
 import contextlib
 import os
 import shutil
+from collections.abc import Callable
 from pathlib import Path
 
-from playwright.async_api import Browser, CDPSession, Playwright, async_playwright
+from playwright.async_api import Browser, BrowserContext, CDPSession, Playwright, async_playwright
 from playwright.async_api import Error as PlaywrightError
 
 from bridge.browser.errors import first_line
@@ -69,7 +72,7 @@ def find_chromium() -> Path:
 
 
 class Chromium:
-    """One Chromium process and its one browser context, restarted when it dies.
+    """One Chromium process and its browser contexts, restarted when it dies.
 
     Its pages go to ``tabs``; its connections go through ``guard``'s proxy and hooks.
     """
@@ -90,6 +93,9 @@ class Chromium:
         self._failure: KitsuneError | None = None
         self._stopping = False
         self._restart_task: asyncio.Task[None] | None = None
+        self._making_context = asyncio.Lock()
+        self.on_lost: Callable[[], None] = lambda: None
+        """Called when the browser died: every context, and every session with it, is gone."""
 
     @property
     def started(self) -> bool:
@@ -150,15 +156,7 @@ class Chromium:
                                retryable=True) from e
         try:
             cdp = await browser.new_browser_cdp_session()
-            before = set((await cdp.send("Target.getBrowserContexts"))["browserContextIds"])
-            context = await browser.new_context(
-                permissions=["clipboard-read", "clipboard-write"], accept_downloads=True, service_workers="block",
-            )
-            await self._guard.install(context)
-            after = set((await cdp.send("Target.getBrowserContexts"))["browserContextIds"])
-            created = after - before
-            if len(created) != 1:
-                raise KitsuneError("browser_unavailable", "Could not identify the browser context of the tabs")
+            context, context_id = await self._new_context(browser, cdp, None)
         except BaseException as e:
             with contextlib.suppress(Exception):
                 await browser.close()
@@ -166,16 +164,45 @@ class Chromium:
                 raise KitsuneError("browser_unavailable", "Chromium started but its browser context did not",
                                    retryable=True) from e
             raise
-        context.on("page", self._tabs.on_page)
         browser.on("disconnected", self._on_disconnected)
         self._browser, self._tabs.context, self._cdp = browser, context, cdp
-        self._context_id = created.pop()
+        self._context_id = context_id
         self._failure = None
+
+    async def new_context(self, agent: str, timeout: float) -> tuple[BrowserContext, str]:
+        """A new browser context for a session of ``agent``, its connections through that agent's proxy,
+        and its CDP id; raises :class:`KitsuneError` (``browser_unavailable``) when it cannot be made."""
+        cdp, _ = await self.ready(timeout)
+        assert self._browser is not None
+        try:
+            return await self._new_context(self._browser, cdp, agent)
+        except PlaywrightError as e:
+            raise KitsuneError("browser_unavailable", "The browser could not open a session", retryable=True) from e
+
+    async def _new_context(self, browser: Browser, cdp: CDPSession, agent: str | None) -> tuple[BrowserContext, str]:
+        """A context with the node's options and hooks (the user context when ``agent`` is None), and its
+        CDP id: the one context that appeared, so contexts are made one at a time."""
+        async with self._making_context:
+            before = set((await cdp.send("Target.getBrowserContexts"))["browserContextIds"])
+            proxy = None if agent is None else {"server": await self._guard.proxy_server(agent),
+                                                "bypass": "<-loopback>"}
+            context = await browser.new_context(
+                permissions=["clipboard-read", "clipboard-write"], accept_downloads=True, service_workers="block",
+                proxy=proxy,  # type: ignore[arg-type]
+            )
+            await self._guard.install(context, agent)
+            created = set((await cdp.send("Target.getBrowserContexts"))["browserContextIds"]) - before
+        if len(created) != 1:
+            await context.close()
+            raise KitsuneError("browser_unavailable", "Could not identify the browser context of the tabs")
+        context.on("page", self._tabs.on_page)
+        return context, created.pop()
 
     def _on_disconnected(self, browser: Browser) -> None:
         if self._stopping or browser is not self._browser:
             return
         self._browser = self._cdp = self._tabs.context = None
+        self.on_lost()
         self._tabs.forget_all()
         self._ready.clear()
         self._restart_task = asyncio.get_running_loop().create_task(self._restart())

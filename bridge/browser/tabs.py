@@ -24,7 +24,7 @@ __all__ = ["TabRegistry"]
 
 
 class TabRegistry:
-    """The open tabs of one browser context: id -> page, page -> id, id -> CDP target id."""
+    """The open tabs of every browser context: id -> page, page -> id, id -> CDP target id."""
 
     def __init__(self, name: Callable[[], int]) -> None:
         self.name = name
@@ -32,7 +32,7 @@ class TabRegistry:
         self.current: int | None = None
         """The tab newTab or switchTab made current (None after it closed)."""
         self.context: BrowserContext | None = None
-        """The browser context the tabs live in (None while the browser is down)."""
+        """The browser context of the user tabs (None while the browser is down)."""
         self._pages: dict[int, Page] = {}
         self._open: frozenset[int] = frozenset()  # a snapshot of the keys of _pages, safe to read from any thread
         self._page_tabs: dict[int, int] = {}  # id(page) -> tab id
@@ -123,10 +123,8 @@ class TabRegistry:
     async def _target_id(self, tab: int, page: Page) -> str | None:
         if tab in self._target_ids:
             return self._target_ids[tab]
-        if self.context is None:
-            return None
         try:  # the session stays attached (no domain enabled): it ends with its page, and a detach costs a round trip
-            info = await (await self.context.new_cdp_session(page)).send("Target.getTargetInfo")
+            info = await (await page.context.new_cdp_session(page)).send("Target.getTargetInfo")
         except PlaywrightError:
             return None
         target = str(info["targetInfo"]["targetId"])

@@ -34,6 +34,9 @@ MAX_NAME = 256
 """Labels and barrier names."""
 MAX_REFERENCE = 256
 """A whole ``${$N...}`` reference given where a number, a boolean or a tab id goes."""
+MAX_SESSION_NAME = 64
+SESSION_NAME = r"[A-Za-z0-9][A-Za-z0-9_.-]{0,63}"
+"""A session's name (``call`` asks for a one-shot session)."""
 
 
 def _param(doc: str, default: Any = dataclasses.MISSING, **meta: Any) -> Any:
@@ -239,6 +242,10 @@ class NewTab(Command):
     action = "newTab"
     acts_on_tab = False
     url: Text | None = _param("URL to open; about:blank when absent.", None, max_length=MAX_URL)
+    session: str | None = _param(
+        'The browser session (cookies, storage) to open it in: a name of the agent\'s reuse sessions, made on '
+        'first use; "call" for a fresh one-shot session of this call, closed when the call ends for good; the '
+        'agent\'s "default" session when absent.', None, max_length=MAX_SESSION_NAME, pattern=SESSION_NAME)
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -253,6 +260,16 @@ class SwitchTab(Command):
     """Make ``tabId`` the current tab and bring its window to the front."""
 
     action = "switchTab"
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class KeepSession(Command):
+    """Keep the one-shot session of tab ``tabId`` (the default tab when absent) as the agent's reuse
+    session ``name``, so that later calls open tabs in the same browser (``"session": name``)."""
+
+    action = "keepSession"
+    writes = False
+    name: str = _param("The reuse session's name.", max_length=MAX_SESSION_NAME, pattern=SESSION_NAME)
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -342,6 +359,6 @@ class Download(Command):
 ACTION_CLASSES: tuple[type[Command], ...] = (
     Navigate, Click, Type, Fill, Select, Press, Check, SubmitForm, PageText, Find, Url, Title,
     Screenshot, WaitFor, Js, WaitForResult, SyncBarrier, NewTab, CloseTab, SwitchTab, GetTabs,
-    Cookies, Storage, Clipboard, Download,
+    KeepSession, Cookies, Storage, Clipboard, Download,
 )
 """Every action (not the blocks), in the order of the contract."""

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+import re
 import types
 import typing
 from collections.abc import Callable, Iterator
@@ -19,6 +20,8 @@ def checked(param: Param, tp: Any, raw: Any) -> Any:
     if any(len(text) > limit for text in _raw_strings(raw)):
         raise ValueError(f"longer than {limit} characters")
     value = _coerce(tp, raw)
+    if isinstance(value, str) and "pattern" in param.meta and re.fullmatch(param.meta["pattern"], value) is None:
+        raise ValueError(f"must match {param.meta['pattern']}")
     if isinstance(value, int | float) and not isinstance(value, bool):
         low, high = param.meta.get("minimum"), param.meta.get("maximum")
         if (low is not None and value < low) or (high is not None and value > high):

@@ -59,7 +59,7 @@ def site() -> Iterator[TestSite]:
 def chromium(run: Run[Any], rules: Rules) -> Iterator[ChromiumBrowser]:
     """One real Chromium for the module, under the module's current rules (read for every request)."""
     browser = ChromiumBrowser()
-    browser.url_policy = lambda: rules.policy
+    browser.url_policy = lambda agent: rules.policy
     run(browser.start())
     yield browser
     run(browser.stop())

@@ -140,9 +140,9 @@ def error_of(answer: Any) -> tuple[int, str]:
 def test_every_route_but_healthz_answers_401_without_a_valid_bearer_token(node: FakeNode, token: str | None) -> None:
     headers = {"Authorization": token} if token is not None else {}
     client = TestClient(create_app(cast(Node, node), config()), headers=headers)
-    reads = {"/api/tabs", "/api/needs-user", "/api/schema", "/api/caps"}
-    for method, path in [*(("POST", path) for path in GROUPS if path != "/api/needs-user"),
-                         *(("GET", path) for path in sorted(reads))]:
+    reads = {"/api/tabs", "/api/needs-user", "/api/sessions", "/api/schema", "/api/caps"}
+    for method, path in [*(("POST", path) for path in GROUPS if path not in ("/api/needs-user", "/api/sessions")),
+                         *(("GET", path) for path in sorted(reads)), ("DELETE", "/api/sessions/default")]:
         assert error_of(client.request(method, path)) == (401, "unauthorized"), (method, path)
     assert client.get("/healthz").status_code == 200
     assert node.world.driver.sent == [] and node.acted == []
@@ -196,7 +196,7 @@ def test_schema_publishes_the_command_batch_and_parallel_schemas(alice: TestClie
 
 
 @pytest.mark.parametrize(("caps", "routes"), [
-    ({"core"}, ["/api/act", "/api/needs-user", "/api/resume", "/api/tabs"]),
+    ({"core"}, ["/api/act", "/api/needs-user", "/api/resume", "/api/sessions", "/api/tabs"]),
     ({"automation"}, ["/api/batch", "/api/parallel", "/api/resume", "/api/workflow"]),
 ])
 def test_caps_lists_the_enabled_groups_and_their_routes(node: FakeNode, caps: set[str], routes: list[str]) -> None:

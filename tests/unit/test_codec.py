@@ -23,6 +23,7 @@ from messages.commands import (
     GetTabs,
     If,
     Js,
+    KeepSession,
     Navigate,
     NewTab,
     PageText,
@@ -53,6 +54,7 @@ from messages.events import (
     CallStarted,
     Event,
     OutlineStep,
+    SessionChanged,
     StepDispatched,
     StepFailed,
     StepHeld,
@@ -94,6 +96,8 @@ EVENTS: list[Event] = [
     StepObserved(42, "1.1", "applied"),
     StepObserved(42, "2.0.0", "not_applied"),
     CallEnded(42, "container_timeout"),
+    SessionChanged(42, "opened", "alice", "call:42", "one-shot"),
+    SessionChanged(42, "swept", "alice", "shop", "reuse", "swept"),
 ]
 
 RECORD = StepRecord(
@@ -132,6 +136,7 @@ COMMANDS: list[Command] = [
     CloseTab(tab_id=4),
     SwitchTab(tab_id=4),
     GetTabs(),
+    KeepSession(name="shop", tab_id=4),
     Cookies(op="set", cookies=({"name": "sid", "value": "v", "domain": ".shop.example", "httpOnly": True},)),
     Storage(op="remove", area="session", key="cart"),
     Clipboard(op="write", text="copied"),

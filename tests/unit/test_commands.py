@@ -15,6 +15,7 @@ from messages.commands import (
     MAX_KEY,
     MAX_NAME,
     MAX_SELECTOR,
+    MAX_SESSION_NAME,
     MAX_TEXT,
     MAX_URL,
     Broadcast,
@@ -30,6 +31,7 @@ from messages.commands import (
     GetTabs,
     If,
     Js,
+    KeepSession,
     Limits,
     Navigate,
     NewTab,
@@ -133,6 +135,7 @@ EXAMPLES: dict[str, tuple[dict[str, Any], Command]] = {
     "closeTab": ({"action": "closeTab", "tabId": 4}, CloseTab(tab_id=4)),
     "switchTab": ({"action": "switchTab", "tabId": 5}, SwitchTab(tab_id=5)),
     "getTabs": ({"action": "getTabs"}, GetTabs()),
+    "keepSession": ({"action": "keepSession", "name": "shop"}, KeepSession(name="shop")),
     "cookies": (
         {"action": "cookies", "op": "set",
          "cookies": [{"name": "sid", "value": "c00kie", "url": "https://shop.example"}]},
@@ -183,7 +186,8 @@ EXAMPLES: dict[str, tuple[dict[str, Any], Command]] = {
     ),
 }
 
-READS = {"pageText", "find", "url", "title", "screenshot", "waitFor", "getTabs"}
+READS = {"pageText", "find", "url", "title", "screenshot", "waitFor", "getTabs",
+         "keepSession"}  # keepSession is Kitsune's own: it keeps a session under a name and changes no page
 
 
 def reject(commands: list[Any], limits: Limits | None = None) -> KitsuneError:
@@ -198,7 +202,7 @@ def reject(commands: list[Any], limits: Limits | None = None) -> KitsuneError:
 
 def test_every_action_and_block_has_an_example() -> None:
     assert set(EXAMPLES) == set(ACTIONS)
-    assert len(ACTIONS) == 32
+    assert len(ACTIONS) == 33
     assert {cls.action for cls in BLOCKS} == {
         "sequence", "parallel", "if", "while", "try", "retry", "broadcast"}
 
@@ -621,7 +625,7 @@ def test_secret_values_are_typed_text_and_javascript_bodies() -> None:
 def test_actions_without_typed_values_have_no_secrets() -> None:
     for action in ("navigate", "click", "select", "press", "check", "submitForm", "pageText", "find", "url",
                    "title", "screenshot", "waitFor", "syncBarrier", "newTab", "closeTab", "switchTab",
-                   "getTabs", "download"):
+                   "getTabs", "download", "keepSession"):
         assert secret_values(EXAMPLES[action][1]) == [], action
 
 
@@ -686,7 +690,7 @@ STRING_PARAMS = [(action, param) for action, cls in ACTIONS.items() for param in
 def test_every_string_parameter_has_a_maximum_the_schema_shows(action: str, param: Param) -> None:
     limit = param.meta["max_length"]
     schema = command_schema()["$defs"][action]["properties"][param.json_name]
-    assert limit in {MAX_SELECTOR, MAX_URL, MAX_TEXT, MAX_JS, MAX_KEY, MAX_NAME}
+    assert limit in {MAX_SELECTOR, MAX_URL, MAX_TEXT, MAX_JS, MAX_KEY, MAX_NAME, MAX_SESSION_NAME}
     assert f'"maxLength": {limit}' in json.dumps(schema)
 
 

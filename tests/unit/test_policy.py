@@ -2,13 +2,16 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any
 
 import pytest
 
 from bridge.policy import USER, ConfirmTokens, Policy, PolicyDriver, TabOwners
 from bridge.url_policy import UrlPolicy
+from core.ports import Recorded, wait_recorded
 from messages.commands import Click, Command, Navigate, NewTab, Title
+from messages.errors import KitsuneError
 from messages.results import Done, Failed, HeldForApproval, Outcome
 
 
@@ -18,7 +21,9 @@ class Recording:
     def __init__(self) -> None:
         self.sent: list[tuple[str, int | None]] = []
 
-    def execute(self, command: Command, tab_id: int | None, timeout: float) -> Outcome:
+    def execute(self, command: Command, tab_id: int | None, timeout: float,
+                recorded: Sequence[Recorded] = ()) -> Outcome:
+        wait_recorded(recorded)
         self.sent.append((command.action, tab_id))
         return Done({"tabId": 7} if isinstance(command, NewTab) else {})
 
@@ -143,7 +148,7 @@ def test_a_bad_confirm_token_is_told_apart_from_a_first_ask_and_comes_with_a_new
     assert inner.sent == [("click", 1)]
 
 
-def test_a_write_to_a_closed_tab_is_tab_closed_not_a_user_tab() -> None:
+def test_an_action_on_a_closed_tab_is_tab_closed_not_a_user_tab() -> None:
     owners = TabOwners()
     owners.give(1, "alice")
     owners.closed(1)
@@ -151,5 +156,19 @@ def test_a_write_to_a_closed_tab_is_tab_closed_not_a_user_tab() -> None:
     driven = PolicyDriver(inner, "alice", Policy, owners, CONFIRMS)
     refused = driven.execute(Click(selector="#a"), 1, 5)
     assert isinstance(refused, Failed) and refused.failure.code == "tab_closed"
-    assert isinstance(driven.execute(Title(), 1, 5), Done)  # reads go on to the driver, which answers for itself
-    assert inner.sent == [("title", 1)]
+    read = driven.execute(Title(), 1, 5)
+    assert isinstance(read, Failed) and read.failure.code == "tab_closed"
+    assert inner.sent == []
+
+
+def test_an_action_on_a_tab_whose_session_ended_is_session_expired() -> None:
+    owners = TabOwners()
+    owners.give(1, "alice")
+    owners.closed(1, KitsuneError("session_expired", "Session 'shop' was swept", state={"session": "shop"}))
+    inner = Recording()
+    driven = PolicyDriver(inner, "alice", Policy, owners, CONFIRMS)
+    for command in (Click(selector="#a"), Title()):
+        refused = driven.execute(command, 1, 5)
+        assert isinstance(refused, Failed) and refused.failure.code == "session_expired"
+        assert refused.failure.state == {"session": "shop"}
+    assert inner.sent == []

@@ -1,0 +1,358 @@
+"""Sessions: the browser contexts an agent's tabs live in (DESIGN: Tenants and sessions).
+
+A session is one Playwright browser context, with its own cookies, storage, permissions and
+cache, owned by one agent; two agents never share one. Its modes:
+
+- ``reuse``: named by the agent (``default`` when a ``newTab`` names none), made on first use and
+  shared by the agent's calls until it is closed or swept;
+- ``one-shot``: ``"session": "call"``, a fresh context for one call (named ``call:<N>``), closed
+  when the call ends for good (:meth:`Sessions.of_call`);
+- ``dynamic``: a one-shot session that ``keepSession`` promoted to a reuse session of a name.
+
+Every use touches a session. A session that closes leaves a tombstone (name, mode, closed at,
+why) for ``tombstone_ttl`` seconds: a request that names it, or one of its tabs, answers
+``session_expired``, never a fresh browser in its place (a ``newTab`` that names no session gets a
+fresh ``default`` one: it named nothing that could be expected to still hold its state). Tabs opened
+without an agent (user tabs) live in the browser's first context, which is no session.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import collections
+import contextlib
+import re
+import time
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+from playwright.async_api import BrowserContext, Page
+from playwright.async_api import Error as PlaywrightError
+
+from bridge.browser.launch import Chromium
+from bridge.browser.tabs import TabRegistry
+from messages.contract import CHECKPOINT_TTL
+from messages.errors import KitsuneError
+
+__all__ = ["ONE_SHOT", "CloseReason", "Session", "SessionChange", "SessionMode", "SessionTable", "Sessions",
+           "Tombstone", "one_shot_name"]
+
+SessionMode = Literal["reuse", "one-shot", "dynamic"]
+CloseReason = Literal["closed", "swept", "call_ended", "browser_restarted"]
+
+DEFAULT = "default"
+"""The reuse session a ``newTab`` naming none opens in."""
+ONE_SHOT = "call"
+"""The name a ``newTab`` gives for a fresh one-shot session of its call."""
+_ONE_SHOT_NAME = re.compile(r"call:(\d+)")
+
+
+def one_shot_name(call: int) -> str:
+    """The name of a call's one-shot session (no reuse name holds a colon)."""
+    return f"call:{call}"
+
+
+@dataclass(slots=True, eq=False)
+class Session:
+    """One agent's browser context and what is known of its life."""
+
+    agent: str
+    name: str
+    mode: SessionMode
+    context: BrowserContext = field(repr=False)
+    context_id: str
+    """Its CDP ``browserContextId`` (new windows are opened in it)."""
+    call: int | None
+    """The call whose one-shot session it is (None for a reuse or promoted session)."""
+    opened_in: int | None
+    """The call that opened it (its events go to that call's step log)."""
+    created: float
+    """Wall-clock time it was made."""
+    used: float
+    """When it was last used, on the sessions' clock."""
+    held: bool = False
+    """Its one-shot call stopped held or unknown with a checkpoint: swept after ``max_exec_idle``."""
+
+    def describe(self, tabs: list[int], now_wall: float, now: float) -> dict[str, Any]:
+        return {"name": self.name, "mode": self.mode, "tabs": tabs, "created": self.created,
+                "last_used": now_wall - (now - self.used)}
+
+
+@dataclass(frozen=True, slots=True)
+class Tombstone:
+    """What is left of a closed session."""
+
+    agent: str
+    name: str
+    mode: SessionMode
+    closed_at: float
+    """Wall-clock time it closed."""
+    reason: CloseReason
+    until: float
+    """When it is forgotten, on the sessions' clock."""
+
+    def describe(self) -> dict[str, Any]:
+        return {"name": self.name, "mode": self.mode, "closed_at": self.closed_at, "reason": self.reason}
+
+    def error(self) -> KitsuneError:
+        """The ``session_expired`` a request naming it answers."""
+        why = {"closed": "was closed", "swept": "was swept after it sat idle", "call_ended": "ended with its call",
+               "browser_restarted": "was lost when the browser restarted"}[self.reason]
+        return KitsuneError("session_expired", f"Session {self.name!r} {why}; open a new one",
+                            state={"session": self.name, "reason": self.reason, "closed_at": self.closed_at})
+
+
+@dataclass(frozen=True, slots=True)
+class SessionChange:
+    """A session opened, promoted, closed or swept: what the node records of it (events, audit, metrics)."""
+
+    op: Literal["opened", "promoted", "closed", "swept"]
+    agent: str
+    session: str
+    mode: SessionMode
+    call: int | None
+    """The call it is recorded in: the one that did it, or else the one that opened the session."""
+    reason: CloseReason | None = None
+    """Why it closed."""
+    previous: str | None = None
+    """The one-shot name a promoted session had."""
+
+
+class SessionTable:
+    """Every session of the browser, by agent and name, and the tombstones of closed ones (on the loop)."""
+
+    def __init__(self, clock: Callable[[], float] = time.monotonic, wall: Callable[[], float] = time.time,
+                 tombstone_ttl: float = CHECKPOINT_TTL) -> None:
+        self.clock = clock
+        self.wall = wall
+        self.tombstone_ttl = tombstone_ttl
+        """How long a tombstone is kept (at least the checkpoint TTL: a resume may name the session)."""
+        self._open: dict[tuple[str, str], Session] = {}
+        self._by_context: dict[int, Session] = {}  # id(context) -> session
+        self._tombstones: dict[tuple[str, str], Tombstone] = {}
+
+    def __iter__(self) -> Iterator[Session]:
+        return iter(list(self._open.values()))
+
+    def name_for(self, agent: str, requested: str | None, call: int | None) -> str:
+        """The session a ``newTab`` of ``agent`` asks for: ``default``, a reuse name, or its call's one-shot."""
+        if requested is None:
+            return DEFAULT
+        if requested != ONE_SHOT:
+            return requested
+        if call is None:
+            raise KitsuneError("invalid_parameter", "newTab: session \"call\" (one-shot) needs a container call")
+        return one_shot_name(call)
+
+    def find(self, agent: str, name: str) -> Session | None:
+        """The open session, or None; raises ``session_expired`` for a tombstoned one."""
+        self._forget_old_tombstones()
+        found = self._open.get((agent, name))
+        if found is not None:
+            return found
+        tombstone = self._tombstones.get((agent, name))
+        if tombstone is not None:
+            raise tombstone.error()
+        return None
+
+    def add(self, agent: str, name: str, context: BrowserContext, context_id: str, call: int | None) -> Session:
+        """Record a session just made for ``agent`` (one-shot when ``name`` is a call's)."""
+        one_shot = _ONE_SHOT_NAME.fullmatch(name)
+        session = Session(agent, name, "one-shot" if one_shot else "reuse", context, context_id,
+                          call=int(one_shot.group(1)) if one_shot else None, opened_in=call,
+                          created=self.wall(), used=self.clock())
+        self._open[(agent, name)] = session
+        self._by_context[id(context)] = session
+        return session
+
+    def of_context(self, context: BrowserContext) -> Session | None:
+        """The session a context is (None for the user context)."""
+        return self._by_context.get(id(context))
+
+    def of_call(self, call: int) -> list[Session]:
+        """The one-shot sessions of ``call`` (one per agent at most)."""
+        return [s for s in self._open.values() if s.call == call]
+
+    def touch(self, session: Session) -> None:
+        session.used = self.clock()
+
+    def promote(self, session: Session, name: str) -> None:
+        """Make a one-shot session the agent's reuse session ``name`` (``dynamic``); promoting it again
+        to the same name does nothing. Raises ``session_exists`` when the name is taken, and
+        ``session_not_promotable`` for a session that is not one-shot."""
+        if session.name == name and session.mode == "dynamic":
+            return
+        if session.mode != "one-shot":
+            raise KitsuneError("session_not_promotable", f"Session {session.name!r} is a {session.mode} session; only "
+                               'a one-shot session ("call") is kept under a name', state={"session": session.name})
+        if name == ONE_SHOT or _ONE_SHOT_NAME.fullmatch(name):
+            raise KitsuneError("invalid_parameter", f"keepSession: {name!r} is reserved for one-shot sessions")
+        key = (session.agent, name)
+        if key in self._open:
+            raise KitsuneError("session_exists", f"Session {name!r} is open already; close it or pick another name",
+                               state={"session": name})
+        self._tombstones.pop(key, None)  # promoting under a closed name reuses it knowingly
+        del self._open[(session.agent, session.name)]
+        session.name, session.mode, session.call, session.held = name, "dynamic", None, False
+        self._open[key] = session
+        self.touch(session)
+
+    def closed(self, session: Session, reason: CloseReason) -> Tombstone:
+        """Forget a session that is closing; its tombstone."""
+        self._open.pop((session.agent, session.name), None)
+        self._by_context.pop(id(session.context), None)
+        tombstone = Tombstone(session.agent, session.name, session.mode, self.wall(), reason,
+                              self.clock() + self.tombstone_ttl)
+        self._tombstones[(session.agent, session.name)] = tombstone
+        return tombstone
+
+    def clear_tombstone(self, agent: str, name: str) -> bool:
+        """Forget a tombstone (the agent closed it knowingly: the name may be used again); whether there was one."""
+        return self._tombstones.pop((agent, name), None) is not None
+
+    def idle(self, max_idle: float, max_exec_idle: float) -> list[Session]:
+        """Sessions to sweep now: reuse and promoted ones idle over ``max_idle``, one-shot ones of held
+        calls idle over ``max_exec_idle`` (a one-shot session of a running call is never swept)."""
+        now = self.clock()
+        return [s for s in self._open.values()
+                if (s.mode != "one-shot" and now - s.used > max_idle) or (s.held and now - s.used > max_exec_idle)]
+
+    def listing(self, agent: str, tabs_of: Callable[[Session], list[int]]) -> dict[str, Any]:
+        """``agent``'s sessions (name, mode, tabs, created, last used) and tombstones (closed at, reason)."""
+        self._forget_old_tombstones()
+        now, now_wall = self.clock(), self.wall()
+        return {"sessions": [s.describe(tabs_of(s), now_wall, now) for s in self._open.values() if s.agent == agent],
+                "tombstones": [t.describe() for t in self._tombstones.values() if t.agent == agent]}
+
+    def counts(self) -> dict[SessionMode, int]:
+        """Open sessions by mode (metrics)."""
+        counts: dict[SessionMode, int] = {"reuse": 0, "one-shot": 0, "dynamic": 0}
+        for session in self._open.values():
+            counts[session.mode] += 1
+        return counts
+
+    def _forget_old_tombstones(self) -> None:
+        now = self.clock()
+        for key in [k for k, t in self._tombstones.items() if t.until <= now]:
+            del self._tombstones[key]
+
+
+class Sessions:
+    """The sessions of one Chromium: opened on first use, promoted, closed, swept (on the loop)."""
+
+    def __init__(self, chromium: Chromium, tabs: TabRegistry, table: SessionTable | None = None) -> None:
+        self.table = table or SessionTable()
+        self.on_change: Callable[[SessionChange], None] = lambda change: None
+        """Told of every session opened, promoted, closed or swept."""
+        self._chromium = chromium
+        self._tabs = tabs
+        self._opening: dict[tuple[str, str], asyncio.Task[Session]] = {}
+        self._expired_tabs: collections.OrderedDict[int, Tombstone] = collections.OrderedDict()
+        chromium.on_lost = self._lost
+
+    async def open_for(self, agent: str, requested: str | None, call: int | None, timeout: float) -> Session:
+        """The session a ``newTab`` of ``agent`` opens in, made on first use (two asking at once get one)."""
+        name = self.table.name_for(agent, requested, call)
+        if requested is None:  # a newTab naming no session gets a default one, even after the last was swept
+            self.table.clear_tombstone(agent, name)
+        session = self.table.find(agent, name)
+        if session is None:
+            task = self._opening.get((agent, name))
+            if task is None:
+                task = asyncio.get_running_loop().create_task(self._make(agent, name, call, timeout))
+                self._opening[(agent, name)] = task
+                task.add_done_callback(lambda _: self._opening.pop((agent, name), None))
+            session = await asyncio.shield(task)
+        self.table.touch(session)
+        return session
+
+    async def _make(self, agent: str, name: str, call: int | None, timeout: float) -> Session:
+        context, context_id = await self._chromium.new_context(agent, timeout)
+        session = self.table.add(agent, name, context, context_id, call)
+        self.on_change(SessionChange("opened", agent, name, session.mode, call))
+        return session
+
+    def of_page(self, page: Page) -> Session | None:
+        """The session a tab's page lives in (None for a user tab)."""
+        return self.table.of_context(page.context)
+
+    def touch(self, page: Page) -> None:
+        """A use of the tab's session, if it has one."""
+        session = self.of_page(page)
+        if session is not None:
+            self.table.touch(session)
+
+    def expired(self, tab: int) -> Tombstone | None:
+        """The tombstone of the session a closed tab was in, when that session's end closed it."""
+        return self._expired_tabs.get(tab)
+
+    def tabs_of(self, session: Session) -> list[int]:
+        return [tab for tab in sorted(self._tabs.ids())
+                if (page := self._tabs.get(tab)) is not None and page.context is session.context]
+
+    def promote(self, page: Page, agent: str | None, name: str, call: int | None) -> Session:
+        """Keep the one-shot session of a tab's page as ``agent``'s reuse session ``name``."""
+        session = self.of_page(page)
+        if session is None or session.agent != agent:
+            raise KitsuneError("session_not_promotable", "keepSession: the tab is in no one-shot session of yours")
+        previous = session.name
+        was_dynamic = session.mode == "dynamic"
+        self.table.promote(session, name)
+        if not (was_dynamic and previous == name):
+            self.on_change(SessionChange("promoted", agent, name, "dynamic", call, previous=previous))
+        return session
+
+    async def close(self, session: Session, reason: CloseReason, call: int | None = None) -> Tombstone:
+        """End a session now: its tabs close, and its tombstone stays (recorded in ``call``, or its opener's)."""
+        tabs = self.tabs_of(session)
+        tombstone = self.table.closed(session, reason)
+        for tab in tabs:
+            self._expired_tabs[tab] = tombstone
+            while len(self._expired_tabs) > 10_000:
+                self._expired_tabs.popitem(last=False)
+        with contextlib.suppress(PlaywrightError):
+            await session.context.close()
+        for tab in tabs:
+            self._tabs.forget(tab)
+        self.on_change(SessionChange("swept" if reason == "swept" else "closed", session.agent, session.name,
+                                     session.mode, call if call is not None else session.opened_in, reason))
+        return tombstone
+
+    async def close_named(self, agent: str, name: str) -> dict[str, Any]:
+        """``DELETE /api/sessions/{name}``: close an open session, or forget a tombstone (the name is then free)."""
+        try:
+            session = self.table.find(agent, name)
+        except KitsuneError:
+            self.table.clear_tombstone(agent, name)
+            return {"closed": name, "was": "tombstone"}
+        if session is None:
+            raise KitsuneError("session_not_found", f"You have no session {name!r}", state={"session": name})
+        tabs = self.tabs_of(session)
+        await self.close(session, "closed")
+        return {"closed": name, "mode": session.mode, "tabs": tabs}
+
+    async def call_ended(self, call: int, *, kept: bool) -> None:
+        """A call ended: its one-shot sessions close, unless it stopped held or unknown with a checkpoint
+        (``kept``), which they then outlive until it is resumed to an end or dropped."""
+        for session in self.table.of_call(call):
+            if kept:
+                session.held = True
+            else:
+                await self.close(session, "call_ended", call)
+
+    async def sweep(self, max_idle: float, max_exec_idle: float) -> int:
+        """Close the sessions idle too long; how many."""
+        idle = self.table.idle(max_idle, max_exec_idle)
+        for session in idle:
+            await self.close(session, "swept")
+        return len(idle)
+
+    def _lost(self) -> None:
+        """The browser died: every session is gone with it."""
+        for session in list(self.table):
+            tombstone = self.table.closed(session, "browser_restarted")
+            for tab in self.tabs_of(session):
+                self._expired_tabs[tab] = tombstone
+            self.on_change(SessionChange("closed", session.agent, session.name, session.mode, session.opened_in,
+                                         "browser_restarted"))
