@@ -92,11 +92,17 @@ class BusDriver:
     ``tab_closed``, with nothing sent.
     """
 
-    def __init__(self, io: IoLoop, bus: Bus, subjects: Subjects, local: LocalTabs) -> None:
+    def __init__(self, io: IoLoop, bus: Bus, subjects: Subjects, local: LocalTabs, agent: str | None = None) -> None:
         self._io = io
         self._bus = bus
         self._subjects = subjects
         self._local = local
+        self._agent = agent
+        """The agent whose calls it serves (its requests name it: a ``newTab`` opens in its session)."""
+
+    def for_agent(self, agent: str) -> BusDriver:
+        """The same driver for the calls of ``agent``."""
+        return BusDriver(self._io, self._bus, self._subjects, self._local, agent)
 
     def execute(self, command: Command, tab_id: int | None, timeout: float) -> Outcome:
         if isinstance(command, NewTab):
@@ -108,7 +114,8 @@ class BusDriver:
         else:
             subject = self._subjects.tab(tab_id)
         writes = is_write(command)
-        request = TabRequest(command, timeout, time.time() + timeout, CALL.get(), STEP.get() if writes else None)
+        request = TabRequest(command, timeout, time.time() + timeout, CALL.get(), STEP.get() if writes else None,
+                             agent=self._agent)
         try:
             if tab_id is not None and (outcome := self._local(tab_id, request)) is not None:
                 return outcome

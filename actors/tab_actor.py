@@ -33,7 +33,7 @@ class TabDriver(Protocol):
     """What a tab actor needs of the browser driver (``bridge.browser.ChromiumBrowser``)."""
 
     async def execute(self, command: Command, tab_id: int | None, timeout: float, *,
-                      pause: Pause | None = None) -> Outcome: ...
+                      pause: Pause | None = None, agent: str | None = None, call: int | None = None) -> Outcome: ...
 
 
 _QUEUED, _STARTED, _WITHDRAWN = range(3)
@@ -174,7 +174,8 @@ class TabActor(LoopActor):
         self._running[task] = ticket
         try:
             async with asyncio.timeout(timeout + SETTLE):
-                return await self._browser.execute(command, self.tab_id, timeout, pause=pause)
+                return await self._browser.execute(command, self.tab_id, timeout, pause=pause,
+                                                   agent=ticket.request.agent, call=ticket.request.call)
         except TimeoutError:
             failure = Failure(f"Command timed out after {timeout:g}s", "timeout", False)
             return Unknown(failure) if is_write(command) else Failed(Failure(failure.error, "timeout", True))
