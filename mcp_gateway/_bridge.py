@@ -56,16 +56,20 @@ class Bridge:
         self._started = started
 
     async def get(self, path: str, *, timeout: float, params: dict[str, Any] | None = None) -> dict[str, Any]:
-        async def send() -> dict[str, Any]:
-            response = await self._http.get(path, params=params, headers=self._headers, timeout=timeout)
-            return _answer(response.status_code, response.content, sent=False)
-        return await self._guarded(send, timeout, sent=False)
+        return await self._request("GET", path, timeout, sent=False, params=params)
 
     async def post(self, path: str, body: dict[str, Any], *, timeout: float) -> dict[str, Any]:
+        return await self._request("POST", path, timeout, sent=True, json=body)
+
+    async def delete(self, path: str, *, timeout: float) -> dict[str, Any]:
+        return await self._request("DELETE", path, timeout, sent=True)
+
+    async def _request(self, method: str, path: str, timeout: float, *, sent: bool, **options: Any) -> dict[str, Any]:
+        """One request and its answer (``sent``: whether it may act)."""
         async def send() -> dict[str, Any]:
-            response = await self._http.post(path, json=body, headers=self._headers, timeout=timeout)
-            return _answer(response.status_code, response.content, sent=True)
-        return await self._guarded(send, timeout, sent=True)
+            response = await self._http.request(method, path, headers=self._headers, timeout=timeout, **options)
+            return _answer(response.status_code, response.content, sent=sent)
+        return await self._guarded(send, timeout, sent=sent)
 
     async def stream(self, path: str, body: dict[str, Any], *, timeout: float,
                      on_progress: Progress) -> dict[str, Any]:

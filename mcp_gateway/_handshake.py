@@ -94,9 +94,7 @@ def initialize_result(requested: object) -> dict[str, Any]:
 
 
 def _listed(spec: ToolSpec) -> dict[str, Any]:
-    annotations: dict[str, Any] = {"readOnlyHint": spec.read_only, "openWorldHint": True}
-    if spec.read_only:
-        annotations["destructiveHint"] = False
+    annotations = {"readOnlyHint": spec.read_only, "destructiveHint": not spec.read_only, "openWorldHint": True}
     return {"name": spec.name, "description": spec.description, "inputSchema": spec.input_schema,
             "annotations": annotations}
 

@@ -25,10 +25,9 @@ async def tabs(direct: DirectCalls, caller: Caller, args: dict[str, Any]) -> dic
         caller.sent = True
         return await caller.bridge.post("/api/tabs", body, timeout=15.0)
     if op == "new":
-        command: dict[str, Any] = {"action": "newTab"}
-        if args.get("url") is not None:
-            command["url"] = args["url"]
-        first = {"op": "open", **({"url": args["url"]} if args.get("url") is not None else {})}
+        opened = {k: args[k] for k in ("url", "session") if args.get(k) is not None}
+        command: dict[str, Any] = {"action": "newTab", **opened}
+        first = {"op": "open", **opened}
     else:
         command = {"action": "closeTab", "tabId": tab}
         first = {"op": "close", "tabId": tab}

@@ -123,8 +123,31 @@ def _tabs_schema() -> dict[str, Any]:
                               "take one over (a user's or another agent's tab becomes yours)."},
         "tabId": {"type": "integer", "description": "The tab to select, close or take over."},
         "url": {"type": "string", "description": "For new: the URL to open (about:blank when absent)."},
+        "session": _session_name(
+            "newTab", "session", "For new: the browser session (cookies, storage) to open it in, one of your reuse "
+            "sessions by name, made on first use; your \"default\" session when absent. (\"call\", a one-shot "
+            "session, is for a newTab inside browser_batch or browser_parallel: a direct call refuses it.)"),
         "confirm_token": dict(_CONFIRM_TOKEN),
     }, [])
+
+
+def _session_name(action: str, parameter: str, description: str) -> dict[str, Any]:
+    """The command language's schema of a session name (``action``'s ``parameter``), described anew."""
+    properties, _ = _action_properties(action)
+    return {**properties[parameter], "description": description}
+
+
+def _sessions_schema() -> dict[str, Any]:
+    schema = _object({
+        "op": {"enum": ["list", "close"], "default": "list",
+               "description": "list your sessions (name, mode, tabs, created, last used) and the tombstones of "
+                              "closed ones (closed at, reason); close one: its tabs close, and a later request "
+                              "naming it answers session_expired. Closing a tombstone forgets it (the name is free)."},
+        "name": _session_name("keepSession", "name", "For close: the session's name."),
+    }, [])
+    schema["allOf"] = [{"if": {"properties": {"op": {"const": "close"}}, "required": ["op"]},
+                        "then": {"required": ["name"]}}]
+    return schema
 
 
 def _ask_user_schema() -> dict[str, Any]:
@@ -186,7 +209,11 @@ TOOLS: dict[str, ToolSpec] = {spec.name: spec for spec in [
              _direct("screenshot", confirmable=False), read_only=True),
     ToolSpec("browser_tabs", _CORE,
              "List, open, select, close or take over tabs. A tab you open is yours and becomes current; writing "
-             "to a user's tab needs a takeover first.", _tabs_schema(), confirmable=True),
+             "to a user's tab needs a takeover first. A tab opens in one of your browser sessions (session).",
+             _tabs_schema(), confirmable=True),
+    ToolSpec("browser_sessions", _CORE,
+             "List or close your browser sessions: each has its own cookies and storage, and its tabs. Closing one "
+             "closes its tabs.", _sessions_schema()),
     ToolSpec("browser_ask_user", _CORE,
              "Ask the user something only a person can do or decide (sign in, solve a human check, choose). With a "
              "client prompt the user answers there; otherwise ask in your reply.", _ask_user_schema(),

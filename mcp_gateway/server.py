@@ -39,6 +39,7 @@ from mcp_gateway._direct import DirectCalls
 from mcp_gateway._handshake import INSTRUCTIONS, tools_result
 from mcp_gateway._results import error, to_call_tool_result
 from mcp_gateway._resume import resume
+from mcp_gateway._sessions import sessions
 from mcp_gateway._tabs import tabs
 from mcp_gateway._tools import TOOLS
 from messages.contract import APPROVAL_PROMPT_MAX, CALL_TIMEOUT
@@ -148,6 +149,8 @@ class Gateway:
             return await resume(self.direct, caller, arguments)
         if name == "browser_tabs":
             return await tabs(self.direct, caller, arguments)
+        if name == "browser_sessions":
+            return await sessions(caller, arguments)
         if name == "browser_ask_user":
             return await ask_user(self.direct, caller, arguments)
         return await self.direct.start(caller, spec, arguments)

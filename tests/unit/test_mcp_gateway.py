@@ -18,6 +18,7 @@ from mcp_gateway._pages import PAGE_STATE_CHECKS
 from mcp_gateway._results import to_call_tool_result
 from mcp_gateway._tools import TOOLS, enabled_tools
 from mcp_gateway.server import Gateway, approval_wait_from_env
+from messages.schema import command_schema
 
 pytestmark = pytest.mark.anyio
 
@@ -150,6 +151,9 @@ class ScriptedBridge(Bridge):
 
     async def post(self, path: str, body: dict[str, Any], *, timeout: float) -> dict[str, Any]:
         return self._answer("POST", path, body)
+
+    async def delete(self, path: str, *, timeout: float) -> dict[str, Any]:
+        return self._answer("DELETE", path, None)
 
     async def stream(self, path: str, body: dict[str, Any], *, timeout: float, on_progress: Any) -> dict[str, Any]:
         self.streamed.append(path)
@@ -311,3 +315,43 @@ async def test_a_direct_tool_keeps_its_action_s_rules_across_parameters_and_send
     result = await gateway.call(Caller("a", bridge), "browser_find", {"tabId": 3})
     assert result["code"] == "invalid_parameter" and "selector or text" in result["error"] and bridge.acts() == []
     assert (await gateway.call(Caller("a", bridge), "browser_find", {"text": "Buy", "tabId": 3}))["ok"]
+
+
+def test_a_session_name_has_the_command_language_s_shape_wherever_a_tool_takes_one() -> None:
+    new_tab, keep = command_schema()["$defs"]["newTab"]["properties"], command_schema()["$defs"]["keepSession"]
+    for taken, parser in [(TOOLS["browser_tabs"].input_schema["properties"]["session"], new_tab["session"]),
+                          (TOOLS["browser_sessions"].input_schema["properties"]["name"], keep["properties"]["name"])]:
+        assert {k: v for k, v in taken.items() if k != "description"} == \
+            {k: v for k, v in parser.items() if k != "description"}
+
+
+async def test_a_new_tab_opens_in_the_session_it_names_with_or_without_its_confirm_token() -> None:
+    bridge = ScriptedBridge({"POST /api/tabs": [_ok(1)], "POST /api/act": [_ok(2)]})
+    gateway = Gateway(frozenset({"core"}))
+    assert (await gateway.call(Caller("a", bridge), "browser_tabs", {"op": "new", "session": "shop"}))["ok"]
+    assert (await gateway.call(Caller("a", bridge), "browser_tabs",
+                               {"op": "new", "url": "https://a.test/", "session": "shop", "confirm_token": "t"}))["ok"]
+    assert [body for _, path, body in bridge.requests if path != "/api/caps"] == [
+        {"op": "open", "session": "shop"},
+        {"command": {"action": "newTab", "url": "https://a.test/", "session": "shop"}, "confirm_token": "t"}]
+    refused = await gateway.call(Caller("a", bridge), "browser_tabs", {"op": "new", "session": "-shop"})
+    assert refused["code"] == "invalid_parameter" and refused["state"]["param"] == "session"
+    assert len(bridge.acts()) == 1 and len([path for _, path, _ in bridge.requests if path == "/api/tabs"]) == 1
+
+
+async def test_browser_sessions_lists_closes_and_relays_the_bridge_s_refusal() -> None:
+    listing = {"sessions": [{"name": "default", "mode": "reuse", "tabs": [], "created": 1.0, "last_used": 2.0}],
+               "tombstones": []}
+    gone = {"error": "You have no session 'shop'", "code": "session_not_found", "retryable": False}
+    bridge = ScriptedBridge({"GET /api/sessions": listing,
+                             "DELETE /api/sessions/shop": [{"closed": "shop", "mode": "reuse", "tabs": [4]}, gone]})
+    gateway = Gateway(frozenset({"core"}))
+    caller = Caller("a", bridge)
+    assert await gateway.call(caller, "browser_sessions", {}) == {"ok": True, **listing}
+    closed = await gateway.call(caller, "browser_sessions", {"op": "close", "name": "shop"})
+    assert closed == {"ok": True, "closed": "shop", "mode": "reuse", "tabs": [4]} and caller.sent
+    assert await gateway.call(caller, "browser_sessions", {"op": "close", "name": "shop"}) == gone
+    unnamed = await gateway.call(caller, "browser_sessions", {"op": "close"})
+    assert unnamed["code"] == "invalid_parameter" and "'name'" in unnamed["error"]
+    assert [(method, path) for method, path, _ in bridge.requests if path != "/api/caps"] == [
+        ("GET", "/api/sessions"), ("DELETE", "/api/sessions/shop"), ("DELETE", "/api/sessions/shop")]
