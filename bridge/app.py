@@ -99,7 +99,7 @@ class _Gate(BaseHTTPMiddleware):
                     return _error(KitsuneError("unauthorized", "A valid bearer token is needed"))
                 request.state.agent = agent
                 AGENT.set(agent)  # this request's log lines name its agent
-            groups = GROUPS.get(path)
+            groups = GROUPS.get(path, GROUPS.get(path.rpartition("/")[0]))  # /api/sessions/{name}: /api/sessions'
             if groups is not None and not groups & self._node.policy_of(request.state.agent).caps:
                 return _error(KitsuneError("capability_disabled", f"{path} is in the {'/'.join(sorted(groups))} "
                                            "capability group, which is not enabled (KITSUNE_CAPS)"))
@@ -153,12 +153,10 @@ class Api:
             return spec
         open_tabs = await self.node.open_tab_ids()
         if spec.default_tab is not None and spec.default_tab not in open_tabs:
-            raise KitsuneError("unknown_tab", f"No open tab {spec.default_tab}",
-                               state={"path": "", "tabId": spec.default_tab})
+            raise self._not_open(spec.default_tab, "")
         for path, tab in named:
             if tab not in open_tabs:
-                raise KitsuneError("unknown_tab", f"command {path}: no open tab {tab}",
-                                   state={"path": path, "tabId": tab})
+                raise self._not_open(tab, path)
         return CallSpec(spec.kind, spec.commands, default if default in open_tabs else None,
                         spec.stop_on_warning, spec.timeout)
 
@@ -216,7 +214,8 @@ class Api:
             tabs.append({**tab, "owner": "you" if owner == agent else ("user" if owner == USER else "agent"),
                          "current": self.current.get(agent) == tab["tabId"],
                          "session": session["name"] if session is not None and session["agent"] == agent else None})
-        return _json({"tabs": tabs, "current": self.current.get(agent)})
+        return _json({"tabs": tabs, "current": self.current.get(agent),
+                      "closed_sessions": self.node.sessions.listing(agent)["tombstones"]})
 
     async def change_tabs(self, request: Request) -> Response:
         agent = self.agent(request)
@@ -260,13 +259,18 @@ class Api:
         return _json({"tabId": tab, **await self.node.needs_user(tab)})
 
     async def _open_tab(self, tab: int, path: str) -> None:
-        """Raise unless ``tab`` is open: ``session_expired`` when its session's end closed it, else ``unknown_tab``."""
-        if tab in await self.node.open_tab_ids():
-            return
+        """Raise unless ``tab`` is open (:meth:`_not_open`)."""
+        if tab not in await self.node.open_tab_ids():
+            raise self._not_open(tab, path)
+
+    def _not_open(self, tab: int, path: str) -> KitsuneError:
+        """Why a request naming a tab that is not open is refused whole: ``session_expired`` when its
+        session's end closed it, else ``unknown_tab``."""
         closed = self.node.owners.closed_why(tab)
         if closed.code == "session_expired":
-            raise KitsuneError(closed.code, closed.error, state=closed.state)
-        raise KitsuneError("unknown_tab", f"No open tab {tab}", state={"path": path, "tabId": tab})
+            return KitsuneError(closed.code, closed.error, state={"path": path, "tabId": tab, **(closed.state or {})})
+        where = f"command {path}: no" if path else "No"
+        return KitsuneError("unknown_tab", f"{where} open tab {tab}", state={"path": path, "tabId": tab})
 
     # sessions
 

@@ -21,8 +21,8 @@ from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any
 
+from playwright.async_api import CDPSession, Page
 from playwright.async_api import Error as PlaywrightError
-from playwright.async_api import Page
 
 from bridge.browser.actions import ACTIONS
 from bridge.browser.errors import Stop, closed, stopped, timed_out, translate
@@ -31,7 +31,7 @@ from bridge.browser.launch import Chromium
 from bridge.browser.navigation import goto
 from bridge.browser.page_js import NEEDS_USER
 from bridge.browser.run import Action, Run
-from bridge.browser.sessions import Sessions
+from bridge.browser.sessions import Session, Sessions
 from bridge.browser.tabs import TabRegistry
 from bridge.proxy import Endpoint
 from bridge.url_policy import UrlPolicy
@@ -229,13 +229,13 @@ class ChromiumBrowser:
         if page is None or page.is_closed():
             expired = self.sessions.expired(tab)
             return Failed(Failure.of(expired.error()) if expired is not None else closed(tab))
-        self.sessions.touch(page)
         if isinstance(command, KeepSession):
             self.sessions.promote(page, agent, command.name, call)
             return Done({"session": command.name, "tabId": tab})
         deadline = asyncio.get_running_loop().time() + timeout
         run = self._run(command, tab, page, timeout, deadline, is_write(command), pause=pause)
-        return await _perform(run, ACTIONS[type(command)])
+        with self.sessions.using(self.sessions.of_page(page)):
+            return await _perform(run, ACTIONS[type(command)])
 
     def _run(self, command: Command, tab: int, page: Page, timeout: float, deadline: float, write: bool, *,
              sent: bool = False, pause: Callable[[float], Awaitable[None]] = asyncio.sleep) -> Run:
@@ -254,6 +254,12 @@ class ChromiumBrowser:
                 raise KitsuneError("invalid_parameter", "newTab: a session is an agent's; this tab has no agent")
         except KitsuneError as e:
             return Failed(Failure.of(e))
+        with self.sessions.using(session):
+            return await self._open_tab(command, cdp, context_id, session, timeout, deadline)
+
+    async def _open_tab(self, command: NewTab, cdp: CDPSession, context_id: str, session: Session | None,
+                        timeout: float, deadline: float) -> Outcome:
+        """Open the tab of a ``newTab`` in the context ``context_id`` (``session``'s, or the user context's)."""
         tab = await self._tabs.open_window(cdp, context_id, timeout, deadline)
         if not isinstance(tab, int):
             return tab

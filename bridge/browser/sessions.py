@@ -73,6 +73,8 @@ class Session:
     """When it was last used, on the sessions' clock."""
     held: bool = False
     """Its one-shot call stopped held or unknown with a checkpoint: swept after ``max_exec_idle``."""
+    in_use: int = 0
+    """Actions running in it now: a session in use is never idle."""
 
     def describe(self, tabs: list[int], now_wall: float, now: float) -> dict[str, Any]:
         return {"name": self.name, "mode": self.mode, "tabs": tabs, "created": self.created,
@@ -215,8 +217,8 @@ class SessionTable:
         """Sessions to sweep now: reuse and promoted ones idle over ``max_idle``, one-shot ones of held
         calls idle over ``max_exec_idle`` (a one-shot session of a running call is never swept)."""
         now = self.clock()
-        return [s for s in self._open.values()
-                if (s.mode != "one-shot" and now - s.used > max_idle) or (s.held and now - s.used > max_exec_idle)]
+        return [s for s in self._open.values() if not s.in_use and (
+            (s.mode != "one-shot" and now - s.used > max_idle) or (s.held and now - s.used > max_exec_idle))]
 
     def listing(self, agent: str, tabs_of: Callable[[Session], list[int]]) -> dict[str, Any]:
         """``agent``'s sessions (name, mode, tabs, created, last used) and tombstones (closed at, reason)."""
@@ -277,10 +279,18 @@ class Sessions:
         """The session a tab's page lives in (None for a user tab)."""
         return self.table.of_context(page.context)
 
-    def touch(self, page: Page) -> None:
-        """A use of the tab's session, if it has one."""
-        session = self.of_page(page)
-        if session is not None:
+    @contextlib.contextmanager
+    def using(self, session: Session | None) -> Iterator[None]:
+        """An action runs in ``session`` (if any): it is touched as it starts and ends, and never swept meanwhile."""
+        if session is None:
+            yield
+            return
+        self.table.touch(session)
+        session.in_use += 1
+        try:
+            yield
+        finally:
+            session.in_use -= 1
             self.table.touch(session)
 
     def expired(self, tab: int) -> Tombstone | None:
@@ -349,10 +359,8 @@ class Sessions:
         return len(idle)
 
     def _lost(self) -> None:
-        """The browser died: every session is gone with it."""
+        """The browser died: every session is gone with it (its tabs end ``tab_closed``, as every tab's)."""
         for session in list(self.table):
-            tombstone = self.table.closed(session, "browser_restarted")
-            for tab in self.tabs_of(session):
-                self._expired_tabs[tab] = tombstone
+            self.table.closed(session, "browser_restarted")
             self.on_change(SessionChange("closed", session.agent, session.name, session.mode, session.opened_in,
                                          "browser_restarted"))
