@@ -21,18 +21,32 @@ import pytest
 from bridge.browser import ChromiumBrowser
 from bridge.node import Node
 from messages.commands import parse_body
-from tests.integration.serving import Served, serve
+from tests.integration.serving import TOKENS, Served, serve
 from tests.nats_access import NatsAccess
 from tests.site import TestSite
 
 SIGN_IN = "GET /cookies/set"
 
 
+NARROW = "narrow-token-0123456789abcdef"
+"""carol's token: she may reach 127.0.0.1 alone."""
+
+
 @pytest.fixture(scope="module")
 def served(tmp_path_factory: pytest.TempPathFactory, nats_access: NatsAccess) -> Iterator[Served]:
-    running = serve(tmp_path_factory.mktemp("sessions"), nats_access, {"caps": ["core", "automation"]})
+    agents = [*({"name": name, "token": token} for name, token in TOKENS.items()),
+              {"name": "carol", "token": NARROW, "urls": {"allow": ["127.0.0.1"]}}]
+    running = serve(tmp_path_factory.mktemp("sessions"), nats_access,
+                    {"caps": ["core", "automation"], "agents": agents})
     yield running
     assert running.stop() == 0
+
+
+@pytest.fixture(scope="module")
+def other_site() -> Iterator[TestSite]:
+    """A second site, on another loopback address (127.0.0.2)."""
+    with TestSite(host="127.0.0.2") as served_elsewhere:
+        yield served_elsewhere
 
 
 def _batch(client: httpx.Client, commands: list[dict[str, Any]], status: int = 200) -> dict[str, Any]:
@@ -244,6 +258,22 @@ def test_the_sweep_ends_an_idle_session_and_a_call_naming_it_gets_session_expire
     assert [(e["agent"], e["session"], e["reason"]) for e in swept] == [("alice", "idle", "swept")]
     metrics = httpx.get(f"{sweeping.base}/metrics", headers={"Authorization": "Bearer alice-token-0123456789abcdef"})
     assert 'kitsune_sessions_closed_total{reason="swept"} 1.0' in metrics.text
+
+
+def test_each_agents_own_url_lists_bind_what_the_pages_of_its_sessions_reach(
+        served: Served, site: TestSite, other_site: TestSite) -> None:
+    other_site.reset()
+    reach = ("return await fetch(%r, {mode: 'no-cors'}).then(() => 'reached', () => 'refused')"
+             % other_site.url("/cookies/set?name=sid&value=fetched"))
+    carol = httpx.Client(base_url=served.base, headers={"Authorization": f"Bearer {NARROW}"}, timeout=90)
+    with carol, served.client("alice") as alice:
+        for client, expected in ((carol, "refused"), (alice, "reached")):
+            ran = _batch(client, [{"action": "newTab", "url": site.url("/cookies")},
+                                  {"action": "js", "tabId": "${$0.tabId}", "code": reach}])
+            assert ran["status"] == "ok" and ran["results"][1]["value"] == expected, ran
+        refused = _batch(carol, [{"action": "newTab", "url": other_site.url("/cookies")}])
+        assert refused["results"][0]["code"] == "url_denied"
+    assert other_site.count(SIGN_IN) == 1  # alice's fetch alone reached the other site
 
 
 # --- in-process nodes: a policy changed mid-way, a browser that dies ------------------------------
