@@ -413,6 +413,9 @@ class Node:
 
     async def _attach(self, tab_id: int) -> None:
         actor = TabActor.start(tab_id, self.browser, self.io)
+        session = self.browser.sessions.of_tab(tab_id)
+        if session is not None:  # a popup of an agent's page lives in its session: it is that agent's tab
+            self.owners.give(tab_id, session.agent)
 
         async def serve(data: bytes) -> bytes:  # a request from a call on another node, or its withdrawal
             message = orjson.loads(data)

@@ -293,6 +293,11 @@ class Sessions:
             session.in_use -= 1
             self.table.touch(session)
 
+    def of_tab(self, tab: int) -> Session | None:
+        """The session an open tab lives in (None for a user tab, or a tab that is not open)."""
+        page = self._tabs.get(tab)
+        return self.of_page(page) if page is not None else None
+
     def expired(self, tab: int) -> Tombstone | None:
         """The tombstone of the session a closed tab was in, when that session's end closed it."""
         return self._expired_tabs.get(tab)

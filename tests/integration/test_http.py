@@ -360,8 +360,8 @@ def test_writes_are_refused_when_the_audit_log_cannot_be_written(
         assert running.stop() == 0
 
 
-def test_tabs_the_bridge_did_not_open_for_an_agent_are_read_only_until_taken_over(
-        alice: httpx.Client, site: TestSite) -> None:
+def test_a_popup_of_an_agents_page_is_that_agents_tab_and_others_take_it_over_to_write(
+        alice: httpx.Client, bob: httpx.Client, site: TestSite) -> None:
     tab = open_tab(alice, site.url("/popups"))
     assert alice.post("/api/act", json={"command": {"action": "click", "tabId": tab, "selector": "#open-popup"}}
                       ).json()["status"] == "ok"
@@ -370,12 +370,13 @@ def test_tabs_the_bridge_did_not_open_for_an_agent_are_read_only_until_taken_ove
     while popup is None and time.monotonic() < deadline:
         popup = next((t for t in alice.get("/api/tabs").json()["tabs"] if t["title"] == "Popup child"), None)
         time.sleep(0.1)
-    assert popup is not None and popup["owner"] == "user"
+    assert popup is not None and (popup["owner"], popup["session"]) == ("you", "default")  # in alice's browser
     write = {"action": "navigate", "tabId": popup["tabId"], "url": site.url("/text")}
-    refused = alice.post("/api/act", json={"command": write}).json()
-    assert (refused["code"], refused["state"]["owner"]) == ("tab_owned", "user")
-    assert alice.post("/api/tabs", json={"op": "takeover", "tabId": popup["tabId"]}).json()["previous"] == "user"
-    assert alice.post("/api/act", json={"command": write}).json()["status"] == "ok"
+    refused = bob.post("/api/act", json={"command": write}).json()
+    assert (refused["code"], refused["state"]["owner"]) == ("tab_owned", "agent")
+    assert bob.post("/api/tabs", json={"op": "takeover", "tabId": popup["tabId"]}).json()["previous"] == "agent"
+    assert bob.post("/api/act", json={"command": write}).json()["status"] == "ok"
+
 
 
 def test_no_canary_reaches_the_event_stream_of_the_served_node(

@@ -20,7 +20,8 @@ import pytest
 
 from bridge.browser import ChromiumBrowser
 from bridge.node import Node
-from messages.commands import parse_body
+from messages.commands import parse_body, parse_command
+from messages.results import Done, Failed
 from tests.integration.serving import TOKENS, Served, serve
 from tests.nats_access import NatsAccess
 from tests.site import TestSite
@@ -263,8 +264,8 @@ def test_the_sweep_ends_an_idle_session_and_a_call_naming_it_gets_session_expire
 def test_each_agents_own_url_lists_bind_what_the_pages_of_its_sessions_reach(
         served: Served, site: TestSite, other_site: TestSite) -> None:
     other_site.reset()
-    reach = ("return await fetch(%r, {mode: 'no-cors'}).then(() => 'reached', () => 'refused')"
-             % other_site.url("/cookies/set?name=sid&value=fetched"))
+    target = other_site.url("/cookies/set?name=sid&value=fetched")
+    reach = f"return await fetch({target!r}, {{mode: 'no-cors'}}).then(() => 'reached', () => 'refused')"
     carol = httpx.Client(base_url=served.base, headers={"Authorization": f"Bearer {NARROW}"}, timeout=90)
     with carol, served.client("alice") as alice:
         for client, expected in ((carol, "refused"), (alice, "reached")):
@@ -313,6 +314,27 @@ def test_a_one_shot_session_outlives_an_unknown_write_and_a_hold_and_ends_when_t
             ("opened", name, "one-shot", None, agent), ("closed", name, "one-shot", "call_ended", agent)]
     finally:
         node.agent_policies.pop(agent, None)
+
+
+def test_a_user_tab_and_its_popups_are_in_no_session_and_read_only_until_taken_over(
+        node: Node, site: TestSite) -> None:
+    tab = node.open_tab(site.url("/popups"))  # no agent opened it: the user context
+    node.owners.take_over(tab, "alice")
+    clicked, _ = node.io.run(node.act("alice", parse_command({"action": "click", "selector": "#open-popup"}), tab))
+    assert isinstance(clicked, Done)
+
+    def popups() -> list[dict[str, Any]]:
+        return [t for t in node.io.run(node.describe_tabs()) if t["title"] == "Popup child"]
+    _eventually(lambda: len(popups()) == 1)
+    popup = popups()[0]
+    assert popup["session"] is None and node.owners.owner(popup["tabId"]) == "user"
+    write = parse_command({"action": "navigate", "url": site.url("/text")})
+    refused, _ = node.io.run(node.act("alice", write, popup["tabId"]))
+    assert isinstance(refused, Failed) and (refused.failure.code, refused.failure.state) == (
+        "tab_owned", {"tabId": popup["tabId"], "owner": "user"})
+    node.owners.take_over(popup["tabId"], "alice")
+    done, _ = node.io.run(node.act("alice", write, popup["tabId"]))
+    assert isinstance(done, Done)
 
 
 def test_a_browser_that_dies_tombstones_every_session_and_its_tabs_end_tab_closed(
