@@ -58,7 +58,7 @@ from pydantic_settings.sources.utils import parse_env_vars
 from actors.nats_connection import NatsAuth
 from bridge.policy import CAPABILITY_GROUPS, Policy
 from bridge.url_policy import UrlPolicy
-from messages.contract import CHECKPOINT_CAPACITY, CHECKPOINT_TTL
+from messages.contract import CHECKPOINT_CAPACITY, CHECKPOINT_TOTAL_CAPACITY, CHECKPOINT_TTL
 from messages.errors import KitsuneError
 from messages.tokens import new_token, token_hash
 
@@ -98,7 +98,7 @@ class BridgeConfig:
     max_body_bytes: int = 1_048_576
     max_checkpoints: int = CHECKPOINT_CAPACITY
     """Each agent's checkpoints at most, unless its entry sets its own."""
-    max_checkpoints_total: int = 500
+    max_checkpoints_total: int = CHECKPOINT_TOTAL_CAPACITY
     """The node's checkpoints at most, of all agents."""
     session_max_idle: float = 600.0
     """Seconds a reuse session may stay unused before the sweep closes it."""
@@ -237,7 +237,7 @@ class _Settings(BaseSettings):
     audit_file: _Path = Path("kitsune-audit.jsonl")
     max_body_bytes: _Count = 1_048_576
     max_checkpoints: _Count = CHECKPOINT_CAPACITY
-    max_checkpoints_total: _Count = 500
+    max_checkpoints_total: _Count = CHECKPOINT_TOTAL_CAPACITY
     sessions: _Sessions = _Sessions()
     metrics: _Metrics = _Metrics()
     nats: _Nats = _Nats()

@@ -49,7 +49,7 @@ from core.claims import ClaimTable
 from core.engine import Driver, EngineConfig, Ports
 from messages.codec import decode, decode_outcome, encode
 from messages.commands import CallSpec, CloseTab, Command, GetTabs, NewTab
-from messages.contract import CHECKPOINT_CAPACITY, CHECKPOINT_TTL, SETTLE, STEP_TIMEOUT
+from messages.contract import CHECKPOINT_CAPACITY, CHECKPOINT_TOTAL_CAPACITY, CHECKPOINT_TTL, SETTLE, STEP_TIMEOUT
 from messages.errors import KitsuneError
 from messages.events import Event
 from messages.requests import Subjects, TabCancel, TabRequest
@@ -110,11 +110,10 @@ class NodeConfig:
     audit_file: Path | None = None
     """The audit log's JSON-lines file (the stream alone when None)."""
     checkpoint_ttl: float = CHECKPOINT_TTL
-    checkpoint_capacity: int = CHECKPOINT_CAPACITY
     step_timeout: float = STEP_TIMEOUT
     max_checkpoints: int = CHECKPOINT_CAPACITY
     """Each agent's checkpoints at most, unless its policy says its own (``Node.checkpoint_capacity_of``)."""
-    max_checkpoints_total: int = 500
+    max_checkpoints_total: int = CHECKPOINT_TOTAL_CAPACITY
     """The node's checkpoints at most, of all agents."""
     session_max_idle: float = 600.0
     """Seconds a reuse session may stay unused before the sweep closes it."""

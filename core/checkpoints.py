@@ -20,19 +20,16 @@ from typing import Generic, Literal, Protocol, TypeVar
 
 from core.engine import Clock
 from messages.commands import CallSpec
-from messages.contract import CHECKPOINT_CAPACITY, CHECKPOINT_TTL
+from messages.contract import CHECKPOINT_CAPACITY, CHECKPOINT_TOTAL_CAPACITY, CHECKPOINT_TTL
 from messages.errors import KitsuneError
 from messages.results import Result
 from messages.steplog import StepRecord
 from messages.tokens import new_token, token_hash, token_matches
 
-__all__ = ["CHECKPOINT_TOTAL_CAPACITY", "Checkpoint", "CheckpointStore", "Checkpoints", "DropReason", "ExpiringStore",
+__all__ = ["Checkpoint", "CheckpointStore", "Checkpoints", "DropReason", "ExpiringStore",
            "Kept", "WorkflowSource"]
 
 DropReason = Literal["expired", "pushed_out", "resumed_ok", "internal_error", "shutdown"]
-
-CHECKPOINT_TOTAL_CAPACITY = 500
-"""The checkpoints one store holds at most, of all its agents together."""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

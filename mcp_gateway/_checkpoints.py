@@ -19,8 +19,8 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any, Literal
 
-from core.checkpoints import CHECKPOINT_TOTAL_CAPACITY, DropReason, ExpiringStore, Kept
-from messages.contract import CHECKPOINT_CAPACITY, CHECKPOINT_TTL, CONFIRM_TTL
+from core.checkpoints import DropReason, ExpiringStore, Kept
+from messages.contract import CHECKPOINT_CAPACITY, CHECKPOINT_TOTAL_CAPACITY, CHECKPOINT_TTL, CONFIRM_TTL
 from messages.tokens import token_hash
 
 __all__ = ["Continuation", "Continuations", "DirectCheckpoint", "DirectCheckpoints", "StopKind"]

@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-__all__ = ["APPROVAL_PROMPT_MAX", "CALL_TIMEOUT", "CHECKPOINT_CAPACITY", "CHECKPOINT_TTL", "CONFIRM_TTL",
+__all__ = ["APPROVAL_PROMPT_MAX", "CALL_TIMEOUT", "CHECKPOINT_CAPACITY", "CHECKPOINT_TOTAL_CAPACITY",
+           "CHECKPOINT_TTL", "CONFIRM_TTL",
            "MAX_CALL_TIMEOUT", "MAX_STEP_TIMEOUT", "RESUME_DEADLINE", "RESUME_WAIT", "RESUME_WAIT_MAX", "SETTLE",
            "STEP_TIMEOUT"]
 
@@ -27,6 +28,8 @@ CONFIRM_TTL = 120.0
 APPROVAL_PROMPT_MAX = CONFIRM_TTL - 5.0
 """Seconds an approval prompt stays open at most (115): its token must still be valid (spec: Direct calls)."""
 CHECKPOINT_CAPACITY = 20
-"""Checkpoints kept at most, the oldest pushed out first (spec: Checkpoints)."""
+"""Each agent's checkpoints kept at most, the oldest pushed out first (spec: Checkpoints; per agent: issue 13)."""
+CHECKPOINT_TOTAL_CAPACITY = 500
+"""A node's checkpoints at most, of all its agents: past it, the oldest of the agent holding the most goes."""
 CHECKPOINT_TTL = 1800.0
 """Seconds a checkpoint lives after its call or its last resume (spec: Checkpoints, 30 minutes)."""

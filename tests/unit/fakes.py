@@ -11,11 +11,12 @@ from typing import Any
 
 from actors.threads import ThreadedSequences
 from core.calls import Calls, SequentialIds
-from core.checkpoints import CHECKPOINT_TOTAL_CAPACITY, CheckpointStore
+from core.checkpoints import CheckpointStore
 from core.claims import ClaimTable
 from core.engine import Ports
 from core.ports import Recorded, wait_recorded
 from messages.commands import Command, Js, NewTab, is_write
+from messages.contract import CHECKPOINT_TOTAL_CAPACITY
 from messages.errors import KitsuneError
 from messages.events import Event
 from messages.results import Done, Failed, Failure, HeldForApproval, Outcome, Unknown
