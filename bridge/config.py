@@ -58,11 +58,18 @@ from pydantic_settings.sources.utils import parse_env_vars
 from actors.nats_connection import NatsAuth
 from bridge.policy import CAPABILITY_GROUPS, Policy
 from bridge.url_policy import UrlPolicy
-from messages.contract import CHECKPOINT_CAPACITY, CHECKPOINT_TOTAL_CAPACITY, CHECKPOINT_TTL
+from messages.contract import (
+    CHECKPOINT_CAPACITY,
+    CHECKPOINT_TOTAL_CAPACITY,
+    CHECKPOINT_TTL,
+    SESSION_MAX_EXEC_IDLE,
+    SESSION_MAX_IDLE,
+    SESSION_SWEEP_INTERVAL,
+)
 from messages.errors import KitsuneError
 from messages.tokens import new_token, token_hash
 
-__all__ = ["CAPABILITY_GROUPS", "Agent", "BridgeConfig", "load_config", "write_token_file"]
+__all__ = ["CAPABILITY_GROUPS", "Agent", "BridgeConfig", "SessionTimes", "load_config", "write_token_file"]
 
 _Token = Annotated[str, Field(min_length=16)]
 _Path = Annotated[Path, Field(strict=False)]
@@ -78,6 +85,19 @@ class Agent:
     """SHA-256 of its bearer token; the token itself is not kept."""
     policy: Policy | None = None
     """Its own policy (its entry's values, the node's where it sets none); None: the node's."""
+
+
+@dataclass(frozen=True, slots=True)
+class SessionTimes:
+    """When idle sessions are swept (seconds)."""
+
+    max_idle: float = SESSION_MAX_IDLE
+    """A reuse (or promoted) session unused this long is closed."""
+    max_exec_idle: float = SESSION_MAX_EXEC_IDLE
+    """The one-shot session of a held call unused this long is closed; never less than the checkpoint
+    TTL (the configuration raises a smaller value to it)."""
+    sweep_interval: float = SESSION_SWEEP_INTERVAL
+    """Seconds between two sweeps."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -100,13 +120,8 @@ class BridgeConfig:
     """Each agent's checkpoints at most, unless its entry sets its own."""
     max_checkpoints_total: int = CHECKPOINT_TOTAL_CAPACITY
     """The node's checkpoints at most, of all agents."""
-    session_max_idle: float = 600.0
-    """Seconds a reuse session may stay unused before the sweep closes it."""
-    session_max_exec_idle: float = 86_400.0
-    """Seconds the one-shot session of a held call may stay unused before the sweep closes it; never
-    less than the checkpoint TTL (a smaller value is raised to it)."""
-    session_sweep_interval: float = 30.0
-    """Seconds between two sweeps."""
+    sessions: SessionTimes = SessionTimes()
+    """When idle sessions are swept."""
     generated_token: str | None = field(default=None, repr=False)
     """The token made for the default agent when none was configured (to be written to a file)."""
     metrics_token_sha256: bytes | None = field(default=None, repr=False)
@@ -184,9 +199,9 @@ class _Urls(_Section):
 
 
 class _Sessions(_Section):
-    max_idle: _Seconds = 600.0
-    max_exec_idle: _Seconds = 86_400.0
-    sweep_interval: _Seconds = 30.0
+    max_idle: _Seconds = SESSION_MAX_IDLE
+    max_exec_idle: _Seconds = SESSION_MAX_EXEC_IDLE
+    sweep_interval: _Seconds = SESSION_SWEEP_INTERVAL
 
 
 class _Metrics(_Section):
@@ -341,9 +356,7 @@ def _built(settings: _Settings, env: Mapping[str, str]) -> BridgeConfig:
         max_body_bytes=settings.max_body_bytes,
         max_checkpoints=settings.max_checkpoints,
         max_checkpoints_total=settings.max_checkpoints_total,
-        session_max_idle=sessions.max_idle,
-        session_max_exec_idle=max(sessions.max_exec_idle, CHECKPOINT_TTL),
-        session_sweep_interval=sessions.sweep_interval,
+        sessions=SessionTimes(sessions.max_idle, max(sessions.max_exec_idle, CHECKPOINT_TTL), sessions.sweep_interval),
         metrics_token_sha256=token_hash(_long(scrape, "metrics")) if scrape is not None else None,
         nats_url=nats.url,
         nats_auth=NatsAuth(user=nats.user, password=_secret(nats.password_env, env, "nats"),

@@ -5,9 +5,9 @@ codes of an allow-list (anything else is ``other``), drop and denial reasons, ro
 HTTP methods and statuses. Never a URL, tab id, call id, agent token or agent name (agents are
 unbounded too). Each node has its own registry, so several nodes in one process do not clash.
 
-What the node does reaches :class:`NodeMetrics` three ways: its step-log events (calls, steps,
-step latency, sequences refused on closed tabs), the node's hooks (checkpoint
-drops, policy refusals and holds, resumes, audit writes, NATS requests), and values read at each
+What the node does reaches :class:`NodeMetrics` three ways: its step-log events (calls, steps, step
+latency, sequences refused on closed tabs), the node's hooks (checkpoint drops, policy refusals and
+holds, resumes, audit writes, NATS requests, sessions opened and closed), and values read at each
 scrape (checkpoints held, tabs, claims and claim conflicts, NATS reconnects, browser restarts,
 actor mailboxes). :class:`HttpMetrics` counts HTTP requests by route template and serves
 ``GET /metrics`` to a bearer token: the node's scrape token or an agent's.
@@ -241,10 +241,9 @@ class NodeMetrics:
             self.needs_user.labels(reason)
         for outcome in RESUME_OUTCOMES:
             self.resumes.labels(outcome, "none")
-        for mode in SESSION_MODES:
-            self.sessions_open.labels(mode)
-        for reason in SESSION_CLOSE_REASONS:
-            self.sessions_closed.labels(reason)
+        for values, family in ((SESSION_MODES, self.sessions_open), (SESSION_CLOSE_REASONS, self.sessions_closed)):
+            for value in values:
+                family.labels(value)
         r.register(_Sampled(self))
 
     def exposition(self) -> bytes:
@@ -292,23 +291,18 @@ class NodeMetrics:
                         self.steps.labels(bounded(record.action, ACTION_NAMES), record.status).inc()
             self.calls_running.set(len(self._running))
 
-    # the node's hooks
-
-    def checkpoint_dropped(self, reason: str) -> None:
+    def checkpoint_dropped(self, reason: str) -> None:  # the node's hooks, from here on
         """A checkpoint was dropped (expired, pushed_out, resumed_ok, internal_error, shutdown)."""
         self.drops.labels(bounded(reason, DROP_REASONS)).inc()
 
     def session_changed(self, change: SessionChange) -> None:
         """A session opened, was promoted, closed or swept."""
-        mode = bounded(change.mode, SESSION_MODES)
-        if change.op == "opened":
-            self.sessions_open.labels(mode).inc()
-        elif change.op == "promoted":
+        if change.op == "promoted":  # from one-shot to dynamic
             self.sessions_open.labels("one-shot").dec()
-            self.sessions_open.labels("dynamic").inc()
-        else:
-            self.sessions_open.labels(mode).dec()
+        elif change.op != "opened":
             self.sessions_closed.labels(bounded(change.reason or "closed", SESSION_CLOSE_REASONS)).inc()
+        opened = change.op in ("opened", "promoted")
+        self.sessions_open.labels(bounded(change.mode, SESSION_MODES)).inc(1 if opened else -1)
 
     def policy_refused(self, outcome: Outcome) -> None:
         """The policy refused an action (``Failed``) or held it for approval (``HeldForApproval``)."""

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import dataclasses
 import functools
 import logging
 import time
@@ -35,11 +36,12 @@ from actors.sequence_actor import ActorSequences, BarrierActor
 from actors.tab_actor import Interrupt, ServedRequests, TabActor, Ticket, ask_when_recorded, not_sent
 from actors.threads import SystemClock
 from bridge.browser.sessions import ONE_SHOT, Sessions
+from bridge.config import SessionTimes
 from bridge.metrics import NodeMetrics
 from bridge.nats_server import EmbeddedNats
 from bridge.policy import ConfirmTokens, Policy, PolicyDriver, TabOwners
 from bridge.proxy import endpoints_of
-from bridge.session_keeper import SessionKeeper, SessionTimes
+from bridge.session_keeper import SessionKeeper
 from bridge.tab_ids import TabIds, kv_reserve, local_reserve
 from bridge.url_policy import UrlPolicy
 from bridge.workflows import WorkflowLibrary
@@ -115,12 +117,8 @@ class NodeConfig:
     """Each agent's checkpoints at most, unless its policy says its own (``Node.checkpoint_capacity_of``)."""
     max_checkpoints_total: int = CHECKPOINT_TOTAL_CAPACITY
     """The node's checkpoints at most, of all agents."""
-    session_max_idle: float = 600.0
-    """Seconds a reuse session may stay unused before the sweep closes it."""
-    session_max_exec_idle: float = 86_400.0
-    """Seconds the one-shot session of a held call may stay unused before the sweep closes it."""
-    session_sweep_interval: float = 30.0
-    """Seconds between two sweeps."""
+    sessions: SessionTimes = SessionTimes()
+    """When idle sessions are swept (``max_exec_idle`` is raised to ``checkpoint_ttl`` at least)."""
 
 
 class Node:
@@ -164,9 +162,9 @@ class Node:
         self.event_listeners.append(self.metrics.on_event)
         self.calls: Calls | None = None
         self._interrupted = False
-        self.sessions = SessionKeeper(browser.sessions, self.io, SessionTimes(
-            config.session_max_idle, max(config.session_max_exec_idle, config.checkpoint_ttl),
-            config.session_sweep_interval), on_change=self.metrics.session_changed)
+        self.sessions = SessionKeeper(browser.sessions, self.io, dataclasses.replace(
+            config.sessions, max_exec_idle=max(config.sessions.max_exec_idle, config.checkpoint_ttl)),
+            on_change=self.metrics.session_changed)
         """The agents' sessions as the node keeps them: recorded, ended with their calls, swept."""
 
     # life cycle

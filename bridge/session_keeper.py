@@ -17,29 +17,20 @@ import contextlib
 import contextvars
 import logging
 from collections.abc import Callable
-from dataclasses import dataclass
 from typing import Any
 
 from actors.audit_actor import Auditor
 from actors.loop import IoLoop
 from bridge.browser.sessions import SessionChange, Sessions
+from bridge.config import SessionTimes
 from messages.events import Event, SessionChanged
 
-__all__ = ["SessionKeeper", "SessionTimes"]
+__all__ = ["SessionKeeper"]
 
 log = logging.getLogger(__name__)
 
 _ENDED = frozenset({"ok", "failed", "internal_error"})
 """Statuses that end a call's one-shot session even when its checkpoint is kept."""
-
-
-@dataclass(frozen=True, slots=True)
-class SessionTimes:
-    """When sessions are swept (seconds)."""
-
-    max_idle: float = 600.0
-    max_exec_idle: float = 86_400.0
-    sweep_interval: float = 30.0
 
 
 class SessionKeeper:

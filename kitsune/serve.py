@@ -72,9 +72,7 @@ class _Server(uvicorn.Server):
 async def _serve_http(args: argparse.Namespace, config: BridgeConfig) -> int:
     settings = NodeConfig(nats_url=args.nats_url or config.nats_url, nats_auth=config.nats_auth, fleet=config.fleet,
                           audit_file=config.audit_file, max_checkpoints=config.max_checkpoints,
-                          max_checkpoints_total=config.max_checkpoints_total,
-                          session_max_idle=config.session_max_idle, session_max_exec_idle=config.session_max_exec_idle,
-                          session_sweep_interval=config.session_sweep_interval)
+                          max_checkpoints_total=config.max_checkpoints_total, sessions=config.sessions)
     node = Node(ChromiumBrowser(), settings, policy=config.node_policy(), agent_policies=config.agent_policies(),
                 workflows=WorkflowLibrary(config.workflows) if config.workflows else None,
                 loop=asyncio.get_running_loop())

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 __all__ = ["APPROVAL_PROMPT_MAX", "CALL_TIMEOUT", "CHECKPOINT_CAPACITY", "CHECKPOINT_TOTAL_CAPACITY",
            "CHECKPOINT_TTL", "CONFIRM_TTL",
-           "MAX_CALL_TIMEOUT", "MAX_STEP_TIMEOUT", "RESUME_DEADLINE", "RESUME_WAIT", "RESUME_WAIT_MAX", "SETTLE",
-           "STEP_TIMEOUT"]
+           "MAX_CALL_TIMEOUT", "MAX_STEP_TIMEOUT", "RESUME_DEADLINE", "RESUME_WAIT", "RESUME_WAIT_MAX",
+           "SESSION_MAX_EXEC_IDLE", "SESSION_MAX_IDLE", "SESSION_SWEEP_INTERVAL", "SETTLE", "STEP_TIMEOUT"]
 
 CALL_TIMEOUT = 120.0
 """A container call's default deadline in seconds (spec: ``container_timeout``, default 120)."""
@@ -33,3 +33,9 @@ CHECKPOINT_TOTAL_CAPACITY = 500
 """A node's checkpoints at most, of all its agents: past it, the oldest of the agent holding the most goes."""
 CHECKPOINT_TTL = 1800.0
 """Seconds a checkpoint lives after its call or its last resume (spec: Checkpoints, 30 minutes)."""
+SESSION_MAX_IDLE = 600.0
+"""Seconds a reuse session may stay unused before the sweep closes it (issue 13: ``sessions.max_idle``)."""
+SESSION_MAX_EXEC_IDLE = 86_400.0
+"""Seconds a held call's one-shot session may stay unused (``sessions.max_exec_idle``; at least the checkpoint TTL)."""
+SESSION_SWEEP_INTERVAL = 30.0
+"""Seconds between two sweeps of idle sessions (``sessions.sweep_interval``)."""

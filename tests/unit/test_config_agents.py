@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from bridge.browser import ChromiumBrowser
-from bridge.config import BridgeConfig, load_config
+from bridge.config import BridgeConfig, SessionTimes, load_config
 from bridge.node import Node, NodeConfig
 from bridge.policy import Policy
 from bridge.url_policy import UrlPolicy
@@ -73,13 +73,11 @@ def test_limits_and_sessions_have_the_specs_defaults_and_max_exec_idle_is_never_
         tmp_path: Path) -> None:
     defaults = load_config(None, {})
     assert (defaults.max_checkpoints, defaults.max_checkpoints_total) == (CHECKPOINT_CAPACITY, 500)
-    assert (defaults.session_max_idle, defaults.session_max_exec_idle, defaults.session_sweep_interval) == (
-        600.0, 86_400.0, 30.0)
+    assert defaults.sessions == SessionTimes(600.0, 86_400.0, 30.0)
     config = _load(tmp_path, "max_checkpoints_total: 40\nsessions: {max_idle: 2.5, max_exec_idle: 60}\n",
                    {"KITSUNE_SESSIONS__SWEEP_INTERVAL": "0.5", "KITSUNE_MAX_CHECKPOINTS": "4"})
     assert (config.max_checkpoints, config.max_checkpoints_total) == (4, 40)
-    assert (config.session_max_idle, config.session_max_exec_idle, config.session_sweep_interval) == (
-        2.5, CHECKPOINT_TTL, 0.5)
+    assert config.sessions == SessionTimes(2.5, CHECKPOINT_TTL, 0.5)
 
 
 @pytest.mark.parametrize(("entry", "wrong"), [
