@@ -1,4 +1,4 @@
-"""Sessions: the browser contexts an agent's tabs live in (DESIGN: Tenants and sessions).
+"""Sessions: the browser contexts an agent's tabs live in (DESIGN: Agents are tenants).
 
 A session is one Playwright browser context, with its own cookies, storage, permissions and
 cache, owned by one agent; two agents never share one. Its modes:

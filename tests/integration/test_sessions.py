@@ -316,6 +316,26 @@ def test_a_one_shot_session_outlives_an_unknown_write_and_a_hold_and_ends_when_t
         node.agent_policies.pop(agent, None)
 
 
+def test_a_one_shot_session_ends_when_its_checkpoint_is_pushed_out(node: Node, site: TestSite) -> None:
+    agent = "pusher"
+    slow_once = "if (!window.waited) { window.waited = true; await new Promise(r => setTimeout(r, 3000)); } return 1"
+    unknown = [{"action": "newTab", "session": "call"},
+               {"action": "js", "tabId": "${$0.tabId}", "code": slow_once, "timeout": 0.3}]
+    node.agent_policies[agent] = dataclasses.replace(node.policy, max_checkpoints=1)
+    try:
+        first = _run(node, agent, unknown)
+        assert first["status"] == "unknown", first
+        assert [s["name"] for s in node.sessions.listing(agent)["sessions"]] == [f"call:{first['call']}"]
+        second = _run(node, agent, unknown)  # its checkpoint pushes the first one's out: so goes its session
+        assert second["status"] == "unknown", second
+        _eventually(lambda: [s["name"] for s in node.sessions.listing(agent)["sessions"]] == [
+            f"call:{second['call']}"])
+        assert (f"call:{first['call']}", "call_ended") in [
+            (t["name"], t["reason"]) for t in node.sessions.listing(agent)["tombstones"]]
+    finally:
+        del node.agent_policies[agent]
+
+
 def test_a_user_tab_and_its_popups_are_in_no_session_and_read_only_until_taken_over(
         node: Node, site: TestSite) -> None:
     tab = node.open_tab(site.url("/popups"))  # no agent opened it: the user context
