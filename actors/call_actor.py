@@ -7,7 +7,7 @@ import dataclasses
 import logging
 import secrets
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -17,10 +17,11 @@ from actors.bus import Bus, BusError
 from actors.event_store import EventStore
 from actors.log_context import AGENT, CALL, STEP
 from actors.loop import Answering, IoLoop
-from actors.pipeline import OrderedWriter
+from actors.pipeline import OrderedWriter, Pending, Records, records_made
 from actors.tab_actor import not_sent
 from core.calls import Calls, Listener
 from core.checkpoints import WorkflowSource
+from core.ports import Recorded, not_recorded, wait_recorded
 from messages.codec import decode_outcome, encode
 from messages.commands import CallSpec, Command, GetTabs, NewTab, is_write
 from messages.contract import SETTLE
@@ -78,9 +79,21 @@ class CallActor(Answering):
         raise TypeError(f"a call actor takes RunCall or ResumeCall, not {type(message).__name__}")
 
 
-LocalTabs = Callable[[int, TabRequest], Outcome | None]
-"""Runs a request on the actor of a tab of this node and answers its outcome; None when the tab is
-elsewhere. Raises ``TimeoutError`` when the tab does not answer in time."""
+LocalTabs = Callable[[int, TabRequest, Records], Outcome | None]
+"""Runs a request on the actor of a tab of this node once its records are made and answers its
+outcome; None when the tab is elsewhere. Raises ``TimeoutError`` when the tab does not answer in
+time, :class:`NotRecorded` when a record cannot be made (nothing is sent)."""
+
+
+def _futures_of(recorded: Sequence[Recorded]) -> list[concurrent.futures.Future[Any]]:
+    """The records' futures, for the loop to await (a record without one is waited for here)."""
+    futures: list[concurrent.futures.Future[Any]] = []
+    for record in recorded:
+        if isinstance(record, Pending):
+            futures.append(record.future)
+        else:
+            wait_recorded([record])
+    return futures
 
 
 class BusDriver:
@@ -104,7 +117,9 @@ class BusDriver:
         """The same driver for the calls of ``agent``."""
         return BusDriver(self._io, self._bus, self._subjects, self._local, agent)
 
-    def execute(self, command: Command, tab_id: int | None, timeout: float) -> Outcome:
+    def execute(self, command: Command, tab_id: int | None, timeout: float,
+                recorded: Sequence[Recorded] = ()) -> Outcome:
+        records = _futures_of(recorded)
         if isinstance(command, NewTab):
             subject = self._subjects.open
         elif isinstance(command, GetTabs):
@@ -117,10 +132,12 @@ class BusDriver:
         request = TabRequest(command, timeout, time.time() + timeout, CALL.get(), STEP.get() if writes else None,
                              agent=self._agent)
         try:
-            if tab_id is not None and (outcome := self._local(tab_id, request)) is not None:
+            if tab_id is not None and (outcome := self._local(tab_id, request, records)) is not None:
                 return outcome
             if tab_id is not None:  # another node's tab: named, so that it can be withdrawn
                 request = dataclasses.replace(request, id=secrets.token_hex(8))
+            if records:
+                self._io.run(records_made(records, timeout))
             reply = self._io.run(self._bus.request(subject, encode(request), timeout + SETTLE),
                                  timeout=timeout + 2 * SETTLE)
         except BusError as e:
@@ -201,7 +218,7 @@ class EventSink:
             return None
         stored: concurrent.futures.Future[None] = concurrent.futures.Future()
         self._writer.put((event, stored), acknowledged=True, urgent=True)
-        return lambda: stored.result(timeout=30)
+        return Pending(stored, 30)
 
 
 _Queued = tuple[Event, concurrent.futures.Future[None] | None]
@@ -217,4 +234,4 @@ def _lost(queued: _Queued, error: Exception) -> None:
     event, stored = queued
     log.error("event of call %s not stored (%s)", event.call, type(error).__name__)
     if stored is not None:
-        stored.set_exception(error)
+        stored.set_exception(not_recorded())

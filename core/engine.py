@@ -23,6 +23,7 @@ from core.ports import (
     Driver,
     EventSinkPort,
     Ports,
+    Recorded,
     Sequences,
     StepAudit,
 )
@@ -390,7 +391,7 @@ class _Run:
             return
         step.secrets += secret_values(resolved)
         try:
-            # a write waits for its audit entry before it is sent (Step._dispatch), meanwhile it is written
+            # a write's driver waits for its audit entry before it sends it (Step._dispatch), meanwhile it is written
             step.audit = self.ports.audit.step(self.call, path, resolved, target, resumed=self.prior is not None)
             outcome = step.perform(resolved, target, lookup, inner=False)
         except KitsuneError as e:  # a port answered with an error instead of an outcome
@@ -414,11 +415,12 @@ class _Run:
             self.emit(StepHeld(self.call, path, failure.code, failure.error))
         self.results[path] = failure
 
-    def send(self, command: Command, tab: int | None) -> Outcome:
-        """Send an action to the driver, within its own timeout and the container's deadline."""
+    def send(self, command: Command, tab: int | None, recorded: tuple[Recorded, ...] = ()) -> Outcome:
+        """Send an action to the driver once ``recorded`` are made, within its own timeout (the
+        records' wait included) and the container's deadline."""
         step_timeout = command.timeout if isinstance(command.timeout, float) else self.config.step_timeout
         remaining = self.deadline - self.ports.clock.now()
-        outcome = self.ports.driver.execute(command, tab, min(step_timeout, remaining))
+        outcome = self.ports.driver.execute(command, tab, min(step_timeout, remaining), recorded)
         if not isinstance(outcome, Done) and self.ports.clock.now() >= self.deadline and remaining < step_timeout:
             self.timed_out = True  # the container's deadline cut it short: unknown only if it was sent
             return deadline_outcome(self.timeout, isinstance(outcome, Unknown))

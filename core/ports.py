@@ -6,23 +6,53 @@ and the Playwright driver of ``bridge/`` plug in; unit tests use fakes.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Protocol
 
 from core.claims import TabClaims
 from messages.commands import Command
+from messages.errors import KitsuneError
 from messages.events import Event
 from messages.results import Outcome
 
-__all__ = ["NO_AUDIT", "Clock", "Driver", "EventSinkPort", "Ports", "Sequences", "StepAudit"]
+__all__ = ["NO_AUDIT", "Clock", "Driver", "EventSinkPort", "NotRecorded", "Ports", "Recorded", "Sequences", "StepAudit",
+           "not_recorded", "wait_recorded"]
+
+Recorded = Callable[[], None]
+"""A record a write waits for before it is sent (its ``StepDispatched`` stored, its audit entry
+written): called, it returns once the record is made and raises when it cannot be."""
+
+
+class NotRecorded(KitsuneError):
+    """A record a write waited for could not be made: nothing was sent."""
+
+
+def not_recorded(error: BaseException | None = None) -> NotRecorded:
+    """Why a record could not be made: the :class:`KitsuneError` it raised (the audit's
+    ``audit_unavailable``), else ``events_unavailable``."""
+    if isinstance(error, KitsuneError):
+        return NotRecorded(error.code, error.message, retryable=error.retryable)
+    return NotRecorded("events_unavailable", "The step could not be recorded before sending; nothing was sent",
+                       retryable=True)
+
+
+def wait_recorded(recorded: Sequence[Recorded]) -> None:
+    """Wait for each record in turn; :class:`NotRecorded` when one cannot be made."""
+    for wait in recorded:
+        try:
+            wait()
+        except Exception as e:
+            raise not_recorded(e) from e
 
 
 class Driver(Protocol):
     """Runs one action in one tab; answers within ``timeout`` seconds."""
 
-    def execute(self, command: Command, tab_id: int | None, timeout: float) -> Outcome:
-        """Run an action (never a block) whose references are resolved."""
+    def execute(self, command: Command, tab_id: int | None, timeout: float,
+                recorded: Sequence[Recorded] = ()) -> Outcome:
+        """Run an action (never a block) whose references are resolved, once every record in
+        ``recorded`` is made (:class:`NotRecorded`, with nothing sent, when one cannot be)."""
 
     def list_tabs(self) -> frozenset[int]:
         """Ids of the open tabs; raises :class:`KitsuneError` when they cannot be listed."""

@@ -1,8 +1,10 @@
 """One step as it runs: an action, or a one-step block with everything inside it.
 
 Before a write is sent, its tab is claimed (in a parallel) and the write is recorded: its
-``StepDispatched`` stored and its audit entry written. A write inside a block that ran ok is
-told once (``BlockWriteSucceeded``): resume never sends that block again unobserved.
+``StepDispatched`` stored and its audit entry written. The step hands both records to the driver
+with the write, which waits for them where it sends (one hop for the records and the request);
+if either cannot be made, nothing is sent. A write inside a block that ran ok is told once
+(``BlockWriteSucceeded``): resume never sends that block again unobserved.
 """
 
 from __future__ import annotations
@@ -11,9 +13,8 @@ from collections.abc import Callable
 from typing import Protocol
 
 from core.blocks import Lookup, run_block
-from core.ports import Ports
+from core.ports import NotRecorded, Ports, Recorded, not_recorded, wait_recorded
 from messages.commands import Command, NewTab, SyncBarrier, is_write
-from messages.errors import KitsuneError
 from messages.events import BlockWriteSucceeded, Event, StepDispatched
 from messages.paths import StepPath
 from messages.results import Done, Failed, Failure, Outcome, Unknown
@@ -49,8 +50,8 @@ class Run(Protocol):
     def barrier(self, command: SyncBarrier, owner: StepPath | None) -> Outcome:
         """Meet the other sequences of the parallel at a barrier."""
 
-    def send(self, command: Command, tab: int | None) -> Outcome:
-        """Send an action to the driver."""
+    def send(self, command: Command, tab: int | None, recorded: tuple[Recorded, ...] = ()) -> Outcome:
+        """Send an action to the driver once ``recorded`` are made (:class:`NotRecorded`: nothing sent)."""
 
 
 class Step:
@@ -61,7 +62,7 @@ class Step:
         self.run, self.path, self.owner = run, path, owner
         self.secrets = secrets
         """Typed values and JavaScript bodies of the step, nested commands' included: cut from its failures."""
-        self.audit: Callable[[], None] | None = None
+        self.audit: Recorded | None = None
         """Its audit entry being written: a write waits for it before it is sent."""
         self.dispatched = False
         """Its ``StepDispatched`` is stored: a write was sent, or is about to be."""
@@ -89,9 +90,16 @@ class Step:
         if run.ports.clock.now() >= run.deadline:
             run.timed_out = True
             return deadline_outcome(run.timeout, self.dispatched)
-        if writes and not self.dispatched:
-            self._dispatch()
-        outcome = run.barrier(command, self.owner) if isinstance(command, SyncBarrier) else run.send(command, tab)
+        recorded = self._dispatch() if writes and not self.dispatched else ()
+        try:
+            if isinstance(command, SyncBarrier):
+                wait_recorded(recorded)
+                outcome = run.barrier(command, self.owner)
+            else:
+                outcome = run.send(command, tab, recorded)
+        except NotRecorded:
+            self.dispatched = False  # nothing was sent
+            raise
         if isinstance(outcome, Done):
             if inner and self.warning is None:
                 self.warning = outcome.warning
@@ -102,30 +110,20 @@ class Step:
                 run.claim(new_tab, self.owner)
         return outcome
 
-    def _dispatch(self) -> None:
-        """Record a write before it is sent: its ``StepDispatched`` stored and its audit entry written,
-        both on their way at once. Raises :class:`KitsuneError` if either cannot be: nothing is sent."""
+    def _dispatch(self) -> tuple[Recorded, ...]:
+        """Start recording a write before it is sent: its ``StepDispatched`` handed over, its audit
+        entry on its way already; the records the send waits for, the audit entry first. Raises
+        :class:`KitsuneError` if the event cannot be handed over: nothing is sent."""
         try:
             stored = self.run.hand_over(StepDispatched(self.run.call, self.path))
         except Exception as e:
-            raise _not_recorded() from e
+            raise not_recorded() from e
         written, self.audit = self.audit, None
-        if written is not None:
-            written()
-        try:
-            if stored is not None:
-                stored()
-        except Exception as e:
-            raise _not_recorded() from e
         self.dispatched = True
+        return tuple(record for record in (written, stored) if record is not None)
 
 
 def deadline_outcome(timeout: float, sent: bool) -> Outcome:
     """A step the container's deadline stopped: unknown if it was sent, else failed unsent."""
     failure = Failure(f"Container timed out after {timeout:g}s", "container_timeout", False)
     return Unknown(failure) if sent else Failed(failure)
-
-
-def _not_recorded() -> KitsuneError:
-    return KitsuneError("events_unavailable", "The step could not be recorded before sending; nothing was sent",
-                        retryable=True)

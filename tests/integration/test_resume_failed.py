@@ -8,7 +8,7 @@ raises an unexpected exception for the resumed step.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from typing import Any
 
 import httpx
@@ -16,6 +16,7 @@ import pytest
 
 from bridge.config import load_config
 from bridge.node import Node
+from core.ports import Recorded
 from messages.commands import Command
 from messages.results import Outcome
 from tests.integration.serving import app_over
@@ -31,10 +32,11 @@ class _Breaking:
         self.inner = inner
         self.broken = False
 
-    def execute(self, command: Command, tab_id: int | None, timeout: float) -> Outcome:
+    def execute(self, command: Command, tab_id: int | None, timeout: float,
+                recorded: Sequence[Recorded] = ()) -> Outcome:
         if self.broken and getattr(command, "selector", None) == "#local":
             raise RuntimeError("a bug in a port")
-        outcome: Outcome = self.inner.execute(command, tab_id, timeout)
+        outcome: Outcome = self.inner.execute(command, tab_id, timeout, recorded)
         return outcome
 
     def list_tabs(self) -> frozenset[int]:

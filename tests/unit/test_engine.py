@@ -6,6 +6,7 @@ with a fake clock and a scripted driver); resume rules are tested elsewhere.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any
 
 import pytest
@@ -14,6 +15,7 @@ from actors.threads import ThreadedSequences
 from core.calls import Calls, SequentialIds
 from core.claims import Claim
 from core.engine import Ports
+from core.ports import Recorded
 from messages.codec import decode, encode
 from messages.commands import Command, parse_call
 from messages.errors import KitsuneError
@@ -87,9 +89,10 @@ class EventCountingDriver(ScriptedDriver):
         self.events = events
         self.seen_at_send: list[tuple[str, list[Event]]] = []
 
-    def execute(self, command: Command, tab_id: int | None, timeout: float) -> Outcome:
+    def execute(self, command: Command, tab_id: int | None, timeout: float,
+                recorded: Sequence[Recorded] = ()) -> Outcome:
         self.seen_at_send.append((self.key_of(command), list(self.events)))
-        return super().execute(command, tab_id, timeout)
+        return super().execute(command, tab_id, timeout, recorded)
 
 
 def counting_world() -> tuple[World, EventCountingDriver]:
@@ -833,8 +836,9 @@ class RaisingDriver(ScriptedDriver):
         super().__init__(clock)
         self.raising = raising
 
-    def execute(self, command: Command, tab_id: int | None, timeout: float) -> Outcome:
-        outcome = super().execute(command, tab_id, timeout)
+    def execute(self, command: Command, tab_id: int | None, timeout: float,
+                recorded: Sequence[Recorded] = ()) -> Outcome:
+        outcome = super().execute(command, tab_id, timeout, recorded)
         error = self.raising.get(self.key_of(command))
         if error is not None:
             raise error

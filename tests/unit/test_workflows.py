@@ -10,6 +10,7 @@ from __future__ import annotations
 import hashlib
 import inspect
 import json
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -20,6 +21,7 @@ from bridge.workflows import Workflow, WorkflowLibrary, parse_workflow
 from core.calls import Calls, SequentialIds
 from core.checkpoints import WorkflowSource
 from core.engine import Ports
+from core.ports import Recorded
 from messages.commands import Command, parse_call
 from messages.errors import KitsuneError
 from messages.results import Outcome
@@ -57,9 +59,10 @@ class LibraryWorld(World):
         self.seen: list[tuple[Command, int | None]] = []
         original = self.driver.execute
 
-        def execute(command: Command, tab_id: int | None, timeout: float) -> Outcome:
+        def execute(command: Command, tab_id: int | None, timeout: float,
+                    recorded: Sequence[Recorded] = ()) -> Outcome:
             self.seen.append((command, tab_id))
-            return original(command, tab_id, timeout)
+            return original(command, tab_id, timeout, recorded)
 
         self.driver.execute = execute  # type: ignore[method-assign]
 
