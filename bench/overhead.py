@@ -92,10 +92,11 @@ class TimedBrowser(ChromiumBrowser):
         self.timings: list[float] = []
 
     async def execute(self, command: Command, tab_id: int | None, timeout: float, *,
-                      pause: Callable[[float], Awaitable[None]] | None = None) -> Outcome:
+                      pause: Callable[[float], Awaitable[None]] | None = None,
+                      agent: str | None = None, call: int | None = None) -> Outcome:
         started = time.perf_counter()
         try:
-            return await super().execute(command, tab_id, timeout, pause=pause)
+            return await super().execute(command, tab_id, timeout, pause=pause, agent=agent, call=call)
         finally:
             self.timings.append((time.perf_counter() - started) * 1000)
 
