@@ -43,6 +43,10 @@ class _Breaking:
         tabs: frozenset[int] = self.inner.list_tabs()
         return tabs
 
+    def for_agent(self, agent: str) -> _Breaking:
+        """Every agent's calls go through this one port (its calls name no session: they need no agent)."""
+        return self
+
 
 @pytest.fixture
 def served_node(node: Node) -> Iterator[tuple[str, _Breaking]]:
