@@ -319,7 +319,7 @@ def test_a_one_shot_session_outlives_an_unknown_write_and_a_hold_and_ends_when_t
 def test_a_one_shot_session_ends_when_its_checkpoint_is_pushed_out(node: Node, site: TestSite) -> None:
     agent = "pusher"
     slow_once = "if (!window.waited) { window.waited = true; await new Promise(r => setTimeout(r, 3000)); } return 1"
-    unknown = [{"action": "newTab", "session": "call"},
+    unknown: list[dict[str, Any]] = [{"action": "newTab", "session": "call"},
                {"action": "js", "tabId": "${$0.tabId}", "code": slow_once, "timeout": 0.3}]
     node.agent_policies[agent] = dataclasses.replace(node.policy, max_checkpoints=1)
     try:
