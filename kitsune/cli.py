@@ -36,6 +36,11 @@ def _parser() -> argparse.ArgumentParser:
                        help="where a generated agent token is written (default ~/.kitsune)")
     serve.add_argument("--nats-url", help="join this NATS server or cluster (comma-separated URLs) "
                                           "instead of starting an embedded nats-server")
+    fleet = commands.add_parser("fleet", help="try a fleet on this machine: a 3-server NATS cluster "
+                                              "(deploy/nats) and N nodes joining it, until Ctrl-C")
+    fleet.add_argument("--nodes", type=int, default=2, help="how many nodes (default 2)")
+    fleet.add_argument("--config", help="configuration file every node reads (agent 'default' is added)")
+    fleet.add_argument("--dir", help="where logs, JetStream and tokens go, kept after (default: a temporary one)")
     check = commands.add_parser("validate", help="validate a batch or parallel body (JSON file, - for stdin)")
     check.add_argument("file", help="the call body: {\"commands\": [...]} or {\"sequences\": [...]}")
     mcp = commands.add_parser("mcp", help="serve MCP over stdio: against --bridge URL, or an embedded bridge")
@@ -72,6 +77,9 @@ def main(argv: list[str] | None = None) -> int:
     if args.command == "serve":
         from kitsune.serve import serve  # noqa: PLC0415 (loaded by the command that runs it)
         return serve(args)
+    if args.command == "fleet":
+        from kitsune.fleet import run as run_fleet  # noqa: PLC0415 (loaded by the command that runs it)
+        return run_fleet(args)
     if args.command == "mcp":
         from mcp_gateway._handshake import run  # noqa: PLC0415 (loaded by the command that runs it)
         return run(bridge=args.bridge, token_file=args.token_file, config=args.config, nats_url=args.nats_url)

