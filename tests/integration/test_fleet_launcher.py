@@ -1,5 +1,6 @@
-"""``kitsune fleet --nodes 2`` for real: its three nats-servers form one cluster with a JetStream
-meta leader, both nodes answer, and a SIGINT stops every process it started."""
+"""``kitsune fleet`` for real: with two nodes, its three nats-servers form one cluster with a JetStream
+meta leader, both nodes answer, and a SIGINT stops every process it started; a node that cannot start
+stops the fleet, which says where its log is."""
 
 from __future__ import annotations
 
@@ -12,29 +13,24 @@ from pathlib import Path
 import httpx
 
 
-def _descendants(root: int) -> set[int]:
-    """Every process below ``root`` now (from /proc)."""
-    parents: dict[int, int] = {}
-    for stat in Path("/proc").glob("[0-9]*/stat"):
+def _processes_of(directory: Path) -> set[int]:
+    """The live processes whose environment names ``directory``: every one the fleet in it started
+    (nats-servers, nodes, their Chromium: a child inherits the environment)."""
+    found = set()
+    for proc in Path("/proc").glob("[0-9]*"):
         try:
-            fields = stat.read_text().rsplit(")", 1)[1].split()
+            environ = (proc / "environ").read_bytes()
+            state = (proc / "stat").read_text().rsplit(")", 1)[1].split()[0]
         except OSError:
             continue
-        parents[int(stat.parent.name)] = int(fields[1])
-    found: set[int] = set()
-    frontier = {root}
-    while frontier:
-        frontier = {pid for pid, parent in parents.items() if parent in frontier} - found
-        found |= frontier
+        if str(directory).encode() in environ and state != "Z":
+            found.add(int(proc.name))
     return found
 
 
-def _alive(pid: int) -> bool:
-    try:
-        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
-    except OSError:
-        return False
-    return state != "Z"
+def _fleet(directory: Path, *args: str) -> subprocess.Popen[str]:
+    return subprocess.Popen([sys.executable, "-m", "kitsune.cli", "fleet", "--dir", str(directory), *args],
+                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
 
 
 def _announced(launcher: subprocess.Popen[str]) -> list[str]:
@@ -49,8 +45,7 @@ def _announced(launcher: subprocess.Popen[str]) -> list[str]:
 
 
 def test_a_local_fleet_forms_a_nats_cluster_serves_two_nodes_and_stops_whole_on_sigint(tmp_path: Path) -> None:
-    launcher = subprocess.Popen([sys.executable, "-m", "kitsune.cli", "fleet", "--nodes", "2", "--dir", str(tmp_path)],
-                                stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    launcher = _fleet(tmp_path, "--nodes", "2")
     try:
         text = "".join(_announced(launcher))
         monitors = re.search(r"\(monitoring ([^)]*)\)", text).group(1).split()  # type: ignore[union-attr]
@@ -71,12 +66,22 @@ def test_a_local_fleet_forms_a_nats_cluster_serves_two_nodes_and_stops_whole_on_
             tabs = httpx.get(f"{node}/api/tabs", headers={"Authorization": f"Bearer {token}"})
             assert tabs.status_code == 200, tabs.text
 
-        started = _descendants(launcher.pid)
-        assert len(started) > 5  # 3 nats-servers, 2 nodes, their Chromium
+        assert len(_processes_of(tmp_path)) > 5  # 3 nats-servers, 2 nodes, their Chromium
         launcher.send_signal(signal.SIGINT)
         assert launcher.wait(timeout=60) == 0
-        assert {pid for pid in started if _alive(pid)} == set()
+        assert _processes_of(tmp_path) == set()
     finally:
         if launcher.poll() is None:  # its children get SIGTERM as it dies
             launcher.kill()
             launcher.wait()
+
+
+def test_a_fleet_whose_node_cannot_start_says_so_and_leaves_no_process(tmp_path: Path) -> None:
+    config = tmp_path / "kitsune.yaml"
+    config.write_text("no_such_key: 1\n")
+    launcher = _fleet(tmp_path / "fleet", "--nodes", "1", "--config", str(config))
+    output, _ = launcher.communicate(timeout=60)
+    assert launcher.returncode == 1
+    assert f"cannot start: node 1 did not start; see {tmp_path}/fleet/node-1/server.log" in output
+    assert "no_such_key: unknown key" in (tmp_path / "fleet" / "node-1" / "server.log").read_text()
+    assert _processes_of(tmp_path) == set()
