@@ -295,3 +295,15 @@ def test_the_launcher_gives_each_server_every_variable_of_the_configuration_and_
         assert set(env) == _conf_variables()
         answer = _config_test(NATS_CONFIG, env)
         assert answer.returncode == 0, answer.stderr
+
+
+def test_promtool_accepts_the_compose_prometheus_configuration_with_the_repositorys_rules(tmp_path: Path) -> None:
+    config = yaml.safe_load((DEPLOY / "prometheus" / "prometheus.yml").read_text())
+    token = tmp_path / "kitsune-scrape-token"  # the compose secret's file, which promtool wants to exist
+    token.write_text("scrape-change-me-0123456789\n")
+    config["scrape_configs"][0]["authorization"]["credentials_file"] = str(token)
+    (tmp_path / "prometheus.yml").write_text(yaml.safe_dump(config))
+    (tmp_path / "kitsune.rules.yaml").write_text((ROOT / "prometheus" / "kitsune.rules.yaml").read_text())
+    answer = subprocess.run(["promtool", "check", "config", str(tmp_path / "prometheus.yml")], capture_output=True,
+                            text=True, check=False, timeout=60)
+    assert answer.returncode == 0, answer.stdout + answer.stderr
