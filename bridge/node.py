@@ -18,7 +18,7 @@ import time
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Any, Protocol, cast
 
 import orjson
 import pykka
@@ -374,8 +374,9 @@ class Node:
         return tabs
 
     async def open_tab_ids(self) -> frozenset[int]:
-        """Ids of the open tabs."""
-        return frozenset(tab["tabId"] for tab in await self.describe_tabs())
+        """Ids of this node's open tabs (as the tab list's queue group answers), no title or URL read."""
+        await self._reconcile()
+        return self.browser.tab_ids()
 
     async def needs_user(self, tab: int) -> dict[str, Any]:
         """Whether the tab shows something only a person can do (sign in, a human check)."""
@@ -435,19 +436,20 @@ class Node:
         self._tabs[tab_id] = (actor, subscription)
 
     def _ask_tab(self, tab_id: int, request: TabRequest, records: Records) -> Outcome | None:
-        """Run a request of a call on this node in the actor of one of its tabs (no NATS on the way),
-        once its records are made, in one hop to the loop; None when the tab is not this node's
-        (from a thread). A request the tab did not start in time is withdrawn: it then never runs,
-        and nothing was sent."""
+        """Run a request of a call on this node in the actor of one of its tabs (no NATS on the way), a
+        write once its records are made, in one hop to the loop (a read from this thread); None when the
+        tab is not this node's. A request not started in time is withdrawn: it never runs, nothing sent."""
         attached = self._tabs.get(tab_id)
         if attached is None:
             return None
         ticket = Ticket(request, request.timeout)
+        wait = request.timeout + 2 * SETTLE
         try:
-            outcome = self.io.run(ask_when_recorded(attached[0], ticket, records), timeout=request.timeout + 2 * SETTLE)
+            outcome = self.io.run(ask_when_recorded(attached[0], ticket, records), timeout=wait) if records else \
+                cast(Outcome, attached[0].ask(ticket, timeout=wait))
         except pykka.ActorDeadError:
             outcome = _tab_closed(tab_id)
-        except TimeoutError as e:
+        except (TimeoutError, pykka.Timeout) as e:
             if ticket.withdraw():
                 return not_sent(request.command, tab_id, f"tab {tab_id} did not start it in time")
             raise TimeoutError(f"tab {tab_id} did not answer") from e

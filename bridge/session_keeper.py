@@ -63,11 +63,12 @@ class SessionKeeper:
 
     def call_ended(self, call: int, status: str, kept: bool) -> None:
         """A call or resume ran (from its thread): end its one-shot sessions now, or keep them for its resume."""
-        self._io.run(self.sessions.call_ended(call, kept=kept and status not in _ENDED), timeout=30)
+        if self.sessions.table.has_one_shot(call):  # most calls have none: no hop to the loop for them
+            self._io.run(self.sessions.call_ended(call, kept=kept and status not in _ENDED), timeout=30)
 
     def checkpoint_dropped(self, call: int, reason: str) -> None:
         """A call's checkpoint is gone (from the checkpoint actor's thread): so are its one-shot sessions."""
-        if reason != "shutdown":
+        if reason != "shutdown" and self.sessions.table.has_one_shot(call):
             asyncio.run_coroutine_threadsafe(self.sessions.call_ended(call, kept=False), self._io.loop)
 
     def listing(self, agent: str) -> dict[str, Any]:

@@ -133,6 +133,8 @@ class SessionTable:
         self._open: dict[tuple[str, str], Session] = {}
         self._by_context: dict[int, Session] = {}  # id(context) -> session
         self._tombstones: dict[tuple[str, str], Tombstone] = {}
+        self._one_shot_calls: set[int] = set()
+        """The calls that have a one-shot session open."""
 
     def __iter__(self) -> Iterator[Session]:
         return iter(list(self._open.values()))
@@ -166,6 +168,8 @@ class SessionTable:
                           created=self.wall(), used=self.clock())
         self._open[(agent, name)] = session
         self._by_context[id(context)] = session
+        if session.call is not None:
+            self._one_shot_calls.add(session.call)
         return session
 
     def of_context(self, context: BrowserContext) -> Session | None:
@@ -174,7 +178,11 @@ class SessionTable:
 
     def of_call(self, call: int) -> list[Session]:
         """The one-shot sessions of ``call`` (one per agent at most)."""
-        return [s for s in self._open.values() if s.call == call]
+        return [s for s in self._open.values() if s.call == call] if call in self._one_shot_calls else []
+
+    def has_one_shot(self, call: int) -> bool:
+        """Whether ``call`` has a one-shot session open (safe to ask from any thread)."""
+        return call in self._one_shot_calls
 
     def touch(self, session: Session) -> None:
         session.used = self.clock()
@@ -196,6 +204,7 @@ class SessionTable:
                                state={"session": name})
         self._tombstones.pop(key, None)  # promoting under a closed name reuses it knowingly
         del self._open[(session.agent, session.name)]
+        self._forget_call(session)
         session.name, session.mode, session.call, session.held = name, "dynamic", None, False
         self._open[key] = session
         self.touch(session)
@@ -204,10 +213,15 @@ class SessionTable:
         """Forget a session that is closing; its tombstone."""
         self._open.pop((session.agent, session.name), None)
         self._by_context.pop(id(session.context), None)
+        self._forget_call(session)
         tombstone = Tombstone(session.agent, session.name, session.mode, self.wall(), reason,
                               self.clock() + self.tombstone_ttl)
         self._tombstones[(session.agent, session.name)] = tombstone
         return tombstone
+
+    def _forget_call(self, session: Session) -> None:
+        if session.call is not None and not any(s.call == session.call for s in self._open.values()):
+            self._one_shot_calls.discard(session.call)
 
     def clear_tombstone(self, agent: str, name: str) -> bool:
         """Forget a tombstone (the agent closed it knowingly: the name may be used again); whether there was one."""

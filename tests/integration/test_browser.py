@@ -441,7 +441,8 @@ def test_tab_actions_new_switch_list_and_close(act: Act, chromium: ChromiumBrows
     assert done(act({"action": "switchTab"}, tab)) == {"tabId": tab}
     assert chromium.current_tab == tab
     listed = {t["tabId"]: t for t in done(act({"action": "getTabs"}, None))["tabs"]}
-    assert listed[other] == {"tabId": other, "url": site.url("/links"), "title": "Links", "current": False}
+    assert listed[other] == {"tabId": other, "url": site.url("/links"), "title": "Links", "current": False,
+                             "session": None}  # a user tab: in no agent's session
     assert listed[tab]["current"] is True
 
     assert done(act({"action": "closeTab"}, other)) == {"tabId": other}

@@ -57,6 +57,13 @@ class FakeAuditor:
         return next(self._ids)
 
 
+class FakeSessions:
+    """The node's sessions as the tab list reads them: none, and no tombstone."""
+
+    def listing(self, agent: str) -> dict[str, Any]:
+        return {"sessions": [], "tombstones": []}
+
+
 class FakeNode:
     """What ``bridge.app.Api`` uses of ``Node``: calls and resumes run on ``World``, actions on its driver."""
 
@@ -70,6 +77,7 @@ class FakeNode:
         self._ids = itertools.count(500)
         self.policy = Policy()
         """Every agent's policy (its caps gate the routes)."""
+        self.sessions = FakeSessions()
 
     def policy_of(self, agent: str | None) -> Policy:
         return self.policy
