@@ -74,10 +74,12 @@ class UrlGuard:
 
     async def install(self, context: BrowserContext, agent: str | None) -> None:
         """Block service workers in a new browser context and, with URL lists, hook its requests (by the
-        lists of ``agent``, whose session it is; the node's for the user context)."""
+        lists of ``agent``, whose session it is; the node's for the user context). A session of an agent
+        whose lists hold no rule as it opens gets no hooks, which would only slow each request: its
+        proxy still judges every connection, with the lists as they are then."""
         await context.add_init_script(NO_SERVICE_WORKERS)
-        if self.url_policy is not None:
-            lists = self.url_policy
+        lists = self.url_policy
+        if lists is not None and (agent is None or lists(agent).allow or lists(agent).deny):
 
             async def guard_request(route: Route) -> None:
                 await _guard_request(lists(agent), route)
