@@ -17,7 +17,7 @@ from actors.bus import Bus, BusError
 from actors.event_store import EventStore
 from actors.log_context import AGENT, CALL, STEP
 from actors.loop import Answering, IoLoop
-from actors.pipeline import OrderedWriter, Pending, Records, records_made
+from actors.pipeline import OrderedWriter, Pending
 from actors.tab_actor import not_sent
 from core.calls import Calls, Listener
 from core.checkpoints import WorkflowSource
@@ -79,21 +79,9 @@ class CallActor(Answering):
         raise TypeError(f"a call actor takes RunCall or ResumeCall, not {type(message).__name__}")
 
 
-LocalTabs = Callable[[int, TabRequest, Records], Outcome | None]
-"""Runs a request on the actor of a tab of this node once its records are made and answers its
-outcome; None when the tab is elsewhere. Raises ``TimeoutError`` when the tab does not answer in
-time, :class:`NotRecorded` when a record cannot be made (nothing is sent)."""
-
-
-def _futures_of(recorded: Sequence[Recorded]) -> list[concurrent.futures.Future[Any]]:
-    """The records' futures, for the loop to await (a record without one is waited for here)."""
-    futures: list[concurrent.futures.Future[Any]] = []
-    for record in recorded:
-        if isinstance(record, Pending):
-            futures.append(record.future)
-        else:
-            wait_recorded([record])
-    return futures
+LocalTabs = Callable[[int, TabRequest], Outcome | None]
+"""Runs a request on the actor of a tab of this node and answers its outcome; None when the tab is
+elsewhere. Raises ``TimeoutError`` when the tab does not answer in time."""
 
 
 class BusDriver:
@@ -119,7 +107,7 @@ class BusDriver:
 
     def execute(self, command: Command, tab_id: int | None, timeout: float,
                 recorded: Sequence[Recorded] = ()) -> Outcome:
-        records = _futures_of(recorded)
+        wait_recorded(recorded)  # on this thread: the request's time starts once they are made
         if isinstance(command, NewTab):
             subject = self._subjects.open
         elif isinstance(command, GetTabs):
@@ -132,12 +120,10 @@ class BusDriver:
         request = TabRequest(command, timeout, time.time() + timeout, CALL.get(), STEP.get() if writes else None,
                              agent=self._agent)
         try:
-            if tab_id is not None and (outcome := self._local(tab_id, request, records)) is not None:
+            if tab_id is not None and (outcome := self._local(tab_id, request)) is not None:
                 return outcome
             if tab_id is not None:  # another node's tab: named, so that it can be withdrawn
                 request = dataclasses.replace(request, id=secrets.token_hex(8))
-            if records:
-                self._io.run(records_made(records, timeout))
             reply = self._io.run(self._bus.request(subject, encode(request), timeout + SETTLE),
                                  timeout=timeout + 2 * SETTLE)
         except BusError as e:

@@ -9,7 +9,7 @@ Items handed over close together are written in one pass of the writer: one wake
 loop for a burst, and no task per item. An item nobody waits for may linger up to ``LINGER``
 seconds, so that the items of many steps go out together; an urgent item (one its sender waits
 for) wakes the writer at once, and everything handed over before it goes out first. A sender
-waits on a thread (:class:`Pending`) or, with a write it hands to the loop, there (:func:`records_made`).
+waits on its thread (:class:`Pending`).
 """
 
 from __future__ import annotations
@@ -18,14 +18,12 @@ import asyncio
 import collections
 import concurrent.futures
 import logging
-import time
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Awaitable, Callable
 from typing import Any, Generic, TypeVar
 
 from actors.loop import IoLoop
-from core.ports import not_recorded
 
-__all__ = ["IN_FLIGHT", "LINGER", "OrderedWriter", "Pending", "Records", "records_made"]
+__all__ = ["IN_FLIGHT", "LINGER", "OrderedWriter", "Pending"]
 
 log = logging.getLogger(__name__)
 
@@ -40,34 +38,16 @@ LINGER = 0.02
 
 class Pending:
     """An acknowledged item as its sender waits for it: called (off the loop), it returns once the
-    item is stored and raises why not; on the loop, ``future`` is awaited instead."""
+    item is stored and raises why not."""
 
-    __slots__ = ("_timeout", "future")
+    __slots__ = ("_future", "_timeout")
 
     def __init__(self, future: concurrent.futures.Future[Any], timeout: float) -> None:
-        self.future = future
-        """Resolved once the item is stored, or with why it could not be."""
+        self._future = future
         self._timeout = timeout
 
     def __call__(self) -> None:
-        self.future.result(timeout=self._timeout)
-
-
-Records = Sequence[concurrent.futures.Future[Any]]
-"""The records a write waits for before it is sent (its audit entry first), as futures the loop awaits."""
-
-
-async def records_made(records: Records, seconds: float) -> None:
-    """Wait on the loop until every record is made, within ``seconds`` in all; :class:`NotRecorded`
-    when one cannot be (or is not in time)."""
-    deadline = time.monotonic() + seconds
-    for record in records:
-        try:
-            if not record.done():
-                await asyncio.wait_for(asyncio.wrap_future(record), deadline - time.monotonic())
-            record.result()
-        except Exception as e:
-            raise not_recorded(e) from e
+        self._future.result(timeout=self._timeout)
 
 
 class _Flush:

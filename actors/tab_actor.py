@@ -17,16 +17,13 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any, Protocol
 
-import pykka
-
-from actors.loop import IoLoop, Later, LoopActor, ask_from_loop
-from actors.pipeline import Records, records_made
+from actors.loop import IoLoop, Later, LoopActor
 from messages.commands import Command, WaitForResult, is_write
 from messages.contract import SETTLE
 from messages.requests import TabCancel, TabRequest
 from messages.results import Failed, Failure, Outcome, Unknown, outcome_to_json
 
-__all__ = ["Interrupt", "ServedRequests", "TabActor", "TabDriver", "Ticket", "ask_when_recorded", "not_sent"]
+__all__ = ["Interrupt", "ServedRequests", "TabActor", "TabDriver", "Ticket", "not_sent"]
 
 Pause = Callable[[float], Awaitable[None]]
 """Awaited by a write between its rounds (a ``waitForResult`` between polls) instead of a sleep."""
@@ -83,14 +80,6 @@ class Ticket:
 class Interrupt:
     """The node is stopping: refuse what has not started, cancel what runs. The answer is the
     tickets of the writes that were running (their outcome is unknown)."""
-
-
-async def ask_when_recorded(actor: pykka.ActorRef[TabActor], ticket: Ticket, records: Records) -> Outcome:
-    """Hand ``ticket`` to its tab's actor (on the loop) once its records are made, within its time;
-    :class:`~core.ports.NotRecorded` when one cannot be: the ticket never reaches the tab."""
-    await records_made(records, ticket.left())
-    outcome: Outcome = await ask_from_loop(actor, ticket)
-    return outcome
 
 
 def not_sent(command: Command, tab_id: int | None, why: str, code: str = "timeout") -> Failed:

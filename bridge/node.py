@@ -31,9 +31,8 @@ from actors.event_store import EventStore, JetStreamEventStore, LocalEventStore
 from actors.log_context import CALL
 from actors.loop import IoLoop, ask_from_loop
 from actors.nats_connection import NatsAuth
-from actors.pipeline import Records
 from actors.sequence_actor import ActorSequences, BarrierActor
-from actors.tab_actor import Interrupt, ServedRequests, TabActor, Ticket, ask_when_recorded, not_sent
+from actors.tab_actor import Interrupt, ServedRequests, TabActor, Ticket, not_sent
 from actors.threads import SystemClock
 from bridge.browser.sessions import ONE_SHOT, Sessions
 from bridge.config import SessionTimes
@@ -435,21 +434,20 @@ class Node:
         subscription = await self.bus.subscribe(self.subjects.tab(tab_id), serve, concurrent=True)
         self._tabs[tab_id] = (actor, subscription)
 
-    def _ask_tab(self, tab_id: int, request: TabRequest, records: Records) -> Outcome | None:
-        """Run a request of a call on this node in the actor of one of its tabs (no NATS on the way), a
-        write once its records are made, in one hop to the loop (a read from this thread); None when the
-        tab is not this node's. A request not started in time is withdrawn: it never runs, nothing sent."""
+    def _ask_tab(self, tab_id: int, request: TabRequest) -> Outcome | None:
+        """Run a request of a call on this node in the actor of one of its tabs (no NATS on the way);
+        None when the tab is not this node's (from a thread). A request the tab did not start in
+        time is withdrawn: it then never runs, and nothing was sent."""
         attached = self._tabs.get(tab_id)
         if attached is None:
             return None
         ticket = Ticket(request, request.timeout)
         wait = request.timeout + 2 * SETTLE
         try:
-            outcome = self.io.run(ask_when_recorded(attached[0], ticket, records), timeout=wait) if records else \
-                cast(Outcome, attached[0].ask(ticket, timeout=wait))
+            outcome = cast(Outcome, attached[0].ask(ticket, timeout=wait))
         except pykka.ActorDeadError:
             outcome = _tab_closed(tab_id)
-        except (TimeoutError, pykka.Timeout) as e:
+        except pykka.Timeout as e:
             if ticket.withdraw():
                 return not_sent(request.command, tab_id, f"tab {tab_id} did not start it in time")
             raise TimeoutError(f"tab {tab_id} did not answer") from e
