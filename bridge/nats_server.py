@@ -43,7 +43,8 @@ from bridge.tab_ids import FLEET_BUCKET
 from messages.errors import KitsuneError
 from messages.tokens import new_token
 
-__all__ = ["NODE_USER", "EmbeddedNats", "free_port", "nats_server_binary", "node_permissions", "server_answers"]
+__all__ = ["NODE_USER", "EmbeddedNats", "die_with_parent", "free_port", "nats_server_binary", "node_permissions",
+           "server_answers"]
 
 NODE_USER = "kitsune-node"
 
@@ -223,7 +224,7 @@ def _popen(command: list[str], log: IO[bytes]) -> subprocess.Popen[bytes]:
         stderr=subprocess.STDOUT,
         start_new_session=True,
         # Only a prctl call through a pointer resolved before the fork: no lock is taken.
-        preexec_fn=_die_with_parent(),  # noqa: PLW1509
+        preexec_fn=die_with_parent(),  # noqa: PLW1509
         close_fds=True,
     )
 
@@ -266,7 +267,7 @@ def _terminate(process: subprocess.Popen[bytes]) -> None:
             process.wait()
 
 
-def _die_with_parent() -> Callable[[], None] | None:
+def die_with_parent() -> Callable[[], None] | None:
     """A ``preexec_fn`` asking Linux to SIGTERM the child when its parent dies; None elsewhere.
 
     libc and ``prctl`` are looked up here, in the parent, so the child only calls a function

@@ -28,7 +28,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import IO
 
-from bridge.nats_server import NODE_USER, _die_with_parent, free_port, nats_server_binary
+from bridge.nats_server import NODE_USER, die_with_parent, free_port, nats_server_binary
 from messages.tokens import new_token
 
 __all__ = ["FLEET", "NATS_CONFIG", "NODE_PASSWORD_ENV", "ROUTE_USER", "Fleet", "FleetError", "NatsMember",
@@ -214,7 +214,7 @@ def _spawn(command: list[str], env: Mapping[str, str], *, stdout: int | IO[str],
     that Linux stops with SIGTERM if the launcher dies."""
     return subprocess.Popen(command, env=env, stdin=subprocess.DEVNULL, stdout=stdout, stderr=stderr, text=True,
                             start_new_session=True, close_fds=True,
-                            preexec_fn=_die_with_parent())  # noqa: PLW1509 (it only calls prctl)
+                            preexec_fn=die_with_parent())  # noqa: PLW1509 (it only calls prctl)
 
 
 def _terminate(processes: Sequence[subprocess.Popen[str]], grace: float) -> None:

@@ -241,13 +241,6 @@ class SessionTable:
         return {"sessions": [s.describe(tabs_of(s), now_wall, now) for s in self._open.values() if s.agent == agent],
                 "tombstones": [t.describe() for t in self._tombstones.values() if t.agent == agent]}
 
-    def counts(self) -> dict[SessionMode, int]:
-        """Open sessions by mode (metrics)."""
-        counts: dict[SessionMode, int] = {"reuse": 0, "one-shot": 0, "dynamic": 0}
-        for session in self._open.values():
-            counts[session.mode] += 1
-        return counts
-
     def _forget_old_tombstones(self) -> None:
         now = self.clock()
         for key in [k for k, t in self._tombstones.items() if t.until <= now]:
