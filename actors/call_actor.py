@@ -82,6 +82,9 @@ class CallActor(Answering):
 LocalTabs = Callable[[int, TabRequest], Outcome | None]
 """Runs a request on the actor of a tab of this node and answers its outcome; None when the tab is
 elsewhere. Raises ``TimeoutError`` when the tab does not answer in time."""
+Placement = Callable[[NewTab, str | None], str]
+"""The subject of the node a ``newTab`` of an agent (None: a user tab) opens on; raises
+:class:`KitsuneError` when no node can take it (``unknown_node``, ``fleet_full``)."""
 
 
 class BusDriver:
@@ -93,23 +96,28 @@ class BusDriver:
     ``tab_closed``, with nothing sent.
     """
 
-    def __init__(self, io: IoLoop, bus: Bus, subjects: Subjects, local: LocalTabs, agent: str | None = None) -> None:
+    def __init__(self, io: IoLoop, bus: Bus, subjects: Subjects, local: LocalTabs, place: Placement,
+                 agent: str | None = None) -> None:
         self._io = io
         self._bus = bus
         self._subjects = subjects
         self._local = local
+        self._place = place
         self._agent = agent
         """The agent whose calls it serves (its requests name it: a ``newTab`` opens in its session)."""
 
     def for_agent(self, agent: str) -> BusDriver:
         """The same driver for the calls of ``agent``."""
-        return BusDriver(self._io, self._bus, self._subjects, self._local, agent)
+        return BusDriver(self._io, self._bus, self._subjects, self._local, self._place, agent)
 
     def execute(self, command: Command, tab_id: int | None, timeout: float,
                 recorded: Sequence[Recorded] = ()) -> Outcome:
         wait_recorded(recorded)  # on this thread: the request's time starts once they are made
         if isinstance(command, NewTab):
-            subject = self._subjects.open
+            try:
+                subject = self._place(command, self._agent)
+            except KitsuneError as e:  # no node to open it on: nothing sent
+                return Failed(Failure.of(e))
         elif isinstance(command, GetTabs):
             subject = self._subjects.tabs
         elif tab_id is None:
@@ -127,7 +135,7 @@ class BusDriver:
             reply = self._io.run(self._bus.request(subject, encode(request), timeout + SETTLE),
                                  timeout=timeout + 2 * SETTLE)
         except BusError as e:
-            if e.code == "no_responders":
+            if e.code == "no_responders" and tab_id is not None:
                 return Failed(Failure(f"Tab {tab_id} is closed", "tab_closed", False, {"tabId": tab_id}))
             if e.sent and (withdrawn := self._withdraw(subject, request, tab_id)) is not None:
                 return withdrawn

@@ -151,7 +151,8 @@ class Api:
         named = [tab for i, command in enumerate(spec.commands) for tab in _literal_tabs(command, ROOT.child(i))]
         if default is None and not named:
             return spec
-        open_tabs = await self.node.open_tab_ids()
+        wanted = frozenset(tab for _, tab in named) | (frozenset({default}) if default is not None else frozenset())
+        open_tabs = await self.node.open_tab_ids(wanted)
         if spec.default_tab is not None and spec.default_tab not in open_tabs:
             raise self._not_open(spec.default_tab, "")
         for path, tab in named:
@@ -209,9 +210,9 @@ class Api:
         agent = self.agent(request)
         tabs = []
         for tab in await self.node.describe_tabs():
-            owner = self.node.owners.owner(tab["tabId"])
+            owner = tab.pop("owner", None)
             session = tab.pop("session", None)  # named to its own agent only
-            tabs.append({**tab, "owner": "you" if owner == agent else ("user" if owner == USER else "agent"),
+            tabs.append({**tab, "owner": "you" if owner == agent else ("user" if owner is None else "agent"),
                          "current": self.current.get(agent) == tab["tabId"],
                          "session": session["name"] if session is not None and session["agent"] == agent else None})
         return _json({"tabs": tabs, "current": self.current.get(agent),
@@ -246,7 +247,7 @@ class Api:
             self.current[agent] = tab
             return _json({"ok": True, "tabId": tab})
         call = await asyncio.to_thread(self.node.auditor(agent).takeover, tab)  # audited first, as every action
-        previous = self.node.owners.take_over(tab, agent)
+        previous = await self.node.take_over(tab, agent)
         return _json({"ok": True, "tabId": tab, "previous": "you" if previous == agent else
                       ("user" if previous == USER else "agent"), "call": call})
 
@@ -260,15 +261,15 @@ class Api:
 
     async def _open_tab(self, tab: int, path: str) -> None:
         """Raise unless ``tab`` is open (:meth:`_not_open`)."""
-        if tab not in await self.node.open_tab_ids():
+        if tab not in await self.node.open_tab_ids(frozenset({tab})):
             raise self._not_open(tab, path)
 
     def _not_open(self, tab: int, path: str) -> KitsuneError:
         """Why a request naming a tab that is not open is refused whole: ``session_expired`` when its
         session's end closed it, else ``unknown_tab``."""
-        closed = self.node.owners.closed_why(tab)
-        if closed.code == "session_expired":
-            return KitsuneError(closed.code, closed.error, state={"path": path, "tabId": tab, **(closed.state or {})})
+        closed = self.node.owners.closed_error(tab)  # its session ended, or its node left the fleet
+        if closed is not None:
+            return KitsuneError(closed.code, closed.message, state={"path": path, "tabId": tab, **(closed.state or {})})
         where = f"command {path}: no" if path else "No"
         return KitsuneError("unknown_tab", f"{where} open tab {tab}", state={"path": path, "tabId": tab})
 

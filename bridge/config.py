@@ -11,6 +11,8 @@ From a YAML or JSON file (``kitsune serve --config FILE``) and the environment::
         urls: {allow: [docs.test]} # allow and deny are two values: this one keeps the node's deny
         max_checkpoints: 5
     fleet: kitsune                 # nodes of one fleet share tabs over NATS
+    node_name: kitsune-0           # this node's name in the fleet (unique in it); node-<random> when absent
+    max_tabs: 256                  # tabs this node takes at most; a newTab past it goes to another node
     caps: [core, automation]       # the node's values, of every agent that does not set its own
     read_only: false
     ask_before_act: false
@@ -58,10 +60,12 @@ from pydantic_settings.sources.utils import parse_env_vars
 from actors.nats_connection import NatsAuth
 from bridge.policy import CAPABILITY_GROUPS, Policy
 from bridge.url_policy import UrlPolicy
+from messages.commands import NODE_NAME
 from messages.contract import (
     CHECKPOINT_CAPACITY,
     CHECKPOINT_TOTAL_CAPACITY,
     CHECKPOINT_TTL,
+    MAX_TABS,
     SESSION_MAX_EXEC_IDLE,
     SESSION_MAX_IDLE,
     SESSION_SWEEP_INTERVAL,
@@ -107,6 +111,10 @@ class BridgeConfig:
     agents: tuple[Agent, ...] = ()
     fleet: str = "kitsune"
     """Nodes of one fleet share tabs over NATS; the first token of their subjects."""
+    node_name: str | None = None
+    """This node's name in the fleet; a generated one when None."""
+    max_tabs: int = MAX_TABS
+    """Tabs this node takes at most."""
     caps: frozenset[str] = frozenset({"core"})
     read_only: bool = False
     ask_before_act: bool = False
@@ -243,6 +251,8 @@ class _Settings(BaseSettings):
 
     agents: list[_AgentEntry] = []
     fleet: Annotated[str, Field(pattern=r"^[A-Za-z0-9_-]+$")] = "kitsune"
+    node_name: Annotated[str, Field(pattern=f"^{NODE_NAME}$")] | None = None
+    max_tabs: _Count = MAX_TABS
     caps: _Caps = ["core"]
     read_only: bool = False
     ask_before_act: bool = False
@@ -345,6 +355,8 @@ def _built(settings: _Settings, env: Mapping[str, str]) -> BridgeConfig:
     urls = _url_policy(settings.urls.allow, settings.urls.deny, "urls")
     node = BridgeConfig(
         fleet=settings.fleet,
+        node_name=settings.node_name,
+        max_tabs=settings.max_tabs,
         caps=frozenset(settings.caps),
         read_only=settings.read_only,
         ask_before_act=settings.ask_before_act,

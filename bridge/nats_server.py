@@ -39,6 +39,7 @@ from typing import IO, Any
 from actors.audit_actor import AUDIT_STREAM, AUDIT_SUBJECT
 from actors.event_store import EVENTS_STREAM, EVENTS_SUBJECTS
 from actors.nats_connection import NatsAuth
+from bridge.fleet.registry import NODES_BUCKET, TABS_BUCKET
 from bridge.tab_ids import FLEET_BUCKET
 from messages.errors import KitsuneError
 from messages.tokens import new_token
@@ -72,7 +73,8 @@ def node_permissions(fleet: str | None) -> dict[str, Any]:
     """What a node's user may do: its fleet's subjects (every fleet's when None), the JetStream API of
     the node's streams and KV bucket (no deleting or purging them), their subjects, and answers."""
     fleets = f"{fleet}.>" if fleet is not None else "*.>"
-    streams = (EVENTS_STREAM, AUDIT_STREAM, f"KV_{FLEET_BUCKET}")
+    buckets = (FLEET_BUCKET, TABS_BUCKET, NODES_BUCKET)
+    streams = (EVENTS_STREAM, AUDIT_STREAM, *(f"KV_{bucket}" for bucket in buckets))
     api = ["$JS.API.INFO"] + [
         subject.format(stream)
         for stream in streams
@@ -81,7 +83,7 @@ def node_permissions(fleet: str | None) -> dict[str, Any]:
                         "$JS.API.CONSUMER.*.{}.>", "$JS.API.CONSUMER.*.*.{}.>")
     ]
     return {
-        "publish": {"allow": [fleets, EVENTS_SUBJECTS, AUDIT_SUBJECT, f"$KV.{FLEET_BUCKET}.>", *api]},
+        "publish": {"allow": [fleets, EVENTS_SUBJECTS, AUDIT_SUBJECT, *(f"$KV.{bucket}.>" for bucket in buckets), *api]},
         "subscribe": {"allow": [fleets, "_INBOX.>"]},
         "allow_responses": True,  # answers to the requests it took, and nothing else on inboxes
     }

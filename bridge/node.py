@@ -10,17 +10,16 @@ on this node ask it directly, calls on other nodes over ``kitsune.tab.<id>.do``;
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import dataclasses
 import functools
 import logging
+import secrets
 import time
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Protocol, cast
+from typing import Any, Protocol
 
-import orjson
 import pykka
 
 from actors.audit_actor import AuditActor, AuditLog, Auditor, AuditTrail, JetStreamAuditLog, LocalAuditLog
@@ -32,13 +31,16 @@ from actors.log_context import CALL
 from actors.loop import IoLoop, ask_from_loop
 from actors.nats_connection import NatsAuth
 from actors.sequence_actor import ActorSequences, BarrierActor
-from actors.tab_actor import Interrupt, ServedRequests, TabActor, Ticket, not_sent
+from actors.tab_actor import not_sent
 from actors.threads import SystemClock
 from bridge.browser.sessions import ONE_SHOT, Sessions
 from bridge.config import SessionTimes
+from bridge.fleet.member import FleetMember
+from bridge.fleet.registry import FleetRegistry
 from bridge.metrics import NodeMetrics
 from bridge.nats_server import EmbeddedNats
-from bridge.policy import ConfirmTokens, Policy, PolicyDriver, TabOwners
+from bridge.node_tabs import TabActors
+from bridge.policy import ConfirmTokens, Policy, PolicyDriver
 from bridge.proxy import endpoints_of
 from bridge.session_keeper import SessionKeeper
 from bridge.tab_ids import TabIds, kv_reserve, local_reserve
@@ -46,15 +48,14 @@ from bridge.url_policy import UrlPolicy
 from bridge.workflows import WorkflowLibrary
 from core.calls import CallResponse, Calls
 from core.checkpoints import CheckpointStore, DropReason, WorkflowSource
-from core.claims import ClaimTable
 from core.engine import Driver, EngineConfig, Ports
-from messages.codec import decode, decode_outcome, encode
-from messages.commands import CallSpec, CloseTab, Command, GetTabs, NewTab
-from messages.contract import CHECKPOINT_CAPACITY, CHECKPOINT_TOTAL_CAPACITY, CHECKPOINT_TTL, SETTLE, STEP_TIMEOUT
+from messages.codec import decode, encode
+from messages.commands import CallSpec, Command, NewTab
+from messages.contract import CHECKPOINT_CAPACITY, CHECKPOINT_TOTAL_CAPACITY, CHECKPOINT_TTL, MAX_TABS, STEP_TIMEOUT
 from messages.errors import KitsuneError
 from messages.events import Event
-from messages.requests import Subjects, TabCancel, TabRequest
-from messages.results import Done, Failed, Failure, Outcome
+from messages.requests import Subjects, TabRequest
+from messages.results import Done, Outcome
 from messages.steplog import StepLog, fold
 
 __all__ = ["Browser", "Node", "NodeConfig"]
@@ -118,6 +119,10 @@ class NodeConfig:
     """The node's checkpoints at most, of all agents."""
     sessions: SessionTimes = SessionTimes()
     """When idle sessions are swept (``max_exec_idle`` is raised to ``checkpoint_ttl`` at least)."""
+    name: str = dataclasses.field(default_factory=lambda: "node-" + secrets.token_hex(4))
+    """The node's name in its fleet (unique in it)."""
+    max_tabs: int = MAX_TABS
+    """Tabs this node takes at most: past it, a ``newTab`` goes to another node with room."""
 
 
 class Node:
@@ -136,13 +141,15 @@ class Node:
         self.audit_log: AuditLog = LocalAuditLog()
         self.checkpoints: CheckpointsPort | None = None
         """The checkpoints, through the actor that owns them (from ``start``)."""
-        self.claims = ClaimTable()
-        """The tab claims of parallel sequences (no actor: a table with a lock, ``core.claims``)."""
+        self.member = FleetMember(config.name, browser, self.io, self.subjects, max_tabs=config.max_tabs,
+                                  policy_of=self.policy_of)
+        """This node's part in its fleet: the registry of tabs, placement, the owners and claims of its tabs."""
+        self.claims = self.member.claims
+        """The tab claims of parallel sequences, each decided by its tab's node (``bridge.fleet.member``)."""
         self._actors: list[pykka.ActorRef[Any]] = []
-        self._tabs: dict[int, tuple[pykka.ActorRef[TabActor], Subscription]] = {}
-        self._served = ServedRequests()
-        self._reconciling = asyncio.Lock()
-        """Requests other nodes' calls sent to this node's tabs (so that they can withdraw them)."""
+        self.tabs = TabActors(browser, self.io, self.subjects, on_change=self.member.tabs_changed,
+                              admission=self.member.admission)
+        """The actors of this node's tabs."""
         self._subscriptions: list[Subscription] = []
         self._sink: EventSink | None = None
         self._audit_trail: AuditTrail | None = None
@@ -150,7 +157,7 @@ class Node:
         """The node's policy: that of every agent with no policy of its own, as it is now."""
         self.agent_policies: dict[str, Policy] = dict(agent_policies or {})
         """The policies of agents that have their own, as they are now."""
-        self.owners = TabOwners()
+        self.owners = self.member.owners
         browser.url_policy = lambda agent: self.policy_of(agent).urls
         self.confirms = ConfirmTokens()
         self.workflows = workflows
@@ -188,7 +195,7 @@ class Node:
             await self._audit_trail.start()
             self._actors += [checkpoints, barriers, self.audit]
             assert self._sink is not None
-            self._driver = BusDriver(self.io, self.bus, self.subjects, local=self._ask_tab)
+            self._driver = BusDriver(self.io, self.bus, self.subjects, local=self.tabs.ask, place=self.member.place)
             self._sequences = ActorSequences(barriers)
             self.calls = Calls(self.ports_for, self.checkpoints, audit=self.auditor(None),
                                sink=self._sink, config=EngineConfig(step_timeout=self.config.step_timeout),
@@ -240,14 +247,19 @@ class Node:
             nats_bus = await NatsBus.connect(url, auth=auth, name="kitsune-node")
             nats_bus.on_request = self.metrics.bus_request
             self.bus = nats_bus
+            self.member.registry = FleetRegistry(nats_bus.client, self.config.fleet, self.config.name,
+                                                 heartbeat=self.member.heartbeat, on_lost=self.member.node_lost)
             self.events = await JetStreamEventStore.create(nats_bus, max_age_seconds=self.config.checkpoint_ttl)
             self.audit_log = await JetStreamAuditLog.create(nats_bus.client)
 
             async def streams_again() -> None:  # a restarted nats-server may have lost them
                 await JetStreamEventStore.create(nats_bus, max_age_seconds=self.config.checkpoint_ttl)
                 await JetStreamAuditLog.create(nats_bus.client)
+                if self.member.registry is not None:
+                    await self.member.registry.watch()
             nats_bus.on_reconnect = streams_again
             reserve = kv_reserve(nats_bus.client, self.config.fleet)
+        self.member.bus = self.tabs.bus = self.bus
         self._sink = EventSink(self.io, self.events)
         self._sink.listeners = self.event_listeners
         await self._sink.start()
@@ -255,11 +267,16 @@ class Node:
         await tab_ids.start()
         self.browser.next_tab_id = tab_ids.take
         await self.browser.start()
-        self._subscriptions.append(await self.bus.subscribe(self.subjects.open, self._serve_open, queue="open",
-                                                            concurrent=True))
+        if self.member.registry is not None:
+            await self.member.registry.start()
+        serving = {self.subjects.node(self.config.name, "open"): self._serve_open,
+                   self.subjects.node(self.config.name, "tabs"): self.member.serve_tabs,
+                   self.subjects.node(self.config.name, "claims"): self.member.serve_claims}
+        for subject, handler in serving.items():
+            self._subscriptions.append(await self.bus.subscribe(subject, handler, concurrent=True))
         self._subscriptions.append(await self.bus.subscribe(self.subjects.tabs, self._serve_tabs, queue="tabs",
                                                             concurrent=True))
-        await self._reconcile()
+        await self.tabs.reconcile()
 
     def stop(self) -> None:
         """Stop everything this node started; checkpoints are dropped with their actor (reason ``shutdown``)."""
@@ -277,10 +294,7 @@ class Node:
             return
         self._interrupted = True
         self._sequences.abort_all()
-        running: list[tuple[int, Ticket]] = []
-        for tab_id, (actor, _) in list(self._tabs.items()):
-            with contextlib.suppress(pykka.ActorDeadError):
-                running += [(tab_id, ticket) for ticket in await ask_from_loop(actor, Interrupt())]
+        running = await self.tabs.interrupt()
         auditor = self.auditor(None)
         for tab_id, ticket in running:
             request = ticket.request
@@ -294,15 +308,15 @@ class Node:
         await self.sessions.stop()
         await self.interrupt()
         await self._disconnect()
-        actors = [*self._actors, *(ref for ref, _ in self._tabs.values())]
+        actors = [*self._actors, *self.tabs.forget()]
         self._actors.clear()
-        self._tabs.clear()
         await asyncio.to_thread(lambda: [actor.stop(block=True, timeout=10) for actor in actors])
 
     async def _disconnect(self) -> None:
         """Stop each part in turn; a part that fails to stop is logged, and the others still stop."""
         stops: list[Callable[[], Awaitable[Any]]] = [
-            *(sub.unsubscribe for sub in [*self._subscriptions, *(sub for _, sub in self._tabs.values())]),
+            *([self.member.registry.stop] if self.member.registry is not None else []),  # hands its tabs back
+            *(sub.unsubscribe for sub in [*self._subscriptions, *self.tabs.subscriptions()]),
             *(part.stop for part in (self._sink, self._audit_trail) if part is not None),
             self.browser.stop, self.bus.close]
         if self.nats is not None:
@@ -364,18 +378,18 @@ class Node:
         return outcome, call
 
     async def describe_tabs(self) -> list[dict[str, Any]]:
-        """The open tabs: ids, URLs, titles."""
-        reply = await self.bus.request(self.subjects.tabs, encode(TabRequest(GetTabs(), 5.0)), 5.0 + SETTLE)
-        outcome = decode_outcome(reply)
-        if not isinstance(outcome, Done):
-            raise KitsuneError("tabs_unavailable", "The tabs could not be listed", retryable=True)
-        tabs: list[dict[str, Any]] = outcome.value["tabs"]
-        return tabs
+        """The fleet's open tabs: ids, URLs, titles, each with its node, owner and session."""
+        await self.tabs.reconcile()
+        return await self.member.describe()
 
-    async def open_tab_ids(self) -> frozenset[int]:
-        """Ids of this node's open tabs (as the tab list's queue group answers), no title or URL read."""
-        await self._reconcile()
-        return self.browser.tab_ids()
+    async def open_tab_ids(self, wanted: frozenset[int] = frozenset()) -> frozenset[int]:
+        """Ids of the fleet's open tabs, no title or URL read; each ``wanted`` one looked up if need be."""
+        await self.tabs.reconcile()
+        return await self.member.open_ids(wanted)
+
+    async def take_over(self, tab: int, agent: str) -> str:
+        """Make ``agent`` the owner of ``tab`` (decided by the tab's node); the previous owner."""
+        return await self.member.take_over(tab, agent)
 
     async def needs_user(self, tab: int) -> dict[str, Any]:
         """Whether the tab shows something only a person can do (sign in, a human check)."""
@@ -397,82 +411,16 @@ class Node:
 
     def actor_refs(self) -> list[pykka.ActorRef[Any]]:
         """The node's running actors: the long-lived ones, then one per tab (metrics)."""
-        return [*self._actors, *(ref for ref, _ in list(self._tabs.values()))]
+        return [*self._actors, *self.tabs.refs()]
 
     def tab_actors(self) -> list[int]:
         """Tabs that have an actor."""
-        return sorted(self._tabs)
+        return self.tabs.ids()
 
     async def _open(self, url: str | None) -> int:
         tab_id = await self.browser.new_tab(url)
-        await self._reconcile()
+        await self.tabs.reconcile()
         return tab_id
-
-    async def _attach(self, tab_id: int) -> None:
-        actor = TabActor.start(tab_id, self.browser, self.io)
-        session = self.browser.sessions.of_tab(tab_id)
-        if session is not None:  # a popup of an agent's page lives in its session: it is that agent's tab
-            self.owners.give(tab_id, session.agent)
-
-        async def serve(data: bytes) -> bytes:  # a request from a call on another node, or its withdrawal
-            message = orjson.loads(data)
-            if "cancel" in message:
-                return orjson.dumps(self._served.withdraw(TabCancel.from_json(message)))
-            request = TabRequest.from_json(message)
-            ticket = self._served.admit(request)
-            if ticket is None:
-                return encode(not_sent(request.command, tab_id, "its caller withdrew it before it arrived"))
-            try:
-                outcome: Outcome = await ask_from_loop(actor, ticket)
-            except pykka.ActorDeadError:
-                outcome = _tab_closed(tab_id)
-            self._served.ended(request, outcome)
-            if _changes_tabs(request, outcome):
-                await self._reconcile()
-            return encode(outcome)
-
-        subscription = await self.bus.subscribe(self.subjects.tab(tab_id), serve, concurrent=True)
-        self._tabs[tab_id] = (actor, subscription)
-
-    def _ask_tab(self, tab_id: int, request: TabRequest) -> Outcome | None:
-        """Run a request of a call on this node in the actor of one of its tabs (no NATS on the way);
-        None when the tab is not this node's (from a thread). A request the tab did not start in
-        time is withdrawn: it then never runs, and nothing was sent."""
-        attached = self._tabs.get(tab_id)
-        if attached is None:
-            return None
-        ticket = Ticket(request, request.timeout)
-        wait = request.timeout + 2 * SETTLE
-        try:
-            outcome = cast(Outcome, attached[0].ask(ticket, timeout=wait))
-        except pykka.ActorDeadError:
-            outcome = _tab_closed(tab_id)
-        except pykka.Timeout as e:
-            if ticket.withdraw():
-                return not_sent(request.command, tab_id, f"tab {tab_id} did not start it in time")
-            raise TimeoutError(f"tab {tab_id} did not answer") from e
-        if _changes_tabs(request, outcome):
-            self.io.run(self._reconcile(), timeout=30)
-        return outcome
-
-    async def _detach(self, tab_id: int) -> None:
-        actor, subscription = self._tabs.pop(tab_id)
-        await subscription.unsubscribe()
-        actor.stop(block=False)
-        expired = self.browser.sessions.expired(tab_id)  # closed with its session: a later write is session_expired
-        self.owners.closed(tab_id, expired.error() if expired is not None else None)  # ids are never reused
-
-    async def _reconcile(self) -> None:
-        """Give every open tab (popups included) an actor, and stop the actors of closed tabs.
-
-        One at a time: two at once could both give a tab an actor, and a request to it would run twice.
-        """
-        async with self._reconciling:
-            open_tabs = self.browser.tab_ids()
-            for tab_id in sorted(open_tabs - self._tabs.keys()):
-                await self._attach(tab_id)
-            for tab_id in sorted(self._tabs.keys() - open_tabs):
-                await self._detach(tab_id)
 
     async def _serve_open(self, data: bytes) -> bytes:
         request = decode(TabRequest, data)
@@ -481,18 +429,11 @@ class Node:
         if left <= 0:  # it waited past its deadline on the way: never opened late
             return encode(not_sent(request.command, None, "its deadline passed before it arrived"))
         outcome = await self.browser.execute(request.command, None, left, agent=request.agent, call=request.call)
-        await self._reconcile()
+        await self.tabs.reconcile()
         return encode(outcome)
 
     async def _serve_tabs(self, data: bytes) -> bytes:
-        await self._reconcile()
-        return encode(await self.browser.execute(GetTabs(), None, 5.0))
+        """A ``getTabs`` of a call: the fleet's tabs (their owners unnamed, as an agent sees them)."""
+        tabs = await self.describe_tabs()
+        return encode(Done({"tabs": [{k: v for k, v in tab.items() if k != "owner"} for tab in tabs]}))
 
-
-def _tab_closed(tab_id: int) -> Outcome:
-    return Failed(Failure(f"Tab {tab_id} is closed", "tab_closed", False, {"tabId": tab_id}))
-
-
-def _changes_tabs(request: TabRequest, outcome: Outcome) -> bool:
-    """Whether the tabs may have changed (a tab closed or crashed): the node then reconciles its actors."""
-    return isinstance(request.command, CloseTab) or not isinstance(outcome, Done)

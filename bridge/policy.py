@@ -71,6 +71,16 @@ class TabOwners:
         with self._lock:
             return CLOSED if tab in self._closed else self._owners.get(tab, USER)
 
+    def holds(self, tab: int) -> bool:
+        """Whether this table knows ``tab``: an owner given, or closed."""
+        with self._lock:
+            return tab in self._owners or tab in self._closed
+
+    def closed_error(self, tab: int) -> KitsuneError | None:
+        """Why ``tab`` closed when it was more than a close: its session ended, its node left the fleet."""
+        with self._lock:
+            return self._closed.get(tab)
+
     def give(self, tab: int, agent: str) -> None:
         """Record a tab the bridge opened for ``agent``."""
         with self._lock:

@@ -83,6 +83,12 @@ class ClaimTable:
             for tab in [t for t, c in self._claims.items() if c.call == call and owner in (None, c.owner)]:
                 del self._claims[tab]
 
+    def unclaim(self, tab: int, claim: Claim) -> None:
+        """Drop ``claim`` of ``tab``, if it still holds it (a claim that could not be recorded)."""
+        with self._lock:
+            if self._claims.get(tab) == claim:
+                del self._claims[tab]
+
     def held(self) -> dict[int, Claim]:
         """Every claim, by tab."""
         with self._lock:

@@ -39,3 +39,8 @@ SESSION_MAX_EXEC_IDLE = 86_400.0
 """Seconds a held call's one-shot session may stay unused (``sessions.max_exec_idle``; at least the checkpoint TTL)."""
 SESSION_SWEEP_INTERVAL = 30.0
 """Seconds between two sweeps of idle sessions (``sessions.sweep_interval``)."""
+
+# The fleet
+MAX_TABS = 256
+"""Tabs one node takes at most, unless configured otherwise (``max_tabs``): past it, a ``newTab``
+goes to another node of the fleet with room, or answers ``fleet_full``."""

@@ -39,7 +39,7 @@ ERROR_CODES: Mapping[str, ErrorCode] = {code.name: code for code in [
     *_codes(400, False, "invalid_call", "unknown_action", "missing_parameter", "invalid_parameter",
             "unknown_parameter", "bad_reference", "empty_parallel", "too_deep", "too_many_commands",
             "invalid_workflow", "invalid_json", "duplicate_key", "duplicate_header", "invalid_content_type",
-            "unknown_tab", "invalid_config", "unknown_tool"),
+            "unknown_tab", "invalid_config", "unknown_tool", "unknown_node"),
     *_codes(413, False, "body_too_large"),
     # The caller.
     *_codes(401, False, "unauthorized"),
@@ -55,7 +55,7 @@ ERROR_CODES: Mapping[str, ErrorCode] = {code.name: code for code in [
     *_codes(503, False, "nats_unavailable", "browser_unavailable", "bus_disconnected", "bus_error",
             "audit_unavailable"),
     *_codes(503, True, "tabs_unavailable", "tab_ids_unavailable", "no_responders", "events_unavailable",
-            "bridge_unavailable"),
+            "bridge_unavailable", "fleet_full", "fleet_unavailable"),
     *_codes(504, False, "bus_timeout", "bridge_timeout"),
     *_codes(502, False, "bridge_error"),
     # A step's failure, answered inside its call's result.

@@ -27,10 +27,10 @@ class Subjects:
         """Request (a ``getTabs``): the open tabs; the reply is ``Done({"tabs": [...]})``."""
         return f"{self.fleet}.tabs.list"
 
-    @property
-    def open(self) -> str:
-        """Request (a ``newTab``), taken by one node of a queue group; the reply carries ``tabId``."""
-        return f"{self.fleet}.fleet.open"
+    def node(self, name: str, op: str) -> str:
+        """Where node ``name`` takes fleet requests ``op``: ``open`` (a ``newTab`` placed there), ``tabs``
+        (its own tabs), ``claims`` (claims and takeovers of its tabs)."""
+        return f"{self.fleet}.node.{name}.{op}"
 
 
 @dataclass(frozen=True, slots=True)

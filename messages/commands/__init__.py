@@ -12,11 +12,13 @@ from messages.commands._actions import (
     MAX_JS,
     MAX_KEY,
     MAX_NAME,
+    MAX_NODE_NAME,
     MAX_REFERENCE,
     MAX_SELECTOR,
     MAX_SESSION_NAME,
     MAX_TEXT,
     MAX_URL,
+    NODE_NAME,
     SESSION_NAME,
     Check,
     Click,
@@ -59,8 +61,9 @@ from messages.commands._parse import CallKind, CallSpec, Limits, parse_body, par
 from messages.commands._tree import Child, children, is_write, leaf_paths, secret_values
 
 __all__ = [
-    "ACTIONS", "BLOCKS", "MAX_JS", "MAX_KEY", "MAX_NAME", "MAX_REFERENCE", "MAX_SELECTOR", "MAX_SESSION_NAME",
-    "MAX_TEXT", "MAX_URL", "SESSION_NAME", "Broadcast", "CallKind", "CallSpec", "Check", "Child", "Click", "Clipboard",
+    "ACTIONS", "BLOCKS", "MAX_JS", "MAX_KEY", "MAX_NAME", "MAX_NODE_NAME", "MAX_REFERENCE", "MAX_SELECTOR",
+    "MAX_SESSION_NAME", "MAX_TEXT", "MAX_URL", "NODE_NAME", "SESSION_NAME",
+    "Broadcast", "CallKind", "CallSpec", "Check", "Child", "Click", "Clipboard",
     "ClipboardOp", "CloseTab", "Command", "Cookie", "Cookies", "Download", "Fill", "Find", "Flag", "GetTabs",
     "If", "Integer", "Js", "KeepSession", "Limits", "Navigate", "NewTab", "Number", "PageText", "Parallel", "Param",
     "Press", "Retry", "Screenshot", "Select", "Sequence", "Storage", "SubmitForm", "SwitchTab",

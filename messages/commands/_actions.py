@@ -36,6 +36,8 @@ MAX_REFERENCE = 256
 """A whole ``${$N...}`` reference given where a number, a boolean or a tab id goes."""
 MAX_SESSION_NAME = 64
 SESSION_NAME = r"[A-Za-z0-9][A-Za-z0-9_.-]{0,63}"
+MAX_NODE_NAME = 64
+NODE_NAME = r"[A-Za-z0-9][A-Za-z0-9_-]{0,63}"
 """A session's name (``call`` asks for a one-shot session)."""
 
 
@@ -246,6 +248,10 @@ class NewTab(Command):
         'The browser session (cookies, storage) to open it in: a name of the agent\'s reuse sessions, made on '
         'first use; "call" for a fresh one-shot session of this call, closed when the call ends for good; the '
         'agent\'s "default" session when absent.', None, max_length=MAX_SESSION_NAME, pattern=SESSION_NAME)
+    node: str | None = _param(
+        "The fleet's node to open it on (its name, as GET /api/fleet lists them); when absent, the node of its "
+        "session if the session has tabs, else the least loaded node with room.", None, max_length=MAX_NODE_NAME,
+        pattern=NODE_NAME)
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)

@@ -141,7 +141,7 @@ def test_a_stopped_node_leaves_no_actor_thread_page_or_browser(nats_access: Nats
         [{"action": "newTab", "url": site.url("/text")}, {"action": "title", "tabId": "${$0.tabId}"}],
     ]})).body
     assert body["status"] == "ok"
-    actors = [*node._actors, *(ref for ref, _ in node._tabs.values())]
+    actors = [*node._actors, *node.tabs.refs()]
     assert len(actors) >= 5  # checkpoints, barriers, audit, and a tab actor for each of the two tabs
     browser_pid = node.io.run(node.browser.browser_pid())  # type: ignore[attr-defined]
 

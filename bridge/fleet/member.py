@@ -1,0 +1,357 @@
+"""This node as a member of its fleet: the tab registry kept up, requests placed, claims and owners.
+
+Each node is the one authority on its own tabs. A claim, a release or a takeover of a tab goes
+to the node that holds the tab (``<fleet>.node.<name>.claims``), which decides it under its lock
+against its :class:`~core.claims.ClaimTable` and :class:`~bridge.policy.TabOwners`, and records it
+in the registry (a compare-and-set on the tab's key) before it answers. Every write reaching one
+of its tabs, from any node, is admitted against the same tables (:meth:`FleetMember.admission`):
+a claim or a takeover, once answered, holds for every later write, wherever it comes from, and a
+write costs no KV round trip. Claims cost one round trip each way per call (claim, release).
+
+Without NATS (``registry`` None) the node is a fleet of one: the same tables, no registry.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import threading
+from collections.abc import Callable
+from dataclasses import replace
+from typing import TYPE_CHECKING, Any
+
+import orjson
+
+from actors.bus import Bus, BusError
+from actors.loop import IoLoop
+from bridge.fleet.registry import FleetRegistry, NodeEntry, TabEntry
+from bridge.policy import CLOSED, USER, Policy, TabOwners
+from core.claims import Claim, ClaimTable
+from messages.codec import decode_outcome, encode
+from messages.commands import GetTabs, NewTab, is_write
+from messages.contract import SETTLE
+from messages.errors import KitsuneError
+from messages.requests import Subjects, TabRequest
+from messages.results import Done, Failed, Failure, Outcome
+
+if TYPE_CHECKING:
+    from bridge.node import Browser
+
+__all__ = ["FleetClaims", "FleetMember", "FleetOwners"]
+
+log = logging.getLogger(__name__)
+
+_LIST_TIMEOUT = 5.0
+
+
+class FleetOwners(TabOwners):
+    """The owners of this node's tabs (its own table) and of the fleet's others (the registry's mirror)."""
+
+    def __init__(self, remote: Callable[[int], TabEntry | None]) -> None:
+        super().__init__()
+        self._remote = remote
+
+    def owner(self, tab: int) -> str:
+        own = super().owner(tab)
+        if own != USER or self.holds(tab):
+            return own
+        entry = self._remote(tab)
+        return entry.owner if entry is not None and entry.owner is not None else USER
+
+
+class FleetMember:
+    """This node's part in the fleet (on the node's loop, but the engine's claims port, from call threads)."""
+
+    def __init__(self, name: str, browser: Browser, io: IoLoop, subjects: Subjects, *, max_tabs: int,
+                 policy_of: Callable[[str | None], Policy]) -> None:
+        self.name = name
+        self.max_tabs = max_tabs
+        self._browser = browser
+        self._io = io
+        self._subjects = subjects
+        self._policy_of = policy_of
+        self.bus: Bus | None = None
+        self.registry: FleetRegistry | None = None
+        """The fleet's registry; None for a node without NATS (a fleet of one)."""
+        self.table = ClaimTable()
+        """The claims of this node's tabs, whichever node's calls made them."""
+        self.owners = FleetOwners(lambda tab: self.registry.tabs.get(tab) if self.registry is not None else None)
+        self.claims = FleetClaims(self)
+        self._callers: dict[int, str] = {}
+        """The node of each call holding a claim on a tab of this node (released if that node is lost)."""
+        self._deciding = asyncio.Lock()
+
+    # the node's tabs in the registry
+
+    def heartbeat(self) -> NodeEntry:
+        return NodeEntry(self.name, len(self._browser.tab_ids()), self.max_tabs)
+
+    async def tabs_changed(self, opened: frozenset[int], closed: frozenset[int]) -> None:
+        """Record the tabs that opened (owner and session) and those that closed."""
+        for tab in opened:
+            session = self._browser.sessions.of_tab(tab)
+            if session is not None:  # a popup of an agent's page lives in its session: it is that agent's tab
+                self.owners.give(tab, session.agent)
+            if self.registry is not None:
+                await self._record(TabEntry(tab, self.name, session.agent if session else None,
+                                            session.name if session else None))
+        for tab in closed:
+            expired = self._browser.sessions.expired(tab)  # closed with its session: a later write is session_expired
+            self.owners.closed(tab, expired.error() if expired is not None else None)  # ids are never reused
+            if self.registry is not None:
+                await self._quietly(self.registry.remove_tab(tab))
+
+    async def node_lost(self, node: str) -> None:
+        """Another node left: its tabs are closed for good, and its calls' claims on this node's tabs end."""
+        assert self.registry is not None
+        for tab, entry in list(self.registry.tabs.items()):
+            if entry.node == node:
+                self.owners.closed(tab, KitsuneError("tab_closed", f"Tab {tab} was on node {node}, which left the "
+                                                     "fleet", state={"tabId": tab, "node": node}))
+        for call in [call for call, caller in self._callers.items() if caller == node]:
+            await self._release(call, None)
+
+    # placement and listing
+
+    def place(self, command: NewTab, agent: str | None) -> str:
+        """The subject of the node a ``newTab`` opens on (from a call's thread): the node it names, its
+        session's node, else the least loaded node with room (this one first among equals)."""
+        registry = self.registry
+        if registry is None:
+            return self._subjects.node(self.name, "open")
+        alive = registry.alive()
+        if command.node is not None:
+            if command.node not in alive:
+                raise KitsuneError("unknown_node", f"newTab: no node {command.node!r} in the fleet",
+                                   state={"param": "node"})
+            return self._subjects.node(str(command.node), "open")
+        if agent is not None and isinstance(command.session, str) and command.session != "call":
+            where = registry.session_node(agent, command.session)
+        else:
+            where = registry.session_node(agent, "default") if agent is not None and command.session is None else None
+        if where is not None:
+            return self._subjects.node(where, "open")
+        counts = dict.fromkeys(alive, 0)
+        for entry in list(registry.tabs.values()):
+            if entry.node in counts:
+                counts[entry.node] += 1
+        room = [node for node in alive if counts[node] < alive[node].max_tabs]
+        if not room:
+            raise KitsuneError("fleet_full", "No node of the fleet has room for another tab", retryable=True)
+        return self._subjects.node(min(room, key=lambda node: (counts[node], node != self.name, node)), "open")
+
+    async def describe(self) -> list[dict[str, Any]]:
+        """Every tab of the fleet, each with its node and owner (its node's answer; the registry's when
+        that node does not answer, with no URL or title)."""
+        if self.registry is None or self.bus is None:
+            return self._own(await self._browser.tabs())
+        nodes = sorted(self.registry.alive())
+        answers = await asyncio.gather(*(self.bus.request(self._subjects.node(node, "tabs"),
+                                                          encode(TabRequest(GetTabs(), _LIST_TIMEOUT)),
+                                                          _LIST_TIMEOUT + SETTLE) for node in nodes),
+                                       return_exceptions=True)
+        tabs: list[dict[str, Any]] = []
+        for node, answer in zip(nodes, answers, strict=True):
+            outcome = decode_outcome(answer) if isinstance(answer, bytes) else None
+            if isinstance(outcome, Done):
+                tabs += outcome.value["tabs"]
+            else:
+                tabs += [{"tabId": e.tab, "url": None, "title": None, "node": node, "owner": e.owner,
+                          "session": {"agent": e.owner, "name": e.session} if e.owner else None}
+                         for e in self.registry.tabs.values() if e.node == node]
+        return sorted(tabs, key=lambda tab: int(tab["tabId"]))
+
+    def _own(self, tabs: list[dict[str, Any]]) -> list[dict[str, Any]]:
+        """This node's tabs as the fleet lists them: with their node and owner (None for a user tab)."""
+        for tab in tabs:
+            owner = self.owners.owner(tab["tabId"])
+            tab.update(node=self.name, owner=None if owner in (USER, CLOSED) else owner)
+        return tabs
+
+    async def serve_tabs(self, data: bytes) -> bytes:
+        return encode(Done({"tabs": self._own(await self._browser.tabs())}))
+
+    async def open_ids(self, wanted: frozenset[int] = frozenset()) -> frozenset[int]:
+        """Ids of the fleet's open tabs: this node's, and the others' of the registry; a ``wanted`` tab
+        the mirror lacks is looked up in the bucket (opened a moment ago on another node)."""
+        own = self._browser.tab_ids()
+        if self.registry is None:
+            return own
+        alive = self.registry.alive()
+        ids = {tab for tab, entry in list(self.registry.tabs.items()) if entry.node in alive} | own
+        for tab in wanted - ids:
+            if await self.registry.lookup(tab) is not None:
+                ids.add(tab)
+        return frozenset(ids)
+
+    # admission of requests to this node's tabs
+
+    def admission(self, tab: int, request: TabRequest) -> Outcome | None:
+        """Why a write may not run on ``tab`` now, whichever node sent it: ``tab_claimed`` by another
+        call's parallel, ``tab_owned`` by another agent (nothing is sent); None when it may."""
+        command = request.command
+        if not is_write(command) or not command.acts_on_tab:
+            return None
+        if request.call is not None and (conflict := self.table.check_write(request.call, tab)) is not None:
+            return Failed(conflict)
+        agent = request.agent
+        if agent is not None:
+            owner = self.owners.owner(tab)
+            if owner not in (agent, CLOSED) and not (owner == USER and self._policy_of(agent).user_tabs_writable):
+                whose = "a user tab" if owner == USER else "owned by another agent"
+                return Failed(Failure(f"Tab {tab} is {whose}; take it over to write to it", "tab_owned", False,
+                                      {"tabId": tab, "owner": "user" if owner == USER else "agent"}))
+        return None
+
+    # claims and takeovers, decided by the tab's node
+
+    async def take_over(self, tab: int, agent: str) -> str:
+        """Make ``agent`` the owner of ``tab``, wherever it is; the previous owner."""
+        holder = await self._holder(tab)
+        if holder == self.name:
+            async with self._deciding:
+                previous = self.owners.take_over(tab, agent)
+                await self._rerecord(tab)
+            return previous
+        reply = await self._ask(holder, {"op": "own", "tab": tab, "agent": agent})
+        return str(reply["previous"])
+
+    async def serve_claims(self, data: bytes) -> bytes:
+        """A claim, release or takeover of one of this node's tabs, from another node's call."""
+        body = orjson.loads(data)
+        op = body["op"]
+        if op == "own":
+            return orjson.dumps({"previous": await self.take_over(int(body["tab"]), str(body["agent"]))})
+        if op == "claim":
+            failure = await self._claim(int(body["call"]), str(body["owner"]), int(body["tab"]), str(body["node"]))
+            return orjson.dumps({"failure": failure.to_json() if failure is not None else None})
+        await self._release(int(body["call"]), body.get("owner"))
+        return orjson.dumps({})
+
+    async def _claim(self, call: int, owner: str, tab: int, node: str) -> Failure | None:
+        async with self._deciding:
+            conflict = self.table.claim(call, owner, tab)
+            if conflict is not None:
+                return conflict
+            if node != self.name:
+                self._callers[call] = node
+            try:
+                await self._rerecord(tab)
+            except Exception as e:  # not on record in the fleet: not claimed
+                self.table.unclaim(tab, Claim(call, owner))
+                return Failure(f"The claim on tab {tab} could not be recorded ({type(e).__name__})",
+                               "fleet_unavailable", True, {"tabId": tab})
+        return None
+
+    async def _release(self, call: int, owner: str | None) -> None:
+        async with self._deciding:
+            tabs = [tab for tab, claim in self.table.held().items()
+                    if claim.call == call and owner in (None, claim.owner)]
+            self.table.release(call, owner)
+            if not any(claim.call == call for claim in self.table.held().values()):
+                self._callers.pop(call, None)
+            for tab in tabs:
+                await self._quietly(self._rerecord(tab))
+
+    async def _rerecord(self, tab: int) -> None:
+        """Write this node's tab ``tab`` to the registry as its tables say it is now."""
+        if self.registry is None or (entry := self.registry.tabs.get(tab)) is None:
+            return
+        owner = self.owners.owner(tab)
+        claim = self.table.held().get(tab)
+        await self.registry.put_tab(replace(entry, owner=None if owner in (USER, CLOSED) else owner,
+                                            claim=(claim.call, claim.owner, self._callers.get(claim.call, self.name))
+                                            if claim is not None else None))
+
+    async def _record(self, entry: TabEntry) -> None:
+        assert self.registry is not None
+        await self._quietly(self.registry.put_tab(entry))
+
+    async def _holder(self, tab: int) -> str:
+        if tab in self._browser.tab_ids() or self.registry is None:
+            return self.name
+        entry = await self.registry.lookup(tab)
+        if entry is None:
+            raise KitsuneError("unknown_tab", f"No open tab {tab}", state={"tabId": tab})
+        return entry.node
+
+    async def _ask(self, node: str, body: dict[str, Any]) -> dict[str, Any]:
+        assert self.bus is not None
+        try:
+            reply = await self.bus.request(self._subjects.node(node, "claims"), orjson.dumps(body), 5.0)
+        except BusError as e:
+            raise KitsuneError("fleet_unavailable", f"Node {node} did not answer ({e.code})", retryable=True) from e
+        answer: dict[str, Any] = orjson.loads(reply)
+        return answer
+
+    @staticmethod
+    async def _quietly(write: Any) -> None:
+        try:
+            await write
+        except Exception as e:  # the registry lags; the tab's node still decides
+            log.error("fleet registry not updated (%s)", type(e).__name__)
+
+
+class FleetClaims:
+    """The engine's claims port (``core.claims.TabClaims``) over the fleet: each tab's node decides."""
+
+    def __init__(self, member: FleetMember) -> None:
+        self._member = member
+        self._claimed: dict[int, set[tuple[int, str, str]]] = {}
+        """Per call of this node: (tab, sequence, node) of each claim it made."""
+        self._lock = threading.Lock()
+
+    def claim(self, call: int, owner: str, tab: int) -> Failure | None:
+        member = self._member
+        node = member.name if tab in member._browser.tab_ids() or member.registry is None else None
+        if node is None:
+            entry = member.registry.tabs.get(tab) if member.registry is not None else None
+            if entry is None:
+                return None  # not open: its write answers tab_closed
+            node = entry.node
+        if node == member.name:
+            failure = member._io.run(member._claim(call, owner, tab, member.name), timeout=10)
+        else:
+            try:
+                reply = member._io.run(member._ask(node, {"op": "claim", "call": call, "owner": owner, "tab": tab,
+                                                          "node": member.name}), timeout=10)
+            except KitsuneError as e:
+                return Failure.of(e)
+            failure = _failure(reply.get("failure"))
+        if failure is None:
+            with self._lock:
+                self._claimed.setdefault(call, set()).add((tab, owner, node))
+        return failure
+
+    def check_write(self, call: int, tab: int) -> Failure | None:
+        """For this node's tabs (another node's tab admits the write itself, against its own table)."""
+        return self._member.table.check_write(call, tab)
+
+    def release(self, call: int, owner: str | None = None) -> None:
+        with self._lock:
+            mine = self._claimed.get(call, set())
+            ending = {(tab, seq, node) for tab, seq, node in mine if owner in (None, seq)}
+            mine -= ending
+            if not mine:
+                self._claimed.pop(call, None)
+        member = self._member
+        for node in sorted({node for _, _, node in ending}):
+            try:
+                if node == member.name:
+                    member._io.run(member._release(call, owner), timeout=10)
+                else:
+                    member._io.run(member._ask(node, {"op": "release", "call": call, "owner": owner}), timeout=10)
+            except Exception as e:  # that node is gone, or will release them when it learns this node is
+                log.error("claims of call %d on node %s not released (%s)", call, node, type(e).__name__)
+
+    def conflicts(self) -> dict[str, int]:
+        return self._member.table.conflicts()
+
+    def held(self) -> Any:
+        return self._member.table.held()
+
+
+def _failure(body: dict[str, Any] | None) -> Failure | None:
+    if body is None:
+        return None
+    return Failure(str(body["error"]), str(body["code"]), bool(body["retryable"]), body.get("state"))

@@ -1,0 +1,155 @@
+"""A node's tabs: an actor for each open page, served over NATS to the calls of other nodes.
+
+Calls on this node ask a tab's actor directly (:meth:`TabActors.ask`); calls on other nodes send
+their requests to ``<fleet>.tab.<id>.do``, where the node admits each one once, runs it in the
+actor, and lets its sender withdraw it (:class:`actors.tab_actor.ServedRequests`). The actors
+follow the browser's pages (:meth:`TabActors.reconcile`), popups and crashed tabs included, and
+the fleet's registry is told of every tab that opens or closes (``on_change``).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from collections.abc import Awaitable, Callable
+from typing import TYPE_CHECKING, Any, cast
+
+import orjson
+import pykka
+
+from actors.bus import Bus, Subscription
+from actors.loop import IoLoop, ask_from_loop
+from actors.tab_actor import Interrupt, ServedRequests, TabActor, Ticket, not_sent
+from messages.codec import encode
+from messages.commands import CloseTab
+from messages.contract import SETTLE
+from messages.requests import Subjects, TabCancel, TabRequest
+from messages.results import Done, Failed, Failure, Outcome
+
+if TYPE_CHECKING:
+    from bridge.node import Browser
+
+__all__ = ["Admission", "TabActors", "tab_closed"]
+
+Admission = Callable[[int, TabRequest], Outcome | None]
+"""Why a request may not run on a tab of this node (a claim or an owner of the fleet's), or None."""
+TabsChanged = Callable[[frozenset[int], frozenset[int]], Awaitable[None]]
+"""Told the tabs that opened and those that closed, once their actors are attached or stopped."""
+
+
+class TabActors:
+    """The actors of a node's open tabs (on the node's loop, but :meth:`ask`, from a call's thread)."""
+
+    def __init__(self, browser: Browser, io: IoLoop, subjects: Subjects, *,
+                 on_change: TabsChanged, admission: Admission = lambda tab, request: None) -> None:
+        self._browser = browser
+        self._io = io
+        self._subjects = subjects
+        self._on_change = on_change
+        self._admission = admission
+        self.bus: Bus | None = None
+        """Where the tabs take other nodes' requests (set once the node is connected)."""
+        self._tabs: dict[int, tuple[pykka.ActorRef[TabActor], Subscription]] = {}
+        self._served = ServedRequests()
+        """Requests other nodes' calls sent to this node's tabs (so that they can withdraw them)."""
+        self._reconciling = asyncio.Lock()
+
+    def ids(self) -> list[int]:
+        """Tabs that have an actor, in id order."""
+        return sorted(self._tabs)
+
+    def refs(self) -> list[pykka.ActorRef[Any]]:
+        return [ref for ref, _ in list(self._tabs.values())]
+
+    def subscriptions(self) -> list[Subscription]:
+        return [sub for _, sub in self._tabs.values()]
+
+    def forget(self) -> list[pykka.ActorRef[Any]]:
+        """Let go of every actor (the node stops them); theirs."""
+        refs = self.refs()
+        self._tabs.clear()
+        return refs
+
+    async def interrupt(self) -> list[tuple[int, Ticket]]:
+        """Interrupt every tab's actor (:class:`Interrupt`); the requests that were running, by tab."""
+        running: list[tuple[int, Ticket]] = []
+        for tab_id, (actor, _) in list(self._tabs.items()):
+            with contextlib.suppress(pykka.ActorDeadError):
+                running += [(tab_id, ticket) for ticket in await ask_from_loop(actor, Interrupt())]
+        return running
+
+    def ask(self, tab_id: int, request: TabRequest) -> Outcome | None:
+        """Run a request of a call on this node in the actor of one of its tabs (no NATS on the way);
+        None when the tab is not this node's (from a thread). A request the tab did not start in
+        time is withdrawn: it then never runs, and nothing was sent."""
+        attached = self._tabs.get(tab_id)
+        if attached is None:
+            return None
+        if (refused := self._admission(tab_id, request)) is not None:
+            return refused
+        ticket = Ticket(request, request.timeout)
+        wait = request.timeout + 2 * SETTLE
+        try:
+            outcome = cast(Outcome, attached[0].ask(ticket, timeout=wait))
+        except pykka.ActorDeadError:
+            outcome = tab_closed(tab_id)
+        except pykka.Timeout as e:
+            if ticket.withdraw():
+                return not_sent(request.command, tab_id, f"tab {tab_id} did not start it in time")
+            raise TimeoutError(f"tab {tab_id} did not answer") from e
+        if _changes_tabs(request, outcome):
+            self._io.run(self.reconcile(), timeout=30)
+        return outcome
+
+    async def reconcile(self) -> None:
+        """Give every open tab (popups included) an actor, and stop the actors of closed tabs.
+
+        One at a time: two at once could both give a tab an actor, and a request to it would run twice.
+        """
+        async with self._reconciling:
+            open_tabs = self._browser.tab_ids()
+            opened = frozenset(open_tabs - self._tabs.keys())
+            closed = frozenset(self._tabs.keys() - open_tabs)
+            for tab_id in sorted(opened):
+                await self._attach(tab_id)
+            for tab_id in sorted(closed):
+                actor, subscription = self._tabs.pop(tab_id)
+                await subscription.unsubscribe()
+                actor.stop(block=False)
+            if opened or closed:
+                await self._on_change(opened, closed)
+
+    async def _attach(self, tab_id: int) -> None:
+        assert self.bus is not None, "the node is not connected"
+        actor = TabActor.start(tab_id, self._browser, self._io)
+
+        async def serve(data: bytes) -> bytes:  # a request from a call on another node, or its withdrawal
+            message = orjson.loads(data)
+            if "cancel" in message:
+                return orjson.dumps(self._served.withdraw(TabCancel.from_json(message)))
+            request = TabRequest.from_json(message)
+            if (refused := self._admission(tab_id, request)) is not None:
+                return encode(refused)
+            ticket = self._served.admit(request)
+            if ticket is None:
+                return encode(not_sent(request.command, tab_id, "its caller withdrew it before it arrived"))
+            try:
+                outcome: Outcome = await ask_from_loop(actor, ticket)
+            except pykka.ActorDeadError:
+                outcome = tab_closed(tab_id)
+            self._served.ended(request, outcome)
+            if _changes_tabs(request, outcome):
+                await self.reconcile()
+            return encode(outcome)
+
+        subscription = await self.bus.subscribe(self._subjects.tab(tab_id), serve, concurrent=True)
+        self._tabs[tab_id] = (actor, subscription)
+
+
+def tab_closed(tab_id: int) -> Outcome:
+    return Failed(Failure(f"Tab {tab_id} is closed", "tab_closed", False, {"tabId": tab_id}))
+
+
+def _changes_tabs(request: TabRequest, outcome: Outcome) -> bool:
+    """Whether the tabs may have changed (a tab closed or crashed): the node then reconciles its actors."""
+    return isinstance(request.command, CloseTab) or not isinstance(outcome, Done)
