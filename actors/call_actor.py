@@ -82,8 +82,8 @@ class CallActor(Answering):
 LocalTabs = Callable[[int, TabRequest], Outcome | None]
 """Runs a request on the actor of a tab of this node and answers its outcome; None when the tab is
 elsewhere. Raises ``TimeoutError`` when the tab does not answer in time."""
-Placement = Callable[[NewTab, str | None], str]
-"""The subject of the node a ``newTab`` of an agent (None: a user tab) opens on; raises
+Placement = Callable[[NewTab, str | None, int | None], str]
+"""The subject of the node a ``newTab`` of an agent (None: a user tab) in a call opens on; raises
 :class:`KitsuneError` when no node can take it (``unknown_node``, ``fleet_full``)."""
 
 
@@ -115,7 +115,7 @@ class BusDriver:
         wait_recorded(recorded)  # on this thread: the request's time starts once they are made
         if isinstance(command, NewTab):
             try:
-                subject = self._place(command, self._agent)
+                subject = self._place(command, self._agent, CALL.get())
             except KitsuneError as e:  # no node to open it on: nothing sent
                 return Failed(Failure.of(e))
         elif isinstance(command, GetTabs):

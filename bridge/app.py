@@ -229,7 +229,8 @@ class Api:
             raise invalid_call("unknown_parameter", "", f"{op} takes no {unknown[0]!r}", param=unknown[0])
         token = _confirm_token(body)
         if op == "open":
-            command = parse_command({"action": "newTab", **{k: body[k] for k in ("url", "session") if k in body}}, "")
+            command = parse_command({"action": "newTab", **{k: body[k] for k in ("url", "session", "node")
+                                                            if k in body}}, "")
             outcome, call = await self.node.act(agent, command, None, token)
             if isinstance(outcome, Done):
                 self.current[agent] = outcome.value["tabId"]
@@ -324,7 +325,7 @@ class Api:
 
 
 _TAB_OPS: dict[str, frozenset[str]] = {
-    "open": frozenset({"op", "url", "session", "confirm_token"}),
+    "open": frozenset({"op", "url", "session", "node", "confirm_token"}),
     "close": frozenset({"op", "tabId", "confirm_token"}),
     "select": frozenset({"op", "tabId"}),
     "takeover": frozenset({"op", "tabId"}),

@@ -83,7 +83,8 @@ def node_permissions(fleet: str | None) -> dict[str, Any]:
                         "$JS.API.CONSUMER.*.{}.>", "$JS.API.CONSUMER.*.*.{}.>")
     ]
     return {
-        "publish": {"allow": [fleets, EVENTS_SUBJECTS, AUDIT_SUBJECT, *(f"$KV.{bucket}.>" for bucket in buckets), *api]},
+        "publish": {"allow": [fleets, EVENTS_SUBJECTS, AUDIT_SUBJECT, *(f"$KV.{bucket}.>" for bucket in buckets),
+                              *api]},
         "subscribe": {"allow": [fleets, "_INBOX.>"]},
         "allow_responses": True,  # answers to the requests it took, and nothing else on inboxes
     }

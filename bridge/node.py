@@ -33,7 +33,7 @@ from actors.nats_connection import NatsAuth
 from actors.sequence_actor import ActorSequences, BarrierActor
 from actors.tab_actor import not_sent
 from actors.threads import SystemClock
-from bridge.browser.sessions import ONE_SHOT, Sessions
+from bridge.browser.sessions import ONE_SHOT, SessionChange, Sessions
 from bridge.config import SessionTimes
 from bridge.fleet.member import FleetMember
 from bridge.fleet.registry import FleetRegistry
@@ -170,7 +170,7 @@ class Node:
         self._interrupted = False
         self.sessions = SessionKeeper(browser.sessions, self.io, dataclasses.replace(
             config.sessions, max_exec_idle=max(config.sessions.max_exec_idle, config.checkpoint_ttl)),
-            on_change=self.metrics.session_changed)
+            on_change=self._session_changed)
         """The agents' sessions as the node keeps them: recorded, ended with their calls, swept."""
 
     # life cycle
@@ -205,6 +205,10 @@ class Node:
         except BaseException:
             await self.astop()
             raise
+
+    def _session_changed(self, change: SessionChange) -> None:
+        self.metrics.session_changed(change)
+        self.member.session_changed(change)
 
     def _checkpoint_dropped(self, call: int, reason: DropReason) -> None:
         self.metrics.checkpoint_dropped(reason)

@@ -24,6 +24,7 @@ import orjson
 
 from actors.bus import Bus, BusError
 from actors.loop import IoLoop
+from bridge.browser.sessions import ONE_SHOT, SessionChange
 from bridge.fleet.registry import FleetRegistry, NodeEntry, TabEntry
 from bridge.policy import CLOSED, USER, Policy, TabOwners
 from core.claims import Claim, ClaimTable
@@ -80,6 +81,8 @@ class FleetMember:
         self._callers: dict[int, str] = {}
         """The node of each call holding a claim on a tab of this node (released if that node is lost)."""
         self._deciding = asyncio.Lock()
+        self._writing: set[asyncio.Task[None]] = set()
+        """Registry writes of session changes under way (a task needs a reference until it ends)."""
 
     # the node's tabs in the registry
 
@@ -111,11 +114,31 @@ class FleetMember:
         for call in [call for call, caller in self._callers.items() if caller == node]:
             await self._release(call, None)
 
+    def session_changed(self, change: SessionChange) -> None:
+        """Record where a session lives, or that it ended (on the loop)."""
+        if self.registry is None:
+            return
+        if change.op == "opened":
+            write = self.registry.put_session(change.agent, change.session)
+        elif change.op == "promoted":
+            assert change.previous is not None
+            write = self._promoted(change.agent, change.previous, change.session)
+        else:
+            write = self.registry.remove_session(change.agent, change.session)
+        task = asyncio.get_running_loop().create_task(self._quietly(write))
+        self._writing.add(task)
+        task.add_done_callback(self._writing.discard)
+
+    async def _promoted(self, agent: str, previous: str, name: str) -> None:
+        assert self.registry is not None
+        await self.registry.put_session(agent, name)
+        await self.registry.remove_session(agent, previous)
+
     # placement and listing
 
-    def place(self, command: NewTab, agent: str | None) -> str:
-        """The subject of the node a ``newTab`` opens on (from a call's thread): the node it names, its
-        session's node, else the least loaded node with room (this one first among equals)."""
+    def place(self, command: NewTab, agent: str | None, call: int | None) -> str:
+        """The subject of the node a ``newTab`` of ``call`` opens on (from a call's thread): the node it
+        names, its session's node, else the least loaded node with room (this one first among equals)."""
         registry = self.registry
         if registry is None:
             return self._subjects.node(self.name, "open")
@@ -125,10 +148,7 @@ class FleetMember:
                 raise KitsuneError("unknown_node", f"newTab: no node {command.node!r} in the fleet",
                                    state={"param": "node"})
             return self._subjects.node(str(command.node), "open")
-        if agent is not None and isinstance(command.session, str) and command.session != "call":
-            where = registry.session_node(agent, command.session)
-        else:
-            where = registry.session_node(agent, "default") if agent is not None and command.session is None else None
+        where = registry.session_node(agent, session_name(command.session, call)) if agent is not None else None
         if where is not None:
             return self._subjects.node(where, "open")
         counts = dict.fromkeys(alive, 0)
@@ -349,6 +369,13 @@ class FleetClaims:
 
     def held(self) -> Any:
         return self._member.table.held()
+
+
+def session_name(session: str | None, call: int | None) -> str:
+    """The name a ``newTab``'s session has on its node: ``default`` when absent, ``call:<id>`` for one-shot."""
+    if session is None:
+        return "default"
+    return f"call:{call}" if session == ONE_SHOT else session
 
 
 def _failure(body: dict[str, Any] | None) -> Failure | None:

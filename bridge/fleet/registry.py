@@ -216,14 +216,14 @@ class FleetRegistry:
         return f"{self._fleet}.tab.{tab}"
 
     def _session_key(self, agent: str, name: str) -> str:
-        return f"{self._fleet}.session.{agent_key(agent)}.{name}"
+        return f"{self._fleet}.session.{agent_key(agent)}.{name.replace(':', '=')}"  # call:<id> (no : in a key)
 
     def _is_own(self, key: str) -> bool:
         tokens = key.split(".")
         if tokens[1] == "tab":
             entry = self.tabs.get(int(tokens[2]))
             return entry is not None and entry.node == self.node
-        return self.sessions.get((tokens[2], ".".join(tokens[3:]))) == self.node
+        return self.sessions.get((tokens[2], ".".join(tokens[3:]).replace("=", ":"))) == self.node
 
     async def _put(self, key: str, value: bytes) -> None:
         assert self._tabs_kv is not None
@@ -255,7 +255,7 @@ class FleetRegistry:
             else:
                 self.tabs[tab] = TabEntry.from_json(entry.value or b"")
         elif tokens[1] == "session":
-            key = (tokens[2], ".".join(tokens[3:]))
+            key = (tokens[2], ".".join(tokens[3:]).replace("=", ":"))
             if deleted:
                 self.sessions.pop(key, None)
             else:
@@ -315,7 +315,7 @@ class FleetRegistry:
             for agent, name in sessions:
                 self.sessions.pop((agent, name), None)
                 with contextlib.suppress(Exception):
-                    await self._delete_theirs(f"{self._fleet}.session.{agent}.{name}")
+                    await self._delete_theirs(f"{self._fleet}.session.{agent}.{name.replace(':', '=')}")
 
     async def _delete_theirs(self, key: str) -> None:
         """Delete a lost node's key, unless it changed since this node saw it (another survivor did)."""

@@ -1,0 +1,202 @@
+"""Two nodes on a real 3-server NATS cluster act as one fleet (issue 14, points 2, 3, 5 and 6).
+
+Every node lists every tab of the fleet, every time; a call on one node runs on a tab of the
+other; ownership, takeovers and parallel claims hold through every node, decided by the tab's
+node; claims raced from both nodes have one holder at a time; a node that stops hands its tabs
+back at once; a newTab goes to its session's node, a named node, or the least loaded one.
+Writes are counted by the test site, server side.
+"""
+
+from __future__ import annotations
+
+import concurrent.futures
+import itertools
+import threading
+import time
+from collections.abc import Callable, Iterator
+from typing import Any
+
+import httpx
+import pytest
+
+from bridge.browser import ChromiumBrowser
+from bridge.config import load_config
+from bridge.node import Node
+from tests.integration.calls import batch, parallel
+from tests.integration.serving import app_over
+from tests.nats_cluster import ClusterAccess
+from tests.site import TestSite
+
+TOKENS = {"alice": "alice-fleet-token-0123456789", "bob": "bob-fleet-token-0123456789ab"}
+HIT = "POST /clicks/hit"
+CLICK = {"action": "click", "selector": "#hit"}
+
+
+def until(condition: Callable[[], Any], timeout: float, what: str) -> Any:
+    """Poll ``condition`` until it is truthy; fail naming ``what`` after ``timeout`` seconds."""
+    deadline = time.monotonic() + timeout
+    while not (value := condition()):
+        if time.monotonic() > deadline:
+            pytest.fail(f"{what}: not within {timeout:g} s")
+        time.sleep(0.05)
+    return value
+
+
+def start_node(cluster: ClusterAccess, name: str, **config: Any) -> Node:
+    return Node(ChromiumBrowser(), cluster.node_config(name=name, **config)).start()
+
+
+def sees(node: Node, *names: str) -> bool:
+    assert node.member.registry is not None
+    return set(names) <= set(node.member.registry.alive())
+
+
+@pytest.fixture(scope="module")
+def fleet(nats_cluster: ClusterAccess) -> Iterator[tuple[Node, Node]]:
+    first = start_node(nats_cluster, "node-a")
+    try:
+        second = start_node(nats_cluster, "node-b", max_tabs=64)
+        try:
+            until(lambda: sees(first, "node-a", "node-b") and sees(second, "node-a", "node-b"), 10,
+                  "the nodes seeing each other")
+            yield first, second
+        finally:
+            second.stop()
+    finally:
+        first.stop()
+
+
+@pytest.fixture(scope="module")
+def apis(fleet: tuple[Node, Node]) -> Iterator[tuple[str, str]]:
+    """The real app over each node: the same agents and capabilities."""
+    config = load_config(None, {"KITSUNE_AGENTS": ",".join(f"{a}={t}" for a, t in TOKENS.items()),
+                                "KITSUNE_CAPS": "core,automation"})
+    with app_over(fleet[0], config) as first, app_over(fleet[1], config) as second:
+        yield first, second
+
+
+def client(base: str, agent: str) -> httpx.Client:
+    return httpx.Client(base_url=base, headers={"Authorization": f"Bearer {TOKENS[agent]}"}, timeout=60)
+
+
+def open_tab(api: httpx.Client, url: str, **extra: Any) -> int:
+    answer = api.post("/api/tabs", json={"op": "open", "url": url, **extra})
+    assert answer.status_code == 200 and answer.json()["status"] == "ok", answer.text
+    tab: int = answer.json()["tabId"]
+    return tab
+
+
+def test_every_node_lists_every_tab_of_the_fleet_every_time(fleet: tuple[Node, Node], site: TestSite) -> None:
+    first, second = fleet
+    opened = {first.open_tab(site.url("/clicks")): "node-a", second.open_tab(site.url("/clicks")): "node-b",
+              second.open_tab(site.url("/clicks")): "node-b"}
+    for node in [first, second] * 5:
+        listed = {tab["tabId"]: tab["node"] for tab in node.io.run(node.describe_tabs(), timeout=30)}
+        assert {tab: listed.get(tab) for tab in opened} == opened
+
+
+def test_a_call_on_one_node_runs_on_the_tab_another_node_just_opened(
+        apis: tuple[str, str], site: TestSite) -> None:
+    with client(apis[0], "alice") as on_a, client(apis[1], "alice") as on_b:
+        for _ in range(6):
+            tab = open_tab(on_b, site.url("/clicks"), node="node-b")
+            answer = on_a.post("/api/batch", json={"tabId": tab, "commands": [CLICK]})
+            assert answer.status_code == 200 and answer.json()["status"] == "ok", answer.text
+    assert site.wait_for_count(HIT, 6) == 6
+
+
+def test_ownership_and_takeover_hold_through_every_node(apis: tuple[str, str], site: TestSite) -> None:
+    with client(apis[0], "alice") as alice_a, client(apis[1], "alice") as alice_b, \
+            client(apis[0], "bob") as bob_a:
+        tab = open_tab(alice_b, site.url("/clicks"), node="node-b")
+        listed = {t["tabId"]: t for t in bob_a.get("/api/tabs").json()["tabs"]}
+        assert listed[tab]["owner"] == "agent" and listed[tab]["node"] == "node-b"
+        refused = bob_a.post("/api/batch", json={"tabId": tab, "commands": [CLICK]}).json()
+        assert refused["results"][0]["code"] == "tab_owned", refused
+        assert alice_a.post("/api/batch", json={"tabId": tab, "commands": [CLICK]}).json()["status"] == "ok"
+        taken = bob_a.post("/api/tabs", json={"op": "takeover", "tabId": tab})
+        assert taken.status_code == 200 and taken.json()["previous"] == "agent", taken.text
+        again = alice_b.post("/api/batch", json={"tabId": tab, "commands": [CLICK]}).json()
+        assert again["results"][0]["code"] == "tab_owned", again  # refused by the tab's own node now
+        assert bob_a.post("/api/batch", json={"tabId": tab, "commands": [CLICK]}).json()["status"] == "ok"
+    assert site.wait_for_count(HIT, 2) == 2
+    assert site.count(HIT) == 2
+
+
+def test_a_parallels_claim_on_another_nodes_tab_refuses_writes_from_every_node(
+        fleet: tuple[Node, Node], site: TestSite) -> None:
+    first, second = fleet
+    tab = second.open_tab(site.url("/clicks"))
+    holding = {"action": "js", "code": "await new Promise(r => setTimeout(r, 4000)); return 1"}
+    with concurrent.futures.ThreadPoolExecutor(1) as pool:
+        running = pool.submit(parallel, first, [[{**CLICK, "tabId": tab}, {**holding, "tabId": tab}]])
+        registry = second.member.registry
+        assert registry is not None
+        until(lambda: (entry := registry.tabs.get(tab)) is not None and entry.claim is not None, 10,
+              "the claim on record")
+        for node in (first, second):
+            refused = batch(node, [CLICK], tabId=tab)
+            assert refused["results"][0]["code"] == "tab_claimed", refused
+        assert running.result(timeout=60)["status"] == "ok"
+    assert site.count(HIT) == 1  # the parallel's click alone
+    until(lambda: (entry := registry.tabs.get(tab)) is not None and entry.claim is None, 10, "the claim released")
+    assert batch(second, [CLICK], tabId=tab)["status"] == "ok"
+
+
+def test_claims_raced_from_both_nodes_have_one_holder_at_a_time(fleet: tuple[Node, Node], site: TestSite) -> None:
+    first, second = fleet
+    tabs = [second.open_tab(site.url("/clicks")), first.open_tab(site.url("/clicks"))]
+    calls = itertools.count(10_000_000)
+    for round_ in range(15):
+        tab = tabs[round_ % 2]
+        contenders = [(node, next(calls)) for node in (first, second, first, second, first, second)]
+        start = threading.Barrier(len(contenders))
+
+        def contend(node: Node, call: int, tab: int = tab, start: threading.Barrier = start) -> bool:
+            start.wait()
+            return node.claims.claim(call, "0.0", tab) is None
+
+        with concurrent.futures.ThreadPoolExecutor(len(contenders)) as pool:
+            won = list(pool.map(lambda c: contend(*c), contenders))
+        assert won.count(True) == 1, won
+        winner, call = contenders[won.index(True)]
+        holder = (second if tab == tabs[0] else first).member.table.held()[tab]
+        assert holder.call == call
+        winner.claims.release(call)
+        assert tab not in (second if tab == tabs[0] else first).member.table.held()
+
+
+def test_a_node_that_stops_hands_its_tabs_back_at_once(
+        nats_cluster: ClusterAccess, fleet: tuple[Node, Node], site: TestSite) -> None:
+    first, _ = fleet
+    leaving = start_node(nats_cluster, "node-c")
+    try:
+        until(lambda: sees(first, "node-c"), 10, "node-c joining")
+        tab = leaving.open_tab(site.url("/clicks"))
+        assert tab in first.io.run(first.open_tab_ids(frozenset({tab})), timeout=30)
+    finally:
+        leaving.stop()
+    # well before a heartbeat could be missed (8 s): its stop deleted its heartbeat and its tabs
+    until(lambda: tab not in first.io.run(first.open_tab_ids(), timeout=30), 3, "its tab leaving the list")
+    refused = batch(first, [CLICK], tabId=tab)
+    assert refused["results"][0]["code"] == "tab_closed", refused
+    assert site.count(HIT) == 0
+
+
+def test_new_tabs_go_to_the_named_node_their_sessions_node_or_the_least_loaded(
+        apis: tuple[str, str], fleet: tuple[Node, Node], site: TestSite) -> None:
+    first, second = fleet
+    with client(apis[0], "alice") as alice_a, client(apis[1], "bob") as bob_b:
+        named = open_tab(alice_a, site.url("/clicks"), node="node-b")
+        assert named in second.tab_actors()
+        unknown = alice_a.post("/api/tabs", json={"op": "open", "url": site.url("/clicks"), "node": "node-z"})
+        assert unknown.json()["code"] == "unknown_node", unknown.text
+        shop = open_tab(bob_b, site.url("/clicks"), session="shop", node="node-a")
+        assert shop in first.tab_actors()
+        for _ in range(2):  # from either node, the session's tabs stay with its browser context
+            assert open_tab(bob_b, site.url("/clicks"), session="shop") in first.tab_actors()
+        counts = {node.config.name: len(node.tab_actors()) for node in fleet}
+        fresh = open_tab(alice_a, site.url("/clicks"), session="fresh")
+        emptier = min(counts, key=lambda name: (counts[name], name != "node-a"))
+        assert fresh in (first if emptier == "node-a" else second).tab_actors()
+
