@@ -28,6 +28,7 @@ import pykka
 from nats.aio.client import Client
 from nats.js.api import StorageType, StreamConfig
 
+from actors.jetstream import ensure_stream
 from actors.loop import IoLoop
 from actors.pipeline import OrderedWriter, Pending
 from messages.audit import (
@@ -88,14 +89,9 @@ class JetStreamAuditLog:
 
     @classmethod
     async def create(cls, client: Client) -> JetStreamAuditLog:
-        """Ensure the stream exists and wrap it."""
-        log_ = cls(client)
-        try:
-            await log_._js.stream_info(AUDIT_STREAM)
-        except Exception:  # nats.js.errors.NotFoundError: not there yet
-            await log_._js.add_stream(StreamConfig(name=AUDIT_STREAM, subjects=[AUDIT_SUBJECT],
-                                                   storage=StorageType.FILE))
-        return log_
+        """Ensure the stream exists with its replicas (``actors.jetstream``) and wrap it."""
+        await ensure_stream(client, StreamConfig(name=AUDIT_STREAM, subjects=[AUDIT_SUBJECT], storage=StorageType.FILE))
+        return cls(client)
 
     async def send(self, entry: AuditEntry) -> Awaitable[int]:
         if not self._client.is_connected:

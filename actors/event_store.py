@@ -19,6 +19,7 @@ from nats.js import JetStreamContext
 from nats.js.api import AckPolicy, ConsumerConfig, DeliverPolicy, StorageType, StreamConfig
 
 from actors.bus import BusError, NatsBus
+from actors.jetstream import ensure_stream
 from messages.codec import decode_events, encode
 from messages.contract import CHECKPOINT_TTL
 from messages.events import Event
@@ -88,22 +89,13 @@ class JetStreamEventStore:
     async def create(
         cls, nats_client_or_bus: Client | NatsBus, max_age_seconds: float = CHECKPOINT_TTL, *, timeout: float = _TIMEOUT
     ) -> JetStreamEventStore:
-        """Ensure the stream exists with this configuration (creating or updating it) and wrap it."""
+        """Ensure the stream exists with this configuration and its replicas (``actors.jetstream``) and wrap it."""
         client = nats_client_or_bus.client if isinstance(nats_client_or_bus, NatsBus) else nats_client_or_bus
-        js = client.jetstream(timeout=timeout)
         wanted = StreamConfig(
             name=EVENTS_STREAM, subjects=[EVENTS_SUBJECTS], storage=StorageType.MEMORY, max_age=float(max_age_seconds)
         )
         try:
-            try:
-                info = await js.stream_info(EVENTS_STREAM)
-            except nats.js.errors.NotFoundError:
-                await js.add_stream(wanted)
-            else:
-                have = info.config
-                if (have.subjects, have.storage, have.max_age) != (wanted.subjects, wanted.storage, wanted.max_age):
-                    await js.update_stream(have.evolve(subjects=wanted.subjects, storage=wanted.storage,
-                                                       max_age=wanted.max_age))
+            await ensure_stream(client, wanted, timeout=timeout)
         except nats.errors.Error as e:
             raise _error(e, EVENTS_STREAM, "set up the stream") from e
         return cls(client, timeout=timeout)

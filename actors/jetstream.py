@@ -4,18 +4,19 @@ How many servers run JetStream, asked without the system account: no JetStream A
 account names the meta group's peers, so the connected server's INFO says it. A server that has no
 JetStream or belongs to no cluster (``jetstream``, ``cluster``: the embedded one) counts 1; in a
 cluster, the client URLs it advertises for the servers it routes to, its own included
-(``connect_urls``), count the servers, and a cluster that advertises none (``no_advertise``) counts
-3. JetStream's placement has the last word: where it answers that it has no peers for that many
-replicas (a server without JetStream, one that is down, a server advertising two addresses), one
-fewer is asked, down to 1. An existing stream is raised to that number, never lowered: a member
-down for a while must not cost a stream its replicas. INFO is read when the client connects, so
-a node that joined a cluster still forming raises its streams when it reconnects.
+(``connect_urls``), count the servers, each taken to run JetStream as deploy/'s do, and a cluster
+that advertises none (``no_advertise``) counts 3. Trying is no way to count: JetStream keeps
+placing replicas on a server that died until its heartbeats have been missed for a minute or more;
+a count too high shows as JetStream's "no suitable peers" error when a stream is made.
+
+An existing stream is raised to that number, never lowered: a member down for a while must not
+cost a stream its replicas. INFO is read when the client connects, so a node that joined a
+cluster still forming raises its streams when it reconnects.
 """
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable
-from typing import Any, TypeVar
+from typing import Any
 
 import nats.js.errors
 from nats.aio.client import Client
@@ -26,13 +27,9 @@ from nats.js.kv import KeyValue
 __all__ = ["MAX_REPLICAS", "ensure_bucket", "ensure_stream", "stream_replicas"]
 
 MAX_REPLICAS = 3
-_NO_PEERS = 10005
-"""JetStream's error code when it has no peers for the replicas asked (``JSClusterNoPeersErrF``)."""
 _KEPT = ("subjects", "storage", "max_age")
 """The fields of a stream's configuration that :func:`ensure_stream` brings an existing stream to."""
 _TIMEOUT = 5.0
-
-_T = TypeVar("_T")
 
 
 async def stream_replicas(client: Client) -> int:
@@ -53,7 +50,7 @@ async def ensure_stream(client: Client, config: StreamConfig, *, timeout: float 
     try:
         have = (await js.stream_info(config.name)).config
     except nats.js.errors.NotFoundError:
-        await _placed(replicas, 1, lambda n: js.add_stream(config.evolve(num_replicas=n)))
+        await js.add_stream(config.evolve(num_replicas=replicas))
         return
     stale = {name: getattr(config, name) for name in _KEPT
              if getattr(config, name) is not None and getattr(config, name) != getattr(have, name)}
@@ -68,27 +65,14 @@ async def ensure_bucket(client: Client, config: KeyValueConfig, *, timeout: floa
     try:
         have = (await js.stream_info(f"KV_{config.bucket}")).config
     except nats.js.errors.NotFoundError:
-        return await _placed(replicas, 1, lambda n: js.create_key_value(config.evolve(replicas=n)))
+        return await js.create_key_value(config.evolve(replicas=replicas))
     await _bring(js, have, replicas, {})
     return await js.key_value(config.bucket)
 
 
 async def _bring(js: JetStreamContext, have: StreamConfig, replicas: int, stale: dict[str, Any]) -> None:
     """Update the stream ``have`` describes with the ``stale`` fields' values and at least ``replicas``
-    (as many as JetStream can place, never fewer than it has); nothing when nothing changes."""
+    (never fewer than it has); nothing when nothing changes."""
     had = have.num_replicas or 1
-    if not stale and replicas <= had:
-        return
-    await _placed(max(replicas, had), had, lambda n: js.update_stream(have.evolve(**stale, num_replicas=n)))
-
-
-async def _placed(replicas: int, least: int, attempt: Callable[[int], Awaitable[_T]]) -> _T:
-    """``attempt(replicas)``, then with one replica fewer each time JetStream has no peers for them,
-    down to ``least``."""
-    while True:
-        try:
-            return await attempt(replicas)
-        except nats.js.errors.APIError as e:
-            if e.err_code != _NO_PEERS or replicas <= least:
-                raise
-            replicas -= 1
+    if stale or replicas > had:
+        await js.update_stream(have.evolve(**stale, num_replicas=max(replicas, had)))

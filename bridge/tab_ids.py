@@ -20,6 +20,7 @@ from nats.aio.client import Client
 from nats.js.api import KeyValueConfig, StorageType
 from nats.js.kv import KeyValue
 
+from actors.jetstream import ensure_bucket
 from messages.errors import KitsuneError
 
 __all__ = ["BLOCK", "FLEET_BUCKET", "TabIds", "kv_reserve", "local_reserve"]
@@ -91,21 +92,18 @@ def local_reserve() -> Reserve:
 def kv_reserve(client: Client, fleet: str) -> Reserve:
     """Blocks from the fleet's counter in the KV bucket ``KITSUNE_FLEET``.
 
-    The bucket and the counter are made when missing (a NATS server replaced with a fresh one
-    loses them): the counter then starts past every id this node has reserved, and a node that
-    finds it behind its own ids moves it past them, so no id of a live tab is given twice.
+    The bucket (replicated: ``actors.jetstream``) and the counter are made when missing (a NATS
+    server replaced with a fresh one loses them): the counter then starts past every id this node
+    has reserved, and a node that finds it behind its own ids moves it past them, so no id of a
+    live tab is given twice.
     """
-    js = client.jetstream()
     key = f"{fleet}.tab-ids"
     reserved = 0
     """The highest id this node has reserved."""
 
     async def reserve(n: int) -> int:
         nonlocal reserved
-        try:
-            bucket = await js.key_value(FLEET_BUCKET)
-        except nats.js.errors.BucketNotFoundError:
-            bucket = await js.create_key_value(KeyValueConfig(bucket=FLEET_BUCKET, storage=StorageType.FILE))
+        bucket = await ensure_bucket(client, KeyValueConfig(bucket=FLEET_BUCKET, storage=StorageType.FILE))
         first = await _advance(bucket, key, n, reserved)
         reserved = first + n - 1
         return first
