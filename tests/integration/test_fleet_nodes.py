@@ -14,6 +14,7 @@ import itertools
 import threading
 import time
 from collections.abc import Callable, Iterator
+from pathlib import Path
 from typing import Any
 
 import httpx
@@ -22,8 +23,9 @@ import pytest
 from bridge.browser import ChromiumBrowser
 from bridge.config import load_config
 from bridge.node import Node
+from kitsune.fleet import FLEET
 from tests.integration.calls import batch, parallel
-from tests.integration.serving import app_over
+from tests.integration.serving import app_over, serve
 from tests.nats_cluster import ClusterAccess
 from tests.site import TestSite
 
@@ -200,3 +202,36 @@ def test_new_tabs_go_to_the_named_node_their_sessions_node_or_the_least_loaded(
         emptier = min(counts, key=lambda name: (counts[name], name != "node-a"))
         assert fresh in (first if emptier == "node-a" else second).tab_actors()
 
+
+
+def test_a_killed_node_leaves_the_fleet_its_tabs_close_and_its_claims_end(
+        nats_cluster: ClusterAccess, fleet: tuple[Node, Node], apis: tuple[str, str], site: TestSite,
+        tmp_path: Path) -> None:
+    first, second = fleet
+    doomed = serve(tmp_path, nats_cluster, {"fleet": FLEET, "node_name": "node-k", "caps": ["core", "automation"]})
+    try:
+        until(lambda: sees(first, "node-k"), 10, "node-k joining")
+        with doomed.client("alice") as alice_k:
+            its_tab = open_tab(alice_k, site.url("/clicks"))
+            mine = open_tab(alice_k, site.url("/clicks"), node="node-a")  # alice's, on node-a
+            holding = {"action": "js", "tabId": mine, "code": "await new Promise(r => setTimeout(r, 60000))"}
+            with concurrent.futures.ThreadPoolExecutor(1) as pool:
+                pool.submit(alice_k.post, "/api/parallel", json={"sequences": [[{**CLICK, "tabId": mine}, holding]]})
+                until(lambda: mine in first.member.table.held(), 20, "node-k's parallel claiming node-a's tab")
+                doomed.process.kill()  # SIGKILL: no clean stop, no hand-back
+                doomed.process.wait(timeout=30)
+                started = time.monotonic()
+                until(lambda: its_tab not in first.io.run(first.open_tab_ids(), timeout=30)
+                      and mine not in first.member.table.held(), 15, "node-k's tab and claim leaving")
+                assert time.monotonic() - started < 15
+    finally:
+        if doomed.process.poll() is None:
+            doomed.process.kill()
+    for node in (first, second):
+        refused = batch(node, [CLICK], tabId=its_tab)
+        assert refused["status"] == "failed" and refused["results"][0]["code"] == "tab_closed", refused
+    with client(apis[0], "alice") as alice_a:
+        answer = alice_a.post("/api/batch", json={"tabId": its_tab, "commands": [CLICK]})
+        assert answer.json()["code"] == "tab_closed", answer.text  # refused whole, nothing sent
+    assert batch(first, [CLICK], tabId=mine)["status"] == "ok"  # the claim ended with its node
+    assert site.count(HIT) == 2  # the parallel's click, then this one: none to the dead node's tab
