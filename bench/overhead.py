@@ -41,12 +41,10 @@ Targets: median added cost per step <= 0.5 ms; click ratio Kitsune/raw (medians)
 from __future__ import annotations
 
 import argparse
-import itertools
 import os
 import statistics
 import sys
 import tempfile
-import threading
 import time
 from collections.abc import Awaitable, Callable
 from pathlib import Path
@@ -54,10 +52,9 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # the repo root, for tests.site
 
 from actors.loop import IoLoop
+from bench.shared import StepClock, alternating, commands, kind, load_line, start_node
 from bridge.browser import ChromiumBrowser
-from bridge.node import Node, NodeConfig
 from messages.commands import Command, parse_body
-from messages.events import Event, StepStarted
 from messages.results import Outcome
 from tests.site import TestSite
 
@@ -71,17 +68,8 @@ Round = dict[str, list[float]]
 """Per-step milliseconds of one round, in step order: "step" (and for Kitsune "driver")."""
 
 
-def steps() -> list[tuple[str, str | None]]:
-    """The batch as (action, selector): a click, a read, a click, a read..."""
-    plan: list[tuple[str, str | None]] = []
-    for i in range(STEPS // 2):
-        plan.append(("click", f"#b{i % 10}"))
-        plan.append(("title", None) if i % 2 == 0 else ("pageText", "#local-count"))
-    return plan
-
-
-def kind(action: str) -> str:
-    return "click" if action == "click" else "read"
+PLAN = alternating(STEPS, [("title", None), ("pageText", "#local-count")])
+"""The batch: a click, a read, a click, a read..."""
 
 
 class TimedBrowser(ChromiumBrowser):
@@ -111,38 +99,20 @@ class KitsuneSide:
     def __init__(self, site: TestSite, *, remote: bool = False) -> None:
         self.browser = TimedBrowser()
         self._audit = tempfile.TemporaryDirectory(prefix="kitsune-bench-")
-        config = NodeConfig(nats_url=None, audit_file=Path(self._audit.name) / "audit.jsonl")  # as `kitsune serve`
-        self.node = Node(ChromiumBrowser() if remote else self.browser, config).start()
-        self.tabs_node: Node | None = None
-        if remote:
-            assert self.node.nats is not None
-            self.tabs_node = Node(self.browser, NodeConfig(nats_url=self.node.nats.url,
-                                                           nats_auth=self.node.nats.auth)).start()
+        audit_dir = Path(self._audit.name)
+        self.node = start_node(ChromiumBrowser() if remote else self.browser, audit_dir)
+        self.tabs_node = start_node(self.browser, audit_dir, joining=self.node) if remote else None
         self.tab = (self.tabs_node or self.node).open_tab(site.url("/clicks"))
-        self._lock = threading.Lock()
-        self._started: list[tuple[float, str]] = []
-        self.node.event_listeners.append(self._listen)
-        commands = [{"action": a, **({"selector": s} if s else {})} for a, s in steps()]
-        self._body = {"commands": commands, "tabId": self.tab}
-
-    def _listen(self, event: Event) -> None:
-        if type(event) is StepStarted:
-            now = time.perf_counter()
-            with self._lock:
-                self._started.append((now, event.action))
+        self._clock = StepClock(self.node)
+        self._body = {"commands": commands(PLAN), "tabId": self.tab}
 
     def round(self) -> Round:
-        with self._lock:
-            self._started.clear()
+        self._clock.clear()
         self.browser.timings.clear()
         body = self.node.run(parse_body("batch", self._body)).body
         assert body.get("status") == "ok", body.get("summary")
-        with self._lock:
-            started = sorted(self._started)
-        assert [a for _, a in started] == [a for a, _ in steps()]
         assert len(self.browser.timings) == STEPS
-        return {"step": [(t1 - t0) * 1000 for (t0, _), (t1, _) in itertools.pairwise(started)],
-                "driver": self.browser.timings[:-1]}
+        return {"step": self._clock.durations(PLAN), "driver": self.browser.timings[:-1]}
 
     def stop(self) -> None:
         if self.tabs_node is not None:
@@ -164,7 +134,7 @@ class RawSide:
     async def _round(self) -> Round:
         page = self.page
         durations: list[float] = []
-        for action, selector in steps()[:-1]:  # the steps Kitsune's intervals cover
+        for action, selector in PLAN[:-1]:  # the steps Kitsune's intervals cover
             started = time.perf_counter()
             if action == "click":
                 assert selector is not None
@@ -209,7 +179,7 @@ def main() -> None:
 
 
 def report(rounds: list[dict[str, Round]], load_before: tuple[float, ...], load_after: tuple[float, ...]) -> None:
-    kinds = [kind(action) for action, _ in steps()[:-1]]
+    kinds = [kind(action) for action, _ in PLAN[:-1]]
 
     def of(durations: list[float], k: str | None) -> list[float]:
         return [d for d, dk in zip(durations, kinds, strict=True) if k is None or dk == k]
@@ -228,8 +198,7 @@ def report(rounds: list[dict[str, Round]], load_before: tuple[float, ...], load_
     med = statistics.median
     print(f"per-step overhead: {STEPS}-step batch (clicks alternating with title/pageText), {len(rounds)} "
           f"interleaved rounds per side after {WARMUP} warm-up, {os.cpu_count()} CPUs")
-    print(f"load average before {load_before[0]:.2f} {load_before[1]:.2f} {load_before[2]:.2f}, "
-          f"after {load_after[0]:.2f} {load_after[1]:.2f} {load_after[2]:.2f}")
+    print(load_line(load_before, load_after))
     print("  round | click: kitsune     raw   ratio | read: kitsune     raw | added/step")
     ratios = []
     for i, sides in enumerate(rounds, 1):

@@ -1,0 +1,82 @@
+"""Pieces the node benchmarks share: nodes started as ``kitsune serve`` starts them, a second node
+joining the first one's NATS, a batch of clicks alternating with reads, and each step's duration
+timed from the events of the node that runs the call."""
+
+from __future__ import annotations
+
+import itertools
+import secrets
+import threading
+import time
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from bridge.node import Browser, Node, NodeConfig
+from messages.events import Event, StepStarted
+
+Plan = list[tuple[str, str | None]]
+"""A batch's steps as (action, selector)."""
+
+
+def start_node(browser: Browser, audit_dir: Path, *, joining: Node | None = None) -> Node:
+    """A started node with its audit log in a file of ``audit_dir`` (as ``kitsune serve``): on an
+    embedded nats-server, or joining ``joining``'s, in its fleet (their tabs reach each other over NATS)."""
+    audit_file = audit_dir / f"audit-{secrets.token_hex(4)}.jsonl"
+    if joining is None:
+        return Node(browser, NodeConfig(nats_url=None, audit_file=audit_file)).start()
+    assert joining.nats is not None
+    return Node(browser, NodeConfig(nats_url=joining.nats.url, nats_auth=joining.nats.auth,
+                                    fleet=joining.config.fleet, audit_file=audit_file)).start()
+
+
+def alternating(steps: int, reads: Sequence[tuple[str, str | None]]) -> Plan:
+    """``steps`` steps: a click (``#b0``..``#b9`` in turn), a read (``reads`` in turn), a click..."""
+    plan: Plan = []
+    for i in range(steps // 2):
+        plan.append(("click", f"#b{i % 10}"))
+        plan.append(reads[i % len(reads)])
+    return plan
+
+
+def commands(plan: Plan) -> list[dict[str, Any]]:
+    """The plan as a batch's commands."""
+    return [{"action": action, **({"selector": selector} if selector else {})} for action, selector in plan]
+
+
+def kind(action: str) -> str:
+    return "click" if action == "click" else "read"
+
+
+class StepClock:
+    """When each step of the calls a node runs starts: ``time.perf_counter()`` at each ``StepStarted``,
+    in the node's event listener (one call at a time: ``clear`` before it, ``durations`` after)."""
+
+    def __init__(self, node: Node) -> None:
+        self._lock = threading.Lock()
+        self._started: list[tuple[float, str]] = []
+        node.event_listeners.append(self._listen)
+
+    def _listen(self, event: Event) -> None:
+        if type(event) is StepStarted:
+            now = time.perf_counter()
+            with self._lock:
+                self._started.append((now, event.action))
+
+    def clear(self) -> None:
+        with self._lock:
+            self._started.clear()
+
+    def durations(self, plan: Plan) -> list[float]:
+        """Milliseconds from each step's start to the next one's (the last step has none), in step order;
+        the steps seen must be ``plan``'s."""
+        with self._lock:
+            started = sorted(self._started)
+        assert [action for _, action in started] == [action for action, _ in plan]
+        return [(t1 - t0) * 1000 for (t0, _), (t1, _) in itertools.pairwise(started)]
+
+
+def load_line(before: tuple[float, ...], after: tuple[float, ...]) -> str:
+    """The machine's load averages (1, 5, 15 minutes) before and after the run."""
+    return (f"load average before {before[0]:.2f} {before[1]:.2f} {before[2]:.2f}, "
+            f"after {after[0]:.2f} {after[1]:.2f} {after[2]:.2f}")
