@@ -46,16 +46,15 @@ import statistics
 import sys
 import tempfile
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import Callable
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # the repo root, for tests.site
 
 from actors.loop import IoLoop
-from bench.shared import StepClock, alternating, commands, kind, load_line, start_node
+from bench.shared import StepClock, TimedBrowser, alternating, commands, kind, load_line, start_node
 from bridge.browser import ChromiumBrowser
-from messages.commands import Command, parse_body
-from messages.results import Outcome
+from messages.commands import parse_body
 from tests.site import TestSite
 
 STEPS = 200
@@ -70,23 +69,6 @@ Round = dict[str, list[float]]
 
 PLAN = alternating(STEPS, [("title", None), ("pageText", "#local-count")])
 """The batch: a click, a read, a click, a read..."""
-
-
-class TimedBrowser(ChromiumBrowser):
-    """The driver, timing each action it runs."""
-
-    def __init__(self) -> None:
-        super().__init__()
-        self.timings: list[float] = []
-
-    async def execute(self, command: Command, tab_id: int | None, timeout: float, *,
-                      pause: Callable[[float], Awaitable[None]] | None = None,
-                      agent: str | None = None, call: int | None = None) -> Outcome:
-        started = time.perf_counter()
-        try:
-            return await super().execute(command, tab_id, timeout, pause=pause, agent=agent, call=call)
-        finally:
-            self.timings.append((time.perf_counter() - started) * 1000)
 
 
 class KitsuneSide:

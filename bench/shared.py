@@ -1,6 +1,6 @@
 """Pieces the node benchmarks share: nodes started as ``kitsune serve`` starts them, a second node
-joining the first one's NATS, a batch of clicks alternating with reads, and each step's duration
-timed from the events of the node that runs the call."""
+joining the first one's NATS, a batch of clicks alternating with reads, each step's duration timed
+from the events of the node that runs the call, and the driver's time of each action."""
 
 from __future__ import annotations
 
@@ -8,12 +8,15 @@ import itertools
 import secrets
 import threading
 import time
-from collections.abc import Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from pathlib import Path
 from typing import Any
 
+from bridge.browser import ChromiumBrowser
 from bridge.node import Browser, Node, NodeConfig
+from messages.commands import Command
 from messages.events import Event, StepStarted
+from messages.results import Outcome
 
 Plan = list[tuple[str, str | None]]
 """A batch's steps as (action, selector)."""
@@ -46,6 +49,23 @@ def commands(plan: Plan) -> list[dict[str, Any]]:
 
 def kind(action: str) -> str:
     return "click" if action == "click" else "read"
+
+
+class TimedBrowser(ChromiumBrowser):
+    """The driver, timing each action it runs."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.timings: list[float] = []
+
+    async def execute(self, command: Command, tab_id: int | None, timeout: float, *,
+                      pause: Callable[[float], Awaitable[None]] | None = None,
+                      agent: str | None = None, call: int | None = None) -> Outcome:
+        started = time.perf_counter()
+        try:
+            return await super().execute(command, tab_id, timeout, pause=pause, agent=agent, call=call)
+        finally:
+            self.timings.append((time.perf_counter() - started) * 1000)
 
 
 class StepClock:
