@@ -319,6 +319,10 @@ class Api:
         routes = sorted(path for path, groups in GROUPS.items() if groups & caps)
         return _json({"caps": enabled, "routes": routes})
 
+    async def fleet(self, request: Request) -> Response:
+        """The fleet's nodes alive (name, tabs, max_tabs; ``self`` marks this one): where a newTab may go."""
+        return _json({"node": self.node.config.name, "nodes": self.node.member.nodes()})
+
     async def healthz(self, request: Request) -> Response:
         healthy = self.node.healthy()
         return _json({"ok": all(healthy.values()), **healthy}, 200 if all(healthy.values()) else 503)
@@ -377,6 +381,7 @@ def create_app(node: Node, config: BridgeConfig, mounts: Sequence[BaseRoute] = (
         Route("/api/act", api.act, methods=["POST"]),
         Route("/api/schema", api.schema, methods=["GET"]),
         Route("/api/caps", api.caps, methods=["GET"]),
+        Route("/api/fleet", api.fleet, methods=["GET"]),
         Route("/healthz", api.healthz, methods=["GET"]),
         *mounts,
     ]

@@ -104,13 +104,11 @@ class FleetMember:
             if self.registry is not None:
                 await self._quietly(self.registry.remove_tab(tab))
 
-    async def node_lost(self, node: str) -> None:
-        """Another node left: its tabs are closed for good, and its calls' claims on this node's tabs end."""
-        assert self.registry is not None
-        for tab, entry in list(self.registry.tabs.items()):
-            if entry.node == node:
-                self.owners.closed(tab, KitsuneError("tab_closed", f"Tab {tab} was on node {node}, which left the "
-                                                     "fleet", state={"tabId": tab, "node": node}))
+    async def node_lost(self, node: str, tabs: list[int]) -> None:
+        """Another node left: its ``tabs`` are closed for good, and its calls' claims on this node's tabs end."""
+        for tab in tabs:
+            self.owners.closed(tab, KitsuneError("tab_closed", f"Tab {tab} was on node {node}, which left the fleet",
+                                                 state={"tabId": tab, "node": node}))
         for call in [call for call, caller in self._callers.items() if caller == node]:
             await self._release(call, None)
 
@@ -136,6 +134,12 @@ class FleetMember:
 
     # placement and listing
 
+    def nodes(self) -> list[dict[str, Any]]:
+        """The fleet's nodes alive, by name: their tabs and room (this node alone without NATS)."""
+        beats = self.registry.alive() if self.registry is not None else {self.name: self.heartbeat()}
+        return [{"name": b.node, "tabs": b.tabs, "max_tabs": b.max_tabs, "self": b.node == self.name}
+                for b in sorted(beats.values(), key=lambda b: b.node)]
+
     def place(self, command: NewTab, agent: str | None, call: int | None) -> str:
         """The subject of the node a ``newTab`` of ``call`` opens on (from a call's thread): the node it
         names, its session's node, else the least loaded node with room (this one first among equals)."""
@@ -143,12 +147,15 @@ class FleetMember:
         if registry is None:
             return self._subjects.node(self.name, "open")
         alive = registry.alive()
+        where = registry.session_node(agent, session_name(command.session, call)) if agent is not None else None
         if command.node is not None:
             if command.node not in alive:
                 raise KitsuneError("unknown_node", f"newTab: no node {command.node!r} in the fleet",
                                    state={"param": "node"})
+            if where is not None and where != command.node:  # a browser context lives in one Chromium
+                raise KitsuneError("invalid_parameter", f"newTab: its session lives on node {where!r}, not "
+                                   f"{command.node!r}; name that node or none", state={"param": "node"})
             return self._subjects.node(str(command.node), "open")
-        where = registry.session_node(agent, session_name(command.session, call)) if agent is not None else None
         if where is not None:
             return self._subjects.node(where, "open")
         counts = dict.fromkeys(alive, 0)

@@ -108,7 +108,7 @@ class FleetRegistry:
     """This node's view of the fleet and its writes to it (on the node's loop)."""
 
     def __init__(self, client: Client, fleet: str, node: str, *, heartbeat: Callable[[], NodeEntry],
-                 on_lost: Callable[[str], Awaitable[None]]) -> None:
+                 on_lost: Callable[[str, list[int]], Awaitable[None]]) -> None:
         self._client = client
         self._fleet = fleet
         self.node = node
@@ -126,6 +126,9 @@ class FleetRegistry:
         """The nodes alive, by name."""
         self._seen: dict[str, float] = {}
         """When each node's heartbeat last came back (``time.monotonic()``)."""
+        self._gone: dict[int, tuple[str, float]] = {}
+        """Other nodes' tabs deleted lately: their node, and when (a survivor faster than this node may
+        have deleted a lost node's tabs before this node judged it lost)."""
         self._tasks: list[asyncio.Task[None]] = []
         self._watchers: list[Any] = []
 
@@ -250,7 +253,10 @@ class FleetRegistry:
         if tokens[1] == "tab":
             tab = int(tokens[2])
             if deleted:
-                if (mine := self.tabs.get(tab)) is None or mine.node != self.node:
+                if (theirs := self.tabs.get(tab)) is not None and theirs.node != self.node:
+                    now = time.monotonic()
+                    self._gone = {t: g for t, g in self._gone.items() if now - g[1] < 2 * NODE_LOST_AFTER}
+                    self._gone[tab] = (theirs.node, now)
                     self.tabs.pop(tab, None)
             else:
                 self.tabs[tab] = TabEntry.from_json(entry.value or b"")
@@ -273,7 +279,10 @@ class FleetRegistry:
     async def _follow(self, watcher: Any, apply: Callable[[KeyValue.Entry], None]) -> None:
         async for entry in watcher:
             if entry is not None:
-                apply(entry)
+                try:
+                    apply(entry)
+                except Exception as e:  # one bad entry must not stop the mirror
+                    log.error("fleet registry entry %s not understood (%s)", entry.key, type(e).__name__)
 
     async def _beat(self) -> None:
         assert self._nodes_kv is not None
@@ -295,7 +304,11 @@ class FleetRegistry:
                 continue
             for node, seen in list(self._seen.items()):
                 if node != self.node and node in self.nodes and own - seen > NODE_LOST_AFTER:
-                    await self._lost(node)
+                    try:
+                        await self._lost(node)
+                    except Exception as e:  # told again at the next look? no: it is forgotten; say so
+                        log.error("node %s left, but its work here was not all ended (%s)", node,
+                                  type(e).__name__)
 
     async def _lost(self, node: str) -> None:
         """Forget a node that left: its tabs and sessions leave the mirror, then the bucket."""
@@ -306,7 +319,7 @@ class FleetRegistry:
         tabs = [tab for tab, entry in self.tabs.items() if entry.node == node]
         sessions = [key for key, where in self.sessions.items() if where == node]
         try:
-            await self._on_lost(node)
+            await self._on_lost(node, sorted({*tabs, *(tab for tab, (n, _) in self._gone.items() if n == node)}))
         finally:
             for tab in tabs:
                 self.tabs.pop(tab, None)

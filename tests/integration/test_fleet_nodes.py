@@ -189,10 +189,14 @@ def test_new_tabs_go_to_the_named_node_their_sessions_node_or_the_least_loaded(
         apis: tuple[str, str], fleet: tuple[Node, Node], site: TestSite) -> None:
     first, second = fleet
     with client(apis[0], "alice") as alice_a, client(apis[1], "bob") as bob_b:
+        listed = alice_a.get("/api/fleet").json()
+        assert listed["node"] == "node-a" and {"node-a", "node-b"} <= {n["name"] for n in listed["nodes"]}
         named = open_tab(alice_a, site.url("/clicks"), node="node-b")
         assert named in second.tab_actors()
         unknown = alice_a.post("/api/tabs", json={"op": "open", "url": site.url("/clicks"), "node": "node-z"})
         assert unknown.json()["code"] == "unknown_node", unknown.text
+        elsewhere = alice_a.post("/api/tabs", json={"op": "open", "url": site.url("/clicks"), "node": "node-a"})
+        assert elsewhere.json()["code"] == "invalid_parameter", elsewhere.text  # her default session is on node-b
         shop = open_tab(bob_b, site.url("/clicks"), session="shop", node="node-a")
         assert shop in first.tab_actors()
         for _ in range(2):  # from either node, the session's tabs stay with its browser context
@@ -212,17 +216,18 @@ def test_a_killed_node_leaves_the_fleet_its_tabs_close_and_its_claims_end(
     try:
         until(lambda: sees(first, "node-k"), 10, "node-k joining")
         with doomed.client("alice") as alice_k:
-            its_tab = open_tab(alice_k, site.url("/clicks"))
-            mine = open_tab(alice_k, site.url("/clicks"), node="node-a")  # alice's, on node-a
+            its_tab = open_tab(alice_k, site.url("/clicks"), session="on-k", node="node-k")
+            mine = open_tab(alice_k, site.url("/clicks"), session="on-a", node="node-a")  # alice's, on node-a
             holding = {"action": "js", "tabId": mine, "code": "await new Promise(r => setTimeout(r, 60000))"}
             with concurrent.futures.ThreadPoolExecutor(1) as pool:
                 pool.submit(alice_k.post, "/api/parallel", json={"sequences": [[{**CLICK, "tabId": mine}, holding]]})
                 until(lambda: mine in first.member.table.held(), 20, "node-k's parallel claiming node-a's tab")
+                assert site.wait_for_count(HIT, 1) == 1  # its click went; its script holds the claim
                 doomed.process.kill()  # SIGKILL: no clean stop, no hand-back
                 doomed.process.wait(timeout=30)
                 started = time.monotonic()
-                until(lambda: its_tab not in first.io.run(first.open_tab_ids(), timeout=30)
-                      and mine not in first.member.table.held(), 15, "node-k's tab and claim leaving")
+                until(lambda: its_tab not in first.io.run(first.open_tab_ids(), timeout=30), 15, "node-k's tab leaving")
+                until(lambda: mine not in first.member.table.held(), 15, "node-k's claim ending")
                 assert time.monotonic() - started < 15
     finally:
         if doomed.process.poll() is None:
@@ -234,4 +239,4 @@ def test_a_killed_node_leaves_the_fleet_its_tabs_close_and_its_claims_end(
         answer = alice_a.post("/api/batch", json={"tabId": its_tab, "commands": [CLICK]})
         assert answer.json()["code"] == "tab_closed", answer.text  # refused whole, nothing sent
     assert batch(first, [CLICK], tabId=mine)["status"] == "ok"  # the claim ended with its node
-    assert site.count(HIT) == 2  # the parallel's click, then this one: none to the dead node's tab
+    assert site.wait_for_count(HIT, 2) == 2  # the parallel's click, then this one: none to the dead node's tab
