@@ -114,8 +114,6 @@ class Api:
     def __init__(self, node: Node, config: BridgeConfig) -> None:
         self.node = node
         self.config = config
-        self.current: dict[str, int] = {}
-        """Each agent's current tab: the default tab of its calls."""
 
     # bodies
 
@@ -147,7 +145,7 @@ class Api:
     async def checked(self, spec: CallSpec, agent: str) -> CallSpec:
         """The call with its default tab filled in, after every tab it names was found open (a call
         that names no tab, of an agent with no current tab, has nothing to look up)."""
-        default = spec.default_tab if spec.default_tab is not None else self.current.get(agent)
+        default = spec.default_tab if spec.default_tab is not None else self.node.member.current(agent)
         named = [tab for i, command in enumerate(spec.commands) for tab in _literal_tabs(command, ROOT.child(i))]
         if default is None and not named:
             return spec
@@ -213,9 +211,9 @@ class Api:
             owner = tab.pop("owner", None)
             session = tab.pop("session", None)  # named to its own agent only
             tabs.append({**tab, "owner": "you" if owner == agent else ("user" if owner is None else "agent"),
-                         "current": self.current.get(agent) == tab["tabId"],
+                         "current": self.node.member.current(agent) == tab["tabId"],
                          "session": session["name"] if session is not None and session["agent"] == agent else None})
-        return _json({"tabs": tabs, "current": self.current.get(agent),
+        return _json({"tabs": tabs, "current": self.node.member.current(agent),
                       "closed_sessions": self.node.sessions.listing(agent)["tombstones"]})
 
     async def change_tabs(self, request: Request) -> Response:
@@ -233,7 +231,7 @@ class Api:
                                                             if k in body}}, "")
             outcome, call = await self.node.act(agent, command, None, token)
             if isinstance(outcome, Done):
-                self.current[agent] = outcome.value["tabId"]
+                await self.node.member.set_current(agent, outcome.value["tabId"])
             return _json(_outcome_body(outcome, call))
         tab = body.get("tabId")
         if isinstance(tab, bool) or not isinstance(tab, int):
@@ -241,11 +239,11 @@ class Api:
         await self._open_tab(tab, "")
         if op == "close":
             outcome, call = await self.node.act(agent, CloseTab(tab_id=tab), tab, token)
-            if isinstance(outcome, Done) and self.current.get(agent) == tab:
-                del self.current[agent]
+            if isinstance(outcome, Done) and self.node.member.current(agent) == tab:
+                await self.node.member.set_current(agent, None)
             return _json(_outcome_body(outcome, call))
         if op == "select":
-            self.current[agent] = tab
+            await self.node.member.set_current(agent, tab)
             return _json({"ok": True, "tabId": tab})
         call = await asyncio.to_thread(self.node.auditor(agent).takeover, tab)  # audited first, as every action
         previous = await self.node.take_over(tab, agent)
@@ -297,7 +295,7 @@ class Api:
         if isinstance(command, BLOCKS):
             raise invalid_call("invalid_call", "command", "a direct call runs one action, not a block")
         parse_call("batch", [body["command"]])  # a reference has nothing to name here: refused as in a batch
-        tab = command.tab_id if isinstance(command.tab_id, int) else self.current.get(agent)
+        tab = command.tab_id if isinstance(command.tab_id, int) else self.node.member.current(agent)
         if command.acts_on_tab:
             if tab is None:
                 raise invalid_call("missing_parameter", "command", "no tabId and no current tab", param="tabId")
@@ -305,7 +303,7 @@ class Api:
         token = _confirm_token(body)
         outcome, call = await self.node.act(agent, command, tab if command.acts_on_tab else None, token)
         if isinstance(outcome, Done) and isinstance(command, NewTab):
-            self.current[agent] = outcome.value["tabId"]
+            await self.node.member.set_current(agent, outcome.value["tabId"])
         return _json(_outcome_body(outcome, call))
 
     # the rest

@@ -25,7 +25,7 @@ import orjson
 from actors.bus import Bus, BusError
 from actors.loop import IoLoop
 from bridge.browser.sessions import ONE_SHOT, SessionChange
-from bridge.fleet.registry import FleetRegistry, NodeEntry, TabEntry
+from bridge.fleet.registry import FleetRegistry, NodeEntry, TabEntry, agent_key
 from bridge.policy import CLOSED, USER, Policy, TabOwners
 from core.claims import Claim, ClaimTable
 from messages.codec import decode_outcome, encode
@@ -81,6 +81,8 @@ class FleetMember:
         self._callers: dict[int, str] = {}
         """The node of each call holding a claim on a tab of this node (released if that node is lost)."""
         self._deciding = asyncio.Lock()
+        self._currents: dict[str, int] = {}
+        """Each agent's current tab, on a node without NATS."""
         self._writing: set[asyncio.Task[None]] = set()
         """Registry writes of session changes under way (a task needs a reference until it ends)."""
 
@@ -131,6 +133,24 @@ class FleetMember:
         assert self.registry is not None
         await self.registry.put_session(agent, name)
         await self.registry.remove_session(agent, previous)
+
+    # each agent's current tab
+
+    def current(self, agent: str) -> int | None:
+        """``agent``'s current tab, as any node of the fleet last set it."""
+        if self.registry is None:
+            return self._currents.get(agent)
+        return self.registry.currents.get(agent_key(agent))
+
+    async def set_current(self, agent: str, tab: int | None) -> None:
+        """Make ``tab`` ``agent``'s current tab fleet-wide (None: none)."""
+        if self.registry is None:
+            if tab is None:
+                self._currents.pop(agent, None)
+            else:
+                self._currents[agent] = tab
+            return
+        await self._quietly(self.registry.put_current(agent, tab))  # this node knows it at once; the others soon
 
     # placement and listing
 

@@ -122,6 +122,8 @@ class FleetRegistry:
         """Each key's last revision, as the watch last told (or this node last wrote)."""
         self.sessions: dict[tuple[str, str], str] = {}
         """(agent key, session name) -> the node its context lives on."""
+        self.currents: dict[str, int] = {}
+        """Agent key -> the agent's current tab (the tab its calls run on when they name none)."""
         self.nodes: dict[str, NodeEntry] = {}
         """The nodes alive, by name."""
         self._seen: dict[str, float] = {}
@@ -208,6 +210,16 @@ class FleetRegistry:
         self.sessions.pop((agent_key(agent), name), None)
         await self._delete(self._session_key(agent, name))
 
+    async def put_current(self, agent: str, tab: int | None) -> None:
+        """Make ``tab`` ``agent``'s current tab on every node (None: it has none)."""
+        key = agent_key(agent)
+        if tab is None:
+            self.currents.pop(key, None)
+            await self._delete(f"{self._fleet}.current.{key}")
+        else:
+            self.currents[key] = tab
+            await self._put(f"{self._fleet}.current.{key}", orjson.dumps({"tab": tab}))
+
     def session_node(self, agent: str, name: str) -> str | None:
         """The live node an agent's session lives on, if it lives."""
         node = self.sessions.get((agent_key(agent), name))
@@ -226,6 +238,8 @@ class FleetRegistry:
         if tokens[1] == "tab":
             entry = self.tabs.get(int(tokens[2]))
             return entry is not None and entry.node == self.node
+        if tokens[1] == "current":
+            return False  # the agent's, whichever node set it
         return self.sessions.get((tokens[2], ".".join(tokens[3:]).replace("=", ":"))) == self.node
 
     async def _put(self, key: str, value: bytes) -> None:
@@ -260,6 +274,11 @@ class FleetRegistry:
                     self.tabs.pop(tab, None)
             else:
                 self.tabs[tab] = TabEntry.from_json(entry.value or b"")
+        elif tokens[1] == "current":
+            if deleted:
+                self.currents.pop(tokens[2], None)
+            else:
+                self.currents[tokens[2]] = int(orjson.loads(entry.value or b"{}")["tab"])
         elif tokens[1] == "session":
             key = (tokens[2], ".".join(tokens[3:]).replace("=", ":"))
             if deleted:

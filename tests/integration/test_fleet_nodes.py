@@ -107,6 +107,18 @@ def test_a_call_on_one_node_runs_on_the_tab_another_node_just_opened(
     assert site.wait_for_count(HIT, 6) == 6
 
 
+def test_an_agents_current_tab_is_the_same_on_every_node(
+        apis: tuple[str, str], fleet: tuple[Node, Node], site: TestSite) -> None:
+    with client(apis[0], "bob") as bob_a, client(apis[1], "bob") as bob_b:
+        tab = open_tab(bob_a, site.url("/clicks?mark=current"))  # opening makes it bob's current tab
+        until(lambda: fleet[1].member.current("bob") == tab, 5, "node-b learning it")  # a KV watch away
+        assert bob_b.get("/api/tabs").json()["current"] == tab
+        answer = bob_b.post("/api/batch", json={"commands": [{"action": "url"}]}).json()
+        assert answer["status"] == "ok" and "mark=current" in answer["results"][0]["url"], answer
+        assert bob_b.post("/api/tabs", json={"op": "close", "tabId": tab}).json()["status"] == "ok"
+        until(lambda: fleet[0].member.current("bob") is None, 5, "node-a learning it closed")
+
+
 def test_ownership_and_takeover_hold_through_every_node(apis: tuple[str, str], site: TestSite) -> None:
     with client(apis[0], "alice") as alice_a, client(apis[1], "alice") as alice_b, \
             client(apis[0], "bob") as bob_a:
