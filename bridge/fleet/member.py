@@ -277,6 +277,8 @@ class FleetMember:
 
     async def _claim(self, call: int, owner: str, tab: int, node: str) -> Failure | None:
         async with self._deciding:
+            if self.table.held().get(tab) == Claim(call, owner):
+                return None  # held already: nothing to record again
             conflict = self.table.claim(call, owner, tab)
             if conflict is not None:
                 return conflict
@@ -349,6 +351,11 @@ class FleetClaims:
         self._lock = threading.Lock()
 
     def claim(self, call: int, owner: str, tab: int) -> Failure | None:
+        """Claim ``tab`` through its node, once per call and sequence: each write step of the sequence
+        claims again, and a claim this call holds is answered here, with no round trip."""
+        with self._lock:
+            if any(t == tab and seq == owner for t, seq, _ in self._claimed.get(call, ())):
+                return None
         member = self._member
         node = member.name if tab in member._browser.tab_ids() or member.registry is None else None
         if node is None:
