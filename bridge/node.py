@@ -37,6 +37,7 @@ from bridge.browser.sessions import ONE_SHOT, SessionChange, Sessions
 from bridge.config import SessionTimes
 from bridge.fleet.member import FleetMember
 from bridge.fleet.registry import FleetRegistry
+from bridge.fleet.resume import ResumeRoutes
 from bridge.metrics import NodeMetrics
 from bridge.nats_server import EmbeddedNats
 from bridge.node_tabs import TabActors
@@ -150,6 +151,8 @@ class Node:
         self.tabs = TabActors(browser, self.io, self.subjects, on_change=self.member.tabs_changed,
                               admission=self.member.admission)
         """The actors of this node's tabs."""
+        self.resumes = ResumeRoutes(self.io, self.subjects, self._run_here)
+        """Resumes of checkpoints wherever in the fleet they are held (``bridge.fleet.resume``)."""
         self._subscriptions: list[Subscription] = []
         self._sink: EventSink | None = None
         self._audit_trail: AuditTrail | None = None
@@ -187,7 +190,7 @@ class Node:
             checkpoints = CheckpointActor.start(CheckpointStore(
                 SystemClock(), capacity_of=self.checkpoint_capacity_of,
                 total_capacity=self.config.max_checkpoints_total, ttl=self.config.checkpoint_ttl,
-                on_drop=self._checkpoint_dropped))
+                on_drop=self._checkpoint_dropped, on_keep=self.resumes.kept))
             self.checkpoints = CheckpointsPort(checkpoints)
             barriers = BarrierActor.start()
             self.audit = AuditActor.start(self.config.audit_file, self.metrics.audit_recorded)
@@ -197,7 +200,7 @@ class Node:
             assert self._sink is not None
             self._driver = BusDriver(self.io, self.bus, self.subjects, local=self.tabs.ask, place=self.member.place)
             self._sequences = ActorSequences(barriers)
-            self.calls = Calls(self.ports_for, self.checkpoints, audit=self.auditor(None),
+            self.calls = Calls(self.ports_for, self.resumes.reachable(self.checkpoints), audit=self.auditor(None),
                                sink=self._sink, config=EngineConfig(step_timeout=self.config.step_timeout),
                                workflow_sha256=self.workflow_sha256,
                                on_resume=self.metrics.resumed, on_end=self.sessions.call_ended)
@@ -213,6 +216,7 @@ class Node:
     def _checkpoint_dropped(self, call: int, reason: DropReason) -> None:
         self.metrics.checkpoint_dropped(reason)
         self.sessions.checkpoint_dropped(call, reason)
+        self.resumes.dropped(call)
 
     def auditor(self, agent: str | None) -> Auditor:
         """The audit of ``agent``'s calls and steps."""
@@ -263,7 +267,7 @@ class Node:
                     await self.member.registry.watch()
             nats_bus.on_reconnect = streams_again
             reserve = kv_reserve(nats_bus.client, self.config.fleet)
-        self.member.bus = self.tabs.bus = self.bus
+        self.member.bus = self.tabs.bus = self.resumes.bus = self.bus
         self._sink = EventSink(self.io, self.events)
         self._sink.listeners = self.event_listeners
         await self._sink.start()
@@ -320,6 +324,7 @@ class Node:
         """Stop each part in turn; a part that fails to stop is logged, and the others still stop."""
         stops: list[Callable[[], Awaitable[Any]]] = [
             *([self.member.registry.stop] if self.member.registry is not None else []),  # hands its tabs back
+            self.resumes.stop,  # its checkpoints are no longer reached from other nodes
             *(sub.unsubscribe for sub in [*self._subscriptions, *self.tabs.subscriptions()]),
             *(part.stop for part in (self._sink, self._audit_trail) if part is not None),
             self.browser.stop, self.bus.close]
@@ -339,8 +344,8 @@ class Node:
         return self._on_call_actor(RunCall(spec, workflow, agent))
 
     def resume(self, call: Any, resume_token: Any, observed: Any = None, agent: str | None = None) -> CallResponse:
-        """Resume a checkpointed call on a call actor (from a thread)."""
-        return self._on_call_actor(ResumeCall(call, resume_token, observed, agent))
+        """Resume a checkpointed call where its checkpoint is held (from a thread)."""
+        return self.io.run(self.run_async(ResumeCall(call, resume_token, observed, agent)))
 
     def _on_call_actor(self, message: RunCall | ResumeCall) -> CallResponse:
         assert self.calls is not None
@@ -353,7 +358,12 @@ class Node:
         return response
 
     async def run_async(self, message: RunCall | ResumeCall) -> CallResponse:
-        """Run a call or resume from the loop, without blocking it."""
+        """Run a call or resume from the loop, without blocking it; a resume runs where its checkpoint is."""
+        if isinstance(message, ResumeCall):
+            return await self.resumes.resume(message)
+        return await self._run_here(message)
+
+    async def _run_here(self, message: RunCall | ResumeCall) -> CallResponse:
         assert self.calls is not None
         actor = CallActor.start(self.calls)
         try:

@@ -27,7 +27,7 @@ from messages.steplog import StepRecord
 from messages.tokens import new_token, token_hash, token_matches
 
 __all__ = ["Checkpoint", "CheckpointStore", "Checkpoints", "DropReason", "ExpiringStore",
-           "Kept", "WorkflowSource"]
+           "Kept", "WorkflowSource", "checkpoint_not_found"]
 
 DropReason = Literal["expired", "pushed_out", "resumed_ok", "internal_error", "shutdown"]
 
@@ -81,12 +81,16 @@ class ExpiringStore(Generic[Owner, K, V]):
     """
 
     def __init__(self, clock: Callable[[], float], *, capacity_of: Callable[[Owner], int], total_capacity: int,
-                 ttl: float, on_drop: Callable[[K, DropReason], None] = lambda key, reason: None) -> None:
+                 ttl: float, on_drop: Callable[[K, DropReason], None] = lambda key, reason: None,
+                 on_keep: Callable[[K], None] = lambda key: None) -> None:
         self._clock = clock
         self._capacity_of = capacity_of
         self._total_capacity = total_capacity
         self._ttl = ttl
         self._on_drop = on_drop
+        self._on_keep = on_keep
+        """Told of each key kept, before any checkpoint its keep pushes out is dropped (so a listener told
+        of both, in order, knows what the store holds)."""
         self._shelves: dict[Owner, _Shelf[K, V]] = {}
         self._owners: dict[K, Owner] = {}
         """The owner of every checkpoint held or being resumed."""
@@ -106,6 +110,7 @@ class ExpiringStore(Generic[Owner, K, V]):
         shelf = self._shelves.setdefault(owner, _Shelf())
         shelf.held[key] = stored
         self._owners[key] = owner
+        self._on_keep(key)
         while shelf.held and len(shelf) > self._capacity_of(owner):  # resumed ones count
             self._push_out(owner)
         while len(self._owners) > self._total_capacity and (most := self._holding_most()) is not None:
@@ -251,6 +256,12 @@ class Checkpoints(Protocol):
     def drop(self, call: int, reason: DropReason) -> None: ...
 
 
+def checkpoint_not_found(call: int) -> KitsuneError:
+    """The answer to a resume of ``call`` when no checkpoint of the caller's is held for it."""
+    return KitsuneError("checkpoint_not_found", f"No checkpoint for call {call}: it finished ok, expired, was "
+                        "pushed out, is being resumed, or the bridge restarted")
+
+
 class CheckpointStore:
     """The bridge's container-call checkpoints, by agent and call: an :class:`ExpiringStore` that answers
     error codes. ``capacity_of`` tells how many an agent may hold (it is asked at each keep).
@@ -261,9 +272,11 @@ class CheckpointStore:
     def __init__(self, clock: Clock, *,
                  capacity_of: Callable[[str | None], int] = lambda agent: CHECKPOINT_CAPACITY,
                  total_capacity: int = CHECKPOINT_TOTAL_CAPACITY, ttl: float = CHECKPOINT_TTL,
-                 on_drop: Callable[[int, DropReason], None] = lambda call, reason: None) -> None:
+                 on_drop: Callable[[int, DropReason], None] = lambda call, reason: None,
+                 on_keep: Callable[[int], None] = lambda call: None) -> None:
         self._store: ExpiringStore[str | None, int, Checkpoint] = ExpiringStore(
-            clock.now, capacity_of=capacity_of, total_capacity=total_capacity, ttl=ttl, on_drop=on_drop)
+            clock.now, capacity_of=capacity_of, total_capacity=total_capacity, ttl=ttl, on_drop=on_drop,
+            on_keep=on_keep)
 
     @property
     def ttl(self) -> float:
@@ -284,8 +297,7 @@ class CheckpointStore:
         if taken is not None:
             return taken
         if self._store.find(agent, call) is None:
-            raise KitsuneError("checkpoint_not_found", f"No checkpoint for call {call}: it finished ok, "
-                               "expired, was pushed out, is being resumed, or the bridge restarted")
+            raise checkpoint_not_found(call)
         raise KitsuneError("resume_token_invalid", f"The resume token does not match call {call}'s latest")
 
     def put_back(self, call: int) -> None:

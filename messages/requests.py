@@ -32,6 +32,10 @@ class Subjects:
         (its own tabs), ``claims`` (claims and takeovers of its tabs)."""
         return f"{self.fleet}.node.{name}.{op}"
 
+    def checkpoint(self, call: int) -> str:
+        """Where the node holding call ``call``'s checkpoint takes resumes of it, while it holds it."""
+        return f"{self.fleet}.ckpt.{call}"
+
 
 @dataclass(frozen=True, slots=True)
 class TabRequest:

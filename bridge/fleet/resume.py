@@ -1,0 +1,208 @@
+"""Resume from anywhere (issue 14, point 4): a resume reaching any node of the fleet reaches its checkpoint.
+
+A checkpoint never leaves the node that holds it: it holds the call's commands with their typed
+values, which live in that node's memory only (spec: Checkpoints). So resumes are routed to it,
+and checkpoints are not replicated. While a node holds a call's checkpoint (from when its store
+keeps it until it drops it, a resume in progress included), the node takes resumes of that call on
+``<fleet>.ckpt.<call>``. A node asked to resume a call it does not hold forwards the request there
+(call, token, observed and the agent that asked) and answers what the holder answers: the same
+body and HTTP status, the same errors. With nobody on that subject (``no_responders``) it answers
+``checkpoint_not_found`` at once: the call finished ok, its checkpoint expired or was pushed out,
+or the node that held it stopped or died, losing it (it was never replicated, by design).
+
+The holder applies its own rules: the token's hash, the checkpoint's agent, rotation, its policy.
+It trusts the agent named in the request: the nodes of one fleet trust each other, over NATS
+connections their credentials authenticate (a NATS user of the fleet may resume as any agent).
+
+A forwarded resume answers its final result only: a streamed one (NDJSON) gets no progress lines
+from the holder, only its last line (``{"result", "httpStatus"}``), as a refusal does.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import threading
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+from typing import Any
+
+import orjson
+
+from actors.bus import Bus, BusError, Subscription
+from actors.call_actor import ResumeCall
+from actors.loop import IoLoop
+from core.calls import CallResponse
+from core.checkpoints import Checkpoint, Checkpoints, DropReason, checkpoint_not_found
+from messages.contract import RESUME_DEADLINE, SETTLE
+from messages.errors import KitsuneError
+from messages.requests import Subjects
+
+__all__ = ["FORWARD_TIMEOUT", "ForwardedResume", "ResumeRoutes"]
+
+log = logging.getLogger(__name__)
+
+FORWARD_TIMEOUT = RESUME_DEADLINE + SETTLE + 30.0
+"""Seconds a forwarded resume waits for the holder's answer: the resume's deadline, its settle time,
+and room for the answer to come back."""
+
+SUBSCRIBE_TIMEOUT = 10.0
+"""Seconds a call's answer waits, at most, for its checkpoint's subject to be subscribed."""
+
+
+@dataclass(frozen=True, slots=True)
+class ForwardedResume:
+    """A resume sent to the node that holds the call's checkpoint; the reply is ``{"body", "status"}``
+    (the holder's response) or ``{"error"}`` (the error it raised)."""
+
+    call: int
+    """The call whose checkpoint is resumed."""
+    resume_token: str
+    """The token as the caller gave it (the holder compares its hash)."""
+    observed: Any
+    """What the caller observed of steps, as it gave it (the holder checks it)."""
+    agent: str | None
+    """The agent who asked, as the forwarding node authenticated it."""
+
+    def to_json(self) -> dict[str, Any]:
+        return {"call": self.call, "resume_token": self.resume_token, "observed": self.observed, "agent": self.agent}
+
+    @classmethod
+    def from_json(cls, data: dict[str, Any]) -> ForwardedResume:
+        agent = data.get("agent")
+        return cls(int(data["call"]), str(data["resume_token"]), data.get("observed"),
+                   str(agent) if agent is not None else None)
+
+
+class ResumeRoutes:
+    """Resumes of this node's checkpoints from the whole fleet, and of other nodes' checkpoints from here.
+
+    ``run_here`` resumes on this node. The store tells :meth:`kept` and :meth:`dropped` (on the checkpoint
+    actor's thread); the call service keeps checkpoints through :meth:`reachable`, so that a call's
+    answer, which carries its token, goes out once the fleet can reach its checkpoint.
+    """
+
+    def __init__(self, io: IoLoop, subjects: Subjects, run_here: Callable[[ResumeCall], Awaitable[CallResponse]]
+                 ) -> None:
+        self.bus: Bus | None = None
+        """The node's bus, once connected."""
+        self._io = io
+        self._subjects = subjects
+        self._run_here = run_here
+        self._held: set[int] = set()
+        """Calls whose checkpoint the store holds (being resumed included), as it told."""
+        self._lock = threading.Lock()
+        self._subscriptions: dict[int, Subscription] = {}
+        """The subject of each call held, once subscribed (on the loop)."""
+        self._syncing = asyncio.Lock()
+        self._stopped = False
+
+    # the store's hooks (the checkpoint actor's thread)
+
+    def kept(self, call: int) -> None:
+        with self._lock:
+            self._held.add(call)
+
+    def dropped(self, call: int) -> None:
+        with self._lock:
+            self._held.discard(call)
+        if not self._stopped:
+            asyncio.run_coroutine_threadsafe(self._sync(call), self._io.loop)
+
+    def holds(self, call: int) -> bool:
+        """Whether this node holds ``call``'s checkpoint."""
+        with self._lock:
+            return call in self._held
+
+    def reachable(self, store: Checkpoints) -> Checkpoints:
+        """``store``, whose keep returns once the checkpoint kept can be resumed through every node."""
+        return _Reachable(store, self)
+
+    def reach(self, call: int) -> None:
+        """Subscribe ``call``'s subject if its checkpoint is held (from a thread that is not the loop's)."""
+        try:
+            self._io.run(self._sync(call), timeout=SUBSCRIBE_TIMEOUT)
+        except TimeoutError:
+            log.warning("a checkpoint can be resumed through this node only: its subject was not subscribed in time")
+
+    # resumes
+
+    async def resume(self, message: ResumeCall) -> CallResponse:
+        """Resume here when this node holds the checkpoint (or the request is malformed: refused here),
+        else at the node that holds it; its errors are raised as that node raised them."""
+        call, token = message.call, message.resume_token
+        if self.bus is None or isinstance(call, bool) or not isinstance(call, int) or not isinstance(token, str) \
+                or self.holds(call):
+            return await self._run_here(message)
+        request = ForwardedResume(call, token, message.observed, message.agent)
+        try:
+            reply = await self.bus.request(self._subjects.checkpoint(call), orjson.dumps(request.to_json()),
+                                           FORWARD_TIMEOUT)
+        except BusError as e:
+            if e.code == "no_responders":  # no node holds it
+                raise checkpoint_not_found(call) from e
+            raise
+        answer = orjson.loads(reply)
+        if "error" in answer:
+            raise KitsuneError.from_json(answer["error"])
+        return CallResponse(answer["body"], answer["status"])
+
+    async def _serve(self, data: bytes) -> bytes:
+        """A resume another node forwarded: run here, under this node's rules."""
+        try:
+            request = ForwardedResume.from_json(orjson.loads(data))
+            response = await self._run_here(ResumeCall(request.call, request.resume_token, request.observed,
+                                                       request.agent))
+        except KitsuneError as e:
+            return orjson.dumps({"error": e.to_json()})
+        except Exception as e:  # the forwarding node answers it as this one's HTTP API would: a 500
+            log.error("a forwarded resume failed: %s", type(e).__name__)
+            return orjson.dumps({"error": KitsuneError("internal_error", "The resume failed on the node "
+                                                       "holding its checkpoint").to_json()})
+        return orjson.dumps({"body": response.body, "status": response.http_status})
+
+    async def _sync(self, call: int) -> None:
+        """Subscribe ``call``'s subject while its checkpoint is held here, and only then (on the loop)."""
+        async with self._syncing:
+            subscription = self._subscriptions.get(call)
+            held = self.holds(call) and not self._stopped
+            if held and subscription is None and self.bus is not None:
+                try:
+                    self._subscriptions[call] = await self.bus.subscribe(self._subjects.checkpoint(call),
+                                                                         self._serve, concurrent=True)
+                except BusError as e:
+                    log.warning("a checkpoint can be resumed through this node only (%s)", e.code)
+            elif not held and subscription is not None:
+                del self._subscriptions[call]
+                await subscription.unsubscribe()
+
+    async def stop(self) -> None:
+        """Stop taking resumes (the node stops: its checkpoints go with it)."""
+        self._stopped = True
+        async with self._syncing:
+            subscriptions = list(self._subscriptions.values())
+            self._subscriptions.clear()
+        for subscription in subscriptions:
+            await subscription.unsubscribe()
+
+
+class _Reachable:
+    """A checkpoint store whose keep returns once the fleet can reach the checkpoint kept."""
+
+    def __init__(self, store: Checkpoints, routes: ResumeRoutes) -> None:
+        self._store = store
+        self._routes = routes
+
+    def keep(self, checkpoint: Checkpoint) -> str:
+        token = self._store.keep(checkpoint)
+        self._routes.reach(checkpoint.call)
+        return token
+
+    def take(self, call: int, token: str, agent: str | None) -> Checkpoint:
+        return self._store.take(call, token, agent)
+
+    def put_back(self, call: int) -> None:
+        self._store.put_back(call)
+
+    def drop(self, call: int, reason: DropReason) -> None:
+        self._store.drop(call, reason)

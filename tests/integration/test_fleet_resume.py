@@ -1,0 +1,160 @@
+"""Resume from anywhere (issue 14, point 4): two nodes on a real 3-server NATS cluster.
+
+A call stopped on node-r1 keeps its checkpoint there; resumed through node-r2's HTTP API, the
+request goes to node-r1 over ``kitsune.ckpt.<call>`` and the answer comes back as node-r1 gives
+it: the write that ran ok is not sent again (counted by the test site, server side), the token
+rotates, an old token is refused 403 through every node, and a call no node holds (unknown, another
+agent's, or held by a node that died) answers ``checkpoint_not_found``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import httpx
+import orjson
+import pytest
+
+from bridge.config import load_config
+from bridge.node import Node
+from kitsune.fleet import FLEET
+from tests.integration.serving import TOKENS, app_over, serve
+from tests.integration.test_fleet_nodes import start_node, until
+from tests.nats_cluster import ClusterAccess
+from tests.site import TestSite
+
+HIT = "POST /clicks/hit"
+LATE = "#late"
+ADD_LATE = "document.body.append(Object.assign(document.createElement('p'), {id: 'late', textContent: 'late'}))"
+
+
+def _sees(node: Node, *names: str) -> bool:
+    assert node.member.registry is not None
+    return set(names) <= set(node.member.registry.alive())
+
+
+@pytest.fixture(scope="module")
+def nodes(nats_cluster: ClusterAccess) -> Iterator[tuple[Node, Node]]:
+    first = start_node(nats_cluster, "node-r1")
+    try:
+        second = start_node(nats_cluster, "node-r2")
+        try:
+            until(lambda: _sees(first, "node-r1", "node-r2") and _sees(second, "node-r1", "node-r2"), 10,
+                  "the nodes seeing each other")
+            yield first, second
+        finally:
+            second.stop()
+    finally:
+        first.stop()
+
+
+@pytest.fixture(scope="module")
+def apis(nodes: tuple[Node, Node]) -> Iterator[tuple[str, str]]:
+    """The real app over each node: the same agents (those of ``kitsune serve`` in these tests)."""
+    config = load_config(None, {"KITSUNE_AGENTS": ",".join(f"{a}={t}" for a, t in TOKENS.items()),
+                                "KITSUNE_CAPS": "core,automation"})
+    with app_over(nodes[0], config) as first, app_over(nodes[1], config) as second:
+        yield first, second
+
+
+def _client(base: str, agent: str = "alice") -> httpx.Client:
+    return httpx.Client(base_url=base, headers={"Authorization": f"Bearer {TOKENS[agent]}"}, timeout=60)
+
+
+def _stopped_call(api: httpx.Client, site: TestSite, node: str, **tab: Any) -> dict[str, Any]:
+    """A batch on a new tab of ``node``: a click that runs ok, then a wait for ``#late`` that times out."""
+    opened = api.post("/api/tabs", json={"op": "open", "url": site.url("/clicks"), "node": node, **tab}).json()
+    assert opened["status"] == "ok", opened
+    stopped = api.post("/api/batch", json={"tabId": opened["tabId"], "commands": [
+        {"action": "click", "selector": "#hit"}, {"action": "waitFor", "selector": LATE, "timeout": 1}]}).json()
+    assert [p["status"] for p in stopped["progress"]] == ["ok", "failed"], stopped
+    assert site.wait_for_count(HIT, 1) == 1
+    return {**stopped, "tabId": opened["tabId"]}
+
+
+def _resume(api: httpx.Client, call: Any, token: str, **extra: Any) -> httpx.Response:
+    return api.post("/api/resume", json={"call": call, "resume_token": token}, **extra)
+
+
+def test_a_call_stopped_on_one_node_resumes_through_another_its_write_never_sent_again(
+        nodes: tuple[Node, Node], apis: tuple[str, str], site: TestSite) -> None:
+    first, second = nodes
+    with _client(apis[0]) as on_r1, _client(apis[1]) as on_r2:
+        stopped = _stopped_call(on_r1, site, "node-r1")
+        call, token = stopped["call"], stopped["resume_token"]
+        assert first.resumes.holds(call) and not second.resumes.holds(call)
+
+        again = _resume(on_r2, call, token)  # the wait fails again on node-r1: a new checkpoint, a new token
+        assert again.status_code == 200, again.text
+        body = again.json()
+        assert body["call"] == call and body["resume_token"] != token
+        assert [(p["status"], p.get("resumed")) for p in body["progress"]] == [("ok", "kept"), ("failed", None)]
+        for api in (on_r2, on_r1):  # the old token is refused through every node
+            refused = _resume(api, call, token)
+            assert (refused.status_code, refused.json()["code"]) == (403, "resume_token_invalid"), refused.text
+
+        added = on_r2.post("/api/act", json={"command": {"action": "js", "tabId": stopped["tabId"],
+                                                         "code": ADD_LATE}}).json()
+        assert added["status"] == "ok", added
+        done = _resume(on_r2, call, body["resume_token"])
+        assert done.status_code == 200 and done.json()["status"] == "ok", done.text
+        assert "resume_token" not in done.json()
+        assert site.count(HIT) == 1  # the click ran once, in the first run
+
+        for api in (on_r2, on_r1):  # finished ok: no node holds it any more
+            gone = _resume(api, call, body["resume_token"])
+            assert (gone.status_code, gone.json()["code"]) == (404, "checkpoint_not_found"), gone.text
+    until(lambda: not first.resumes.holds(call), 5, "node-r1 letting the checkpoint go")
+
+
+def test_a_streamed_resume_through_another_node_answers_the_holders_final_line(
+        apis: tuple[str, str], site: TestSite) -> None:
+    with _client(apis[0]) as on_r1, _client(apis[1]) as on_r2:
+        stopped = _stopped_call(on_r1, site, "node-r1")
+        streamed = _resume(on_r2, stopped["call"], stopped["resume_token"],
+                           headers={"Accept": "application/x-ndjson"})
+        lines = [orjson.loads(line) for line in streamed.text.splitlines()]
+        assert [set(line) for line in lines] == [{"result", "httpStatus"}], lines  # the final line only
+        assert lines[0]["httpStatus"] == 200 and lines[0]["result"]["status"] == "failed"
+        refused = _resume(on_r2, stopped["call"], stopped["resume_token"], headers={"Accept": "application/x-ndjson"})
+        assert orjson.loads(refused.text) == {"httpStatus": 403, "result": {
+            "error": f"The resume token does not match call {stopped['call']}'s latest",
+            "code": "resume_token_invalid", "retryable": False}}
+    assert site.count(HIT) == 1
+
+
+def test_an_unknown_call_or_another_agents_through_another_node_is_checkpoint_not_found(
+        apis: tuple[str, str], site: TestSite) -> None:
+    with _client(apis[0]) as alice_r1, _client(apis[1], "bob") as bob_r2, _client(apis[1]) as alice_r2:
+        unknown = _resume(alice_r2, 987_654_321, "no-such-token")
+        assert (unknown.status_code, unknown.json()["code"]) == (404, "checkpoint_not_found"), unknown.text
+        stopped = _stopped_call(alice_r1, site, "node-r1")
+        bobs = _resume(bob_r2, stopped["call"], stopped["resume_token"])  # the right token, the wrong agent
+        assert (bobs.status_code, bobs.json()["code"]) == (404, "checkpoint_not_found"), bobs.text
+        alices = _resume(alice_r2, stopped["call"], stopped["resume_token"])  # left as it was
+        assert alices.status_code == 200 and alices.json()["call"] == stopped["call"], alices.text
+    assert site.count(HIT) == 1
+
+
+def test_the_checkpoints_of_a_node_that_died_are_gone_with_it(
+        nats_cluster: ClusterAccess, nodes: tuple[Node, Node], apis: tuple[str, str], site: TestSite,
+        tmp_path: Path) -> None:
+    second = nodes[1]
+    doomed = serve(tmp_path, nats_cluster, {"fleet": FLEET, "node_name": "node-r3", "caps": ["core", "automation"]})
+    try:
+        until(lambda: _sees(second, "node-r3"), 10, "node-r3 joining")
+        with doomed.client() as on_r3:
+            stopped = _stopped_call(on_r3, site, "node-r3", session="on-r3")
+        with _client(apis[1]) as on_r2:
+            reached = _resume(on_r2, stopped["call"], stopped["resume_token"])  # on node-r3, through node-r2
+            assert reached.status_code == 200 and reached.json()["call"] == stopped["call"], reached.text
+            doomed.process.kill()  # SIGKILL: its memory, and the checkpoints in it, are gone
+            doomed.process.wait(timeout=30)
+            gone = _resume(on_r2, stopped["call"], reached.json()["resume_token"])
+            assert (gone.status_code, gone.json()["code"]) == (404, "checkpoint_not_found"), gone.text
+    finally:
+        if doomed.process.poll() is None:
+            doomed.process.kill()
+    assert site.count(HIT) == 1
