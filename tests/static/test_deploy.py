@@ -19,6 +19,7 @@ from bridge.config import BridgeConfig, load_config
 from bridge.nats_server import NODE_USER, nats_server_binary, node_permissions
 from kitsune.cli import _parser
 from kitsune.fleet import FLEET, NATS_CONFIG, NODE_PASSWORD_ENV, ROUTE_USER, NatsMember, nats_environment
+from messages.contract import CHECKPOINT_TTL
 
 ROOT = Path(__file__).resolve().parents[2]
 DEPLOY = ROOT / "deploy"
@@ -259,6 +260,20 @@ def test_kubernetes_probes_services_and_budget_reach_the_nodes() -> None:
     assert annotations["prometheus.io/port"] == str(container["ports"][0]["containerPort"])
     scrape = yaml.safe_load((DEPLOY / "kubernetes" / "prometheus-scrape.yaml").read_text())
     assert scrape["scrape_configs"][0]["job_name"] == "kitsune"
+
+
+def test_an_mcp_client_sticks_to_one_node_in_compose_and_on_kubernetes() -> None:
+    """An MCP session and its direct calls' checkpoints live in one node's process (README: Resume and sticky
+    clients): compose publishes each node on a host port of its own, and the Kubernetes Service keeps a
+    client's address on one pod for longer than a checkpoint lives."""
+    serve_port = str(_serve_args(_image_command()).port)
+    published = [service["ports"] for service in _compose_nodes().values()]
+    assert all(len(ports) == 1 and ports[0].rsplit(":", 1)[1] == serve_port for ports in published), published
+    host_ports = [ports[0].rsplit(":", 2)[-2] for ports in published]
+    assert len(set(host_ports)) == len(host_ports), host_ports
+    service = _kubernetes()["Service/kitsune"]["spec"]
+    assert service["sessionAffinity"] == "ClientIP"
+    assert service["sessionAffinityConfig"]["clientIP"]["timeoutSeconds"] > CHECKPOINT_TTL
 
 
 def test_the_nats_chart_values_give_the_nodes_user_the_same_account_and_password(tmp_path: Path) -> None:
