@@ -24,7 +24,7 @@ from messages.errors import KitsuneError
 from messages.results import Done, Failed, Failure, HeldForApproval, Outcome
 from messages.tokens import digest, digests_equal, new_token, token_hash
 
-__all__ = ["CAPABILITY_GROUPS", "CLOSED", "USER", "ConfirmTokens", "Policy", "PolicyDriver", "TabOwners"]
+__all__ = ["CAPABILITY_GROUPS", "CLOSED", "ELSEWHERE", "USER", "ConfirmTokens", "Policy", "PolicyDriver", "TabOwners"]
 
 USER = "user"
 """The owner of tabs the bridge did not open for an agent."""
@@ -50,6 +50,9 @@ class Policy:
 
 CLOSED = "closed"
 """The owner of a tab that has closed (ids are never reused: a write to it is ``tab_closed``)."""
+ELSEWHERE = "elsewhere"
+"""The owner of another node's tab, as this node sees it: that node admits each write to it against
+its owner, at the moment the write arrives (``bridge.fleet.member``)."""
 
 
 class TabOwners:
@@ -183,7 +186,7 @@ class PolicyDriver:
             return Failed(Failure("Read-only mode: writes are refused; nothing was sent", "read_only", False))
         if tab is not None and command.acts_on_tab:
             owner = self._owners.owner(tab)
-            if owner != self._agent and not (owner == USER and policy.user_tabs_writable):
+            if owner not in (self._agent, ELSEWHERE) and not (owner == USER and policy.user_tabs_writable):
                 whose = "a user tab" if owner == USER else "owned by another agent"
                 return Failed(Failure(f"Tab {tab} is {whose}; take it over to write to it", "tab_owned", False,
                                       {"tabId": tab, "owner": "user" if owner == USER else "agent"}))

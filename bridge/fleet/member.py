@@ -26,7 +26,7 @@ from actors.bus import Bus, BusError
 from actors.loop import IoLoop
 from bridge.browser.sessions import ONE_SHOT, SessionChange
 from bridge.fleet.registry import FleetRegistry, NodeEntry, TabEntry, agent_key
-from bridge.policy import CLOSED, USER, Policy, TabOwners
+from bridge.policy import CLOSED, ELSEWHERE, USER, Policy, TabOwners
 from core.claims import Claim, ClaimTable
 from messages.codec import decode_outcome, encode
 from messages.commands import GetTabs, NewTab, is_write
@@ -46,18 +46,20 @@ _LIST_TIMEOUT = 5.0
 
 
 class FleetOwners(TabOwners):
-    """The owners of this node's tabs (its own table) and of the fleet's others (the registry's mirror)."""
+    """The owners of this node's tabs; another node's tab is ``ELSEWHERE``: only the tab's node gives
+    a tab an owner or changes it, and it admits every write against its owner (no copy here to go stale)."""
 
-    def __init__(self, remote: Callable[[int], TabEntry | None]) -> None:
+    def __init__(self, local: Callable[[int], bool]) -> None:
         super().__init__()
-        self._remote = remote
+        self._local = local
 
     def owner(self, tab: int) -> str:
         own = super().owner(tab)
-        if own != USER or self.holds(tab):
-            return own
-        entry = self._remote(tab)
-        return entry.owner if entry is not None and entry.owner is not None else USER
+        return ELSEWHERE if own == USER and not self.holds(tab) and not self._local(tab) else own
+
+    def give(self, tab: int, agent: str) -> None:
+        if self._local(tab):  # another node's tab got its owner from its node
+            super().give(tab, agent)
 
 
 class FleetMember:
@@ -76,7 +78,7 @@ class FleetMember:
         """The fleet's registry; None for a node without NATS (a fleet of one)."""
         self.table = ClaimTable()
         """The claims of this node's tabs, whichever node's calls made them."""
-        self.owners = FleetOwners(lambda tab: self.registry.tabs.get(tab) if self.registry is not None else None)
+        self.owners = FleetOwners(lambda tab: self.registry is None or tab in browser.tab_ids())
         self.claims = FleetClaims(self)
         self._callers: dict[int, str] = {}
         """The node of each call holding a claim on a tab of this node (released if that node is lost)."""

@@ -133,8 +133,14 @@ def test_ownership_and_takeover_hold_through_every_node(apis: tuple[str, str], s
         again = alice_b.post("/api/batch", json={"tabId": tab, "commands": [CLICK]}).json()
         assert again["results"][0]["code"] == "tab_owned", again  # refused by the tab's own node now
         assert bob_a.post("/api/batch", json={"tabId": tab, "commands": [CLICK]}).json()["status"] == "ok"
-    assert site.wait_for_count(HIT, 2) == 2
-    assert site.count(HIT) == 2
+        # opened through node-a, placed with her default session on node-b: node-a keeps no owner of its own
+        placed = open_tab(alice_a, site.url("/clicks"))
+        assert alice_a.post("/api/batch", json={"tabId": placed, "commands": [CLICK]}).json()["status"] == "ok"
+        with client(apis[1], "bob") as bob_b:
+            assert bob_b.post("/api/tabs", json={"op": "takeover", "tabId": placed}).status_code == 200
+        assert bob_a.post("/api/batch", json={"tabId": placed, "commands": [CLICK]}).json()["status"] == "ok"
+    assert site.wait_for_count(HIT, 4) == 4
+    assert site.count(HIT) == 4
 
 
 def test_a_parallels_claim_on_another_nodes_tab_refuses_writes_from_every_node(
