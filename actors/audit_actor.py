@@ -28,7 +28,7 @@ import pykka
 from nats.aio.client import Client
 from nats.js.api import StorageType, StreamConfig
 
-from actors.jetstream import ensure_stream
+from actors.jetstream import acknowledged_within, ensure_stream
 from actors.loop import IoLoop
 from actors.pipeline import OrderedWriter, Pending
 from messages.audit import (
@@ -97,11 +97,11 @@ class JetStreamAuditLog:
         if not self._client.is_connected:
             raise KitsuneError("bus_disconnected", "not connected to NATS; audit entry not kept")
         acknowledgement = await self._js.publish_async(AUDIT_SUBJECT, encode(entry), stream=AUDIT_STREAM)
-        return self._kept(acknowledgement)
+        return self._kept(acknowledged_within(acknowledgement, _ACK_TIMEOUT))
 
     @staticmethod
     async def _kept(acknowledgement: asyncio.Future[Any]) -> int:
-        return int((await asyncio.wait_for(acknowledgement, _ACK_TIMEOUT)).seq)
+        return int((await acknowledgement).seq)
 
 
 async def _already_kept(seq: int) -> int:

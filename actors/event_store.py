@@ -19,7 +19,7 @@ from nats.js import JetStreamContext
 from nats.js.api import AckPolicy, ConsumerConfig, DeliverPolicy, StorageType, StreamConfig
 
 from actors.bus import BusError, NatsBus
-from actors.jetstream import ensure_stream
+from actors.jetstream import acknowledged_within, ensure_stream
 from messages.codec import decode_events, encode
 from messages.contract import CHECKPOINT_TTL
 from messages.events import Event
@@ -109,11 +109,11 @@ class JetStreamEventStore:
             acknowledgement = await self._js.publish_async(subject, encode(event), stream=EVENTS_STREAM)
         except nats.errors.Error as e:
             raise _error(e, subject, "store an event", sent=True) from e
-        return self._stored(acknowledgement, subject)
+        return self._stored(acknowledged_within(acknowledgement, self._timeout), subject)
 
     async def _stored(self, acknowledgement: asyncio.Future[Any], subject: str) -> None:
         try:
-            await asyncio.wait_for(acknowledgement, self._timeout)
+            await acknowledgement
         except (TimeoutError, nats.errors.Error) as e:
             raise _error(e, subject, "store an event", sent=True) from e
 

@@ -16,7 +16,8 @@ cluster still forming raises its streams when it reconnects.
 
 from __future__ import annotations
 
-from typing import Any
+import asyncio
+from typing import Any, TypeVar
 
 import nats.js.errors
 from nats.aio.client import Client
@@ -24,12 +25,17 @@ from nats.js import JetStreamContext
 from nats.js.api import KeyValueConfig, StreamConfig
 from nats.js.kv import KeyValue
 
-__all__ = ["MAX_REPLICAS", "ensure_bucket", "ensure_stream", "stream_replicas"]
+__all__ = ["MAX_REPLICAS", "acknowledged_within", "ensure_bucket", "ensure_stream", "stream_replicas"]
 
 MAX_REPLICAS = 3
 _KEPT = ("subjects", "storage", "max_age")
 """The fields of a stream's configuration that :func:`ensure_stream` brings an existing stream to."""
 _TIMEOUT = 5.0
+_EXPECTED_LAST = "Nats-Expected-Last-Sequence"
+_NEVER = str(2**63)
+"""A last sequence no stream has."""
+
+_T = TypeVar("_T")
 
 
 async def stream_replicas(client: Client) -> int:
@@ -51,6 +57,7 @@ async def ensure_stream(client: Client, config: StreamConfig, *, timeout: float 
         have = (await js.stream_info(config.name)).config
     except nats.js.errors.NotFoundError:
         await js.add_stream(config.evolve(num_replicas=replicas))
+        await _receiving(js, config.subjects or [], timeout)
         return
     stale = {name: getattr(config, name) for name in _KEPT
              if getattr(config, name) is not None and getattr(config, name) != getattr(have, name)}
@@ -65,7 +72,9 @@ async def ensure_bucket(client: Client, config: KeyValueConfig, *, timeout: floa
     try:
         have = (await js.stream_info(f"KV_{config.bucket}")).config
     except nats.js.errors.NotFoundError:
-        return await js.create_key_value(config.evolve(replicas=replicas))
+        bucket = await js.create_key_value(config.evolve(replicas=replicas))
+        await _receiving(js, [f"$KV.{config.bucket}.>"], timeout)
+        return bucket
     await _bring(js, have, replicas, {})
     return await js.key_value(config.bucket)
 
@@ -76,3 +85,36 @@ async def _bring(js: JetStreamContext, have: StreamConfig, replicas: int, stale:
     had = have.num_replicas or 1
     if stale or replicas > had:
         await js.update_stream(have.evolve(**stale, num_replicas=max(replicas, had)))
+
+
+async def _receiving(js: JetStreamContext, subjects: list[str], timeout: float) -> None:
+    """Once a new stream takes what is published on ``subjects`` through this client's server: a
+    replicated stream is made before its leader is elected and its interest has reached every
+    server, and until then a publish finds no responders. The probe asks for a last sequence the
+    stream never has, so the stream refuses it and stores nothing."""
+    subject = ".".join("probe" if token in ("*", ">") else token for token in subjects[0].split("."))
+    deadline = asyncio.get_running_loop().time() + timeout
+    while True:
+        try:
+            await js.publish(subject, b"", headers={_EXPECTED_LAST: _NEVER})
+        except nats.js.errors.NoStreamResponseError:
+            if asyncio.get_running_loop().time() > deadline:
+                raise TimeoutError(f"no stream took {subject} in {timeout:g} s") from None
+            await asyncio.sleep(0.02)
+        except nats.js.errors.APIError:  # refused: the stream has it
+            return
+        else:
+            raise AssertionError(f"the stream stored the probe on {subject}")
+
+
+def acknowledged_within(acknowledgement: asyncio.Future[_T], seconds: float) -> asyncio.Future[_T]:
+    """``acknowledgement`` (of ``publish_async``, which sets no deadline) failed with ``TimeoutError``
+    unless it comes within ``seconds`` from now. The deadline runs from the sending, not from when
+    someone awaits it: acknowledgements awaited in order, all lost with a dead server, would
+    otherwise run out one after the other."""
+    def expire() -> None:
+        if not acknowledgement.done():
+            acknowledgement.set_exception(TimeoutError(f"no acknowledgement within {seconds:g} s"))
+    timer = asyncio.get_running_loop().call_later(seconds, expire)
+    acknowledgement.add_done_callback(lambda _: timer.cancel())
+    return acknowledgement

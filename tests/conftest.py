@@ -26,6 +26,7 @@ from messages.errors import KitsuneError
 from tests.nats_access import PASSWORD_ENV, NatsAccess
 from tests.site import TestSite
 
+pytest_plugins = ["tests.nats_cluster"]  # fixture nats_cluster: a 3-server cluster, for the tests that ask
 NATS_URL_ENV = "KITSUNE_TEST_NATS_URL"
 UNIT_TESTS = Path(__file__).parent / "unit"
 
