@@ -10,7 +10,8 @@ latency, sequences refused on closed tabs), the node's hooks (checkpoint drops, 
 holds, resumes, audit writes, NATS requests, sessions opened and closed), and values read at each
 scrape (checkpoints held, tabs, claims and claim conflicts, NATS reconnects, browser restarts,
 actor mailboxes). :class:`HttpMetrics` counts HTTP requests by route template and serves
-``GET /metrics`` to a bearer token: the node's scrape token or an agent's.
+``GET /metrics`` to a bearer token: the node's scrape token or an agent's. The node's identity
+(``kitsune_node_info``) and its view of the fleet are ``bridge.fleet.metrics``'s, in the same registry.
 
 This module does not import the node: it reads a :class:`ScrapedNode`, the few things of a node
 it samples, and the node imports it (``bridge.node`` -> ``bridge.metrics``, never back).
@@ -25,7 +26,6 @@ import time
 from collections import Counter as Tally
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
-from importlib.metadata import version
 from typing import TYPE_CHECKING, Any, Protocol
 
 import orjson
@@ -104,11 +104,6 @@ _MAX_RUNNING = 10_000
 """Calls followed at once; past that the oldest is forgotten (a call whose end was never seen)."""
 
 
-class _Fleet(Protocol):
-    @property
-    def fleet(self) -> str: ...
-
-
 class _Browser(Protocol):
     @property
     def running(self) -> bool: ...
@@ -130,11 +125,6 @@ class _Claims(Protocol):
 
 class ScrapedNode(Protocol):
     """What the metrics read of a node at each scrape (``bridge.node.Node`` is one)."""
-
-    @property
-    def config(self) -> _Fleet:
-        """Its fleet's name."""
-        ...
 
     @property
     def browser(self) -> _Browser:
@@ -344,11 +334,14 @@ class NodeMetrics:
 
 
 def _subject_kind(subject: str) -> str:
-    """``tab`` (``<fleet>.tab.<id>.do``), ``tabs`` (``<fleet>.tabs.list``), ``open`` (``<fleet>.fleet.open``)."""
+    """``tab`` (``<fleet>.tab.<id>.do``), ``tabs`` (``<fleet>.tabs.list``), or what a request to a node asks
+    of it (``<fleet>.node.<name>.<op>``): ``open``, ``tabs`` or ``claims``."""
     tokens = subject.split(".")[1:]
     if len(tokens) == 3 and tokens[0] == "tab" and tokens[2] == "do":
         return "tab"
-    return {"tabs.list": "tabs", "fleet.open": "open"}.get(".".join(tokens), "other")
+    if len(tokens) == 3 and tokens[0] == "node":
+        return bounded(tokens[2], ("open", "tabs", "claims"))
+    return "tabs" if tokens == ["tabs", "list"] else "other"
 
 
 class _Sampled(Collector):
@@ -362,8 +355,6 @@ class _Sampled(Collector):
 
     def collect(self) -> Iterator[Metric]:
         node = self._metrics.node
-        yield _gauge("kitsune_node_info", "The node: its fleet and version", 1,
-                     {"fleet": node.config.fleet, "version": version("kitsune")})
         checkpoints = node.checkpoints
         yield _gauge("kitsune_checkpoints_held", "Checkpoints held (being resumed included)",
                      None if checkpoints is None else _try(lambda: checkpoints.count(timeout=2)))
@@ -405,10 +396,10 @@ def _try(read: Callable[[], Any]) -> Any:
         return None
 
 
-def _gauge(name: str, documentation: str, value: float | None, labels: dict[str, str] | None = None) -> Metric:
-    family = GaugeMetricFamily(name, documentation, labels=list(labels or {}))
+def _gauge(name: str, documentation: str, value: float | None) -> Metric:
+    family = GaugeMetricFamily(name, documentation, labels=[])
     if value is not None:
-        family.add_metric(list((labels or {}).values()), value)
+        family.add_metric([], value)
     return family
 
 

@@ -36,6 +36,7 @@ from actors.threads import SystemClock
 from bridge.browser.sessions import ONE_SHOT, SessionChange, Sessions
 from bridge.config import SessionTimes
 from bridge.fleet.member import FleetMember
+from bridge.fleet.metrics import FleetMetrics
 from bridge.fleet.registry import FleetRegistry
 from bridge.fleet.resume import ResumeRoutes
 from bridge.metrics import NodeMetrics
@@ -169,6 +170,8 @@ class Node:
         self.metrics = NodeMetrics(self)
         """The node's Prometheus metrics, in a registry of its own (``GET /metrics``)."""
         self.event_listeners.append(self.metrics.on_event)
+        self.fleet_metrics = FleetMetrics(self.member, config.fleet, self.metrics.registry)
+        """Its identity and its view of the fleet, in the same registry (``bridge.fleet.metrics``)."""
         self.calls: Calls | None = None
         self._interrupted = False
         self.sessions = SessionKeeper(browser.sessions, self.io, dataclasses.replace(
@@ -213,6 +216,10 @@ class Node:
         self.metrics.session_changed(change)
         self.member.session_changed(change)
 
+    def _bus_request(self, subject: str, seconds: float, outcome: str) -> None:
+        self.metrics.bus_request(subject, seconds, outcome)
+        self.fleet_metrics.bus_request(subject, seconds, outcome)
+
     def _checkpoint_dropped(self, call: int, reason: DropReason) -> None:
         self.metrics.checkpoint_dropped(reason)
         self.sessions.checkpoint_dropped(call, reason)
@@ -253,7 +260,7 @@ class Node:
                 auth = self.nats.auth
             self.browser.own_endpoints.update(endpoints_of(url, 4222))
             nats_bus = await NatsBus.connect(url, auth=auth, name="kitsune-node")
-            nats_bus.on_request = self.metrics.bus_request
+            nats_bus.on_request = self._bus_request
             self.bus = nats_bus
             self.member.registry = FleetRegistry(nats_bus.client, self.config.fleet, self.config.name,
                                                  heartbeat=self.member.heartbeat, on_lost=self.member.node_lost)

@@ -31,7 +31,7 @@ FIXED: dict[str, frozenset[str]] = {
                          "sign_in", "human_check", "closed", "swept", "call_ended", "browser_restarted",
                          "other"}),
     "mode": frozenset({"reuse", "one-shot", "dynamic", "other"}),
-    "subject": frozenset({"tab", "tabs", "open", "other"}),
+    "subject": frozenset({"tab", "tabs", "open", "claims", "resume", "other"}),
     "route": ROUTES,
     "method": frozenset({"GET", "POST", "PUT", "PATCH", "DELETE", "HEAD", "OPTIONS", "other"}),
     "actor": frozenset({"CheckpointActor", "BarrierActor", "AuditActor", "TabActor"}),
@@ -53,13 +53,14 @@ def looks_unbounded(value: str) -> str | None:
 
 
 def unbounded_labels(exposition: str, fleets: Iterable[str], secrets: Iterable[str] = (),
-                     routes: Iterable[str] = ()) -> list[str]:
+                     routes: Iterable[str] = (), nodes: Iterable[str] = ()) -> list[str]:
     """Every label of every ``kitsune_*`` sample that is not from its fixed set (empty when all are).
 
-    ``fleets`` are the nodes' configured fleets, ``routes`` route templates of an app besides the
-    bridge's, ``secrets`` values the workload made up (none may show in a label).
+    ``fleets`` are the nodes' configured fleets, ``nodes`` the names of the nodes of those fleets,
+    ``routes`` route templates of an app besides the bridge's, ``secrets`` values the workload made
+    up (none may show in a label).
     """
-    fixed = {**FIXED, "fleet": frozenset(fleets), "route": ROUTES | frozenset(routes)}
+    fixed = {**FIXED, "fleet": frozenset(fleets), "node": frozenset(nodes), "route": ROUTES | frozenset(routes)}
     secrets = [s for s in secrets if s]
     problems = []
     families = [f for f in text_string_to_metric_families(exposition) if f.name.startswith("kitsune_")]
@@ -81,7 +82,7 @@ def unbounded_labels(exposition: str, fleets: Iterable[str], secrets: Iterable[s
                     continue
                 if value not in allowed:
                     problems.append(f"{where}: not one of its {len(allowed)} values")
-                if name not in ("status", "fleet") and (why := looks_unbounded(value)):  # a fleet is configured
+                if name not in ("status", "fleet", "node") and (why := looks_unbounded(value)):  # both configured
                     problems.append(f"{where}: looks like {why}")
                 if any(secret in value for secret in secrets):
                     problems.append(f"{where}: holds a value the workload made up")

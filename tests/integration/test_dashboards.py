@@ -1,7 +1,8 @@
-"""Observability end to end: a real Prometheus scrapes two live ``kitsune serve`` nodes while a
-workload runs batches, parallels, resumes, denials and holds; then every panel expression of the
-Grafana dashboards is evaluated through Prometheus' HTTP API and must return data. The alert rules
-are checked and unit-tested by ``promtool``, loaded by the same Prometheus, and evaluated there.
+"""Observability end to end: a real Prometheus scrapes three live ``kitsune serve`` nodes while a
+workload runs batches, parallels, resumes, denials and holds, some of them on a tab of another node
+of the fleet; then every panel expression of the Grafana dashboards is evaluated through
+Prometheus' HTTP API and must return data. The alert rules are checked and unit-tested by
+``promtool``, loaded by the same Prometheus, and evaluated there (a node leaving the fleet included).
 
 Needs Debian's ``prometheus`` package (``prometheus`` and ``promtool`` on PATH; ``scripts/setup``
 installs it): without it these tests fail, they never skip.
@@ -25,6 +26,7 @@ from urllib.parse import urlsplit
 import httpx
 import pytest
 import yaml
+from prometheus_client.parser import text_string_to_metric_families
 
 from bridge.nats_server import free_port
 from tests.integration.serving import TOKENS, Served, open_tab, serve
@@ -39,6 +41,8 @@ RULE_TESTS = ROOT / "prometheus" / "kitsune.rules.test.yaml"
 SCRAPE_TOKEN = "scrape-" + secrets.token_hex(12)
 EXTRA_AGENTS = {f"agent-{i}-{secrets.token_hex(3)}": secrets.token_urlsafe(24) for i in range(8)}
 RATE_WINDOW = "1m"
+PLAIN, ASKING, PEER = "plain", "asking", "peer"
+"""The nodes' names: plain and peer are one fleet, asking is a fleet of its own."""
 
 
 def _binary(name: str) -> str:
@@ -56,7 +60,7 @@ def test_promtool_checks_the_alert_rules() -> None:
     checked = subprocess.run([_binary("promtool"), "check", "rules", str(RULES)], check=False,
                              capture_output=True, text=True)
     assert checked.returncode == 0, checked.stdout + checked.stderr
-    assert "SUCCESS: 10 rules found" in checked.stdout
+    assert "SUCCESS: 12 rules found" in checked.stdout
 
 
 def test_promtool_unit_tests_of_the_alert_rules_pass() -> None:
@@ -86,6 +90,8 @@ class Fleet:
     """Agents alice, bob and eight more; URL deny list."""
     asking: Served
     """Ask-before-act: every write is held."""
+    peer: Served
+    """Of plain's fleet, with room for one tab: bob's, which his calls through plain reach over NATS."""
     prometheus: str
     """Prometheus' base URL."""
     made_up: list[str]
@@ -103,24 +109,30 @@ def _instance(served: Served) -> str:
 
 
 @pytest.fixture(scope="module")
-def nodes(tmp_path_factory: pytest.TempPathFactory, nats_access: NatsAccess) -> Iterator[tuple[Served, Served]]:
+def nodes(tmp_path_factory: pytest.TempPathFactory,
+          nats_access: NatsAccess) -> Iterator[tuple[Served, Served, Served]]:
     agents = [{"name": name, "token": token} for name, token in {**TOKENS, **EXTRA_AGENTS}.items()]
     metrics = {"metrics": {"token": SCRAPE_TOKEN}}
     plain = serve(tmp_path_factory.mktemp("observed"), nats_access, {
-        "caps": ["core", "automation"], "agents": agents, "urls": {"deny": ["denied.test"]}, **metrics})
+        "caps": ["core", "automation"], "agents": agents, "urls": {"deny": ["denied.test"]}, "node_name": PLAIN,
+        **metrics})
+    started = [plain]
     try:
-        asking = serve(tmp_path_factory.mktemp("observed-asking"), nats_access, {
-            "caps": ["core", "automation"], "ask_before_act": True, **metrics})
+        started.append(serve(tmp_path_factory.mktemp("observed-asking"), nats_access, {
+            "caps": ["core", "automation"], "ask_before_act": True, "node_name": ASKING, **metrics}))
+        started.append(serve(tmp_path_factory.mktemp("observed-peer"), nats_access, {
+            "fleet": plain.directory.name, "node_name": PEER, "max_tabs": 1, **metrics}))
     except BaseException:
-        plain.stop()
+        for served in started:
+            served.stop()
         raise
-    yield plain, asking
-    assert asking.stop() == 0
-    assert plain.stop() == 0
+    yield plain, started[1], started[2]
+    for served in reversed(started):
+        assert served.stop() == 0
 
 
 @pytest.fixture(scope="module")
-def prometheus(nodes: tuple[Served, Served], tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+def prometheus(nodes: tuple[Served, ...], tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     binary = _binary("prometheus")
     directory = tmp_path_factory.mktemp("prometheus")
     config = {
@@ -166,8 +178,35 @@ def _ok(answer: httpx.Response) -> dict[str, Any]:
     return body
 
 
-def _round(fleet_made_up: list[str], plain: Served, asking: Served, site: TestSite, first: bool) -> None:
-    """Batches, parallels, resumes (ok and refused), denials and holds on both nodes."""
+def _scraped(served: Served, name: str, **labels: str) -> float | None:
+    """A sample of a node's own ``/metrics`` now."""
+    text = httpx.get(served.base + "/metrics", headers={"Authorization": f"Bearer {SCRAPE_TOKEN}"}).text
+    return next((s.value for family in text_string_to_metric_families(text) for s in family.samples
+                 if s.name == name and s.labels == labels), None)
+
+
+def _until(met: Any, what: str, seconds: float = 30) -> None:
+    deadline = time.monotonic() + seconds
+    while not met():
+        assert time.monotonic() < deadline, what
+        time.sleep(0.1)
+
+
+def _remote_tab(plain: Served, site: TestSite) -> int:
+    """Bob's tab on the peer, opened through plain; the peer has no room left after it, so every other
+    tab plain opens stays on plain (placement goes to the least loaded node with room)."""
+    _until(lambda: _scraped(plain, "kitsune_fleet_nodes") == 2, "plain does not see the peer")
+    with plain.client("bob") as bob:
+        tab: int = _ok(bob.post("/api/act", json={"command": {"action": "newTab", "url": site.url("/clicks"),
+                                                              "node": PEER}}))["tabId"]
+    _until(lambda: _scraped(plain, "kitsune_fleet_tabs", node=PEER) == 1, "plain's registry misses the peer's tab")
+    return tab
+
+
+def _round(fleet_made_up: list[str], plain: Served, asking: Served, remote: int, site: TestSite,
+           first: bool) -> None:
+    """Batches, parallels, resumes (ok and refused), denials and holds on two fleets; a batch and a
+    parallel through plain on the ``remote`` tab of the peer."""
     def url(path: str) -> str:
         made = site.url(f"{path}?visit={secrets.token_hex(6)}")
         fleet_made_up.append(made)
@@ -200,6 +239,10 @@ def _round(fleet_made_up: list[str], plain: Served, asking: Served, site: TestSi
         assert denied["code"] == "url_denied"
         assert _ok(bob.post("/api/act", json={"command": {"action": "click", "tabId": one,
                                                           "selector": "#name"}}))["code"] == "tab_owned"
+        assert _ok(bob.post("/api/batch", json={"tabId": remote, "commands": [
+            {"action": "click", "selector": "#hit"}, {"action": "title"}]}))["status"] == "ok"
+        assert _ok(bob.post("/api/parallel", json={"sequences": [
+            [{"action": "click", "tabId": remote, "selector": "#hit"}]]}))["status"] == "ok"
         if first:
             slow = open_tab(alice, url("/slow"))
             unknown = _ok(alice.post("/api/batch", json={"tabId": slow, "commands": [
@@ -231,17 +274,18 @@ def _round(fleet_made_up: list[str], plain: Served, asking: Served, site: TestSi
 
 
 @pytest.fixture(scope="module")
-def fleet(nodes: tuple[Served, Served], prometheus: str, test_site: TestSite) -> Fleet:
+def fleet(nodes: tuple[Served, Served, Served], prometheus: str, test_site: TestSite) -> Fleet:
     """The nodes after two rounds of the workload, each seen by several scrapes."""
     test_site.reset()
     test_site.slow_seconds = 3.0
     made_up: list[str] = []
-    plain, asking = nodes
-    _round(made_up, plain, asking, test_site, first=True)
+    plain, asking, peer = nodes
+    remote = _remote_tab(plain, test_site)
+    _round(made_up, plain, asking, remote, test_site, first=True)
     time.sleep(2.5)  # scrapes between the rounds: the second round's increases show in rate()
-    _round(made_up, plain, asking, test_site, first=False)
+    _round(made_up, plain, asking, remote, test_site, first=False)
     time.sleep(3.0)  # and after it
-    return Fleet(plain, asking, prometheus, made_up)
+    return Fleet(plain, asking, peer, prometheus, made_up)
 
 
 def _panels(panels: list[dict[str, Any]]) -> Iterator[dict[str, Any]]:
@@ -276,7 +320,9 @@ def test_the_dashboards_are_provisioned_json_with_the_panels_sres_need() -> None
     titles = " | ".join(p["title"] for p in _panels(fleet["panels"])).lower()
     for needed in ("calls/s by status", "step latency p50", "step latency p95", "step latency p99",
                    "checkpoints held", "checkpoint drops", "resumes", "tabs open", "claims", "denials",
-                   "needs-user", "audit write failures", "nats request latency", "browser restarts"):
+                   "needs-user", "audit write failures", "nats request latency", "browser restarts",
+                   "nodes alive", "nodes missing from the fleet", "tabs per node", "claims per node",
+                   "cross-node requests/s", "cross-node request latency"):
         assert needed in titles, needed
     node = json.loads(DASHBOARDS[1].read_text())
     assert [v["name"] for v in node["templating"]["list"]] == ["datasource", "job", "instance"]
@@ -311,7 +357,8 @@ def test_dashboard_variables_find_the_nodes(fleet: Fleet) -> None:
             assert matched, variable
             series = fleet.query(_grafana(matched.group(1), fleet))
             values = {s["metric"][matched.group(2)] for s in series}
-            expected = {"kitsune"} if matched.group(2) == "job" else {_instance(n) for n in (fleet.plain, fleet.asking)}
+            expected = ({"kitsune"} if matched.group(2) == "job"
+                        else {_instance(n) for n in (fleet.plain, fleet.asking, fleet.peer)})
             assert values == expected, (variable["name"], values)
 
 
@@ -337,23 +384,48 @@ def test_the_workload_shows_in_prometheus(fleet: Fleet) -> None:
     assert total('kitsune_nats_requests_total{subject="open", outcome="ok"}') > 5  # tabs of a node's own calls: no NATS
 
 
+def test_the_fleet_shows_in_prometheus_with_each_nodes_identity(fleet: Fleet) -> None:
+    def at(served: Served, name: str, **labels: str) -> float:
+        matchers = ", ".join(f'{k}="{v}"' for k, v in {"instance": _instance(served), **labels}.items())
+        return sum(float(s["value"][1]) for s in fleet.query(f"{name}{{{matchers}}}"))
+
+    one, alone = fleet.plain.directory.name, fleet.asking.directory.name
+    for served, name, fleet_name in ((fleet.plain, PLAIN, one), (fleet.peer, PEER, one), (fleet.asking, ASKING, alone)):
+        assert at(served, "kitsune_node_info", node=name, fleet=fleet_name) == 1
+    assert [at(served, "kitsune_fleet_nodes") for served in (fleet.plain, fleet.peer, fleet.asking)] == [2, 2, 1]
+    assert at(fleet.plain, "kitsune_fleet_tabs", node=PEER) == 1  # bob's, open all along
+    assert at(fleet.peer, "kitsune_fleet_tabs", node=PEER) == 1
+    # two rounds of bob's batch (two steps) and parallel (one step, its claim and release) on the peer's tab
+    requests = "kitsune_cross_node_requests_total"
+    assert at(fleet.plain, requests, subject="tab", outcome="ok") == 6
+    assert at(fleet.plain, requests, subject="claims", outcome="ok") == 4
+    assert at(fleet.plain, requests, subject="open", outcome="ok") == 1
+    assert at(fleet.plain, "kitsune_cross_node_request_duration_seconds_count", subject="tab") == 6
+    sent = {s["metric"]["subject"] for s in fleet.query(f'{requests}{{instance="{_instance(fleet.peer)}"}} > 0')}
+    assert sent <= {"tabs"}  # the peer served the requests above, and sent none; only when the fleet's tab
+    # list (a queue group) reaches it does it ask plain for plain's tabs
+    assert at(fleet.asking, requests) == 0  # a fleet of one
+
+
 def test_prometheus_loaded_the_alert_rules_and_evaluates_them_on_live_data(fleet: Fleet) -> None:
     groups = httpx.get(f"{fleet.prometheus}/api/v1/rules", timeout=10).json()["data"]["groups"]
     rules = [rule for group in groups for rule in group["rules"]]
-    assert len(rules) == 10
+    assert len(rules) == 12
     assert {rule["health"] for rule in rules} == {"ok"}, [(r["name"], r.get("lastError")) for r in rules]
     firing = {alert["labels"]["alertname"] for alert in httpx.get(f"{fleet.prometheus}/api/v1/alerts",
                                                                    timeout=10).json()["data"]["alerts"]}
-    assert "KitsuneNodeDown" not in firing and "KitsuneAuditWriteFailures" not in firing
+    assert not firing & {"KitsuneNodeDown", "KitsuneAuditWriteFailures", "KitsuneNodeMissing", "KitsuneNatsReconnects"}
 
 
 def test_live_label_values_are_bounded(fleet: Fleet) -> None:
     """Ten agents, dozens of tabs and URLs, calls and resumes: every label value is from a fixed set."""
-    for served in (fleet.plain, fleet.asking):
+    one, alone = fleet.plain.directory.name, fleet.asking.directory.name
+    for served, fleet_name, names in ((fleet.plain, one, [PLAIN, PEER]), (fleet.peer, one, [PLAIN, PEER]),
+                                      (fleet.asking, alone, [ASKING])):
         scraped = httpx.get(served.base + "/metrics", headers={"Authorization": f"Bearer {SCRAPE_TOKEN}"})
         assert scraped.status_code == 200
-        fleets = [served.directory.name]
-        assert unbounded_labels(scraped.text, fleets, [*fleet.made_up, *TOKENS.values(), SCRAPE_TOKEN]) == []
+        assert unbounded_labels(scraped.text, [fleet_name], [*fleet.made_up, *TOKENS.values(), SCRAPE_TOKEN],
+                                nodes=names) == []
     stored = fleet.query('{__name__=~"kitsune_.+"}')
     labels = {(k, v) for series in stored for k, v in series["metric"].items()
               if k not in ("__name__", "job", "instance", "fleet")}
@@ -378,3 +450,17 @@ def test_serve_logs_are_json_lines_naming_call_and_agent_and_no_secret(fleet: Fl
     assert {line["agent"] for line in ended} >= {"alice", *EXTRA_AGENTS}
     for secret in (SCRAPE_TOKEN, *TOKENS.values(), *EXTRA_AGENTS.values()):
         assert secret not in text
+
+
+def test_a_node_that_leaves_is_missing_from_the_fleet(fleet: Fleet) -> None:
+    """Last in this module: the peer stops (its heartbeat goes at once), and the alert rule sees it."""
+    assert fleet.peer.stop() == 0
+
+    def missing() -> set[str]:
+        alerts = httpx.get(f"{fleet.prometheus}/api/v1/alerts", timeout=10).json()["data"]["alerts"]
+        return {alert["labels"].get("node", "") for alert in alerts
+                if alert["labels"]["alertname"] == "KitsuneNodeMissing"}  # pending: it holds for a minute
+
+    _until(lambda: missing() == {PEER}, f"KitsuneNodeMissing not pending for {PEER}: {missing()}", seconds=60)
+    assert _scraped(fleet.plain, "kitsune_fleet_nodes") == 1
+    assert _scraped(fleet.plain, "kitsune_fleet_tabs", node=PEER) is None

@@ -209,17 +209,21 @@ def test_sampled_values_audit_and_nats(bench: Bench) -> None:
     bench.metrics.bus_request("unit.tab.12.do", 0.002, "ok")
     bench.metrics.bus_request("unit.tabs.list", 0.001, "no_responders")
     bench.metrics.bus_request("unit.weird.subject", 0.001, "ok")
+    bench.metrics.bus_request("unit.node.node-b.claims", 0.001, "ok")
+    bench.metrics.bus_request("unit.node.node-b.open", 0.001, "bus_timeout")
+    bench.metrics.bus_request("unit.node.node-b.made-up", 0.001, "ok")
     assert bench.value("kitsune_audit_entries_total") == 2
     assert bench.value("kitsune_audit_write_failures_total") == 1
     assert bench.value("kitsune_nats_requests_total", subject="tab", outcome="ok") == 1
     assert bench.value("kitsune_nats_requests_total", subject="tabs", outcome="no_responders") == 1
-    assert bench.value("kitsune_nats_requests_total", subject="other", outcome="ok") == 1
+    assert bench.value("kitsune_nats_requests_total", subject="other", outcome="ok") == 2
+    assert bench.value("kitsune_nats_requests_total", subject="claims", outcome="ok") == 1
+    assert bench.value("kitsune_nats_requests_total", subject="open", outcome="bus_timeout") == 1
     assert bench.value("kitsune_nats_request_duration_seconds_count", subject="tab") == 1
     assert bench.value("kitsune_tabs_open") == 300
     assert bench.value("kitsune_browser_restarts_total") == 2
     assert bench.value("kitsune_nats_connected") == 1
     assert bench.value("kitsune_nats_reconnects_total") == 0  # an in-process bus never reconnects
-    assert bench.value("kitsune_node_info", fleet="unit", version="0.1.0") == 1
     assert bench.value("kitsune_checkpoints_held") == 0
     assert bench.value("kitsune_actor_mailbox_depth", actor="CheckpointActor") == 0
     assert bench.value("kitsune_actor_mailbox_depth", actor="TabActor") == 0
