@@ -18,7 +18,7 @@ from actors.call_actor import ResumeCall, RunCall
 from bridge.app import GROUPS, create_app
 from bridge.config import Agent, BridgeConfig
 from bridge.node import Node
-from bridge.policy import Policy, TabOwners
+from bridge.policy import USER, Policy, TabOwners
 from core.calls import CallResponse
 from kitsune import app as kitsune_app
 from messages.commands import Command
@@ -64,6 +64,22 @@ class FakeSessions:
         return {"sessions": [], "tombstones": []}
 
 
+class FakeMember:
+    """The node's part in its fleet as the app uses it: each agent's current tab, a fleet of one."""
+
+    def __init__(self) -> None:
+        self.currents: dict[str, int] = {}
+
+    def current(self, agent: str) -> int | None:
+        return self.currents.get(agent)
+
+    async def set_current(self, agent: str, tab: int | None) -> None:
+        if tab is None:
+            self.currents.pop(agent, None)
+        else:
+            self.currents[agent] = tab
+
+
 class FakeNode:
     """What ``bridge.app.Api`` uses of ``Node``: calls and resumes run on ``World``, actions on its driver."""
 
@@ -78,6 +94,7 @@ class FakeNode:
         self.policy = Policy()
         """Every agent's policy (its caps gate the routes)."""
         self.sessions = FakeSessions()
+        self.member = FakeMember()
 
     def policy_of(self, agent: str | None) -> Policy:
         return self.policy
@@ -94,10 +111,14 @@ class FakeNode:
         return self.world.driver.execute(command, tab, 1.0), next(self._ids)
 
     async def describe_tabs(self) -> list[dict[str, Any]]:
-        return [{"tabId": tab, "url": f"https://example.org/{tab}", "title": f"tab {tab}"}
-                for tab in sorted(self.world.driver.tabs)]
+        owners = {tab: self.owners.owner(tab) for tab in self.world.driver.tabs}
+        return [{"tabId": tab, "url": f"https://example.org/{tab}", "title": f"tab {tab}",
+                 "owner": None if owners[tab] == USER else owners[tab]} for tab in sorted(owners)]
 
-    async def open_tab_ids(self) -> frozenset[int]:
+    async def take_over(self, tab: int, agent: str) -> str:
+        return self.owners.take_over(tab, agent)
+
+    async def open_tab_ids(self, wanted: frozenset[int] = frozenset()) -> frozenset[int]:
         return frozenset(self.world.driver.tabs)
 
     async def needs_user(self, tab: int) -> dict[str, Any]:
