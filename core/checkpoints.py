@@ -27,7 +27,7 @@ from messages.steplog import StepRecord
 from messages.tokens import new_token, token_hash, token_matches
 
 __all__ = ["Checkpoint", "CheckpointStore", "Checkpoints", "DropReason", "ExpiringStore",
-           "Kept", "WorkflowSource", "checkpoint_not_found"]
+           "Kept", "WorkflowSource"]
 
 DropReason = Literal["expired", "pushed_out", "resumed_ok", "internal_error", "shutdown"]
 
@@ -256,12 +256,6 @@ class Checkpoints(Protocol):
     def drop(self, call: int, reason: DropReason) -> None: ...
 
 
-def checkpoint_not_found(call: int) -> KitsuneError:
-    """The answer to a resume of ``call`` when no checkpoint of the caller's is held for it."""
-    return KitsuneError("checkpoint_not_found", f"No checkpoint for call {call}: it finished ok, expired, was "
-                        "pushed out, is being resumed, or the bridge restarted")
-
-
 class CheckpointStore:
     """The bridge's container-call checkpoints, by agent and call: an :class:`ExpiringStore` that answers
     error codes. ``capacity_of`` tells how many an agent may hold (it is asked at each keep).
@@ -297,7 +291,8 @@ class CheckpointStore:
         if taken is not None:
             return taken
         if self._store.find(agent, call) is None:
-            raise checkpoint_not_found(call)
+            raise KitsuneError("checkpoint_not_found", f"No checkpoint for call {call}: it finished ok, "
+                               "expired, was pushed out, is being resumed, or the bridge restarted")
         raise KitsuneError("resume_token_invalid", f"The resume token does not match call {call}'s latest")
 
     def put_back(self, call: int) -> None:

@@ -7,8 +7,9 @@ keeps it until it drops it, a resume in progress included), the node takes resum
 ``<fleet>.ckpt.<call>``. A node asked to resume a call it does not hold forwards the request there
 (call, token, observed and the agent that asked) and answers what the holder answers: the same
 body and HTTP status, the same errors. With nobody on that subject (``no_responders``) it answers
-``checkpoint_not_found`` at once: the call finished ok, its checkpoint expired or was pushed out,
-or the node that held it stopped or died, losing it (it was never replicated, by design).
+``checkpoint_not_found`` at once, from its own store: the call finished ok, its checkpoint expired
+or was pushed out, or the node that held it stopped or died, losing it (it was never replicated,
+by design).
 
 The holder applies its own rules: the token's hash, the checkpoint's agent, rotation, its policy.
 It trusts the agent named in the request: the nodes of one fleet trust each other, over NATS
@@ -33,7 +34,7 @@ from actors.bus import Bus, BusError, Subscription
 from actors.call_actor import ResumeCall
 from actors.loop import IoLoop
 from core.calls import CallResponse
-from core.checkpoints import Checkpoint, Checkpoints, DropReason, checkpoint_not_found
+from core.checkpoints import Checkpoint, Checkpoints, DropReason
 from messages.contract import RESUME_DEADLINE, SETTLE
 from messages.errors import KitsuneError
 from messages.requests import Subjects
@@ -139,8 +140,8 @@ class ResumeRoutes:
             reply = await self.bus.request(self._subjects.checkpoint(call), orjson.dumps(request.to_json()),
                                            FORWARD_TIMEOUT)
         except BusError as e:
-            if e.code == "no_responders":  # no node holds it
-                raise checkpoint_not_found(call) from e
+            if e.code == "no_responders":  # no node holds it: this one answers checkpoint_not_found, and counts it
+                return await self._run_here(message)
             raise
         answer = orjson.loads(reply)
         if "error" in answer:

@@ -9,11 +9,13 @@ agent's, or held by a node that died) answers ``checkpoint_not_found``.
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import httpx
+import nats.errors
 import orjson
 import pytest
 
@@ -74,17 +76,35 @@ def _stopped_call(api: httpx.Client, site: TestSite, node: str, **tab: Any) -> d
     return {**stopped, "tabId": opened["tabId"]}
 
 
+def _probed(cluster: ClusterAccess, call: int) -> dict[str, Any] | None:
+    """The answer of whichever node takes resumes of ``call`` to a resume with a wrong token (None: no node)."""
+    async def probe() -> dict[str, Any] | None:
+        client = await cluster.client()
+        try:
+            request = {"call": call, "resume_token": "probe", "observed": None, "agent": "alice"}
+            answer: dict[str, Any] = orjson.loads((await client.request(
+                f"{FLEET}.ckpt.{call}", orjson.dumps(request), timeout=10)).data)
+            return answer
+        except nats.errors.NoRespondersError:
+            return None
+        finally:
+            await client.close()
+    return asyncio.run(probe())
+
+
 def _resume(api: httpx.Client, call: Any, token: str, **extra: Any) -> httpx.Response:
     return api.post("/api/resume", json={"call": call, "resume_token": token}, **extra)
 
 
 def test_a_call_stopped_on_one_node_resumes_through_another_its_write_never_sent_again(
-        nodes: tuple[Node, Node], apis: tuple[str, str], site: TestSite) -> None:
+        nats_cluster: ClusterAccess, nodes: tuple[Node, Node], apis: tuple[str, str], site: TestSite) -> None:
     first, second = nodes
     with _client(apis[0]) as on_r1, _client(apis[1]) as on_r2:
         stopped = _stopped_call(on_r1, site, "node-r1")
         call, token = stopped["call"], stopped["resume_token"]
         assert first.resumes.holds(call) and not second.resumes.holds(call)
+        probed = _probed(nats_cluster, call)  # its node answers on the call's subject, under its own rules
+        assert probed is not None and probed["error"]["code"] == "resume_token_invalid", probed
 
         again = _resume(on_r2, call, token)  # the wait fails again on node-r1: a new checkpoint, a new token
         assert again.status_code == 200, again.text
@@ -106,7 +126,7 @@ def test_a_call_stopped_on_one_node_resumes_through_another_its_write_never_sent
         for api in (on_r2, on_r1):  # finished ok: no node holds it any more
             gone = _resume(api, call, body["resume_token"])
             assert (gone.status_code, gone.json()["code"]) == (404, "checkpoint_not_found"), gone.text
-    until(lambda: not first.resumes.holds(call), 5, "node-r1 letting the checkpoint go")
+    until(lambda: _probed(nats_cluster, call) is None, 5, "node-r1 leaving the call's subject")
 
 
 def test_a_streamed_resume_through_another_node_answers_the_holders_final_line(
