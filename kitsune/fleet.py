@@ -6,8 +6,7 @@ each server's values in its environment as the file says) and N ``kitsune serve`
 then prints their addresses and where their tokens are. Every node has the same agent ``default``
 and scrape token, generated at each start.
 On SIGINT or SIGTERM it stops the nodes, then the servers; if one of them exits, it stops the rest.
-The nodes share the cluster but, until the fleet contract of issue 14 is built, each keeps its own
-tabs, claims and checkpoints.
+The nodes are named ``node-1`` .. ``node-N`` and act as one fleet (README, Fleet).
 """
 
 from __future__ import annotations
@@ -227,7 +226,8 @@ class Fleet:
     def _start_node(self, index: int, agent: str, scrape: str) -> subprocess.Popen[str]:
         home = self.directory / f"node-{index}"
         home.mkdir(exist_ok=True)
-        env = {**os.environ, "KITSUNE_FLEET": FLEET, "KITSUNE_NATS__URL": self.cluster.url,
+        env = {**os.environ, "KITSUNE_FLEET": FLEET, "KITSUNE_NODE_NAME": f"node-{index}",
+               "KITSUNE_NATS__URL": self.cluster.url,
                "KITSUNE_NATS__USER": NODE_USER, "KITSUNE_NATS__PASSWORD_ENV": NODE_PASSWORD_ENV,
                NODE_PASSWORD_ENV: self.cluster.node_password, "KITSUNE_AGENTS": f"default={agent}",
                "KITSUNE_METRICS_TOKEN": scrape, "KITSUNE_AUDIT_FILE": str(home / "audit.jsonl")}
@@ -330,7 +330,7 @@ def _announce(fleet: Fleet) -> None:
     monitors = " ".join(member.monitor for member in fleet.cluster.members)
     print(f"kitsune fleet: nats {fleet.cluster.url} (monitoring {monitors})", flush=True)
     for index, url in enumerate(fleet.node_urls, start=1):
-        print(f"kitsune fleet: node {index} {url}", flush=True)
+        print(f"kitsune fleet: node-{index} {url}", flush=True)
     print(f"kitsune fleet: tokens in {fleet.token_file} (agent default) and {fleet.scrape_token_file} "
           "(reads /metrics only)", flush=True)
     print(f"kitsune fleet: running in {fleet.directory}; Ctrl-C stops it", flush=True)
