@@ -17,20 +17,23 @@ cluster still forming raises its streams when it reconnects.
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Awaitable, Callable
 from typing import Any, TypeVar
 
+import nats.errors
 import nats.js.errors
 from nats.aio.client import Client
 from nats.js import JetStreamContext
 from nats.js.api import KeyValueConfig, StreamConfig
 from nats.js.kv import KeyValue
 
-__all__ = ["MAX_REPLICAS", "acknowledged_within", "ensure_bucket", "ensure_stream", "stream_replicas"]
+__all__ = ["MAX_REPLICAS", "acknowledged_within", "ensure_bucket", "ensure_stream", "patiently", "stream_replicas"]
 
 MAX_REPLICAS = 3
 _KEPT = ("subjects", "storage", "max_age")
 """The fields of a stream's configuration that :func:`ensure_stream` brings an existing stream to."""
 _TIMEOUT = 5.0
+_SETTLING = 30.0
 _EXPECTED_LAST = "Nats-Expected-Last-Sequence"
 _NEVER = str(2**63)
 """A last sequence no stream has."""
@@ -52,11 +55,12 @@ async def ensure_stream(client: Client, config: StreamConfig, *, timeout: float 
     there to ``config``'s subjects, storage and maximum age (those it sets) and raise its replicas."""
     js = client.jetstream(timeout=timeout)
     assert config.name is not None
+    name = config.name
     replicas = await stream_replicas(client)
     try:
-        have = (await js.stream_info(config.name)).config
+        have = (await patiently(lambda: js.stream_info(name))).config
     except nats.js.errors.NotFoundError:
-        await js.add_stream(config.evolve(num_replicas=replicas))
+        await patiently(lambda: js.add_stream(config.evolve(num_replicas=replicas)))
         await _receiving(js, config.subjects or [], timeout)
         return
     stale = {name: getattr(config, name) for name in _KEPT
@@ -70,13 +74,26 @@ async def ensure_bucket(client: Client, config: KeyValueConfig, *, timeout: floa
     js = client.jetstream(timeout=timeout)
     replicas = await stream_replicas(client)
     try:
-        have = (await js.stream_info(f"KV_{config.bucket}")).config
+        have = (await patiently(lambda: js.stream_info(f"KV_{config.bucket}"))).config
     except nats.js.errors.NotFoundError:
-        bucket = await js.create_key_value(config.evolve(replicas=replicas))
+        bucket = await patiently(lambda: js.create_key_value(config.evolve(replicas=replicas)))
         await _receiving(js, [f"$KV.{config.bucket}.>"], timeout)
         return bucket
     await _bring(js, have, replicas, {})
     return await js.key_value(config.bucket)
+
+
+async def patiently(request: Callable[[], Awaitable[_T]]) -> _T:
+    """``request()`` to the JetStream API, asked again while it times out, for :data:`_SETTLING` seconds:
+    a cluster just formed (or just lost a server) answers once its meta leader is elected."""
+    deadline = asyncio.get_running_loop().time() + _SETTLING
+    while True:
+        try:
+            return await request()
+        except (nats.errors.TimeoutError, nats.errors.NoRespondersError):
+            if asyncio.get_running_loop().time() > deadline:
+                raise
+            await asyncio.sleep(0.2)
 
 
 async def _bring(js: JetStreamContext, have: StreamConfig, replicas: int, stale: dict[str, Any]) -> None:

@@ -20,7 +20,7 @@ from nats.aio.client import Client
 from nats.js.api import KeyValueConfig, StorageType
 from nats.js.kv import KeyValue
 
-from actors.jetstream import ensure_bucket
+from actors.jetstream import ensure_bucket, patiently
 from messages.errors import KitsuneError
 
 __all__ = ["BLOCK", "FLEET_BUCKET", "TabIds", "kv_reserve", "local_reserve"]
@@ -115,7 +115,7 @@ async def _advance(bucket: KeyValue, key: str, n: int, floor: int) -> int:
     race; the first id of the block moved past."""
     while True:
         try:
-            entry = await bucket.get(key)
+            entry = await patiently(lambda: bucket.get(key))  # a bucket just made may still elect its leader
         except nats.js.errors.KeyNotFoundError:
             try:
                 await bucket.create(key, str(floor + n).encode())

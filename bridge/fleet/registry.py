@@ -34,7 +34,7 @@ from nats.aio.client import Client
 from nats.js.api import KeyValueConfig, StorageType
 from nats.js.kv import KeyValue
 
-from actors.jetstream import ensure_bucket
+from actors.jetstream import ensure_bucket, patiently
 
 __all__ = ["HEARTBEAT", "NODES_BUCKET", "NODE_LOST_AFTER", "TABS_BUCKET", "FleetRegistry", "NodeEntry",
            "TabEntry", "agent_key"]
@@ -142,7 +142,7 @@ class FleetRegistry:
                                                                          storage=StorageType.FILE))
         self._nodes_kv = await ensure_bucket(self._client, KeyValueConfig(bucket=NODES_BUCKET,
                                                                           storage=StorageType.MEMORY, ttl=NODE_TTL))
-        await self._beat()
+        await patiently(self._beat)  # buckets just made may still elect their leaders
         await self.watch()
         self._tasks += [asyncio.get_running_loop().create_task(self._beating()),
                         asyncio.get_running_loop().create_task(self._judging())]

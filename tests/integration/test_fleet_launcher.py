@@ -49,7 +49,7 @@ def test_a_local_fleet_forms_a_nats_cluster_serves_two_nodes_and_stops_whole_on_
     try:
         text = "".join(_announced(launcher))
         monitors = re.search(r"\(monitoring ([^)]*)\)", text).group(1).split()  # type: ignore[union-attr]
-        nodes = re.findall(r"node \d (http://\S+)", text)
+        nodes = re.findall(r"node-\d (http://\S+)", text)
         assert len(monitors) == 3 and len(nodes) == 2, text
 
         names = set()
@@ -65,6 +65,8 @@ def test_a_local_fleet_forms_a_nats_cluster_serves_two_nodes_and_stops_whole_on_
             assert httpx.get(f"{node}/healthz").json() == {"ok": True, "nats": True, "browser": True}
             tabs = httpx.get(f"{node}/api/tabs", headers={"Authorization": f"Bearer {token}"})
             assert tabs.status_code == 200, tabs.text
+            fleet = httpx.get(f"{node}/api/fleet", headers={"Authorization": f"Bearer {token}"}).json()
+            assert {n["name"] for n in fleet["nodes"]} == {"node-1", "node-2"}, fleet  # one fleet
 
         assert len(_processes_of(tmp_path)) > 5  # 3 nats-servers, 2 nodes, their Chromium
         launcher.send_signal(signal.SIGINT)
