@@ -157,6 +157,8 @@ def test_compose_nodes_configure_a_node_that_joins_all_three_servers() -> None:
         assert config.nats_url == ",".join(f"nats://{name}:{port}" for name, port in client_port.items())
         _assert_a_fleet_node(config, env)
         assert config.nats_auth.password == _env_example()["NATS_NODE_PASSWORD"]  # the servers' node password
+    assert [load_config(DEPLOY / "kitsune.yaml", _interpolated(service["environment"], _env_example())).node_name
+            for service in nodes.values()] == list(nodes)  # each its stable name, the service's
 
 
 def _assert_a_fleet_node(config: BridgeConfig, env: Mapping[str, str]) -> None:
@@ -213,10 +215,13 @@ def test_compose_grafana_mounts_the_provisioning_and_the_dashboards_where_they_a
 
 # --- Kubernetes ---------------------------------------------------------------------------------
 
-def _pod_env(container: dict[str, Any], secret: dict[str, Any]) -> dict[str, str]:
-    """The container's environment, its secretKeyRefs read from ``secret``."""
+def _pod_env(container: dict[str, Any], secret: dict[str, Any], pod: str = "kitsune-0") -> dict[str, str]:
+    """The container's environment, its secretKeyRefs read from ``secret``, the pod's name ``pod``."""
     env: dict[str, str] = {}
     for item in container["env"]:
+        if item["valueFrom"].get("fieldRef") == {"fieldPath": "metadata.name"}:
+            env[item["name"]] = pod
+            continue
         reference = item["valueFrom"]["secretKeyRef"]
         assert reference["name"] == secret["metadata"]["name"]
         env[item["name"]] = secret["stringData"][reference["key"]]
@@ -238,6 +243,7 @@ def test_kubernetes_nodes_run_kitsune_serve_with_the_configmap_and_the_secret(tm
     env = _pod_env(container, objects["Secret"])
     config = load_config(tmp_path / name, env)
     _assert_a_fleet_node(config, env)
+    assert config.node_name == "kitsune-0"  # each pod's name: stable across its restarts
     assert config.nats_url == ",".join(f"nats://nats-{i}.nats-headless:4222" for i in range(3))
     image = yaml.safe_load((DEPLOY / "kitsune.yaml").read_text())
     assert {**yaml.safe_load(document), "nats": image["nats"]} == image | {"nats": image["nats"]}
