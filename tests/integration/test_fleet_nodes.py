@@ -13,19 +13,18 @@ import concurrent.futures
 import itertools
 import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import httpx
 import pytest
 
-from bridge.browser import ChromiumBrowser
-from bridge.config import load_config
 from bridge.node import Node
 from kitsune.fleet import FLEET
 from tests.integration.calls import batch, parallel
-from tests.integration.serving import app_over, serve
+from tests.integration.fleet_nodes import apps_over, sees, start_node, two_nodes, until
+from tests.integration.serving import serve
 from tests.nats_cluster import ClusterAccess
 from tests.site import TestSite
 
@@ -34,47 +33,15 @@ HIT = "POST /clicks/hit"
 CLICK = {"action": "click", "selector": "#hit"}
 
 
-def until(condition: Callable[[], Any], timeout: float, what: str) -> Any:
-    """Poll ``condition`` until it is truthy; fail naming ``what`` after ``timeout`` seconds."""
-    deadline = time.monotonic() + timeout
-    while not (value := condition()):
-        if time.monotonic() > deadline:
-            pytest.fail(f"{what}: not within {timeout:g} s")
-        time.sleep(0.05)
-    return value
-
-
-def start_node(cluster: ClusterAccess, name: str, **config: Any) -> Node:
-    return Node(ChromiumBrowser(), cluster.node_config(name=name, **config)).start()
-
-
-def sees(node: Node, *names: str) -> bool:
-    assert node.member.registry is not None
-    return set(names) <= set(node.member.registry.alive())
-
-
 @pytest.fixture(scope="module")
 def fleet(nats_cluster: ClusterAccess) -> Iterator[tuple[Node, Node]]:
-    first = start_node(nats_cluster, "node-a")
-    try:
-        second = start_node(nats_cluster, "node-b", max_tabs=64)
-        try:
-            until(lambda: sees(first, "node-a", "node-b") and sees(second, "node-a", "node-b"), 10,
-                  "the nodes seeing each other")
-            yield first, second
-        finally:
-            second.stop()
-    finally:
-        first.stop()
+    yield from two_nodes(nats_cluster, ("node-a", "node-b"), max_tabs=64)
 
 
 @pytest.fixture(scope="module")
 def apis(fleet: tuple[Node, Node]) -> Iterator[tuple[str, str]]:
-    """The real app over each node: the same agents and capabilities."""
-    config = load_config(None, {"KITSUNE_AGENTS": ",".join(f"{a}={t}" for a, t in TOKENS.items()),
-                                "KITSUNE_CAPS": "core,automation"})
-    with app_over(fleet[0], config) as first, app_over(fleet[1], config) as second:
-        yield first, second
+    with apps_over(fleet, TOKENS) as bases:
+        yield bases
 
 
 def client(base: str, agent: str) -> httpx.Client:

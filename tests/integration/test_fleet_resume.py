@@ -19,11 +19,10 @@ import nats.errors
 import orjson
 import pytest
 
-from bridge.config import load_config
 from bridge.node import Node
 from kitsune.fleet import FLEET
-from tests.integration.serving import TOKENS, app_over, serve
-from tests.integration.test_fleet_nodes import start_node, until
+from tests.integration.fleet_nodes import apps_over, sees, two_nodes, until
+from tests.integration.serving import TOKENS, serve
 from tests.nats_cluster import ClusterAccess
 from tests.site import TestSite
 
@@ -32,33 +31,16 @@ LATE = "#late"
 ADD_LATE = "document.body.append(Object.assign(document.createElement('p'), {id: 'late', textContent: 'late'}))"
 
 
-def _sees(node: Node, *names: str) -> bool:
-    assert node.member.registry is not None
-    return set(names) <= set(node.member.registry.alive())
-
-
 @pytest.fixture(scope="module")
 def nodes(nats_cluster: ClusterAccess) -> Iterator[tuple[Node, Node]]:
-    first = start_node(nats_cluster, "node-r1")
-    try:
-        second = start_node(nats_cluster, "node-r2")
-        try:
-            until(lambda: _sees(first, "node-r1", "node-r2") and _sees(second, "node-r1", "node-r2"), 10,
-                  "the nodes seeing each other")
-            yield first, second
-        finally:
-            second.stop()
-    finally:
-        first.stop()
+    yield from two_nodes(nats_cluster, ("node-r1", "node-r2"))
 
 
 @pytest.fixture(scope="module")
 def apis(nodes: tuple[Node, Node]) -> Iterator[tuple[str, str]]:
     """The real app over each node: the same agents (those of ``kitsune serve`` in these tests)."""
-    config = load_config(None, {"KITSUNE_AGENTS": ",".join(f"{a}={t}" for a, t in TOKENS.items()),
-                                "KITSUNE_CAPS": "core,automation"})
-    with app_over(nodes[0], config) as first, app_over(nodes[1], config) as second:
-        yield first, second
+    with apps_over(nodes, TOKENS) as bases:
+        yield bases
 
 
 def _client(base: str, agent: str = "alice") -> httpx.Client:
@@ -164,7 +146,7 @@ def test_the_checkpoints_of_a_node_that_died_are_gone_with_it(
     second = nodes[1]
     doomed = serve(tmp_path, nats_cluster, {"fleet": FLEET, "node_name": "node-r3", "caps": ["core", "automation"]})
     try:
-        until(lambda: _sees(second, "node-r3"), 10, "node-r3 joining")
+        until(lambda: sees(second, "node-r3"), 10, "node-r3 joining")
         with doomed.client() as on_r3:
             stopped = _stopped_call(on_r3, site, "node-r3", session="on-r3")
         with _client(apis[1]) as on_r2:
