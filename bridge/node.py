@@ -271,7 +271,7 @@ class Node:
                 await JetStreamEventStore.create(nats_bus, max_age_seconds=self.config.checkpoint_ttl)
                 await JetStreamAuditLog.create(nats_bus.client)
                 if self.member.registry is not None:
-                    await self.member.registry.watch()
+                    await self.member.registry.resync()
             nats_bus.on_reconnect = streams_again
             reserve = kv_reserve(nats_bus.client, self.config.fleet)
         self.member.bus = self.tabs.bus = self.resumes.bus = self.bus

@@ -138,17 +138,33 @@ class FleetRegistry:
 
     async def start(self) -> None:
         """Make or open both buckets, mirror them, and start beating."""
-        self._tabs_kv = await ensure_bucket(self._client, KeyValueConfig(bucket=TABS_BUCKET,
-                                                                         storage=StorageType.FILE))
-        self._nodes_kv = await ensure_bucket(self._client, KeyValueConfig(bucket=NODES_BUCKET,
-                                                                          storage=StorageType.MEMORY, ttl=NODE_TTL))
+        await self._open_buckets()
         await patiently(self._beat)  # buckets just made may still elect their leaders
         await self.watch()
         self._tasks += [asyncio.get_running_loop().create_task(self._beating()),
                         asyncio.get_running_loop().create_task(self._judging())]
 
+    async def resync(self) -> None:
+        """After a reconnect: the buckets made again if the server lost them, this node's own keys
+        written again, its heartbeat, and the watches restarted."""
+        await self._open_buckets()
+        for entry in [e for e in self.tabs.values() if e.node == self.node]:
+            await self._put(self._tab_key(entry.tab), entry.to_json())
+        for (agent, name), node in list(self.sessions.items()):
+            if node == self.node:
+                await self._put(f"{self._fleet}.session.{agent}.{name.replace(':', '=')}",
+                                orjson.dumps({"node": self.node}))
+        await patiently(self._beat)
+        await self.watch()
+
+    async def _open_buckets(self) -> None:
+        self._tabs_kv = await ensure_bucket(self._client, KeyValueConfig(bucket=TABS_BUCKET,
+                                                                         storage=StorageType.FILE))
+        self._nodes_kv = await ensure_bucket(self._client, KeyValueConfig(bucket=NODES_BUCKET,
+                                                                          storage=StorageType.MEMORY, ttl=NODE_TTL))
+
     async def watch(self) -> None:
-        """(Re)start the watches of both buckets and wait for their current values (after a reconnect too)."""
+        """(Re)start the watches of both buckets and wait for their current values."""
         for watcher in self._watchers:
             with contextlib.suppress(Exception):
                 await watcher.stop()
@@ -248,8 +264,12 @@ class FleetRegistry:
         try:
             self._revisions[key] = await (self._tabs_kv.update(key, value, last=revision) if revision
                                           else self._tabs_kv.create(key, value))
-        except nats.js.errors.KeyWrongLastSequenceError:  # changed by a survivor's clean-up, or made before
-            found = await self._tabs_kv.get(key)
+        except nats.js.errors.KeyWrongLastSequenceError:  # changed by a survivor's clean-up, made before, or lost
+            try:
+                found = await self._tabs_kv.get(key)
+            except nats.js.errors.KeyNotFoundError:  # a server that lost its state: made again
+                self._revisions[key] = await self._tabs_kv.create(key, value)
+                return
             assert found.revision is not None
             self._revisions[key] = await self._tabs_kv.update(key, value, last=found.revision)
 
