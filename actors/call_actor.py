@@ -7,7 +7,7 @@ import dataclasses
 import logging
 import secrets
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Coroutine, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -28,7 +28,7 @@ from messages.contract import SETTLE
 from messages.errors import KitsuneError
 from messages.events import CallEnded, Event, StepDispatched
 from messages.requests import Subjects, TabCancel, TabRequest
-from messages.results import Done, Failed, Failure, Outcome, Unknown, outcome_from_json
+from messages.results import Failed, Failure, Outcome, Unknown, outcome_from_json
 
 __all__ = ["BusDriver", "CallActor", "EventSink", "LocalTabs", "ResumeCall", "RunCall"]
 
@@ -82,6 +82,8 @@ class CallActor(Answering):
 LocalTabs = Callable[[int, TabRequest], Outcome | None]
 """Runs a request on the actor of a tab of this node and answers its outcome; None when the tab is
 elsewhere. Raises ``TimeoutError`` when the tab does not answer in time."""
+OpenTabs = Callable[[], Coroutine[Any, Any, frozenset[int]]]
+"""Ids of the fleet's open tabs (the registry's: no tab is asked for its title or URL)."""
 Placement = Callable[[NewTab, str | None, int | None], str]
 """The subject of the node a ``newTab`` of an agent (None: a user tab) in a call opens on; raises
 :class:`KitsuneError` when no node can take it (``unknown_node``, ``fleet_full``)."""
@@ -97,18 +99,19 @@ class BusDriver:
     """
 
     def __init__(self, io: IoLoop, bus: Bus, subjects: Subjects, local: LocalTabs, place: Placement,
-                 agent: str | None = None) -> None:
+                 open_tabs: OpenTabs, agent: str | None = None) -> None:
         self._io = io
         self._bus = bus
         self._subjects = subjects
         self._local = local
         self._place = place
+        self._open_tabs = open_tabs
         self._agent = agent
         """The agent whose calls it serves (its requests name it: a ``newTab`` opens in its session)."""
 
     def for_agent(self, agent: str) -> BusDriver:
         """The same driver for the calls of ``agent``."""
-        return BusDriver(self._io, self._bus, self._subjects, self._local, self._place, agent)
+        return BusDriver(self._io, self._bus, self._subjects, self._local, self._place, self._open_tabs, agent)
 
     def execute(self, command: Command, tab_id: int | None, timeout: float,
                 recorded: Sequence[Recorded] = ()) -> Outcome:
@@ -166,13 +169,10 @@ class BusDriver:
 
     def list_tabs(self) -> frozenset[int]:
         try:
-            outcome = decode_outcome(self._io.run(self._bus.request(
-                self._subjects.tabs, encode(TabRequest(GetTabs(), 5.0)), 5.0 + SETTLE)))
-        except BusError as e:
-            raise KitsuneError("tabs_unavailable", f"The tabs could not be listed ({e.code})", retryable=True) from e
-        if not isinstance(outcome, Done):
-            raise KitsuneError("tabs_unavailable", "The tabs could not be listed", retryable=True)
-        return frozenset(tab["tabId"] for tab in outcome.value["tabs"])
+            return self._io.run(self._open_tabs(), timeout=5.0 + SETTLE)
+        except (BusError, TimeoutError) as e:
+            raise KitsuneError("tabs_unavailable", f"The tabs could not be listed ({type(e).__name__})",
+                               retryable=True) from e
 
 
 class EventSink:

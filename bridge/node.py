@@ -201,7 +201,8 @@ class Node:
             await self._audit_trail.start()
             self._actors += [checkpoints, barriers, self.audit]
             assert self._sink is not None
-            self._driver = BusDriver(self.io, self.bus, self.subjects, local=self.tabs.ask, place=self.member.place)
+            self._driver = BusDriver(self.io, self.bus, self.subjects, local=self.tabs.ask, place=self.member.place,
+                                     open_tabs=self.open_tab_ids)
             self._sequences = ActorSequences(barriers)
             self.calls = Calls(self.ports_for, self.resumes.reachable(self.checkpoints), audit=self.auditor(None),
                                sink=self._sink, config=EngineConfig(step_timeout=self.config.step_timeout),
