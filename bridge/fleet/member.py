@@ -277,6 +277,31 @@ class FleetMember:
         await self._release(int(body["call"]), body.get("owner"))
         return orjson.dumps({})
 
+    def node_of(self, tab: int) -> str | None:
+        """The node that holds ``tab``, as this node knows now (None: not open in the fleet)."""
+        if self.registry is None or tab in self._browser.tab_ids():
+            return self.name
+        entry = self.registry.tabs.get(tab)
+        return entry.node if entry is not None else None
+
+    def claim_on(self, node: str, call: int, owner: str, tab: int) -> Failure | None:
+        """Have ``node`` (this one or another) decide a claim of this node's call (from the call's thread)."""
+        if node == self.name:
+            return self._io.run(self._claim(call, owner, tab, self.name), timeout=10)
+        try:
+            reply = self._io.run(self._ask(node, {"op": "claim", "call": call, "owner": owner, "tab": tab,
+                                                  "node": self.name}), timeout=10)
+        except KitsuneError as e:
+            return Failure.of(e)
+        return _failure(reply.get("failure"))
+
+    def release_on(self, node: str, call: int, owner: str | None) -> None:
+        """Have ``node`` release the claims of this node's call (of one sequence, or all), from its thread."""
+        if node == self.name:
+            self._io.run(self._release(call, owner), timeout=10)
+        else:
+            self._io.run(self._ask(node, {"op": "release", "call": call, "owner": owner}), timeout=10)
+
     async def _claim(self, call: int, owner: str, tab: int, node: str) -> Failure | None:
         async with self._deciding:
             if self.table.held().get(tab) == Claim(call, owner):
@@ -319,9 +344,10 @@ class FleetMember:
         await self._quietly(self.registry.put_tab(entry))
 
     async def _holder(self, tab: int) -> str:
-        if tab in self._browser.tab_ids() or self.registry is None:
-            return self.name
-        entry = await self.registry.lookup(tab)
+        """The node that holds ``tab``: as this node knows, else as the bucket says; ``unknown_tab`` if none."""
+        if (node := self.node_of(tab)) is not None:
+            return node
+        entry = await self.registry.lookup(tab) if self.registry is not None else None
         if entry is None:
             raise KitsuneError("unknown_tab", f"No open tab {tab}", state={"tabId": tab})
         return entry.node
@@ -358,22 +384,10 @@ class FleetClaims:
         with self._lock:
             if any(t == tab and seq == owner for t, seq, _ in self._claimed.get(call, ())):
                 return None
-        member = self._member
-        node = member.name if tab in member._browser.tab_ids() or member.registry is None else None
+        node = self._member.node_of(tab)
         if node is None:
-            entry = member.registry.tabs.get(tab) if member.registry is not None else None
-            if entry is None:
-                return None  # not open: its write answers tab_closed
-            node = entry.node
-        if node == member.name:
-            failure = member._io.run(member._claim(call, owner, tab, member.name), timeout=10)
-        else:
-            try:
-                reply = member._io.run(member._ask(node, {"op": "claim", "call": call, "owner": owner, "tab": tab,
-                                                          "node": member.name}), timeout=10)
-            except KitsuneError as e:
-                return Failure.of(e)
-            failure = _failure(reply.get("failure"))
+            return None  # not open: its write answers tab_closed
+        failure = self._member.claim_on(node, call, owner, tab)
         if failure is None:
             with self._lock:
                 self._claimed.setdefault(call, set()).add((tab, owner, node))
@@ -390,13 +404,9 @@ class FleetClaims:
             mine -= ending
             if not mine:
                 self._claimed.pop(call, None)
-        member = self._member
         for node in sorted({node for _, _, node in ending}):
             try:
-                if node == member.name:
-                    member._io.run(member._release(call, owner), timeout=10)
-                else:
-                    member._io.run(member._ask(node, {"op": "release", "call": call, "owner": owner}), timeout=10)
+                self._member.release_on(node, call, owner)
             except Exception as e:  # that node is gone, or will release them when it learns this node is
                 log.error("claims of call %d on node %s not released (%s)", call, node, type(e).__name__)
 
