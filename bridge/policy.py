@@ -24,7 +24,8 @@ from messages.errors import KitsuneError
 from messages.results import Done, Failed, Failure, HeldForApproval, Outcome
 from messages.tokens import digest, digests_equal, new_token, token_hash
 
-__all__ = ["CAPABILITY_GROUPS", "CLOSED", "ELSEWHERE", "USER", "ConfirmTokens", "Policy", "PolicyDriver", "TabOwners"]
+__all__ = ["CAPABILITY_GROUPS", "CLOSED", "ELSEWHERE", "USER", "ConfirmTokens", "Policy", "PolicyDriver", "TabOwners",
+           "owned_by_another"]
 
 USER = "user"
 """The owner of tabs the bridge did not open for an agent."""
@@ -159,6 +160,16 @@ def _url_of(command: Command) -> str | None:
     return None
 
 
+def owned_by_another(tab: int, owner: str, agent: str, policy: Policy) -> Failure | None:
+    """``tab_owned`` when ``agent``, under ``policy``, may not write ``tab`` owned by ``owner`` (a closed tab,
+    or another node's, is judged elsewhere); None when it may."""
+    if owner in (agent, ELSEWHERE, CLOSED) or (owner == USER and policy.user_tabs_writable):
+        return None
+    whose = "a user tab" if owner == USER else "owned by another agent"
+    return Failure(f"Tab {tab} is {whose}; take it over to write to it", "tab_owned", False,
+                   {"tabId": tab, "owner": "user" if owner == USER else "agent"})
+
+
 class PolicyDriver:
     """The engine's driver for one agent: every action passes the policy first."""
 
@@ -184,12 +195,9 @@ class PolicyDriver:
             return None
         if policy.read_only:
             return Failed(Failure("Read-only mode: writes are refused; nothing was sent", "read_only", False))
-        if tab is not None and command.acts_on_tab:
-            owner = self._owners.owner(tab)
-            if owner not in (self._agent, ELSEWHERE) and not (owner == USER and policy.user_tabs_writable):
-                whose = "a user tab" if owner == USER else "owned by another agent"
-                return Failed(Failure(f"Tab {tab} is {whose}; take it over to write to it", "tab_owned", False,
-                                      {"tabId": tab, "owner": "user" if owner == USER else "agent"}))
+        if tab is not None and command.acts_on_tab and (
+                owned := owned_by_another(tab, self._owners.owner(tab), self._agent, policy)) is not None:
+            return Failed(owned)
         url = _url_of(command)
         if url is not None and (denial := policy.urls.check(url)) is not None:
             return Failed(Failure(f"URL refused by policy: {denial.message}", "url_denied", False,

@@ -26,7 +26,7 @@ from actors.bus import Bus, BusError
 from actors.loop import IoLoop
 from bridge.browser.sessions import ONE_SHOT, SessionChange
 from bridge.fleet.registry import FleetRegistry, NodeEntry, TabEntry, agent_key
-from bridge.policy import CLOSED, ELSEWHERE, USER, Policy, TabOwners
+from bridge.policy import CLOSED, ELSEWHERE, USER, Policy, TabOwners, owned_by_another
 from core.claims import Claim, ClaimTable
 from messages.codec import decode_outcome, encode
 from messages.commands import GetTabs, NewTab, is_write
@@ -100,8 +100,8 @@ class FleetMember:
             if session is not None:  # a popup of an agent's page lives in its session: it is that agent's tab
                 self.owners.give(tab, session.agent)
             if self.registry is not None:
-                await self._record(TabEntry(tab, self.name, session.agent if session else None,
-                                            session.name if session else None))
+                await self._quietly(self.registry.put_tab(TabEntry(tab, self.name, session.agent if session else None,
+                                                                   session.name if session else None)))
         for tab in closed:
             expired = self._browser.sessions.expired(tab)  # closed with its session: a later write is session_expired
             self.owners.closed(tab, expired.error() if expired is not None else None)  # ids are never reused
@@ -244,12 +244,9 @@ class FleetMember:
         if request.call is not None and (conflict := self.table.check_write(request.call, tab)) is not None:
             return Failed(conflict)
         agent = request.agent
-        if agent is not None:
-            owner = self.owners.owner(tab)
-            if owner not in (agent, CLOSED) and not (owner == USER and self._policy_of(agent).user_tabs_writable):
-                whose = "a user tab" if owner == USER else "owned by another agent"
-                return Failed(Failure(f"Tab {tab} is {whose}; take it over to write to it", "tab_owned", False,
-                                      {"tabId": tab, "owner": "user" if owner == USER else "agent"}))
+        if agent is not None and (owned := owned_by_another(tab, self.owners.owner(tab), agent,
+                                                            self._policy_of(agent))) is not None:
+            return Failed(owned)
         return None
 
     # claims and takeovers, decided by the tab's node
@@ -338,10 +335,6 @@ class FleetMember:
         await self.registry.put_tab(replace(entry, owner=None if owner in (USER, CLOSED) else owner,
                                             claim=(claim.call, claim.owner, self._callers.get(claim.call, self.name))
                                             if claim is not None else None))
-
-    async def _record(self, entry: TabEntry) -> None:
-        assert self.registry is not None
-        await self._quietly(self.registry.put_tab(entry))
 
     async def _holder(self, tab: int) -> str:
         """The node that holds ``tab``: as this node knows, else as the bucket says; ``unknown_tab`` if none."""
