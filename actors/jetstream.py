@@ -37,6 +37,8 @@ _SETTLING = 30.0
 _EXPECTED_LAST = "Nats-Expected-Last-Sequence"
 _NEVER = str(2**63)
 """A last sequence no stream has."""
+_NAME_IN_USE = 10058
+"""JetStream's error code for a stream made already with another configuration."""
 
 _T = TypeVar("_T")
 
@@ -57,12 +59,12 @@ async def ensure_stream(client: Client, config: StreamConfig, *, timeout: float 
     assert config.name is not None
     name = config.name
     replicas = await stream_replicas(client)
-    try:
-        have = (await patiently(lambda: js.stream_info(name))).config
-    except nats.js.errors.NotFoundError:
-        await patiently(lambda: js.add_stream(config.evolve(num_replicas=replicas)))
-        await _receiving(js, config.subjects or [], timeout)
-        return
+    have = await _existing(js, name)
+    if have is None:
+        if await _made_here(lambda: js.add_stream(config.evolve(num_replicas=replicas))):
+            await _receiving(js, config.subjects or [])
+            return
+        have = await _made_elsewhere(js, name)
     stale = {name: getattr(config, name) for name in _KEPT
              if getattr(config, name) is not None and getattr(config, name) != getattr(have, name)}
     await _bring(js, have, replicas, stale)
@@ -73,14 +75,43 @@ async def ensure_bucket(client: Client, config: KeyValueConfig, *, timeout: floa
     the replicas of one already there are raised to that number (its other settings are kept)."""
     js = client.jetstream(timeout=timeout)
     replicas = await stream_replicas(client)
-    try:
-        have = (await patiently(lambda: js.stream_info(f"KV_{config.bucket}"))).config
-    except nats.js.errors.NotFoundError:
-        bucket = await patiently(lambda: js.create_key_value(config.evolve(replicas=replicas)))
-        await _receiving(js, [f"$KV.{config.bucket}.>"], timeout)
-        return bucket
+    stream = f"KV_{config.bucket}"
+    have = await _existing(js, stream)
+    if have is None:
+        if await _made_here(lambda: js.create_key_value(config.evolve(replicas=replicas))):
+            await _receiving(js, [f"$KV.{config.bucket}.>"])
+            return await js.key_value(config.bucket)
+        have = await _made_elsewhere(js, stream)
     await _bring(js, have, replicas, {})
     return await js.key_value(config.bucket)
+
+
+async def _existing(js: JetStreamContext, stream: str) -> StreamConfig | None:
+    """The configuration of ``stream``, or ``None`` when there is none."""
+    try:
+        return (await patiently(lambda: js.stream_info(stream))).config
+    except nats.js.errors.NotFoundError:
+        return None
+
+
+async def _made_elsewhere(js: JetStreamContext, stream: str) -> StreamConfig:
+    """The configuration of ``stream``, which another node made a moment ago."""
+    have = await _existing(js, stream)
+    if have is None:
+        raise nats.js.errors.NotFoundError(description=f"stream {stream} made and gone")
+    return have
+
+
+async def _made_here(create: Callable[[], Awaitable[object]]) -> bool:
+    """Whether ``create()`` made the stream; ``False`` when another node made it first with another
+    configuration (nodes starting together on a fresh cluster race to make them)."""
+    try:
+        await patiently(create)
+    except nats.js.errors.BadRequestError as e:
+        if e.err_code != _NAME_IN_USE:
+            raise
+        return False
+    return True
 
 
 async def patiently(request: Callable[[], Awaitable[_T]]) -> _T:
@@ -104,19 +135,20 @@ async def _bring(js: JetStreamContext, have: StreamConfig, replicas: int, stale:
         await js.update_stream(have.evolve(**stale, num_replicas=max(replicas, had)))
 
 
-async def _receiving(js: JetStreamContext, subjects: list[str], timeout: float) -> None:
+async def _receiving(js: JetStreamContext, subjects: list[str]) -> None:
     """Once a new stream takes what is published on ``subjects`` through this client's server: a
     replicated stream is made before its leader is elected and its interest has reached every
-    server, and until then a publish finds no responders. The probe asks for a last sequence the
-    stream never has, so the stream refuses it and stores nothing."""
+    server, and until then a publish finds no responders (for up to :data:`_SETTLING` seconds: the
+    election is slow on a loaded machine). The probe asks for a last sequence the stream never has,
+    so the stream refuses it and stores nothing."""
     subject = ".".join("probe" if token in ("*", ">") else token for token in subjects[0].split("."))
-    deadline = asyncio.get_running_loop().time() + timeout
+    deadline = asyncio.get_running_loop().time() + _SETTLING
     while True:
         try:
             await js.publish(subject, b"", headers={_EXPECTED_LAST: _NEVER})
         except nats.js.errors.NoStreamResponseError:
             if asyncio.get_running_loop().time() > deadline:
-                raise TimeoutError(f"no stream took {subject} in {timeout:g} s") from None
+                raise TimeoutError(f"no stream took {subject} in {_SETTLING:g} s") from None
             await asyncio.sleep(0.02)
         except nats.js.errors.APIError:  # refused: the stream has it
             return

@@ -245,7 +245,15 @@ class Fleet:
             if line.startswith("kitsune serving "):
                 return line.split()[2]
         log = self.directory / f"node-{index}" / "server.log"
-        raise FleetError(f"node {index} did not start; see {log}")
+        process.wait()
+        raise FleetError(f"node {index} did not start; see {log} (exit code {process.returncode}, "
+                         f"its last line: {_last_line(log)})")
+
+
+def _last_line(log: Path) -> str:
+    """The last line ``log`` holds (cut to 500 characters), or ``-``."""
+    lines = [line for line in log.read_text(errors="replace").splitlines() if line.strip()]
+    return lines[-1][:500] if lines else "-"
 
 
 def _member_ready(member: NatsMember, cluster: Sequence[NatsMember]) -> bool:

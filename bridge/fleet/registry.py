@@ -168,9 +168,10 @@ class FleetRegistry:
         for watcher in self._watchers:
             with contextlib.suppress(Exception):
                 await watcher.stop()
-        assert self._tabs_kv is not None and self._nodes_kv is not None
-        self._watchers = [await self._tabs_kv.watch(f"{self._fleet}.>"),
-                          await self._nodes_kv.watch(f"{self._fleet}.>")]
+        tabs_kv, nodes_kv = self._tabs_kv, self._nodes_kv
+        assert tabs_kv is not None and nodes_kv is not None
+        self._watchers = [await patiently(lambda: tabs_kv.watch(f"{self._fleet}.>")),
+                          await patiently(lambda: nodes_kv.watch(f"{self._fleet}.>"))]
         for watcher, apply in zip(self._watchers, (self._apply_tab, self._apply_node), strict=True):
             while (entry := await watcher.updates(timeout=10.0)) is not None:  # the current values first
                 apply(entry)

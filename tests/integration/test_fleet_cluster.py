@@ -20,7 +20,7 @@ from nats.js.api import KeyValueConfig
 from actors.audit_actor import AUDIT_STREAM, JetStreamAuditLog
 from actors.bus import BusError, NatsBus
 from actors.event_store import EVENTS_STREAM, JetStreamEventStore
-from actors.jetstream import ensure_bucket, stream_replicas
+from actors.jetstream import _made_here, ensure_bucket, stream_replicas
 from bridge.browser import ChromiumBrowser
 from bridge.node import Node
 from bridge.tab_ids import FLEET_BUCKET
@@ -98,6 +98,23 @@ def test_a_node_makes_its_streams_with_three_replicas_and_raises_a_stream_that_h
                 assert runner.run(_num_replicas(client, stream)) == 1
                 runner.run(make())
                 assert runner.run(_num_replicas(client, stream)) == 3, stream
+        finally:
+            runner.run(client.close())
+
+
+def test_a_stream_another_node_made_first_with_other_replicas_is_taken_not_an_error(
+        node: Node, nats_cluster: ClusterAccess) -> None:
+    """Nodes starting together race to make a stream; the one whose create loses to another
+    configuration goes on with the stream there instead of failing its start."""
+    with asyncio.Runner() as runner:
+        client = runner.run(nats_cluster.client())
+        try:
+            js = client.jetstream()
+            have = runner.run(js.stream_info(EVENTS_STREAM)).config
+            other = have.evolve(num_replicas=1)
+            assert runner.run(_made_here(lambda: js.add_stream(other))) is False
+            assert runner.run(_made_here(lambda: js.add_stream(have))) is True  # the same: made, as if here
+            assert runner.run(_num_replicas(client, EVENTS_STREAM)) == 3
         finally:
             runner.run(client.close())
 

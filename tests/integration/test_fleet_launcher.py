@@ -86,4 +86,5 @@ def test_a_fleet_whose_node_cannot_start_says_so_and_leaves_no_process(tmp_path:
     assert launcher.returncode == 1
     assert f"cannot start: node 1 did not start; see {tmp_path}/fleet/node-1/server.log" in output
     assert "no_such_key: unknown key" in (tmp_path / "fleet" / "node-1" / "server.log").read_text()
+    assert re.search(r"\(exit code 2, its last line: [^\n]*no_such_key: unknown key", output), output
     assert _processes_of(tmp_path) == set()
