@@ -59,15 +59,12 @@ async def ensure_stream(client: Client, config: StreamConfig, *, timeout: float 
     assert config.name is not None
     name = config.name
     replicas = await stream_replicas(client)
-    have = await _existing(js, name)
-    if have is None:
-        if await _made_here(lambda: js.add_stream(config.evolve(num_replicas=replicas))):
-            await _receiving(js, config.subjects or [])
-            return
-        have = await _made_elsewhere(js, name)
-    stale = {name: getattr(config, name) for name in _KEPT
-             if getattr(config, name) is not None and getattr(config, name) != getattr(have, name)}
-    await _bring(js, have, replicas, stale)
+    have = await _found_or_made(js, name, lambda: js.add_stream(config.evolve(num_replicas=replicas)))
+    if have is not None:
+        stale = {name: getattr(config, name) for name in _KEPT
+                 if getattr(config, name) is not None and getattr(config, name) != getattr(have, name)}
+        await _bring(js, have, replicas, stale)
+    await _receiving(js, config.subjects or [])
 
 
 async def ensure_bucket(client: Client, config: KeyValueConfig, *, timeout: float = _TIMEOUT) -> KeyValue:
@@ -75,14 +72,11 @@ async def ensure_bucket(client: Client, config: KeyValueConfig, *, timeout: floa
     the replicas of one already there are raised to that number (its other settings are kept)."""
     js = client.jetstream(timeout=timeout)
     replicas = await stream_replicas(client)
-    stream = f"KV_{config.bucket}"
-    have = await _existing(js, stream)
-    if have is None:
-        if await _made_here(lambda: js.create_key_value(config.evolve(replicas=replicas))):
-            await _receiving(js, [f"$KV.{config.bucket}.>"])
-            return await js.key_value(config.bucket)
-        have = await _made_elsewhere(js, stream)
-    await _bring(js, have, replicas, {})
+    have = await _found_or_made(js, f"KV_{config.bucket}",
+                                lambda: js.create_key_value(config.evolve(replicas=replicas)))
+    if have is not None:
+        await _bring(js, have, replicas, {})
+    await _receiving(js, [f"$KV.{config.bucket}.>"])
     return await js.key_value(config.bucket)
 
 
@@ -94,11 +88,16 @@ async def _existing(js: JetStreamContext, stream: str) -> StreamConfig | None:
         return None
 
 
-async def _made_elsewhere(js: JetStreamContext, stream: str) -> StreamConfig:
-    """The configuration of ``stream``, which another node made a moment ago."""
+async def _found_or_made(js: JetStreamContext, stream: str,
+                         create: Callable[[], Awaitable[object]]) -> StreamConfig | None:
+    """The configuration of ``stream`` when it is there, made before or by another node a moment
+    ago; ``None`` when ``create()`` made it now."""
     have = await _existing(js, stream)
+    if have is None and await _made_here(create):
+        return None
+    have = have or await _existing(js, stream)
     if have is None:
-        raise nats.js.errors.NotFoundError(description=f"stream {stream} made and gone")
+        raise nats.js.errors.NotFoundError(description=f"stream {stream} was made by another node and is gone")
     return have
 
 
@@ -136,9 +135,10 @@ async def _bring(js: JetStreamContext, have: StreamConfig, replicas: int, stale:
 
 
 async def _receiving(js: JetStreamContext, subjects: list[str]) -> None:
-    """Once a new stream takes what is published on ``subjects`` through this client's server: a
+    """Once the stream takes what is published on ``subjects`` through this client's server. A
     replicated stream is made before its leader is elected and its interest has reached every
-    server, and until then a publish finds no responders (for up to :data:`_SETTLING` seconds: the
+    server, and until then a publish finds no responders: one found there may have been made by
+    another node a moment ago, so every stream is probed (for up to :data:`_SETTLING` seconds: the
     election is slow on a loaded machine). The probe asks for a last sequence the stream never has,
     so the stream refuses it and stores nothing."""
     subject = ".".join("probe" if token in ("*", ">") else token for token in subjects[0].split("."))

@@ -45,6 +45,8 @@ NODE_PASSWORD_ENV = "NATS_PASSWORD"
 SERVERS = 3
 _READY_TIMEOUT = 30.0
 _NODE_STOP_GRACE = 30.0
+_NODE_EXIT_WAIT = 5.0
+"""How long a node whose output closed before it served is waited for, for its exit code."""
 _NATS_STOP_GRACE = 5.0
 
 
@@ -245,7 +247,8 @@ class Fleet:
             if line.startswith("kitsune serving "):
                 return line.split()[2]
         log = self.directory / f"node-{index}" / "server.log"
-        process.wait()
+        with contextlib.suppress(subprocess.TimeoutExpired):  # its output closed: it is exiting
+            process.wait(_NODE_EXIT_WAIT)
         raise FleetError(f"node {index} did not start; see {log} (exit code {process.returncode}, "
                          f"its last line: {_last_line(log)})")
 
