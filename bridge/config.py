@@ -25,21 +25,25 @@ From a YAML or JSON file (``kitsune serve --config FILE``) and the environment::
     audit_file: ./kitsune-audit.jsonl
     max_body_bytes: 1048576
     metrics: {token_env: SCRAPE_TOKEN}   # a scrape token: reads /metrics only
+    live_view: {enabled: true, ttl: 300}  # links a person opens to see and act in a tab (seconds to open one)
+    operators:                     # who may open the operator console (GET /console)
+      - {name: sre, token_env: CONSOLE_TOKEN}          # or password_env: a password from the environment
     nats:                          # joining a server or cluster (``--nats-url`` wins over url)
       url: nats://a:4222,nats://b:4222
       creds_file: /etc/kitsune/node.creds      # or nkey_seed_file, or user + password_env
       tls_ca_file: /etc/kitsune/ca.pem         # tls_cert_file + tls_key_file for client certificates
 
 An agent entry may set ``read_only``, ``ask_before_act``, ``urls`` (``allow`` and ``deny``),
-``caps``, ``user_tabs_writable`` and ``max_checkpoints``; the node's value stands for each one it
-does not set. Every key is checked: an unknown key or a value of the wrong type is refused with its
-path (``agents.1.read_only``). The environment overrides the file, key by key: ``KITSUNE_<KEY>``, with
-``__`` between nested keys (``KITSUNE_URLS__DENY``, ``KITSUNE_NATS__CREDS_FILE``); a list is
-comma-separated or JSON; a flag is 1/0, true/false, yes/no or on/off; an empty variable counts as
-unset. Other ``KITSUNE_*`` variables are not configuration and are ignored here. Two variables
-keep their own meaning: ``KITSUNE_AGENTS=planner=TOKEN,crawler=TOKEN`` adds agents to the
-file's, and ``KITSUNE_METRICS_TOKEN`` is ``metrics.token``. With no agent configured, the node
-makes one (``default``) with a fresh token written to a file only its owner can read.
+``caps``, ``user_tabs_writable``, ``max_checkpoints`` and ``live_view`` (whether it may open Live
+Views); the node's value stands for each one it does not set. Every key is checked: an unknown key
+or a value of the wrong type is refused with its path (``agents.1.read_only``). The environment
+overrides the file, key by key: ``KITSUNE_<KEY>``, with ``__`` between nested keys
+(``KITSUNE_URLS__DENY``, ``KITSUNE_NATS__CREDS_FILE``); a list is comma-separated or JSON; a flag is
+1/0, true/false, yes/no or on/off; an empty variable counts as unset. Other ``KITSUNE_*`` variables
+are not configuration and are ignored here. Two variables keep their own meaning:
+``KITSUNE_AGENTS=planner=TOKEN,crawler=TOKEN`` adds agents to the file's, and
+``KITSUNE_METRICS_TOKEN`` is ``metrics.token``. With no agent configured, the node makes one
+(``default``) with a fresh token written to a file only its owner can read.
 """
 
 from __future__ import annotations
@@ -65,6 +69,7 @@ from messages.contract import (
     CHECKPOINT_CAPACITY,
     CHECKPOINT_TOTAL_CAPACITY,
     CHECKPOINT_TTL,
+    LIVE_VIEW_TTL,
     MAX_TABS,
     SESSION_MAX_EXEC_IDLE,
     SESSION_MAX_IDLE,
@@ -73,7 +78,8 @@ from messages.contract import (
 from messages.errors import KitsuneError
 from messages.tokens import new_token, token_hash
 
-__all__ = ["CAPABILITY_GROUPS", "Agent", "BridgeConfig", "SessionTimes", "load_config", "write_token_file"]
+__all__ = ["CAPABILITY_GROUPS", "Agent", "BridgeConfig", "Operator", "SessionTimes", "load_config",
+           "write_token_file"]
 
 _Token = Annotated[str, Field(min_length=16)]
 _Path = Annotated[Path, Field(strict=False)]
@@ -89,6 +95,15 @@ class Agent:
     """SHA-256 of its bearer token; the token itself is not kept."""
     policy: Policy | None = None
     """Its own policy (its entry's values, the node's where it sets none); None: the node's."""
+
+
+@dataclass(frozen=True, slots=True)
+class Operator:
+    """A person who may open the operator console: by a token, or by a password from the environment."""
+
+    name: str
+    secret_sha256: bytes = field(repr=False)
+    """SHA-256 of its token or password; the secret itself is not kept."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -138,12 +153,18 @@ class BridgeConfig:
     """The NATS server or cluster to join (``--nats-url`` wins); an embedded one when None."""
     nats_auth: NatsAuth = NatsAuth()
     """Credentials and TLS options for ``nats_url``."""
+    live_view: bool = True
+    """Whether agents may open Live Views of their tabs (unless their entry says otherwise)."""
+    live_view_ttl: float = LIVE_VIEW_TTL
+    """Seconds a Live View link may be opened after it was made."""
+    operators: tuple[Operator, ...] = ()
+    """Who may open the operator console; nobody when empty."""
 
     def node_policy(self) -> Policy:
         """The node's policy: that of every agent whose entry sets no value of its own."""
         return Policy(read_only=self.read_only, ask_before_act=self.ask_before_act,
                       urls=UrlPolicy.from_config(self.allow, self.deny), user_tabs_writable=self.user_tabs_writable,
-                      caps=self.caps, max_checkpoints=self.max_checkpoints)
+                      caps=self.caps, max_checkpoints=self.max_checkpoints, live_view=self.live_view)
 
     def agent_policies(self) -> dict[str, Policy]:
         """The policies of the agents whose entries set values of their own, by agent name."""
@@ -193,6 +214,7 @@ class _AgentEntry(_Section):
     caps: _Caps | None = None
     user_tabs_writable: bool | None = None
     max_checkpoints: _Count | None = None
+    live_view: bool | None = None
 
     @model_validator(mode="after")
     def _one_token(self) -> _AgentEntry:
@@ -215,6 +237,24 @@ class _Sessions(_Section):
 class _Metrics(_Section):
     token: _Token | None = Field(default=None, repr=False)
     token_env: str | None = None
+
+
+class _LiveView(_Section):
+    enabled: bool = True
+    ttl: _Seconds = LIVE_VIEW_TTL
+
+
+class _OperatorEntry(_Section):
+    name: Annotated[str, Field(min_length=1)]
+    token: _Token | None = Field(default=None, repr=False)
+    token_env: str | None = None
+    password_env: str | None = None
+
+    @model_validator(mode="after")
+    def _one_secret(self) -> _OperatorEntry:
+        if sum(way is not None for way in (self.token, self.token_env, self.password_env)) != 1:
+            raise ValueError("one of token, token_env or password_env is needed")
+        return self
 
 
 class _Nats(_Section):
@@ -266,6 +306,8 @@ class _Settings(BaseSettings):
     sessions: _Sessions = _Sessions()
     metrics: _Metrics = _Metrics()
     nats: _Nats = _Nats()
+    live_view: _LiveView = _LiveView()
+    operators: list[_OperatorEntry] = []
 
     @classmethod
     def settings_customise_sources(cls, settings_cls: type[BaseSettings], *sources: PydanticBaseSettingsSource,
@@ -375,6 +417,9 @@ def _built(settings: _Settings, env: Mapping[str, str]) -> BridgeConfig:
                            creds_file=nats.creds_file, nkey_seed_file=nats.nkey_seed_file,
                            tls_ca_file=nats.tls_ca_file, tls_cert_file=nats.tls_cert_file,
                            tls_key_file=nats.tls_key_file),
+        live_view=settings.live_view.enabled,
+        live_view_ttl=settings.live_view.ttl,
+        operators=_operators(settings.operators, env),
     )
     agents = _agents(settings, env, node.node_policy())
     if agents:
@@ -400,10 +445,28 @@ def _agents(settings: _Settings, env: Mapping[str, str], node: Policy) -> list[A
     return agents
 
 
+def _operators(entries: list[_OperatorEntry], env: Mapping[str, str]) -> tuple[Operator, ...]:
+    """The console's operators, each with the hash of its token or password (a password of 8 characters at least)."""
+    operators = []
+    for index, entry in enumerate(entries):
+        what = f"operators.{index}"
+        if entry.password_env is not None:
+            password = _secret(entry.password_env, env, what) or ""
+            if len(password) < 8:
+                raise ValueError(f"{what}: a password of at least 8 characters is needed")
+            operators.append(Operator(entry.name, token_hash(password)))
+        else:
+            operators.append(Operator(entry.name, token_hash(_long(entry.token or _secret(entry.token_env, env, what),
+                                                                   what))))
+    if len({o.name for o in operators}) != len(operators):
+        raise ValueError("operator names must be unique")
+    return tuple(operators)
+
+
 def _agent_policy(entry: _AgentEntry, path: str, node: Policy, total: int) -> Policy | None:
     """The policy of the agent of ``entry`` (at ``path``): the node's with the values it sets; None if it sets none."""
     own: dict[str, Any] = {name: getattr(entry, name) for name in
-                           ("read_only", "ask_before_act", "user_tabs_writable", "max_checkpoints")
+                           ("read_only", "ask_before_act", "user_tabs_writable", "max_checkpoints", "live_view")
                            if getattr(entry, name) is not None}
     if entry.caps is not None:
         own["caps"] = frozenset(entry.caps)

@@ -47,6 +47,8 @@ class Policy:
     configuration's default, ``core``, is the configuration's)."""
     max_checkpoints: int = CHECKPOINT_CAPACITY
     """How many of its calls' checkpoints are kept, oldest pushed out first."""
+    live_view: bool = True
+    """Whether it may open Live Views of its tabs (a person sees and acts in them)."""
 
 
 CLOSED = "closed"

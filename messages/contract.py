@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 __all__ = ["APPROVAL_PROMPT_MAX", "CALL_TIMEOUT", "CHECKPOINT_CAPACITY", "CHECKPOINT_TOTAL_CAPACITY",
-           "CHECKPOINT_TTL", "CONFIRM_TTL",
+           "CHECKPOINT_TTL", "CONFIRM_TTL", "LIVE_VIEW_TTL",
            "MAX_CALL_TIMEOUT", "MAX_STEP_TIMEOUT", "RESUME_DEADLINE", "RESUME_WAIT", "RESUME_WAIT_MAX",
            "SESSION_MAX_EXEC_IDLE", "SESSION_MAX_IDLE", "SESSION_SWEEP_INTERVAL", "SETTLE", "STEP_TIMEOUT"]
 
@@ -44,3 +44,7 @@ SESSION_SWEEP_INTERVAL = 30.0
 MAX_TABS = 256
 """Tabs one node takes at most, unless configured otherwise (``max_tabs``): past it, a ``newTab``
 goes to another node of the fleet with room, or answers ``fleet_full``."""
+
+# Live View
+LIVE_VIEW_TTL = 300.0
+"""Seconds a Live View link may be opened after it was made, unless configured otherwise (``live_view.ttl``)."""
