@@ -36,6 +36,7 @@ from messages.audit import (
     CallEntry,
     DirectEntry,
     InterruptedEntry,
+    LiveViewEntry,
     ObservedStepEntry,
     ResumeEntry,
     SessionEntry,
@@ -250,6 +251,10 @@ class Auditor:
         it is told from the loop, and sends nothing to a page)."""
         self._trail.record(SessionEntry(time=_now(), agent=self._agent, op=op, session=session, mode=mode, call=call,
                                         reason=reason, previous=previous), urgent=False)
+
+    def live_view(self, op: str, tab_id: int) -> None:
+        """Record a Live View link made, opened or handed back (without waiting: told from the loop)."""
+        self._trail.record(LiveViewEntry(time=_now(), agent=self._agent, op=op, tab_id=tab_id), urgent=False)
 
     def direct(self, command: Command, tab_id: int | None) -> int:
         """Record a direct call; its call id."""

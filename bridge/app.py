@@ -26,9 +26,13 @@ from actors.log_context import AGENT
 from bridge.auth import bearer_token
 from bridge.call_progress import NDJSON, progress_lines
 from bridge.config import BridgeConfig
+from bridge.live import live_routes
+from bridge.live.stops import with_live_view
+from bridge.live.views import MAX_HANDBACK_WAIT
 from bridge.metrics import HttpMetrics, scrape_tokens
 from bridge.node import Node
 from bridge.policy import USER
+from core.calls import CallResponse
 from messages import strict_json
 from messages.commands import (
     BLOCKS,
@@ -54,6 +58,8 @@ __all__ = ["create_app"]
 Handler = Callable[[Request], Awaitable[Response]]
 
 PUBLIC = frozenset({"/healthz"})
+PUBLIC_PREFIXES = ("/live/", "/console")
+"""Pages that authenticate by themselves: Live View by its link's token, the console its operators."""
 GROUPS: dict[str, frozenset[str]] = {
     "/api/batch": frozenset({"automation"}),
     "/api/parallel": frozenset({"automation"}),
@@ -63,6 +69,7 @@ GROUPS: dict[str, frozenset[str]] = {
     "/api/needs-user": frozenset({"core"}),
     "/api/sessions": frozenset({"core"}),
     "/api/act": frozenset({"core"}),
+    "/api/live/handbacks": frozenset({"core"}),
 }
 """The capability groups each route belongs to; routes not listed are always on."""
 
@@ -92,6 +99,8 @@ class _Gate(BaseHTTPMiddleware):
 
     async def dispatch(self, request: Request, call_next: RequestResponseEndpoint) -> Response:
         path = request.url.path
+        if path.startswith(PUBLIC_PREFIXES):
+            return await call_next(request)
         try:
             if path not in PUBLIC:
                 agent = self._agent(request)
@@ -196,10 +205,16 @@ class Api:
 
     async def _run(self, request: Request, message: RunCall | ResumeCall) -> Response:
         """The call's answer; asked with ``Accept: application/x-ndjson``, a line per finished step first."""
-        if NDJSON not in request.headers.get("accept", ""):
+        agent, base = self.agent(request), str(request.base_url)
+
+        async def answer(message: RunCall | ResumeCall) -> CallResponse:
             response = await self.node.run_async(message)
+            return replace(response, body=await with_live_view(response.body, agent, base, self.node.live))
+
+        if NDJSON not in request.headers.get("accept", ""):
+            response = await answer(message)
             return _json(response.body, response.http_status)
-        return StreamingResponse(progress_lines(lambda heard: self.node.run_async(replace(message, listener=heard))),
+        return StreamingResponse(progress_lines(lambda heard: answer(replace(message, listener=heard))),
                                  media_type=NDJSON)
 
     # tabs
@@ -221,7 +236,8 @@ class Api:
         body = await self.body(request)
         op = body.get("op")
         if not isinstance(op, str) or op not in _TAB_OPS:
-            raise invalid_call("invalid_parameter", "", "op must be open, close, select or takeover", param="op")
+            raise invalid_call("invalid_parameter", "", "op must be open, close, select, takeover or live_view",
+                               param="op")
         unknown = sorted(set(body) - _TAB_OPS[op])
         if unknown:
             raise invalid_call("unknown_parameter", "", f"{op} takes no {unknown[0]!r}", param=unknown[0])
@@ -245,6 +261,8 @@ class Api:
         if op == "select":
             await self.node.member.set_current(agent, tab)
             return _json({"ok": True, "tabId": tab})
+        if op == "live_view":
+            return _json({"ok": True, **await self.node.live.issue(tab, agent, str(request.base_url))})
         call = await asyncio.to_thread(self.node.auditor(agent).takeover, tab)  # audited first, as every action
         previous = await self.node.take_over(tab, agent)
         return _json({"ok": True, "tabId": tab, "previous": "you" if previous == agent else
@@ -257,6 +275,23 @@ class Api:
         tab = int(raw)
         await self._open_tab(tab, "")
         return _json({"tabId": tab, **await self.node.needs_user(tab)})
+
+    async def handbacks(self, request: Request) -> Response:
+        """How many times a person handed ``tabId`` back from Live View; with ``since`` and ``wait``, once
+        that count passes ``since`` (or ``wait`` seconds passed): what a wait on the tab's stop watches."""
+        tab = _query_int(request, "tabId", required=True)
+        since = _query_int(request, "since")
+        raw_wait = request.query_params.get("wait", "0")
+        try:
+            wait = float(raw_wait)
+        except ValueError:
+            wait = -1.0
+        if not 0 <= wait <= MAX_HANDBACK_WAIT:
+            raise invalid_call("invalid_parameter", "", f"wait must be 0 to {MAX_HANDBACK_WAIT:g} seconds",
+                               param="wait")
+        assert tab is not None
+        await self._open_tab(tab, "")
+        return _json(await self.node.live.handbacks(tab, since, wait))
 
     async def _open_tab(self, tab: int, path: str) -> None:
         """Raise unless ``tab`` is open (:meth:`_not_open`)."""
@@ -331,8 +366,20 @@ _TAB_OPS: dict[str, frozenset[str]] = {
     "close": frozenset({"op", "tabId", "confirm_token"}),
     "select": frozenset({"op", "tabId"}),
     "takeover": frozenset({"op", "tabId"}),
+    "live_view": frozenset({"op", "tabId"}),
 }
 """What each ``POST /api/tabs`` operation takes (the writes take the confirm token of their hold)."""
+
+
+def _query_int(request: Request, name: str, *, required: bool = False) -> int | None:
+    """The query parameter ``name`` as a whole number (None when absent and not required)."""
+    raw = request.query_params.get(name)
+    if raw is None and not required:
+        return None
+    if raw is None or not raw.isdigit():
+        raise invalid_call("missing_parameter" if raw is None else "invalid_parameter", "",
+                           f"{name} must be a whole number", param=name)
+    return int(raw)
 
 
 def _confirm_token(body: dict[str, Any]) -> str | None:
@@ -380,7 +427,9 @@ def create_app(node: Node, config: BridgeConfig, mounts: Sequence[BaseRoute] = (
         Route("/api/schema", api.schema, methods=["GET"]),
         Route("/api/caps", api.caps, methods=["GET"]),
         Route("/api/fleet", api.fleet, methods=["GET"]),
+        Route("/api/live/handbacks", api.handbacks, methods=["GET"]),
         Route("/healthz", api.healthz, methods=["GET"]),
+        *live_routes(node.live),
         *mounts,
     ]
     return Starlette(routes=routes, middleware=[

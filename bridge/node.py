@@ -21,6 +21,7 @@ from pathlib import Path
 from typing import Any, Protocol
 
 import pykka
+from playwright.async_api import Page
 
 from actors.audit_actor import AuditActor, AuditLog, Auditor, AuditTrail, JetStreamAuditLog, LocalAuditLog
 from actors.bus import Bus, LocalBus, NatsBus, Subscription
@@ -39,6 +40,7 @@ from bridge.fleet.member import FleetMember
 from bridge.fleet.metrics import FleetMetrics
 from bridge.fleet.registry import FleetRegistry
 from bridge.fleet.resume import ResumeRoutes
+from bridge.live import LiveViews
 from bridge.metrics import NodeMetrics
 from bridge.nats_server import EmbeddedNats
 from bridge.node_tabs import TabActors
@@ -53,7 +55,14 @@ from core.checkpoints import CheckpointStore, DropReason, WorkflowSource
 from core.engine import Driver, EngineConfig, Ports
 from messages.codec import decode, encode
 from messages.commands import CallSpec, Command, NewTab
-from messages.contract import CHECKPOINT_CAPACITY, CHECKPOINT_TOTAL_CAPACITY, CHECKPOINT_TTL, MAX_TABS, STEP_TIMEOUT
+from messages.contract import (
+    CHECKPOINT_CAPACITY,
+    CHECKPOINT_TOTAL_CAPACITY,
+    CHECKPOINT_TTL,
+    LIVE_VIEW_TTL,
+    MAX_TABS,
+    STEP_TIMEOUT,
+)
 from messages.errors import KitsuneError
 from messages.events import Event
 from messages.requests import Subjects, TabRequest
@@ -88,6 +97,8 @@ class Browser(Protocol):
     async def tabs(self) -> list[dict[str, Any]]: ...
 
     def tab_ids(self) -> frozenset[int]: ...
+
+    def page(self, tab_id: int) -> Page: ...
 
     async def needs_user(self, tab_id: int) -> dict[str, Any]: ...
 
@@ -125,6 +136,8 @@ class NodeConfig:
     """The node's name in its fleet (unique in it)."""
     max_tabs: int = MAX_TABS
     """Tabs this node takes at most: past it, a ``newTab`` goes to another node with room."""
+    live_view_ttl: float = LIVE_VIEW_TTL
+    """Seconds a Live View link of one of its tabs may be opened after it was made."""
 
 
 class Node:
@@ -146,11 +159,15 @@ class Node:
         self.member = FleetMember(config.name, browser, self.io, self.subjects, max_tabs=config.max_tabs,
                                   policy_of=self.policy_of)
         """This node's part in its fleet: the registry of tabs, placement, the owners and claims of its tabs."""
+        self.owners = self.member.owners
         self.claims = self.member.claims
         """The tab claims of parallel sequences, each decided by its tab's node (``bridge.fleet.member``)."""
         self._actors: list[pykka.ActorRef[Any]] = []
-        self.tabs = TabActors(browser, self.io, self.subjects, on_change=self.member.tabs_changed,
-                              admission=self.member.admission)
+        self.live = LiveViews(config.name, browser, self.subjects, self.owners, ttl=config.live_view_ttl,
+                              node_of=self.member.holder, policy_of=self.policy_of, auditor=self.auditor)
+        """The Live Views of its tabs (``bridge.live``): a person controlling a tab holds the agents' writes."""
+        self.tabs = TabActors(browser, self.io, self.subjects, on_change=self._tabs_changed,
+                              admission=self._admission)
         """The actors of this node's tabs."""
         self.resumes = ResumeRoutes(self.io, self.subjects, self._run_here)
         """Resumes of checkpoints wherever in the fleet they are held (``bridge.fleet.resume``)."""
@@ -161,7 +178,6 @@ class Node:
         """The node's policy: that of every agent with no policy of its own, as it is now."""
         self.agent_policies: dict[str, Policy] = dict(agent_policies or {})
         """The policies of agents that have their own, as they are now."""
-        self.owners = self.member.owners
         browser.url_policy = lambda agent: self.policy_of(agent).urls
         self.confirms = ConfirmTokens()
         self.workflows = workflows
@@ -212,6 +228,14 @@ class Node:
         except BaseException:
             await self.astop()
             raise
+
+    def _admission(self, tab: int, request: TabRequest) -> Outcome | None:
+        """Why a request may not run on a tab of this node now: a person controls it, or the fleet's claims."""
+        return self.live.admission(tab, request) or self.member.admission(tab, request)
+
+    async def _tabs_changed(self, opened: frozenset[int], closed: frozenset[int]) -> None:
+        self.live.tabs_closed(closed)
+        await self.member.tabs_changed(opened, closed)
 
     def _session_changed(self, change: SessionChange) -> None:
         self.metrics.session_changed(change)
@@ -275,7 +299,7 @@ class Node:
                     await self.member.registry.resync()
             nats_bus.on_reconnect = streams_again
             reserve = kv_reserve(nats_bus.client, self.config.fleet)
-        self.member.bus = self.tabs.bus = self.resumes.bus = self.bus
+        self.member.bus = self.tabs.bus = self.resumes.bus = self.live.bus = self.bus
         self._sink = EventSink(self.io, self.events)
         self._sink.listeners = self.event_listeners
         await self._sink.start()
@@ -287,7 +311,7 @@ class Node:
             await self.member.registry.start()
         serving = {self.subjects.node(self.config.name, "open"): self._serve_open,
                    self.subjects.node(self.config.name, "tabs"): self.member.serve_tabs,
-                   self.subjects.node(self.config.name, "claims"): self.member.serve_claims}
+                   self.subjects.node(self.config.name, "claims"): self.member.serve_claims, **self.live.serving()}
         for subject, handler in serving.items():
             self._subscriptions.append(await self.bus.subscribe(subject, handler, concurrent=True))
         self._subscriptions.append(await self.bus.subscribe(self.subjects.tabs, self._serve_tabs, queue="tabs",
@@ -321,6 +345,7 @@ class Node:
 
     async def astop(self) -> None:
         """The same, on the loop (the loop itself is left running)."""
+        self.live.stop()
         await self.sessions.stop()
         await self.interrupt()
         await self._disconnect()
@@ -414,8 +439,8 @@ class Node:
         return await self.member.take_over(tab, agent)
 
     async def needs_user(self, tab: int) -> dict[str, Any]:
-        """Whether the tab shows something only a person can do (sign in, a human check)."""
-        return await self.browser.needs_user(tab)
+        """Whether the tab shows something only a person can do (sign in, a human check), on any node."""
+        return await self.live.page_hint(tab)
 
     def healthy(self) -> dict[str, bool]:
         """Whether each part of the node answers."""

@@ -14,8 +14,8 @@ from typing import Any, ClassVar, NewType
 
 from messages.commands import Command, audit_params
 
-__all__ = ["AuditEntry", "CallEntry", "DirectEntry", "InterruptedEntry", "ObservedStepEntry", "RedactedParams",
-           "ResumeEntry", "StepEntry", "TakeoverEntry", "redacted_params"]
+__all__ = ["AuditEntry", "CallEntry", "DirectEntry", "InterruptedEntry", "LiveViewEntry", "ObservedStepEntry",
+           "RedactedParams", "ResumeEntry", "StepEntry", "TakeoverEntry", "redacted_params"]
 
 RedactedParams = NewType("RedactedParams", Mapping[str, Any])
 """A command's parameters as the audit log may keep them (only :func:`redacted_params` makes one)."""
@@ -132,6 +132,20 @@ class TakeoverEntry(AuditEntry):
 
     def _fields(self) -> dict[str, Any]:
         return {"tabId": self.tab_id}
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class LiveViewEntry(AuditEntry):
+    """A Live View of a tab: a link made for ``agent`` (an agent, or ``operator:<name>``), a person
+    who opened it, or handed the tab back. Never its token."""
+
+    kind = "live_view"
+    op: str
+    """``link``, ``opened`` or ``handed_back``."""
+    tab_id: int
+
+    def _fields(self) -> dict[str, Any]:
+        return {"op": self.op, "tabId": self.tab_id}
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

@@ -32,6 +32,11 @@ class Subjects:
         (its own tabs), ``claims`` (claims and takeovers of its tabs)."""
         return f"{self.fleet}.node.{name}.{op}"
 
+    def live(self, viewer: str, direction: str) -> str:
+        """A Live View relayed from the node a person reached to the tab's node: ``in`` carries their
+        messages to the tab's node, ``out`` its frames and messages back."""
+        return f"{self.fleet}.live.{viewer}.{direction}"
+
     def checkpoint(self, call: int) -> str:
         """Where the node holding call ``call``'s checkpoint takes resumes of it, while it holds it."""
         return f"{self.fleet}.ckpt.{call}"

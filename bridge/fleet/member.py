@@ -253,7 +253,7 @@ class FleetMember:
 
     async def take_over(self, tab: int, agent: str) -> str:
         """Make ``agent`` the owner of ``tab``, wherever it is; the previous owner."""
-        holder = await self._holder(tab)
+        holder = await self.holder(tab)
         if holder == self.name:
             async with self._deciding:
                 previous = self.owners.take_over(tab, agent)
@@ -336,7 +336,7 @@ class FleetMember:
                                             claim=(claim.call, claim.owner, self._callers.get(claim.call, self.name))
                                             if claim is not None else None))
 
-    async def _holder(self, tab: int) -> str:
+    async def holder(self, tab: int) -> str:
         """The node that holds ``tab``: as this node knows, else as the bucket says; ``unknown_tab`` if none."""
         if (node := self.node_of(tab)) is not None:
             return node

@@ -489,6 +489,21 @@ def needs_user_sign_in() -> str:
     return document(NEEDS_USER_TITLES["/needs-user/sign-in"], body, script)
 
 
+def account(signed_in_as: str | None) -> str:
+    """/account: a sign-in form that POSTs to /sign-in (counted) until a person signed in, then the account."""
+    if signed_in_as is None:
+        body = """<h1>Sign in to your account</h1>
+<form id="sign-in-form" method="post" action="/sign-in">
+  <p><label for="username">User name</label> <input id="username" name="username" type="text"></p>
+  <p><label for="password">Password</label> <input id="password" name="password" type="password"></p>
+  <p><button id="sign-in" type="submit">Sign in</button></p>
+</form>"""
+        return document("Sign in", body)
+    body = f"""<h1 id="account">Account of {escape(signed_in_as)}</h1>
+<form method="post" action="/account/order"><button id="order" type="submit">Place the order</button></form>"""
+    return document("Account", body)
+
+
 def needs_user_captcha() -> str:
     body = """<h1>Captcha</h1>
 <div id="captcha" class="g-recaptcha" data-sitekey="kitsune-test-site-key">I am not a robot</div>

@@ -26,7 +26,7 @@ from http.cookies import CookieError, SimpleCookie
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from types import TracebackType
 from typing import Any, ClassVar
-from urllib.parse import parse_qs, quote, urlsplit
+from urllib.parse import parse_qs, quote, unquote, urlsplit
 
 from tests.site import pages
 
@@ -270,6 +270,11 @@ class _Handler(BaseHTTPRequestHandler):
         "/needs-user/marked": pages.needs_user_marked,
         "/needs-user/none": pages.needs_user_none,
     }
+    # Pages made from the request's headers.
+    REQUEST_PAGES: ClassVar[dict[str, Any]] = {
+        "/cookies": lambda handler: pages.cookies(handler.headers.get("Cookie", "")),
+        "/account": lambda handler: pages.account(handler._signed_in_as()),
+    }
     # Pages that take their target in ?to=, with the target used when it is missing.
     TARGET_PAGES: ClassVar[dict[str, tuple[Any, str]]] = {
         "/policy/open": (pages.policy_open, "/policy/target"),
@@ -363,8 +368,8 @@ class _Handler(BaseHTTPRequestHandler):
             state = self.site._checkout_state()
             self._html(pages.confirmation(state.get("order_id", ""), state.get("address", ""),
                                           state.get("card", "")[-4:]))
-        elif path == "/cookies":
-            self._html(pages.cookies(self.headers.get("Cookie", "")))
+        elif path in self.REQUEST_PAGES:
+            self._html(self.REQUEST_PAGES[path](self))
         elif path == "/cookies/set":
             self._set_cookie(query)
         elif path == "/clicks":
@@ -435,8 +440,21 @@ class _Handler(BaseHTTPRequestHandler):
             self._redirect("/checkout/confirmation")
         elif path == "/clicks/hit":
             self._json({"total": n})
+        elif path == "/sign-in":  # a session cookie for a user name and a password, then back to the account
+            user, password = _first(fields, "username"), _first(fields, "password")
+            if not user or not password:
+                self._redirect("/account")
+            else:
+                self._redirect("/account", headers=[("Set-Cookie", f"account={quote(user)}; Path=/; HttpOnly")])
+        elif path == "/account/order":
+            self._html(pages.done("order", n) if self._signed_in_as() else pages.account(None))
         else:
             self._not_found(path)
+
+    def _signed_in_as(self) -> str | None:
+        """The user name of the account cookie /sign-in set, if any."""
+        cookie = SimpleCookie(self.headers.get("Cookie", ""))
+        return unquote(cookie["account"].value) if "account" in cookie else None
 
     def _other_write(self) -> None:
         path = urlsplit(self.path).path

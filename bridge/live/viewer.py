@@ -1,0 +1,189 @@
+"""One person's Live View connection to a tab of this node, and its relay from another node.
+
+A viewer speaks JSON messages. From the person: ``ack`` (a frame was shown), the input messages of
+:func:`~bridge.live.screencast.input_event`, ``done`` (hand the tab back), ``ping``. To the person:
+``ready``, ``frame``, ``error`` (an input message that was refused), and last ``ended`` with a
+code, a message and the WebSocket close code. A :class:`LocalViewer` drives the tab's page; a
+:class:`RelayedViewer`, on the node the person reached, carries the same messages over NATS to the
+node that holds the tab (``<fleet>.live.<id>.in`` and ``.out``).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+from collections.abc import Awaitable, Callable
+from typing import Any, Protocol
+
+import orjson
+from playwright.async_api import Error as PlaywrightError
+from playwright.async_api import Page
+
+from actors.bus import Bus, BusError, Subscription
+from bridge.live.links import Control, LiveLinks, LiveRefusal
+from bridge.live.screencast import Screencast
+from messages.requests import Subjects
+
+__all__ = ["HANDED_BACK", "PING_EVERY", "LocalViewer", "RelayedViewer", "Send", "Viewer"]
+
+log = logging.getLogger(__name__)
+
+Send = Callable[[dict[str, Any]], Awaitable[None]]
+"""Sends one message to the person."""
+Ending = tuple[str, str, int]
+"""Why a Live View ended: code, message, WebSocket close code."""
+
+HANDED_BACK: Ending = ("handed_back", "You handed the tab back to the agent. You can close this page.", 1000)
+PING_EVERY = 5.0
+"""Seconds between a relay's pings to the tab's node (which ends a viewer not heard of for 3 of them)."""
+
+
+class Viewer(Protocol):
+    """A Live View connection, wherever its tab is."""
+
+    async def deliver(self, message: dict[str, Any]) -> None:
+        """A message from the person."""
+        ...
+
+    async def ended(self) -> Ending:
+        """Wait for the end; why it ended."""
+        ...
+
+    async def close(self) -> None:
+        """Let go of everything it holds (idempotent)."""
+        ...
+
+
+class LocalViewer:
+    """A person's control of a tab of this node: its screencast out, their input in."""
+
+    def __init__(self, links: LiveLinks, control: Control, page: Page, send: Send,
+                 on_hand_back: Callable[[Control], None]) -> None:
+        self.control = control
+        self._links = links
+        self._send = send
+        self._on_hand_back = on_hand_back
+        self._screencast = Screencast(page, send)
+        self._page = page
+        page.on("close", self._page_closed)
+
+    def _page_closed(self, page: Page) -> None:
+        self.control.end("tab_closed", f"Tab {self.control.link.tab} was closed; this Live View has ended.", 4410)
+
+    async def start(self) -> None:
+        """Start the screencast; ``ready`` goes to the person first."""
+        link = self.control.link
+        await self._send({"type": "ready", "tabId": link.tab, "agent": link.agent})
+        try:
+            await self._screencast.start()
+        except PlaywrightError as e:
+            raise LiveRefusal("tab_closed", f"Tab {link.tab} cannot be shown ({type(e).__name__})", 4410, 410) from e
+
+    async def deliver(self, message: dict[str, Any]) -> None:
+        kind = message.get("type")
+        try:
+            if kind == "ack":
+                await self._screencast.ack()
+            elif kind == "done":
+                await self._links.hand_back(self.control)
+                self._on_hand_back(self.control)
+                self.control.end(*HANDED_BACK)
+            elif kind != "ping":
+                await self._screencast.send_input(message)
+        except ValueError as e:
+            await self._send({"type": "error", "message": str(e)})
+        except PlaywrightError:
+            if self._page.is_closed():
+                self._page_closed(self._page)
+
+    async def ended(self) -> Ending:
+        await self.control.ended.wait()
+        assert self.control.reason is not None
+        return self.control.reason
+
+    async def close(self) -> None:
+        self._page.remove_listener("close", self._page_closed)
+        self._links.release(self.control)
+        self.control.ended.set()
+        await self._screencast.stop()
+
+
+class RelayedViewer:
+    """On the node the person reached: their Live View of another node's tab, relayed over NATS."""
+
+    def __init__(self, bus: Bus, subjects: Subjects, node: str, viewer_id: str, send: Send) -> None:
+        self._bus = bus
+        self._subjects = subjects
+        self._node = node
+        self._id = viewer_id
+        self._send = send
+        self._out: Subscription | None = None
+        self._ending: Ending | None = None
+        self._ended = asyncio.Event()
+        self._pinging: asyncio.Task[None] | None = None
+
+    async def start(self, tab: int, token: str) -> None:
+        """Ask the tab's node to open it; :class:`LiveRefusal` as it answers."""
+        self._out = await self._bus.subscribe(self._subjects.live(self._id, "out"), self._heard)
+        try:
+            reply = await self._ask({"op": "open", "tab": tab, "token": token, "viewer": self._id}, 15.0)
+        except BusError as e:
+            await self.close()
+            raise LiveRefusal("node_unavailable", f"The node of tab {tab} did not answer ({e.code})", 1011, 503) \
+                from e
+        if "refused" in reply:
+            await self.close()
+            refused = reply["refused"]
+            raise LiveRefusal(refused["code"], refused["message"], refused["close_code"], refused["http_status"])
+        self._pinging = asyncio.create_task(self._ping())
+
+    async def _ask(self, body: dict[str, Any], timeout: float) -> dict[str, Any]:
+        reply: dict[str, Any] = orjson.loads(await self._bus.request(self._subjects.node(self._node, "live"),
+                                                                     orjson.dumps(body), timeout))
+        return reply
+
+    async def _heard(self, data: bytes) -> None:
+        message = orjson.loads(data)
+        if message.get("type") == "ended":
+            self._end((message["code"], message["message"], message["close_code"]))
+        else:
+            await self._send(message)
+
+    def _end(self, ending: Ending) -> None:
+        if self._ending is None:
+            self._ending = ending
+        self._ended.set()
+
+    async def _ping(self) -> None:
+        while not self._ended.is_set():
+            await asyncio.sleep(PING_EVERY)
+            try:
+                alive = (await self._ask({"op": "ping", "viewer": self._id}, PING_EVERY)).get("alive")
+            except BusError:
+                alive = False
+            if not alive:
+                self._end(("node_unavailable", "The node that holds this tab is gone; this Live View has ended.",
+                           1011))
+
+    async def deliver(self, message: dict[str, Any]) -> None:
+        try:
+            await self._bus.publish(self._subjects.live(self._id, "in"), orjson.dumps(message))
+        except BusError as e:
+            log.error("a Live View message could not be relayed (%s)", e.code)
+
+    async def ended(self) -> Ending:
+        await self._ended.wait()
+        assert self._ending is not None
+        return self._ending
+
+    async def close(self) -> None:
+        if self._pinging is not None:
+            self._pinging.cancel()
+        with contextlib.suppress(BusError):  # the tab's node lets go of it (it may have ended it already)
+            await self._bus.publish(self._subjects.live(self._id, "in"), orjson.dumps({"type": "bye"}))
+        self._ended.set()
+        out, self._out = self._out, None
+        if out is not None:
+            with contextlib.suppress(BusError):
+                await out.unsubscribe()

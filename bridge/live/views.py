@@ -1,0 +1,259 @@
+"""A node's Live Views: links to its tabs, the people controlling them, and the fleet's way to them.
+
+The tab's node is the authority for its Live Views, as for its claims: it makes each link (the
+token never leaves it but in the answer to the asker), checks each connection, holds the
+controls, and refuses the agents' writes to a tab a person controls (:meth:`LiveViews.admission`).
+Another node forwards ``issue`` and ``handbacks`` to it over ``<fleet>.node.<name>.live``, and
+relays a person's connection there (:class:`~bridge.live.viewer.RelayedViewer`), so a link works
+whichever node the person reaches.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import time
+from collections.abc import Awaitable, Callable
+from typing import TYPE_CHECKING, Any, Protocol
+
+import orjson
+from playwright.async_api import Page
+
+from actors.bus import Bus, BusError, Subscription
+from bridge.live.links import Control, LiveLinks, LiveRefusal
+from bridge.live.viewer import PING_EVERY, LocalViewer, RelayedViewer, Send, Viewer
+from bridge.policy import Policy, TabOwners, owned_by_another
+from messages.commands import is_write
+from messages.errors import KitsuneError
+from messages.requests import Subjects, TabRequest
+from messages.results import Failed, Failure, Outcome
+from messages.tokens import new_token
+
+if TYPE_CHECKING:
+    from actors.audit_actor import Auditor
+
+__all__ = ["MAX_HANDBACK_WAIT", "OPERATOR", "LiveViews", "Pages"]
+
+log = logging.getLogger(__name__)
+
+OPERATOR = "operator:"
+"""The prefix of the name a console operator's links are made for (``operator:<name>``)."""
+MAX_HANDBACK_WAIT = 30.0
+"""Seconds a wait for a hand-back lasts at most."""
+_STOPPING = ("node_stopping", "The node that holds this tab is stopping; this Live View has ended.", 1001)
+
+
+class Pages(Protocol):
+    """What Live View needs of the browser: its open tabs and their pages."""
+
+    def tab_ids(self) -> frozenset[int]: ...
+
+    def page(self, tab_id: int) -> Page: ...
+
+    async def needs_user(self, tab_id: int) -> dict[str, Any]: ...
+
+
+class LiveViews:
+    """This node's Live Views, and its way to those of the fleet's other nodes (on the node's loop)."""
+
+    def __init__(self, name: str, browser: Pages, subjects: Subjects, owners: TabOwners, *, ttl: float,
+                 node_of: Callable[[int], Awaitable[str]], policy_of: Callable[[str | None], Policy],
+                 auditor: Callable[[str | None], Auditor]) -> None:
+        self.links = LiveLinks(ttl)
+        self.name = name
+        self.bus: Bus | None = None
+        self._browser = browser
+        self._subjects = subjects
+        self._owners = owners
+        self._node_of = node_of
+        self._policy_of = policy_of
+        self._auditor = auditor
+        self._relayed: dict[str, tuple[LocalViewer, Subscription, list[float]]] = {}
+        """Viewers of this node's tabs that people reached through another node, by viewer id."""
+        self._watching: set[asyncio.Task[None]] = set()
+
+    # links
+
+    async def issue(self, tab: int, agent: str, base_url: str) -> dict[str, Any]:
+        """A link to ``tab`` for ``agent`` (``operator:<name>`` for the console's): ``{tabId, url, expires_in}``.
+
+        ``live_view_disabled`` when the agent's policy allows no Live View, ``tab_owned`` when the tab is
+        another agent's (only its owner may show it), ``unknown_tab`` when it is not open.
+        """
+        if not self.allowed(agent):
+            raise KitsuneError("live_view_disabled", "Live View is not allowed for this agent (live_view: false)")
+        node = await self._node_of(tab)
+        if node == self.name:
+            token, expires_in = self._issue_here(tab, agent)
+        else:
+            reply = await self._ask(node, {"op": "issue", "tab": tab, "agent": agent}, 5.0)
+            token, expires_in = reply["token"], reply["expires_in"]
+        return {"tabId": tab, "url": f"{base_url.rstrip('/')}/live/{tab}#t={token}", "expires_in": expires_in}
+
+    def allowed(self, agent: str) -> bool:
+        """Whether ``agent`` may open Live Views (an operator always may)."""
+        return agent.startswith(OPERATOR) or self._policy_of(agent).live_view
+
+    async def page_hint(self, tab: int) -> dict[str, Any]:
+        """The tab's needs-user hint (``{needs_user, reason, evidence}``), read by the tab's node."""
+        node = await self._node_of(tab)
+        if node == self.name:
+            return await self._browser.needs_user(tab)
+        return await self._ask(node, {"op": "hint", "tab": tab}, 15.0)
+
+    def _issue_here(self, tab: int, agent: str) -> tuple[str, float]:
+        if tab not in self._browser.tab_ids():
+            raise KitsuneError("unknown_tab", f"No open tab {tab}", state={"tabId": tab})
+        if not agent.startswith(OPERATOR) and (
+                owned := owned_by_another(tab, self._owners.owner(tab), agent, self._policy_of(agent))) is not None:
+            raise KitsuneError(owned.code, owned.error.replace("to write to it", "to show it in Live View"),
+                               state=owned.state)
+        token, _ = self.links.issue(tab, agent)
+        self._auditor(agent).live_view("link", tab)
+        return token, self.links.ttl
+
+    async def handbacks(self, tab: int, since: int | None, wait: float) -> dict[str, Any]:
+        """``{tabId, handbacks, held}``; with ``since``, once the count is past it or ``wait`` seconds passed."""
+        node = await self._node_of(tab)
+        if node != self.name:
+            return await self._ask(node, {"op": "handbacks", "tab": tab, "since": since, "wait": wait}, wait + 5.0)
+        count = self.links.handbacks(tab)
+        if since is not None and wait > 0:
+            count = await self.links.wait_handback(tab, since, min(wait, MAX_HANDBACK_WAIT))
+        return {"tabId": tab, "handbacks": count, "held": self.links.controlled(tab)}
+
+    # the agents' writes
+
+    def admission(self, tab: int, request: TabRequest) -> Outcome | None:
+        """``tab_claimed`` by the user for a write to a tab a person controls now (nothing is sent)."""
+        command = request.command
+        if not self.links.controlled(tab) or not is_write(command) or not command.acts_on_tab:
+            return None
+        return Failed(Failure(f"Tab {tab} is claimed by the user: a person controls it in Live View until they "
+                              "hand it back; nothing was sent", "tab_claimed", False,
+                              {"tabId": tab, "by": "user", "reason": "live_view"}))
+
+    # connections
+
+    async def open(self, tab: int, token: object, send: Send) -> Viewer:
+        """A person's connection to ``tab`` with ``token``, wherever the tab is; :class:`LiveRefusal` if refused."""
+        try:
+            node = await self._node_of(tab)
+        except KitsuneError as e:
+            raise LiveRefusal("tab_closed", f"Tab {tab} is not open", 4410, 404) from e
+        if node == self.name:
+            return await self._open_here(tab, token, send)
+        if not isinstance(token, str) or self.bus is None:
+            raise LiveRefusal("live_view_token_invalid", "This Live View link is not valid", 4401, 403)
+        viewer = RelayedViewer(self.bus, self._subjects, node, new_token(12), send)
+        await viewer.start(tab, token)
+        return viewer
+
+    async def _open_here(self, tab: int, token: object, send: Send) -> LocalViewer:
+        control = self.links.take_control(tab, token)
+        try:
+            page = self._browser.page(tab)
+            viewer = LocalViewer(self.links, control, page, send, self._handed_back)
+            await viewer.start()
+        except BaseException:
+            self.links.release(control)
+            raise
+        self._auditor(control.link.agent).live_view("opened", tab)
+        return viewer
+
+    def _handed_back(self, control: Control) -> None:
+        self._auditor(control.link.agent).live_view("handed_back", control.link.tab)
+
+    # the node's life
+
+    def tabs_closed(self, tabs: frozenset[int]) -> None:
+        """End the Live Views of tabs that closed, and revoke their links."""
+        for tab in tabs:
+            self.links.tab_closed(tab, f"Tab {tab} was closed; this Live View has ended.")
+
+    def stop(self) -> None:
+        """The node stops: every Live View ends with a message saying so."""
+        self.links.end_all(*_STOPPING)
+
+    def serving(self) -> dict[str, Callable[[bytes], Awaitable[bytes | None]]]:
+        """The subjects this node answers for its Live Views."""
+        return {self._subjects.node(self.name, "live"): self._serve}
+
+    # other nodes' requests
+
+    async def _ask(self, node: str, body: dict[str, Any], timeout: float) -> dict[str, Any]:
+        assert self.bus is not None
+        try:
+            reply: dict[str, Any] = orjson.loads(await self.bus.request(self._subjects.node(node, "live"),
+                                                                        orjson.dumps(body), timeout))
+        except BusError as e:
+            raise KitsuneError("fleet_unavailable", f"Node {node} did not answer ({e.code})", retryable=True) from e
+        if "error" in reply:
+            error = reply["error"]
+            raise KitsuneError(error["code"], error["error"], state=error.get("state"))
+        return reply
+
+    async def _serve(self, data: bytes) -> bytes:
+        body = orjson.loads(data)
+        op = body.get("op")
+        try:
+            if op == "issue":
+                token, expires_in = self._issue_here(int(body["tab"]), str(body["agent"]))
+                return orjson.dumps({"token": token, "expires_in": expires_in})
+            if op == "hint":
+                return orjson.dumps(await self._browser.needs_user(int(body["tab"])))
+            if op == "handbacks":
+                return orjson.dumps(await self.handbacks(int(body["tab"]), body.get("since"), float(body["wait"])))
+            if op == "open":
+                return orjson.dumps(await self._serve_open(int(body["tab"]), body.get("token"), str(body["viewer"])))
+            if op == "ping":
+                relayed = self._relayed.get(str(body.get("viewer")))
+                if relayed is not None:
+                    relayed[2][0] = time.monotonic()
+                return orjson.dumps({"alive": relayed is not None})
+        except KitsuneError as e:
+            return orjson.dumps({"error": e.to_json()})
+        return orjson.dumps({"error": {"code": "invalid_call", "error": f"no Live View op {op!r}"}})
+
+    async def _serve_open(self, tab: int, token: object, viewer_id: str) -> dict[str, Any]:
+        assert self.bus is not None
+        bus, out = self.bus, self._subjects.live(viewer_id, "out")
+
+        async def send(message: dict[str, Any]) -> None:
+            await bus.publish(out, orjson.dumps(message))
+
+        try:
+            viewer = await self._open_here(tab, token, send)
+        except LiveRefusal as e:
+            return {"refused": {"code": e.code, "message": e.message, "close_code": e.close_code,
+                                "http_status": e.http_status}}
+
+        async def heard(data: bytes) -> None:
+            message = orjson.loads(data)
+            if message.get("type") == "bye":
+                viewer.control.end("viewer_gone", "The viewer left", 1000)
+            else:
+                await viewer.deliver(message)
+
+        subscription = await bus.subscribe(self._subjects.live(viewer_id, "in"), heard)
+        self._relayed[viewer_id] = (viewer, subscription, [time.monotonic()])
+        watch = asyncio.create_task(self._relay_until_ended(viewer_id, send))
+        self._watching.add(watch)
+        watch.add_done_callback(self._watching.discard)
+        return {"ok": True}
+
+    async def _relay_until_ended(self, viewer_id: str, send: Send) -> None:
+        """Watch a relayed viewer: it ends on its own, or when its relay stops pinging; then tell the relay."""
+        viewer, subscription, heard_at = self._relayed[viewer_id]
+        while not viewer.control.ended.is_set():
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(viewer.control.ended.wait(), PING_EVERY)
+            if time.monotonic() - heard_at[0] > 3 * PING_EVERY:
+                viewer.control.end("viewer_gone", "The node the viewer reached stopped relaying it", 1011)
+        code, message, close_code = await viewer.ended()
+        del self._relayed[viewer_id]
+        with contextlib.suppress(BusError):
+            await send({"type": "ended", "code": code, "message": message, "close_code": close_code})
+            await subscription.unsubscribe()
+        await viewer.close()
