@@ -76,6 +76,12 @@ ERROR_CODES: Mapping[str, ErrorCode] = {code.name: code for code in [
     *_codes(410, False, "session_expired"),
     *_codes(404, False, "session_not_found"),
     *_codes(409, False, "session_exists", "session_not_promotable"),
+    # Live View (a person's connection to a tab; its refusals are also WebSocket close codes).
+    *_codes(403, False, "live_view_disabled", "live_view_token_invalid", "live_view_expired", "live_view_wrong_tab"),
+    *_codes(409, False, "live_view_controlled"),
+    *_codes(503, True, "node_unavailable"),
+    *_codes(503, False, "node_stopping"),
+    *_codes(200, False, "handed_back", "viewer_gone"),
 ]}
 """Every code Kitsune raises or answers, by name; a unit test finds each code literal of the package here."""
 

@@ -8,13 +8,19 @@ refused while the person holds control; bad links and a second controller are re
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import dataclasses
+import json
+import threading
 import time
 from collections.abc import Iterator
 from typing import Any
 
 import httpx
 import pytest
-from playwright.sync_api import Browser, Page
+from playwright.sync_api import Browser, FloatRect, Page
+from websockets.exceptions import ConnectionClosed
+from websockets.sync.client import ClientConnection, connect
 
 from bridge.config import load_config
 from bridge.node import Node
@@ -59,12 +65,10 @@ def live_link(alice: httpx.Client, tab: int) -> dict[str, Any]:
     return body
 
 
-def element_box(node: Node, tab: int, selector: str) -> dict[str, float]:
+def element_box(node: Node, tab: int, selector: str) -> FloatRect:
     """Where ``selector`` is in the agent's tab, in CSS pixels (the test looks; the person only sees frames)."""
-    async def box() -> dict[str, float] | None:
-        found: dict[str, float] | None = await node.browser.page(tab).locator(selector).bounding_box()
-        return found
-    found = asyncio.run_coroutine_threadsafe(box(), node.io.loop).result(10)
+    found = asyncio.run_coroutine_threadsafe(node.browser.page(tab).locator(selector).bounding_box(),
+                                             node.io.loop).result(10)
     assert found is not None, f"{selector} is not in tab {tab}"
     return found
 
@@ -126,3 +130,114 @@ def test_a_person_signs_in_through_live_view_hands_back_and_the_agents_resume_fi
     resumed = alice.post("/api/resume", json={"call": stopped["call"], "resume_token": stopped["resume_token"]})
     assert resumed.json()["status"] == "ok", resumed.text
     assert site.count("POST /sign-in") == 1 and site.count("POST /account/order") == 1
+
+
+def token_of(link: dict[str, Any]) -> str:
+    url: str = link["url"]
+    assert "#t=" in url and "?" not in url  # in the fragment: never sent to a server, so in no access log
+    return url.split("#t=", 1)[1]
+
+
+@contextlib.contextmanager
+def viewer(base: str, tab: int, token: str) -> Iterator[ClientConnection]:
+    """A Live View connection that presented ``token`` (a person's page, without the page)."""
+    with connect(base.replace("http://", "ws://") + f"/live/{tab}/ws", open_timeout=10) as ws:
+        ws.send(json.dumps({"type": "hello", "token": token}))
+        yield ws
+
+
+def next_message(ws: ClientConnection) -> dict[str, Any]:
+    message: dict[str, Any] = json.loads(ws.recv(timeout=15))
+    return message
+
+
+def refusal(base: str, tab: int, token: str) -> tuple[str, int]:
+    """The code and the close code a connection with ``token`` is refused with."""
+    with viewer(base, tab, token) as ws:
+        ended = next_message(ws)
+        with pytest.raises(ConnectionClosed) as closed:
+            ws.recv(timeout=10)
+    assert ended["type"] == "ended" and ended["message"]
+    assert closed.value.rcvd is not None
+    return ended["code"], closed.value.rcvd.code
+
+
+def test_wrong_expired_and_other_tabs_tokens_and_a_second_controller_are_refused(
+        alice: httpx.Client, base: str, site: TestSite, monkeypatch: pytest.MonkeyPatch, node: Node) -> None:
+    tab, other = open_tab(alice, site.url("/form")), open_tab(alice, site.url("/text"))
+    token = token_of(live_link(alice, tab))
+    assert refusal(base, tab, "x" * 32) == ("live_view_token_invalid", 4401)
+    assert refusal(base, other, token) == ("live_view_wrong_tab", 4403)
+    with viewer(base, tab, token) as holder:
+        assert next_message(holder)["type"] == "ready"
+        assert refusal(base, tab, token) == ("live_view_controlled", 4409)  # the same link, a second person
+        assert refusal(base, tab, token_of(live_link(alice, tab))) == ("live_view_controlled", 4409)
+    monkeypatch.setattr(node.live.links, "ttl", 0.2)
+    expiring = token_of(live_link(alice, tab))
+    time.sleep(0.4)
+    assert refusal(base, tab, expiring) == ("live_view_expired", 4401)
+    page = httpx.get(f"{base}/live/{tab}")
+    assert page.status_code == 200 and "no-referrer" in page.headers["referrer-policy"]
+
+
+def test_only_the_tabs_agent_may_show_it_and_a_policy_may_forbid_live_view(
+        alice: httpx.Client, base: str, site: TestSite, node: Node, monkeypatch: pytest.MonkeyPatch) -> None:
+    tab = open_tab(alice, site.url("/form"))
+    with client(base, "bob") as bob:
+        owned = bob.post("/api/tabs", json={"op": "live_view", "tabId": tab})
+        assert (owned.status_code, owned.json()["code"]) == (409, "tab_owned")
+        unknown = bob.post("/api/tabs", json={"op": "live_view", "tabId": 999_999})
+        assert (unknown.status_code, unknown.json()["code"]) == (400, "unknown_tab")
+    monkeypatch.setitem(node.agent_policies, "alice", dataclasses.replace(node.policy, live_view=False))
+    disabled = alice.post("/api/tabs", json={"op": "live_view", "tabId": tab})
+    assert (disabled.status_code, disabled.json()["code"]) == (403, "live_view_disabled")
+    stopped = alice.post("/api/batch", json={"tabId": tab, "commands": [
+        {"action": "click", "selector": "#nothing", "timeout": 0.3}]}).json()
+    assert stopped["status"] == "failed" and "live_view" not in stopped
+
+
+def test_a_tab_that_closes_ends_its_live_view_with_a_message_and_a_hand_back_is_counted(
+        alice: httpx.Client, base: str, site: TestSite, node: Node, person: Browser) -> None:
+    tab = open_tab(alice, site.url("/form"))
+    page = person.new_page()
+    try:
+        page.goto(live_link(alice, tab)["url"])
+        wait_for_frames(page, 0)
+        refused = alice.post("/api/tabs", json={"op": "close", "tabId": tab}).json()
+        assert refused["code"] == "tab_claimed"  # closing is a write: the person holds the tab
+        node.io.run(node.browser.close_tab(tab), timeout=10)  # the tab closes anyway (the page, a crash)
+        page.locator("#ended", has_text=f"Tab {tab} was closed").wait_for(timeout=10_000)
+    finally:
+        page.close()
+    again = open_tab(alice, site.url("/form"))
+    with viewer(base, again, token_of(live_link(alice, again))) as ws:
+        assert next_message(ws)["type"] == "ready"
+        ws.send(json.dumps({"type": "done"}))
+        while (message := next_message(ws))["type"] != "ended":
+            pass
+        assert message["code"] == "handed_back"
+    handbacks = alice.get("/api/live/handbacks", params={"tabId": again}).json()
+    assert handbacks == {"tabId": again, "handbacks": 1, "held": False}
+
+
+def test_a_wait_on_a_tabs_hand_back_ends_at_the_hand_back(alice: httpx.Client, base: str, site: TestSite) -> None:
+    tab = open_tab(alice, site.url("/form"))
+    token = token_of(live_link(alice, tab))
+    answers: list[tuple[float, dict[str, Any]]] = []
+
+    def wait() -> None:
+        answer = alice.get("/api/live/handbacks", params={"tabId": tab, "since": 0, "wait": 20}).json()
+        answers.append((time.monotonic(), answer))
+
+    waiting = threading.Thread(target=wait)
+    waiting.start()
+    with viewer(base, tab, token) as ws:
+        assert next_message(ws)["type"] == "ready"
+        time.sleep(0.5)
+        assert not answers  # still waiting while the person holds the tab
+        handed = time.monotonic()
+        ws.send(json.dumps({"type": "done"}))
+        waiting.join(15)
+    assert answers and answers[0][1]["handbacks"] == 1 and answers[0][0] - handed < 5  # not its 20 s
+    bad = alice.get("/api/live/handbacks", params={"tabId": tab, "wait": 99})
+    assert (bad.status_code, bad.json()["code"]) == (400, "invalid_parameter")
