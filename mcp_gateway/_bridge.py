@@ -47,13 +47,16 @@ class Bridge:
 
     ``started``, when given, is awaited before every request (an embedded bridge that may still be
     starting); when it raises :class:`BridgeNotStarted`, the request answers ``bridge_unavailable``.
+    ``base``, when given, is the URL requests name (``http://host:port``) instead of the client's own:
+    the bridge builds the links it answers (Live View) from it.
     """
 
     def __init__(self, http: httpx.AsyncClient, token: str, *,
-                 started: Callable[[], Awaitable[None]] | None = None) -> None:
+                 started: Callable[[], Awaitable[None]] | None = None, base: str = "") -> None:
         self._http = http
         self._headers = {"Authorization": f"Bearer {token}"}
         self._started = started
+        self._base = base.rstrip("/")
 
     async def get(self, path: str, *, timeout: float, params: dict[str, Any] | None = None) -> dict[str, Any]:
         return await self._request("GET", path, timeout, sent=False, params=params)
@@ -67,7 +70,8 @@ class Bridge:
     async def _request(self, method: str, path: str, timeout: float, *, sent: bool, **options: Any) -> dict[str, Any]:
         """One request and its answer (``sent``: whether it may act)."""
         async def send() -> dict[str, Any]:
-            response = await self._http.request(method, path, headers=self._headers, timeout=timeout, **options)
+            response = await self._http.request(method, self._base + path, headers=self._headers, timeout=timeout,
+                                                **options)
             return _answer(response.status_code, response.content, sent=sent)
         return await self._guarded(send, timeout, sent=sent)
 
@@ -77,7 +81,8 @@ class Bridge:
         ``timeout`` bounds the wait for each line (a step may take it all)."""
         async def send() -> dict[str, Any]:
             headers = {**self._headers, "Accept": NDJSON}
-            async with self._http.stream("POST", path, json=body, headers=headers, timeout=timeout) as response:
+            async with self._http.stream("POST", self._base + path, json=body, headers=headers,
+                                         timeout=timeout) as response:
                 if not response.headers.get("content-type", "").startswith(NDJSON):  # refused before it ran
                     return _answer(response.status_code, await response.aread(), sent=True)
                 lines = response.aiter_lines()

@@ -12,10 +12,9 @@ from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field, replace
 from typing import Any, Literal
 
-import anyio
-
 from mcp_gateway._caller import Caller
 from mcp_gateway._checkpoints import Continuations, DirectCheckpoint, DirectCheckpoints, StopKind
+from mcp_gateway._live import handback_or_sleep, handbacks, live_view_link, with_link
 from mcp_gateway._pages import PAGE_FAILURES, PAGE_STATE_CHECKS, POLL_EVERY, PageCheck, current_tab
 from mcp_gateway._tools import ToolSpec
 from messages.contract import APPROVAL_PROMPT_MAX, CONFIRM_TTL, SETTLE, STEP_TIMEOUT
@@ -32,6 +31,8 @@ class Outcome:
     stop: StopKind | None = None
     tab: int | None = None
     decision: str | None = None
+    link: dict[str, Any] | None = None
+    """The tab's Live View link, when one was made for the approval prompt."""
 
 
 @dataclass
@@ -187,7 +188,7 @@ class DirectCalls:
                 await caller.progress.step(f"{command['action']} done")
                 continue
             if outcome.kind == "stop" and (outcome.stop == "page" or plan.tool.confirmable):
-                return self._stopped(caller, plan, index, done, outcome)
+                return await self._stopped(caller, plan, index, done, outcome)
             return self._ended(plan, done, outcome.result, command)
         return self._ended(plan, done, last, None)
 
@@ -227,11 +228,12 @@ class DirectCalls:
                 return Outcome("stop", answer, "approval", tab)
             if prompt_wait <= 0:
                 return Outcome("stop", answer, "approval", tab, decision=None)
-            reply = await caller.prompt(_approval_message(command, tab), _APPROVAL_SCHEMA, prompt_wait)
+            link = await live_view_link(caller, tab, "approval")
+            reply = await caller.prompt(_approval_message(command, tab, link), _APPROVAL_SCHEMA, prompt_wait)
             if reply is None or reply.action == "cancel":
-                return Outcome("stop", answer, "approval", tab, decision="cancelled")
+                return Outcome("stop", answer, "approval", tab, decision="cancelled", link=link)
             if reply.action == "decline" or not (reply.content or {}).get("approve"):
-                return Outcome("stop", answer, "approval", tab, decision="declined")
+                return Outcome("stop", answer, "approval", tab, decision="declined", link=link)
             again = await (resend(token) if resend is not None else self.act(caller, command, token))
             return await self.settle(caller, tool, command, again, 0.0, resend=resend)
         if "error" in answer:
@@ -242,9 +244,10 @@ class DirectCalls:
             return Outcome("final", answer)
         return Outcome("ok", answer)
 
-    def _stopped(self, caller: Caller, plan: Plan, index: int, done: list[dict[str, Any]],
-                 outcome: Outcome) -> dict[str, Any]:
-        """A stop on needs_user: keep (or renew) the checkpoint, answer with call and resume_token."""
+    async def _stopped(self, caller: Caller, plan: Plan, index: int, done: list[dict[str, Any]],
+                       outcome: Outcome) -> dict[str, Any]:
+        """A stop on needs_user: keep (or renew) the checkpoint, answer with call, resume_token and the
+        tab's Live View link."""
         held = dict(outcome.result)
         state = dict(held.get("state") or {})
         confirm_token = state.pop("confirm_token", None)
@@ -275,10 +278,12 @@ class DirectCalls:
         if steps is not None:
             result["steps"] = steps
         result["hint"] = hint(plan.tool.name, outcome, caller.elicits, tab)
-        return result
+        return with_link(result, outcome.link or await live_view_link(caller, tab, state.get("reason")))
 
-    def stop_again(self, caller: Caller, checkpoint: DirectCheckpoint) -> dict[str, Any]:
-        """The same stop, nothing sent: the checkpoint renewed with a new resume token."""
+    async def stop_again(self, caller: Caller, checkpoint: DirectCheckpoint,
+                         link: dict[str, Any] | None = None) -> dict[str, Any]:
+        """The same stop, nothing sent: the checkpoint renewed with a new resume token, and a Live View
+        link to its tab (``link``, or a fresh one: a link lives 5 minutes)."""
         token = self.checkpoints.keep(replace(checkpoint))
         result = dict(checkpoint.held)
         result["call"] = checkpoint.call
@@ -286,11 +291,14 @@ class DirectCalls:
         outcome = Outcome("stop", result, checkpoint.kind, checkpoint.tab,
                           decision=(checkpoint.held.get("state") or {}).get("decision"))
         result["hint"] = hint(checkpoint.tool, outcome, caller.elicits, checkpoint.tab, again=True)
-        return result
+        reason = (checkpoint.held.get("state") or {}).get("reason")
+        return with_link(result, link or await live_view_link(caller, checkpoint.tab, reason))
 
     async def poll(self, caller: Caller, check: PageCheck, tab: int, wait: float) -> bool:
-        """Whether ``check`` passes within ``wait`` seconds, checking every second (and once at least)."""
+        """Whether ``check`` passes within ``wait`` seconds: checked once at least, then every second, or at
+        once when a person hands the tab back from Live View (the bridge's wait on its hand-backs)."""
         deadline = self.clock() + wait
+        seen = await handbacks(caller.bridge, tab)  # None: the bridge counts none, so sleep between checks
         with caller.progress.waiting(f"waiting for the page in tab {tab}"):
             while True:
                 if await check(caller.bridge, tab):
@@ -298,7 +306,7 @@ class DirectCalls:
                 left = deadline - self.clock()
                 if left <= 0:
                     return False
-                await anyio.sleep(min(POLL_EVERY, left))
+                seen = await handback_or_sleep(caller.bridge, tab, seen, min(POLL_EVERY, left))
 
 
 async def _page_block(caller: Caller, command: Mapping[str, Any], answer: dict[str, Any]) -> Outcome | None:
@@ -323,7 +331,8 @@ async def _page_block(caller: Caller, command: Mapping[str, Any], answer: dict[s
     return Outcome("stop", stop, "page", tab)
 
 
-def _approval_message(command: Mapping[str, Any], tab: int | None) -> str:
+def _approval_message(command: Mapping[str, Any], tab: int | None, link: dict[str, Any] | None) -> str:
     where = f" on tab {tab}" if tab is not None else ""
+    see = f" See the tab live: {link['url']}" if link is not None else ""
     return (f"Kitsune: the agent wants to {_describe(command)}{where}. Allow it? "
-            "Nothing is done unless you allow it.")
+            f"Nothing is done unless you allow it.{see}")

@@ -65,7 +65,7 @@ async def _resume_direct(direct: DirectCalls, caller: Caller, checkpoint: Direct
         check = PAGE_STATE_CHECKS.get(str(checkpoint.held.get("state", {}).get("reason")))
         started = direct.clock()
         if check is None or checkpoint.tab is None or not await direct.poll(caller, check, checkpoint.tab, wait):
-            return direct.stop_again(caller, checkpoint)
+            return await direct.stop_again(caller, checkpoint)
         remaining = max(0.0, wait - (direct.clock() - started))
     plan = Plan(spec, dict(checkpoint.arguments), commands_of(spec.name, checkpoint.arguments, checkpoint.tab),
                 start=checkpoint.step, done=[dict(d) for d in checkpoint.done], call=checkpoint.call,

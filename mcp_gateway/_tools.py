@@ -162,6 +162,10 @@ def _ask_user_schema() -> dict[str, Any]:
     }, ["question"])
 
 
+def _live_view_schema() -> dict[str, Any]:
+    return _object({"tabId": {"type": "integer", "description": "The tab to show; the current tab when absent."}}, [])
+
+
 _CORE = frozenset({"core"})
 _AUTOMATION = frozenset({"automation"})
 
@@ -218,6 +222,13 @@ TOOLS: dict[str, ToolSpec] = {spec.name: spec for spec in [
              "Ask the user something only a person can do or decide (sign in, solve a human check, choose). With a "
              "client prompt the user answers there; otherwise ask in your reply.", _ask_user_schema(),
              read_only=True),
+    ToolSpec("browser_live_view", _CORE,
+             "A Live View link to one of your tabs: a person opens it in their browser to see the tab live and act "
+             "in it (sign in, pass a human check, fix a form). Show it to the user, then stop on an approval or "
+             "browser_ask_user (or a browser_resume of a stop), and go on when they are done: their \"Done — hand "
+             "back\" ends a waiting browser_ask_user or resume at once. The link works for 5 minutes, one person "
+             "at a time; while they hold the tab, your writes to it answer tab_claimed. needs_user answers carry "
+             "such a link already (live_view).", _live_view_schema(), read_only=True),
 ]}
 """Every tool, by name."""
 

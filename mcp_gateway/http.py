@@ -5,7 +5,8 @@ The bridge's middleware authenticates ``/mcp`` like every API route, so a reques
 it (a request with another agent's token answers 404 for it). Tools run as the caller's agent: the
 gateway sends their requests in-process to the bridge's own ASGI app (no socket, no second port)
 with the caller's bearer token, so they pass authentication, capability groups, policy, tab
-ownership and the audit log exactly as the agent's own API requests would. A direct call's
+ownership and the audit log exactly as the agent's own API requests would. They name the host and
+port the agent reached, so a Live View link the bridge makes for them names that node. A direct call's
 checkpoint belongs to the MCP session that made it: another client (another session, even of the
 same agent) does not find it, and its resume answers the bridge's ``checkpoint_not_found``.
 """
@@ -75,4 +76,6 @@ class McpEndpoint:
         token = request.headers.get("authorization", "").partition(" ")[2].strip()
         # direct-call checkpoints belong to the MCP client (session) that made the call, of its agent
         session = request.headers.get("mcp-session-id", "")
-        return Caller(f"{request.scope['state']['agent']}/{session}", Bridge(self._http, token), ctx)
+        # in-process requests name the node as the agent reached it, so the links the bridge makes name it too
+        base = f"{request.url.scheme}://{request.url.netloc}"
+        return Caller(f"{request.scope['state']['agent']}/{session}", Bridge(self._http, token, base=base), ctx)

@@ -37,6 +37,7 @@ from mcp_gateway._caller import Caller
 from mcp_gateway._containers import run_container
 from mcp_gateway._direct import DirectCalls
 from mcp_gateway._handshake import INSTRUCTIONS, tools_result
+from mcp_gateway._live import live_view
 from mcp_gateway._results import error, to_call_tool_result
 from mcp_gateway._resume import resume
 from mcp_gateway._sessions import sessions
@@ -153,6 +154,8 @@ class Gateway:
             return await sessions(caller, arguments)
         if name == "browser_ask_user":
             return await ask_user(self.direct, caller, arguments)
+        if name == "browser_live_view":
+            return await live_view(caller, arguments)
         return await self.direct.start(caller, spec, arguments)
 
     def _invalid(self, name: str, arguments: dict[str, Any]) -> dict[str, Any] | None:

@@ -1,0 +1,151 @@
+"""The MCP gateway's Live View on a scripted bridge: ``browser_live_view``, the links in needs_user
+answers (and none when the bridge refuses them), and hand-backs that wake a wait or answer a prompt."""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+import anyio
+import mcp_types as types
+import pytest
+
+from mcp_gateway import _direct
+from mcp_gateway._caller import Caller
+from mcp_gateway.server import Gateway
+from tests.unit.test_mcp_gateway import PromptingCaller, ScriptedBridge, _held
+
+pytestmark = pytest.mark.anyio
+
+_URL = "http://node.test:8000/live/3#t=secret-token"
+_LINK = {"ok": True, "tabId": 3, "url": _URL, "expires_in": 300.0, "call": 40}
+_DISABLED = {"error": "Live View is not allowed for this agent (live_view: false)", "code": "live_view_disabled",
+             "retryable": False}
+_SIGN_IN = {"needs_user": True, "reason": "sign_in", "evidence": "password_field"}
+_NOT_FOUND = {"error": "no #x", "code": "not_found", "retryable": True, "status": "failed", "call": 4}
+
+
+def _live_requests(bridge: ScriptedBridge) -> list[Any]:
+    return [body for method, path, body in bridge.requests if (method, path) == ("POST", "/api/tabs")]
+
+
+def _handback_waits(bridge: ScriptedBridge) -> list[dict[str, Any]]:
+    return [params for _, path, params in bridge.requests if path == "/api/live/handbacks"]
+
+
+async def test_browser_live_view_asks_for_the_current_tab_and_passes_refusals_through() -> None:
+    bridge = ScriptedBridge({"GET /api/tabs": [{"current": 3, "tabs": []}, {"current": None, "tabs": []}],
+                             "POST /api/tabs": [_LINK, _DISABLED]})
+    gateway = Gateway(frozenset({"core"}))
+    caller = Caller("a", bridge)
+    assert await gateway.call(caller, "browser_live_view", {}) == _LINK
+    assert await gateway.call(caller, "browser_live_view", {"tabId": 5}) == _DISABLED
+    assert _live_requests(bridge) == [{"op": "live_view", "tabId": 3}, {"op": "live_view", "tabId": 5}]
+    assert (await gateway.call(caller, "browser_live_view", {}))["code"] == "no_tab"
+    assert len(_live_requests(bridge)) == 2 and not caller.sent  # a link acts on no page
+
+
+async def test_a_page_stop_and_its_stop_again_carry_fresh_links_unless_the_bridge_refuses(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(_direct, "POLL_EVERY", 0.01)
+    second = {**_LINK, "url": _URL + "-2"}
+    bridge = ScriptedBridge({"POST /api/act": [_NOT_FOUND, _NOT_FOUND], "GET /api/needs-user": _SIGN_IN,
+                             "POST /api/tabs": [_LINK, second, _DISABLED]})
+    gateway = Gateway(frozenset({"core"}))
+    stopped = await gateway.call(Caller("a", bridge), "browser_click", {"selector": "#x", "tabId": 3})
+    assert stopped["live_view"] == {"url": _URL, "expires_in": 300.0, "tabId": 3, "reason": "sign_in"}
+    assert "open this link to act in tab 3" in stopped["hint"] and "browser_resume" in stopped["hint"]
+    again = await gateway.call(Caller("a", bridge), "browser_resume",
+                               {"call": stopped["call"], "resume_token": stopped["resume_token"], "wait": 0.05})
+    assert again["code"] == "needs_user" and again["live_view"]["url"] == _URL + "-2"
+    disabled = await gateway.call(Caller("a", bridge), "browser_click", {"selector": "#x", "tabId": 3})
+    assert disabled["code"] == "needs_user" and "live_view" not in disabled
+    assert "open this link" not in disabled["hint"]
+
+
+async def test_an_approval_prompt_shows_the_link_and_a_declined_hold_answers_with_the_same_one() -> None:
+    bridge = ScriptedBridge({"POST /api/act": [_held(1)], "POST /api/tabs": [_LINK]})
+    caller = RecordingCaller(bridge, "decline")
+    declined = await Gateway(frozenset({"core"})).call(caller, "browser_click", {"selector": "#x", "tabId": 3})
+    assert declined["state"]["decision"] == "declined" and declined["live_view"]["url"] == _URL
+    assert declined["live_view"]["reason"] == "approval"
+    assert _URL in caller.messages[0] and len(_live_requests(bridge)) == 1
+
+
+async def test_a_hand_back_wakes_a_page_wait_at_once(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(_direct, "POLL_EVERY", 60.0)  # a sleep between checks would outlast the test
+    bridge = ScriptedBridge({"POST /api/act": [_NOT_FOUND, _ok_click()], "POST /api/tabs": _DISABLED,
+                             "GET /api/needs-user": [_SIGN_IN, _SIGN_IN, {"needs_user": False}],
+                             "GET /api/live/handbacks": [{"tabId": 3, "handbacks": 2, "held": False},
+                                                         {"tabId": 3, "handbacks": 3, "held": False}]})
+    gateway = Gateway(frozenset({"core"}))
+    stopped = await gateway.call(Caller("a", bridge), "browser_click", {"selector": "#x", "tabId": 3})
+    started = time.monotonic()
+    done = await gateway.call(Caller("a", bridge), "browser_resume",
+                              {"call": stopped["call"], "resume_token": stopped["resume_token"], "wait": 20})
+    assert done["status"] == "ok" and time.monotonic() - started < 5
+    first, woken = _handback_waits(bridge)
+    assert first == {"tabId": 3}  # the count before the first check, then a wait past it
+    assert (woken["tabId"], woken["since"]) == (3, 2) and 19 < woken["wait"] <= 20
+
+
+async def test_without_hand_back_counts_the_wait_sleeps_between_checks(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(_direct, "POLL_EVERY", 0.2)
+    bridge = ScriptedBridge({"POST /api/act": [_NOT_FOUND, _ok_click()], "POST /api/tabs": _DISABLED,
+                             "GET /api/needs-user": [_SIGN_IN, _SIGN_IN, _SIGN_IN, {"needs_user": False}]})
+    gateway = Gateway(frozenset({"core"}))
+    stopped = await gateway.call(Caller("a", bridge), "browser_click", {"selector": "#x", "tabId": 3})
+    started = time.monotonic()
+    done = await gateway.call(Caller("a", bridge), "browser_resume",
+                              {"call": stopped["call"], "resume_token": stopped["resume_token"], "wait": 20})
+    assert done["status"] == "ok" and 0.35 < time.monotonic() - started < 5  # two sleeps of 0.2 s
+    assert _handback_waits(bridge) == [{"tabId": 3}]  # an older bridge: asked once, then slept
+
+
+async def test_a_hand_back_answers_an_open_ask_prompt_and_cancels_it() -> None:
+    bridge = ScriptedBridge({"POST /api/tabs": _LINK, "GET /api/needs-user": _SIGN_IN,
+                             "GET /api/live/handbacks": [{"handbacks": 0}, {"handbacks": 1}]})
+    caller = RecordingCaller(bridge, "hang")
+    asked = {"question": "Please sign in", "reason": "sign_in", "tabId": 3, "wait": 30}
+    answered = await Gateway(frozenset({"core"})).call(caller, "browser_ask_user", asked)
+    assert answered == {"ok": True, "answer": "done", "via": "live_view", "reason": "sign_in", "tabId": 3}
+    assert caller.cancelled == 1 and _URL in caller.messages[0] and "Done — hand back" in caller.messages[0]
+    assert [params.get("since") for params in _handback_waits(bridge)] == [None, 0]
+
+
+async def test_an_ask_answered_in_its_prompt_stops_listening_for_hand_backs() -> None:
+    bridge = ScriptedBridge({"POST /api/tabs": _DISABLED, "GET /api/live/handbacks": {"handbacks": 0}})
+    caller = RecordingCaller(bridge, "accept")
+    answered = await Gateway(frozenset({"core"})).call(
+        caller, "browser_ask_user", {"question": "Pick the blue plan", "tabId": 3})
+    assert (answered["answer"], answered["via"], answered["tabId"]) == ("done", "elicitation", 3)
+    assert "http" not in caller.messages[0] and caller.cancelled == 0
+
+
+def _ok_click() -> dict[str, Any]:
+    return {"ok": True, "status": "ok", "call": 9}
+
+
+class RecordingCaller(PromptingCaller):
+    """A prompting caller that records its prompts' messages, answered from a script: "accept" or "decline"
+    (an ask's "accept" answers done), or "hang" (never answers, until cancelled)."""
+
+    def __init__(self, bridge: Any, *script: str) -> None:
+        super().__init__(bridge)
+        self.script = list(script)
+        self.messages: list[str] = []
+        self.cancelled = 0
+
+    async def prompt(self, message: str, schema: dict[str, Any], wait: float) -> types.ElicitResult | None:
+        self.messages.append(message)
+        step = self.script.pop(0)
+        if step == "hang":
+            try:
+                await anyio.sleep(3600)
+            except anyio.get_cancelled_exc_class():
+                self.cancelled += 1
+                raise
+        if "answer" in schema["properties"]:
+            return types.ElicitResult(action="accept", content={"answer": "done"})
+        self.answers = ["accept" if step == "accept" else "decline"]
+        return await super().prompt(message, schema, wait)
