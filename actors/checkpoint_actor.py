@@ -69,6 +69,9 @@ class CheckpointActor(pykka.ThreadingActor):
     def count(self) -> int:
         return len(self._store)
 
+    def describe(self) -> list[dict[str, object]]:
+        return self._store.describe()
+
 
 class CheckpointsPort:
     """The checkpoint actor's messages: the call service's ``core.checkpoints.Checkpoints``, and what the
@@ -96,3 +99,7 @@ class CheckpointsPort:
     def count(self, timeout: float | None = None) -> int:
         """Checkpoints held, those being resumed included."""
         return self._proxy.count().get(timeout=timeout)  # type: ignore[no-any-return]
+
+    def describe(self, timeout: float | None = None) -> list[dict[str, object]]:
+        """Every checkpoint as metadata only (``CheckpointStore.describe``): never a token or a value."""
+        return self._proxy.describe().get(timeout=timeout)  # type: ignore[no-any-return]

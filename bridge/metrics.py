@@ -45,6 +45,7 @@ from starlette.routing import Match
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from actors.bus import Bus, NatsBus
+from actors.log_context import AGENT
 from bridge.auth import bearer_token
 from messages.commands import ACTIONS
 from messages.errors import ERROR_CODES, KitsuneError
@@ -162,6 +163,8 @@ class _Running:
     builder: StepLogBuilder = field(default_factory=StepLogBuilder)
     started: dict[str, tuple[float, str]] = field(default_factory=dict)
     refused: set[str] = field(default_factory=set)
+    agent: str | None = field(default_factory=AGENT.get)  # the call actor's thread names its agent
+    since: float = field(default_factory=time.monotonic)
 
 
 def _actions(outline: Iterable[OutlineStep], within: StepPath = ROOT) -> Iterator[tuple[str, str]]:
@@ -280,6 +283,13 @@ class NodeMetrics:
                     if not record.kept:
                         self.steps.labels(bounded(record.action, ACTION_NAMES), record.status).inc()
             self.calls_running.set(len(self._running))
+
+    def running_calls(self) -> list[dict[str, Any]]:
+        """The calls in flight (the console): call, kind, agent, resumed, seconds running, steps, actions running."""
+        with self._lock:
+            return [{"call": call, "kind": run.kind, "agent": run.agent, "resumed": run.resumed,
+                     "steps": len(run.actions), "age": round(time.monotonic() - run.since, 1),
+                     "running": sorted(a for _, a in run.started.values())} for call, run in self._running.items()]
 
     def checkpoint_dropped(self, reason: str) -> None:  # the node's hooks, from here on
         """A checkpoint was dropped (expired, pushed_out, resumed_ok, internal_error, shutdown)."""

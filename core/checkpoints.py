@@ -22,7 +22,8 @@ from core.engine import Clock
 from messages.commands import CallSpec
 from messages.contract import CHECKPOINT_CAPACITY, CHECKPOINT_TOTAL_CAPACITY, CHECKPOINT_TTL
 from messages.errors import KitsuneError
-from messages.results import Result
+from messages.paths import ROOT, StepPath
+from messages.results import Result, worst
 from messages.steplog import StepRecord
 from messages.tokens import new_token, token_hash, token_matches
 
@@ -182,6 +183,13 @@ class ExpiringStore(Generic[Owner, K, V]):
         self.sweep()
         return self._held_keys()
 
+    def entries(self) -> list[tuple[V, bool]]:
+        """Every checkpoint, oldest first, each with whether it is being resumed (expired ones dropped first)."""
+        self.sweep()
+        found = [(c, resuming) for shelf in self._shelves.values()
+                 for resuming, part in ((False, shelf.held), (True, shelf.resuming)) for c in part.values()]
+        return sorted(found, key=lambda entry: entry[0].kept_order)
+
     def _held_keys(self) -> list[K]:
         held = [(c.kept_order, key) for shelf in self._shelves.values() for key, c in shelf.held.items()]
         return [key for _, key in sorted(held)]
@@ -268,6 +276,7 @@ class CheckpointStore:
                  total_capacity: int = CHECKPOINT_TOTAL_CAPACITY, ttl: float = CHECKPOINT_TTL,
                  on_drop: Callable[[int, DropReason], None] = lambda call, reason: None,
                  on_keep: Callable[[int], None] = lambda call: None) -> None:
+        self._now = clock.now
         self._store: ExpiringStore[str | None, int, Checkpoint] = ExpiringStore(
             clock.now, capacity_of=capacity_of, total_capacity=total_capacity, ttl=ttl, on_drop=on_drop,
             on_keep=on_keep)
@@ -322,3 +331,17 @@ class CheckpointStore:
     def calls(self) -> list[int]:
         """Calls with a checkpoint held (not being resumed), of every agent, oldest first."""
         return self._store.keys()
+
+    def describe(self) -> list[dict[str, object]]:
+        """Every checkpoint as metadata only, oldest first (the operator console): call, agent, the status and
+        error code of its last run, resumes so far, seconds since it was kept and until it expires, whether it
+        is being resumed. Never its token, commands, typed values or results."""
+        now = self._now()
+        described: list[dict[str, object]] = []
+        for c, resuming in self._store.entries():
+            top = [r for path, r in c.records.items() if StepPath(path).parent == ROOT]
+            described.append({"call": c.call, "agent": c.agent, "status": worst([r.status for r in top]),
+                              "code": next((r.code for r in top if r.code), None), "attempts": c.attempts,
+                              "age": round(now - (c.expires_at - self.ttl), 1),
+                              "expires_in": round(c.expires_at - now, 1), "resuming": resuming})
+        return described

@@ -239,7 +239,12 @@ class SessionTable:
         self._forget_old_tombstones()
         now, now_wall = self.clock(), self.wall()
         return {"sessions": [s.describe(tabs_of(s), now_wall, now) for s in self._open.values() if s.agent == agent],
-                "tombstones": [t.describe() for t in self._tombstones.values() if t.agent == agent]}
+                "tombstones": [t.describe() for t in self.tombstones() if t.agent == agent]}
+
+    def tombstones(self) -> list[Tombstone]:
+        """The tombstones kept now, of every agent."""
+        self._forget_old_tombstones()
+        return list(self._tombstones.values())
 
     def _forget_old_tombstones(self) -> None:
         now = self.clock()

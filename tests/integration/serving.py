@@ -16,6 +16,7 @@ from typing import Any
 import httpx
 import uvicorn
 import yaml
+from starlette.types import ASGIApp
 
 from bridge.config import BridgeConfig
 from bridge.nats_server import free_port
@@ -90,10 +91,11 @@ def _lines(process: subprocess.Popen[str]) -> Iterator[str]:
 
 
 @contextlib.contextmanager
-def app_over(node: Node, config: BridgeConfig) -> Iterator[str]:
-    """The real app over a started in-process node, served by uvicorn on the node's own loop; its base URL."""
+def app_over(node: Node, config: BridgeConfig, app: ASGIApp | None = None) -> Iterator[str]:
+    """The real app over a started in-process node (or ``app``), served by uvicorn on the node's own loop;
+    its base URL."""
     port = free_port()
-    server = uvicorn.Server(uvicorn.Config(create_app(node, config), host="127.0.0.1", port=port,
+    server = uvicorn.Server(uvicorn.Config(app or create_app(node, config), host="127.0.0.1", port=port,
                                            log_config=None, lifespan="off"))
     running = asyncio.run_coroutine_threadsafe(server.serve(), node.io.loop)
     try:

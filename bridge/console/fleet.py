@@ -1,0 +1,125 @@
+"""The console's view of the fleet: the registry's nodes and tabs, and each node's own part.
+
+Nodes and tabs come from the fleet (``FleetMember.nodes``, ``Node.describe_tabs``). What only a
+node knows, it tells itself: the calls running on it, its checkpoints (metadata only), its
+sessions and their tombstones, who holds its tabs in Live View, and its tabs' thumbnails. Each
+node answers those on ``<fleet>.node.<name>.console`` (:func:`console_serving`); the console's
+own node answers its part directly. A node that does not answer is listed under ``missing``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+from collections.abc import Awaitable, Callable
+from typing import TYPE_CHECKING, Any
+
+import orjson
+
+from actors.bus import BusError
+from bridge.console.thumbs import Thumbnails
+from messages.errors import KitsuneError
+
+if TYPE_CHECKING:
+    from bridge.node import Node
+
+__all__ = ["PART_TIMEOUT", "Handler", "console_serving", "fleet_state", "node_part", "thumbnail"]
+
+PART_TIMEOUT = 5.0
+"""Seconds another node has to answer its part or a thumbnail."""
+_PARTS = ("calls", "checkpoints", "sessions", "tombstones")
+
+Handler = Callable[[bytes], Awaitable[bytes]]
+
+
+async def node_part(node: Node) -> dict[str, Any]:
+    """What ``node`` alone knows: its calls in flight, checkpoints, sessions, tombstones, Live View holders."""
+    checkpoints = await asyncio.to_thread(node.checkpoints.describe, 10) if node.checkpoints is not None else []
+    sessions = node.sessions.sessions
+    table = sessions.table
+    now, wall = table.clock(), table.wall()
+    return {
+        "calls": node.metrics.running_calls(),
+        "checkpoints": checkpoints,
+        "sessions": [{"agent": s.agent, "name": s.name, "mode": s.mode, "tabs": sessions.tabs_of(s),
+                      "age": round(wall - s.created, 1), "idle": round(now - s.used, 1)} for s in table],
+        "tombstones": [{"agent": t.agent, "name": t.name, "mode": t.mode, "reason": t.reason,
+                        "closed": round(wall - t.closed_at, 1)} for t in table.tombstones()],
+        "held": [{"tabId": c.link.tab, "by": c.link.agent} for c in node.live.links.controls()],
+    }
+
+
+async def fleet_state(node: Node) -> dict[str, Any]:
+    """The fleet as the console shows it: nodes, tabs, and every node's part, each row with its node."""
+    nodes = node.member.nodes()
+    names = [entry["name"] for entry in nodes]
+    tabs, *parts = await asyncio.gather(node.describe_tabs(), *(_part_of(node, name) for name in names),
+                                        return_exceptions=True)
+    if isinstance(tabs, BaseException):
+        raise tabs
+    state: dict[str, Any] = {"node": node.config.name, "nodes": nodes, "missing": [],
+                             **{section: [] for section in _PARTS}}
+    held: dict[int, str] = {}
+    for name, part in zip(names, parts, strict=True):
+        if not isinstance(part, dict):
+            state["missing"].append(name)
+            continue
+        for section in _PARTS:
+            state[section] += [{"node": name, **row} for row in part[section]]
+        held |= {int(h["tabId"]): str(h["by"]) for h in part["held"]}
+    state["tabs"] = [_tab_row(tab, held) for tab in tabs]
+    return state
+
+
+def _tab_row(tab: dict[str, Any], held: dict[int, str]) -> dict[str, Any]:
+    session = tab.get("session")
+    tab_id = int(tab["tabId"])
+    return {"tabId": tab_id, "node": tab.get("node"), "agent": tab.get("owner"),
+            "session": session["name"] if session else None, "title": tab.get("title"), "url": tab.get("url"),
+            "held_by": held.get(tab_id)}
+
+
+async def _part_of(node: Node, name: str) -> dict[str, Any]:
+    if name == node.config.name:
+        return await node_part(node)
+    return await _ask(node, name, {"op": "part"})
+
+
+async def thumbnail(node: Node, thumbnails: Thumbnails, tab: int) -> bytes:
+    """The JPEG of ``tab``, taken by its node; ``unknown_tab`` when it is open nowhere in the fleet."""
+    holder = await node.member.holder(tab)
+    if holder == node.config.name:
+        return await thumbnails.of(tab)
+    reply = await _ask(node, holder, {"op": "thumb", "tab": tab})
+    return base64.b64decode(reply["jpeg"])
+
+
+async def _ask(node: Node, name: str, body: dict[str, Any]) -> dict[str, Any]:
+    try:
+        reply: dict[str, Any] = orjson.loads(await node.bus.request(node.subjects.node(name, "console"),
+                                                                    orjson.dumps(body), PART_TIMEOUT))
+    except BusError as e:
+        raise KitsuneError("fleet_unavailable", f"Node {name} did not answer ({e.code})", retryable=True) from e
+    if "error" in reply:
+        error = reply["error"]
+        raise KitsuneError(error["code"], error["error"], state=error.get("state"))
+    return reply
+
+
+def console_serving(node: Node) -> dict[str, Handler]:
+    """The subject ``node`` answers the consoles of the fleet on (its part, its tabs' thumbnails)."""
+    thumbnails = Thumbnails(node.browser)
+
+    async def serve(data: bytes) -> bytes:
+        body = orjson.loads(data)
+        try:
+            if body.get("op") == "part":
+                return orjson.dumps(await node_part(node))
+            if body.get("op") == "thumb":
+                jpeg = await thumbnails.of(int(body["tab"]))
+                return orjson.dumps({"jpeg": base64.b64encode(jpeg).decode()})
+        except KitsuneError as e:
+            return orjson.dumps({"error": e.to_json()})
+        return orjson.dumps({"error": {"code": "invalid_call", "error": f"no console op {body.get('op')!r}"}})
+
+    return {node.subjects.node(node.config.name, "console"): serve}

@@ -1,0 +1,170 @@
+"""The console's routes, all under ``/console``; they authenticate by themselves (``bridge.console.auth``).
+
+No operator configured: every route answers 404 saying so. A request with no operator session
+gets the sign-in form (``GET /console``), a redirect to it (a Live View link), or 401; a bearer
+token that is no operator's, or a wrong secret at sign-in, gets 403 and nothing else.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Awaitable, Callable
+from importlib import resources
+from typing import TYPE_CHECKING, Any
+from urllib.parse import parse_qs
+
+import orjson
+from starlette.requests import Request
+from starlette.responses import HTMLResponse, RedirectResponse, Response
+from starlette.routing import BaseRoute, Route
+
+from bridge.config import BridgeConfig
+from bridge.console.auth import COOKIE, SESSION_SECONDS, Operators
+from bridge.console.fleet import fleet_state, thumbnail
+from bridge.console.page import console_page, login_page, message_page
+from bridge.console.thumbs import THUMB_SECONDS, Thumbnails
+from bridge.live import OPERATOR
+from messages.errors import KitsuneError
+
+if TYPE_CHECKING:
+    from bridge.node import Node
+
+__all__ = ["MAX_LOGIN_BYTES", "console_routes"]
+
+log = logging.getLogger(__name__)
+
+MAX_LOGIN_BYTES = 4096
+"""The largest sign-in form read."""
+_HEADERS = {"Cache-Control": "no-store", "Referrer-Policy": "no-referrer", "X-Content-Type-Options": "nosniff",
+            "Content-Security-Policy": "default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self'; "
+                                       "connect-src 'self'; form-action 'self'; frame-ancestors 'none'; "
+                                       "base-uri 'none'"}
+_NO_OPERATORS = ("The operator console is off: no operators are configured (add an operators entry to the "
+                 "configuration: a token, token_env or password_env).")
+_ASSETS = {name: (resources.files("bridge.console").joinpath(name).read_bytes(), media)
+           for name, media in (("console.js", "text/javascript"), ("console.css", "text/css"))}
+
+Endpoint = Callable[[Request, str], Awaitable[Response]]
+"""A console route's handler, given the operator the request is from."""
+
+
+def _html(body: str, status: int = 200) -> Response:
+    return HTMLResponse(body, status_code=status, headers=_HEADERS)
+
+
+def _json(body: Any, status: int = 200) -> Response:
+    return Response(orjson.dumps(body), status_code=status, media_type="application/json", headers=_HEADERS)
+
+
+class Console:
+    """The console of one node's app."""
+
+    def __init__(self, node: Node, operators: Operators) -> None:
+        self.node = node
+        self.operators = operators
+        self.thumbnails = Thumbnails(node.browser)
+
+    def guarded(self, endpoint: Endpoint, *, page: bool = False) -> Callable[[Request], Awaitable[Response]]:
+        """``endpoint`` for operators only; ``page`` answers an HTML page (else JSON) when it refuses."""
+
+        async def route(request: Request) -> Response:
+            if not self.operators.configured:
+                return _html(message_page(_NO_OPERATORS), 404) if page else _json(
+                    {"error": _NO_OPERATORS, "code": "console_off"}, 404)
+            try:
+                operator, refused = self.operators.of_request(request)
+            except KitsuneError as e:  # two Authorization headers
+                return _json(e.to_json(), e.http_status)
+            if refused:
+                return _html(message_page("That token is not an operator's."), 403) if page else _json(
+                    {"error": "That token is not an operator's", "code": "forbidden"}, 403)
+            if operator is None:
+                if not page:
+                    return _json({"error": "Sign in to the console first", "code": "unauthorized"}, 401)
+                if request.url.path == "/console":
+                    return _html(login_page())
+                return RedirectResponse("/console", 303, headers=_HEADERS)
+            return await endpoint(request, operator)
+
+        return route
+
+    async def page(self, request: Request, operator: str) -> Response:
+        return _html(console_page(await fleet_state(self.node), operator))
+
+    async def state(self, request: Request, operator: str) -> Response:
+        return _json({**await fleet_state(self.node), "operator": operator})
+
+    async def thumb(self, request: Request, operator: str) -> Response:
+        tab = int(request.path_params["tab"])
+        try:
+            jpeg = await thumbnail(self.node, self.thumbnails, tab)
+        except KitsuneError as e:
+            gone = e.code in ("unknown_tab", "tab_closed")
+            return _json(e.to_json(), 404 if gone else 503)
+        return Response(jpeg, media_type="image/jpeg", headers={
+            **_HEADERS, "Cache-Control": f"private, max-age={THUMB_SECONDS:g}"})
+
+    async def live(self, request: Request, operator: str) -> Response:
+        """A Live View link of the tab for the operator (``operator:<name>``), followed at once."""
+        tab = int(request.path_params["tab"])
+        try:
+            link = await self.node.live.issue(tab, f"{OPERATOR}{operator}", str(request.base_url))
+        except KitsuneError as e:
+            return _html(message_page(f"No Live View of tab {tab}: {e.message}"), e.http_status)
+        return RedirectResponse(link["url"], 303, headers=_HEADERS)
+
+    async def login(self, request: Request) -> Response:
+        """Check the secret of the form; on a match, a session cookie and back to the console."""
+        if not self.operators.configured:
+            return _html(message_page(_NO_OPERATORS), 404)
+        operator = self.operators.named(await _secret_of(request))
+        if operator is None:
+            return _html(message_page("That token or password is not valid."), 403)
+        response = RedirectResponse("/console", 303, headers=_HEADERS)
+        response.set_cookie(COOKIE, self.operators.sign_in(operator), max_age=int(SESSION_SECONDS), path="/console",
+                            secure=request.url.scheme == "https", httponly=True, samesite="strict")
+        log.info("operator %s signed in to the console", operator)
+        return response
+
+    async def logout(self, request: Request) -> Response:
+        self.operators.sign_out(request.cookies.get(COOKIE))
+        response = RedirectResponse("/console", 303, headers=_HEADERS)
+        response.delete_cookie(COOKIE, path="/console", httponly=True, samesite="strict")
+        return response
+
+    async def asset(self, request: Request) -> Response:
+        if not self.operators.configured:
+            return _json({"error": _NO_OPERATORS, "code": "console_off"}, 404)
+        body, media = _ASSETS[request.url.path.rpartition("/")[2]]
+        return Response(body, media_type=media, headers={**_HEADERS, "Cache-Control": "no-cache"})
+
+
+async def _secret_of(request: Request) -> str:
+    """The ``secret`` field of a sign-in form (empty when there is none, or the form is not one)."""
+    media = request.headers.get("content-type", "").split(";")[0].strip().lower()
+    if media != "application/x-www-form-urlencoded":
+        return ""
+    body = b""
+    async for chunk in request.stream():
+        body += chunk
+        if len(body) > MAX_LOGIN_BYTES:
+            return ""
+    try:
+        fields = parse_qs(body.decode("utf-8", "replace"), max_num_fields=8)
+    except ValueError:  # too many fields (its message names none of them)
+        return ""
+    return fields.get("secret", [""])[0]
+
+
+def console_routes(node: Node, config: BridgeConfig) -> list[BaseRoute]:
+    """The operator console of ``node``'s app: its page, sign-in and out, state, thumbnails, Live View links."""
+    console = Console(node, Operators(config.operators))
+    return [
+        Route("/console", console.guarded(console.page, page=True), methods=["GET"]),
+        Route("/console/login", console.login, methods=["POST"]),
+        Route("/console/logout", console.logout, methods=["POST"]),
+        Route("/console/state", console.guarded(console.state), methods=["GET"]),
+        Route("/console/thumb/{tab:int}", console.guarded(console.thumb), methods=["GET"]),
+        Route("/console/live/{tab:int}", console.guarded(console.live, page=True), methods=["GET"]),
+        *(Route(f"/console/{name}", console.asset, methods=["GET"]) for name in _ASSETS),
+    ]
