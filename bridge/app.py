@@ -26,6 +26,7 @@ from actors.log_context import AGENT
 from bridge.auth import bearer_token
 from bridge.call_progress import NDJSON, progress_lines
 from bridge.config import BridgeConfig
+from bridge.console import console_routes
 from bridge.live import live_routes
 from bridge.live.stops import with_live_view
 from bridge.live.views import MAX_HANDBACK_WAIT
@@ -430,6 +431,7 @@ def create_app(node: Node, config: BridgeConfig, mounts: Sequence[BaseRoute] = (
         Route("/api/live/handbacks", api.handbacks, methods=["GET"]),
         Route("/healthz", api.healthz, methods=["GET"]),
         *live_routes(node.live),
+        *console_routes(node, config),
         *mounts,
     ]
     return Starlette(routes=routes, middleware=[

@@ -26,8 +26,7 @@ From a YAML or JSON file (``kitsune serve --config FILE``) and the environment::
     max_body_bytes: 1048576
     metrics: {token_env: SCRAPE_TOKEN}   # a scrape token: reads /metrics only
     live_view: {enabled: true, ttl: 300}  # links a person opens to see and act in a tab (seconds to open one)
-    operators:                     # who may open the operator console (GET /console)
-      - {name: sre, token_env: CONSOLE_TOKEN}          # or password_env: a password from the environment
+    operators: [{name: sre, token_env: CONSOLE_TOKEN}]  # the console's (GET /console); or password_env
     nats:                          # joining a server or cluster (``--nats-url`` wins over url)
       url: nats://a:4222,nats://b:4222
       creds_file: /etc/kitsune/node.creds      # or nkey_seed_file, or user + password_env
@@ -446,18 +445,14 @@ def _agents(settings: _Settings, env: Mapping[str, str], node: Policy) -> list[A
 
 
 def _operators(entries: list[_OperatorEntry], env: Mapping[str, str]) -> tuple[Operator, ...]:
-    """The console's operators, each with the hash of its token or password (a password of 8 characters at least)."""
-    operators = []
-    for index, entry in enumerate(entries):
-        what = f"operators.{index}"
-        if entry.password_env is not None:
-            password = _secret(entry.password_env, env, what) or ""
-            if len(password) < 8:
-                raise ValueError(f"{what}: a password of at least 8 characters is needed")
-            operators.append(Operator(entry.name, token_hash(password)))
-        else:
-            operators.append(Operator(entry.name, token_hash(_long(entry.token or _secret(entry.token_env, env, what),
-                                                                   what))))
+    """The console's operators, each with the hash of its token (16 characters at least) or password (8)."""
+    def secret(entry: _OperatorEntry, what: str) -> str:
+        if entry.password_env is None:
+            return _long(entry.token or _secret(entry.token_env, env, what), what)
+        if len(password := _secret(entry.password_env, env, what) or "") < 8:
+            raise ValueError(f"{what}: a password of at least 8 characters is needed")
+        return password
+    operators = [Operator(e.name, token_hash(secret(e, f"operators.{i}"))) for i, e in enumerate(entries)]
     if len({o.name for o in operators}) != len(operators):
         raise ValueError("operator names must be unique")
     return tuple(operators)

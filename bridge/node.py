@@ -36,6 +36,7 @@ from actors.tab_actor import not_sent
 from actors.threads import SystemClock
 from bridge.browser.sessions import ONE_SHOT, SessionChange, Sessions
 from bridge.config import SessionTimes
+from bridge.console import console_serving
 from bridge.fleet.member import FleetMember
 from bridge.fleet.metrics import FleetMetrics
 from bridge.fleet.registry import FleetRegistry
@@ -311,7 +312,8 @@ class Node:
             await self.member.registry.start()
         serving = {self.subjects.node(self.config.name, "open"): self._serve_open,
                    self.subjects.node(self.config.name, "tabs"): self.member.serve_tabs,
-                   self.subjects.node(self.config.name, "claims"): self.member.serve_claims, **self.live.serving()}
+                   self.subjects.node(self.config.name, "claims"): self.member.serve_claims, **self.live.serving(),
+                   **console_serving(self)}
         for subject, handler in serving.items():
             self._subscriptions.append(await self.bus.subscribe(subject, handler, concurrent=True))
         self._subscriptions.append(await self.bus.subscribe(self.subjects.tabs, self._serve_tabs, queue="tabs",

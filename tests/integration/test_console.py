@@ -23,9 +23,7 @@ import pytest
 import yaml
 from playwright.sync_api import Browser, Page
 
-from bridge.app import create_app
 from bridge.config import BridgeConfig, load_config
-from bridge.console import console_routes, console_serving
 from bridge.console.auth import COOKIE, SESSION_SECONDS
 from bridge.node import Node
 from tests.integration.calls import two_nodes
@@ -55,7 +53,7 @@ def console_config(directory: Path, operators: list[dict[str, str]]) -> BridgeCo
 @contextlib.contextmanager
 def console_over(node: Node, config: BridgeConfig) -> Iterator[str]:
     """The bridge's app with the console mounted, served over ``node``; its base URL."""
-    with app_over(node, config, create_app(node, config, mounts=console_routes(node, config))) as base:
+    with app_over(node, config) as base:
         yield base
 
 
@@ -238,18 +236,11 @@ def test_calls_checkpoints_and_sessions_show_as_metadata_never_a_token(
         assert token not in state.text and token not in script.get("/console").text
 
 
-def serve_console(node: Node) -> None:
-    """Subscribe ``node``'s console part (as the node does once bridge/node.py subscribes console_serving)."""
-    for subject, handler in console_serving(node).items():
-        node.io.run(node.bus.subscribe(subject, handler, concurrent=True), timeout=10)
-
-
 @pytest.fixture
 def fleet(nats_access: NatsAccess) -> Iterator[tuple[Node, Node]]:
     with contextlib.contextmanager(two_nodes)(nats_access, "console") as (first, second):
         names = (first.config.name, second.config.name)
         until(lambda: sees(first, *names) and sees(second, *names), 15, "the nodes seeing each other")
-        serve_console(second)
         yield first, second
 
 

@@ -205,7 +205,7 @@ def test_a_tab_that_closes_ends_its_live_view_with_a_message_and_a_hand_back_is_
         wait_for_frames(page, 0)
         refused = alice.post("/api/tabs", json={"op": "close", "tabId": tab}).json()
         assert refused["code"] == "tab_claimed"  # closing is a write: the person holds the tab
-        node.io.run(node.browser.close_tab(tab), timeout=10)  # the tab closes anyway (the page, a crash)
+        node.io.run(node.browser.page(tab).close(), timeout=10)  # the tab closes anyway (the page, a crash)
         page.locator("#ended", has_text=f"Tab {tab} was closed").wait_for(timeout=10_000)
     finally:
         page.close()
