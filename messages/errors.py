@@ -82,6 +82,9 @@ ERROR_CODES: Mapping[str, ErrorCode] = {code.name: code for code in [
     *_codes(503, True, "node_unavailable"),
     *_codes(503, False, "node_stopping"),
     *_codes(200, False, "handed_back", "viewer_gone"),
+    # The operator console.
+    *_codes(404, False, "console_off"),
+    *_codes(403, False, "forbidden"),
 ]}
 """Every code Kitsune raises or answers, by name; a unit test finds each code literal of the package here."""
 

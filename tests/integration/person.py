@@ -14,9 +14,11 @@ from playwright.sync_api import Browser, Page, sync_playwright
 CHROMIUM = os.environ.get("KITSUNE_CHROMIUM") or shutil.which("chromium") or "/usr/bin/chromium"
 
 
-@pytest.fixture(scope="session")
+@pytest.fixture(scope="module")
 def person() -> Iterator[Browser]:
-    """The person's browser, one for the session; a missing Chromium fails the test, never skips it."""
+    """The person's browser, one per module (Playwright's sync API keeps an event loop running in the
+    test's thread while it lives: the anyio tests of other modules need it gone); a missing Chromium
+    fails the test, never skips it."""
     with sync_playwright() as playwright:
         browser = playwright.chromium.launch(executable_path=CHROMIUM, headless=True,
                                              args=["--no-sandbox", "--disable-dev-shm-usage"])

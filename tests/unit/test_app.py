@@ -17,12 +17,14 @@ from starlette.testclient import TestClient
 from actors.call_actor import ResumeCall, RunCall
 from bridge.app import GROUPS, create_app
 from bridge.config import Agent, BridgeConfig
+from bridge.live.views import LiveViews, Pages
 from bridge.node import Node
 from bridge.policy import USER, Policy, TabOwners
 from core.calls import CallResponse
 from kitsune import app as kitsune_app
 from messages.commands import Command
-from messages.errors import ERROR_CODES
+from messages.errors import ERROR_CODES, KitsuneError
+from messages.requests import Subjects
 from messages.results import Outcome
 from messages.schema import batch_schema, command_schema, parallel_schema
 from messages.tokens import token_hash
@@ -80,6 +82,10 @@ class FakeMember:
             self.currents[agent] = tab
 
 
+async def _nowhere(tab: int) -> str:
+    raise KitsuneError("unknown_tab", f"No open tab {tab}")
+
+
 class FakeNode:
     """What ``bridge.app.Api`` uses of ``Node``: calls and resumes run on ``World``, actions on its driver."""
 
@@ -95,6 +101,11 @@ class FakeNode:
         """Every agent's policy (its caps gate the routes)."""
         self.sessions = FakeSessions()
         self.member = FakeMember()
+        self.browser = cast(Pages, None)
+        """No browser: the console's thumbnails take it (no test here asks for one)."""
+        self.live = LiveViews("fake", self.browser, Subjects(), self.owners, ttl=300.0, node_of=_nowhere,
+                              policy_of=self.policy_of, auditor=cast(Any, None))
+        """Mounts the Live View routes (no test here opens one: tests/integration/test_live_view.py does)."""
 
     def policy_of(self, agent: str | None) -> Policy:
         return self.policy
@@ -225,7 +236,7 @@ def test_schema_publishes_the_command_batch_and_parallel_schemas(alice: TestClie
 
 
 @pytest.mark.parametrize(("caps", "routes"), [
-    ({"core"}, ["/api/act", "/api/needs-user", "/api/resume", "/api/sessions", "/api/tabs"]),
+    ({"core"}, ["/api/act", "/api/live/handbacks", "/api/needs-user", "/api/resume", "/api/sessions", "/api/tabs"]),
     ({"automation"}, ["/api/batch", "/api/parallel", "/api/resume", "/api/workflow"]),
 ])
 def test_caps_lists_the_enabled_groups_and_their_routes(node: FakeNode, caps: set[str], routes: list[str]) -> None:
