@@ -16,8 +16,8 @@ from typing import TYPE_CHECKING, Any
 
 import orjson
 
-from actors.bus import BusError
 from bridge.console.thumbs import Thumbnails
+from bridge.fleet.asking import ask_node
 from messages.errors import KitsuneError
 
 if TYPE_CHECKING:
@@ -95,15 +95,7 @@ async def thumbnail(node: Node, thumbnails: Thumbnails, tab: int) -> bytes:
 
 
 async def _ask(node: Node, name: str, body: dict[str, Any]) -> dict[str, Any]:
-    try:
-        reply: dict[str, Any] = orjson.loads(await node.bus.request(node.subjects.node(name, "console"),
-                                                                    orjson.dumps(body), PART_TIMEOUT))
-    except BusError as e:
-        raise KitsuneError("fleet_unavailable", f"Node {name} did not answer ({e.code})", retryable=True) from e
-    if "error" in reply:
-        error = reply["error"]
-        raise KitsuneError(error["code"], error["error"], state=error.get("state"))
-    return reply
+    return await ask_node(node.bus, node.subjects.node(name, "console"), name, body, PART_TIMEOUT)
 
 
 def console_serving(node: Node) -> dict[str, Handler]:

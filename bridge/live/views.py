@@ -21,6 +21,7 @@ import orjson
 from playwright.async_api import Page
 
 from actors.bus import Bus, BusError, Subscription
+from bridge.fleet.asking import ask_node
 from bridge.live.links import Control, LiveLinks, LiveRefusal
 from bridge.live.viewer import PING_EVERY, LocalViewer, RelayedViewer, Send, Viewer
 from bridge.policy import Policy, TabOwners, owned_by_another
@@ -184,15 +185,7 @@ class LiveViews:
 
     async def _ask(self, node: str, body: dict[str, Any], timeout: float) -> dict[str, Any]:
         assert self.bus is not None
-        try:
-            reply: dict[str, Any] = orjson.loads(await self.bus.request(self._subjects.node(node, "live"),
-                                                                        orjson.dumps(body), timeout))
-        except BusError as e:
-            raise KitsuneError("fleet_unavailable", f"Node {node} did not answer ({e.code})", retryable=True) from e
-        if "error" in reply:
-            error = reply["error"]
-            raise KitsuneError(error["code"], error["error"], state=error.get("state"))
-        return reply
+        return await ask_node(self.bus, self._subjects.node(node, "live"), node, body, timeout)
 
     async def _serve(self, data: bytes) -> bytes:
         body = orjson.loads(data)

@@ -24,6 +24,7 @@ from websockets.sync.client import ClientConnection, connect
 
 from bridge.config import load_config
 from bridge.node import Node
+from tests.integration.fleet_nodes import until
 from tests.integration.person import person, wait_for_frames
 from tests.integration.serving import app_over
 from tests.site import TestSite
@@ -83,15 +84,6 @@ def click_through(page: Page, node: Node, tab: int, selector: str) -> None:
     x = shown["x"] + (target["x"] + target["width"] / 2) * shown["width"] / width
     y = shown["y"] + (target["y"] + target["height"] / 2) * shown["height"] / height
     page.mouse.click(x, y)
-
-
-def until(condition: Any, timeout: float, what: str) -> Any:
-    deadline = time.monotonic() + timeout
-    while not (value := condition()):
-        if time.monotonic() > deadline:
-            pytest.fail(f"{what}: not within {timeout:g} s")
-        time.sleep(0.05)
-    return value
 
 
 def test_a_person_signs_in_through_live_view_hands_back_and_the_agents_resume_finishes(
