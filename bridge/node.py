@@ -335,6 +335,7 @@ class Node:
         if self._interrupted or self.calls is None:
             return
         self._interrupted = True
+        await self.live.stop()  # the people in its Live Views are told, before the HTTP server closes their sockets
         self._sequences.abort_all()
         running = await self.tabs.interrupt()
         auditor = self.auditor(None)
@@ -347,7 +348,6 @@ class Node:
 
     async def astop(self) -> None:
         """The same, on the loop (the loop itself is left running)."""
-        self.live.stop()
         await self.sessions.stop()
         await self.interrupt()
         await self._disconnect()

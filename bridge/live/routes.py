@@ -46,7 +46,8 @@ def live_routes(views: LiveViews) -> list[BaseRoute]:
 
     async def socket(websocket: WebSocket) -> None:
         await websocket.accept()
-        await _serve(websocket, views, int(websocket.path_params["tab"]))
+        async with views.connection():
+            await _serve(websocket, views, int(websocket.path_params["tab"]))
 
     return [Route("/live/{tab:int}", page, methods=["GET"]), WebSocketRoute("/live/{tab:int}/ws", socket)]
 
@@ -73,16 +74,15 @@ async def _serve(websocket: WebSocket, views: LiveViews, tab: int) -> None:
     ending = asyncio.create_task(viewer.ended())
     try:
         await asyncio.wait({reading, ending}, return_when=asyncio.FIRST_COMPLETED)
+        if not reading.cancelled() and reading.done() and (failed := reading.exception()) is not None:
+            log.error("a Live View connection failed (%s)", type(failed).__name__)
+            await _close(websocket, send, "internal", "The Live View failed; open the link again", 1011)
+        elif ending.done():
+            await _close(websocket, send, *ending.result())  # the person is told first, then it lets go
     finally:
         reading.cancel()
-        if not ending.done():
-            ending.cancel()
+        ending.cancel()
         await viewer.close()
-    if not reading.cancelled() and reading.done() and (failed := reading.exception()) is not None:
-        log.error("a Live View connection failed (%s)", type(failed).__name__)
-        await _close(websocket, send, "internal", "The Live View failed; open the link again", 1011)
-    elif ending.done() and not ending.cancelled():
-        await _close(websocket, send, *ending.result())
 
 
 async def _read(websocket: WebSocket, deliver: Any) -> None:

@@ -14,7 +14,7 @@ import asyncio
 import contextlib
 import logging
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import TYPE_CHECKING, Any, Protocol
 
 import orjson
@@ -42,6 +42,7 @@ OPERATOR = "operator:"
 """The prefix of the name a console operator's links are made for (``operator:<name>``)."""
 MAX_HANDBACK_WAIT = 30.0
 """Seconds a wait for a hand-back lasts at most."""
+_STOP_WAIT = 3.0
 _STOPPING = ("node_stopping", "The node that holds this tab is stopping; this Live View has ended.", 1001)
 
 
@@ -73,6 +74,9 @@ class LiveViews:
         self._relayed: dict[str, tuple[LocalViewer, Subscription, list[float]]] = {}
         """Viewers of this node's tabs that people reached through another node, by viewer id."""
         self._watching: set[asyncio.Task[None]] = set()
+        self._connections = 0
+        self._none_open = asyncio.Event()
+        self._none_open.set()
 
     # links
 
@@ -173,9 +177,24 @@ class LiveViews:
         for tab in tabs:
             self.links.tab_closed(tab, f"Tab {tab} was closed; this Live View has ended.")
 
-    def stop(self) -> None:
-        """The node stops: every Live View ends with a message saying so."""
+    @contextlib.asynccontextmanager
+    async def connection(self) -> AsyncIterator[None]:
+        """One person's connection to this node, from its opening to its close (:meth:`stop` waits for them)."""
+        self._connections += 1
+        self._none_open.clear()
+        try:
+            yield
+        finally:
+            self._connections -= 1
+            if self._connections == 0:
+                self._none_open.set()
+
+    async def stop(self) -> None:
+        """The node stops: every Live View ends with a message saying so, told before its socket closes
+        (for at most :data:`_STOP_WAIT` seconds)."""
         self.links.end_all(*_STOPPING)
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(self._none_open.wait(), _STOP_WAIT)
 
     def serving(self) -> dict[str, Callable[[bytes], Awaitable[bytes | None]]]:
         """The subjects this node answers for its Live Views."""

@@ -8,12 +8,16 @@ refused while the person holds control; bad links and a second controller are re
 from __future__ import annotations
 
 import asyncio
+import concurrent.futures
 import contextlib
 import dataclasses
 import json
+import os
+import signal
 import threading
 import time
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import httpx
@@ -26,7 +30,9 @@ from bridge.config import load_config
 from bridge.node import Node
 from tests.integration.fleet_nodes import until
 from tests.integration.person import person, wait_for_frames
-from tests.integration.serving import app_over
+from tests.integration.serving import app_over, serve
+from tests.integration.test_http import _events_of
+from tests.nats_access import NatsAccess
 from tests.site import TestSite
 
 __all__ = ["person"]
@@ -233,3 +239,41 @@ def test_a_wait_on_a_tabs_hand_back_ends_at_the_hand_back(alice: httpx.Client, b
     assert answers and answers[0][1]["handbacks"] == 1 and answers[0][0] - handed < 5  # not its 20 s
     bad = alice.get("/api/live/handbacks", params={"tabId": tab, "wait": 99})
     assert (bad.status_code, bad.json()["code"]) == (400, "invalid_parameter")
+
+
+def test_no_live_view_token_reaches_the_audit_log_the_server_log_the_events_or_metrics_and_a_stop_ends_it(
+        tmp_path: Path, nats_access: NatsAccess, site: TestSite) -> None:
+    served = serve(tmp_path, nats_access, {"caps": ["core", "automation"]})
+    try:
+        with served.client() as alice_served:
+            tab = open_tab(alice_served, site.url("/account"))
+            stopped = alice_served.post("/api/batch", json={"tabId": tab, "commands": [
+                {"action": "click", "selector": "#order", "timeout": 0.5}]}).json()
+            tokens = [token_of(stopped["live_view"]), token_of(live_link(alice_served, tab))]
+            with viewer(served.base, tab, tokens[1]) as ws:
+                assert next_message(ws)["type"] == "ready"
+                ws.send(json.dumps({"type": "text", "text": "canary-typed-live-7f3e"}))
+                ws.send(json.dumps({"type": "done"}))
+                while next_message(ws)["type"] != "ended":
+                    pass
+            metrics = alice_served.get("/metrics").text
+            with concurrent.futures.ThreadPoolExecutor(1) as apart:  # this thread runs the person's Playwright loop
+                events = apart.submit(asyncio.run, _events_of(nats_access, stopped["call"])).result(60)
+            with viewer(served.base, tab, tokens[0]) as ws:
+                assert next_message(ws)["type"] == "ready"
+                os.kill(served.process.pid, signal.SIGTERM)  # the node stops: the page says so
+                while (message := next_message(ws))["type"] != "ended":
+                    pass
+                assert message["code"] == "node_stopping", message
+        assert served.process.wait(timeout=60) == 0
+        audit = served.audit_file.read_text()
+        ops = [e["op"] for e in served.audit() if e.get("kind") == "live_view" and e.get("tabId") == tab]
+        assert ops == ["link", "link", "opened", "handed_back", "opened"]
+        assert b'"type":"StepStarted"' in events
+        for where, text in {"audit log": audit, "server log": served.log_file.read_text(), "/metrics": metrics,
+                            "event stream": events.decode()}.items():
+            for canary in (*tokens, "canary-typed-live-7f3e"):
+                assert canary not in text, f"a Live View secret in the {where}"
+    finally:
+        if served.process.poll() is None:
+            served.stop()
