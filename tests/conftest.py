@@ -80,3 +80,10 @@ def test_site() -> Iterator[TestSite]:
     """The test web site, shared by the session; tests reset it as they need."""
     with TestSite(slow_seconds=3.0) as served:
         yield served
+
+
+@pytest.fixture(scope="session")
+def other_site() -> Iterator[TestSite]:
+    """A second test site for the session, on another port: another origin than test_site's."""
+    with TestSite() as served:
+        yield served

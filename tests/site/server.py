@@ -28,7 +28,7 @@ from types import TracebackType
 from typing import Any, ClassVar
 from urllib.parse import parse_qs, quote, unquote, urlsplit
 
-from tests.site import pages
+from tests.site import pages, shop
 
 # GET routes that are writes, and so are counted.
 COUNTED_GETS = frozenset({f"/download/{pages.REPORT_NAME}", "/cookies/set"})
@@ -53,6 +53,7 @@ class TestSite:
         self._last_form: dict[str, list[str]] = {}
         self._orders = 0
         self._checkout: dict[str, str] = {}
+        self.shop = shop.Shop()
         self._stopping = threading.Event()
         self._slow_gate: threading.Event | None = None
         self._server: _Server | None = None
@@ -144,6 +145,7 @@ class TestSite:
             self._orders = 0
             self._checkout = {}
             self._changed.notify_all()
+        self.shop.reset()
 
     def wait_for_count(self, key: str, at_least: int = 1, timeout: float = 5.0) -> int:
         """Block until count(key) >= at_least or timeout passes; return the count then. Works for ANY too."""
@@ -343,6 +345,13 @@ class _Handler(BaseHTTPRequestHandler):
 
     def do_GET(self) -> None:
         parts = urlsplit(self.path)
+        if shop.owns(parts.path):
+            self._send(*self.site.shop.get(parts.path, parse_qs(parts.query, keep_blank_values=True)))
+        else:
+            self._get_site_page()
+
+    def _get_site_page(self) -> None:
+        parts = urlsplit(self.path)
         path, query = parts.path, parse_qs(parts.query, keep_blank_values=True)
         if path in COUNTED_GETS:
             self.site._record(f"GET {path}", None)
@@ -448,6 +457,8 @@ class _Handler(BaseHTTPRequestHandler):
                 self._redirect("/account", headers=[("Set-Cookie", f"account={quote(user)}; Path=/; HttpOnly")])
         elif path == "/account/order":
             self._html(pages.done("order", n) if self._signed_in_as() else pages.account(None))
+        elif shop.owns(path):
+            self._send(*self.site.shop.post(path, fields))
         else:
             self._not_found(path)
 
