@@ -40,6 +40,7 @@ from messages.audit import (
     ObservedStepEntry,
     ResumeEntry,
     SessionEntry,
+    SiteToolEntry,
     StepEntry,
     TakeoverEntry,
     redacted_params,
@@ -255,6 +256,11 @@ class Auditor:
     def live_view(self, op: str, tab_id: int) -> None:
         """Record a Live View link made, opened or handed back (without waiting: told from the loop)."""
         self._trail.record(LiveViewEntry(time=_now(), agent=self._agent, op=op, tab_id=tab_id), urgent=False)
+
+    def site_tool(self, tool: str, origin: str, tab_id: int, call: int, path: str | None) -> None:
+        """Record that a page's tool is called (without waiting: told from the loop, just before it is)."""
+        self._trail.record(SiteToolEntry(time=_now(), agent=self._agent, tool=tool, origin=origin, tab_id=tab_id,
+                                         call=call, path=path), urgent=False)
 
     def direct(self, command: Command, tab_id: int | None) -> int:
         """Record a direct call; its call id."""

@@ -33,7 +33,8 @@ class TabDriver(Protocol):
     """What a tab actor needs of the browser driver (``bridge.browser.ChromiumBrowser``)."""
 
     async def execute(self, command: Command, tab_id: int | None, timeout: float, *,
-                      pause: Pause | None = None, agent: str | None = None, call: int | None = None) -> Outcome: ...
+                      pause: Pause | None = None, agent: str | None = None, call: int | None = None,
+                      path: str | None = None) -> Outcome: ...
 
 
 _QUEUED, _STARTED, _WITHDRAWN = range(3)
@@ -175,7 +176,8 @@ class TabActor(LoopActor):
         try:
             async with asyncio.timeout(timeout + SETTLE):
                 return await self._browser.execute(command, self.tab_id, timeout, pause=pause,
-                                                   agent=ticket.request.agent, call=ticket.request.call)
+                                                   agent=ticket.request.agent, call=ticket.request.call,
+                                                   path=ticket.request.path)
         except TimeoutError:
             failure = Failure(f"Command timed out after {timeout:g}s", "timeout", False)
             return Unknown(failure) if is_write(command) else Failed(Failure(failure.error, "timeout", True))

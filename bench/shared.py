@@ -60,10 +60,10 @@ class TimedBrowser(ChromiumBrowser):
 
     async def execute(self, command: Command, tab_id: int | None, timeout: float, *,
                       pause: Callable[[float], Awaitable[None]] | None = None,
-                      agent: str | None = None, call: int | None = None) -> Outcome:
+                      agent: str | None = None, call: int | None = None, path: str | None = None) -> Outcome:
         started = time.perf_counter()
         try:
-            return await super().execute(command, tab_id, timeout, pause=pause, agent=agent, call=call)
+            return await super().execute(command, tab_id, timeout, pause=pause, agent=agent, call=call, path=path)
         finally:
             self.timings.append((time.perf_counter() - started) * 1000)
 

@@ -35,6 +35,7 @@ from actors.sequence_actor import ActorSequences, BarrierActor
 from actors.tab_actor import not_sent
 from actors.threads import SystemClock
 from bridge.browser.sessions import ONE_SHOT, SessionChange, Sessions
+from bridge.browser.site_tools import SiteTools
 from bridge.config import SessionTimes
 from bridge.console import console_serving
 from bridge.fleet.member import FleetMember
@@ -48,6 +49,7 @@ from bridge.node_tabs import TabActors
 from bridge.policy import ConfirmTokens, Policy, PolicyDriver
 from bridge.proxy import endpoints_of
 from bridge.session_keeper import SessionKeeper
+from bridge.site_tool_records import SiteToolRecords
 from bridge.tab_ids import TabIds, kv_reserve, local_reserve
 from bridge.url_policy import UrlPolicy
 from bridge.workflows import WorkflowLibrary
@@ -60,6 +62,7 @@ from messages.contract import (
     CHECKPOINT_CAPACITY,
     CHECKPOINT_TOTAL_CAPACITY,
     CHECKPOINT_TTL,
+    CONTINUATION_TTL,
     LIVE_VIEW_TTL,
     MAX_TABS,
     STEP_TIMEOUT,
@@ -91,7 +94,7 @@ class Browser(Protocol):
     async def stop(self) -> None: ...
 
     async def execute(self, command: Command, tab_id: int | None, timeout: float, *,
-                      agent: str | None = None, call: int | None = None) -> Outcome: ...
+                      agent: str | None = None, call: int | None = None, path: str | None = None) -> Outcome: ...
 
     async def new_tab(self, url: str | None = None) -> int: ...
 
@@ -109,6 +112,10 @@ class Browser(Protocol):
     @property
     def sessions(self) -> Sessions:
         """The agents' sessions: their browser contexts, and the tombstones of closed ones."""
+
+    @property
+    def site_tools(self) -> SiteTools:
+        """The WebMCP tools its pages declare, and the continuations of the calls of them."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -139,6 +146,8 @@ class NodeConfig:
     """Tabs this node takes at most: past it, a ``newTab`` goes to another node with room."""
     live_view_ttl: float = LIVE_VIEW_TTL
     """Seconds a Live View link of one of its tabs may be opened after it was made."""
+    continuation_ttl: float = CONTINUATION_TTL
+    """Seconds a site tool's continuation token may be redeemed after it was issued."""
 
 
 class Node:
@@ -189,6 +198,8 @@ class Node:
         self.event_listeners.append(self.metrics.on_event)
         self.fleet_metrics = FleetMetrics(self.member, config.fleet, self.metrics.registry)
         """Its identity and its view of the fleet, in the same registry (``bridge.fleet.metrics``)."""
+        self.site_tools = SiteToolRecords(browser.site_tools, config.continuation_ttl, self.metrics.registry)
+        """The events, audit and metrics of its pages' site tools."""
         self.calls: Calls | None = None
         self._interrupted = False
         self.sessions = SessionKeeper(browser.sessions, self.io, dataclasses.replace(
@@ -226,6 +237,7 @@ class Node:
                                workflow_sha256=self.workflow_sha256,
                                on_resume=self.metrics.resumed, on_end=self.sessions.call_ended)
             self.sessions.start(self._sink, self.auditor)
+            self.site_tools.start(self._sink, self.auditor)
         except BaseException:
             await self.astop()
             raise

@@ -15,7 +15,7 @@ from typing import Any, ClassVar, NewType
 from messages.commands import Command, audit_params
 
 __all__ = ["AuditEntry", "CallEntry", "DirectEntry", "InterruptedEntry", "LiveViewEntry", "ObservedStepEntry",
-           "RedactedParams", "ResumeEntry", "StepEntry", "TakeoverEntry", "redacted_params"]
+           "RedactedParams", "ResumeEntry", "SiteToolEntry", "StepEntry", "TakeoverEntry", "redacted_params"]
 
 RedactedParams = NewType("RedactedParams", Mapping[str, Any])
 """A command's parameters as the audit log may keep them (only :func:`redacted_params` makes one)."""
@@ -146,6 +146,24 @@ class LiveViewEntry(AuditEntry):
 
     def _fields(self) -> dict[str, Any]:
         return {"op": self.op, "tabId": self.tab_id}
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class SiteToolEntry(AuditEntry):
+    """A page's tool is about to be called by a ``callSiteTool`` step (its input is in the step's entry,
+    redacted); never a continuation token."""
+
+    kind = "site_tool"
+    tool: str
+    origin: str
+    """The origin of the document that declared it."""
+    tab_id: int
+    call: int
+    path: str | None
+
+    def _fields(self) -> dict[str, Any]:
+        return {"op": "called", "tool": self.tool, "origin": self.origin, "tabId": self.tab_id,
+                "parent": {"call": self.call, "path": self.path}}
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

@@ -48,3 +48,8 @@ goes to another node of the fleet with room, or answers ``fleet_full``."""
 # Live View
 LIVE_VIEW_TTL = 300.0
 """Seconds a Live View link may be opened after it was made, unless configured otherwise (``live_view.ttl``)."""
+
+# Site tools
+CONTINUATION_TTL = 60.0
+"""Seconds a site tool's continuation token may be redeemed after it was issued, unless configured otherwise
+(``site_tools.continuation_ttl``; spec: continuation tokens, "around 60 seconds")."""

@@ -82,6 +82,10 @@ ERROR_CODES: Mapping[str, ErrorCode] = {code.name: code for code in [
     *_codes(503, True, "node_unavailable"),
     *_codes(503, False, "node_stopping"),
     *_codes(200, False, "handed_back", "viewer_gone"),
+    # Site tools (the WebMCP tools a page declares) and their continuation tokens.
+    *_codes(404, False, "site_tool_not_found"),
+    *_codes(400, False, "invalid_input"),
+    *_codes(409, False, "continuation_expired", "site_tool_error"),
     # The operator console.
     *_codes(404, False, "console_off"),
     *_codes(403, False, "forbidden"),

@@ -13,10 +13,11 @@ from dataclasses import dataclass
 from typing import Any, ClassVar, Literal
 
 __all__ = [
-    "BlockWriteSucceeded", "CallEnded", "CallResumed", "CallStarted", "EndReason", "Event",
-    "EVENT_TYPES", "Observation", "OutlineStep", "SessionChanged", "StepDispatched", "StepFailed", "StepHeld",
-    "StepEvent", "StepKept", "StepObserved", "StepOutcomeUnknown", "StepSkipped", "StepStarted",
-    "StepSucceeded", "event_from_json", "event_to_json",
+    "BlockWriteSucceeded", "CallEnded", "CallResumed", "CallStarted", "ContinuationExpired", "ContinuationRedeemed",
+    "ContinuationRequested", "ContinuationRevoked", "EndReason", "Event", "EVENT_TYPES", "Observation",
+    "OutlineStep", "SITE_TOOL_EVENTS", "SessionChanged", "SiteToolCalled", "SiteToolChainCompleted",
+    "SiteToolEvent", "StepDispatched", "StepFailed", "StepHeld", "StepEvent", "StepKept", "StepObserved",
+    "StepOutcomeUnknown", "StepSkipped", "StepStarted", "StepSucceeded", "event_from_json", "event_to_json",
 ]
 
 EndReason = Literal["completed", "stopped", "container_timeout", "internal_error"]
@@ -196,14 +197,77 @@ class SessionChanged(Event):
     """Why it closed."""
 
 
-EVENT_TYPES: Mapping[str, type[Event]] = {
-    cls.kind: cls
-    for cls in (
-        CallStarted, CallResumed, StepStarted, StepDispatched, BlockWriteSucceeded, StepSucceeded,
-        StepFailed, StepOutcomeUnknown, StepHeld, StepSkipped, StepKept, StepObserved, CallEnded,
-        SessionChanged,
-    )
-}
+@dataclass(frozen=True, slots=True)
+class SiteToolEvent(Event):
+    """Base of what happened inside a ``callSiteTool`` step: never its input, output or tokens."""
+
+    path: str | None
+    """The step's progress path (None for a direct call)."""
+    tab_id: int
+    tool: str
+    """The site tool's name."""
+    origin: str
+    """The origin of the document it happened in."""
+
+
+@dataclass(frozen=True, slots=True)
+class SiteToolCalled(SiteToolEvent):
+    """The node called a page's tool with the step's input."""
+
+    kind = "SiteToolCalled"
+
+
+@dataclass(frozen=True, slots=True)
+class ContinuationRequested(SiteToolEvent):
+    """A running invocation asked for a continuation token (its work goes on in another document)."""
+
+    kind = "ContinuationRequested"
+
+
+@dataclass(frozen=True, slots=True)
+class ContinuationRedeemed(SiteToolEvent):
+    """A document of the same origin and tab redeemed the token; the tool goes on there."""
+
+    kind = "ContinuationRedeemed"
+    frame: str
+    """``main`` or ``iframe``: where it goes on."""
+
+
+@dataclass(frozen=True, slots=True)
+class SiteToolChainCompleted(SiteToolEvent):
+    """The last invocation settled and no token is outstanding: its output is the step's result."""
+
+    kind = "SiteToolChainCompleted"
+    documents: int
+    """How many documents the chain crossed."""
+
+
+@dataclass(frozen=True, slots=True)
+class ContinuationExpired(SiteToolEvent):
+    """A token was not redeemed within its lifetime: the step's outcome is unknown."""
+
+    kind = "ContinuationExpired"
+
+
+@dataclass(frozen=True, slots=True)
+class ContinuationRevoked(SiteToolEvent):
+    """An outstanding token was revoked: its call ended another way first."""
+
+    kind = "ContinuationRevoked"
+    reason: str
+    """``timeout``, ``cancelled``, ``tab_closed``, ``navigated`` or ``failed``."""
+
+
+SITE_TOOL_EVENTS: tuple[type[SiteToolEvent], ...] = (
+    SiteToolCalled, ContinuationRequested, ContinuationRedeemed, SiteToolChainCompleted, ContinuationExpired,
+    ContinuationRevoked,
+)
+
+_EVENTS: tuple[type[Event], ...] = (
+    CallStarted, CallResumed, StepStarted, StepDispatched, BlockWriteSucceeded, StepSucceeded, StepFailed,
+    StepOutcomeUnknown, StepHeld, StepSkipped, StepKept, StepObserved, CallEnded, SessionChanged, *SITE_TOOL_EVENTS,
+)
+EVENT_TYPES: Mapping[str, type[Event]] = {cls.kind: cls for cls in _EVENTS}
 _FIELDS: Mapping[type[Event], tuple[str, ...]] = {
     cls: tuple(f.name for f in dataclasses.fields(cls)) for cls in EVENT_TYPES.values()
 }

@@ -14,7 +14,7 @@ import types
 import typing
 from typing import Any, Literal, Union
 
-from messages.commands import ACTIONS, BLOCKS, MAX_REFERENCE, Command, Parallel, Param, parameters
+from messages.commands import ACTIONS, BLOCKS, MAX_REFERENCE, MAX_TEXT, Command, Parallel, Param, parameters
 from messages.contract import CALL_TIMEOUT, MAX_CALL_TIMEOUT
 from messages.references import Ref, Template
 
@@ -28,6 +28,12 @@ _REFERENCE = {"type": "string", "pattern": r"^\$\{\$" + _STEP_AND_PATH + "$", "m
 _MALFORMED = {"pattern": r"\$\{\$(?!(\{\$)?" + _STEP_AND_PATH + ")"}
 """A ``${$`` that opens no reference (``${${$0}`` is text ``${`` and a reference, as the parser reads it)."""
 _ANY_REFERENCE = {"pattern": r"\$\{\$"}
+_JSON_VALUES = {"$ref": "#/$defs/jsonValue"}
+_JSON_VALUE = {"description": f"Any JSON value, taken as it is (no references); each string at most {MAX_TEXT} "
+                              "characters.",
+               "anyOf": [{"type": "string", "maxLength": MAX_TEXT}, {"type": "number"}, {"type": "boolean"},
+                         {"type": "null"}, {"type": "array", "items": _JSON_VALUES},
+                         {"type": "object", "additionalProperties": _JSON_VALUES}]}
 _SEQUENCES = tuple[tuple[Command, ...], ...]
 _STEPS = {"$ref": "#/$defs/command"}
 
@@ -65,6 +71,7 @@ def _definitions() -> dict[str, Any]:
     blocks = [cls.action for cls in BLOCKS if cls is not Parallel]
     defs: dict[str, Any] = {
         "reference": _REFERENCE,
+        "jsonValue": _JSON_VALUE,
         "topLevelCommand": {"description": "A command of a call's top level: any command, or a parallel.",
                             "anyOf": [_STEPS, {"$ref": f"#/$defs/{Parallel.action}"}]},
         "command": {"description": "A command in a list of steps: an action or a block (a parallel runs only at "
@@ -121,6 +128,8 @@ def _type_schema(tp: Any, max_length: int | None) -> dict[str, Any]:
         return {"type": "array", "items": _type_schema(typing.get_args(tp)[0], max_length)}
     if tp is Command:
         return dict(_STEPS)
+    if origin is dict:
+        return {"type": "object", "additionalProperties": _JSON_VALUES}
     if typing.is_typeddict(tp):
         fields = typing.get_type_hints(tp)
         return {"type": "object", "properties": {name: _type_schema(t, max_length) for name, t in fields.items()},

@@ -20,6 +20,7 @@ from messages.events import (
     Observation,
     OutlineStep,
     SessionChanged,
+    SiteToolEvent,
     StepDispatched,
     StepEvent,
     StepFailed,
@@ -108,6 +109,8 @@ class StepLog:
     """Why the call stopped; None while it runs (or when its actor died)."""
     sessions: tuple[SessionChanged, ...] = ()
     """The browser sessions the call opened, promoted or closed, and later closes or sweeps of those it opened."""
+    site_tools: tuple[SiteToolEvent, ...] = ()
+    """What happened inside its ``callSiteTool`` steps: tools called, continuations requested, redeemed, ended."""
 
     @property
     def status(self) -> Status:
@@ -213,6 +216,7 @@ class StepLogBuilder:
         self._timeout = 0.0
         self._ended: EndReason | None = None
         self._sessions: list[SessionChanged] = []
+        self._site_tools: list[SiteToolEvent] = []
 
     def apply(self, event: Event) -> None:
         """Fold one event in."""
@@ -227,6 +231,8 @@ class StepLogBuilder:
             self._ended = event.reason
         elif isinstance(event, SessionChanged):
             self._sessions.append(event)
+        elif isinstance(event, SiteToolEvent):
+            self._site_tools.append(event)
 
     def _lay_out(self, path: StepPath, index: int, outline: OutlineStep) -> _Node:
         node = self._nodes[path] = _Node(path, index, outline.action, outline.tab_id)
@@ -244,7 +250,7 @@ class StepLogBuilder:
     def freeze(self) -> StepLog:
         """The step log as the events folded so far tell it."""
         return StepLog(self._call, self._kind, self._timeout, tuple(n.freeze() for n in self._top), self._ended,
-                       tuple(self._sessions))
+                       tuple(self._sessions), tuple(self._site_tools))
 
 
 def _apply_step(node: _Node, event: StepEvent) -> None:

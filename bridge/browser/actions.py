@@ -5,7 +5,9 @@ from __future__ import annotations
 
 from bridge.browser import elements, navigation, reads, scripts
 from bridge.browser.run import Action
+from bridge.browser.site_tools.actions import call_site_tool, site_tools
 from messages.commands import (
+    CallSiteTool,
     Check,
     Click,
     Clipboard,
@@ -21,6 +23,7 @@ from messages.commands import (
     Press,
     Screenshot,
     Select,
+    SiteTools,
     Storage,
     SubmitForm,
     SwitchTab,
@@ -40,6 +43,6 @@ ACTIONS: dict[type[Command], Action] = {
     PageText: reads.page_text, Find: reads.find, Url: reads.url, Title: reads.title, Screenshot: reads.screenshot,
     WaitFor: reads.wait_for,
     Js: scripts.js, WaitForResult: scripts.wait_for_result, Cookies: scripts.cookies, Storage: scripts.storage,
-    Clipboard: scripts.clipboard,
+    Clipboard: scripts.clipboard, SiteTools: site_tools, CallSiteTool: call_site_tool,
 }
 """Action class -> the function that runs it."""

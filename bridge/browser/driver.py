@@ -30,8 +30,9 @@ from bridge.browser.guard import UrlGuard
 from bridge.browser.launch import Chromium
 from bridge.browser.navigation import goto
 from bridge.browser.page_js import NEEDS_USER
-from bridge.browser.run import Action, Run
+from bridge.browser.run import Action, Caller, Run
 from bridge.browser.sessions import Session, Sessions
+from bridge.browser.site_tools import SiteTools
 from bridge.browser.tabs import TabRegistry
 from bridge.proxy import Endpoint
 from bridge.url_policy import UrlPolicy
@@ -44,6 +45,8 @@ __all__ = ["ChromiumBrowser"]
 _OPEN_TAB_TIMEOUT = 30.0
 _GRACE = 1.0
 """Seconds past a command's timeout before the backstop cancels it (Playwright's own timeouts fire first)."""
+_NOBODY = Caller()
+"""The caller of the driver's own steps (opening a tab's first page)."""
 
 
 async def _perform(run: Run, action: Action) -> Outcome:
@@ -75,7 +78,9 @@ class ChromiumBrowser:
         self._own_downloads = downloads_dir is None
         self._guard = UrlGuard()
         self._tabs = TabRegistry(lambda: self.next_tab_id())  # noqa: PLW0108 - the node replaces next_tab_id
-        self._chromium = Chromium(self._guard, self._tabs, executable=executable, headless=headless)
+        self.site_tools = SiteTools(self._tabs.tab_of)
+        """The WebMCP tools its pages declare, and the continuations of the calls of them."""
+        self._chromium = Chromium(self._guard, self._tabs, self.site_tools, executable=executable, headless=headless)
         self.sessions = Sessions(self._chromium, self._tabs)
         """The agents' sessions (browser contexts) and the tombstones of closed ones."""
 
@@ -191,16 +196,17 @@ class ChromiumBrowser:
 
     async def execute(self, command: Command, tab_id: int | None, timeout: float, *,
                       pause: Callable[[float], Awaitable[None]] | None = None,
-                      agent: str | None = None, call: int | None = None) -> Outcome:
+                      agent: str | None = None, call: int | None = None, path: str | None = None) -> Outcome:
         """Run one action (never a block) on a tab (the current one when None) within ``timeout`` seconds.
 
         Never raises for what happens in the browser: every failure is an outcome. Actions on one
         tab are not serialized here: its tab actor runs its writes one at a time (``pause`` is
         awaited between the polls of a ``waitForResult``), and reads beside them. A ``newTab`` opens
-        in a session of ``agent`` (a user tab when None) for ``call``.
+        in a session of ``agent`` (a user tab when None) for ``call``; ``path`` is the step's (site tools' events).
         """
         try:
-            return await self._execute(command, tab_id, float(timeout), pause or asyncio.sleep, agent, call)
+            return await self._execute(command, tab_id, float(timeout), pause or asyncio.sleep,
+                                       Caller(agent, call, path))
         except KitsuneError as e:
             return Failed(Failure.of(e))
         except Exception as e:  # a bug here must still answer as an outcome, never as an exception
@@ -209,7 +215,7 @@ class ChromiumBrowser:
             return Unknown(failure) if sent else Failed(failure)
 
     async def _execute(self, command: Command, tab_id: int | None, timeout: float,
-                       pause: Callable[[float], Awaitable[None]], agent: str | None, call: int | None) -> Outcome:
+                       pause: Callable[[float], Awaitable[None]], caller: Caller) -> Outcome:
         action = command.action
         if isinstance(command, (*BLOCKS, SyncBarrier)) or type(command) not in (*ACTIONS, NewTab, GetTabs,
                                                                                    KeepSession):
@@ -219,7 +225,7 @@ class ChromiumBrowser:
         if timeout <= 0:
             return Failed(Failure(f"Command timed out after {timeout:g}s", "timeout", True))
         if isinstance(command, NewTab):
-            return await self._new_tab(command, timeout, agent, call)
+            return await self._new_tab(command, timeout, caller.agent, caller.call)
         if isinstance(command, GetTabs):
             return Done({"tabs": await self.tabs()})
         tab = tab_id if tab_id is not None else self._tabs.current
@@ -230,17 +236,19 @@ class ChromiumBrowser:
             expired = self.sessions.expired(tab)
             return Failed(Failure.of(expired.error()) if expired is not None else closed(tab))
         if isinstance(command, KeepSession):
-            self.sessions.promote(page, agent, command.name, call)
+            self.sessions.promote(page, caller.agent, command.name, caller.call)
             return Done({"session": command.name, "tabId": tab})
         deadline = asyncio.get_running_loop().time() + timeout
-        run = self._run(command, tab, page, timeout, deadline, is_write(command), pause=pause)
+        run = self._run(command, tab, page, timeout, deadline, is_write(command), pause=pause, caller=caller)
         with self.sessions.using(self.sessions.of_page(page)):
             return await _perform(run, ACTIONS[type(command)])
 
     def _run(self, command: Command, tab: int, page: Page, timeout: float, deadline: float, write: bool, *,
-             sent: bool = False, pause: Callable[[float], Awaitable[None]] = asyncio.sleep) -> Run:
+             sent: bool = False, pause: Callable[[float], Awaitable[None]] = asyncio.sleep,
+             caller: Caller = _NOBODY) -> Run:
         return Run(command, tab, timeout, write, sent, page=page, deadline=deadline, tabs=self._tabs,
-                   guard=self._guard, downloads=self.downloads_dir, pause=pause)
+                   guard=self._guard, downloads=self.downloads_dir, pause=pause, site_tools=self.site_tools,
+                   caller=caller)
 
     async def _new_tab(self, command: NewTab, timeout: float, agent: str | None, call: int | None) -> Outcome:
         deadline = asyncio.get_running_loop().time() + timeout

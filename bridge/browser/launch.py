@@ -21,6 +21,7 @@ from playwright.async_api import Error as PlaywrightError
 
 from bridge.browser.errors import first_line
 from bridge.browser.guard import UrlGuard
+from bridge.browser.site_tools import SiteTools
 from bridge.browser.tabs import TabRegistry
 from messages.errors import KitsuneError
 
@@ -77,7 +78,8 @@ class Chromium:
     Its pages go to ``tabs``; its connections go through ``guard``'s proxy and hooks.
     """
 
-    def __init__(self, guard: UrlGuard, tabs: TabRegistry, *, executable: Path | None, headless: bool) -> None:
+    def __init__(self, guard: UrlGuard, tabs: TabRegistry, site_tools: SiteTools, *, executable: Path | None,
+                 headless: bool) -> None:
         self.executable = executable
         """The Chromium binary; :func:`find_chromium` at start when None."""
         self.headless = headless
@@ -85,6 +87,7 @@ class Chromium:
         """How many times the browser died and was restarted."""
         self._guard = guard
         self._tabs = tabs
+        self._site_tools = site_tools
         self._playwright: Playwright | None = None
         self._browser: Browser | None = None
         self._cdp: CDPSession | None = None
@@ -191,6 +194,7 @@ class Chromium:
                 proxy=proxy,  # type: ignore[arg-type]
             )
             await self._guard.install(context, agent)
+            await self._site_tools.install(context)
             created = set((await cdp.send("Target.getBrowserContexts"))["browserContextIds"]) - before
         if len(created) != 1:
             await context.close()

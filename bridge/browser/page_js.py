@@ -9,8 +9,8 @@ from __future__ import annotations
 from importlib.resources import files
 
 __all__ = [
-    "BODY_TEXT", "CLIPBOARD_READ", "CLIPBOARD_WRITE", "FIND", "NEEDS_USER", "NO_SERVICE_WORKERS", "SCRATCH_CLOSE",
-    "SCRATCH_OPEN", "SELECT_OPTIONS", "STORAGE", "SUBMIT_FORM",
+    "BODY_TEXT", "CLIPBOARD_READ", "CLIPBOARD_WRITE", "FIND", "MODEL_CONTEXT", "NEEDS_USER", "NO_SERVICE_WORKERS",
+    "SCRATCH_CLOSE", "SCRATCH_OPEN", "SELECT_OPTIONS", "STORAGE", "SUBMIT_FORM",
 ]
 
 
@@ -26,6 +26,9 @@ CLIPBOARD_WRITE = _load("clipboard_write")
 """Writes the clipboard through the page's API: ``'ok'``, or ``'fallback'`` where the API is blocked."""
 FIND = _load("find")
 """Describes up to ``limit`` matched elements: tag, text (200 characters at most), visibility."""
+MODEL_CONTEXT = _load("model_context")
+"""The init script of every document: ``navigator.modelContext`` (WebMCP site tools), speaking to the node only
+through its binding (``bridge.browser.site_tools``)."""
 NEEDS_USER = _load("needs_user")
 """Looks for a needs-user hint in a page: an explicit marker, a human check, a sign-in form."""
 NO_SERVICE_WORKERS = _load("no_service_workers")

@@ -19,14 +19,25 @@ from playwright.async_api import TimeoutError as PlaywrightTimeoutError
 
 from bridge.browser.errors import Step, Stop, absent, closed_message, pointer_sent
 from bridge.browser.guard import UrlGuard
+from bridge.browser.site_tools.runtime import SiteTools
 from bridge.browser.tabs import TabRegistry
 
-__all__ = ["Action", "Result", "Run"]
+__all__ = ["Action", "Caller", "Result", "Run"]
 
 T = TypeVar("T")
 
 _PROBE_TIMEOUT = 0.5
 """Seconds for the look after a failure (does the element exist at all?)."""
+
+
+@dataclass(frozen=True, slots=True)
+class Caller:
+    """Whose step an action runs for (what its site tools' events and audit name)."""
+
+    agent: str | None = None
+    call: int | None = None
+    path: str | None = None
+    """The step's progress path in that call."""
 
 
 @dataclass(slots=True, kw_only=True)
@@ -43,6 +54,9 @@ class Run(Step):
     pause: Callable[[float], Awaitable[None]] = asyncio.sleep
     """Awaited between the rounds of a write that polls (``waitForResult``): the tab actor lets its
     other writes run meanwhile."""
+    site_tools: SiteTools | None = None
+    """The tools the browser's pages declare (``siteTools``, ``callSiteTool``)."""
+    caller: Caller = Caller()
 
     def remaining(self) -> float:
         return max(0.0, self.deadline - asyncio.get_running_loop().time())

@@ -92,6 +92,10 @@ class TabRegistry:
             raise KitsuneError("tab_closed", f"Tab {tab_id} is closed", state={"tabId": tab_id})
         return page
 
+    def tab_of(self, page: Page) -> int | None:
+        """The id of an open page, or None."""
+        return self._page_tabs.get(id(page))
+
     def holds(self, tab: int, page: Page) -> bool:
         """Whether ``page`` is still the open page of ``tab``."""
         return not page.is_closed() and self._pages.get(tab) is page

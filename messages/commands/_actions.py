@@ -18,6 +18,8 @@ Number = float | Ref
 """A number of seconds or similar, or one whole reference."""
 Flag = bool | Ref
 """A boolean parameter, or one whole reference."""
+JsonObject = dict[str, Any]
+"""A JSON object taken as it is (no references inside)."""
 
 # Bounds of every parameter, checked before anything runs (a string's in characters).
 MAX_SELECTOR = 4096
@@ -39,6 +41,8 @@ SESSION_NAME = r"[A-Za-z0-9][A-Za-z0-9_.-]{0,63}"
 MAX_NODE_NAME = 64
 NODE_NAME = r"[A-Za-z0-9][A-Za-z0-9_-]{0,63}"
 """A session's name (``call`` asks for a one-shot session)."""
+SITE_TOOL_NAME = r"[A-Za-z0-9_.-]{1,128}"
+"""The name of a tool a page declares (``navigator.modelContext.registerTool``)."""
 
 
 def _param(doc: str, default: Any = dataclasses.MISSING, **meta: Any) -> Any:
@@ -362,9 +366,31 @@ class Download(Command):
     selector: Text = _param("Element whose click starts the download.", max_length=MAX_SELECTOR)
 
 
+@dataclass(frozen=True, kw_only=True, slots=True)
+class SiteTools(Command):
+    """List the tools the tab's page declares (WebMCP), in its document and its same-origin frames."""
+
+    action = "siteTools"
+    writes = False
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class CallSiteTool(Command):
+    """Call a tool the tab's page declares; the answer is the final output of its whole chain.
+
+    ``input`` is checked against the tool's input schema before anything runs; a tool whose work
+    crosses documents or frames carries on through continuation tokens, and only its last output counts.
+    """
+
+    action = "callSiteTool"
+    name: str = _param("The tool's name, as siteTools lists it.", max_length=MAX_NAME, pattern=SITE_TOOL_NAME)
+    input: JsonObject | None = _param("The tool's input: an object its input schema accepts ({} when absent; a "
+                                      "typed value: redacted everywhere).", None, secret=True, max_length=MAX_TEXT)
+
+
 ACTION_CLASSES: tuple[type[Command], ...] = (
     Navigate, Click, Type, Fill, Select, Press, Check, SubmitForm, PageText, Find, Url, Title,
     Screenshot, WaitFor, Js, WaitForResult, SyncBarrier, NewTab, CloseTab, SwitchTab, GetTabs,
-    KeepSession, Cookies, Storage, Clipboard, Download,
+    KeepSession, Cookies, Storage, Clipboard, Download, SiteTools, CallSiteTool,
 )
 """Every action (not the blocks), in the order of the contract."""

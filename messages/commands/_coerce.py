@@ -70,6 +70,8 @@ def _coerce(tp: Any, raw: Any) -> Any:
         return _items(typing.get_args(tp)[0], raw)
     if typing.is_typeddict(tp):
         return _typed_dict(tp, raw)
+    if origin is dict:
+        return _json_object(raw)
     scalar = _SCALARS.get(tp)
     if scalar is None:  # pragma: no cover - a bug in this module
         raise TypeError(f"no parser for parameter type {tp!r}")
@@ -120,6 +122,13 @@ def _typed_dict(tp: Any, raw: Any) -> dict[str, Any]:
         except ValueError as e:
             raise ValueError(f"{name}: {e}") from None
     return out
+
+
+def _json_object(raw: Any) -> dict[str, Any]:
+    """Any JSON object, taken as it is: its strings are not references."""
+    if not isinstance(raw, dict):
+        raise ValueError(f"expected an object, got {json_type(raw)}")
+    return raw
 
 
 def _reference(raw: str, *, allow_template: bool) -> Ref | Template:

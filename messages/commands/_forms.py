@@ -75,7 +75,9 @@ def audit_params(command: Command) -> dict[str, Any]:
         value = getattr(command, param.name)
         if param.javascript or (value == param.default and not param.required):
             continue
-        if param.secret:
+        if param.secret and isinstance(value, dict):  # an object's keys are names, its values typed values
+            out[param.json_name] = dict.fromkeys(value, "[redacted]")
+        elif param.secret:
             out[param.json_name] = "[redacted]"
         elif isinstance(value, Command):
             out[param.json_name] = {"action": value.action, **audit_params(value)}

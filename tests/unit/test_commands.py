@@ -19,6 +19,7 @@ from messages.commands import (
     MAX_TEXT,
     MAX_URL,
     Broadcast,
+    CallSiteTool,
     Check,
     Click,
     Clipboard,
@@ -43,6 +44,7 @@ from messages.commands import (
     Screenshot,
     Select,
     Sequence,
+    SiteTools,
     Storage,
     SubmitForm,
     SwitchTab,
@@ -54,6 +56,7 @@ from messages.commands import (
     WaitFor,
     WaitForResult,
     While,
+    audit_params,
     command_to_json,
     is_write,
     parameters,
@@ -150,6 +153,11 @@ EXAMPLES: dict[str, tuple[dict[str, Any], Command]] = {
         Clipboard(op="write", text="copied text"),
     ),
     "download": ({"action": "download", "selector": "a.report"}, Download(selector="a.report")),
+    "siteTools": ({"action": "siteTools", "tabId": 2}, SiteTools(tab_id=2)),
+    "callSiteTool": (
+        {"action": "callSiteTool", "name": "checkout", "input": {"billing_address": "1 Main St", "n": [1, None]}},
+        CallSiteTool(name="checkout", input={"billing_address": "1 Main St", "n": [1, None]}),
+    ),
     "sequence": (
         {"action": "sequence", "steps": [CLICK, {"action": "pageText", "selector": "${$0.selector}"}],
          "tabId": 7},
@@ -187,7 +195,8 @@ EXAMPLES: dict[str, tuple[dict[str, Any], Command]] = {
 }
 
 READS = {"pageText", "find", "url", "title", "screenshot", "waitFor", "getTabs",
-         "keepSession"}  # keepSession is Kitsune's own: it keeps a session under a name and changes no page
+         "keepSession",  # keepSession is Kitsune's own: it keeps a session under a name and changes no page
+         "siteTools"}  # lists what the page declares; callSiteTool runs the page's code: a write
 
 
 def reject(commands: list[Any], limits: Limits | None = None) -> KitsuneError:
@@ -202,7 +211,7 @@ def reject(commands: list[Any], limits: Limits | None = None) -> KitsuneError:
 
 def test_every_action_and_block_has_an_example() -> None:
     assert set(EXAMPLES) == set(ACTIONS)
-    assert len(ACTIONS) == 33
+    assert len(ACTIONS) == 35
     assert {cls.action for cls in BLOCKS} == {
         "sequence", "parallel", "if", "while", "try", "retry", "broadcast"}
 
@@ -629,6 +638,20 @@ def test_actions_without_typed_values_have_no_secrets() -> None:
         assert secret_values(EXAMPLES[action][1]) == [], action
 
 
+def test_a_site_tools_input_is_a_typed_value_whose_keys_the_audit_keeps() -> None:
+    command = CallSiteTool(name="checkout", input={"card": "4111 1111", "address": {"street": "canary"}})
+    assert set(secret_values(command)) == {"4111 1111", "canary"}
+    assert audit_params(command) == {"name": "checkout", "input": {"card": "[redacted]", "address": "[redacted]"}}
+    assert "${$0.x}" in str(parse_command({"action": "callSiteTool", "name": "t", "input": {"q": "${$0.x}"}}))
+
+
+def test_a_site_tools_name_and_input_are_checked_before_anything_runs() -> None:
+    for bad, param in (({"name": "no spaces"}, "name"), ({"name": "t", "input": [1]}, "input"),
+                       ({"name": "t", "input": "x"}, "input")):
+        error = reject([{"action": "callSiteTool", **bad}])
+        assert (error.code, error.state["param"]) == ("invalid_parameter", param), bad
+
+
 def test_secret_values_of_a_template_are_its_literal_parts_not_its_references() -> None:
     command = Type(selector="#q", text=Template(("user-", Ref(0, ("name",)), "-pw")))
     assert secret_values(command) == ["user-", "-pw"]
@@ -689,9 +712,12 @@ STRING_PARAMS = [(action, param) for action, cls in ACTIONS.items() for param in
 @pytest.mark.parametrize(("action", "param"), STRING_PARAMS, ids=[f"{a}.{p.json_name}" for a, p in STRING_PARAMS])
 def test_every_string_parameter_has_a_maximum_the_schema_shows(action: str, param: Param) -> None:
     limit = param.meta["max_length"]
-    schema = command_schema()["$defs"][action]["properties"][param.json_name]
+    defs = command_schema()["$defs"]
+    shown = json.dumps(defs[action]["properties"][param.json_name])
+    if '"#/$defs/jsonValue"' in shown:  # a JSON object's strings are bounded where its values are defined
+        shown = json.dumps(defs["jsonValue"])
     assert limit in {MAX_SELECTOR, MAX_URL, MAX_TEXT, MAX_JS, MAX_KEY, MAX_NAME, MAX_SESSION_NAME}
-    assert f'"maxLength": {limit}' in json.dumps(schema)
+    assert f'"maxLength": {limit}' in shown
 
 
 def test_a_string_at_its_maximum_is_accepted() -> None:

@@ -51,7 +51,8 @@ STRINGS = st.text(max_size=6) | st.sampled_from(
 class SchemaDocuments:
     """Documents valid for a schema of the command language, drawn from its keywords.
 
-    A value is built from ``type``, ``properties``, ``items``, ``enum``, ``const`` and the choices;
+    A value is built from ``type``, ``properties`` (or ``additionalProperties``), ``items``, ``enum``,
+    ``const`` and the choices;
     the rules across keys (``allOf``, ``not``, ``maxLength``) are left to each definition's own
     validator, which filters what is drawn. (hypothesis-jsonschema cannot follow the schema's
     recursive ``$ref``.)
@@ -83,6 +84,8 @@ class SchemaDocuments:
             taken = choices if depth < CHOICE_DEPTH else choices[:1]
             return st.one_of([self.draw({**shared, **choice}, depth) for choice in taken])
         kind = schema["type"]
+        if kind == "object" and "properties" not in schema:  # any object: its values drawn from their schema
+            return st.dictionaries(STRINGS, self.draw(schema["additionalProperties"], depth + 1), max_size=2)
         if kind == "object":
             properties = {k: self.draw(v, depth) for k, v in schema["properties"].items()}
             required = schema.get("required", [])
@@ -98,6 +101,8 @@ class SchemaDocuments:
         if kind == "number":
             return st.floats(schema.get("minimum", schema.get("exclusiveMinimum")), schema.get("maximum"),
                              allow_nan=False, allow_infinity=False, exclude_min="exclusiveMinimum" in schema)
+        if kind == "null":
+            return st.none()
         assert kind == "boolean", schema
         return st.booleans()
 

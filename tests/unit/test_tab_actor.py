@@ -68,7 +68,8 @@ class RecordingTab:
         return self._started.setdefault(label, threading.Event())
 
     async def execute(self, command: Command, tab_id: int | None, timeout: float, *,
-                      pause: Pause | None = None, agent: str | None = None, call: int | None = None) -> Outcome:
+                      pause: Pause | None = None, agent: str | None = None, call: int | None = None,
+                      path: str | None = None) -> Outcome:
         label = _label(command)
         record = Ran(label, is_write(command))
         self.ran.append(record)

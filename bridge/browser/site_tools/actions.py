@@ -1,0 +1,98 @@
+"""The actions ``siteTools`` (a read) and ``callSiteTool`` (a write) on a tab's site tools."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from typing import Any, cast
+
+from playwright.async_api import Error as PlaywrightError
+
+from bridge.browser.errors import Stop
+from bridge.browser.run import Result, Run
+from bridge.browser.site_tools.chains import Document
+from bridge.browser.site_tools.input_schema import check_input
+from bridge.browser.site_tools.runtime import SiteTools, bare_url
+from messages.commands import CallSiteTool
+from messages.errors import KitsuneError
+from messages.events import SiteToolCalled
+
+__all__ = ["call_site_tool", "site_tools"]
+
+_LATE_DECLARATION = 2.0
+"""Seconds a loaded page has to declare a tool that is not there yet, before it counts as missing."""
+
+
+_SYNC = 1.0
+"""Seconds at most for the node to hear the declarations a page made before it is asked for them."""
+
+
+async def site_tools(run: Run) -> Result:
+    tools = _tools_of(run)
+    await tools.in_sync(run.page, min(_SYNC, run.remaining()))
+    return {"tools": tools.listing(run.page), "url": bare_url(run.page.url)}, None
+
+
+async def call_site_tool(run: Run) -> Result:
+    command = cast(CallSiteTool, run.command)
+    tools = _tools_of(run)
+    value = command.input if command.input is not None else {}
+    try:
+        document, declaration = await _declared(run, tools, command.name)
+        check_input(command.name, declaration["inputSchema"], value)
+    except KitsuneError as e:
+        tools.hooks.call_ended("failed")
+        raise Stop(e.code, e.message, state=e.state) from None
+    chain, invocation = tools.begin(command.name, document, value, call=run.caller.call, path=run.caller.path,
+                                    agent=run.caller.agent)
+    ending = "failed"
+    try:
+        if chain.call is not None:
+            tools.hooks.event(SiteToolCalled(chain.call, chain.path, chain.tab, chain.tool, chain.origin), chain.agent)
+        run.sent = True
+        if not await run.within(tools.start(invocation, command.name, value)):
+            run.sent = False
+            raise Stop("site_tool_not_found", f"callSiteTool {command.name}: the page replaced its document before the "
+                       "tool started; nothing was sent", retryable=True)
+        result = await run.within(asyncio.shield(chain.result))
+        ending = "completed"
+        return result
+    except TimeoutError:
+        ending = "timeout"
+        raise
+    except asyncio.CancelledError:
+        ending = "cancelled"
+        raise
+    except PlaywrightError:
+        ending = "navigated"
+        raise
+    finally:
+        tools.end(chain, ending)
+        tools.hooks.call_ended("ok" if ending == "completed" else "unknown" if run.sent else "failed")
+
+
+async def _declared(run: Run, tools: SiteTools, name: str) -> tuple[Document, dict[str, Any]]:
+    """The document that declares ``name`` and its declaration, waiting while the page loads and a moment after;
+    else ``site_tool_not_found`` (nothing sent)."""
+    late = None
+    while (found := tools.declaring(run.page, name)) is None:
+        loop = asyncio.get_running_loop()
+        if late is None:
+            with contextlib.suppress(PlaywrightError):  # the time is up, or the page went: the next look says which
+                await run.page.wait_for_load_state("load", timeout=run.ms())
+            await tools.in_sync(run.page, min(_SYNC, run.remaining()))
+            if (found := tools.declaring(run.page, name)) is not None:
+                break
+            late = loop.time() + min(_LATE_DECLARATION, run.remaining())
+        if loop.time() >= late or run.remaining() <= 0:
+            declared = sorted(tool["name"] for tool in tools.listing(run.page))
+            raise KitsuneError("site_tool_not_found", f"callSiteTool: the page declares no tool named {name!r} (it "
+                               f"declares {', '.join(declared) if declared else 'none'}); nothing was sent",
+                               state={"tool": name, "declared": declared})
+        await tools.changed(late - loop.time())
+    return found
+
+
+def _tools_of(run: Run) -> SiteTools:
+    assert run.site_tools is not None, "the driver gives every run its browser's site tools"
+    return run.site_tools

@@ -1,0 +1,142 @@
+"""The documents that declare site tools, and one call of a tool as the chain of its invocations.
+
+A :class:`Chain` is one ``callSiteTool``: its first invocation runs in the document that declared
+the tool; each continuation token it asks for lets another document of the same origin and tab
+carry it on in an invocation of its own. The chain ends when every invocation settled and no token
+is outstanding: its result is the output of the last invocation. It ends ``unknown`` when a
+document is lost under an invocation that asked for no token, when a token expires, or when an
+invocation throws. Everything here runs on the node's loop.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import itertools
+from dataclasses import dataclass, field
+from typing import Any
+
+from bridge.browser.errors import Stop
+from bridge.browser.site_tools.continuations import Continuation
+
+__all__ = ["Chain", "Document", "Invocation"]
+
+_invocation_ids = itertools.count(1)
+
+
+@dataclass(eq=False, slots=True)
+class Document:
+    """One document of one frame of a tab, from its hello (its init script ran)."""
+
+    nonce: str
+    """The document's own random name: a message that does not carry it comes from another document."""
+    frame: Any
+    """Its Playwright frame."""
+    tab: int
+    origin: str
+    """``scheme://host:port``, or ``null`` for an opaque origin."""
+    url: str
+    """Its URL without query or fragment."""
+    main: bool
+    """Whether it is the tab's top document."""
+    tools: dict[str, dict[str, Any]] = field(default_factory=dict)
+    """The tools it declares, by name: ``{name, description, inputSchema}``."""
+    gone: bool = False
+
+    def described(self) -> dict[str, str]:
+        return {"url": self.url, "frame": "main" if self.main else "iframe"}
+
+
+@dataclass(eq=False, slots=True)
+class Invocation:
+    """One run of the tool's code (its ``execute``, or a ``resumeTool`` callback) in one document."""
+
+    document: Document
+    id: str = field(default_factory=lambda: f"i{next(_invocation_ids)}")
+    settled: asyncio.Event = field(default_factory=asyncio.Event)
+    answer: dict[str, Any] | None = None
+    """What the page answered: ``{ok, value}`` or ``{ok: false, error}``; None if it was lost first."""
+    tokens: int = 0
+    """How many continuation tokens it asked for."""
+
+
+class Chain:
+    """One call of a site tool, from its first invocation to its end."""
+
+    def __init__(self, tool: str, document: Document, value: dict[str, Any], *, call: int | None,
+                 path: str | None, agent: str | None) -> None:
+        self.tool = tool
+        self.tab = document.tab
+        self.origin = document.origin
+        self.input = value
+        self.call, self.path, self.agent = call, path, agent
+        self.invocations: list[Invocation] = []
+        self.outstanding: dict[Continuation[Chain], asyncio.TimerHandle] = {}
+        """Tokens issued and not redeemed, with the timer of their expiry."""
+        self.redeemed: list[Continuation[Chain]] = []
+        self.result: asyncio.Future[tuple[dict[str, Any], str | None]] = asyncio.get_running_loop().create_future()
+
+    @property
+    def ended(self) -> bool:
+        return self.result.done()
+
+    def invoke(self, document: Document) -> Invocation:
+        """A new invocation in ``document`` (the first, or a redeemed continuation's)."""
+        invocation = Invocation(document)
+        self.invocations.append(invocation)
+        return invocation
+
+    def invocation(self, id_: object, document: Document) -> Invocation | None:
+        """The chain's invocation ``id_`` if it runs in ``document``."""
+        return next((i for i in self.invocations if i.id == id_ and i.document is document), None)
+
+    def documents(self) -> list[dict[str, str]]:
+        """The documents it crossed, in order."""
+        return [i.document.described() for i in self.invocations]
+
+    async def earlier_settled(self, invocation: Invocation) -> None:
+        """Wait until every invocation before ``invocation`` settled (a callback runs after them)."""
+        for earlier in self.invocations[:self.invocations.index(invocation)]:
+            await earlier.settled.wait()
+
+    def settle(self, invocation: Invocation, answer: dict[str, Any] | None) -> None:
+        invocation.answer = answer
+        invocation.settled.set()
+
+    def lost(self, document: Document) -> None:
+        """``document`` is gone: an invocation that asked for no token and had not settled is lost with it."""
+        for invocation in self.invocations:
+            if invocation.document is document and not invocation.settled.is_set():
+                if invocation.tokens == 0:
+                    self.fail(Stop("navigated", f"callSiteTool {self.tool}: the page navigated mid-execution, and "
+                                   "no continuation token carried the call on",
+                                   state={"tabId": self.tab, "tool": self.tool, "reason": "navigated_mid_execution"}))
+                self.settle(invocation, None)  # its continuation carries the call on
+
+    def advance(self) -> bool:
+        """End the chain if it is done: an invocation threw, or all settled with no token outstanding."""
+        if self.ended:
+            return False
+        thrown = next((i for i in self.invocations if i.answer is not None and not i.answer.get("ok")), None)
+        if thrown is not None:
+            assert thrown.answer is not None
+            error = thrown.answer.get("error") or {}
+            name = str(error.get("name", "Error"))[:64] if isinstance(error, dict) else "Error"
+            message = str(error.get("message", ""))[:300] if isinstance(error, dict) else ""
+            self.fail(Stop("site_tool_error", f"callSiteTool {self.tool}: the tool threw ({name}) in "
+                           f"{thrown.document.url}", state={"tabId": self.tab, "tool": self.tool,
+                                                            "toolError": message}))
+            return True
+        if self.outstanding or not all(i.settled.is_set() for i in self.invocations):
+            return False
+        last = next((i for i in reversed(self.invocations) if i.answer is not None and i.tokens == 0), None)
+        if last is None:
+            return False
+        assert last.answer is not None
+        self.result.set_result(({"tool": self.tool, "output": last.answer.get("value"),
+                                 "documents": self.documents()}, None))
+        return True
+
+    def fail(self, stop: Stop) -> None:
+        if not self.ended:
+            self.result.set_exception(stop)
+            self.result.exception()  # retrieved: a chain nobody awaits any more logs nothing

@@ -1,0 +1,49 @@
+"""A site tool's input checked against the input schema its page declared, before anything runs.
+
+The failure names the JSON pointer of the bad value and the rule it breaks, never the value
+itself: a tool's input is a typed value, redacted everywhere.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import jsonschema  # type: ignore[import-untyped]
+
+from messages.errors import KitsuneError
+
+__all__ = ["check_input"]
+
+_SHOWN_RULES = frozenset({"type", "minLength", "maxLength", "minimum", "maximum", "exclusiveMinimum",
+                          "exclusiveMaximum", "minItems", "maxItems", "minProperties", "maxProperties",
+                          "pattern", "format", "multipleOf"})
+"""Rules whose schema value is shown beside the rule's name (they hold no input)."""
+
+
+def check_input(tool: str, schema: dict[str, Any], value: dict[str, Any]) -> None:
+    """Raise :class:`KitsuneError` (``invalid_input``, ``state.path``) when ``value`` breaks ``schema``;
+    ``site_tool_error`` when the page's schema is no JSON Schema at all."""
+    validator_class = jsonschema.validators.validator_for(schema, default=jsonschema.Draft202012Validator)
+    try:
+        validator_class.check_schema(schema)
+    except jsonschema.SchemaError:
+        raise KitsuneError("site_tool_error", f"callSiteTool {tool}: the page's input schema is not a valid JSON "
+                           "Schema; nothing was sent", state={"tool": tool}) from None
+    error = jsonschema.exceptions.best_match(validator_class(schema).iter_errors(value))
+    if error is None:
+        return
+    path = "".join(f"/{_escaped(part)}" for part in error.absolute_path)
+    rule = str(error.validator)
+    shown = f" {error.validator_value}" if rule in _SHOWN_RULES else ""
+    broken = f"breaks the schema's {rule}{shown}"
+    if rule == "required" and isinstance(error.instance, dict):
+        missing = next((name for name in error.validator_value if name not in error.instance), None)
+        if missing is not None:
+            path, broken = f"{path}/{_escaped(missing)}", "is required"
+    raise KitsuneError("invalid_input", f"callSiteTool {tool}: input {path or '/'} {broken}; nothing was sent",
+                       state={"tool": tool, "path": path or "/", "rule": rule})
+
+
+def _escaped(part: object) -> str:
+    """One JSON pointer token (RFC 6901)."""
+    return str(part).replace("~", "~0").replace("/", "~1")

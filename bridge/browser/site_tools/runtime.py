@@ -1,0 +1,350 @@
+"""The node's side of site tools: the binding every document speaks through, the tools each tab's
+documents declare, and the chains of the tools it calls.
+
+Each browser context gets ``navigator.modelContext`` as an init script and one Playwright binding.
+The binding tells the node which page and frame called it; a message must also carry the nonce of
+that frame's current document, so a document that is gone (or one that forges another's name)
+speaks for nobody. A document's origin is taken from its frame's URL as the node sees it, never from
+the page. The continuation rules (once, same origin, same tab, within the lifetime, revoked when the
+call ends another way) are enforced here and in :mod:`~bridge.browser.site_tools.continuations`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import re
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+from urllib.parse import urlsplit
+
+from playwright.async_api import BrowserContext, Frame, Page
+from playwright.async_api import Error as PlaywrightError
+
+from bridge.browser.errors import Stop
+from bridge.browser.page_js import MODEL_CONTEXT
+from bridge.browser.site_tools.chains import Chain, Document, Invocation
+from bridge.browser.site_tools.continuations import Continuation, Continuations, Refusal
+from messages.commands import SITE_TOOL_NAME
+from messages.contract import CONTINUATION_TTL
+from messages.events import (
+    ContinuationExpired,
+    ContinuationRedeemed,
+    ContinuationRequested,
+    ContinuationRevoked,
+    SiteToolChainCompleted,
+    SiteToolEvent,
+)
+
+__all__ = ["BINDING", "SiteToolHooks", "SiteTools", "bare_url"]
+
+BINDING = "__kitsuneSiteTools"
+"""The binding's name in the page (``model_context.js`` takes it out of the page's reach at once)."""
+
+_INVOKE = "([doc, id, name, input]) => !!globalThis[Symbol.for('kitsune.siteTools')]?.invoke(doc, id, name, input)"
+_ABORT = "([doc, id]) => globalThis[Symbol.for('kitsune.siteTools')]?.abort(doc, id)"
+_DOC = "() => globalThis[Symbol.for('kitsune.siteTools')]?.doc ?? null"
+_DECLARED = "() => globalThis[Symbol.for('kitsune.siteTools')]?.declared() ?? null"
+_TOOL_NAME = re.compile(SITE_TOOL_NAME)
+
+
+class _Refused(Exception):
+    """A message the node does not take: the page's promise rejects (with nothing it can learn from)."""
+
+    def __init__(self) -> None:
+        super().__init__("refused")
+
+
+@dataclass(slots=True)
+class SiteToolHooks:
+    """Who hears of site tools: the step log and audit (``event``), and the metrics."""
+
+    event: Callable[[SiteToolEvent, str | None], None] = lambda event, agent: None
+    """Every event, with the agent whose call it belongs to."""
+    continuation: Callable[[str], None] = lambda outcome: None
+    """A token's end: ``redeemed``, ``expired``, ``revoked`` or ``refused``."""
+    call_ended: Callable[[str], None] = lambda outcome: None
+    """A ``callSiteTool``'s outcome: ``ok``, ``unknown`` or ``failed``."""
+
+
+class SiteTools:
+    """The site tools of every tab of one browser (owned by its driver; used on the loop only)."""
+
+    def __init__(self, tab_of: Callable[[Page], int | None]) -> None:
+        self.continuation_ttl = CONTINUATION_TTL
+        """Seconds a continuation token may be redeemed after it was issued."""
+        self.hooks = SiteToolHooks()
+        self._tab_of = tab_of
+        self._documents: dict[Frame, Document] = {}
+        """Each frame's current document."""
+        self._chains: set[Chain] = set()
+        self._tokens: Continuations[Chain] = Continuations()
+        self._changed = asyncio.Event()
+        """Set (and replaced) whenever a document or a declaration changes."""
+
+    async def install(self, context: BrowserContext) -> None:
+        """Give every document of ``context`` its ``navigator.modelContext`` (the binding first: the script
+        takes it)."""
+        await context.expose_binding(BINDING, self._message)
+        await context.add_init_script(MODEL_CONTEXT)
+        context.on("page", self._watch)
+
+    def _watch(self, page: Page) -> None:
+        page.on("framenavigated", self._navigated)
+        page.on("framedetached", lambda frame: self._gone(self._documents.pop(frame, None)))
+        page.on("close", self._closed)
+
+    # -- what the tabs declare ---------------------------------------------------------------
+
+    def documents(self, page: Page) -> list[Document]:
+        """The tab's top document and the documents of its frames of the same origin, in frame order."""
+        main = self._documents.get(page.main_frame)
+        if main is None:
+            return []
+        others = (self._documents.get(frame) for frame in page.frames[1:])
+        return [main, *(d for d in others if d is not None and d.origin == main.origin != "null")]
+
+    def listing(self, page: Page) -> list[dict[str, Any]]:
+        """The tools ``siteTools`` lists."""
+        return [{**tool, "origin": document.origin, "frame": "main" if document.main else "iframe"}
+                for document in self.documents(page) for tool in document.tools.values()]
+
+    def declaring(self, page: Page, name: str) -> tuple[Document, dict[str, Any]] | None:
+        """The document that declares tool ``name`` (the top one first), and its declaration."""
+        return next(((d, d.tools[name]) for d in self.documents(page) if name in d.tools), None)
+
+    async def in_sync(self, page: Page, seconds: float) -> None:
+        """Wait (``seconds`` at most) until the node has heard every declaration the page's documents made so far."""
+        loop = asyncio.get_running_loop()
+        end = loop.time() + seconds
+        while not all(await asyncio.gather(*(self._frame_in_sync(frame) for frame in page.frames))):
+            if loop.time() >= end:
+                return
+            await self.changed(end - loop.time())
+
+    async def _frame_in_sync(self, frame: Frame) -> bool:
+        try:
+            declared = await frame.evaluate(_DECLARED)
+        except PlaywrightError:
+            return True  # a frame that went says nothing more
+        document = self._documents.get(frame)
+        return declared is None or (document is not None and [document.nonce, len(document.tools)] == declared)
+
+    async def changed(self, seconds: float) -> None:
+        """Wait until a document or a declaration changes, or ``seconds`` pass."""
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(self._changed.wait(), max(0.0, seconds))
+
+    def _change(self) -> None:
+        self._changed.set()
+        self._changed = asyncio.Event()
+
+    # -- calls ---------------------------------------------------------------------------------
+
+    def begin(self, tool: str, document: Document, value: dict[str, Any], *, call: int | None, path: str | None,
+              agent: str | None) -> tuple[Chain, Invocation]:
+        """A new chain for a call of ``tool`` in ``document``, and its first invocation."""
+        chain = Chain(tool, document, value, call=call, path=path, agent=agent)
+        self._chains.add(chain)
+        return chain, chain.invoke(document)
+
+    async def start(self, invocation: Invocation, tool: str, value: dict[str, Any]) -> bool:
+        """Run the invocation's tool in its document; False when that document no longer declares it."""
+        document = invocation.document
+        return bool(await document.frame.evaluate(_INVOKE, [document.nonce, invocation.id, tool, value]))
+
+    def end(self, chain: Chain, reason: str) -> None:
+        """The chain's step is over (``reason`` says how, if it did not end by itself): revoke its tokens, stop
+        what still runs of it."""
+        self._chains.discard(chain)
+        chain.fail(Stop(reason, f"callSiteTool {chain.tool}: the call ended ({reason})"))  # wakes what waits on it
+        for continuation, timer in list(chain.outstanding.items()):
+            timer.cancel()
+            self._tokens.drop(continuation)
+            self._emit(chain, ContinuationRevoked, reason=reason)
+            self.hooks.continuation("revoked")
+        chain.outstanding.clear()
+        for continuation in chain.redeemed:
+            self._tokens.drop(continuation)
+        for invocation in chain.invocations:
+            if not invocation.settled.is_set() and not invocation.document.gone:
+                task = asyncio.get_running_loop().create_task(
+                    invocation.document.frame.evaluate(_ABORT, [invocation.document.nonce, invocation.id]))
+                task.add_done_callback(lambda t: t.cancelled() or t.exception())
+        if chain.result.done() and chain.result.exception() is None:
+            self._emit(chain, SiteToolChainCompleted, documents=len(chain.invocations))
+
+    # -- the binding -----------------------------------------------------------------------------
+
+    async def _message(self, source: dict[str, Any], message: Any) -> Any:
+        """One message of a document: ``hello``, its declarations, or its invocations' news."""
+        page, frame = source.get("page"), source.get("frame")
+        if not isinstance(page, Page) or not isinstance(frame, Frame) or not isinstance(message, dict):
+            raise _Refused
+        tab = self._tab_of(page)
+        if tab is None:
+            raise _Refused
+        op, nonce = message.get("op"), message.get("doc")
+        if op == "hello" and isinstance(nonce, str):
+            return self._hello(page, frame, tab, nonce)
+        document = self._documents.get(frame)
+        if document is None or document.nonce != nonce:
+            raise _Refused
+        if op == "redeem":
+            return self._redeem(document, message.get("token"))
+        found = self._invocation_of(document, message.get("invocation"))
+        if op == "requestToken" and found is not None:
+            return self._request_token(*found)
+        if op == "settled" and found is not None:
+            self._settled(*found, message)
+            return None
+        if op == "begin" and found is not None:
+            return await self._begin(*found)
+        if op in ("register", "unregister", "clear"):
+            return self._declare(document, op, message)
+        raise _Refused
+
+    def _hello(self, page: Page, frame: Frame, tab: int, nonce: str) -> None:
+        parent = self._documents.get(frame.parent_frame) if frame.parent_frame is not None else None
+        origin, url = _origin(frame.url, parent.origin if parent is not None else "null")
+        self._gone(self._documents.get(frame))
+        self._documents[frame] = Document(nonce, frame, tab, origin, url, frame is page.main_frame)
+        self._change()
+
+    def _declare(self, document: Document, op: str, message: dict[str, Any]) -> None:
+        if op == "clear":
+            document.tools.clear()
+        elif op == "unregister":
+            document.tools.pop(str(message.get("name")), None)
+        else:
+            tool = message.get("tool")
+            if not isinstance(tool, dict):
+                raise _Refused
+            name, description, schema = tool.get("name"), tool.get("description"), tool.get("inputSchema")
+            if not (isinstance(name, str) and _TOOL_NAME.fullmatch(name) and isinstance(description, str)
+                    and isinstance(schema, dict)):
+                raise _Refused
+            document.tools[name] = {"name": name, "description": description[:4096], "inputSchema": schema}
+        self._change()
+
+    def _invocation_of(self, document: Document, id_: object) -> tuple[Chain, Invocation] | None:
+        for chain in self._chains:
+            invocation = chain.invocation(id_, document)
+            if invocation is not None and not chain.ended:
+                return chain, invocation
+        return None
+
+    def _request_token(self, chain: Chain, invocation: Invocation) -> str:
+        if invocation.settled.is_set():
+            raise _Refused  # asked after its promise settled
+        loop = asyncio.get_running_loop()
+        token, continuation = self._tokens.issue(chain, chain.tab, invocation.document.origin,
+                                                 loop.time() + self.continuation_ttl)
+        chain.outstanding[continuation] = loop.call_later(self.continuation_ttl, self._expire, continuation)
+        invocation.tokens += 1
+        self._emit(chain, ContinuationRequested, origin=invocation.document.origin)
+        return token
+
+    def _settled(self, chain: Chain, invocation: Invocation, message: dict[str, Any]) -> None:
+        answer = {"ok": True, "value": message.get("value")} if message.get("ok") is True else \
+            {"ok": False, "error": message.get("error")}
+        chain.settle(invocation, answer)
+        chain.advance()
+
+    def _redeem(self, document: Document, token: object) -> str:
+        found = self._tokens.redeem(token, document.tab, document.origin, asyncio.get_running_loop().time()) \
+            if isinstance(token, str) and document.origin != "null" else Refusal.UNKNOWN
+        if isinstance(found, Refusal) or found.chain.ended:
+            self.hooks.continuation("refused")
+            raise _Refused
+        chain = found.chain
+        chain.outstanding.pop(found).cancel()
+        chain.redeemed.append(found)
+        invocation = chain.invoke(document)
+        self._emit(chain, ContinuationRedeemed, origin=document.origin, frame="main" if document.main else "iframe")
+        self.hooks.continuation("redeemed")
+        return invocation.id
+
+    async def _begin(self, chain: Chain, invocation: Invocation) -> dict[str, Any]:
+        """The input of a redeemed continuation's callback, once the invocations before it settled."""
+        waiting: asyncio.Future[Any] = asyncio.ensure_future(chain.earlier_settled(invocation))
+        ended: asyncio.Future[Any] = chain.result
+        await asyncio.wait([waiting, ended], return_when=asyncio.FIRST_COMPLETED)
+        if not waiting.done():
+            waiting.cancel()
+            raise _Refused  # the call ended meanwhile
+        return chain.input
+
+    def _expire(self, continuation: Continuation[Chain]) -> None:
+        chain = continuation.chain
+        if chain.outstanding.pop(continuation, None) is None:
+            return
+        self._tokens.drop(continuation)
+        self._emit(chain, ContinuationExpired)
+        self.hooks.continuation("expired")
+        chain.fail(_expired(chain, self.continuation_ttl))
+
+    # -- documents that go ---------------------------------------------------------------------
+
+    def _navigated(self, frame: Frame) -> None:
+        """A frame navigated: unless it is the same document (a same-document navigation), that one is gone."""
+        document = self._documents.get(frame)
+        if document is not None:
+            task = asyncio.get_running_loop().create_task(self._check(frame, document))
+            task.add_done_callback(lambda t: t.cancelled() or t.exception())
+
+    async def _check(self, frame: Frame, document: Document) -> None:
+        try:
+            current = await frame.evaluate(_DOC)
+        except PlaywrightError:
+            current = None
+        if current != document.nonce and self._documents.get(frame) is document:
+            del self._documents[frame]
+            self._gone(document)
+
+    def _gone(self, document: Document | None) -> None:
+        if document is None or document.gone:
+            return
+        document.gone = True
+        for chain in list(self._chains):
+            chain.lost(document)
+            chain.advance()
+        self._change()
+
+    def _closed(self, page: Page) -> None:
+        """The tab closed: its documents are gone, and its chains end ``tab_closed``."""
+        for frame in [f for f, d in self._documents.items() if d.frame.page is page]:
+            self._documents.pop(frame).gone = True
+        for chain in self._chains:
+            if chain.invocations and chain.invocations[0].document.frame.page is page:
+                chain.fail(Stop("tab_closed", f"callSiteTool {chain.tool}: tab {chain.tab} closed while the tool ran",
+                                state={"tabId": chain.tab}))
+        self._change()
+
+    def _emit(self, chain: Chain, kind: type[SiteToolEvent], **fields: Any) -> None:
+        if chain.call is not None:
+            event = kind(chain.call, chain.path, chain.tab, chain.tool, fields.pop("origin", chain.origin), **fields)
+            self.hooks.event(event, chain.agent)
+
+
+def _origin(url: str, inherited: str) -> tuple[str, str]:
+    """The origin of a document at ``url`` (an about: document inherits its parent's), and its URL without
+    query and fragment."""
+    parts = urlsplit(url)
+    if parts.scheme in ("http", "https") and parts.netloc:
+        origin = f"{parts.scheme}://{parts.netloc.lower()}"
+        return origin, origin + (parts.path or "/")
+    if url.startswith("about:"):
+        return inherited, bare_url(url)
+    return "null", f"{parts.scheme}:"
+
+
+def bare_url(url: str) -> str:
+    """``url`` without its query and fragment (where a page may carry a token)."""
+    return urlsplit(url)._replace(query="", fragment="").geturl()
+
+
+def _expired(chain: Chain, ttl: float) -> Stop:
+    return Stop("continuation_expired", f"callSiteTool {chain.tool}: a continuation token expired unredeemed "
+                f"after {ttl:g}s", state={"tabId": chain.tab, "tool": chain.tool, "reason": "continuation_expired"})
