@@ -26,6 +26,7 @@ From a YAML or JSON file (``kitsune serve --config FILE``) and the environment::
     max_body_bytes: 1048576
     metrics: {token_env: SCRAPE_TOKEN}   # a scrape token: reads /metrics only
     live_view: {enabled: true, ttl: 300}  # links a person opens to see and act in a tab (seconds to open one)
+    site_tools: {continuation_ttl: 60}    # seconds a page's continuation token may be redeemed (WebMCP)
     operators: [{name: sre, token_env: CONSOLE_TOKEN}]  # the console's (GET /console); or password_env
     nats:                          # joining a server or cluster (``--nats-url`` wins over url)
       url: nats://a:4222,nats://b:4222
@@ -47,27 +48,24 @@ are not configuration and are ignored here. Two variables keep their own meaning
 
 from __future__ import annotations
 
-import json
 import os
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Annotated, Any
+from typing import Any
 
 import yaml
-from pydantic import AfterValidator, BaseModel, ConfigDict, Field, ValidationError, model_validator
-from pydantic.fields import FieldInfo
-from pydantic_settings import BaseSettings, EnvSettingsSource, PydanticBaseSettingsSource, SettingsConfigDict
-from pydantic_settings.sources.utils import parse_env_vars
+from pydantic import ValidationError
 
 from actors.nats_connection import NatsAuth
+from bridge.config_document import AgentEntry, Environment, OperatorEntry, Settings, StringPath
 from bridge.policy import CAPABILITY_GROUPS, Policy
 from bridge.url_policy import UrlPolicy
-from messages.commands import NODE_NAME
 from messages.contract import (
     CHECKPOINT_CAPACITY,
     CHECKPOINT_TOTAL_CAPACITY,
     CHECKPOINT_TTL,
+    CONTINUATION_TTL,
     LIVE_VIEW_TTL,
     MAX_TABS,
     SESSION_MAX_EXEC_IDLE,
@@ -80,9 +78,6 @@ from messages.tokens import new_token, token_hash
 __all__ = ["CAPABILITY_GROUPS", "Agent", "BridgeConfig", "Operator", "SessionTimes", "load_config",
            "write_token_file"]
 
-_Token = Annotated[str, Field(min_length=16)]
-_Path = Annotated[Path, Field(strict=False)]
-"""A path, written as a string."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -135,7 +130,7 @@ class BridgeConfig:
     allow: tuple[str, ...] = ()
     deny: tuple[str, ...] = ()
     user_tabs_writable: bool = False
-    workflows: _Path | None = None
+    workflows: StringPath | None = None
     audit_file: Path = Path("kitsune-audit.jsonl")
     max_body_bytes: int = 1_048_576
     max_checkpoints: int = CHECKPOINT_CAPACITY
@@ -156,6 +151,8 @@ class BridgeConfig:
     """Whether agents may open Live Views of their tabs (unless their entry says otherwise)."""
     live_view_ttl: float = LIVE_VIEW_TTL
     """Seconds a Live View link may be opened after it was made."""
+    continuation_ttl: float = CONTINUATION_TTL
+    """Seconds a site tool's continuation token may be redeemed after it was issued."""
     operators: tuple[Operator, ...] = ()
     """Who may open the operator console; nobody when empty."""
 
@@ -170,12 +167,6 @@ class BridgeConfig:
         return {agent.name: agent.policy for agent in self.agents if agent.policy is not None}
 
 
-# --- the documents' schema -----------------------------------------------------------------------
-
-class _Section(BaseModel):
-    model_config = ConfigDict(extra="forbid", strict=True)
-
-
 def _secret(name: str | None, env: Mapping[str, str], what: str) -> str | None:
     """The value of environment variable ``name``; refused when it is named but not set."""
     if name is None:
@@ -184,151 +175,6 @@ def _secret(name: str | None, env: Mapping[str, str], what: str) -> str | None:
     if not value:
         raise ValueError(f"{what}: environment variable {name} is not set")
     return value
-
-
-def _known_groups(caps: list[str]) -> list[str]:
-    unknown = set(caps) - CAPABILITY_GROUPS
-    if unknown:
-        raise ValueError(f"unknown capability group(s): {', '.join(sorted(unknown))}")
-    return caps
-
-
-_Caps = Annotated[list[str], AfterValidator(_known_groups)]
-_Count = Annotated[int, Field(gt=0)]
-_Seconds = Annotated[float, Field(gt=0, allow_inf_nan=False)]
-
-
-class _AgentUrls(_Section):
-    allow: list[str] | None = None
-    deny: list[str] | None = None
-
-
-class _AgentEntry(_Section):
-    name: Annotated[str, Field(min_length=1)]
-    token: _Token | None = Field(default=None, repr=False)
-    token_env: str | None = None
-    read_only: bool | None = None
-    ask_before_act: bool | None = None
-    urls: _AgentUrls = _AgentUrls()
-    caps: _Caps | None = None
-    user_tabs_writable: bool | None = None
-    max_checkpoints: _Count | None = None
-    live_view: bool | None = None
-
-    @model_validator(mode="after")
-    def _one_token(self) -> _AgentEntry:
-        if (self.token is None) == (self.token_env is None):
-            raise ValueError("one of token or token_env is needed")
-        return self
-
-
-class _Urls(_Section):
-    allow: list[str] = []
-    deny: list[str] = []
-
-
-class _Sessions(_Section):
-    max_idle: _Seconds = SESSION_MAX_IDLE
-    max_exec_idle: _Seconds = SESSION_MAX_EXEC_IDLE
-    sweep_interval: _Seconds = SESSION_SWEEP_INTERVAL
-
-
-class _Metrics(_Section):
-    token: _Token | None = Field(default=None, repr=False)
-    token_env: str | None = None
-
-
-class _LiveView(_Section):
-    enabled: bool = True
-    ttl: _Seconds = LIVE_VIEW_TTL
-
-
-class _OperatorEntry(_Section):
-    name: Annotated[str, Field(min_length=1)]
-    token: _Token | None = Field(default=None, repr=False)
-    token_env: str | None = None
-    password_env: str | None = None
-
-    @model_validator(mode="after")
-    def _one_secret(self) -> _OperatorEntry:
-        if sum(way is not None for way in (self.token, self.token_env, self.password_env)) != 1:
-            raise ValueError("one of token, token_env or password_env is needed")
-        return self
-
-
-class _Nats(_Section):
-    url: str | None = None
-    creds_file: _Path | None = None
-    nkey_seed_file: _Path | None = None
-    user: str | None = None
-    password_env: str | None = None
-    tls_ca_file: _Path | None = None
-    tls_cert_file: _Path | None = None
-    tls_key_file: _Path | None = None
-
-    @model_validator(mode="after")
-    def _one_way(self) -> _Nats:
-        ways = [w for w in ("creds_file", "nkey_seed_file", "user") if getattr(self, w) is not None]
-        if len(ways) > 1:
-            raise ValueError(f"one of creds_file, nkey_seed_file or user, not {' and '.join(ways)}")
-        if (self.password_env is None) != (self.user is None):
-            raise ValueError("user and password_env go together")
-        if self.tls_key_file is not None and self.tls_cert_file is None:
-            raise ValueError("tls_key_file needs tls_cert_file")
-        for name in ("creds_file", "nkey_seed_file", "tls_ca_file", "tls_cert_file", "tls_key_file"):
-            path = getattr(self, name)
-            if path is not None and not path.is_file():
-                raise ValueError(f"{name}: no file {path}")
-        return self
-
-
-class _Settings(BaseSettings):
-    """The whole document; the environment's values are merged in before it is checked."""
-
-    model_config = SettingsConfigDict(extra="forbid", strict=True, env_prefix="KITSUNE_",
-                                      env_nested_delimiter="__", env_ignore_empty=True)
-
-    agents: list[_AgentEntry] = []
-    fleet: Annotated[str, Field(pattern=r"^[A-Za-z0-9_-]+$")] = "kitsune"
-    node_name: Annotated[str, Field(pattern=f"^{NODE_NAME}$")] | None = None
-    max_tabs: _Count = MAX_TABS
-    caps: _Caps = ["core"]
-    read_only: bool = False
-    ask_before_act: bool = False
-    urls: _Urls = _Urls()
-    user_tabs_writable: bool = False
-    workflows: _Path | None = None
-    audit_file: _Path = Path("kitsune-audit.jsonl")
-    max_body_bytes: _Count = 1_048_576
-    max_checkpoints: _Count = CHECKPOINT_CAPACITY
-    max_checkpoints_total: _Count = CHECKPOINT_TOTAL_CAPACITY
-    sessions: _Sessions = _Sessions()
-    metrics: _Metrics = _Metrics()
-    nats: _Nats = _Nats()
-    live_view: _LiveView = _LiveView()
-    operators: list[_OperatorEntry] = []
-
-    @classmethod
-    def settings_customise_sources(cls, settings_cls: type[BaseSettings], *sources: PydanticBaseSettingsSource,
-                                   **named: PydanticBaseSettingsSource) -> tuple[PydanticBaseSettingsSource, ...]:
-        """Only what it is given: :class:`_Environment` reads the mapping ``load_config`` is passed."""
-        return (named.get("init_settings") or sources[0],)
-
-
-class _Environment(EnvSettingsSource):
-    """pydantic-settings' reading of ``KITSUNE_*`` variables, from a given mapping; lists comma-separated or JSON."""
-
-    def __init__(self, env: Mapping[str, str]) -> None:
-        self._given = env
-        super().__init__(_Settings)
-
-    def _load_env_vars(self) -> Mapping[str, str | None]:
-        return parse_env_vars(self._given, self.case_sensitive, self.env_ignore_empty, self.env_parse_none_str)
-
-    def decode_complex_value(self, field_name: str, field: FieldInfo, value: Any) -> Any:
-        if isinstance(value, str) and not value.lstrip().startswith(("[", "{")):
-            return [item.strip() for item in value.split(",") if item.strip()]
-        return json.loads(value)
 
 
 # --- loading -------------------------------------------------------------------------------------
@@ -379,7 +225,7 @@ def load_config(path: Path | None = None, env: Mapping[str, str] | None = None) 
     if env.get("KITSUNE_METRICS_TOKEN"):
         variables["KITSUNE_METRICS__TOKEN"] = env["KITSUNE_METRICS_TOKEN"]
     try:
-        settings = _Settings.model_validate(_merge(_document(path), _Environment(variables)()))
+        settings = Settings.model_validate(_merge(_document(path), Environment(variables)()))
         return _built(settings, env)
     except ValidationError as e:
         raise _bad(_explain(e)) from None
@@ -387,7 +233,7 @@ def load_config(path: Path | None = None, env: Mapping[str, str] | None = None) 
         raise _bad(str(e)) from None
 
 
-def _built(settings: _Settings, env: Mapping[str, str]) -> BridgeConfig:
+def _built(settings: Settings, env: Mapping[str, str]) -> BridgeConfig:
     """The configuration the settings say; ValueError naming the path of a value that cannot work."""
     if settings.max_checkpoints > settings.max_checkpoints_total:
         raise ValueError(f"max_checkpoints: more than max_checkpoints_total ({settings.max_checkpoints_total})")
@@ -418,6 +264,7 @@ def _built(settings: _Settings, env: Mapping[str, str]) -> BridgeConfig:
                            tls_key_file=nats.tls_key_file),
         live_view=settings.live_view.enabled,
         live_view_ttl=settings.live_view.ttl,
+        continuation_ttl=settings.site_tools.continuation_ttl,
         operators=_operators(settings.operators, env),
     )
     agents = _agents(settings, env, node.node_policy())
@@ -427,7 +274,7 @@ def _built(settings: _Settings, env: Mapping[str, str]) -> BridgeConfig:
     return replace(node, agents=(Agent("default", token_hash(generated)),), generated_token=generated)
 
 
-def _agents(settings: _Settings, env: Mapping[str, str], node: Policy) -> list[Agent]:
+def _agents(settings: Settings, env: Mapping[str, str], node: Policy) -> list[Agent]:
     """The file's agents, each with its own policy if its entry sets one, then ``KITSUNE_AGENTS``'."""
     agents = [Agent(entry.name, token_hash(_long(entry.token or _secret(entry.token_env, env, f"agent {entry.name}"),
                                                  f"agent {entry.name}")),
@@ -444,9 +291,9 @@ def _agents(settings: _Settings, env: Mapping[str, str], node: Policy) -> list[A
     return agents
 
 
-def _operators(entries: list[_OperatorEntry], env: Mapping[str, str]) -> tuple[Operator, ...]:
+def _operators(entries: list[OperatorEntry], env: Mapping[str, str]) -> tuple[Operator, ...]:
     """The console's operators, each with the hash of its token (16 characters at least) or password (8)."""
-    def secret(entry: _OperatorEntry, what: str) -> str:
+    def secret(entry: OperatorEntry, what: str) -> str:
         if entry.password_env is None:
             return _long(entry.token or _secret(entry.token_env, env, what), what)
         if len(password := _secret(entry.password_env, env, what) or "") < 8:
@@ -458,7 +305,7 @@ def _operators(entries: list[_OperatorEntry], env: Mapping[str, str]) -> tuple[O
     return tuple(operators)
 
 
-def _agent_policy(entry: _AgentEntry, path: str, node: Policy, total: int) -> Policy | None:
+def _agent_policy(entry: AgentEntry, path: str, node: Policy, total: int) -> Policy | None:
     """The policy of the agent of ``entry`` (at ``path``): the node's with the values it sets; None if it sets none."""
     own: dict[str, Any] = {name: getattr(entry, name) for name in
                            ("read_only", "ask_before_act", "user_tabs_writable", "max_checkpoints", "live_view")

@@ -145,3 +145,13 @@ def test_a_given_environment_is_the_only_one_read(monkeypatch: pytest.MonkeyPatc
     monkeypatch.setenv("KITSUNE_FLEET", "from-the-process")
     monkeypatch.setenv("KITSUNE_AGENTS", "not-a-pair")
     assert load_config(None, {}).fleet == "kitsune"
+
+
+def test_a_continuation_token_lives_60_s_unless_the_file_or_the_environment_says_otherwise(tmp_path: Path) -> None:
+    assert load_config(None, {}).continuation_ttl == 60.0
+    (tmp_path / "k.yaml").write_text("site_tools: {continuation_ttl: 5}\n")
+    assert load_config(tmp_path / "k.yaml", {}).continuation_ttl == 5.0
+    assert load_config(tmp_path / "k.yaml", {"KITSUNE_SITE_TOOLS__CONTINUATION_TTL": "2.5"}).continuation_ttl == 2.5
+    with pytest.raises(KitsuneError) as bad:
+        load_config(None, {"KITSUNE_SITE_TOOLS__CONTINUATION_TTL": "0"})
+    assert bad.value.message.startswith("site_tools.continuation_ttl: ")
