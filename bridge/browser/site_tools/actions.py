@@ -57,6 +57,9 @@ async def call_site_tool(run: Run) -> Result:
         result = await run.within(asyncio.shield(chain.result))
         ending = "completed"
         return result
+    except Stop as stop:  # the chain's own end: tab_closed, navigated, continuation_expired, site_tool_error
+        ending = stop.code
+        raise
     except TimeoutError:
         ending = "timeout"
         raise
