@@ -89,6 +89,10 @@ class Chain:
         """The chain's invocation ``id_`` if it runs in ``document``."""
         return next((i for i in self.invocations if i.id == id_ and i.document is document), None)
 
+    def runs_in(self, document: Document) -> bool:
+        """Whether one of its invocations runs in ``document`` and has not settled."""
+        return any(i.document is document and not i.settled.is_set() for i in self.invocations)
+
     def documents(self) -> list[dict[str, str]]:
         """The documents it crossed, in order."""
         return [i.document.described() for i in self.invocations]

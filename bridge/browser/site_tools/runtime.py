@@ -288,9 +288,10 @@ class SiteTools:
     # -- documents that go ---------------------------------------------------------------------
 
     def _navigated(self, frame: Frame) -> None:
-        """A frame navigated: unless it is the same document (a same-document navigation), that one is gone."""
+        """A frame navigated: unless it is the same document (a same-document navigation), that one is gone.
+        (Only a document that declares tools or runs a chain's invocation matters: the next hello replaces any.)"""
         document = self._documents.get(frame)
-        if document is not None:
+        if document is not None and (document.tools or any(chain.runs_in(document) for chain in self._chains)):
             task = asyncio.get_running_loop().create_task(self._check(frame, document))
             task.add_done_callback(lambda t: t.cancelled() or t.exception())
 
