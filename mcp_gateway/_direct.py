@@ -75,7 +75,8 @@ def commands_of(tool: str, args: Mapping[str, Any], tab: int | None) -> list[dic
         return [{"action": "fill", "selector": f["selector"], "value": f["value"], **common} for f in own["fields"]]
     action = {"browser_navigate": "navigate", "browser_click": "click", "browser_select": "select",
               "browser_press": "press", "browser_page_text": "pageText", "browser_find": "find",
-              "browser_screenshot": "screenshot"}[tool]
+              "browser_screenshot": "screenshot", "browser_site_tools": "siteTools",
+              "browser_call_site_tool": "callSiteTool"}[tool]
     return [{"action": action, **own, **common}]
 
 
@@ -101,7 +102,7 @@ def _describe(command: Mapping[str, Any]) -> str:
     """A command as a person reads it in a prompt; typed values are counted, never shown."""
     action = str(command["action"])
     parts = []
-    for key in ("url", "selector", "key"):
+    for key in ("url", "selector", "key", "name"):
         if isinstance(command.get(key), str):
             parts.append(f"{key} {command[key]!r}")
     if isinstance(command.get("values"), list):
@@ -109,6 +110,9 @@ def _describe(command: Mapping[str, Any]) -> str:
     for key in ("text", "value"):
         if isinstance(command.get(key), str):
             parts.append(f"{len(command[key])} typed characters")
+    if isinstance(command.get("input"), dict):
+        fields = len(command["input"])
+        parts.append(f"input of {fields} typed field{'' if fields == 1 else 's'}")
     return action + (f" ({'; '.join(parts)})" if parts else "")
 
 
@@ -144,6 +148,15 @@ def hint(tool: str, outcome: Outcome, elicits: bool, tab: int | None, *, again: 
     return (f"The held action did not run. Ask the user; if they approve, call {tool} again with the same arguments "
             f"and confirm_token=state.confirm_token (valid 120 s): it continues from the held request. {resume} "
             "checks the hold once more and returns a fresh confirm token while it holds.")
+
+
+def _unknown_site_tool_hint(result: Mapping[str, Any]) -> str:
+    """What an unknown outcome of a site tool tells the agent: observe, never retry blindly."""
+    state = result.get("state")
+    why = (state.get("reason") if isinstance(state, dict) else None) or result.get("code")
+    return (f"The site tool may have done its work before it stopped ({why}). Look at the page or the site first "
+            "(browser_page_text, browser_site_tools) and call it again only if you saw that it did not take "
+            "effect; never retry it blindly.")
 
 
 class DirectCalls:
@@ -194,6 +207,8 @@ class DirectCalls:
 
     def _ended(self, plan: Plan, done: list[dict[str, Any]], result: dict[str, Any],
                failed: dict[str, Any] | None) -> dict[str, Any]:
+        if plan.tool.name == "browser_call_site_tool" and _status(result) == "unknown":
+            result = {**result, "hint": _unknown_site_tool_hint(result)}
         if len(plan.commands) == 1:
             return result
         steps = [*done]

@@ -74,6 +74,28 @@ def _object(properties: dict[str, Any], required: list[str]) -> dict[str, Any]:
     return schema
 
 
+def _referred(schema: Any) -> set[str]:
+    """The names of the command schema's definitions ``schema`` refers to (``#/$defs/NAME``)."""
+    if isinstance(schema, dict):
+        ref = schema.get("$ref")
+        own = {ref.removeprefix("#/$defs/")} if isinstance(ref, str) and ref.startswith("#/$defs/") else set()
+        return own.union(*(_referred(v) for v in schema.values()))
+    if isinstance(schema, list):
+        return set().union(*(_referred(v) for v in schema))
+    return set()
+
+
+def _with_definitions(schema: dict[str, Any]) -> dict[str, Any]:
+    """``schema`` with the command schema's definitions it refers to (a JSON value's, say), and theirs."""
+    definitions, wanted = command_schema()["$defs"], _referred(schema)
+    found: dict[str, Any] = {}
+    while wanted:
+        name = wanted.pop()
+        found[name] = copy.deepcopy(definitions[name])
+        wanted |= _referred(found[name]) - set(found)
+    return {**schema, "$defs": found} if found else schema
+
+
 def _direct(action: str, *, confirmable: bool, extra: dict[str, Any] | None = None) -> dict[str, Any]:
     properties, required = _action_properties(action)
     properties.update(extra or {})
@@ -83,7 +105,7 @@ def _direct(action: str, *, confirmable: bool, extra: dict[str, Any] | None = No
     rules = command_schema()["$defs"][action].get("allOf")  # across parameters: "selector or text"
     if rules:
         schema["allOf"] = copy.deepcopy(rules)
-    return schema
+    return _with_definitions(schema)
 
 
 def _container(schema: dict[str, Any]) -> dict[str, Any]:
@@ -123,7 +145,7 @@ def _tabs_schema() -> dict[str, Any]:
                               "take one over (a user's or another agent's tab becomes yours)."},
         "tabId": {"type": "integer", "description": "The tab to select, close or take over."},
         "url": {"type": "string", "description": "For new: the URL to open (about:blank when absent)."},
-        "session": _session_name(
+        "session": _described(
             "newTab", "session", "For new: the browser session (cookies, storage) to open it in, one of your reuse "
             "sessions by name, made on first use; your \"default\" session when absent. (\"call\", a one-shot "
             "session, is for a newTab inside browser_batch or browser_parallel: a direct call refuses it.)"),
@@ -131,8 +153,8 @@ def _tabs_schema() -> dict[str, Any]:
     }, [])
 
 
-def _session_name(action: str, parameter: str, description: str) -> dict[str, Any]:
-    """The command language's schema of a session name (``action``'s ``parameter``), described anew."""
+def _described(action: str, parameter: str, description: str) -> dict[str, Any]:
+    """The command language's schema of ``action``'s ``parameter``, described anew for a tool."""
     properties, _ = _action_properties(action)
     return {**properties[parameter], "description": description}
 
@@ -143,7 +165,7 @@ def _sessions_schema() -> dict[str, Any]:
                "description": "list your sessions (name, mode, tabs, created, last used) and the tombstones of "
                               "closed ones (closed at, reason); close one: its tabs close, and a later request "
                               "naming it answers session_expired. Closing a tombstone forgets it (the name is free)."},
-        "name": _session_name("keepSession", "name", "For close: the session's name."),
+        "name": _described("keepSession", "name", "For close: the session's name."),
     }, [])
     schema["allOf"] = [{"if": {"properties": {"op": {"const": "close"}}, "required": ["op"]},
                         "then": {"required": ["name"]}}]
@@ -222,6 +244,20 @@ TOOLS: dict[str, ToolSpec] = {spec.name: spec for spec in [
              "Ask the user something only a person can do or decide (sign in, solve a human check, choose). With a "
              "client prompt the user answers there; otherwise ask in your reply.", _ask_user_schema(),
              read_only=True),
+    ToolSpec("browser_site_tools", _CORE,
+             "List the tools the page in a tab declares itself (WebMCP, navigator.modelContext): name, description, "
+             "input schema, and frame (\"main\", or \"iframe\" for a same-origin frame). They are the page's, "
+             "not MCP tools: call one by its name with browser_call_site_tool.",
+             _direct("siteTools", confirmable=False), read_only=True),
+    ToolSpec("browser_call_site_tool", _CORE,
+             "Call a tool the page declares (see browser_site_tools) by its name, with input its input schema "
+             "accepts: a mismatch answers invalid_input with state.path and runs nothing. A tool that goes on "
+             "across pages or frames is followed by the node to its end: you get the last output and the "
+             "documents it crossed. An unknown outcome (status unknown: the page navigated mid-execution, a "
+             "continuation expired, the tool threw or timed out) may have taken effect: observe the page or site "
+             "first and call it again only if it did not, never blindly.",
+             _direct("callSiteTool", confirmable=True, extra={"name": _described(
+                 "callSiteTool", "name", "The tool's name, as browser_site_tools lists it.")}), confirmable=True),
     ToolSpec("browser_live_view", _CORE,
              "A Live View link to one of your tabs: a person opens it in their browser to see the tab live and act "
              "in it (sign in, pass a human check, fix a form). Show it to the user, then stop on an approval or "
