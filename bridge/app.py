@@ -48,7 +48,7 @@ from messages.commands import (
     parse_command,
 )
 from messages.contract import CALL_TIMEOUT
-from messages.errors import KitsuneError, invalid_call
+from messages.errors import ERROR_CODES, KitsuneError, invalid_call
 from messages.paths import ROOT, StepPath
 from messages.results import Done, Failed, HeldForApproval, Outcome, Unknown
 from messages.schema import batch_schema, command_schema, parallel_schema
@@ -340,7 +340,8 @@ class Api:
         outcome, call = await self.node.act(agent, command, tab if command.acts_on_tab else None, token)
         if isinstance(outcome, Done) and isinstance(command, NewTab):
             await self.node.member.set_current(agent, outcome.value["tabId"])
-        return _json(_outcome_body(outcome, call))
+        code = outcome.failure.code if isinstance(outcome, Failed) else None
+        return _json(_outcome_body(outcome, call), ERROR_CODES[code].http_status if code in _REFUSED_INPUT else 200)
 
     # the rest
 
@@ -398,6 +399,11 @@ def _literal_tabs(command: Command, path: StepPath) -> Iterator[tuple[str, int]]
         yield from ((path, t) for t in command.tab_ids if isinstance(t, int))
     for child in children(command, path):
         yield from ((found if child.step else path, t) for found, t in _literal_tabs(child.command, child.path))
+
+
+_REFUSED_INPUT = frozenset({"invalid_input", "site_tool_not_found"})
+"""Failures of a direct call that refuse what it asked, as a bad call is refused (400, 404): a site tool's
+input its schema refuses, a tool the page does not declare. Nothing was sent."""
 
 
 def _outcome_body(outcome: Outcome, call: int) -> dict[str, Any]:
