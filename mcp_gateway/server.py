@@ -44,6 +44,7 @@ from mcp_gateway._sessions import sessions
 from mcp_gateway._tabs import tabs
 from mcp_gateway._tools import TOOLS
 from messages.contract import APPROVAL_PROMPT_MAX, CALL_TIMEOUT
+from messages.schema_errors import without_value
 
 __all__ = ["Gateway", "Identify", "approval_wait_from_env"]
 
@@ -164,6 +165,8 @@ class Gateway:
         if problem is None:
             return None
         where = "/".join(str(p) for p in problem.path)
-        rule = problem.schema.get("description") if problem.validator == "anyOf" else None  # "needs selector or text"
-        return error("invalid_parameter", f"{name}: {where + ': ' if where else ''}{rule or problem.message}",
-                     param=where or None)
+        if problem.validator == "anyOf":  # the schema says what it needs: "needs selector or text"
+            rule = problem.schema.get("description") or "matches none of the schema's choices"
+        else:  # never the value itself, which may be a typed value
+            rule = without_value(problem)[1] if problem.validator != "required" else problem.message
+        return error("invalid_parameter", f"{name}: {where + ': ' if where else ''}{rule}", param=where or None)

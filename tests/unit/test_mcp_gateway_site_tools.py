@@ -128,4 +128,5 @@ async def test_arguments_the_tool_s_schema_refuses_send_nothing() -> None:
     for arguments in refusals:
         refused = await gateway.call(Caller("a", bridge), "browser_call_site_tool", arguments)
         assert refused["code"] == "invalid_parameter", (arguments, refused)
+        assert "tea" not in refused["error"] and "not a name" not in refused["error"]  # never the value itself
     assert bridge.acts() == []

@@ -11,13 +11,9 @@ from typing import Any
 import jsonschema  # type: ignore[import-untyped]
 
 from messages.errors import KitsuneError
+from messages.schema_errors import without_value
 
 __all__ = ["check_input"]
-
-_SHOWN_RULES = frozenset({"type", "minLength", "maxLength", "minimum", "maximum", "exclusiveMinimum",
-                          "exclusiveMaximum", "minItems", "maxItems", "minProperties", "maxProperties",
-                          "pattern", "format", "multipleOf"})
-"""Rules whose schema value is shown beside the rule's name (they hold no input)."""
 
 
 def check_input(tool: str, schema: dict[str, Any], value: dict[str, Any]) -> None:
@@ -32,18 +28,7 @@ def check_input(tool: str, schema: dict[str, Any], value: dict[str, Any]) -> Non
     error = jsonschema.exceptions.best_match(validator_class(schema).iter_errors(value))
     if error is None:
         return
-    path = "".join(f"/{_escaped(part)}" for part in error.absolute_path)
-    rule = str(error.validator)
-    shown = f" {error.validator_value}" if rule in _SHOWN_RULES else ""
-    broken = f"breaks the schema's {rule}{shown}"
-    if rule == "required" and isinstance(error.instance, dict):
-        missing = next((name for name in error.validator_value if name not in error.instance), None)
-        if missing is not None:
-            path, broken = f"{path}/{_escaped(missing)}", "is required"
-    raise KitsuneError("invalid_input", f"callSiteTool {tool}: input {path or '/'} {broken}; nothing was sent",
-                       state={"tool": tool, "path": path or "/", "rule": rule})
+    path, broken = without_value(error)
+    raise KitsuneError("invalid_input", f"callSiteTool {tool}: input {path} {broken}; nothing was sent",
+                       state={"tool": tool, "path": path, "rule": str(error.validator)})
 
-
-def _escaped(part: object) -> str:
-    """One JSON pointer token (RFC 6901)."""
-    return str(part).replace("~", "~0").replace("/", "~1")
