@@ -15,7 +15,7 @@ import orjson
 
 from actors.bus import Bus, BusError
 from actors.event_store import EventStore
-from actors.log_context import AGENT, CALL, STEP
+from actors.log_context import AGENT, CALL, SESSION, STEP
 from actors.loop import Answering, IoLoop
 from actors.pipeline import OrderedWriter, Pending
 from actors.tab_actor import not_sent
@@ -44,6 +44,8 @@ class RunCall:
     agent: str | None = None
     listener: Listener | None = None
     """Hears this call's events as they happen (a streaming request's progress)."""
+    session: str | None = None
+    """The agent's session it runs for (its tasks' leases, its approvals)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -56,6 +58,8 @@ class ResumeCall:
     agent: str | None = None
     listener: Listener | None = None
     """Hears this resume's events as they happen (a streaming request's progress)."""
+    session: str | None = None
+    """The agent's session it runs for: its resumed steps pass that session's leases."""
 
 
 class CallActor(Answering):
@@ -67,6 +71,7 @@ class CallActor(Answering):
 
     def handle(self, message: Any) -> Any:
         AGENT.set(getattr(message, "agent", None))  # this call's log lines name its agent (and call: EventSink)
+        SESSION.set(getattr(message, "session", None))  # and its ports (Node.ports_for) the agent's session
         if isinstance(message, RunCall):
             response = self._calls.run(message.spec, message.workflow, message.agent, message.listener)
             log.info("%s call ended %s", message.spec.kind, response.body.get("status"))

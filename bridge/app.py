@@ -9,6 +9,7 @@ body over the limit) with a code and the path of what was wrong, and nothing is 
 from __future__ import annotations
 
 import asyncio
+import re
 from collections.abc import Awaitable, Callable, Iterator, Sequence
 from dataclasses import replace
 from typing import Any
@@ -22,7 +23,7 @@ from starlette.responses import Response, StreamingResponse
 from starlette.routing import BaseRoute, Route
 
 from actors.call_actor import ResumeCall, RunCall
-from actors.log_context import AGENT
+from actors.log_context import AGENT, SESSION
 from bridge.auth import bearer_token
 from bridge.call_progress import NDJSON, progress_lines
 from bridge.config import BridgeConfig
@@ -83,6 +84,24 @@ def _error(error: KitsuneError) -> Response:
     return _json(error.to_json(), error.http_status)
 
 
+SESSION_HEADER = "x-kitsune-session"
+"""Names the agent's session a request is for: the owner of its tasks, the holder of its approvals."""
+_SESSION = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.:-]{0,127}")
+
+
+def _session(request: Request) -> str | None:
+    """The request's session (one header at most, of the session pattern), or None."""
+    given = request.headers.getlist(SESSION_HEADER)
+    if not given:
+        return None
+    if len(given) > 1:
+        raise KitsuneError("duplicate_header", "Send X-Kitsune-Session once", state={"header": "X-Kitsune-Session"})
+    if _SESSION.fullmatch(given[0]) is None:
+        raise KitsuneError("invalid_parameter", "X-Kitsune-Session must match [A-Za-z0-9][A-Za-z0-9_.:-]{0,127}",
+                           state={"header": "X-Kitsune-Session"})
+    return given[0]
+
+
 class _Gate(BaseHTTPMiddleware):
     """Authentication (bearer token → agent), capability groups, and errors as JSON."""
 
@@ -109,6 +128,8 @@ class _Gate(BaseHTTPMiddleware):
                     return _error(KitsuneError("unauthorized", "A valid bearer token is needed"))
                 request.state.agent = agent
                 AGENT.set(agent)  # this request's log lines name its agent
+                request.state.session = _session(request)
+                SESSION.set(request.state.session)  # and its calls' ports the agent's session
             groups = GROUPS.get(path, GROUPS.get(path.rpartition("/")[0]))  # /api/sessions/{name}: /api/sessions'
             if groups is not None and not groups & self._node.policy_of(request.state.agent).caps:
                 return _error(KitsuneError("capability_disabled", f"{path} is in the {'/'.join(sorted(groups))} "
@@ -152,6 +173,11 @@ class Api:
         agent: str = request.state.agent
         return agent
 
+    def session(self, request: Request) -> str | None:
+        """The agent's session the request names (``X-Kitsune-Session``), if any."""
+        session: str | None = getattr(request.state, "session", None)
+        return session
+
     async def checked(self, spec: CallSpec, agent: str) -> CallSpec:
         """The call with its default tab filled in, after every tab it names was found open (a call
         that names no tab, of an agent with no current tab, has nothing to look up)."""
@@ -180,7 +206,7 @@ class Api:
     async def _container(self, request: Request, kind: str) -> Response:
         agent = self.agent(request)
         spec = await self.checked(parse_body(kind, await self.body(request)), agent)  # type: ignore[arg-type]
-        return await self._run(request, RunCall(spec, None, agent))
+        return await self._run(request, RunCall(spec, None, agent, session=self.session(request)))
 
     async def workflow(self, request: Request) -> Response:
         agent = self.agent(request)
@@ -194,7 +220,8 @@ class Api:
         spec, source = workflow.call_spec(body.get("variables"), default_tab=body.get("tabId"),
                                           stop_on_warning=body.get("stopOnWarning", False),
                                           timeout=body.get("timeout", CALL_TIMEOUT))
-        return await self._run(request, RunCall(await self.checked(spec, agent), source, agent))
+        return await self._run(request, RunCall(await self.checked(spec, agent), source, agent,
+                                                session=self.session(request)))
 
     async def resume(self, request: Request) -> Response:
         body = await self.body(request)
@@ -202,7 +229,8 @@ class Api:
         if unknown:
             raise invalid_call("unknown_parameter", "", f"a resume takes no {unknown[0]!r}", param=unknown[0])
         return await self._run(request, ResumeCall(body.get("call"), body.get("resume_token"),
-                                                   body.get("observed"), self.agent(request)))
+                                                   body.get("observed"), self.agent(request),
+                                                   session=self.session(request)))
 
     async def _run(self, request: Request, message: RunCall | ResumeCall) -> Response:
         """The call's answer; asked with ``Accept: application/x-ndjson``, a line per finished step first."""

@@ -13,30 +13,23 @@ import asyncio
 import dataclasses
 import functools
 import logging
-import secrets
 import time
 from collections.abc import Awaitable, Callable, Mapping
-from dataclasses import dataclass
-from pathlib import Path
-from typing import Any, Protocol
+from typing import Any
 
 import pykka
-from playwright.async_api import Page
 
 from actors.audit_actor import AuditActor, AuditLog, Auditor, AuditTrail, JetStreamAuditLog, LocalAuditLog
 from actors.bus import Bus, LocalBus, NatsBus, Subscription
 from actors.call_actor import BusDriver, CallActor, EventSink, ResumeCall, RunCall
 from actors.checkpoint_actor import CheckpointActor, CheckpointsPort
 from actors.event_store import EventStore, JetStreamEventStore, LocalEventStore
-from actors.log_context import CALL
+from actors.log_context import CALL, SESSION
 from actors.loop import IoLoop, ask_from_loop
-from actors.nats_connection import NatsAuth
 from actors.sequence_actor import ActorSequences, BarrierActor
 from actors.tab_actor import not_sent
 from actors.threads import SystemClock
-from bridge.browser.sessions import ONE_SHOT, SessionChange, Sessions
-from bridge.browser.site_tools import SiteTools
-from bridge.config import SessionTimes
+from bridge.browser.sessions import ONE_SHOT, SessionChange
 from bridge.console import console_serving
 from bridge.fleet.member import FleetMember
 from bridge.fleet.metrics import FleetMetrics
@@ -45,109 +38,28 @@ from bridge.fleet.resume import ResumeRoutes
 from bridge.live import LiveViews
 from bridge.metrics import NodeMetrics
 from bridge.nats_server import EmbeddedNats
+from bridge.node_config import Browser, NodeConfig
 from bridge.node_tabs import TabActors
 from bridge.policy import ConfirmTokens, Policy, PolicyDriver
 from bridge.proxy import endpoints_of
 from bridge.session_keeper import SessionKeeper
 from bridge.site_tool_records import SiteToolRecords
 from bridge.tab_ids import TabIds, kv_reserve, local_reserve
-from bridge.url_policy import UrlPolicy
 from bridge.workflows import WorkflowLibrary
 from core.calls import CallResponse, Calls
 from core.checkpoints import CheckpointStore, DropReason, WorkflowSource
 from core.engine import Driver, EngineConfig, Ports
 from messages.codec import decode, encode
 from messages.commands import CallSpec, Command, NewTab
-from messages.contract import (
-    CHECKPOINT_CAPACITY,
-    CHECKPOINT_TOTAL_CAPACITY,
-    CHECKPOINT_TTL,
-    CONTINUATION_TTL,
-    LIVE_VIEW_TTL,
-    MAX_TABS,
-    STEP_TIMEOUT,
-)
 from messages.errors import KitsuneError
 from messages.events import Event
 from messages.requests import Subjects, TabRequest
 from messages.results import Done, Outcome
 from messages.steplog import StepLog, fold
 
-__all__ = ["Browser", "Node", "NodeConfig"]
+__all__ = ["Browser", "Node", "NodeConfig"]  # Browser and NodeConfig live in bridge.node_config
 
 log = logging.getLogger(__name__)
-
-
-class Browser(Protocol):
-    """What the node needs of the browser driver (``bridge.browser.ChromiumBrowser``)."""
-
-    url_policy: Callable[[str | None], UrlPolicy] | None
-    """An agent's URL lists (the node's for None), which the browser enforces on every request of every
-    page of that agent's sessions (of the user tabs)."""
-    own_endpoints: set[tuple[str, int]]
-    """The node's listening endpoints, which the browser never reaches (its NATS, its HTTP API)."""
-    next_tab_id: Callable[[], int]
-    """Names each new page the moment it appears."""
-
-    async def start(self) -> None: ...
-
-    async def stop(self) -> None: ...
-
-    async def execute(self, command: Command, tab_id: int | None, timeout: float, *,
-                      agent: str | None = None, call: int | None = None, path: str | None = None) -> Outcome: ...
-
-    async def new_tab(self, url: str | None = None) -> int: ...
-
-    async def tabs(self) -> list[dict[str, Any]]: ...
-
-    def tab_ids(self) -> frozenset[int]: ...
-
-    def page(self, tab_id: int) -> Page: ...
-
-    async def needs_user(self, tab_id: int) -> dict[str, Any]: ...
-
-    @property
-    def running(self) -> bool: ...
-
-    @property
-    def sessions(self) -> Sessions:
-        """The agents' sessions: their browser contexts, and the tombstones of closed ones."""
-
-    @property
-    def site_tools(self) -> SiteTools:
-        """The WebMCP tools its pages declare, and the continuations of the calls of them."""
-
-
-@dataclass(frozen=True, slots=True)
-class NodeConfig:
-    """How a node runs."""
-
-    nats_url: str | None = None
-    """Join this NATS server or cluster (comma-separated URLs); None starts an embedded one."""
-    nats_auth: NatsAuth = NatsAuth()
-    """Credentials and TLS options for ``nats_url`` (an embedded server makes its own)."""
-    local_bus: bool = False
-    """Use the in-process bus and stores instead of NATS (tests of the actors alone)."""
-    fleet: str = "kitsune"
-    """The fleet this node serves tabs in (the first token of its NATS subjects)."""
-    audit_file: Path | None = None
-    """The audit log's JSON-lines file (the stream alone when None)."""
-    checkpoint_ttl: float = CHECKPOINT_TTL
-    step_timeout: float = STEP_TIMEOUT
-    max_checkpoints: int = CHECKPOINT_CAPACITY
-    """Each agent's checkpoints at most, unless its policy says its own (``Node.checkpoint_capacity_of``)."""
-    max_checkpoints_total: int = CHECKPOINT_TOTAL_CAPACITY
-    """The node's checkpoints at most, of all agents."""
-    sessions: SessionTimes = SessionTimes()
-    """When idle sessions are swept (``max_exec_idle`` is raised to ``checkpoint_ttl`` at least)."""
-    name: str = dataclasses.field(default_factory=lambda: "node-" + secrets.token_hex(4))
-    """The node's name in its fleet (unique in it)."""
-    max_tabs: int = MAX_TABS
-    """Tabs this node takes at most: past it, a ``newTab`` goes to another node with room."""
-    live_view_ttl: float = LIVE_VIEW_TTL
-    """Seconds a Live View link of one of its tabs may be opened after it was made."""
-    continuation_ttl: float = CONTINUATION_TTL
-    """Seconds a site tool's continuation token may be redeemed after it was issued."""
 
 
 class Node:
@@ -279,10 +191,11 @@ class Node:
         return own.max_checkpoints if own is not None else self.config.max_checkpoints
 
     def ports_for(self, agent: str | None, confirm_token: str | None = None) -> Ports:
-        """The ports a call of ``agent`` runs with: its policy in the driver, its audit."""
+        """The ports a call of ``agent`` runs with: its policy in the driver (for the agent's session the
+        context names: ``SESSION``), its audit."""
         driver: Driver = self._driver if agent is None else PolicyDriver(
             self._driver.for_agent(agent), agent, lambda: self.policy_of(agent), self.owners, self.confirms,
-            confirm_token=confirm_token, on_refusal=self.metrics.policy_refused)
+            confirm_token=confirm_token, session=SESSION.get(), on_refusal=self.metrics.policy_refused)
         return Ports(driver, SystemClock(), self.claims, self._sequences, self.auditor(agent))
 
     def workflow_sha256(self, name: str) -> str | None:

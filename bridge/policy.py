@@ -12,6 +12,7 @@ import threading
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from typing import Protocol
 
 import orjson
 
@@ -25,7 +26,7 @@ from messages.results import Done, Failed, Failure, HeldForApproval, Outcome
 from messages.tokens import digest, digests_equal, new_token, token_hash
 
 __all__ = ["CAPABILITY_GROUPS", "CLOSED", "ELSEWHERE", "USER", "ConfirmTokens", "Policy", "PolicyDriver", "TabOwners",
-           "owned_by_another"]
+           "TaskLeases", "owned_by_another"]
 
 USER = "user"
 """The owner of tabs the bridge did not open for an agent."""
@@ -122,7 +123,10 @@ def normalized(command: Command) -> bytes:
 
 
 class ConfirmTokens:
-    """Confirm tokens of ask-before-act: bound to agent, action, tab and parameters; 120 s; once."""
+    """Confirm tokens of ask-before-act: bound to agent, session, action, tab and parameters; 120 s; once.
+
+    An approval given to one session never authorizes a call of another, even of the same agent.
+    """
 
     def __init__(self, clock: Callable[[], float] = time.monotonic) -> None:
         self._clock = clock
@@ -130,25 +134,25 @@ class ConfirmTokens:
         self._lock = threading.Lock()
 
     @staticmethod
-    def _binding(agent: str, command: Command, tab: int | None) -> bytes:
-        return digest(orjson.dumps([agent, command.action, tab]) + normalized(command))
+    def _binding(agent: str, session: str | None, command: Command, tab: int | None) -> bytes:
+        return digest(orjson.dumps([agent, session, command.action, tab]) + normalized(command))
 
-    def issue(self, agent: str, command: Command, tab: int | None) -> str:
+    def issue(self, agent: str, session: str | None, command: Command, tab: int | None) -> str:
         token = new_token()
         with self._lock:
             now = self._clock()
             self._issued = {k: v for k, v in self._issued.items() if v[1] > now}
-            self._issued[token_hash(token)] = (self._binding(agent, command, tab), now + CONFIRM_TTL)
+            self._issued[token_hash(token)] = (self._binding(agent, session, command, tab), now + CONFIRM_TTL)
         return token
 
-    def redeem(self, token: str, agent: str, command: Command, tab: int | None) -> bool:
-        """True once for a valid token issued for exactly this agent, action, tab and parameters."""
+    def redeem(self, token: str, agent: str, session: str | None, command: Command, tab: int | None) -> bool:
+        """True once for a valid token issued for exactly this agent, session, action, tab and parameters."""
         key = token_hash(token)
         with self._lock:
             found = self._issued.get(key)
             if found is None or found[1] <= self._clock():
                 return False
-            if not digests_equal(found[0], self._binding(agent, command, tab)):
+            if not digests_equal(found[0], self._binding(agent, session, command, tab)):
                 return False
             del self._issued[key]
         return True
@@ -172,13 +176,33 @@ def owned_by_another(tab: int, owner: str, agent: str, policy: Policy) -> Failur
                    {"tabId": tab, "owner": "user" if owner == USER else "agent"})
 
 
+class TaskLeases(Protocol):
+    """The tasks' hold on tabs (``bridge.tasks``): only a task's lease holder writes its tabs."""
+
+    def refusal(self, tab: int, agent: str, session: str | None) -> Failure | None:
+        """Why ``session`` of ``agent`` may not write ``tab`` now (a task leases it), or None (from any thread)."""
+        ...
+
+
+class _NoTasks:
+    def refusal(self, tab: int, agent: str, session: str | None) -> Failure | None:
+        return None
+
+
+NO_TASKS = _NoTasks()
+"""No task leases any tab (a node without tasks, the unit tests)."""
+
+
 class PolicyDriver:
-    """The engine's driver for one agent: every action passes the policy first."""
+    """The engine's driver for one agent's session: every action passes the policy first."""
 
     def __init__(self, inner: Driver, agent: str, policy: Callable[[], Policy], owners: TabOwners,
-                 confirms: ConfirmTokens, *, confirm_token: str | None = None,
-                 on_refusal: Callable[[Outcome], None] = lambda outcome: None) -> None:
+                 confirms: ConfirmTokens, *, confirm_token: str | None = None, session: str | None = None,
+                 leases: TaskLeases = NO_TASKS, on_refusal: Callable[[Outcome], None] = lambda outcome: None) -> None:
         self._inner = inner
+        self._session = session
+        """The agent's session the calls are for (``X-Kitsune-Session``): its tasks, its approvals."""
+        self._leases = leases
         self._on_refusal = on_refusal
         """Told of every refusal and hold (metrics)."""
         self._agent = agent
@@ -200,13 +224,16 @@ class PolicyDriver:
         if tab is not None and command.acts_on_tab and (
                 owned := owned_by_another(tab, self._owners.owner(tab), self._agent, policy)) is not None:
             return Failed(owned)
+        if tab is not None and command.acts_on_tab and (
+                leased := self._leases.refusal(tab, self._agent, self._session)) is not None:
+            return Failed(leased)
         url = _url_of(command)
         if url is not None and (denial := policy.urls.check(url)) is not None:
             return Failed(Failure(f"URL refused by policy: {denial.message}", "url_denied", False,
                                   {"reason": denial.reason, "host": denial.host}))
         if policy.ask_before_act and not (self._confirm_token and self._confirms.redeem(
-                self._confirm_token, self._agent, command, tab)):
-            token = self._confirms.issue(self._agent, command, tab)
+                self._confirm_token, self._agent, self._session, command, tab)):
+            token = self._confirms.issue(self._agent, self._session, command, tab)
             if self._confirm_token is None:
                 message, code = "The action needs approval; nothing was done", "needs_user"
             else:  # told apart from a first ask: the token given was wrong, used, expired or for another action

@@ -64,15 +64,18 @@ class ForwardedResume:
     """What the caller observed of steps, as it gave it (the holder checks it)."""
     agent: str | None
     """The agent who asked, as the forwarding node authenticated it."""
+    session: str | None = None
+    """The agent's session it asked for (its tasks' leases)."""
 
     def to_json(self) -> dict[str, Any]:
-        return {"call": self.call, "resume_token": self.resume_token, "observed": self.observed, "agent": self.agent}
+        return {"call": self.call, "resume_token": self.resume_token, "observed": self.observed, "agent": self.agent,
+                "session": self.session}
 
     @classmethod
     def from_json(cls, data: dict[str, Any]) -> ForwardedResume:
-        agent = data.get("agent")
+        agent, session = data.get("agent"), data.get("session")
         return cls(int(data["call"]), str(data["resume_token"]), data.get("observed"),
-                   str(agent) if agent is not None else None)
+                   str(agent) if agent is not None else None, str(session) if session is not None else None)
 
 
 class ResumeRoutes:
@@ -135,7 +138,7 @@ class ResumeRoutes:
         if self.bus is None or isinstance(call, bool) or not isinstance(call, int) or not isinstance(token, str) \
                 or self.holds(call):
             return await self._run_here(message)
-        request = ForwardedResume(call, token, message.observed, message.agent)
+        request = ForwardedResume(call, token, message.observed, message.agent, message.session)
         try:
             reply = await self.bus.request(self._subjects.checkpoint(call), orjson.dumps(request.to_json()),
                                            FORWARD_TIMEOUT)
@@ -153,7 +156,7 @@ class ResumeRoutes:
         try:
             request = ForwardedResume.from_json(orjson.loads(data))
             response = await self._run_here(ResumeCall(request.call, request.resume_token, request.observed,
-                                                       request.agent))
+                                                       request.agent, session=request.session))
         except KitsuneError as e:
             return orjson.dumps({"error": e.to_json()})
         except Exception as e:  # the forwarding node answers it as this one's HTTP API would: a 500

@@ -125,12 +125,21 @@ def test_a_confirm_token_is_bound_to_its_agent() -> None:
 def test_a_confirm_token_expires_after_120_seconds() -> None:
     tokens = ConfirmTokens(CLOCK)
     command = Click(selector="#a")
-    token = tokens.issue("alice", command, 1)
+    token = tokens.issue("alice", None, command, 1)
     CLOCK.t += 120.0
-    assert tokens.redeem(token, "alice", command, 1) is False
-    fresh = tokens.issue("alice", command, 1)
+    assert tokens.redeem(token, "alice", None, command, 1) is False
+    fresh = tokens.issue("alice", None, command, 1)
     CLOCK.t += 119.0
-    assert tokens.redeem(fresh, "alice", command, 1) is True
+    assert tokens.redeem(fresh, "alice", None, command, 1) is True
+
+
+def test_an_approval_given_to_one_session_never_authorizes_a_call_of_another() -> None:
+    tokens = ConfirmTokens(CLOCK)
+    command = Click(selector="#a")
+    token = tokens.issue("alice", "session-1", command, 1)
+    assert tokens.redeem(token, "alice", "session-2", command, 1) is False
+    assert tokens.redeem(token, "alice", None, command, 1) is False
+    assert tokens.redeem(token, "alice", "session-1", command, 1) is True
 
 
 def test_a_bad_confirm_token_is_told_apart_from_a_first_ask_and_comes_with_a_new_hold() -> None:

@@ -1,0 +1,103 @@
+"""What a node is made of: the browser driver it needs (:class:`Browser`) and how it runs (:class:`NodeConfig`)."""
+
+from __future__ import annotations
+
+import dataclasses
+import secrets
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Protocol
+
+from playwright.async_api import Page
+
+from actors.nats_connection import NatsAuth
+from bridge.browser.sessions import Sessions
+from bridge.browser.site_tools import SiteTools
+from bridge.config import SessionTimes
+from bridge.url_policy import UrlPolicy
+from messages.commands import Command
+from messages.contract import (
+    CHECKPOINT_CAPACITY,
+    CHECKPOINT_TOTAL_CAPACITY,
+    CHECKPOINT_TTL,
+    CONTINUATION_TTL,
+    LIVE_VIEW_TTL,
+    MAX_TABS,
+    STEP_TIMEOUT,
+)
+from messages.results import Outcome
+
+__all__ = ["Browser", "NodeConfig"]
+
+
+class Browser(Protocol):
+    """What the node needs of the browser driver (``bridge.browser.ChromiumBrowser``)."""
+
+    url_policy: Callable[[str | None], UrlPolicy] | None
+    """An agent's URL lists (the node's for None), which the browser enforces on every request of every
+    page of that agent's sessions (of the user tabs)."""
+    own_endpoints: set[tuple[str, int]]
+    """The node's listening endpoints, which the browser never reaches (its NATS, its HTTP API)."""
+    next_tab_id: Callable[[], int]
+    """Names each new page the moment it appears."""
+
+    async def start(self) -> None: ...
+
+    async def stop(self) -> None: ...
+
+    async def execute(self, command: Command, tab_id: int | None, timeout: float, *,
+                      agent: str | None = None, call: int | None = None, path: str | None = None) -> Outcome: ...
+
+    async def new_tab(self, url: str | None = None) -> int: ...
+
+    async def tabs(self) -> list[dict[str, Any]]: ...
+
+    def tab_ids(self) -> frozenset[int]: ...
+
+    def page(self, tab_id: int) -> Page: ...
+
+    async def needs_user(self, tab_id: int) -> dict[str, Any]: ...
+
+    @property
+    def running(self) -> bool: ...
+
+    @property
+    def sessions(self) -> Sessions:
+        """The agents' sessions: their browser contexts, and the tombstones of closed ones."""
+
+    @property
+    def site_tools(self) -> SiteTools:
+        """The WebMCP tools its pages declare, and the continuations of the calls of them."""
+
+
+@dataclass(frozen=True, slots=True)
+class NodeConfig:
+    """How a node runs."""
+
+    nats_url: str | None = None
+    """Join this NATS server or cluster (comma-separated URLs); None starts an embedded one."""
+    nats_auth: NatsAuth = NatsAuth()
+    """Credentials and TLS options for ``nats_url`` (an embedded server makes its own)."""
+    local_bus: bool = False
+    """Use the in-process bus and stores instead of NATS (tests of the actors alone)."""
+    fleet: str = "kitsune"
+    """The fleet this node serves tabs in (the first token of its NATS subjects)."""
+    audit_file: Path | None = None
+    """The audit log's JSON-lines file (the stream alone when None)."""
+    checkpoint_ttl: float = CHECKPOINT_TTL
+    step_timeout: float = STEP_TIMEOUT
+    max_checkpoints: int = CHECKPOINT_CAPACITY
+    """Each agent's checkpoints at most, unless its policy says its own (``Node.checkpoint_capacity_of``)."""
+    max_checkpoints_total: int = CHECKPOINT_TOTAL_CAPACITY
+    """The node's checkpoints at most, of all agents."""
+    sessions: SessionTimes = SessionTimes()
+    """When idle sessions are swept (``max_exec_idle`` is raised to ``checkpoint_ttl`` at least)."""
+    name: str = dataclasses.field(default_factory=lambda: "node-" + secrets.token_hex(4))
+    """The node's name in its fleet (unique in it)."""
+    max_tabs: int = MAX_TABS
+    """Tabs this node takes at most: past it, a ``newTab`` goes to another node with room."""
+    live_view_ttl: float = LIVE_VIEW_TTL
+    """Seconds a Live View link of one of its tabs may be opened after it was made."""
+    continuation_ttl: float = CONTINUATION_TTL
+    """Seconds a site tool's continuation token may be redeemed after it was issued."""
