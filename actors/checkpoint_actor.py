@@ -63,6 +63,9 @@ class CheckpointActor(pykka.ThreadingActor):
     def drop(self, call: int, reason: DropReason) -> None:
         self._store.drop(call, reason)
 
+    def reissue(self, call: int, agent: str | None) -> str | None:
+        return self._store.reissue(call, agent)
+
     def calls(self) -> list[int]:
         return self._store.calls()
 
@@ -91,6 +94,10 @@ class CheckpointsPort:
 
     def drop(self, call: int, reason: DropReason) -> None:
         self._proxy.drop(call, reason).get()
+
+    def reissue(self, call: int, agent: str | None) -> str | None:
+        """A new resume token for ``agent``'s held checkpoint of ``call`` (``CheckpointStore.reissue``)."""
+        return self._proxy.reissue(call, agent).get()  # type: ignore[no-any-return]
 
     def calls(self) -> list[int]:
         """Calls with a checkpoint held (not being resumed), oldest first."""

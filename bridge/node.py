@@ -91,7 +91,7 @@ class Node:
         self.tabs = TabActors(browser, self.io, self.subjects, on_change=self._tabs_changed,
                               admission=self._admission)
         """The actors of this node's tabs."""
-        self.resumes = ResumeRoutes(self.io, self.subjects, self._run_here)
+        self.resumes = ResumeRoutes(self.io, self.subjects, self._run_here, self._reissue_here)
         """Resumes of checkpoints wherever in the fleet they are held (``bridge.fleet.resume``)."""
         self._subscriptions: list[Subscription] = []
         self._sink: EventSink | None = None
@@ -174,6 +174,10 @@ class Node:
         self.metrics.checkpoint_dropped(reason)
         self.sessions.checkpoint_dropped(call, reason)
         self.resumes.dropped(call)
+
+    def _reissue_here(self, call: int, agent: str | None) -> str | None:
+        assert self.checkpoints is not None, "the node is not started"
+        return self.checkpoints.reissue(call, agent)
 
     def auditor(self, agent: str | None) -> Auditor:
         """The audit of ``agent``'s calls and steps."""

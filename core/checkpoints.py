@@ -308,6 +308,12 @@ class CheckpointStore:
         """Return a taken checkpoint unchanged: same token, same place, same expiry."""
         self._store.put_back(call)
 
+    def reissue(self, call: int, agent: str | None) -> str | None:
+        """A new resume token for ``agent``'s held checkpoint of ``call`` (the old one stops working, its
+        expiry starts over), for a session of the agent that took over the call's task; None when none is held."""
+        held = self._store.find(agent, call)
+        return None if held is None else self._store.keep(agent, call, held)
+
     def drop(self, call: int, reason: DropReason) -> None:
         """Forget a checkpoint (held or being resumed)."""
         self._store.drop(call, reason)

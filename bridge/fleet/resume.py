@@ -86,13 +86,15 @@ class ResumeRoutes:
     answer, which carries its token, goes out once the fleet can reach its checkpoint.
     """
 
-    def __init__(self, io: IoLoop, subjects: Subjects, run_here: Callable[[ResumeCall], Awaitable[CallResponse]]
-                 ) -> None:
+    def __init__(self, io: IoLoop, subjects: Subjects, run_here: Callable[[ResumeCall], Awaitable[CallResponse]],
+                 reissue_here: Callable[[int, str | None], str | None]) -> None:
         self.bus: Bus | None = None
         """The node's bus, once connected."""
         self._io = io
         self._subjects = subjects
         self._run_here = run_here
+        self._reissue_here = reissue_here
+        """A new resume token for an agent's checkpoint this node holds (from a thread that is not the loop's)."""
         self._held: set[int] = set()
         """Calls whose checkpoint the store holds (being resumed included), as it told."""
         self._lock = threading.Lock()
@@ -151,10 +153,31 @@ class ResumeRoutes:
             raise KitsuneError.from_json(answer["error"])
         return CallResponse(answer["body"], answer["status"])
 
-    async def _serve(self, data: bytes) -> bytes:
-        """A resume another node forwarded: run here, under this node's rules."""
+    async def reissue(self, call: int, agent: str | None) -> str | None:
+        """A new resume token for ``agent``'s checkpoint of ``call`` wherever the fleet holds it (the old
+        token stops working); None when no node holds one."""
+        if self.bus is None or self.holds(call):
+            return await asyncio.to_thread(self._reissue_here, call, agent)
         try:
-            request = ForwardedResume.from_json(orjson.loads(data))
+            reply = await self.bus.request(self._subjects.checkpoint(call), orjson.dumps(
+                {"op": "reissue", "call": call, "agent": agent}), FORWARD_TIMEOUT)
+        except BusError as e:
+            if e.code == "no_responders":
+                return None
+            raise
+        token = orjson.loads(reply).get("resume_token")
+        return token if isinstance(token, str) else None
+
+    async def _serve(self, data: bytes) -> bytes:
+        """A resume another node forwarded: run here, under this node's rules (or a new token asked for)."""
+        try:
+            payload = orjson.loads(data)
+            if payload.get("op") == "reissue":
+                agent = payload.get("agent")
+                token = await asyncio.to_thread(self._reissue_here, int(payload["call"]),
+                                                str(agent) if agent is not None else None)
+                return orjson.dumps({"resume_token": token})
+            request = ForwardedResume.from_json(payload)
             response = await self._run_here(ResumeCall(request.call, request.resume_token, request.observed,
                                                        request.agent, session=request.session))
         except KitsuneError as e:

@@ -275,6 +275,18 @@ def test_old_token_stops_working_after_a_resume_that_does_not_finish_ok() -> Non
     assert world.driver.writes_sent("#b") == 3
 
 
+def test_a_reissued_token_resumes_and_the_one_before_it_stops_working() -> None:
+    world = World()
+    body = failing_call(world)
+    assert world.store.reissue(body["call"], "someone-else") is None  # another agent's checkpoint is not found
+    reissued = world.store.reissue(body["call"], None)
+    assert reissued is not None and reissued != body["resume_token"]
+    assert resume_error(world, body["call"], body["resume_token"]).code == "resume_token_invalid"
+    world.driver.on("#b", "ok")
+    assert world.calls.resume(body["call"], reissued).body["status"] == "ok"
+    assert world.store.reissue(body["call"], None) is None  # resumed to its end: gone
+
+
 def test_resume_failed_when_resume_stops_on_internal_error_drops_the_checkpoint() -> None:
     world = World()
     world.driver.on("#a", "fail")
