@@ -1,7 +1,7 @@
 """Observability end to end: a real Prometheus scrapes three live ``kitsune serve`` nodes while a
-workload runs batches, parallels, resumes, denials and holds, some of them on a tab of another node
-of the fleet; then every panel expression of the Grafana dashboards is evaluated through
-Prometheus' HTTP API and must return data. The alert rules are checked and unit-tested by
+workload runs batches, parallels, resumes, denials, holds and the shop's site tools, some of them on
+a tab of another node of the fleet; then every panel expression of the Grafana dashboards is evaluated
+through Prometheus' HTTP API and must return data. The alert rules are checked and unit-tested by
 ``promtool``, loaded by the same Prometheus, and evaluated there (a node leaving the fleet included).
 
 Needs Debian's ``prometheus`` package (``prometheus`` and ``promtool`` on PATH; ``scripts/setup``
@@ -41,6 +41,7 @@ RULE_TESTS = ROOT / "prometheus" / "kitsune.rules.test.yaml"
 SCRAPE_TOKEN = "scrape-" + secrets.token_hex(12)
 EXTRA_AGENTS = {f"agent-{i}-{secrets.token_hex(3)}": secrets.token_urlsafe(24) for i in range(8)}
 RATE_WINDOW = "1m"
+CHECKOUT = {"shipping_address": "1 Ship St", "billing_address": "2 Bill Rd"}
 PLAIN, ASKING, PEER = "plain", "asking", "peer"
 """The nodes' names: plain and peer are one fleet, asking is a fleet of its own."""
 
@@ -60,7 +61,7 @@ def test_promtool_checks_the_alert_rules() -> None:
     checked = subprocess.run([_binary("promtool"), "check", "rules", str(RULES)], check=False,
                              capture_output=True, text=True)
     assert checked.returncode == 0, checked.stdout + checked.stderr
-    assert "SUCCESS: 12 rules found" in checked.stdout
+    assert "SUCCESS: 13 rules found" in checked.stdout
 
 
 def test_promtool_unit_tests_of_the_alert_rules_pass() -> None:
@@ -203,14 +204,19 @@ def _remote_tab(plain: Served, site: TestSite) -> int:
     return tab
 
 
+def _visit(made_up: list[str], site: TestSite, path: str) -> str:
+    """A URL of ``site`` made up for one visit (kept in ``made_up``: no label may show it)."""
+    made = site.url(f"{path}?visit={secrets.token_hex(6)}")
+    made_up.append(made)
+    return made
+
+
 def _round(fleet_made_up: list[str], plain: Served, asking: Served, remote: int, site: TestSite,
            first: bool) -> None:
     """Batches, parallels, resumes (ok and refused), denials and holds on two fleets; a batch and a
     parallel through plain on the ``remote`` tab of the peer."""
     def url(path: str) -> str:
-        made = site.url(f"{path}?visit={secrets.token_hex(6)}")
-        fleet_made_up.append(made)
-        return made
+        return _visit(fleet_made_up, site, path)
 
     with plain.client("alice") as alice, plain.client("bob") as bob:
         one, two = open_tab(alice, url("/form")), open_tab(alice, url("/clicks"))
@@ -273,6 +279,26 @@ def _round(fleet_made_up: list[str], plain: Served, asking: Served, remote: int,
                                                             "selector": "#hit"}}))["status"] == "held"
 
 
+def _site_tools(made_up: list[str], plain: Served, site: TestSite) -> None:
+    """One batch of alice's on plain through the shop's pages: search (ok), the checkout (ok, its two
+    continuation tokens redeemed) and leave, which navigates without a token (unknown, so it goes last)."""
+    before = site.counts()
+    with plain.client("alice") as alice:
+        tab = open_tab(alice, _visit(made_up, site, "/shop"))
+        body = _ok(alice.post("/api/batch", json={"tabId": tab, "commands": [
+            {"action": "callSiteTool", "name": "search", "input": {"query": "coat"}},
+            {"action": "navigate", "url": _visit(made_up, site, "/shop/billing")},
+            {"action": "callSiteTool", "name": "checkout", "input": CHECKOUT},
+            {"action": "navigate", "url": _visit(made_up, site, "/shop/leave")},
+            {"action": "callSiteTool", "name": "leave", "input": {"note": "bye"}}]}))
+        _ok(alice.post("/api/tabs", json={"op": "close", "tabId": tab}))
+    assert (body["status"], body["results"][-1].get("code")) == ("unknown", "navigated"), body
+    assert [step["status"] for step in body["progress"]] == ["ok", "ok", "ok", "ok", "unknown"], body
+    sent = {key: n - before.get(key, 0) for key, n in site.counts().items() if n != before.get(key, 0)}
+    assert sent == {"POST /shop/billing": 1, "POST /shop/shipping": 1, "POST /shop/confirmation": 1,
+                    "POST /shop/leave": 1}
+
+
 @pytest.fixture(scope="module")
 def fleet(nodes: tuple[Served, Served, Served], prometheus: str, test_site: TestSite) -> Fleet:
     """The nodes after two rounds of the workload, each seen by several scrapes."""
@@ -282,8 +308,10 @@ def fleet(nodes: tuple[Served, Served, Served], prometheus: str, test_site: Test
     plain, asking, peer = nodes
     remote = _remote_tab(plain, test_site)
     _round(made_up, plain, asking, remote, test_site, first=True)
+    _site_tools(made_up, plain, test_site)
     time.sleep(2.5)  # scrapes between the rounds: the second round's increases show in rate()
     _round(made_up, plain, asking, remote, test_site, first=False)
+    _site_tools(made_up, plain, test_site)
     time.sleep(3.0)  # and after it
     return Fleet(plain, asking, peer, prometheus, made_up)
 
@@ -322,9 +350,11 @@ def test_the_dashboards_are_provisioned_json_with_the_panels_sres_need() -> None
                    "checkpoints held", "checkpoint drops", "resumes", "tabs open", "claims", "denials",
                    "needs-user", "audit write failures", "nats request latency", "browser restarts",
                    "nodes alive", "nodes missing from the fleet", "tabs per node", "claims per node",
-                   "cross-node requests/s", "cross-node request latency"):
+                   "cross-node requests/s", "cross-node request latency", "site-tool calls",
+                   "continuation tokens"):
         assert needed in titles, needed
     node = json.loads(DASHBOARDS[1].read_text())
+    assert {"Site-tool calls/s by outcome", "Continuation tokens/s by outcome"} <= {p["title"] for p in node["panels"]}
     assert [v["name"] for v in node["templating"]["list"]] == ["datasource", "job", "instance"]
     assert all('instance=~"$instance"' in expr for name, _, expr in _expressions() if name == "kitsune-node.json"
                and "kitsune_" in expr)
@@ -381,6 +411,10 @@ def test_the_workload_shows_in_prometheus(fleet: Fleet) -> None:
     assert total('kitsune_audit_entries_total') > 50
     assert total('kitsune_audit_write_failures_total') == 0
     assert total('kitsune_http_requests_total{route="/api/resume", status="403"}') == 2
+    assert total('kitsune_site_tool_calls_total{outcome="ok"}') == 4  # 2 x (search, checkout)
+    assert total('kitsune_site_tool_calls_total{outcome="unknown"}') == 2  # 2 x leave
+    assert total('kitsune_continuations_total{outcome="redeemed"}') == 4  # 2 x the checkout's two tokens
+    assert total('{__name__=~"kitsune_(site_tool_calls|continuations)_total", outcome!~"ok|unknown|redeemed"}') == 0
     assert total('kitsune_nats_requests_total{subject="open", outcome="ok"}') > 5  # tabs of a node's own calls: no NATS
 
 
@@ -410,7 +444,7 @@ def test_the_fleet_shows_in_prometheus_with_each_nodes_identity(fleet: Fleet) ->
 def test_prometheus_loaded_the_alert_rules_and_evaluates_them_on_live_data(fleet: Fleet) -> None:
     groups = httpx.get(f"{fleet.prometheus}/api/v1/rules", timeout=10).json()["data"]["groups"]
     rules = [rule for group in groups for rule in group["rules"]]
-    assert len(rules) == 12
+    assert len(rules) == 13
     assert {rule["health"] for rule in rules} == {"ok"}, [(r["name"], r.get("lastError")) for r in rules]
     firing = {alert["labels"]["alertname"] for alert in httpx.get(f"{fleet.prometheus}/api/v1/alerts",
                                                                    timeout=10).json()["data"]["alerts"]}
