@@ -5,7 +5,8 @@ from __future__ import annotations
 __all__ = ["APPROVAL_PROMPT_MAX", "CALL_TIMEOUT", "CHECKPOINT_CAPACITY", "CHECKPOINT_TOTAL_CAPACITY",
            "CHECKPOINT_TTL", "CONFIRM_TTL", "LIVE_VIEW_TTL",
            "MAX_CALL_TIMEOUT", "MAX_STEP_TIMEOUT", "RESUME_DEADLINE", "RESUME_WAIT", "RESUME_WAIT_MAX",
-           "SESSION_MAX_EXEC_IDLE", "SESSION_MAX_IDLE", "SESSION_SWEEP_INTERVAL", "SETTLE", "STEP_TIMEOUT"]
+           "SESSION_MAX_EXEC_IDLE", "SESSION_MAX_IDLE", "SESSION_SWEEP_INTERVAL", "SETTLE", "STEP_TIMEOUT",
+           "TASK_LEASE_TTL"]
 
 CALL_TIMEOUT = 120.0
 """A container call's default deadline in seconds (spec: ``container_timeout``, default 120)."""
@@ -53,3 +54,8 @@ LIVE_VIEW_TTL = 300.0
 CONTINUATION_TTL = 60.0
 """Seconds a site tool's continuation token may be redeemed after it was issued, unless configured otherwise
 (``site_tools.continuation_ttl``; spec: continuation tokens, "around 60 seconds")."""
+
+# Tasks
+TASK_LEASE_TTL = 30.0
+"""Seconds a task's lease lasts after its owner session was last heard from, unless configured otherwise
+(``tasks.lease_ttl``; issue 17); a renewal writes only when less than half of it is left."""
