@@ -13,6 +13,7 @@ from collections.abc import Iterable
 from prometheus_client.parser import text_string_to_metric_families
 
 from bridge.metrics import CODES
+from bridge.site_tool_records import CALL_OUTCOMES, CONTINUATION_OUTCOMES
 from messages.commands import ACTIONS
 from messages.results import STATUSES
 
@@ -25,7 +26,8 @@ FIXED: dict[str, frozenset[str]] = {
     "action": frozenset(ACTIONS) | {"other"},
     "code": CODES | {"other", "none"},
     "outcome": frozenset(STATUSES) | {"refused", "internal_error", "other", "no_responders", "bus_timeout",
-                                      "bus_disconnected", "bus_error"},
+                                      "bus_disconnected", "bus_error"}
+    | frozenset(CALL_OUTCOMES) | frozenset(CONTINUATION_OUTCOMES),  # site tools' calls and continuation tokens
     "reason": frozenset({"expired", "pushed_out", "resumed_ok", "internal_error", "shutdown", "read_only",
                          "user_tab", "agent_tab", "denied", "not_allowed", "scheme", "unparseable", "approval",
                          "sign_in", "human_check", "closed", "swept", "call_ended", "browser_restarted",
