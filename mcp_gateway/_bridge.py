@@ -18,7 +18,10 @@ import httpx
 
 from mcp_gateway._embedded import BridgeNotStarted
 
-__all__ = ["NDJSON", "Bridge", "BridgeNotStarted"]
+__all__ = ["NDJSON", "SESSION_HEADER", "Bridge", "BridgeNotStarted"]
+
+SESSION_HEADER = "X-Kitsune-Session"
+"""Names the MCP session a request is for: the owner of its tasks, the holder of its approvals."""
 
 NDJSON = "application/x-ndjson"
 """What a container call's answer is asked as, to hear its steps as they finish."""
@@ -43,18 +46,21 @@ def _answer(status: int, content: bytes, *, sent: bool) -> dict[str, Any]:
 
 
 class Bridge:
-    """One agent's view of a bridge: its bearer token on every request.
+    """One agent's view of a bridge: its bearer token on every request, and its MCP session's id.
 
     ``started``, when given, is awaited before every request (an embedded bridge that may still be
     starting); when it raises :class:`BridgeNotStarted`, the request answers ``bridge_unavailable``.
     ``base``, when given, is the URL requests name (``http://host:port``) instead of the client's own:
-    the bridge builds the links it answers (Live View) from it.
+    the bridge builds the links it answers (Live View) from it. ``session``, when given, rides every
+    request (``X-Kitsune-Session``): a task's lease and a confirm token follow the MCP session.
     """
 
     def __init__(self, http: httpx.AsyncClient, token: str, *,
-                 started: Callable[[], Awaitable[None]] | None = None, base: str = "") -> None:
+                 started: Callable[[], Awaitable[None]] | None = None, base: str = "", session: str = "") -> None:
         self._http = http
         self._headers = {"Authorization": f"Bearer {token}"}
+        if session:
+            self._headers[SESSION_HEADER] = session
         self._started = started
         self._base = base.rstrip("/")
 

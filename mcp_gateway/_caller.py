@@ -12,6 +12,7 @@ from mcp.server.context import ServerRequestContext
 from mcp.shared.exceptions import MCPError
 
 from mcp_gateway._bridge import Bridge
+from mcp_gateway._leases import Leases
 from mcp_gateway._progress import Progress
 
 __all__ = ["Caller"]
@@ -25,6 +26,8 @@ class Caller:
     """Whose checkpoints it sees: the MCP client's (stdio: the one client; HTTP: the agent's session)."""
     bridge: Bridge
     ctx: ServerRequestContext[Any, Any] | None = None
+    leases: Leases | None = None
+    """The leases of the tasks its MCP session owns (None: the session beats none)."""
     sent: bool = False
     """Whether a request that may act on a page has been sent during this call."""
     progress: Progress = field(init=False)

@@ -19,7 +19,7 @@ from mcp_gateway._pages import PAGE_FAILURES, PAGE_STATE_CHECKS, POLL_EVERY, Pag
 from mcp_gateway._tools import ToolSpec
 from messages.contract import APPROVAL_PROMPT_MAX, CONFIRM_TTL, SETTLE, STEP_TIMEOUT
 
-__all__ = ["DirectCalls", "Outcome", "Plan", "commands_of", "hint"]
+__all__ = ["DirectCalls", "Outcome", "Plan", "commands_of", "hint", "unkept_stop"]
 
 
 @dataclass
@@ -102,7 +102,7 @@ def _describe(command: Mapping[str, Any]) -> str:
     """A command as a person reads it in a prompt; typed values are counted, never shown."""
     action = str(command["action"])
     parts = []
-    for key in ("url", "selector", "key", "name"):
+    for key in ("url", "selector", "key", "name", "taskId"):
         if isinstance(command.get(key), str):
             parts.append(f"{key} {command[key]!r}")
     if isinstance(command.get("values"), list):
@@ -148,6 +148,25 @@ def hint(tool: str, outcome: Outcome, elicits: bool, tab: int | None, *, again: 
     return (f"The held action did not run. Ask the user; if they approve, call {tool} again with the same arguments "
             f"and confirm_token=state.confirm_token (valid 120 s): it continues from the held request. {resume} "
             "checks the hold once more and returns a fresh confirm token while it holds.")
+
+
+def unkept_stop(caller: Caller, outcome: Outcome, what: str, tool: str) -> dict[str, Any]:
+    """A hold of a request that keeps no checkpoint (``what``, asked for again by calling ``tool``): asked
+    about in a prompt already, or answered with its confirm token for the agent to ask the user."""
+    result = dict(outcome.result)
+    state = dict(result.get("state") or {})
+    state["approval"] = "elicitation" if caller.elicits else "confirm_token"
+    if caller.elicits:
+        state.pop("confirm_token", None)
+        state.pop("expires_in", None)
+    if outcome.decision is not None:
+        state["decision"] = outcome.decision
+    result["state"] = state
+    result["hint"] = (f"{what} keeps no checkpoint. " + (
+        f"Call {tool} again to ask the user again." if caller.elicits else
+        "Ask the user; if they approve, repeat this exact request with confirm_token=state.confirm_token "
+        "(valid 120 s), or make a fresh request."))
+    return result
 
 
 def _unknown_site_tool_hint(result: Mapping[str, Any]) -> str:

@@ -18,6 +18,7 @@ import fcntl
 import json
 import os
 import queue
+import secrets
 import signal
 import sys
 import threading
@@ -30,8 +31,8 @@ from typing import Any, BinaryIO
 from mcp_gateway._embedded import EmbeddedBridge
 from mcp_gateway._tools import ToolSpec, enabled_tools
 
-__all__ = ["GROUPS", "HANDSHAKE_VERSIONS", "INSTRUCTIONS", "Front", "bridge_caps", "caps_from_env",
-           "initialize_result", "read_token", "run", "tools_result"]
+__all__ = ["GROUPS", "HANDSHAKE_VERSIONS", "INSTRUCTIONS", "Front", "bridge_caps", "bridge_tasks", "caps_from_env",
+           "initialize_result", "instructions", "new_session", "read_token", "run", "tools_result"]
 
 GROUPS = frozenset({"core", "automation"})
 """Every capability group."""
@@ -43,10 +44,37 @@ types; a test holds them equal). A client asking for another gets the newest."""
 
 INSTRUCTIONS = ("Browser tools on real Chromium tabs. A result with call and resume_token can be continued "
                 "with browser_resume; nothing that ran ok is sent again.")
-"""What the server tells clients about its tools (``initialize``'s instructions)."""
+"""What the server tells clients about its tools (``initialize``'s instructions, before their tasks)."""
+
+_OPEN = ("owner", "follower", "expired")
+"""The states of a task that is still to be done."""
+_LISTED = 10
+"""Open tasks named in the instructions at most."""
 
 _CAPS_TIMEOUT = 10.0
 """Seconds a bridge gets to answer ``GET /api/caps``."""
+_TASKS_TIMEOUT = 1.0
+"""Seconds a bridge gets to answer ``GET /api/tasks`` for the instructions (``initialize`` waits for it)."""
+
+
+def new_session() -> str:
+    """A new MCP session's id, as requests carry it to the bridge (``X-Kitsune-Session``)."""
+    return "mcp-" + secrets.token_hex(8)
+
+
+def instructions(tasks: list[dict[str, Any]] | None) -> str:
+    """``initialize``'s instructions: the tools, and the agent's open tasks (None: the bridge did not say)."""
+    if tasks is None:
+        return (f"{INSTRUCTIONS} Tasks: browser_task_get lists your tasks; browser_task_takeover continues one whose "
+                "session was lost.")
+    still = [task for task in tasks if task.get("state") in _OPEN]
+    if not still:
+        return f"{INSTRUCTIONS} Your agent has no open task (browser_task_create starts one)."
+    named = "; ".join(f"{task.get('id')} {json.dumps(str(task.get('goal', ''))[:80])} ({task['state']})"
+                      for task in still[:_LISTED])
+    more = f" and {len(still) - _LISTED} more (browser_task_get lists them)" if len(still) > _LISTED else ""
+    return (f"{INSTRUCTIONS} Your agent's open tasks: {named}{more}. A follower's task has a live owner: read it, do "
+            "not write; an expired one is continued with browser_task_takeover.")
 
 
 def caps_from_env(default: frozenset[str]) -> frozenset[str]:
@@ -73,24 +101,39 @@ def read_token(token_file: str | None) -> str:
     raise ValueError("--bridge needs the agent's token: --token-file FILE or KITSUNE_TOKEN")
 
 
-def bridge_caps(url: str, token: str) -> frozenset[str] | None:
+def _bridge_json(url: str, token: str, session: str, path: str, timeout: float) -> Any:
+    """The bridge's JSON answer to ``GET path`` as the agent's MCP session; None when it gives none."""
+    request = urllib.request.Request(url.rstrip("/") + path,
+                                     headers={"Authorization": f"Bearer {token}", "X-Kitsune-Session": session})
+    try:
+        with urllib.request.urlopen(request, timeout=timeout) as answer:
+            return json.loads(answer.read())
+    except (OSError, ValueError):
+        return None
+
+
+def bridge_caps(url: str, token: str, session: str) -> frozenset[str] | None:
     """The bridge's groups for the agent (``GET /api/caps``); None when it does not say (the gateway
     then lists its own groups, as it does when it asks itself)."""
-    request = urllib.request.Request(url.rstrip("/") + "/api/caps", headers={"Authorization": f"Bearer {token}"})
-    try:
-        with urllib.request.urlopen(request, timeout=_CAPS_TIMEOUT) as answer:
-            groups = json.loads(answer.read()).get("caps")
-    except (OSError, ValueError, AttributeError):
-        return None
+    answer = _bridge_json(url, token, session, "/api/caps", _CAPS_TIMEOUT)
+    groups = answer.get("caps") if isinstance(answer, dict) else None
     return frozenset(str(g) for g in groups) if isinstance(groups, list) else None
 
 
-def initialize_result(requested: object) -> dict[str, Any]:
-    """The result of ``initialize`` for a client asking for protocol version ``requested``."""
+def bridge_tasks(url: str, token: str, session: str) -> list[dict[str, Any]] | None:
+    """The agent's tasks (``GET /api/tasks``), if the bridge answers at once; None when it does not say."""
+    answer = _bridge_json(url, token, session, "/api/tasks", _TASKS_TIMEOUT)
+    tasks = answer.get("tasks") if isinstance(answer, dict) else None
+    return [task for task in tasks if isinstance(task, dict)] if isinstance(tasks, list) else None
+
+
+def initialize_result(requested: object, tasks: list[dict[str, Any]] | None = None) -> dict[str, Any]:
+    """The result of ``initialize`` for a client asking for protocol version ``requested`` (``tasks``: the
+    agent's, when the bridge said them)."""
     return {"protocolVersion": requested if requested in HANDSHAKE_VERSIONS else HANDSHAKE_VERSIONS[-1],
             "capabilities": {"tools": {"listChanged": False}},
             "serverInfo": {"name": "kitsune", "title": "Kitsune", "version": version("kitsune")},
-            "instructions": INSTRUCTIONS}
+            "instructions": instructions(tasks)}
 
 
 def _listed(spec: ToolSpec) -> dict[str, Any]:
@@ -123,9 +166,13 @@ def _answerable(message: Any, method: str) -> bool:
 
 class Front:
     """Answers ``initialize`` and ``tools/list`` on a JSON-RPC channel until the SDK takes it over;
-    queues every other line, in order, for the SDK."""
+    queues every other line, in order, for the SDK.
 
-    def __init__(self, reader: BinaryIO, writer: BinaryIO) -> None:
+    ``tasks_pending``: ``initialize`` waits (1 s at most) for :meth:`know_tasks`, so that its
+    instructions name the agent's open tasks.
+    """
+
+    def __init__(self, reader: BinaryIO, writer: BinaryIO, *, tasks_pending: bool = False) -> None:
         self._reader = reader
         self._writer = writer
         self._lock = threading.Lock()
@@ -134,16 +181,20 @@ class Front:
         """Lines for the SDK (None at the end of input)."""
         self._caps: frozenset[str] | None = None
         self._caps_known = threading.Event()
+        self._tasks: list[dict[str, Any]] | None = None
+        self._tasks_known = threading.Event()
+        if not tasks_pending:
+            self._tasks_known.set()
         self._taken = False
         self.initialize_id: int | str | None = None
         """The id of the ``initialize`` the front answered, replayed to the SDK (None until then)."""
 
     @classmethod
-    def on_stdio(cls) -> Front:
+    def on_stdio(cls, *, tasks_pending: bool = False) -> Front:
         """A front on the process's stdin and stdout, which it claims: file descriptors 0 and 1 then
         point at the null device and standard error, so that nothing else reads or writes the channel."""
         return cls(os.fdopen(_claimed(0, os.open(os.devnull, os.O_RDONLY)), "rb", closefd=False),
-                   os.fdopen(_claimed(1, os.dup(2)), "wb", closefd=False))
+                   os.fdopen(_claimed(1, os.dup(2)), "wb", closefd=False), tasks_pending=tasks_pending)
 
     def start(self) -> None:
         """Read the channel in a thread, answering what the front can."""
@@ -153,6 +204,11 @@ class Front:
         """The groups ``tools/list`` lists (those of the gateway that the bridge enables)."""
         self._caps = caps
         self._caps_known.set()
+
+    def know_tasks(self, tasks: list[dict[str, Any]] | None) -> None:
+        """The agent's tasks, for ``initialize``'s instructions (None: the bridge did not say)."""
+        self._tasks = tasks
+        self._tasks_known.set()
 
     def take_over(self) -> None:
         """The SDK answers from here on: the front writes no more (once a write in progress ended)."""
@@ -186,7 +242,9 @@ class Front:
             return False
         if self.initialize_id is None and _answerable(message, "initialize"):
             self._lines.put(line)
-            return self._answer(message, initialize_result(message["params"]["protocolVersion"]), initialize=True)
+            self._tasks_known.wait(_TASKS_TIMEOUT)
+            return self._answer(message, initialize_result(message["params"]["protocolVersion"], self._tasks),
+                                initialize=True)
         if self.initialize_id is not None and _answerable(message, "tools/list"):
             self._caps_known.wait()
             assert self._caps is not None
@@ -219,7 +277,8 @@ def run(*, bridge: str | None, token_file: str | None, config: str | None, nats_
     except (OSError, ValueError) as e:
         print(f"kitsune mcp: {e}", file=sys.stderr)
         return 1
-    front = Front.on_stdio()
+    session = new_session()
+    front = Front.on_stdio(tasks_pending=bool(bridge))  # an embedded bridge has not started: no tasks to name
     front.start()
     embedded = None if bridge else EmbeddedBridge(config=config, nats_url=nats_url)
     try:
@@ -227,7 +286,8 @@ def run(*, bridge: str | None, token_file: str | None, config: str | None, nats_
             embedded.launch()  # NATS and Chromium start while the front answers and the SDK loads
         listed = None
         if bridge:
-            listed = bridge_caps(bridge, token)
+            front.know_tasks(bridge_tasks(bridge, token, session))
+            listed = bridge_caps(bridge, token, session)
             front.know_caps(caps if listed is None else caps & listed)
             known = None  # the gateway asks the bridge again once what it heard here is 30 s old
         else:
@@ -236,7 +296,8 @@ def run(*, bridge: str | None, token_file: str | None, config: str | None, nats_
                 return 1
             front.know_caps(caps & known)
         from mcp_gateway.stdio import serve  # noqa: PLC0415 (the SDK: loaded while the front answers)
-        return serve(front, caps=caps, known=known, bridge=bridge, token=token, embedded=embedded, listed=listed)
+        return serve(front, caps=caps, known=known, bridge=bridge, token=token, embedded=embedded, listed=listed,
+                     session=session)
     finally:
         if embedded is not None:
             signal.signal(signal.SIGTERM, signal.SIG_IGN)  # stopping the bridge is not to be cut short

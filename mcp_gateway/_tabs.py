@@ -6,7 +6,7 @@ from __future__ import annotations
 from typing import Any
 
 from mcp_gateway._caller import Caller
-from mcp_gateway._direct import DirectCalls, act_timeout
+from mcp_gateway._direct import DirectCalls, act_timeout, unkept_stop
 from mcp_gateway._tools import TOOLS
 
 __all__ = ["tabs"]
@@ -42,18 +42,6 @@ async def tabs(direct: DirectCalls, caller: Caller, args: dict[str, Any]) -> dic
         answer = await caller.bridge.post("/api/tabs", first, timeout=act_timeout(command))
     outcome = await direct.settle(caller, TOOLS["browser_tabs"], command, answer, direct.approval_wait,
                                   resend=resend)
-    result = dict(outcome.result)
     if outcome.kind == "stop":
-        state = dict(result.get("state") or {})
-        state["approval"] = "elicitation" if caller.elicits else "confirm_token"
-        if caller.elicits:
-            state.pop("confirm_token", None)
-            state.pop("expires_in", None)
-        if outcome.decision is not None:
-            state["decision"] = outcome.decision
-        result["state"] = state
-        result["hint"] = ("A tab handoff request keeps no checkpoint. " + (
-            "Call browser_tabs again to ask the user again." if caller.elicits else
-            "Ask the user; if they approve, repeat this exact request with confirm_token=state.confirm_token "
-            "(valid 120 s), or make a fresh request."))
-    return result
+        return unkept_stop(caller, outcome, "A tab handoff request", "browser_tabs")
+    return outcome.result

@@ -188,6 +188,42 @@ def _live_view_schema() -> dict[str, Any]:
     return _object({"tabId": {"type": "integer", "description": "The tab to show; the current tab when absent."}}, [])
 
 
+_TASK_ID = {"type": "string", "minLength": 1, "description": "The task's id (t-...), as browser_task_create or "
+                                                          "browser_task_get gave it."}
+
+
+def _task_schema(**properties: dict[str, Any]) -> dict[str, Any]:
+    return _object({"taskId": dict(_TASK_ID), **properties}, ["taskId"])
+
+
+def _task_create_schema() -> dict[str, Any]:
+    return _object({
+        "goal": {"type": "string", "minLength": 1, "description": "What the task is to achieve, in a sentence."},
+        "tabs": {"type": "array", "items": {"type": "integer"}, "uniqueItems": True,
+                 "description": "Your open tabs the task works in (a tab is in one open task at most)."},
+        "resume": {"enum": ["ask", "auto", "off"], "default": "ask",
+                   "description": "What a takeover does with a call left in flight: ask returns its resume token "
+                                  "for you to choose; auto resumes it where the resume rules allow (never past an "
+                                  "approval); off gives the context alone."},
+        "scope": {"enum": ["tab", "browser", "remote"], "default": "browser",
+                  "description": "Where the task is shared: tab (one tab), browser (across your tabs) or remote."},
+    }, ["goal"])
+
+
+_SUMMARY = {"type": "string", "description": "Your summary of where the task stands (kept to 4 KiB). No secrets: "
+                                            "token-shaped strings and values typed in the task become [redacted]."}
+
+_TAKEOVER_DESCRIPTION = (
+    "Take over a task of your agent: this session becomes its owner. Explicit and atomic (one attempt: a race lost "
+    "answers task_takeover_conflict; read the task again, never retry blindly). A task whose owner is alive answers "
+    "task_leased unless force is true (use it only when you know that session is gone); an expired one is taken "
+    "without force; a completed or revoked one answers task_closed. The answer carries the checkpoint (context, "
+    "not authority: what the old session saw and did), tabs (re-observed now: url, title, needs_user) and "
+    "in_flight: the old session's calls whose outcome is unknown (session lost mid-execution). Look at the tabs "
+    "before anything else: a call in flight may have taken effect or not. Resume one with browser_resume(call, "
+    "resume_token, observed) only after you saw on the page whether it did; never retry a write blindly. It may "
+    "be held for approval like a write (confirm_token).")
+
 _CORE = frozenset({"core"})
 _AUTOMATION = frozenset({"automation"})
 
@@ -265,6 +301,29 @@ TOOLS: dict[str, ToolSpec] = {spec.name: spec for spec in [
              "back\" ends a waiting browser_ask_user or resume at once. The link works for 5 minutes, one person "
              "at a time; while they hold the tab, your writes to it answer tab_claimed. needs_user answers carry "
              "such a link already (live_view).", _live_view_schema(), read_only=True),
+    ToolSpec("browser_task_create", _CORE,
+             "Start a task: a goal you work on in some of your tabs. This MCP session owns it: only the owner's writes "
+             "reach its tabs, and its lease is renewed while this client runs. Other sessions of your agent follow: "
+             "they read its tabs and state, their writes to its tabs answer task_leased. If this client is lost, a "
+             "new session continues the task with an explicit browser_task_takeover. Checkpoint it as you go "
+             "(browser_task_checkpoint) and complete it when done.", _task_create_schema()),
+    ToolSpec("browser_task_get", _CORE,
+             "Read a task: goal, tabs, lease, checkpoint, and its state for this session: owner (yours), follower "
+             "(another live session owns it: read, do not write), expired (its owner is gone: take it over to go on), "
+             "completed or revoked. Without taskId: your agent's tasks; after a reconnect, look here for the task you "
+             "were doing.", _object({"taskId": dict(_TASK_ID)}, []), read_only=True),
+    ToolSpec("browser_task_checkpoint", _CORE,
+             "Owner only: record the task's progress. The node re-observes its first tab (URL, title, headings) and "
+             "keeps its last steps and events with your summary: what a session taking the task over will read.",
+             _task_schema(summary=dict(_SUMMARY))),
+    ToolSpec("browser_task_complete", _CORE,
+             "Owner only: mark the task completed, with a final summary. Its lease ends and its tabs are free.",
+             _task_schema(summary=dict(_SUMMARY))),
+    ToolSpec("browser_task_takeover", _CORE, _TAKEOVER_DESCRIPTION,
+             _task_schema(force={"type": "boolean", "default": False,
+                                 "description": "Take it even though its owner's lease is live (that session "
+                                                "loses it)."},
+                          confirm_token=dict(_CONFIRM_TOKEN)), confirmable=True),
 ]}
 """Every tool, by name."""
 

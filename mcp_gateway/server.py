@@ -10,6 +10,8 @@ the bridge, whose checkpoints they use (``_containers``). Direct tools send one 
 through ``POST /api/act``; a direct call that stops on ``needs_user`` keeps a checkpoint here (spec:
 Direct calls, ``_direct``), and ``browser_resume`` continues it from its held request (``_resume``).
 Every call sends progress notifications (``_progress``): a finished step, and a tick every 10 s.
+The task tools (``_tasks``) send ``/api/tasks`` requests as the caller's MCP session, whose leases
+the transport renews (``_leases``).
 
 Approval prompts are elicitation requests the server sends during the tool call, which the
 handshake protocol (2025-11-25 and earlier) carries. A client on the 2026-07-28 per-request
@@ -36,12 +38,13 @@ from mcp_gateway._ask import ask_user
 from mcp_gateway._caller import Caller
 from mcp_gateway._containers import run_container
 from mcp_gateway._direct import DirectCalls
-from mcp_gateway._handshake import INSTRUCTIONS, tools_result
+from mcp_gateway._handshake import instructions, tools_result
 from mcp_gateway._live import live_view
 from mcp_gateway._results import error, to_call_tool_result
 from mcp_gateway._resume import resume
 from mcp_gateway._sessions import sessions
 from mcp_gateway._tabs import tabs
+from mcp_gateway._tasks import TASK_TOOLS, task_call
 from mcp_gateway._tools import TOOLS
 from messages.contract import APPROVAL_PROMPT_MAX, CALL_TIMEOUT
 from messages.schema_errors import without_value
@@ -109,7 +112,7 @@ class Gateway:
                 result = error("internal", f"The gateway failed ({type(e).__name__})")
             return to_call_tool_result(result)
 
-        return Server(name, version=version("kitsune"), title="Kitsune", instructions=INSTRUCTIONS,
+        return Server(name, version=version("kitsune"), title="Kitsune", instructions=instructions(None),
                       on_list_tools=list_tools, on_call_tool=call_tool)
 
     def heard_bridge_caps(self, agent: str, groups: frozenset[str]) -> None:
@@ -157,6 +160,8 @@ class Gateway:
             return await ask_user(self.direct, caller, arguments)
         if name == "browser_live_view":
             return await live_view(caller, arguments)
+        if name in TASK_TOOLS:
+            return await task_call(self.direct, caller, name, arguments)
         return await self.direct.start(caller, spec, arguments)
 
     def _invalid(self, name: str, arguments: dict[str, Any]) -> dict[str, Any] | None:

@@ -10,6 +10,10 @@ child's configuration), and the first request to the bridge waits until it serve
 in its own session and gets SIGTERM if the gateway dies, so it always shuts down gracefully (NATS
 and Chromium with it); its state directory is temporary and removed.
 
+The process is one MCP session: an id made at start (``mcp-`` and 16 hex digits) rides every request
+to the bridge, so the tasks it creates or takes over are its own, and it renews their leases while
+it runs; a new process is a new session, which takes a task over explicitly.
+
 When the client closes stdin (or sends SIGTERM or SIGHUP), the calls in flight are cancelled at
 once, not awaited: the SDKs kill a server 2 to 4 s after closing its stdin, and the embedded
 bridge must be stopped and its directory removed by then.
@@ -35,6 +39,7 @@ from mcp_gateway._bridge import Bridge
 from mcp_gateway._caller import Caller
 from mcp_gateway._embedded import BridgeNotStarted, EmbeddedBridge
 from mcp_gateway._handshake import Front
+from mcp_gateway._leases import Leases
 from mcp_gateway.server import Gateway, approval_wait_from_env
 
 __all__ = ["serve"]
@@ -45,8 +50,10 @@ STDIO_AGENT = "stdio"
 async def _serve(front: Front, gateway: Gateway, bridge: Bridge,
                  starting: Callable[[], Coroutine[Any, Any, None]] | None, embedded: EmbeddedBridge | None) -> None:
     """Serve the client (taking the channel over from the front) until its stdin ends or SIGTERM/SIGHUP:
-    either way the calls still running are cancelled at once (nobody is left to read their answers)."""
-    server = gateway.server(lambda ctx: Caller(STDIO_AGENT, bridge, ctx))
+    either way the calls still running are cancelled at once (nobody is left to read their answers).
+    Meanwhile the leases of the tasks the process's session owns are renewed."""
+    leases = Leases()
+    server = gateway.server(lambda ctx: Caller(STDIO_AGENT, bridge, ctx, leases))
     signalled = False
     front.take_over()
     async with anyio.create_task_group() as group:
@@ -81,6 +88,7 @@ async def _serve(front: Front, gateway: Gateway, bridge: Bridge,
         group.start_soon(until_end)
         group.start_soon(until_signal)
         group.start_soon(write)
+        group.start_soon(leases.run)
         if starting is not None:
             group.start_soon(starting)
         async with outgoing:
@@ -107,9 +115,9 @@ def _leave(embedded: EmbeddedBridge | None) -> NoReturn:
 
 
 def serve(front: Front, *, caps: frozenset[str], known: frozenset[str] | None, bridge: str | None, token: str,
-          embedded: EmbeddedBridge | None, listed: frozenset[str] | None = None) -> int:
+          embedded: EmbeddedBridge | None, session: str, listed: frozenset[str] | None = None) -> int:
     """Serve MCP over stdio, taking it over from ``front``, until the client closes it (or SIGTERM); the
-    exit status.
+    exit status. Every request to the bridge carries ``session``, the process's MCP session.
 
     The tool list follows the bridge's groups (``known``: an embedded bridge's configuration; else the
     bridge's ``GET /api/caps``), narrowed by ``caps``. An embedded bridge starts in the background, and
@@ -119,7 +127,7 @@ def serve(front: Front, *, caps: frozenset[str], known: frozenset[str] | None, b
     if listed is not None:  # the running bridge's groups, as the front asked them
         gateway.heard_bridge_caps(STDIO_AGENT, listed)
     try:
-        anyio.run(_connected, front, gateway, bridge, token, embedded)
+        anyio.run(_connected, front, gateway, bridge, token, embedded, session)
     except KeyboardInterrupt:
         pass
     except OSError as e:
@@ -129,11 +137,11 @@ def serve(front: Front, *, caps: frozenset[str], known: frozenset[str] | None, b
 
 
 async def _connected(front: Front, gateway: Gateway, url: str | None, token: str,
-                     embedded: EmbeddedBridge | None) -> None:
+                     embedded: EmbeddedBridge | None, session: str) -> None:
     """Serve over a bridge at ``url``, or over the embedded one once it serves."""
     async with httpx.AsyncClient(base_url=url.rstrip("/") if url else "") as http:
         if embedded is None:
-            await _serve(front, gateway, Bridge(http, token), None, None)
+            await _serve(front, gateway, Bridge(http, token, session=session), None, None)
             return
         served = anyio.Event()
         failure: list[BridgeNotStarted] = []
@@ -151,4 +159,5 @@ async def _connected(front: Front, gateway: Gateway, url: str | None, token: str
             if failure:
                 raise failure[0]
 
-        await _serve(front, gateway, Bridge(http, embedded.token, started=started), starting, embedded)
+        await _serve(front, gateway, Bridge(http, embedded.token, started=started, session=session), starting,
+                     embedded)
