@@ -199,8 +199,11 @@ def _strategy(schema: dict[str, Any], defs: dict[str, Any], depth: int = 0) -> s
         name = schema["$ref"].rsplit("/", 1)[1]
         if name == "command":
             blocks = {cls.action for cls in BLOCKS}
-            names = [a for a in defs if a not in {"command", "reference"} and (depth < 2 or a not in blocks)]
+            names = [a for a in defs if a not in {"command", "reference", "jsonValue"}
+                     and (depth < 2 or a not in blocks)]
             return st.sampled_from(names).flatmap(lambda a: _strategy(defs[a], defs, depth + 1))
+        if name == "jsonValue":  # a site tool's input: any JSON value (leaves are enough here)
+            return st.none() | st.booleans() | st.integers(-5, 5) | st.sampled_from(SITE_SELECTORS)
         return _strategy(defs[name], defs, depth)
     if "const" in schema:
         return st.just(schema["const"])
