@@ -1,0 +1,350 @@
+"""Where tasks live: the fleet's JetStream KV bucket ``KITSUNE_TASKS``, or this process's memory.
+
+The bucket holds ``<fleet>.task.<id>``, one :class:`~bridge.tasks.records.Task` each (history 1,
+replicas as :func:`actors.jetstream.ensure_bucket` makes them). Every change is a compare-and-set
+on the key's revision: :meth:`TaskStore.change` reads the task, applies a pure transition of
+:mod:`bridge.tasks.records` and writes the result with the revision it read; when another writer
+came first it reads again and retries, up to ``attempts`` times. Reads that decide (``get``,
+``change``) go to the bucket; the quick ones (:meth:`TaskStore.task_of_tab`,
+:meth:`TaskStore.of_agent`) read a mirror a KV watch keeps, as
+:class:`bridge.fleet.registry.FleetRegistry` does.
+
+A sweeper on each node writes ``expired`` for active tasks whose lease passed (nodes race: one
+write wins, the others find it made) and deletes completed and revoked tasks
+:data:`TOMBSTONE_TTL` seconds after their last change.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import time
+from collections.abc import Callable, Iterator
+from typing import Any, Protocol
+
+import nats.errors
+import nats.js.errors
+from nats.aio.client import Client
+from nats.js.api import KeyValueConfig, StorageType
+from nats.js.kv import KeyValue
+
+from actors.jetstream import ensure_bucket, patiently
+from bridge.tasks.records import TASK_ID, Task, lapsed
+from messages.errors import KitsuneError
+
+__all__ = ["ATTEMPTS", "SWEEP_EVERY", "TASKS_BUCKET", "TOMBSTONE_TTL", "JetStreamTaskStore", "LocalTaskStore",
+           "TaskStore", "Transition"]
+
+log = logging.getLogger(__name__)
+
+TASKS_BUCKET = "KITSUNE_TASKS"
+ATTEMPTS = 5
+"""Reads and writes a change makes at most while other writers come first."""
+SWEEP_EVERY = 2.0
+"""Seconds between two sweeps."""
+TOMBSTONE_TTL = 3600.0
+"""Seconds a completed or revoked task stays after its last change."""
+_DELETED = ("DEL", "PURGE")
+
+Transition = Callable[[Task], Task | None]
+"""A task's next record, or ``None`` when nothing needs writing (raises to refuse the change)."""
+
+
+class TaskStore(Protocol):
+    """The port the node keeps tasks through (one suite tests both implementations)."""
+
+    async def start(self) -> None:
+        """Open the store, mirror it and start sweeping."""
+        ...
+
+    async def stop(self) -> None: ...
+
+    async def resync(self) -> None:
+        """After a reconnect: the bucket made again if the server lost it, and the mirror refreshed."""
+        ...
+
+    async def create(self, task: Task) -> None:
+        """Store a new task; ``task_conflict`` when one of its tabs is in another active or expired task."""
+        ...
+
+    async def get(self, task_id: str) -> Task | None:
+        """The task as stored now (never the mirror's), or ``None``."""
+        ...
+
+    async def change(self, task_id: str, transition: Transition, *, attempts: int = ATTEMPTS) -> Task:
+        """The task after ``transition`` (compare-and-set): ``task_not_found`` when there is none,
+        ``task_takeover_conflict`` when other writers came first ``attempts`` times."""
+        ...
+
+    def task_of_tab(self, tab: int) -> Task | None:
+        """The newest task holding ``tab`` that is not completed (the mirror)."""
+        ...
+
+    def of_agent(self, agent: str) -> list[Task]:
+        """Every task of ``agent``, newest first (the mirror)."""
+        ...
+
+    async def sweep(self) -> None:
+        """One sweep (the sweeper's, every :data:`SWEEP_EVERY` seconds)."""
+        ...
+
+
+class _Conflict(Exception):
+    """Another writer changed the key since the revision given."""
+
+
+class _Store:
+    """What both stores share: the mirror, changes by compare-and-set, the sweeper."""
+
+    def __init__(self, *, clock: Callable[[], float], sweep_every: float, tombstone_ttl: float) -> None:
+        self._clock = clock
+        self._sweep_every = sweep_every
+        self._tombstone_ttl = tombstone_ttl
+        self._mirror: dict[str, tuple[Task, int]] = {}
+        """Task id -> the task and its revision, as last read, written or watched."""
+        self._tasks: list[asyncio.Task[None]] = []
+
+    # the storage (each implementation's)
+
+    async def _read(self, task_id: str) -> tuple[Task, int] | None:
+        raise NotImplementedError
+
+    async def _write(self, task: Task, revision: int | None) -> int:
+        """Write ``task`` over ``revision`` (``None``: a new key); its new revision; :class:`_Conflict`."""
+        raise NotImplementedError
+
+    async def _remove(self, task_id: str, revision: int) -> None:
+        """Delete the task if it is still at ``revision`` (:class:`_Conflict` otherwise)."""
+        raise NotImplementedError
+
+    # the port
+
+    async def create(self, task: Task) -> None:
+        tabs = set(task.tabs)
+        for other in self._tasks_of(lambda t: t.status in ("active", "expired") and bool(tabs & set(t.tabs))):
+            tab = min(tabs & set(other.tabs))
+            state: dict[str, Any] = {"tabId": tab, **({"taskId": other.id} if other.agent == task.agent else {})}
+            raise KitsuneError("task_conflict", f"tab {tab} is already in another task", state=state)
+        try:
+            self._remember(task, await self._write(task, None))
+        except _Conflict:
+            raise KitsuneError("task_conflict", f"task {task.id} exists", state={"taskId": task.id}) from None
+
+    async def get(self, task_id: str) -> Task | None:
+        found = await self._read(task_id) if TASK_ID.fullmatch(task_id) else None
+        if found is None:
+            return None
+        self._remember(*found)
+        return found[0]
+
+    async def change(self, task_id: str, transition: Transition, *, attempts: int = ATTEMPTS) -> Task:
+        for _ in range(attempts):
+            found = await self._read(task_id) if TASK_ID.fullmatch(task_id) else None
+            if found is None:
+                raise KitsuneError("task_not_found", f"No task {task_id}", state={"taskId": task_id})
+            self._remember(*found)
+            task, revision = found
+            changed = transition(task)
+            if changed is None:
+                return task
+            try:
+                self._remember(changed, await self._write(changed, revision))
+            except _Conflict:
+                continue
+            return changed
+        raise KitsuneError("task_takeover_conflict", f"task {task_id} was changed by another request at the same "
+                           "time; read it again", state={"taskId": task_id})
+
+    def task_of_tab(self, tab: int) -> Task | None:
+        return next(self._tasks_of(lambda t: tab in t.tabs and t.status != "completed"), None)
+
+    def of_agent(self, agent: str) -> list[Task]:
+        return list(self._tasks_of(lambda t: t.agent == agent))
+
+    async def sweep(self) -> None:
+        now = self._clock()
+        for task, revision in list(self._mirror.values()):
+            try:
+                if task.status == "active" and task.lease_expires <= now:
+                    await self.change(task.id, lambda t: lapsed(t, now))
+                elif task.status in ("completed", "revoked") and now - task.updated >= self._tombstone_ttl:
+                    with contextlib.suppress(_Conflict):  # changed since, or gone: another node's sweep
+                        await self._remove(task.id, revision)
+                        self._forget(task.id, revision + 1)
+            except Exception as e:  # the next sweep tries again
+                log.warning("task %s not swept (%s)", task.id, type(e).__name__)
+
+    # the mirror
+
+    def _tasks_of(self, keep: Callable[[Task], bool]) -> Iterator[Task]:
+        """The mirror's tasks that ``keep`` keeps, newest first."""
+        yield from sorted((t for t, _ in self._mirror.values() if keep(t)), key=lambda t: t.created, reverse=True)
+
+    def _remember(self, task: Task, revision: int) -> None:
+        if revision > self._mirror.get(task.id, (task, 0))[1]:
+            self._mirror[task.id] = (task, revision)
+
+    def _forget(self, task_id: str, revision: int) -> None:
+        """The task deleted at ``revision`` (kept when the mirror knows a later one)."""
+        known = self._mirror.get(task_id)
+        if known is not None and known[1] < revision:
+            del self._mirror[task_id]
+
+    # the sweeper
+
+    def _start_sweeping(self) -> None:
+        self._tasks.append(asyncio.get_running_loop().create_task(self._sweeping()))
+
+    async def _sweeping(self) -> None:
+        while True:
+            await asyncio.sleep(self._sweep_every)
+            await self.sweep()
+
+    async def _stop_tasks(self) -> None:
+        for task in self._tasks:
+            task.cancel()
+        for task in self._tasks:
+            with contextlib.suppress(asyncio.CancelledError):
+                await task
+        self._tasks.clear()
+
+
+class LocalTaskStore(_Store):
+    """Tasks in this process's memory, for a node without NATS. Each read and write yields to the
+    loop as the bucket's do, so concurrent changes race as they would there."""
+
+    def __init__(self, *, clock: Callable[[], float] = time.time, sweep_every: float = SWEEP_EVERY,
+                 tombstone_ttl: float = TOMBSTONE_TTL) -> None:
+        super().__init__(clock=clock, sweep_every=sweep_every, tombstone_ttl=tombstone_ttl)
+        self._revision = 0
+
+    async def start(self) -> None:
+        self._start_sweeping()
+
+    async def stop(self) -> None:
+        await self._stop_tasks()
+
+    async def resync(self) -> None:
+        return None
+
+    async def _read(self, task_id: str) -> tuple[Task, int] | None:
+        await asyncio.sleep(0)
+        return self._mirror.get(task_id)
+
+    async def _write(self, task: Task, revision: int | None) -> int:
+        await asyncio.sleep(0)
+        known = self._mirror.get(task.id)
+        if (known[1] if known is not None else None) != revision:
+            raise _Conflict
+        self._revision += 1
+        self._mirror[task.id] = (task, self._revision)
+        return self._revision
+
+    async def _remove(self, task_id: str, revision: int) -> None:
+        await asyncio.sleep(0)
+        known = self._mirror.get(task_id)
+        if known is None or known[1] != revision:
+            raise _Conflict
+        self._revision += 1
+        del self._mirror[task_id]
+
+
+class JetStreamTaskStore(_Store):
+    """Tasks in the fleet's KV bucket, mirrored from a watch (on the node's loop)."""
+
+    def __init__(self, client: Client, fleet: str, *, clock: Callable[[], float] = time.time,
+                 sweep_every: float = SWEEP_EVERY, tombstone_ttl: float = TOMBSTONE_TTL) -> None:
+        super().__init__(clock=clock, sweep_every=sweep_every, tombstone_ttl=tombstone_ttl)
+        self._client = client
+        self._prefix = f"{fleet}.task."
+        self._kv: KeyValue | None = None
+        self._watcher: Any = None
+        self._following: asyncio.Task[None] | None = None
+
+    async def start(self) -> None:
+        await self.resync()
+        self._start_sweeping()
+
+    async def resync(self) -> None:
+        with _answering():
+            self._kv = await ensure_bucket(self._client, KeyValueConfig(bucket=TASKS_BUCKET, history=1,
+                                                                        storage=StorageType.FILE))
+            await self._watch()
+
+    async def stop(self) -> None:
+        await self._stop_tasks()
+        await self._unwatch()
+
+    async def _watch(self) -> None:
+        """(Re)start the watch, and wait for the current values."""
+        await self._unwatch()
+        kv = self._kv
+        assert kv is not None
+        self._watcher = await patiently(lambda: kv.watch(f"{self._prefix}>"))
+        while (entry := await self._watcher.updates(timeout=10.0)) is not None:  # the current values first
+            self._apply(entry)
+        self._following = asyncio.get_running_loop().create_task(self._follow(self._watcher))
+
+    async def _unwatch(self) -> None:
+        if self._following is not None:
+            self._following.cancel()
+            self._following = None
+        if self._watcher is not None:
+            with contextlib.suppress(Exception):
+                await self._watcher.stop()
+            self._watcher = None
+
+    async def _follow(self, watcher: Any) -> None:
+        async for entry in watcher:
+            if entry is not None:
+                try:
+                    self._apply(entry)
+                except Exception as e:  # one bad entry must not stop the mirror
+                    log.error("task entry %s not understood (%s)", entry.key, type(e).__name__)
+
+    def _apply(self, entry: KeyValue.Entry) -> None:
+        task_id, revision = entry.key[len(self._prefix):], entry.revision or 0
+        if entry.operation in _DELETED or not entry.value:
+            self._forget(task_id, revision)
+        else:
+            self._remember(Task.from_json(entry.value), revision)
+
+    async def _read(self, task_id: str) -> tuple[Task, int] | None:
+        assert self._kv is not None
+        with _answering():
+            try:
+                entry = await self._kv.get(self._prefix + task_id)
+            except nats.js.errors.KeyNotFoundError:  # never made, or deleted
+                return None
+        if not entry.value or entry.revision is None:
+            return None
+        return Task.from_json(entry.value), entry.revision
+
+    async def _write(self, task: Task, revision: int | None) -> int:
+        assert self._kv is not None
+        key = self._prefix + task.id
+        with _answering():
+            try:
+                return await (self._kv.create(key, task.to_json()) if revision is None
+                              else self._kv.update(key, task.to_json(), last=revision))
+            except nats.js.errors.KeyWrongLastSequenceError:
+                raise _Conflict from None
+
+    async def _remove(self, task_id: str, revision: int) -> None:
+        assert self._kv is not None
+        with _answering():
+            try:
+                await self._kv.delete(self._prefix + task_id, last=revision)
+            except nats.js.errors.KeyWrongLastSequenceError:
+                raise _Conflict from None
+
+
+@contextlib.contextmanager
+def _answering() -> Iterator[None]:
+    """NATS's failures as the contract's: the bucket did not answer."""
+    try:
+        yield
+    except (nats.errors.Error, TimeoutError) as e:
+        raise KitsuneError("fleet_unavailable", f"the fleet's tasks did not answer ({type(e).__name__})",
+                           retryable=True) from e

@@ -1,0 +1,240 @@
+"""The task store: one suite run against LocalTaskStore and JetStreamTaskStore (a real nats-server,
+one connection per node), then what only the bucket shows (its writes, a restart)."""
+
+from __future__ import annotations
+
+import asyncio
+import random
+import secrets
+import time
+from collections.abc import AsyncIterator, Awaitable, Callable
+from typing import Any
+
+import pytest
+from nats.aio.client import Client
+
+from bridge.tasks.records import (
+    Task,
+    call_started,
+    completed,
+    expired_now,
+    new_task,
+    renewed,
+    revoked,
+    taken_over,
+)
+from bridge.tasks.store import TASKS_BUCKET, JetStreamTaskStore, LocalTaskStore, TaskStore
+from messages.errors import KitsuneError
+from tests.nats_access import NatsAccess
+
+pytestmark = pytest.mark.anyio
+
+Stores = Callable[..., Awaitable[list[TaskStore]]]
+"""``stores(n, **options)``: ``n`` started stores of one fleet (the nodes; one shared store in memory)."""
+
+
+@pytest.fixture(params=["local", "jetstream"])
+async def stores(request: pytest.FixtureRequest) -> AsyncIterator[Stores]:
+    made: list[TaskStore] = []
+    clients: list[Client] = []
+    fleet = "tasks-" + secrets.token_hex(4)
+
+    async def make(n: int = 1, **options: Any) -> list[TaskStore]:
+        if request.param == "local":
+            local = LocalTaskStore(**options)
+            await local.start()
+            made.append(local)
+            return [local] * n
+        access: NatsAccess = request.getfixturevalue("nats_access")
+        nodes: list[TaskStore] = []
+        for _ in range(n):
+            clients.append(await access.client())
+            nodes.append(JetStreamTaskStore(clients[-1], fleet, **options))
+            await nodes[-1].start()
+        made.extend(nodes)
+        return nodes
+    yield make
+    for store in made:
+        await store.stop()
+    for client in clients:
+        await client.close()
+
+
+def a_task(tabs: list[int], *, session: str = "s-1", agent: str = "alice", ttl: float = 30.0,
+           now: float | None = None) -> Task:
+    return new_task(agent, session, "buy shoes", tabs, now=time.time() if now is None else now, lease_ttl=ttl)
+
+
+async def eventually(check: Callable[[], bool], seconds: float = 10.0) -> None:
+    deadline = time.monotonic() + seconds
+    while not check():
+        assert time.monotonic() < deadline, "not within the time"
+        await asyncio.sleep(0.05)
+
+
+def takeover_by(session: str) -> Callable[[Task], Task]:
+    return lambda t: taken_over(t, session, time.time())
+
+
+def code_of(outcome: object) -> str | None:
+    return outcome.code if isinstance(outcome, KitsuneError) else None
+
+
+async def test_a_created_task_is_read_back_from_the_store_and_seen_by_every_node(stores: Stores) -> None:
+    first, second = await stores(2)
+    task = a_task([3, 4])
+    await first.create(task)
+    assert await first.get(task.id) == task and await second.get(task.id) == task  # decisive reads
+    await eventually(lambda: second.task_of_tab(4) == task)
+    assert first.task_of_tab(3) == task and first.task_of_tab(5) is None
+    assert second.of_agent("alice") == [task] and second.of_agent("bob") == []
+    assert await first.get("t-0000000000000000") is None and await first.get("../x.>") is None
+    with pytest.raises(KitsuneError) as error:
+        await first.change("t-0000000000000000", lambda t: revoked(t, time.time()))
+    assert (error.value.code, error.value.http_status) == ("task_not_found", 404)
+
+
+async def test_a_tab_is_in_one_active_or_expired_task_at_most(stores: Stores) -> None:
+    first, second = await stores(2)
+    held = a_task([7, 8])
+    await first.create(held)
+    await eventually(lambda: second.task_of_tab(7) is not None)
+    with pytest.raises(KitsuneError) as error:
+        await second.create(a_task([9, 8], session="s-2"))
+    assert (error.value.code, error.value.http_status, error.value.state) == (
+        "task_conflict", 409, {"tabId": 8, "taskId": held.id})
+    await first.change(held.id, lambda t: expired_now(t, time.time()))
+    with pytest.raises(KitsuneError):
+        await first.create(a_task([8]))
+    done = await first.change(held.id, lambda t: completed(taken_over(t, "s-1", time.time()), "s-1", time.time()))
+    later = a_task([8], session="s-2", now=time.time() + 1)
+    await first.create(later)  # a completed task holds no tab
+    assert first.task_of_tab(8) == later and first.task_of_tab(7) is None and done.status == "completed"
+    assert [t.id for t in first.of_agent("alice")] == [later.id, held.id]  # newest first
+
+
+async def test_a_renewal_with_more_than_half_its_lease_left_writes_nothing(stores: Stores) -> None:
+    (store,) = await stores()
+    task = a_task([11], ttl=30.0, now=time.time() - 10)
+    await store.create(task)
+    assert await store.change(task.id, lambda t: renewed(t, "s-1", time.time())) == task
+    assert await store.get(task.id) == task
+    renewal = await store.change(task.id, lambda t: renewed(t, "s-1", time.time() + 6))
+    assert renewal.lease_expires > task.lease_expires and await store.get(task.id) == renewal
+
+
+async def test_a_transitions_refusal_reaches_the_caller_and_nothing_is_written(stores: Stores) -> None:
+    (store,) = await stores()
+    task = a_task([12])
+    await store.create(task)
+    for change, code in [(lambda t: renewed(t, "s-2", time.time()), "task_leased"),
+                         (lambda t: taken_over(t, "s-2", time.time()), "task_leased"),
+                         (lambda t: completed(t, None, time.time()), "task_leased")]:
+        with pytest.raises(KitsuneError) as error:
+            await store.change(task.id, change, attempts=1)
+        assert error.value.code == code
+    assert await store.get(task.id) == task
+
+
+async def test_of_concurrent_takeovers_through_many_nodes_exactly_one_wins(stores: Stores) -> None:
+    nodes = await stores(6)
+    task = a_task([13], ttl=30.0)
+    await nodes[0].create(task)
+    for round_ in range(3):
+        await nodes[0].change(task.id, lambda t: expired_now(t, time.time()))
+        sessions = [f"r{round_}-s{i}" for i in range(len(nodes))]
+        outcomes = await asyncio.gather(*(node.change(task.id, takeover_by(session), attempts=1)
+                                          for node, session in zip(nodes, sessions, strict=True)),
+                                        return_exceptions=True)
+        won = [o for o in outcomes if isinstance(o, Task)]
+        lost = [code_of(o) for o in outcomes if not isinstance(o, Task)]
+        assert len(won) == 1 and won[0].owner in sessions and won[0].status == "active"
+        # a loser that read before the winner wrote lost the compare-and-set; one that read after
+        # met the winner's live lease (none retried: one attempt)
+        assert set(lost) <= {"task_takeover_conflict", "task_leased"} and "task_takeover_conflict" in lost, lost
+        assert await nodes[-1].get(task.id) == won[0]
+
+
+async def test_renewals_and_takeovers_interleaved_keep_one_chain_of_changes_and_one_owner(stores: Stores) -> None:
+    """Each successful change appends its op to ``in_flight``: a lost update would drop one, and the
+    chain says who owned the task before each op, so each op's right to succeed is checked."""
+    nodes = await stores(4)
+    task = a_task([14], ttl=30.0, session="s-0")
+    await nodes[0].create(task)
+    ops: dict[int, tuple[str, str]] = {}  # op -> (kind, session)
+    succeeded: set[int] = set()
+    chance = random.Random(17)
+
+    def op(kind: str, session: str, number: int) -> Callable[[Task], Task | None]:
+        def transition(t: Task) -> Task | None:
+            now = time.time()
+            changed = {"renew": lambda: renewed(t, session, now + 20) or t,
+                       "takeover": lambda: taken_over(t, session, now),
+                       "force": lambda: taken_over(t, session, now, force=True),
+                       "expire": lambda: expired_now(t, now) or t}[kind]()
+            return call_started(changed, number)
+        return transition
+    for _ in range(12):
+        batch, now_owner = [], (await nodes[0].get(task.id) or task).owner
+        for node in nodes:
+            number = len(ops)
+            kind = chance.choice(["renew", "renew", "takeover", "takeover", "force", "expire"])
+            ops[number] = (kind, now_owner if kind == "renew" and chance.random() < 0.8 else f"s-{chance.randrange(3)}")
+            batch.append((number, node.change(task.id, op(*ops[number], number),
+                                              attempts=1 if kind in ("takeover", "force") else 5)))
+        for (number, _), outcome in zip(batch, await asyncio.gather(*(c for _, c in batch), return_exceptions=True),
+                                        strict=True):
+            assert isinstance(outcome, Task) or code_of(outcome) in (
+                "task_takeover_conflict", "task_leased", "task_expired", "task_closed"), outcome
+            if isinstance(outcome, Task):
+                succeeded.add(number)
+    final = await nodes[0].get(task.id)
+    assert final is not None
+    chain = [f.call for f in final.in_flight]
+    assert sorted(chain) == sorted(succeeded) and len(chain) == len(set(chain))  # no change lost, none twice
+    owner, live = "s-0", True
+    for number in chain:
+        kind, session = ops[number]
+        assert kind != "renew" or (live and owner == session), (number, kind, session, owner)
+        assert kind != "takeover" or not live or owner == session, (number, kind, session, owner)
+        owner, live = (owner, False) if kind == "expire" else (session, True)
+    assert final.owner == owner and (final.status == "active") == live
+
+
+async def test_the_sweeper_of_each_node_expires_a_lapsed_lease_and_deletes_old_tombstones(stores: Stores) -> None:
+    first, second = await stores(2, sweep_every=0.1, tombstone_ttl=0.6)
+    lapsing, closing = a_task([15], ttl=0.4), a_task([16])
+    await first.create(lapsing)
+    await first.create(closing)
+    await first.change(closing.id, lambda t: revoked(t, time.time()))
+    await eventually(lambda: getattr(second.task_of_tab(15), "status", None) == "expired")
+    swept = await first.get(lapsing.id)
+    assert swept is not None and swept.status == "expired" and swept.lease_expires == lapsing.lease_expires
+    await eventually(lambda: first.task_of_tab(16) is None and second.task_of_tab(16) is None)
+    assert await first.get(closing.id) is None
+    assert (await first.get(lapsing.id)) == swept  # an expired task stays: a takeover may claim it
+
+
+async def test_a_node_started_later_mirrors_the_tasks_already_there(nats_access: NatsAccess) -> None:
+    fleet = "tasks-" + secrets.token_hex(4)
+    clients = [await nats_access.client() for _ in range(2)]
+    first = JetStreamTaskStore(clients[0], fleet)
+    await first.start()
+    try:
+        task = a_task([21])
+        await first.create(task)
+        js = clients[0].jetstream()
+        assert (await (await js.key_value(TASKS_BUCKET)).status()).history == 1
+        before = (await js.stream_info(f"KV_{TASKS_BUCKET}")).state.last_seq
+        await first.change(task.id, lambda t: renewed(t, "s-1", time.time()))  # more than half left: no write
+        assert (await js.stream_info(f"KV_{TASKS_BUCKET}")).state.last_seq == before
+        task = await first.change(task.id, lambda t: renewed(t, "s-1", time.time() + 16))
+        assert (await js.stream_info(f"KV_{TASKS_BUCKET}")).state.last_seq == before + 1
+        later = JetStreamTaskStore(clients[1], fleet)
+        await later.start()
+        assert later.task_of_tab(21) == task and later.of_agent("alice") == [task]
+        await later.stop()
+    finally:
+        await first.stop()
+        for client in clients:
+            await client.close()
