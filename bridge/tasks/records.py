@@ -122,7 +122,7 @@ def session_of(header: str | None) -> str:
         raise KitsuneError("session_required", "this request needs a session (the X-Kitsune-Session header)")
     if SESSION.fullmatch(header) is None:
         raise KitsuneError("invalid_parameter", "X-Kitsune-Session must match [A-Za-z0-9][A-Za-z0-9_.:-]{0,127}",
-                           state={"parameter": "X-Kitsune-Session"})
+                           state={"param": "X-Kitsune-Session"})
     return header
 
 
@@ -258,4 +258,4 @@ def _refusal(task: Task, session: str | None, now: float, state: dict[str, Any])
 
 
 def _invalid(parameter: str, message: str) -> KitsuneError:
-    return KitsuneError("invalid_parameter", message, state={"parameter": parameter})
+    return KitsuneError("invalid_parameter", message, state={"param": parameter})

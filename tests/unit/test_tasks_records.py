@@ -174,4 +174,4 @@ def test_a_task_is_made_only_of_the_contracts_values(changes: dict[str, object],
     arguments: dict[str, object] = {"goal": "g", "tabs": [3], **changes}
     with pytest.raises(KitsuneError) as error:
         new_task("alice", "s-1", now=NOW, **arguments)  # type: ignore[arg-type]
-    assert (error.value.code, error.value.state) == ("invalid_parameter", {"parameter": parameter})
+    assert (error.value.code, error.value.state) == ("invalid_parameter", {"param": parameter})
