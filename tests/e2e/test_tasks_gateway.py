@@ -2,7 +2,9 @@
 live node whose leases last 3 s. Client process 1 creates a task on its tab and starts a slow write; it is
 killed (SIGKILL) mid-call. Client process 2 of the same agent is told of the task as it connects, lists it,
 waits for the lease to expire, takes it over, and gets the checkpoint's context, the tab re-observed, and
-the call in flight as unknown (never ok); the site saw the write once. Its own heartbeats then keep it."""
+the call in flight as unknown (never ok); the site saw the write once. Its own heartbeats then keep it.
+Over streamable HTTP the MCP session owns its tasks while it lives; on an asking node a takeover is held
+for approval (a confirm token, or a prompt) as any write."""
 
 from __future__ import annotations
 
@@ -16,7 +18,7 @@ import anyio
 import pytest
 from mcp import ClientSession
 
-from tests.e2e.clients import call, open_tab, over_http, over_stdio, processes
+from tests.e2e.clients import Asker, call, open_tab, over_http, over_stdio, processes
 from tests.integration.serving import Served, serve
 from tests.nats_access import NatsAccess
 from tests.site import TestSite
@@ -141,3 +143,22 @@ async def test_an_http_session_owns_its_tasks_while_it_lives_and_lets_their_leas
         assert taken["task"]["state"] == "owner" and taken["task"]["owner"] not in (owner, None), taken
         assert taken["in_flight"] == [] and taken["tabs"][0]["url"] == site.url("/text")
         assert (await call(second, "browser_task_complete", {"taskId": task}))["task"]["state"] == "completed"
+
+
+async def test_a_takeover_is_held_by_ask_before_act_and_goes_on_once_approved(asking: Served, site: TestSite) -> None:
+    tab = open_tab(asking, site.url("/text"))
+    async with over_stdio(asking) as first:
+        task = (await call(first, "browser_task_create", {"goal": "Read it", "tabs": [tab]}))["task"]["id"]
+    async with over_stdio(asking) as second:  # no prompt: the hold's confirm token comes back
+        held = await call(second, "browser_task_takeover", {"taskId": task, "force": True})
+        assert held["code"] == "needs_user" and held["state"]["approval"] == "confirm_token", held
+        assert _state(asking, task) == "follower"  # nothing taken yet
+        taken = await call(second, "browser_task_takeover", {"taskId": task, "force": True,
+                                                             "confirm_token": held["state"]["confirm_token"]})
+        assert taken["task"]["state"] == "owner", taken
+    asker = Asker("accept")
+    async with over_stdio(asking, asker) as third:  # a prompt: the approval there, the takeover sent once more
+        taken = await call(third, "browser_task_takeover", {"taskId": task, "force": True})
+        assert taken["task"]["state"] == "owner", taken
+        assert len(asker.messages) == 1 and task in asker.messages[0]
+        await call(third, "browser_task_complete", {"taskId": task})
