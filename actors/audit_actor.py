@@ -43,6 +43,7 @@ from messages.audit import (
     SiteToolEntry,
     StepEntry,
     TakeoverEntry,
+    TaskEntry,
     redacted_params,
 )
 from messages.codec import encode
@@ -256,6 +257,10 @@ class Auditor:
     def live_view(self, op: str, tab_id: int) -> None:
         """Record a Live View link made, opened or handed back (without waiting: told from the loop)."""
         self._trail.record(LiveViewEntry(time=_now(), agent=self._agent, op=op, tab_id=tab_id), urgent=False)
+
+    def task(self, op: str, task_id: str) -> int:
+        """Record a task's creation, takeover, completion, revocation or expiry (before it happens); its id."""
+        return self._record(TaskEntry(time=_now(), agent=self._agent, op=op, task_id=task_id))
 
     def site_tool(self, tool: str, origin: str, tab_id: int, call: int, path: str | None) -> None:
         """Record that a page's tool is called (without waiting: told from the loop, just before it is)."""

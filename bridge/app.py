@@ -34,6 +34,7 @@ from bridge.live.views import MAX_HANDBACK_WAIT
 from bridge.metrics import HttpMetrics, scrape_tokens
 from bridge.node import Node
 from bridge.policy import USER
+from bridge.tasks.routes import task_routes
 from core.calls import CallResponse
 from messages import strict_json
 from messages.commands import (
@@ -51,7 +52,7 @@ from messages.commands import (
 from messages.contract import CALL_TIMEOUT
 from messages.errors import ERROR_CODES, KitsuneError, invalid_call
 from messages.paths import ROOT, StepPath
-from messages.results import Done, Failed, HeldForApproval, Outcome, Unknown
+from messages.results import Done, Failed, Outcome, status_of
 from messages.schema import batch_schema, command_schema, parallel_schema
 from messages.tokens import matching_index
 
@@ -72,8 +73,18 @@ GROUPS: dict[str, frozenset[str]] = {
     "/api/sessions": frozenset({"core"}),
     "/api/act": frozenset({"core"}),
     "/api/live/handbacks": frozenset({"core"}),
+    "/api/tasks": frozenset({"core"}),
 }
 """The capability groups each route belongs to; routes not listed are always on."""
+
+
+def _groups_of(path: str) -> frozenset[str] | None:
+    """The groups of a route or of the nearest route above it (``/api/tasks/{id}/takeover``: ``/api/tasks``')."""
+    while path:
+        if path in GROUPS:
+            return GROUPS[path]
+        path = path.rpartition("/")[0]
+    return None
 
 
 def _json(body: Any, status: int = 200) -> Response:
@@ -117,6 +128,13 @@ class _Gate(BaseHTTPMiddleware):
         found = matching_index(token, [agent.token_sha256 for agent in self._config.agents])
         return self._config.agents[found].name if found is not None else None
 
+    def _operator_deletes(self, request: Request) -> bool:
+        """Whether the request is an operator's ``DELETE /api/tasks/{id}`` (by an operator's bearer token)."""
+        token = bearer_token(request.headers.getlist("authorization"))
+        if request.method != "DELETE" or not request.url.path.startswith("/api/tasks/") or token is None:
+            return False
+        return matching_index(token, [operator.secret_sha256 for operator in self._config.operators]) is not None
+
     async def dispatch(self, request: Request, call_next: RequestResponseEndpoint) -> Response:
         path = request.url.path
         if path.startswith(PUBLIC_PREFIXES):
@@ -124,13 +142,15 @@ class _Gate(BaseHTTPMiddleware):
         try:
             if path not in PUBLIC:
                 agent = self._agent(request)
+                if agent is None and self._operator_deletes(request):
+                    return await call_next(request)
                 if agent is None:
                     return _error(KitsuneError("unauthorized", "A valid bearer token is needed"))
                 request.state.agent = agent
                 AGENT.set(agent)  # this request's log lines name its agent
                 request.state.session = _session(request)
                 SESSION.set(request.state.session)  # and its calls' ports the agent's session
-            groups = GROUPS.get(path, GROUPS.get(path.rpartition("/")[0]))  # /api/sessions/{name}: /api/sessions'
+            groups = _groups_of(path)
             if groups is not None and not groups & self._node.policy_of(request.state.agent).caps:
                 return _error(KitsuneError("capability_disabled", f"{path} is in the {'/'.join(sorted(groups))} "
                                            "capability group, which is not enabled (KITSUNE_CAPS)"))
@@ -435,7 +455,7 @@ input its schema refuses, a tool the page does not declare. Nothing was sent."""
 
 
 def _outcome_body(outcome: Outcome, call: int) -> dict[str, Any]:
-    status = {Done: "ok", Failed: "failed", Unknown: "unknown", HeldForApproval: "held"}[type(outcome)]
+    status = status_of(outcome)
     if isinstance(outcome, Done):
         body: dict[str, Any] = {"ok": True, **outcome.value}
         if outcome.warning is not None:
@@ -464,6 +484,7 @@ def create_app(node: Node, config: BridgeConfig, mounts: Sequence[BaseRoute] = (
         Route("/api/fleet", api.fleet, methods=["GET"]),
         Route("/api/live/handbacks", api.handbacks, methods=["GET"]),
         Route("/healthz", api.healthz, methods=["GET"]),
+        *task_routes(api, node),
         *live_routes(node.live),
         *console_routes(node, config),
         *mounts,

@@ -27,6 +27,7 @@ From a YAML or JSON file (``kitsune serve --config FILE``) and the environment::
     metrics: {token_env: SCRAPE_TOKEN}   # a scrape token: reads /metrics only
     live_view: {enabled: true, ttl: 300}  # links a person opens to see and act in a tab (seconds to open one)
     site_tools: {continuation_ttl: 60}    # seconds a page's continuation token may be redeemed (WebMCP)
+    tasks: {lease_ttl: 30}                # seconds a task's lease lasts unless its owner is heard from
     operators: [{name: sre, token_env: CONSOLE_TOKEN}]  # the console's (GET /console); or password_env
     nats:                          # joining a server or cluster (``--nats-url`` wins over url)
       url: nats://a:4222,nats://b:4222
@@ -71,6 +72,7 @@ from messages.contract import (
     SESSION_MAX_EXEC_IDLE,
     SESSION_MAX_IDLE,
     SESSION_SWEEP_INTERVAL,
+    TASK_LEASE_TTL,
 )
 from messages.errors import KitsuneError
 from messages.tokens import new_token, token_hash
@@ -153,6 +155,8 @@ class BridgeConfig:
     """Seconds a Live View link may be opened after it was made."""
     continuation_ttl: float = CONTINUATION_TTL
     """Seconds a site tool's continuation token may be redeemed after it was issued."""
+    task_lease_ttl: float = TASK_LEASE_TTL
+    """Seconds a task's lease lasts unless its owner's session is heard from."""
     operators: tuple[Operator, ...] = ()
     """Who may open the operator console; nobody when empty."""
 
@@ -265,6 +269,7 @@ def _built(settings: Settings, env: Mapping[str, str]) -> BridgeConfig:
         live_view=settings.live_view.enabled,
         live_view_ttl=settings.live_view.ttl,
         continuation_ttl=settings.site_tools.continuation_ttl,
+        task_lease_ttl=settings.tasks.lease_ttl,
         operators=_operators(settings.operators, env),
     )
     agents = _agents(settings, env, node.node_policy())

@@ -27,6 +27,7 @@ from messages.contract import (
     SESSION_MAX_EXEC_IDLE,
     SESSION_MAX_IDLE,
     SESSION_SWEEP_INTERVAL,
+    TASK_LEASE_TTL,
 )
 
 __all__ = ["AgentEntry", "Environment", "OperatorEntry", "Settings", "StringPath", "Token"]
@@ -103,6 +104,10 @@ class SiteTools(Section):
     continuation_ttl: Seconds = CONTINUATION_TTL
 
 
+class Tasks(Section):
+    lease_ttl: Seconds = TASK_LEASE_TTL
+
+
 class OperatorEntry(Section):
     name: Annotated[str, Field(min_length=1)]
     token: Token | None = Field(default=None, repr=False)
@@ -167,6 +172,7 @@ class Settings(BaseSettings):
     nats: Nats = Nats()
     live_view: LiveView = LiveView()
     site_tools: SiteTools = SiteTools()
+    tasks: Tasks = Tasks()
     operators: list[OperatorEntry] = []
 
     @classmethod

@@ -41,6 +41,7 @@ from actors.event_store import EVENTS_STREAM, EVENTS_SUBJECTS
 from actors.nats_connection import NatsAuth
 from bridge.fleet.registry import NODES_BUCKET, TABS_BUCKET
 from bridge.tab_ids import FLEET_BUCKET
+from bridge.tasks.store import TASKS_BUCKET
 from messages.errors import KitsuneError
 from messages.tokens import new_token
 
@@ -73,7 +74,7 @@ def node_permissions(fleet: str | None) -> dict[str, Any]:
     """What a node's user may do: its fleet's subjects (every fleet's when None), the JetStream API of
     the node's streams and KV bucket (no deleting or purging them), their subjects, and answers."""
     fleets = f"{fleet}.>" if fleet is not None else "*.>"
-    buckets = (FLEET_BUCKET, TABS_BUCKET, NODES_BUCKET)
+    buckets = (FLEET_BUCKET, TABS_BUCKET, NODES_BUCKET, TASKS_BUCKET)
     streams = (EVENTS_STREAM, AUDIT_STREAM, *(f"KV_{bucket}" for bucket in buckets))
     api = ["$JS.API.INFO"] + [
         subject.format(stream)

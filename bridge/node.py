@@ -45,16 +45,18 @@ from bridge.proxy import endpoints_of
 from bridge.session_keeper import SessionKeeper
 from bridge.site_tool_records import SiteToolRecords
 from bridge.tab_ids import TabIds, kv_reserve, local_reserve
+from bridge.tasks.service import Tasks
+from bridge.tasks.store import JetStreamTaskStore, LocalTaskStore
 from bridge.workflows import WorkflowLibrary
 from core.calls import CallResponse, Calls
 from core.checkpoints import CheckpointStore, DropReason, WorkflowSource
 from core.engine import Driver, EngineConfig, Ports
 from messages.codec import decode, encode
-from messages.commands import CallSpec, Command, NewTab
+from messages.commands import CallSpec, Command, NewTab, secret_values
 from messages.errors import KitsuneError
 from messages.events import Event
 from messages.requests import Subjects, TabRequest
-from messages.results import Done, Outcome
+from messages.results import Done, Failed, Failure, Outcome, status_of
 from messages.steplog import StepLog, fold
 
 __all__ = ["Browser", "Node", "NodeConfig"]  # Browser and NodeConfig live in bridge.node_config
@@ -114,6 +116,9 @@ class Node:
         """The events, audit and metrics of its pages' site tools."""
         self.calls: Calls | None = None
         self._interrupted = False
+        self.tasks = Tasks(LocalTaskStore(), self.io, self, lease_ttl=config.task_lease_ttl,
+                           owner_of=self.owners.owner)
+        """The agents' tasks (``bridge.tasks``): leases every write to their tabs passes (in the fleet's KV)."""
         self.sessions = SessionKeeper(browser.sessions, self.io, dataclasses.replace(
             config.sessions, max_exec_idle=max(config.sessions.max_exec_idle, config.checkpoint_ttl)),
             on_change=self._session_changed)
@@ -199,7 +204,8 @@ class Node:
         context names: ``SESSION``), its audit."""
         driver: Driver = self._driver if agent is None else PolicyDriver(
             self._driver.for_agent(agent), agent, lambda: self.policy_of(agent), self.owners, self.confirms,
-            confirm_token=confirm_token, session=SESSION.get(), on_refusal=self.metrics.policy_refused)
+            confirm_token=confirm_token, session=SESSION.get(), leases=self.tasks,
+            on_refusal=self.metrics.policy_refused)
         return Ports(driver, SystemClock(), self.claims, self._sequences, self.auditor(agent))
 
     def workflow_sha256(self, name: str) -> str | None:
@@ -221,10 +227,12 @@ class Node:
                                                  heartbeat=self.member.heartbeat, on_lost=self.member.node_lost)
             self.events = await JetStreamEventStore.create(nats_bus, max_age_seconds=self.config.checkpoint_ttl)
             self.audit_log = await JetStreamAuditLog.create(nats_bus.client)
+            self.tasks.store = JetStreamTaskStore(nats_bus.client, self.config.fleet)
 
             async def streams_again() -> None:  # a restarted nats-server may have lost them
                 await JetStreamEventStore.create(nats_bus, max_age_seconds=self.config.checkpoint_ttl)
                 await JetStreamAuditLog.create(nats_bus.client)
+                await self.tasks.store.resync()
                 if self.member.registry is not None:
                     await self.member.registry.resync()
             nats_bus.on_reconnect = streams_again
@@ -239,6 +247,7 @@ class Node:
         await self.browser.start()
         if self.member.registry is not None:
             await self.member.registry.start()
+        await self.tasks.store.start()
         serving = {self.subjects.node(self.config.name, "open"): self._serve_open,
                    self.subjects.node(self.config.name, "tabs"): self.member.serve_tabs,
                    self.subjects.node(self.config.name, "claims"): self.member.serve_claims, **self.live.serving(),
@@ -288,6 +297,7 @@ class Node:
         """Stop each part in turn; a part that fails to stop is logged, and the others still stop."""
         stops: list[Callable[[], Awaitable[Any]]] = [
             *([self.member.registry.stop] if self.member.registry is not None else []),  # hands its tabs back
+            self.tasks.store.stop,
             self.resumes.stop,  # its checkpoints are no longer reached from other nodes
             *(sub.unsubscribe for sub in [*self._subscriptions, *self.tabs.subscriptions()]),
             *(part.stop for part in (self._sink, self._audit_trail) if part is not None),
@@ -322,10 +332,16 @@ class Node:
         return response
 
     async def run_async(self, message: RunCall | ResumeCall) -> CallResponse:
-        """Run a call or resume from the loop, without blocking it; a resume runs where its checkpoint is."""
-        if isinstance(message, ResumeCall):
-            return await self.resumes.resume(message)
-        return await self._run_here(message)
+        """Run a call or resume from the loop, without blocking it; a resume runs where its checkpoint is.
+        The tasks its session owns follow it."""
+        with self.tasks.following(message) as followed:
+            if isinstance(followed, ResumeCall):
+                return await self.resumes.resume(followed)
+            return await self._run_here(followed)
+
+    async def reissue(self, call: int, agent: str) -> str | None:
+        """A new resume token for ``agent``'s checkpoint of ``call``, wherever the fleet holds it."""
+        return await self.resumes.reissue(call, agent)
 
     async def _run_here(self, message: RunCall | ResumeCall) -> CallResponse:
         assert self.calls is not None
@@ -347,12 +363,18 @@ class Node:
                                "call; a direct call names a reuse session", state={"param": "session"})
         call = await asyncio.to_thread(self.auditor(agent).direct, command, tab)
         named = CALL.set(call)  # the action's log lines name its call
+        session = SESSION.get()
+        self.tasks.direct(agent, session, call, secret_values(command))
+        outcome: Outcome = Failed(Failure("the direct call did not end", "internal", False))
         try:
             driver = self.ports_for(agent, confirm_token).driver
             timeout = command.timeout if isinstance(command.timeout, float) else self.config.step_timeout
             outcome = await asyncio.to_thread(driver.execute, command, tab, timeout)
         finally:
             CALL.reset(named)
+            self.tasks.direct(agent, session, call, [], step={
+                "call": call, "path": "0", "action": command.action, "tabId": tab, "status": status_of(outcome),
+                "code": None if isinstance(outcome, Done) else outcome.failure.code})
         return outcome, call
 
     async def describe_tabs(self) -> list[dict[str, Any]]:

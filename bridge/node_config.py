@@ -25,6 +25,7 @@ from messages.contract import (
     LIVE_VIEW_TTL,
     MAX_TABS,
     STEP_TIMEOUT,
+    TASK_LEASE_TTL,
 )
 from messages.results import Outcome
 
@@ -101,3 +102,5 @@ class NodeConfig:
     """Seconds a Live View link of one of its tabs may be opened after it was made."""
     continuation_ttl: float = CONTINUATION_TTL
     """Seconds a site tool's continuation token may be redeemed after it was issued."""
+    task_lease_ttl: float = TASK_LEASE_TTL
+    """Seconds a task's lease lasts unless its owner's session is heard from."""

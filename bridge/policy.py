@@ -12,7 +12,7 @@ import threading
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Protocol
+from typing import Any, Protocol
 
 import orjson
 
@@ -134,25 +134,51 @@ class ConfirmTokens:
         self._lock = threading.Lock()
 
     @staticmethod
-    def _binding(agent: str, session: str | None, command: Command, tab: int | None) -> bytes:
-        return digest(orjson.dumps([agent, session, command.action, tab]) + normalized(command))
+    def _binding(agent: str, session: str | None, action: str, tab: int | None, params: bytes) -> bytes:
+        return digest(orjson.dumps([agent, session, action, tab]) + params)
 
     def issue(self, agent: str, session: str | None, command: Command, tab: int | None) -> str:
+        """A token approving ``command`` on ``tab`` once, for ``agent``'s ``session``."""
+        return self.issue_for(agent, session, command.action, tab, normalized(command))
+
+    def redeem(self, token: str, agent: str, session: str | None, command: Command, tab: int | None) -> bool:
+        """True once for a valid token issued for exactly this agent, session, action, tab and parameters."""
+        return self.redeem_for(token, agent, session, command.action, tab, normalized(command))
+
+    def issue_for(self, agent: str, session: str | None, action: str, tab: int | None, params: bytes) -> str:
+        """A token approving ``action`` (a command's, or another write's: a task's takeover) with ``params``."""
         token = new_token()
         with self._lock:
             now = self._clock()
             self._issued = {k: v for k, v in self._issued.items() if v[1] > now}
-            self._issued[token_hash(token)] = (self._binding(agent, session, command, tab), now + CONFIRM_TTL)
+            self._issued[token_hash(token)] = (self._binding(agent, session, action, tab, params), now + CONFIRM_TTL)
         return token
 
-    def redeem(self, token: str, agent: str, session: str | None, command: Command, tab: int | None) -> bool:
-        """True once for a valid token issued for exactly this agent, session, action, tab and parameters."""
+    def hold(self, given: str | None, agent: str, session: str | None, action: str, tab: int | None,
+             params: bytes, **state: Any) -> HeldForApproval | None:
+        """None when ``given`` approves this action (it is used up), else the hold asking approval: a new
+        confirm token in its state (``confirm_token_invalid`` when ``given`` was a token, but not this one)."""
+        if given and self.redeem_for(given, agent, session, action, tab, params):
+            return None
+        token = self.issue_for(agent, session, action, tab, params)
+        if not given:
+            message, code = "The action needs approval; nothing was done", "needs_user"
+        else:  # told apart from a first ask: the token given was wrong, used, expired or for another action
+            message, code = ("The confirm token is not valid (wrong, used, expired or for another action); "
+                             "the action needs approval again; nothing was done", "confirm_token_invalid")
+        return HeldForApproval(Failure(message, code, False, {
+            "reason": "approval", "detail": "confirmation_required" if code == "needs_user" else code,
+            "action": action, "tabId": tab, **state, "confirm_token": token, "expires_in": CONFIRM_TTL}))
+
+    def redeem_for(self, token: str, agent: str, session: str | None, action: str, tab: int | None,
+                   params: bytes) -> bool:
+        """True once for a valid token of :meth:`issue_for` with exactly these arguments."""
         key = token_hash(token)
         with self._lock:
             found = self._issued.get(key)
             if found is None or found[1] <= self._clock():
                 return False
-            if not digests_equal(found[0], self._binding(agent, session, command, tab)):
+            if not digests_equal(found[0], self._binding(agent, session, action, tab, params)):
                 return False
             del self._issued[key]
         return True
@@ -231,17 +257,9 @@ class PolicyDriver:
         if url is not None and (denial := policy.urls.check(url)) is not None:
             return Failed(Failure(f"URL refused by policy: {denial.message}", "url_denied", False,
                                   {"reason": denial.reason, "host": denial.host}))
-        if policy.ask_before_act and not (self._confirm_token and self._confirms.redeem(
-                self._confirm_token, self._agent, self._session, command, tab)):
-            token = self._confirms.issue(self._agent, self._session, command, tab)
-            if self._confirm_token is None:
-                message, code = "The action needs approval; nothing was done", "needs_user"
-            else:  # told apart from a first ask: the token given was wrong, used, expired or for another action
-                message, code = ("The confirm token is not valid (wrong, used, expired or for another action); "
-                                 "the action needs approval again; nothing was done", "confirm_token_invalid")
-            return HeldForApproval(Failure(message, code, False, {
-                "reason": "approval", "detail": "confirmation_required" if code == "needs_user" else code,
-                "action": command.action, "tabId": tab, "confirm_token": token, "expires_in": CONFIRM_TTL}))
+        if policy.ask_before_act:
+            return self._confirms.hold(self._confirm_token, self._agent, self._session, command.action, tab,
+                                       normalized(command))
         return None
 
     def execute(self, command: Command, tab_id: int | None, timeout: float,

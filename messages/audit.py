@@ -15,7 +15,8 @@ from typing import Any, ClassVar, NewType
 from messages.commands import Command, audit_params
 
 __all__ = ["AuditEntry", "CallEntry", "DirectEntry", "InterruptedEntry", "LiveViewEntry", "ObservedStepEntry",
-           "RedactedParams", "ResumeEntry", "SiteToolEntry", "StepEntry", "TakeoverEntry", "redacted_params"]
+           "RedactedParams", "ResumeEntry", "SiteToolEntry", "StepEntry", "TakeoverEntry", "TaskEntry",
+           "redacted_params"]
 
 RedactedParams = NewType("RedactedParams", Mapping[str, Any])
 """A command's parameters as the audit log may keep them (only :func:`redacted_params` makes one)."""
@@ -146,6 +147,19 @@ class LiveViewEntry(AuditEntry):
 
     def _fields(self) -> dict[str, Any]:
         return {"op": self.op, "tabId": self.tab_id}
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class TaskEntry(AuditEntry):
+    """A task of ``agent`` is about to be created, taken over, completed, revoked or expired."""
+
+    kind = "task"
+    op: str
+    """``created``, ``takeover``, ``completed``, ``revoked`` or ``expired``."""
+    task_id: str
+
+    def _fields(self) -> dict[str, Any]:
+        return {"op": self.op, "taskId": self.task_id}
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

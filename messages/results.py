@@ -14,7 +14,7 @@ from messages.errors import KitsuneError
 
 __all__ = [
     "STATUSES", "Done", "Failed", "Failure", "HeldForApproval", "Ok", "Outcome", "Result", "Status", "Unknown",
-    "outcome_from_json", "outcome_to_json", "result_from_json", "result_to_json", "worst",
+    "outcome_from_json", "outcome_to_json", "result_from_json", "result_to_json", "status_of", "worst",
 ]
 
 Status = Literal["ok", "unknown", "held", "failed", "skipped"]
@@ -123,6 +123,13 @@ class HeldForApproval:
 
 
 Outcome = Done | Failed | Unknown | HeldForApproval
+
+def status_of(outcome: Outcome) -> Status:
+    """The step status an outcome is: ok, failed, unknown or held."""
+    return _STATUS_OF[type(outcome)]
+
+
+_STATUS_OF: Mapping[type, Status] = {Done: "ok", Failed: "failed", Unknown: "unknown", HeldForApproval: "held"}
 
 _OUTCOME_KINDS: Mapping[str, type[Failed | Unknown | HeldForApproval]] = {
     "failed": Failed, "unknown": Unknown, "held": HeldForApproval,

@@ -39,6 +39,8 @@ TASK_ID = re.compile(r"t-[0-9a-f]{16}")
 """A task's id: ``t-`` and 16 hex digits (also a safe KV key token)."""
 SESSION = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.:-]{0,127}")
 """A session's name, as ``X-Kitsune-Session`` gives it."""
+MAX_GOAL = 2000
+"""Characters of a task's goal, at most."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -95,9 +97,12 @@ class Task:
                 "checkpoint": self.checkpoint}
 
     def view(self, session: str | None, now: float) -> dict[str, Any]:
-        """The task as answers show it: the record without ``in_flight``, with the caller's ``state``."""
+        """The task as answers show it: the record without ``in_flight``, with the caller's ``state``, and
+        its owner as ``you`` or ``another session`` (a session's name is never shown to another: sent as
+        ``X-Kitsune-Session``, it would act as that session)."""
         body = self.to_dict()
         del body["in_flight"]
+        body["owner"] = "you" if session == self.owner else "another session"
         body["state"] = self.state_for(session, now)
         return body
 
@@ -129,8 +134,8 @@ def session_of(header: str | None) -> str:
 def new_task(agent: str, session: str, goal: str, tabs: Iterable[int], *, now: float, resume: str = "ask",
              scope: str = "browser", lease_ttl: float = TASK_LEASE_TTL, task_id: str | None = None) -> Task:
     """A task just created: active, owned by ``session`` for ``lease_ttl`` seconds from ``now``."""
-    if not isinstance(goal, str) or not goal.strip():
-        raise _invalid("goal", "goal must be a non-empty string")
+    if not isinstance(goal, str) or not goal.strip() or len(goal) > MAX_GOAL:
+        raise _invalid("goal", f"goal must be a non-empty string of at most {MAX_GOAL} characters")
     if resume not in RESUMES:
         raise _invalid("resume", "resume must be one of ask, auto, off")
     if scope not in SCOPES:

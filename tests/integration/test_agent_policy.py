@@ -105,7 +105,7 @@ def test_caps_answer_for_the_calling_agent_and_a_route_of_a_group_it_lacks_is_di
         assert alice.get("/api/caps").json() == {"caps": ["automation", "core"], "routes": sorted(GROUPS)}
         assert bob.get("/api/caps").json() == {
             "caps": ["core"], "routes": ["/api/act", "/api/live/handbacks", "/api/needs-user", "/api/resume",
-                                         "/api/sessions", "/api/tabs"]}
+                                         "/api/sessions", "/api/tabs", "/api/tasks"]}
         for path in ("/api/batch", "/api/parallel", "/api/workflow"):
             refused = bob.post(path, json={"commands": [{"action": "title"}]})
             assert (refused.status_code, refused.json()) == (404, {

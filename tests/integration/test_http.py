@@ -114,7 +114,8 @@ def test_routes_outside_the_enabled_groups_answer_404_capability_disabled(
             assert error(client.post("/api/resume", json={"call": 1, "resume_token": "x"})) == (
                 404, "checkpoint_not_found")  # resume is in core too
             assert client.get("/api/caps").json() == {"caps": ["core"], "routes": [
-                "/api/act", "/api/live/handbacks", "/api/needs-user", "/api/resume", "/api/sessions", "/api/tabs"]}
+                "/api/act", "/api/live/handbacks", "/api/needs-user", "/api/resume", "/api/sessions", "/api/tabs",
+                "/api/tasks"]}
     finally:
         assert core_only.stop() == 0
 

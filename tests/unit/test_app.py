@@ -236,7 +236,8 @@ def test_schema_publishes_the_command_batch_and_parallel_schemas(alice: TestClie
 
 
 @pytest.mark.parametrize(("caps", "routes"), [
-    ({"core"}, ["/api/act", "/api/live/handbacks", "/api/needs-user", "/api/resume", "/api/sessions", "/api/tabs"]),
+    ({"core"}, ["/api/act", "/api/live/handbacks", "/api/needs-user", "/api/resume", "/api/sessions", "/api/tabs",
+                "/api/tasks"]),
     ({"automation"}, ["/api/batch", "/api/parallel", "/api/resume", "/api/workflow"]),
 ])
 def test_caps_lists_the_enabled_groups_and_their_routes(node: FakeNode, caps: set[str], routes: list[str]) -> None:

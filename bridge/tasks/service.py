@@ -1,0 +1,318 @@
+"""The node's tasks: what the routes do, the lease every write to a task's tab passes, the calls each follows.
+
+- Writes: :meth:`Tasks.refusal` is the policy's ``TaskLeases``. The mirror says whether a tab is a
+  task's; the bucket's own record then decides (a decisive read: a takeover or a revocation made
+  through another node holds for the next write here). The owner's write renews its lease.
+- Calls: :meth:`Tasks.following` wraps a call or resume of a session that owns tasks: the call is
+  in flight in each of them from its first event until the session is heard from after its end.
+  Values typed in it are kept in memory (never written) to scrub the agent's summaries.
+- Takeover: one compare-and-set; its answer re-observes the task's tabs now and reports the calls
+  in flight as unknown ("session lost mid-execution"), each with a reissued resume token when its
+  checkpoint is held (``ask``, ``auto``), and ``auto`` resumes those that need no observation and
+  hold no approval.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import collections
+import concurrent.futures
+import contextlib
+import dataclasses
+import logging
+import time
+from collections.abc import Callable, Coroutine, Iterator
+from typing import Any, Protocol
+
+from actors.audit_actor import Auditor
+from actors.call_actor import ResumeCall, RunCall
+from actors.loop import IoLoop
+from bridge.tasks import records
+from bridge.tasks.checkpoint import build_checkpoint
+from bridge.tasks.records import Task
+from bridge.tasks.store import TaskStore
+from core.calls import CallResponse
+from messages.commands import secret_values
+from messages.errors import KitsuneError
+from messages.events import CallStarted, Event
+from messages.results import Failure
+from messages.steplog import StepLog
+
+__all__ = ["LOST", "Tasks"]
+
+log = logging.getLogger(__name__)
+
+LOST = "session lost mid-execution"
+"""The reason a takeover gives for a call its old session may never have heard the end of."""
+_DECISIVE_READ = 5.0
+_SECRETS_KEPT = 64
+"""Typed values remembered per task (the newest), to scrub summaries."""
+
+
+class _Node(Protocol):
+    """What tasks need of their node."""
+
+    def auditor(self, agent: str | None) -> Auditor: ...
+
+    def replay(self, call: int) -> StepLog: ...
+
+    async def describe_tabs(self) -> list[dict[str, Any]]: ...
+
+    async def needs_user(self, tab: int) -> dict[str, Any]: ...
+
+    async def run_async(self, message: RunCall | ResumeCall) -> CallResponse: ...
+
+    async def reissue(self, call: int, agent: str) -> str | None: ...
+
+
+class Tasks:
+    """The tasks of one node's agents (owned by the node; the store is the fleet's)."""
+
+    def __init__(self, store: TaskStore, io: IoLoop, node: _Node, *, lease_ttl: float,
+                 owner_of: Callable[[int], str | None]) -> None:
+        self.store = store
+        self.lease_ttl = lease_ttl
+        self._io = io
+        self._node = node
+        self._owner_of = owner_of
+        """The agent a tab belongs to (the fleet's registry)."""
+        self._secrets: dict[str, collections.deque[str]] = {}
+
+    # -- the routes ------------------------------------------------------------------------
+
+    async def create(self, agent: str, session: str | None, body: dict[str, Any]) -> dict[str, Any]:
+        unknown = sorted(set(body) - {"goal", "tabs", "resume", "scope"})
+        if unknown:
+            raise KitsuneError("unknown_parameter", f"a task takes no {unknown[0]!r}", state={"param": unknown[0]})
+        tabs = body.get("tabs", [])
+        if not isinstance(tabs, list):
+            raise KitsuneError("invalid_parameter", "tabs must be a list of tab ids", state={"param": "tabs"})
+        task = records.new_task(agent, records.session_of(session), body.get("goal"),  # type: ignore[arg-type]
+                                tabs, now=time.time(), resume=body.get("resume", "ask"),
+                                scope=body.get("scope", "browser"), lease_ttl=self.lease_ttl)
+        for tab in task.tabs:  # the store refuses a tab of another task that is not over (task_conflict)
+            if self._owner_of(tab) != agent:
+                raise KitsuneError("tab_owned", f"tab {tab} is not one of your tabs", state={"tabId": tab})
+        checkpoint = await self._checkpoint(task, "")
+        task = records.with_checkpoint(task, checkpoint, task.created)
+        await asyncio.to_thread(self._node.auditor(agent).task, "created", task.id)
+        await self.store.create(task)
+        return task.view(session, time.time())
+
+    async def get(self, agent: str, session: str | None, task_id: str) -> dict[str, Any]:
+        task = await self._found(agent, task_id)
+        if session == task.owner:
+            task = await self._heard(task)
+        return task.view(session, time.time())
+
+    def listing(self, agent: str, session: str | None) -> list[dict[str, Any]]:
+        now = time.time()
+        return [t.view(session, now) for t in self.store.of_agent(agent) if t.status != "revoked"]
+
+    async def heartbeat(self, agent: str, session: str | None, task_id: str) -> dict[str, Any]:
+        await self._found(agent, task_id)
+        task = await self.store.change(task_id, lambda t: records.renewed(t, session, time.time()))
+        return task.view(session, time.time())
+
+    async def checkpoint(self, agent: str, session: str | None, task_id: str, summary: Any) -> dict[str, Any]:
+        task = await self._found(agent, task_id)
+        records.check_owner(task, session, time.time())
+        checkpoint = await self._checkpoint(task, summary)
+        task = await self.store.change(task_id, lambda t: _owned(t, session, lambda now: records.with_checkpoint(
+            records.acknowledged(t) or t, checkpoint, now)))
+        return task.view(session, time.time())
+
+    async def complete(self, agent: str, session: str | None, task_id: str, summary: Any) -> dict[str, Any]:
+        task = await self._found(agent, task_id)
+        records.check_owner(task, session, time.time())
+        checkpoint = await self._checkpoint(dataclasses.replace(task, status="completed"), summary)
+        await asyncio.to_thread(self._node.auditor(agent).task, "completed", task_id)
+        task = await self.store.change(task_id, lambda t: records.with_checkpoint(
+            records.completed(t, session, time.time()), checkpoint, time.time()))
+        return task.view(session, time.time())
+
+    async def delete(self, agent: str | None, task_id: str, *, expire: bool) -> dict[str, Any]:
+        """Revoke a task (or end its lease, ``expire``): the task's agent, or an operator (``agent`` None)."""
+        task = await self.store.get(task_id)
+        if task is None or (agent is not None and task.agent != agent):
+            raise _not_found(task_id)
+        await asyncio.to_thread(self._node.auditor(task.agent).task, "expired" if expire else "revoked", task_id)
+        change = records.expired_now if expire else records.revoked
+        task = await self.store.change(task_id, lambda t: change(t, time.time()))
+        return task.view(None, time.time())
+
+    async def take_over(self, agent: str, session: str | None, task_id: str, force: bool) -> dict[str, Any]:
+        """Take the task over for ``session`` (one compare-and-set), and what it needs to go on."""
+        task = await self._found(agent, task_id)
+        mine = records.session_of(session)
+        records.taken_over(task, mine, time.time(), force)  # refused before the audit: nothing taken
+        await asyncio.to_thread(self._node.auditor(agent).task, "takeover", task_id)
+        taken = await self.store.change(task_id, lambda t: records.taken_over(t, mine, time.time(), force), attempts=1)
+        in_flight = [f.call for f in task.in_flight]
+        taken = await self.store.change(task_id, lambda t: dataclasses.replace(t, in_flight=()))
+        answer: dict[str, Any] = {"ok": True, "task": taken.view(mine, time.time()),
+                                  "tabs": await self._observed(taken), "in_flight": []}
+        for call in in_flight:
+            answer["in_flight"].append(await self._lost_call(taken, call, mine))
+        return answer
+
+    # -- writes (the policy's TaskLeases; any thread but the loop's) ---------------------------
+
+    def refusal(self, tab: int, agent: str, session: str | None) -> Failure | None:
+        mirrored = self.store.task_of_tab(tab)
+        if mirrored is None:
+            return None
+        task = self._io.run(self.store.get(mirrored.id), timeout=_DECISIVE_READ)
+        if task is None:
+            return None
+        try:
+            records.check_write(task, session, time.time(), tab)
+        except KitsuneError as e:
+            return Failure(f"{e.message}; nothing was sent", e.code, False, e.state)
+        if task.state_for(session, time.time()) == "owner" and records.renewed(task, session, time.time()):
+            self._soon(self._renew(task.id, session))
+        return None
+
+    # -- calls -----------------------------------------------------------------------------------
+
+    @contextlib.contextmanager
+    def following(self, message: RunCall | ResumeCall) -> Iterator[RunCall | ResumeCall]:
+        """``message`` as it is, or, for a session that owns tasks, one whose call each of them follows."""
+        owned = [t for t in self.store.of_agent(message.agent or "") if t.owner == message.session
+                 and t.state_for(message.session, time.time()) == "owner"] if message.session else []
+        if not owned:
+            yield message
+            return
+        if isinstance(message, RunCall):
+            for task in owned:
+                self._remember(task.id, [v for c in message.spec.commands for v in secret_values(c)])
+        calls: list[int] = [message.call] if isinstance(message, ResumeCall) and isinstance(message.call, int) else []
+        for call in calls:
+            self._started(owned, call)
+        heard = message.listener
+
+        def listen(event: Event) -> None:
+            if isinstance(event, CallStarted) and not calls:
+                calls.append(event.call)
+                self._started(owned, event.call)
+            if heard is not None:
+                heard(event)
+        try:
+            yield dataclasses.replace(message, listener=listen)
+        finally:
+            for call in calls:
+                for task in owned:
+                    self._soon(self._ended(task.id, call, None))
+
+    def direct(self, agent: str, session: str | None, call: int, secrets: list[str],
+               step: dict[str, Any] | None = None) -> None:
+        """A direct call of ``session`` started (``step`` None) or ended with its one step's record: the tasks
+        it owns follow it as any call."""
+        if session is None:
+            return
+        for task in self.store.of_agent(agent):
+            if task.owner == session and task.state_for(session, time.time()) == "owner":
+                if step is None:
+                    self._remember(task.id, secrets)
+                    self._started([task], call)
+                else:
+                    self._soon(self._ended(task.id, call, [step]))
+
+    def _started(self, owned: list[Task], call: int) -> None:
+        def started(task: Task) -> Task | None:
+            return records.call_started(task, call)
+        for task in owned:
+            self._soon(self.store.change(task.id, started))
+
+    async def _ended(self, task_id: str, call: int, steps: list[dict[str, Any]] | None) -> None:
+        """``call`` ended: its steps go into the task's checkpoint; it stays in flight until its session is heard."""
+        if steps is None:
+            log = await asyncio.to_thread(self._node.replay, call)
+            steps = [{"call": call, "path": r.path, "action": r.action, "tabId": r.tab_id, "status": r.status,
+                      "code": r.code} for r in log.records() if not r.steps and not r.sequences]
+
+        def change(task: Task) -> Task | None:
+            previous = task.checkpoint or {}
+            checkpoint = build_checkpoint(task.goal, previous.get("began"), previous.get("page"),
+                                          [*previous.get("steps", []), *steps], previous.get("events", []),
+                                          previous.get("summary", ""), task.status, self._secrets.get(task.id, ()))
+            return records.with_checkpoint(records.call_ended(task, call) or task, checkpoint, time.time())
+        await self.store.change(task_id, change)
+
+    def _soon(self, work: Coroutine[Any, Any, Any]) -> None:
+        """Run ``work`` on the loop without waiting for it (from any thread); its failure is logged."""
+        future = asyncio.run_coroutine_threadsafe(work, self._io.loop)
+        future.add_done_callback(_logged)
+
+    def _remember(self, task_id: str, secrets: list[str]) -> None:
+        if secrets:
+            self._secrets.setdefault(task_id, collections.deque(maxlen=_SECRETS_KEPT)).extend(secrets)
+
+    # -- helpers ---------------------------------------------------------------------------------
+
+    async def _found(self, agent: str, task_id: str) -> Task:
+        task = await self.store.get(task_id) if records.TASK_ID.fullmatch(task_id) else None
+        if task is None or task.agent != agent:
+            raise _not_found(task_id)
+        return task
+
+    async def _heard(self, task: Task) -> Task:
+        """The owner's session was heard from: its lease renewed, the calls it saw end answered."""
+        return await self.store.change(task.id, lambda t: _owned(t, t.owner, lambda now: records.acknowledged(
+            records.renewed(t, t.owner, now) or t)))
+
+    async def _renew(self, task_id: str, session: str | None) -> None:
+        with contextlib.suppress(KitsuneError):
+            await self.store.change(task_id, lambda t: records.renewed(t, session, time.time()))
+
+    async def _observed(self, task: Task) -> list[dict[str, Any]]:
+        """The task's tabs as they are now: URL, title, and whether they need a person."""
+        described = {tab["tabId"]: tab for tab in await self._node.describe_tabs()}
+        observed: list[dict[str, Any]] = []
+        for tab in task.tabs:
+            found = described.get(tab)
+            if found is None:
+                observed.append({"tabId": tab, "closed": True})
+                continue
+            hint = await self._node.needs_user(tab)
+            observed.append({"tabId": tab, "url": found.get("url"), "title": found.get("title"),
+                             "needs_user": bool(hint.get("needs_user")), "reason": hint.get("reason")})
+        return observed
+
+    async def _lost_call(self, task: Task, call: int, session: str) -> dict[str, Any]:
+        """A call the old session may not have heard the end of: unknown, with a way to resume it if it kept one."""
+        lost: dict[str, Any] = {"call": call, "status": "unknown", "reason": LOST}
+        if task.resume == "off":
+            return lost
+        token = await self._node.reissue(call, task.agent)
+        if token is None:
+            return lost
+        if task.resume == "auto":
+            response = await self._node.run_async(ResumeCall(call, token, None, task.agent, session=session))
+            if response.body.get("code") not in ("observed_required", "needs_user"):
+                return {**lost, "resumed": response.body}
+            token = response.body.get("resume_token", token) if response.body.get("code") == "needs_user" else token
+        return {**lost, "resume_token": token}
+
+    async def _checkpoint(self, task: Task, summary: Any) -> dict[str, Any]:
+        """The task's checkpoint as the node builds it now (its first open tab observed): context, never authority."""
+        previous = task.checkpoint or {}
+        tabs = await self._observed(task) if task.tabs else []
+        page = next((t for t in tabs if not t.get("closed")), {})
+        return build_checkpoint(task.goal, previous.get("began") or page, page, previous.get("steps", []),
+                                previous.get("events", []), summary if summary else previous.get("summary", ""),
+                                task.status, self._secrets.get(task.id, ()))
+
+
+def _owned(task: Task, session: str | None, change: Callable[[float], Task | None]) -> Task | None:
+    records.check_owner(task, session, time.time())
+    return change(time.time())
+
+
+def _logged(future: concurrent.futures.Future[Any]) -> None:
+    if not future.cancelled() and (error := future.exception()) is not None:
+        log.warning("a task's record was not updated (%s)", type(error).__name__)
+
+
+def _not_found(task_id: str) -> KitsuneError:
+    return KitsuneError("task_not_found", f"No task {task_id} of yours", state={"taskId": task_id})
