@@ -9,17 +9,19 @@ for approval (a confirm token, or a prompt) as any write."""
 from __future__ import annotations
 
 import os
-import re
 import signal
-from collections.abc import Iterator
+from collections.abc import AsyncIterator, Iterator
+from contextlib import asynccontextmanager
 from typing import Any
 
 import anyio
+import httpx2
 import pytest
 from mcp import ClientSession
+from mcp.client.streamable_http import streamable_http_client
 
-from tests.e2e.clients import Asker, call, open_tab, over_http, over_stdio, processes
-from tests.integration.serving import Served, serve
+from tests.e2e.clients import Asker, call, open_tab, over_stdio, processes
+from tests.integration.serving import TOKENS, Served, serve
 from tests.nats_access import NatsAccess
 from tests.site import TestSite
 
@@ -117,30 +119,48 @@ async def test_a_task_survives_its_client_s_death_and_a_new_client_takes_it_over
         assert done["task"]["state"] == "completed", done
 
 
-def _state(served: Served, task: str) -> str:
-    """The task's state as the agent's plain API client (no session: never its owner) sees it."""
+def _state(served: Served, task: str, session: str | None = None) -> str:
+    """The task's state as the agent's plain API client sees it (as ``session``, or as none: never its owner)."""
     with served.client() as client:
-        state: str = client.get(f"/api/tasks/{task}").json()["task"]["state"]
+        headers = {"X-Kitsune-Session": session} if session else {}
+        state: str = client.get(f"/api/tasks/{task}", headers=headers).json()["task"]["state"]
         return state
+
+
+@asynccontextmanager
+async def _over_http(served: Served) -> AsyncIterator[tuple[ClientSession, list[str]]]:
+    """An MCP session over streamable HTTP as alice, and the Mcp-Session-Id the node gave it (once known)."""
+    given: list[str] = []
+
+    async def heard(response: httpx2.Response) -> None:
+        if "mcp-session-id" in response.headers and not given:
+            given.append(response.headers["mcp-session-id"])
+
+    async with httpx2.AsyncClient(headers={"Authorization": f"Bearer {TOKENS['alice']}"}, timeout=60,
+                                  event_hooks={"response": [heard]}) as http, \
+            streamable_http_client(served.base + "/mcp", http_client=http) as (read, write), \
+            ClientSession(read, write) as session:
+        await session.initialize()
+        yield session, given
 
 
 async def test_an_http_session_owns_its_tasks_while_it_lives_and_lets_their_leases_go_when_it_closes(
         leasing: Served, site: TestSite) -> None:
     tab = open_tab(leasing, site.url("/text"))
-    async with over_http(leasing) as first:
+    async with _over_http(leasing) as (first, given):
         assert first.instructions is not None and "Your agent" in first.instructions  # the bridge answered
         created = await call(first, "browser_task_create", {"goal": "Read the text", "tabs": [tab]})
-        task, owner = created["task"]["id"], created["task"]["owner"]
-        assert re.fullmatch(r"[0-9a-f]{32}", owner), owner  # the Mcp-Session-Id
+        task = created["task"]["id"]
+        assert created["task"]["owner"] == "you" and _state(leasing, task, given[0]) == "owner"  # its Mcp-Session-Id
         await anyio.sleep(LEASE_TTL * 1.5)  # no request meanwhile: its heartbeats keep the lease
         assert _state(leasing, task) == "follower" and (await _task(first, task))["state"] == "owner"
     with anyio.fail_after(LEASE_TTL * 4):  # the session closed: no more heartbeats
         while _state(leasing, task) != "expired":
             await anyio.sleep(0.5)
-    async with over_http(leasing) as second:
+    async with _over_http(leasing) as (second, _):
         assert second.instructions is not None and f'{task} "Read the text" (expired)' in second.instructions
         taken = await call(second, "browser_task_takeover", {"taskId": task})
-        assert taken["task"]["state"] == "owner" and taken["task"]["owner"] not in (owner, None), taken
+        assert taken["task"]["state"] == "owner" and _state(leasing, task, given[0]) == "follower", taken
         assert taken["in_flight"] == [] and taken["tabs"][0]["url"] == site.url("/text")
         assert (await call(second, "browser_task_complete", {"taskId": task}))["task"]["state"] == "completed"
 
