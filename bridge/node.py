@@ -18,6 +18,7 @@ from collections.abc import Awaitable, Callable, Mapping
 from typing import Any
 
 import pykka
+from playwright.async_api import Error as PlaywrightError
 
 from actors.audit_actor import AuditActor, AuditLog, Auditor, AuditTrail, JetStreamAuditLog, LocalAuditLog
 from actors.bus import Bus, LocalBus, NatsBus, Subscription
@@ -29,6 +30,7 @@ from actors.loop import IoLoop, ask_from_loop
 from actors.sequence_actor import ActorSequences, BarrierActor
 from actors.tab_actor import not_sent
 from actors.threads import SystemClock
+from bridge.browser.page_js import HEADINGS
 from bridge.browser.sessions import ONE_SHOT, SessionChange
 from bridge.console import console_serving
 from bridge.fleet.member import FleetMember
@@ -342,6 +344,14 @@ class Node:
     async def reissue(self, call: int, agent: str) -> str | None:
         """A new resume token for ``agent``'s checkpoint of ``call``, wherever the fleet holds it."""
         return await self.resumes.reissue(call, agent)
+
+    async def headings(self, tab: int) -> list[str]:
+        """The headings of a tab of this node's page (none for another node's tab, or a page that does not answer)."""
+        try:
+            found = await asyncio.wait_for(self.browser.page(tab).evaluate(HEADINGS), 2.0)
+        except (KitsuneError, PlaywrightError, TimeoutError):
+            return []
+        return [str(text) for text in found] if isinstance(found, list) else []
 
     async def _run_here(self, message: RunCall | ResumeCall) -> CallResponse:
         assert self.calls is not None

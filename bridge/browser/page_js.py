@@ -9,8 +9,8 @@ from __future__ import annotations
 from importlib.resources import files
 
 __all__ = [
-    "BODY_TEXT", "CLIPBOARD_READ", "CLIPBOARD_WRITE", "FIND", "MODEL_CONTEXT", "NEEDS_USER", "NO_SERVICE_WORKERS",
-    "SCRATCH_CLOSE", "SCRATCH_OPEN", "SELECT_OPTIONS", "STORAGE", "SUBMIT_FORM",
+    "BODY_TEXT", "CLIPBOARD_READ", "CLIPBOARD_WRITE", "FIND", "HEADINGS", "MODEL_CONTEXT", "NEEDS_USER",
+    "NO_SERVICE_WORKERS", "SCRATCH_CLOSE", "SCRATCH_OPEN", "SELECT_OPTIONS", "STORAGE", "SUBMIT_FORM",
 ]
 
 
@@ -26,6 +26,8 @@ CLIPBOARD_WRITE = _load("clipboard_write")
 """Writes the clipboard through the page's API: ``'ok'``, or ``'fallback'`` where the API is blocked."""
 FIND = _load("find")
 """Describes up to ``limit`` matched elements: tag, text (200 characters at most), visibility."""
+HEADINGS = _load("headings")
+"""The page's first ten headings (h1-h3), as text: what a task's checkpoint describes a page by."""
 MODEL_CONTEXT = _load("model_context")
 """The init script of every document: ``navigator.modelContext`` (WebMCP site tools), speaking to the node only
 through its binding (``bridge.browser.site_tools``)."""

@@ -97,7 +97,9 @@ class _TaskRoutes:
             raise KitsuneError("invalid_parameter", "confirm_token must be a string", state={"param": "confirm_token"})
         agent, session = self._api.agent(request), self._api.session(request)
         if self._node.policy_of(agent).ask_before_act:  # a write as any: approved first, with a session-bound token
-            hold = self._node.confirms.hold(token, agent, session, "takeover", None, task_id.encode(), taskId=task_id)
+            await self._node.tasks.may_take_over(agent, session, task_id, force)  # never an approval in vain
+            hold = self._node.confirms.hold(token, agent, session, "takeover", None, orjson.dumps([task_id, force]),
+                                            taskId=task_id, force=force)
             if hold is not None:
                 return _json({**hold.failure.to_json(), "status": "held"})
         return _json(await self._node.tasks.take_over(agent, session, task_id, force))

@@ -64,6 +64,8 @@ class _Node(Protocol):
 
     async def reissue(self, call: int, agent: str) -> str | None: ...
 
+    async def headings(self, tab: int) -> list[str]: ...
+
 
 class Tasks:
     """The tasks of one node's agents (owned by the node; the store is the fleet's)."""
@@ -141,14 +143,17 @@ class Tasks:
         task = await self.store.change(task_id, lambda t: change(t, time.time()))
         return task.view(None, time.time())
 
+    async def may_take_over(self, agent: str, session: str | None, task_id: str, force: bool) -> None:
+        """Raise what a takeover would answer now if it may not happen (before anyone is asked to approve it)."""
+        records.taken_over(await self._found(agent, task_id), records.session_of(session), time.time(), force)
+
     async def take_over(self, agent: str, session: str | None, task_id: str, force: bool) -> dict[str, Any]:
         """Take the task over for ``session`` (one compare-and-set), and what it needs to go on."""
-        task = await self._found(agent, task_id)
         mine = records.session_of(session)
-        records.taken_over(task, mine, time.time(), force)  # refused before the audit: nothing taken
+        await self.may_take_over(agent, mine, task_id, force)  # refused before the audit: nothing taken
         await asyncio.to_thread(self._node.auditor(agent).task, "takeover", task_id)
         taken = await self.store.change(task_id, lambda t: records.taken_over(t, mine, time.time(), force), attempts=1)
-        in_flight = [f.call for f in task.in_flight]
+        in_flight = [f.call for f in taken.in_flight]
         taken = await self.store.change(task_id, lambda t: dataclasses.replace(t, in_flight=()))
         answer: dict[str, Any] = {"ok": True, "task": taken.view(mine, time.time()),
                                   "tabs": await self._observed(taken), "in_flight": []}
@@ -299,6 +304,8 @@ class Tasks:
         previous = task.checkpoint or {}
         tabs = await self._observed(task) if task.tabs else []
         page = next((t for t in tabs if not t.get("closed")), {})
+        if page:
+            page = {**page, "headings": await self._node.headings(page["tabId"])}
         return build_checkpoint(task.goal, previous.get("began") or page, page, previous.get("steps", []),
                                 previous.get("events", []), summary if summary else previous.get("summary", ""),
                                 task.status, self._secrets.get(task.id, ()))
