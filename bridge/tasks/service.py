@@ -154,7 +154,7 @@ class Tasks:
         await asyncio.to_thread(self._node.auditor(agent).task, "takeover", task_id)
         taken = await self.store.change(task_id, lambda t: records.taken_over(t, mine, time.time(), force), attempts=1)
         in_flight = [f.call for f in taken.in_flight]
-        taken = await self.store.change(task_id, lambda t: dataclasses.replace(t, in_flight=()))
+        taken = await self.store.change(task_id, lambda t: _lost(t, set(in_flight)))
         answer: dict[str, Any] = {"ok": True, "task": taken.view(mine, time.time()),
                                   "tabs": await self._observed(taken), "in_flight": []}
         for call in in_flight:
@@ -309,6 +309,15 @@ class Tasks:
         return build_checkpoint(task.goal, previous.get("began") or page, page, previous.get("steps", []),
                                 previous.get("events", []), summary if summary else previous.get("summary", ""),
                                 task.status, self._secrets.get(task.id, ()))
+
+
+def _lost(task: Task, calls: set[int]) -> Task:
+    """The task once its new owner was told of ``calls``: none in flight, and their steps ``unknown`` in the
+    checkpoint (the old session may never have heard how they went)."""
+    checkpoint = dict(task.checkpoint or {})
+    checkpoint["steps"] = [{k: v for k, v in step.items() if k != "code"} | {"status": "unknown"}
+                           if step.get("call") in calls else step for step in checkpoint.get("steps", [])]
+    return dataclasses.replace(task, in_flight=(), checkpoint=checkpoint)
 
 
 def _owned(task: Task, session: str | None, change: Callable[[float], Task | None]) -> Task | None:
