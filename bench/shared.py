@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import itertools
 import secrets
+import statistics
 import threading
 import time
 from collections.abc import Awaitable, Callable, Sequence
@@ -100,3 +101,8 @@ def load_line(before: tuple[float, ...], after: tuple[float, ...]) -> str:
     """The machine's load averages (1, 5, 15 minutes) before and after the run."""
     return (f"load average before {before[0]:.2f} {before[1]:.2f} {before[2]:.2f}, "
             f"after {after[0]:.2f} {after[1]:.2f} {after[2]:.2f}")
+
+
+def p95(values: Sequence[float]) -> float:
+    """The 95th percentile of ``values`` (inclusive method: within their range even for a few values)."""
+    return statistics.quantiles(values, n=20, method="inclusive")[-1]
