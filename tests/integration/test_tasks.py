@@ -1,0 +1,451 @@
+"""Tasks with leases on a real fleet (issue 17): two in-process nodes of one fleet on the real nats-server,
+each with a real Chromium and the real app over HTTP; the test site counts every write, server side.
+
+The must-shows: the owner session writes and a follower (another session, or none) only observes, its
+writes refused before anything is sent; two sessions racing a takeover through the two nodes, one wins;
+a call in flight when its session is lost comes back unknown, never ok, its checkpoint's token reissued
+(the old one refused); the canaries (typed values, resume and confirm tokens) in no task record, view or
+raw KV value; an approval of one session authorizes no call of another; an operator revokes or expires a
+task and its owner's next write is refused. Beside them, the contract's refusals (another agent's task, a
+tab in two tasks, a request without a session) and a task on the agent's tab on the other node. Leases
+last 3 s: the tests poll, they never sleep long.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import secrets
+import threading
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import httpx
+import orjson
+import pytest
+import yaml
+
+from bridge.browser import ChromiumBrowser
+from bridge.config import BridgeConfig, load_config
+from bridge.node import Node
+from bridge.tasks.store import TASKS_BUCKET
+from messages.errors import ERROR_CODES
+from tests.integration.fleet_nodes import sees, until
+from tests.integration.serving import TOKENS, app_over
+from tests.nats_access import NatsAccess
+from tests.site import TestSite
+from tests.site.pages import TEXT_HEADING
+
+LEASE = 3.0
+"""Seconds a task's lease lasts on these nodes."""
+AGENTS = {**TOKENS, "carol": "carol-token-0123456789abcdef"}
+OPERATOR = "operator-token-0123456789abcdef"
+HIT = "POST /clicks/hit"
+SLOW = "POST /slow"
+SLOW_WRITE = "fetch('/slow', {method: 'POST'}).then(() => true)"
+"""A write the site holds (hold_slow) until the test lets it go."""
+LOST = "session lost mid-execution"
+
+
+@dataclass(frozen=True)
+class Fleet:
+    """Two nodes of one fleet, each served over HTTP."""
+
+    name: str
+    nodes: tuple[Node, Node]
+    bases: tuple[str, str]
+
+
+def _config(directory: Path) -> BridgeConfig:
+    """Agents alice and bob, carol who asks before acting, and an operator."""
+    agents = [{"name": name, "token": token, **({"ask_before_act": True} if name == "carol" else {})}
+              for name, token in AGENTS.items()]
+    (directory / "kitsune.yaml").write_text(yaml.safe_dump({
+        "agents": agents, "caps": ["core", "automation"], "operators": [{"name": "sre", "token": OPERATOR}]}))
+    return load_config(directory / "kitsune.yaml", {})
+
+
+@pytest.fixture(scope="module")
+def fleet(nats_access: NatsAccess, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Fleet]:
+    config, name = _config(tmp_path_factory.mktemp("tasks")), f"tasks-{secrets.token_hex(4)}"
+    with contextlib.ExitStack() as stack:
+        nodes = []
+        for _ in range(2):
+            node = Node(ChromiumBrowser(), nats_access.node_config(fleet=name, task_lease_ttl=LEASE, step_timeout=10.0),
+                        agent_policies=config.agent_policies()).start()
+            stack.callback(node.stop)
+            nodes.append(node)
+        first, second = nodes
+        until(lambda: sees(first, first.config.name, second.config.name)
+              and sees(second, first.config.name, second.config.name), 10, "the nodes seeing each other")
+        bases = (stack.enter_context(app_over(first, config)), stack.enter_context(app_over(second, config)))
+        yield Fleet(name, (first, second), bases)
+
+
+def sessions(count: int) -> list[str]:
+    """Names of ``count`` new sessions (each test its own: a session's tasks follow all its calls)."""
+    return [f"s{i}-{secrets.token_hex(4)}" for i in range(count)]
+
+
+@contextlib.contextmanager
+def api(base: str, agent: str = "alice", session: str | None = None,
+        token: str | None = None) -> Iterator[httpx.Client]:
+    """A client of ``agent`` (or of ``token``) naming ``session`` in every request (none: no header)."""
+    headers = {"Authorization": f"Bearer {token or AGENTS[agent]}",
+               **({"X-Kitsune-Session": session} if session else {})}
+    with httpx.Client(base_url=base, headers=headers, timeout=60) as client:
+        yield client
+
+
+def answer(response: httpx.Response, status: int = 200) -> dict[str, Any]:
+    assert response.status_code == status, response.text
+    body: dict[str, Any] = response.json()
+    return body
+
+
+def refused(response: httpx.Response, code: str) -> dict[str, Any]:
+    """The error body of a refused request: ``code`` with its own HTTP status."""
+    body = answer(response, ERROR_CODES[code].http_status)
+    assert body["code"] == code, body
+    return body
+
+
+def open_tab(client: httpx.Client, url: str, node: Node, **session: str) -> int:
+    """A new tab at ``url`` on ``node`` (in the browser ``session`` given); its id."""
+    opened = answer(client.post("/api/tabs", json={"op": "open", "url": url, "node": node.config.name, **session}))
+    assert opened["status"] == "ok", opened
+    tab: int = opened["tabId"]
+    return tab
+
+
+def approved_tab(client: httpx.Client, url: str, node: Node) -> int:
+    """A new tab of an agent that asks before acting: held first, then opened with the hold's confirm token."""
+    body = {"op": "open", "url": url, "node": node.config.name}
+    asked = answer(client.post("/api/tabs", json=body))
+    assert (asked["status"], asked["code"]) == ("held", "needs_user"), asked
+    opened = answer(client.post("/api/tabs", json={**body, "confirm_token": asked["state"]["confirm_token"]}))
+    assert opened["status"] == "ok", opened
+    tab: int = opened["tabId"]
+    return tab
+
+
+def create(client: httpx.Client, tabs: list[int], goal: str = "Hit the button", **options: Any) -> dict[str, Any]:
+    """A new task of the client's session on ``tabs``; its view."""
+    created = answer(client.post("/api/tasks", json={"goal": goal, "tabs": tabs, **options}), 201)
+    assert created["ok"] and created["task"]["state"] == "owner" and created["task"]["tabs"] == tabs, created
+    task: dict[str, Any] = created["task"]
+    return task
+
+
+def hit(client: httpx.Client, tab: int, **extra: Any) -> dict[str, Any]:
+    """A direct click on the /clicks page's #hit (one POST /clicks/hit when it runs)."""
+    return answer(client.post("/api/act", json={"command": {"action": "click", "tabId": tab, "selector": "#hit"},
+                                                **extra}))
+
+
+def state(client: httpx.Client, task: str) -> str:
+    got: str = answer(client.get(f"/api/tasks/{task}"))["task"]["state"]
+    return got
+
+
+def expire(client: httpx.Client, task: str) -> None:
+    ended = answer(client.delete(f"/api/tasks/{task}", params={"expire": "true"}))
+    assert ended["task"]["state"] == "expired" and ended["task"]["status"] == "expired", ended
+
+
+def test_the_owner_writes_and_a_follower_observes_its_writes_refused_with_nothing_sent(
+        fleet: Fleet, site: TestSite) -> None:
+    s1, s2 = sessions(2)
+    base = fleet.bases[0]
+    with api(base, session=s1) as owner, api(base, session=s2) as follower, api(base) as sessionless:
+        tab = open_tab(owner, site.url("/clicks"), fleet.nodes[0])
+        task = create(owner, [tab])
+        assert (task["owner"], task["status"], task["lease_ttl"], task["resume"]) == ("you", "active", LEASE, "ask")
+        assert hit(owner, tab)["status"] == "ok"
+        assert site.wait_for_count(HIT, 1) == 1
+        for other in (follower, sessionless):
+            direct = hit(other, tab)
+            assert (direct["status"], direct["code"]) == ("failed", "task_leased"), direct
+            assert direct["state"] == {"taskId": task["id"], "tabId": tab}
+            batch = answer(other.post("/api/batch", json={"tabId": tab, "commands": [
+                {"action": "title"}, {"action": "click", "selector": "#hit"}]}))
+            assert [p["status"] for p in batch["progress"]] == ["ok", "failed"], batch
+            assert batch["results"][1]["code"] == "task_leased"
+            text = answer(other.post("/api/act", json={"command": {"action": "pageText", "tabId": tab}}))
+            assert text["status"] == "ok" and "Clicks" in text["text"], text
+            seen = answer(other.get(f"/api/tasks/{task['id']}"))["task"]
+            assert (seen["state"], seen["owner"], seen["id"]) == ("follower", "another session", task["id"]), seen
+        assert state(owner, task["id"]) == "owner"
+        assert hit(owner, tab)["status"] == "ok"  # the owner's second write: the site saw all before it
+        assert site.wait_for_count(HIT, 2) == 2
+    assert site.counts() == {HIT: 2}
+
+
+def test_a_task_is_its_agent_s_alone_one_per_tab(fleet: Fleet, site: TestSite) -> None:
+    (s1,) = sessions(1)
+    base = fleet.bases[0]
+    with api(base, session=s1) as alice, api(base, "bob", s1) as bob, api(base) as sessionless:
+        tab = open_tab(alice, site.url("/clicks"), fleet.nodes[0])
+        refused(sessionless.post("/api/tasks", json={"goal": "No session", "tabs": [tab]}), "session_required")
+        task = create(alice, [tab])["id"]
+        refused(bob.post("/api/tasks", json={"goal": "Not my tab", "tabs": [tab]}), "tab_owned")
+        conflict = refused(alice.post("/api/tasks", json={"goal": "Again", "tabs": [tab]}), "task_conflict")
+        assert conflict["state"]["taskId"] == task
+        assert task not in [t["id"] for t in answer(bob.get("/api/tasks"))["tasks"]]
+        assert task in [t["id"] for t in answer(alice.get("/api/tasks"))["tasks"]]
+        refused(bob.get(f"/api/tasks/{task}"), "task_not_found")
+        refused(bob.post(f"/api/tasks/{task}/takeover", json={"force": True}), "task_not_found")
+        refused(bob.delete(f"/api/tasks/{task}"), "task_not_found")
+        refused(sessionless.post(f"/api/tasks/{task}/takeover", json={}), "session_required")
+        assert state(alice, task) == "owner"
+
+
+def test_heartbeat_checkpoint_and_complete_need_a_session(fleet: Fleet, site: TestSite) -> None:
+    (s1,) = sessions(1)
+    with api(fleet.bases[0], session=s1) as alice, api(fleet.bases[0]) as sessionless:
+        task = create(alice, [open_tab(alice, site.url("/clicks"), fleet.nodes[0])])["id"]
+        ops = ("heartbeat", "checkpoint", "complete")
+        answered = {op: (r.status_code, r.json()["code"]) for op in ops
+                    if (r := sessionless.post(f"/api/tasks/{task}/{op}"))}
+        assert answered == dict.fromkeys(ops, (400, "session_required"))  # the contract's
+        assert state(alice, task) == "owner"
+
+
+def test_a_task_may_hold_the_agent_s_tab_on_another_node_of_the_fleet(fleet: Fleet, site: TestSite) -> None:
+    s1, s2 = sessions(2)
+    with api(fleet.bases[0], session=s1) as owner, api(fleet.bases[1], session=s2) as follower:
+        tab = open_tab(owner, site.url("/clicks"), fleet.nodes[1], session=f"far-{s1}")  # through node 0, on node 1
+        task = create(owner, [tab], "Hit it on the other node")["id"]
+        assert hit(follower, tab)["code"] == "task_leased"
+        assert hit(owner, tab)["status"] == "ok"
+        assert site.wait_for_count(HIT, 1) == 1
+        assert state(follower, task) == "follower"
+    assert site.counts() == {HIT: 1}
+
+
+def test_a_task_on_a_tab_that_is_not_open_is_unknown_tab(fleet: Fleet) -> None:
+    (s1,) = sessions(1)
+    with api(fleet.bases[0], session=s1) as owner:
+        refused(owner.post("/api/tasks", json={"goal": "Nowhere", "tabs": [10**9]}), "unknown_tab")
+
+
+def test_the_checkpoint_describes_the_task_s_page_with_its_headings(fleet: Fleet, site: TestSite) -> None:
+    (s1,) = sessions(1)
+    with api(fleet.bases[0], session=s1) as owner:
+        task = create(owner, [open_tab(owner, site.url("/text"), fleet.nodes[0])], "Read the text")
+        page = answer(owner.post(f"/api/tasks/{task['id']}/checkpoint", json={}))["task"]["checkpoint"]["page"]
+        assert (page["url"], page["title"]) == (site.url("/text"), "Text"), page
+        assert TEXT_HEADING in page["headings"], page  # the contract: "the first tab's URL, title and headings"
+
+
+def _race(bases: tuple[str, str], task: str, names: list[str]) -> list[httpx.Response]:
+    """Two takeovers of ``task`` at the same moment, session ``names[i]`` through node ``i``."""
+    barrier, answers = threading.Barrier(2), [httpx.Response(0), httpx.Response(0)]
+    with contextlib.ExitStack() as stack:
+        clients = [stack.enter_context(api(base, session=name)) for base, name in zip(bases, names, strict=True)]
+
+        def take(i: int) -> None:
+            barrier.wait()
+            answers[i] = clients[i].post(f"/api/tasks/{task}/takeover", json={})
+        threads = [threading.Thread(target=take, args=(i,)) for i in range(2)]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join(60)
+    return answers
+
+
+def test_two_sessions_racing_a_takeover_through_two_nodes_exactly_one_wins(fleet: Fleet, site: TestSite) -> None:
+    (s0,) = sessions(1)
+    with api(fleet.bases[0], session=s0) as first:
+        tab = open_tab(first, site.url("/clicks"), fleet.nodes[0])
+        task = create(first, [tab], "Race for it")["id"]
+        names: list[str] = []
+        for _ in range(4):
+            expire(first, task)
+            names = sessions(2)
+            answers = _race(fleet.bases, task, names)
+            statuses = sorted(a.status_code for a in answers)
+            assert statuses == [200, 409], [a.text for a in answers]
+            won = next(i for i, a in enumerate(answers) if a.status_code == 200)
+            assert answers[won].json()["task"]["state"] == "owner"
+            assert answers[1 - won].json()["code"] in ("task_takeover_conflict", "task_leased"), answers[1 - won].text
+    winner, loser = names[won], names[1 - won]
+    with api(fleet.bases[won], session=winner) as ours, api(fleet.bases[1 - won], session=loser) as theirs:
+        assert state(ours, task) == "owner" and state(theirs, task) == "follower"
+        assert hit(theirs, tab)["code"] == "task_leased"
+        assert hit(ours, tab)["status"] == "ok"
+        assert site.wait_for_count(HIT, 1) == 1
+        assert hit(theirs, tab)["code"] == "task_leased"
+        assert hit(ours, tab)["status"] == "ok"
+        assert site.wait_for_count(HIT, 2) == 2
+    assert site.counts() == {HIT: 2}
+
+
+def _slow_batch(client: httpx.Client, tab: int, timeout: float) -> dict[str, Any]:
+    """A batch writing the slow form: a fill, then the held POST /slow waited for at most ``timeout`` s."""
+    return answer(client.post("/api/batch", json={"tabId": tab, "commands": [
+        {"action": "fill", "selector": "#item", "value": "slow item"},
+        {"action": "waitForResult", "code": SLOW_WRITE, "timeout": timeout}]}))
+
+
+def _lapsed(client: httpx.Client, task: str) -> None:
+    until(lambda: state(client, task) == "expired", LEASE * 4, "the owner's lease lapsing")
+
+
+def test_a_call_running_when_its_session_is_lost_comes_back_unknown(fleet: Fleet, site: TestSite) -> None:
+    s1, s2 = sessions(2)
+    base = fleet.bases[0]
+    with api(base, session=s1) as lost, api(base, session=s2) as heir:
+        tab = open_tab(lost, site.url("/slow"), fleet.nodes[0])
+        task = create(lost, [tab], "Submit the slow form once")["id"]
+        site.hold_slow()
+        running: dict[str, Any] = {}
+        call = threading.Thread(target=lambda: running.update(_slow_batch(lost, tab, 60)))
+        call.start()
+        try:
+            assert site.wait_for_count(SLOW, 1, timeout=30) == 1  # the write is out, its answer held
+            _lapsed(heir, task)  # the owner's session says nothing more
+            taken = answer(heir.post(f"/api/tasks/{task}/takeover", json={}))
+        finally:
+            site.release_slow()
+            call.join(60)
+        assert taken["task"]["state"] == "owner" and taken["tabs"][0]["tabId"] == tab, taken
+        assert running["status"] == "ok"  # it ended ok, but the session that asked never heard it
+        (unknown,) = taken["in_flight"]
+        assert (unknown["status"], unknown["reason"]) == ("unknown", LOST), taken
+        steps = until(lambda: [s for s in answer(heir.get(f"/api/tasks/{task}"))["task"]["checkpoint"]["steps"]
+                               if s["action"] == "waitForResult"], 10, "the call's steps in the checkpoint")
+        assert [s["call"] for s in steps] == [unknown["call"]], steps
+    assert site.count(SLOW) == 1
+
+
+def test_a_call_whose_end_its_session_never_heard_comes_back_unknown_with_a_new_token(
+        fleet: Fleet, site: TestSite) -> None:
+    s1, s2 = sessions(2)
+    base = fleet.bases[0]
+    with api(base, session=s1) as lost, api(base, session=s2) as heir:
+        tab = open_tab(lost, site.url("/slow"), fleet.nodes[0])
+        task = create(lost, [tab], "Submit the slow form once")["id"]
+        site.hold_slow()
+        try:
+            stopped = _slow_batch(lost, tab, 1)  # the write went out; its end is not known
+        finally:
+            site.release_slow()
+        assert stopped["status"] != "ok" and stopped["resume_token"], stopped
+        _lapsed(heir, task)  # the answer came back, and its session was never heard from again
+        taken = answer(heir.post(f"/api/tasks/{task}/takeover", json={}))
+        (unknown,) = taken["in_flight"]
+        assert (unknown["call"], unknown["status"], unknown["reason"]) == (stopped["call"], "unknown", LOST), taken
+        assert unknown["resume_token"] and unknown["resume_token"] != stopped["resume_token"]
+        resume = {"call": stopped["call"], "observed": {"1": "applied"}}
+        old = heir.post("/api/resume", json={**resume, "resume_token": stopped["resume_token"]})
+        refused(old, "resume_token_invalid")
+        resumed = answer(heir.post("/api/resume", json={**resume, "resume_token": unknown["resume_token"]}))
+        assert resumed["status"] == "ok", resumed
+    assert site.count(SLOW) == 1  # observed applied: never sent again
+
+
+def _raw_record(nats_access: NatsAccess, fleet: str, task: str) -> bytes:
+    """The task's value in the KV bucket, as a plain NATS client reads it."""
+    async def read() -> bytes:
+        client = await nats_access.client()
+        try:
+            entry = await (await client.jetstream().key_value(TASKS_BUCKET)).get(f"{fleet}.task.{task}")
+            assert entry.value is not None
+            return entry.value
+        finally:
+            await client.close()
+    return asyncio.run(read())
+
+
+def test_the_canaries_are_in_no_task_record(fleet: Fleet, site: TestSite, nats_access: NatsAccess) -> None:
+    s1, s2 = sessions(2)
+    typed, shaped = "hush canary 7f3a", "CanaryTokenShaped_0123456789abcdef"
+    with api(fleet.bases[0], "carol", s1) as owner, api(fleet.bases[0], "carol", s2) as other:
+        tab = approved_tab(owner, site.url("/form"), fleet.nodes[0])
+        task = create(owner, [tab], "Fill the form")["id"]
+        fill = {"action": "fill", "tabId": tab, "selector": "#name", "value": typed}
+        held = answer(owner.post("/api/act", json={"command": fill}))
+        confirm = held["state"]["confirm_token"]
+        assert answer(owner.post("/api/act", json={"command": fill, "confirm_token": confirm}))["status"] == "ok"
+        batch = answer(owner.post("/api/batch", json={"tabId": tab, "commands": [
+            {"action": "type", "selector": "#email", "text": typed + " again"}]}))
+        assert batch["status"] == "held" and batch["resume_token"], batch
+        until(lambda: {"fill", "type"} <= {s["action"] for s in answer(owner.get(f"/api/tasks/{task}"))["task"][
+            "checkpoint"]["steps"]}, 10, "the calls' steps in the checkpoint")
+        canaries = [typed, typed + " again", confirm, batch["results"][0]["state"]["confirm_token"],
+                    batch["resume_token"], batch["live_view"]["url"].partition("#t=")[2], shaped]
+        summary = "Typed " + ", then ".join(canaries) + "; next: submit"
+        checkpointed = answer(owner.post(f"/api/tasks/{task}/checkpoint", json={"summary": summary}))["task"]
+        assert "[redacted]" in checkpointed["checkpoint"]["summary"] and "next: submit" in checkpointed["checkpoint"][
+            "summary"], checkpointed
+        records = [orjson.dumps(checkpointed), owner.get(f"/api/tasks/{task}").content,
+                   other.get(f"/api/tasks/{task}").content, owner.get("/api/tasks").content,
+                   _raw_record(nats_access, fleet.name, task)]
+        for record in records:
+            assert not [c for c in canaries if c.encode() in record], record
+    assert site.counts() == {}
+
+
+def test_an_approval_given_to_one_session_never_authorizes_a_call_of_another(fleet: Fleet, site: TestSite) -> None:
+    s1, s2 = sessions(2)
+    with api(fleet.bases[0], "carol", s1) as asker, api(fleet.bases[0], "carol", s2) as other:
+        tab = approved_tab(asker, site.url("/clicks"), fleet.nodes[0])
+        held = hit(asker, tab)
+        assert (held["status"], held["code"]) == ("held", "needs_user"), held
+        token = held["state"]["confirm_token"]
+        again = hit(other, tab, confirm_token=token)
+        assert (again["status"], again["code"]) == ("held", "confirm_token_invalid"), again
+        assert hit(other, tab, confirm_token=token)["code"] == "confirm_token_invalid"
+        assert site.count(HIT) == 0
+        assert hit(asker, tab, confirm_token=token)["status"] == "ok"
+        assert site.wait_for_count(HIT, 1) == 1
+        assert hit(asker, tab, confirm_token=token)["code"] == "confirm_token_invalid"  # once
+    assert site.counts() == {HIT: 1}
+
+
+def test_a_takeover_approved_for_one_session_is_not_another_s(fleet: Fleet, site: TestSite) -> None:
+    s1, s2, s3 = sessions(3)
+    with api(fleet.bases[0], "carol", s1) as owner, api(fleet.bases[1], "carol", s2) as heir, \
+            api(fleet.bases[1], "carol", s3) as other:
+        task = create(owner, [approved_tab(owner, site.url("/clicks"), fleet.nodes[0])], "Ask to take it")["id"]
+        held = answer(heir.post(f"/api/tasks/{task}/takeover", json={"force": True}))
+        assert (held["status"], held["code"]) == ("held", "needs_user"), held
+        token = held["state"]["confirm_token"]
+        again = answer(other.post(f"/api/tasks/{task}/takeover", json={"force": True, "confirm_token": token}))
+        assert (again["status"], again["code"]) == ("held", "confirm_token_invalid"), again
+        assert state(owner, task) == "owner"  # nothing taken
+        taken = answer(heir.post(f"/api/tasks/{task}/takeover", json={"force": True, "confirm_token": token}))
+        assert taken["task"]["state"] == "owner" and state(owner, task) == "follower", taken
+
+
+def test_an_operator_revokes_a_task_and_its_owner_s_next_write_is_refused(fleet: Fleet, site: TestSite) -> None:
+    s1, s2 = sessions(2)
+    base = fleet.bases[0]
+    with api(base, session=s1) as owner, api(base, session=s2) as heir, api(base, "bob") as bob, \
+            api(fleet.bases[1], token=OPERATOR) as operator:
+        tab, other_tab = (open_tab(owner, site.url("/clicks"), fleet.nodes[0]) for _ in range(2))
+        task, other_task = create(owner, [tab])["id"], create(owner, [other_tab])["id"]
+        assert hit(owner, tab)["status"] == "ok"
+        assert site.wait_for_count(HIT, 1) == 1
+        refused(bob.delete(f"/api/tasks/{task}"), "task_not_found")
+        refused(operator.get(f"/api/tasks/{task}"), "unauthorized")  # an operator's token deletes, nothing else
+        revoked = answer(operator.delete(f"/api/tasks/{task}"))["task"]
+        assert (revoked["status"], revoked["state"]) == ("revoked", "revoked"), revoked
+        write = hit(owner, tab)
+        assert (write["status"], write["code"], write["state"]) == ("failed", "task_revoked",
+                                                                    {"taskId": task, "tabId": tab}), write
+        assert ERROR_CODES[write["code"]].http_status == 410
+        assert task not in [t["id"] for t in answer(owner.get("/api/tasks"))["tasks"]]
+        assert answer(owner.post("/api/act", json={"command": {"action": "title", "tabId": tab}}))["status"] == "ok"
+
+        expire(operator, other_task)
+        assert state(heir, other_task) == "expired"
+        assert hit(owner, other_tab)["code"] == "task_expired"
+        assert answer(heir.post(f"/api/tasks/{other_task}/takeover", json={}))["task"]["state"] == "owner"
+        assert hit(heir, other_tab)["status"] == "ok"
+        assert site.wait_for_count(HIT, 2) == 2
+    assert site.counts() == {HIT: 2}
