@@ -119,7 +119,7 @@ class Node:
         self.calls: Calls | None = None
         self._interrupted = False
         self.tasks = Tasks(LocalTaskStore(), self.io, self, lease_ttl=config.task_lease_ttl,
-                           owner_of=self.owners.owner)
+                           owner_of=self.member.owner_of)
         """The agents' tasks (``bridge.tasks``): leases every write to their tabs passes (in the fleet's KV)."""
         self.sessions = SessionKeeper(browser.sessions, self.io, dataclasses.replace(
             config.sessions, max_exec_idle=max(config.sessions.max_exec_idle, config.checkpoint_ttl)),

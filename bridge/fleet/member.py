@@ -274,6 +274,15 @@ class FleetMember:
         await self._release(int(body["call"]), body.get("owner"))
         return orjson.dumps({})
 
+    def owner_of(self, tab: int) -> str | None:
+        """The agent ``tab`` belongs to: this node's record for its own tabs, the registry's for the others;
+        None for a user tab or one not open."""
+        if self.registry is None or tab in self._browser.tab_ids():
+            owner = self.owners.owner(tab)
+            return None if owner in (USER, CLOSED, ELSEWHERE) else owner
+        entry = self.registry.tabs.get(tab)
+        return entry.owner if entry is not None else None
+
     def node_of(self, tab: int) -> str | None:
         """The node that holds ``tab``, as this node knows now (None: not open in the fleet)."""
         if self.registry is None or tab in self._browser.tab_ids():

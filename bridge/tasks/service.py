@@ -66,6 +66,8 @@ class _Node(Protocol):
 
     async def headings(self, tab: int) -> list[str]: ...
 
+    async def open_tab_ids(self, wanted: frozenset[int] = frozenset()) -> frozenset[int]: ...
+
 
 class Tasks:
     """The tasks of one node's agents (owned by the node; the store is the fleet's)."""
@@ -92,6 +94,9 @@ class Tasks:
         task = records.new_task(agent, records.session_of(session), body.get("goal"),  # type: ignore[arg-type]
                                 tabs, now=time.time(), resume=body.get("resume", "ask"),
                                 scope=body.get("scope", "browser"), lease_ttl=self.lease_ttl)
+        closed = sorted(set(task.tabs) - await self._node.open_tab_ids(frozenset(task.tabs)))
+        if closed:
+            raise KitsuneError("unknown_tab", f"No open tab {closed[0]}", state={"tabId": closed[0], "param": "tabs"})
         for tab in task.tabs:  # the store refuses a tab of another task that is not over (task_conflict)
             if self._owner_of(tab) != agent:
                 raise KitsuneError("tab_owned", f"tab {tab} is not one of your tabs", state={"tabId": tab})
@@ -112,11 +117,13 @@ class Tasks:
         return [t.view(session, now) for t in self.store.of_agent(agent) if t.status != "revoked"]
 
     async def heartbeat(self, agent: str, session: str | None, task_id: str) -> dict[str, Any]:
+        records.session_of(session)
         await self._found(agent, task_id)
         task = await self.store.change(task_id, lambda t: records.renewed(t, session, time.time()))
         return task.view(session, time.time())
 
     async def checkpoint(self, agent: str, session: str | None, task_id: str, summary: Any) -> dict[str, Any]:
+        records.session_of(session)
         task = await self._found(agent, task_id)
         records.check_owner(task, session, time.time())
         checkpoint = await self._checkpoint(task, summary)
@@ -125,6 +132,7 @@ class Tasks:
         return task.view(session, time.time())
 
     async def complete(self, agent: str, session: str | None, task_id: str, summary: Any) -> dict[str, Any]:
+        records.session_of(session)
         task = await self._found(agent, task_id)
         records.check_owner(task, session, time.time())
         checkpoint = await self._checkpoint(dataclasses.replace(task, status="completed"), summary)
