@@ -56,7 +56,7 @@ from websockets.asyncio.client import ClientConnection, connect
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # the repo root, for tests and bench
 
-from bench.shared import load_line, start_node
+from bench.shared import load_line, p95, start_node
 from bridge.browser import ChromiumBrowser
 from bridge.config import load_config
 from bridge.live.screencast import input_event
@@ -343,10 +343,6 @@ def main() -> None:
     with TestSite() as site, kitsune() as (live_base, relay_base):
         rounds = asyncio.run(run(site, live_base, relay_base, args.rounds, args.keys))
     report(rounds, args.keys, load_before, os.getloadavg())
-
-
-def p95(values: list[float]) -> float:
-    return statistics.quantiles(values, n=20, method="inclusive")[-1]
 
 
 def report(rounds: list[dict[str, Round]], keys: int, load_before: tuple[float, ...],
