@@ -14,7 +14,6 @@ from collections.abc import Awaitable, Callable, Iterator, Sequence
 from dataclasses import replace
 from typing import Any
 
-import orjson
 from starlette.applications import Starlette
 from starlette.middleware import Middleware
 from starlette.middleware.base import BaseHTTPMiddleware, RequestResponseEndpoint
@@ -34,6 +33,7 @@ from bridge.live.views import MAX_HANDBACK_WAIT
 from bridge.metrics import HttpMetrics, scrape_tokens
 from bridge.node import Node
 from bridge.policy import USER
+from bridge.responses import json_response
 from bridge.tasks.routes import task_routes
 from core.calls import CallResponse
 from messages import strict_json
@@ -87,12 +87,8 @@ def _groups_of(path: str) -> frozenset[str] | None:
     return None
 
 
-def _json(body: Any, status: int = 200) -> Response:
-    return Response(orjson.dumps(body), status_code=status, media_type="application/json")
-
-
 def _error(error: KitsuneError) -> Response:
-    return _json(error.to_json(), error.http_status)
+    return json_response(error.to_json(), error.http_status)
 
 
 SESSION_HEADER = "x-kitsune-session"
@@ -262,7 +258,7 @@ class Api:
 
         if NDJSON not in request.headers.get("accept", ""):
             response = await answer(message)
-            return _json(response.body, response.http_status)
+            return json_response(response.body, response.http_status)
         return StreamingResponse(progress_lines(lambda heard: answer(replace(message, listener=heard))),
                                  media_type=NDJSON)
 
@@ -277,7 +273,7 @@ class Api:
             tabs.append({**tab, "owner": "you" if owner == agent else ("user" if owner is None else "agent"),
                          "current": self.node.member.current(agent) == tab["tabId"],
                          "session": session["name"] if session is not None and session["agent"] == agent else None})
-        return _json({"tabs": tabs, "current": self.node.member.current(agent),
+        return json_response({"tabs": tabs, "current": self.node.member.current(agent),
                       "closed_sessions": self.node.sessions.listing(agent)["tombstones"]})
 
     async def change_tabs(self, request: Request) -> Response:
@@ -297,7 +293,7 @@ class Api:
             outcome, call = await self.node.act(agent, command, None, token)
             if isinstance(outcome, Done):
                 await self.node.member.set_current(agent, outcome.value["tabId"])
-            return _json(_outcome_body(outcome, call))
+            return json_response(_outcome_body(outcome, call))
         tab = body.get("tabId")
         if isinstance(tab, bool) or not isinstance(tab, int):
             raise invalid_call("missing_parameter", "", f"{op} needs tabId", param="tabId")
@@ -306,15 +302,15 @@ class Api:
             outcome, call = await self.node.act(agent, CloseTab(tab_id=tab), tab, token)
             if isinstance(outcome, Done) and self.node.member.current(agent) == tab:
                 await self.node.member.set_current(agent, None)
-            return _json(_outcome_body(outcome, call))
+            return json_response(_outcome_body(outcome, call))
         if op == "select":
             await self.node.member.set_current(agent, tab)
-            return _json({"ok": True, "tabId": tab})
+            return json_response({"ok": True, "tabId": tab})
         if op == "live_view":
-            return _json({"ok": True, **await self.node.live.issue(tab, agent, str(request.base_url))})
+            return json_response({"ok": True, **await self.node.live.issue(tab, agent, str(request.base_url))})
         call = await asyncio.to_thread(self.node.auditor(agent).takeover, tab)  # audited first, as every action
         previous = await self.node.take_over(tab, agent)
-        return _json({"ok": True, "tabId": tab, "previous": "you" if previous == agent else
+        return json_response({"ok": True, "tabId": tab, "previous": "you" if previous == agent else
                       ("user" if previous == USER else "agent"), "call": call})
 
     async def needs_user(self, request: Request) -> Response:
@@ -323,7 +319,7 @@ class Api:
             raise invalid_call("missing_parameter", "", "needs-user needs ?tabId=N", param="tabId")
         tab = int(raw)
         await self._open_tab(tab, "")
-        return _json({"tabId": tab, **await self.node.needs_user(tab)})
+        return json_response({"tabId": tab, **await self.node.needs_user(tab)})
 
     async def handbacks(self, request: Request) -> Response:
         """How many times a person handed ``tabId`` back from Live View; with ``since`` and ``wait``, once
@@ -340,7 +336,7 @@ class Api:
                                param="wait")
         assert tab is not None
         await self._open_tab(tab, "")
-        return _json(await self.node.live.handbacks(tab, since, wait))
+        return json_response(await self.node.live.handbacks(tab, since, wait))
 
     async def _open_tab(self, tab: int, path: str) -> None:
         """Raise unless ``tab`` is open (:meth:`_not_open`)."""
@@ -360,11 +356,11 @@ class Api:
 
     async def list_sessions(self, request: Request) -> Response:
         """The calling agent's sessions (name, mode, tabs, created, last used) and tombstones."""
-        return _json(self.node.sessions.listing(self.agent(request)))
+        return json_response(self.node.sessions.listing(self.agent(request)))
 
     async def close_session(self, request: Request) -> Response:
         """Close one of the calling agent's sessions (its tabs close), or forget its tombstone."""
-        return _json(await self.node.sessions.close(self.agent(request), request.path_params["name"]))
+        return json_response(await self.node.sessions.close(self.agent(request), request.path_params["name"]))
 
     # direct actions
 
@@ -389,26 +385,27 @@ class Api:
         if isinstance(outcome, Done) and isinstance(command, NewTab):
             await self.node.member.set_current(agent, outcome.value["tabId"])
         code = outcome.failure.code if isinstance(outcome, Failed) else None
-        return _json(_outcome_body(outcome, call), ERROR_CODES[code].http_status if code in _REFUSED_INPUT else 200)
+        status = ERROR_CODES[code].http_status if code in _REFUSED_INPUT else 200
+        return json_response(_outcome_body(outcome, call), status)
 
     # the rest
 
     async def schema(self, request: Request) -> Response:
-        return _json({"command": command_schema(), "batch": batch_schema(), "parallel": parallel_schema()})
+        return json_response({"command": command_schema(), "batch": batch_schema(), "parallel": parallel_schema()})
 
     async def caps(self, request: Request) -> Response:
         caps = self.node.policy_of(self.agent(request)).caps  # the calling agent's, as they are now
         enabled = sorted(caps)
         routes = sorted(path for path, groups in GROUPS.items() if groups & caps)
-        return _json({"caps": enabled, "routes": routes})
+        return json_response({"caps": enabled, "routes": routes})
 
     async def fleet(self, request: Request) -> Response:
         """The fleet's nodes alive (name, tabs, max_tabs; ``self`` marks this one): where a newTab may go."""
-        return _json({"node": self.node.config.name, "nodes": self.node.member.nodes()})
+        return json_response({"node": self.node.config.name, "nodes": self.node.member.nodes()})
 
     async def healthz(self, request: Request) -> Response:
         healthy = self.node.healthy()
-        return _json({"ok": all(healthy.values()), **healthy}, 200 if all(healthy.values()) else 503)
+        return json_response({"ok": all(healthy.values()), **healthy}, 200 if all(healthy.values()) else 503)
 
 
 _TAB_OPS: dict[str, frozenset[str]] = {

@@ -12,6 +12,7 @@ from starlette.responses import Response
 from starlette.routing import BaseRoute, Route
 
 from bridge.policy import ConfirmTokens, Policy
+from bridge.responses import json_response
 from bridge.tasks.service import Tasks
 from messages.errors import KitsuneError
 
@@ -59,18 +60,18 @@ class _TaskRoutes:
     async def collection(self, request: Request) -> Response:
         agent, session = self._api.agent(request), self._api.session(request)
         if request.method == "GET":
-            return _json({"tasks": self._node.tasks.listing(agent, session)})
+            return json_response({"tasks": self._node.tasks.listing(agent, session)})
         body = await self._api.body(request)
-        return _json({"ok": True, "task": await self._node.tasks.create(agent, session, body)}, 201)
+        return json_response({"ok": True, "task": await self._node.tasks.create(agent, session, body)}, 201)
 
     async def one(self, request: Request) -> Response:
         task_id = request.path_params["task"]
         if request.method == "DELETE":  # the task's agent, or an operator (no agent)
             expire = request.query_params.get("expire", "").lower() in ("1", "true", "yes")
             agent = getattr(request.state, "agent", None)
-            return _json({"ok": True, "task": await self._node.tasks.delete(agent, task_id, expire=expire)})
+            return json_response({"ok": True, "task": await self._node.tasks.delete(agent, task_id, expire=expire)})
         task = await self._node.tasks.get(self._api.agent(request), self._api.session(request), task_id)
-        return _json({"ok": True, "task": task})
+        return json_response({"ok": True, "task": task})
 
     async def op(self, request: Request) -> Response:
         task_id, name = request.path_params["task"], request.path_params["op"]
@@ -79,12 +80,13 @@ class _TaskRoutes:
         unknown = sorted(set(body) - (_TAKEOVER if name == "takeover" else frozenset({"summary"})))
         if unknown:
             raise KitsuneError("unknown_parameter", f"{name} takes no {unknown[0]!r}", state={"param": unknown[0]})
+        summary = body.get("summary")
         if name == "heartbeat":
-            return _json({"ok": True, "task": await tasks.heartbeat(agent, session, task_id)})
+            return json_response({"ok": True, "task": await tasks.heartbeat(agent, session, task_id)})
         if name == "checkpoint":
-            return _json({"ok": True, "task": await tasks.checkpoint(agent, session, task_id, body.get("summary"))})
+            return json_response({"ok": True, "task": await tasks.checkpoint(agent, session, task_id, summary)})
         if name == "complete":
-            return _json({"ok": True, "task": await tasks.complete(agent, session, task_id, body.get("summary"))})
+            return json_response({"ok": True, "task": await tasks.complete(agent, session, task_id, summary)})
         if name == "takeover":
             return await self._take_over(request, task_id, body)
         raise KitsuneError("task_not_found", f"No task operation {name!r}", state={"op": name})
@@ -101,9 +103,5 @@ class _TaskRoutes:
             hold = self._node.confirms.hold(token, agent, session, "takeover", None, orjson.dumps([task_id, force]),
                                             taskId=task_id, force=force)
             if hold is not None:
-                return _json({**hold.failure.to_json(), "status": "held"})
-        return _json(await self._node.tasks.take_over(agent, session, task_id, force))
-
-
-def _json(body: Any, status: int = 200) -> Response:
-    return Response(orjson.dumps(body), status_code=status, media_type="application/json")
+                return json_response({**hold.failure.to_json(), "status": "held"})
+        return json_response(await self._node.tasks.take_over(agent, session, task_id, force))
