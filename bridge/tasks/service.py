@@ -108,8 +108,8 @@ class Tasks:
 
     async def get(self, agent: str, session: str | None, task_id: str) -> dict[str, Any]:
         task = await self._found(agent, task_id)
-        if session == task.owner:
-            task = await self._heard(task)
+        if task.state_for(session, time.time()) == "owner":
+            task = await self._heard(task, session)
         return task.view(session, time.time())
 
     def listing(self, agent: str, session: str | None) -> list[dict[str, Any]]:
@@ -269,10 +269,14 @@ class Tasks:
             raise _not_found(task_id)
         return task
 
-    async def _heard(self, task: Task) -> Task:
-        """The owner's session was heard from: its lease renewed, the calls it saw end answered."""
-        return await self.store.change(task.id, lambda t: _owned(t, t.owner, lambda now: records.acknowledged(
-            records.renewed(t, t.owner, now) or t)))
+    async def _heard(self, task: Task, session: str | None) -> Task:
+        """The owner's ``session`` was heard from: its lease renewed, the calls it saw end answered (the task as it
+        is when another session took it over meanwhile)."""
+        try:
+            return await self.store.change(task.id, lambda t: _owned(t, session, lambda now: records.acknowledged(
+                records.renewed(t, session, now) or t)))
+        except KitsuneError:
+            return await self.store.get(task.id) or task
 
     async def _renew(self, task_id: str, session: str | None) -> None:
         with contextlib.suppress(KitsuneError):

@@ -444,6 +444,7 @@ def test_an_operator_revokes_a_task_and_its_owner_s_next_write_is_refused(fleet:
 
         expire(operator, other_task)
         assert state(heir, other_task) == "expired"
+        assert state(owner, other_task) == "expired"  # its owner still reads it: an expired lease is no refusal
         assert hit(owner, other_tab)["code"] == "task_expired"
         assert answer(heir.post(f"/api/tasks/{other_task}/takeover", json={}))["task"]["state"] == "owner"
         assert hit(heir, other_tab)["status"] == "ok"
