@@ -178,8 +178,10 @@ class _Store:
     # the mirror
 
     def _tasks_of(self, keep: Callable[[Task], bool]) -> Iterator[Task]:
-        """The mirror's tasks that ``keep`` keeps, newest first."""
-        yield from sorted((t for t, _ in self._mirror.values() if keep(t)), key=lambda t: t.created, reverse=True)
+        """The mirror's tasks that ``keep`` keeps, newest first (from a copy taken at once: the policy reads the
+        mirror from call threads while the loop changes it)."""
+        snapshot = list(self._mirror.values())
+        yield from sorted((t for t, _ in snapshot if keep(t)), key=lambda t: t.created, reverse=True)
 
     def _remember(self, task: Task, revision: int) -> None:
         if revision > self._mirror.get(task.id, (task, 0))[1]:
