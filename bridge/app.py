@@ -125,11 +125,15 @@ class _Gate(BaseHTTPMiddleware):
         return self._config.agents[found].name if found is not None else None
 
     def _operator_deletes(self, request: Request) -> bool:
-        """Whether the request is an operator's ``DELETE /api/tasks/{id}`` (by an operator's bearer token)."""
+        """Whether the request is an operator's ``DELETE /api/tasks/{id}`` (by an operator's bearer token); the
+        operator is ``request.state.operator``."""
         token = bearer_token(request.headers.getlist("authorization"))
         if request.method != "DELETE" or not request.url.path.startswith("/api/tasks/") or token is None:
             return False
-        return matching_index(token, [operator.secret_sha256 for operator in self._config.operators]) is not None
+        found = matching_index(token, [operator.secret_sha256 for operator in self._config.operators])
+        if found is not None:
+            request.state.operator = self._config.operators[found].name
+        return found is not None
 
     async def dispatch(self, request: Request, call_next: RequestResponseEndpoint) -> Response:
         path = request.url.path

@@ -69,7 +69,9 @@ class _TaskRoutes:
         if request.method == "DELETE":  # the task's agent, or an operator (no agent)
             expire = request.query_params.get("expire", "").lower() in ("1", "true", "yes")
             agent = getattr(request.state, "agent", None)
-            return json_response({"ok": True, "task": await self._node.tasks.delete(agent, task_id, expire=expire)})
+            by = agent or f"operator:{request.state.operator}"  # as the audit names a console operator
+            return json_response({"ok": True, "task": await self._node.tasks.delete(agent, task_id, expire=expire,
+                                                                                     by=by)})
         task = await self._node.tasks.get(self._api.agent(request), self._api.session(request), task_id)
         return json_response({"ok": True, "task": task})
 

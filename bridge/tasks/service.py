@@ -139,16 +139,20 @@ class Tasks:
         await asyncio.to_thread(self._node.auditor(agent).task, "completed", task_id)
         task = await self.store.change(task_id, lambda t: records.with_checkpoint(
             records.completed(t, session, time.time()), checkpoint, time.time()))
+        self._secrets.pop(task_id, None)
         return task.view(session, time.time())
 
-    async def delete(self, agent: str | None, task_id: str, *, expire: bool) -> dict[str, Any]:
-        """Revoke a task (or end its lease, ``expire``): the task's agent, or an operator (``agent`` None)."""
+    async def delete(self, agent: str | None, task_id: str, *, expire: bool, by: str) -> dict[str, Any]:
+        """Revoke a task (or end its lease, ``expire``): the task's agent, or an operator (``agent`` None); the
+        audit names ``by``, who did it."""
         task = await self.store.get(task_id)
         if task is None or (agent is not None and task.agent != agent):
             raise _not_found(task_id)
-        await asyncio.to_thread(self._node.auditor(task.agent).task, "expired" if expire else "revoked", task_id)
+        await asyncio.to_thread(self._node.auditor(by).task, "expired" if expire else "revoked", task_id)
         change = records.expired_now if expire else records.revoked
         task = await self.store.change(task_id, lambda t: change(t, time.time()))
+        if not expire:  # an expired task goes on after a takeover: its typed values still scrub its summary
+            self._secrets.pop(task_id, None)
         return task.view(None, time.time())
 
     async def may_take_over(self, agent: str, session: str | None, task_id: str, force: bool) -> None:
