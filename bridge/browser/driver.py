@@ -171,8 +171,9 @@ class ChromiumBrowser:
 
     async def tabs(self) -> list[dict[str, Any]]:
         """The open tabs: ``[{"tabId", "url", "title", "current", "session"}]`` in id order (the session's
-        agent and name, or None for a user tab)."""
-        described = await self._tabs.describe()
+        agent and name, or None for a user tab). A tab whose session has ended is not listed, even while
+        its page is still closing: the session's tombstone and its tabs are never seen together."""
+        described = [tab for tab in await self._tabs.describe() if self.sessions.expired(tab["tabId"]) is None]
         for tab in described:
             page = self._tabs.get(tab["tabId"])
             session = self.sessions.of_page(page) if page is not None else None
