@@ -176,12 +176,14 @@ class Tasks:
     # -- writes (the policy's TaskLeases; any thread but the loop's) ---------------------------
 
     def refusal(self, tab: int, agent: str, session: str | None) -> Failure | None:
-        mirrored = self.store.task_of_tab(tab)
-        if mirrored is None:
-            return None
-        task = self._io.run(self.store.get(mirrored.id), timeout=_DECISIVE_READ)
-        if task is None:
-            return None
+        for mirrored in self.store.tasks_of_tab(tab):  # usually one; a task gone since is passed over
+            task = self._io.run(self.store.get(mirrored.id), timeout=_DECISIVE_READ)
+            if task is not None and task.status != "completed":
+                return self._write_refusal(task, tab, session)
+        return None
+
+    def _write_refusal(self, task: records.Task, tab: int, session: str | None) -> Failure | None:
+        """Why ``session`` may not write ``tab`` of ``task`` as the bucket has it now, or None (its lease renewed)."""
         try:
             records.check_write(task, session, time.time(), tab)
         except KitsuneError as e:

@@ -1,11 +1,15 @@
 """Where tasks live: the fleet's JetStream KV bucket ``KITSUNE_TASKS``, or this process's memory.
 
 The bucket holds ``<fleet>.task.<id>``, one :class:`~bridge.tasks.records.Task` each (history 1,
-replicas as :func:`actors.jetstream.ensure_bucket` makes them). Every change is a compare-and-set
+replicas as :func:`actors.jetstream.ensure_bucket` makes them), and ``<fleet>.tasktab.<tab>``: the
+id of the task that claimed the tab, made only if absent, so that two tasks created on one tab at
+the same instant, through two nodes, cannot both succeed. A new task is written first, then claims
+its tabs; a claim whose task is gone or over is stale and taken over by compare-and-set, so a node
+that dies half-way leaves nothing that blocks a tab. Every change is a compare-and-set
 on the key's revision: :meth:`TaskStore.change` reads the task, applies a pure transition of
 :mod:`bridge.tasks.records` and writes the result with the revision it read; when another writer
 came first it reads again and retries, up to ``attempts`` times. Reads that decide (``get``,
-``change``) go to the bucket; the quick ones (:meth:`TaskStore.task_of_tab`,
+``change``) go to the bucket; the quick ones (:meth:`TaskStore.tasks_of_tab`,
 :meth:`TaskStore.of_agent`) read a mirror a KV watch keeps, as
 :class:`bridge.fleet.registry.FleetRegistry` does.
 
@@ -77,8 +81,8 @@ class TaskStore(Protocol):
         ``task_takeover_conflict`` when other writers came first ``attempts`` times."""
         ...
 
-    def task_of_tab(self, tab: int) -> Task | None:
-        """The newest task holding ``tab`` that is not completed (the mirror)."""
+    def tasks_of_tab(self, tab: int) -> list[Task]:
+        """The tasks naming ``tab`` that are not completed, newest first (the mirror: a decision reads each again)."""
         ...
 
     def of_agent(self, agent: str) -> list[Task]:
@@ -118,18 +122,63 @@ class _Store:
         """Delete the task if it is still at ``revision`` (:class:`_Conflict` otherwise)."""
         raise NotImplementedError
 
+    async def _read_claim(self, tab: int) -> tuple[str, int] | None:
+        """The id of the task holding ``tab``'s claim and the claim's revision, or ``None``."""
+        raise NotImplementedError
+
+    async def _delete_claim(self, tab: int, revision: int) -> None:
+        """Delete ``tab``'s claim if it is still at ``revision`` (:class:`_Conflict` otherwise)."""
+        raise NotImplementedError
+
+    async def _write_claim(self, tab: int, task_id: str, revision: int | None) -> None:
+        """Give ``tab``'s claim to ``task_id`` over ``revision`` (``None``: if none); :class:`_Conflict`."""
+        raise NotImplementedError
+
     # the port
 
     async def create(self, task: Task) -> None:
-        tabs = set(task.tabs)
-        for other in self._tasks_of(lambda t: t.status in ("active", "expired") and bool(tabs & set(t.tabs))):
-            tab = min(tabs & set(other.tabs))
-            state: dict[str, Any] = {"tabId": tab, **({"taskId": other.id} if other.agent == task.agent else {})}
-            raise KitsuneError("task_conflict", f"tab {tab} is already in another task", state=state)
         try:
-            self._remember(task, await self._write(task, None))
+            revision = await self._write(task, None)
         except _Conflict:
             raise KitsuneError("task_conflict", f"task {task.id} exists", state={"taskId": task.id}) from None
+        self._remember(task, revision)
+        try:
+            for tab in sorted(task.tabs):
+                await self._claim_tab(tab, task)
+        except BaseException:
+            with contextlib.suppress(Exception):  # its claims made so far are stale now
+                await self._remove(task.id, revision)
+                self._forget(task.id, revision + 1)
+            raise
+
+    async def _drop_claims(self, task: Task) -> None:
+        """Delete the claims ``task`` still holds (once it is deleted: they would only be stale)."""
+        for tab in task.tabs:
+            claim = await self._read_claim(tab)
+            if claim is not None and claim[0] == task.id:
+                with contextlib.suppress(_Conflict):  # another task took it over meanwhile
+                    await self._delete_claim(tab, claim[1])
+
+    async def _claim_tab(self, tab: int, task: Task) -> None:
+        """Make ``task`` the holder of ``tab``'s claim; ``task_conflict`` when a task that is not over holds it."""
+        for _ in range(ATTEMPTS):
+            try:
+                await self._write_claim(tab, task.id, None)
+                return
+            except _Conflict:
+                pass
+            claim = await self._read_claim(tab)
+            if claim is None:  # released meanwhile
+                continue
+            holder_id, revision = claim
+            holder = await self._read(holder_id)
+            if holder is not None and _holds(holder[0]) and tab in holder[0].tabs:
+                raise _tab_conflict(tab, holder[0], task)
+            with contextlib.suppress(_Conflict):  # stale: its task is gone or over
+                await self._write_claim(tab, task.id, revision)
+                return
+        raise KitsuneError("task_conflict", f"tab {tab} is being claimed by other tasks at the same time; try again",
+                           state={"tabId": tab}, retryable=True)
 
     async def get(self, task_id: str) -> Task | None:
         found = await self._read(task_id) if TASK_ID.fullmatch(task_id) else None
@@ -156,8 +205,8 @@ class _Store:
         raise KitsuneError("task_takeover_conflict", f"task {task_id} was changed by another request at the same "
                            "time; read it again", state={"taskId": task_id})
 
-    def task_of_tab(self, tab: int) -> Task | None:
-        return next(self._tasks_of(lambda t: tab in t.tabs and t.status != "completed"), None)
+    def tasks_of_tab(self, tab: int) -> list[Task]:
+        return list(self._tasks_of(lambda t: tab in t.tabs and t.status != "completed"))
 
     def of_agent(self, agent: str) -> list[Task]:
         return list(self._tasks_of(lambda t: t.agent == agent))
@@ -172,6 +221,7 @@ class _Store:
                     with contextlib.suppress(_Conflict):  # changed since, or gone: another node's sweep
                         await self._remove(task.id, revision)
                         self._forget(task.id, revision + 1)
+                    await self._drop_claims(task)
             except Exception as e:  # the next sweep tries again
                 log.warning("task %s not swept (%s)", task.id, type(e).__name__)
 
@@ -220,6 +270,7 @@ class LocalTaskStore(_Store):
                  tombstone_ttl: float = TOMBSTONE_TTL) -> None:
         super().__init__(clock=clock, sweep_every=sweep_every, tombstone_ttl=tombstone_ttl)
         self._revision = 0
+        self._claims: dict[int, tuple[str, int]] = {}
 
     async def start(self) -> None:
         self._start_sweeping()
@@ -235,21 +286,38 @@ class LocalTaskStore(_Store):
         return self._mirror.get(task_id)
 
     async def _write(self, task: Task, revision: int | None) -> int:
+        return await self._put(self._mirror, task.id, task, revision)
+
+    async def _remove(self, task_id: str, revision: int) -> None:
+        await self._delete(self._mirror, task_id, revision)
+
+    async def _read_claim(self, tab: int) -> tuple[str, int] | None:
         await asyncio.sleep(0)
-        known = self._mirror.get(task.id)
+        return self._claims.get(tab)
+
+    async def _write_claim(self, tab: int, task_id: str, revision: int | None) -> None:
+        await self._put(self._claims, tab, task_id, revision)
+
+    async def _delete_claim(self, tab: int, revision: int) -> None:
+        await self._delete(self._claims, tab, revision)
+
+    async def _put(self, table: dict[Any, tuple[Any, int]], key: Any, value: Any, revision: int | None) -> int:
+        """Compare-and-set ``key`` of ``table`` (``revision`` ``None``: only if absent); its new revision."""
+        await asyncio.sleep(0)
+        known = table.get(key)
         if (known[1] if known is not None else None) != revision:
             raise _Conflict
         self._revision += 1
-        self._mirror[task.id] = (task, self._revision)
+        table[key] = (value, self._revision)
         return self._revision
 
-    async def _remove(self, task_id: str, revision: int) -> None:
+    async def _delete(self, table: dict[Any, tuple[Any, int]], key: Any, revision: int) -> None:
         await asyncio.sleep(0)
-        known = self._mirror.get(task_id)
+        known = table.get(key)
         if known is None or known[1] != revision:
             raise _Conflict
         self._revision += 1
-        del self._mirror[task_id]
+        del table[key]
 
 
 class JetStreamTaskStore(_Store):
@@ -260,6 +328,7 @@ class JetStreamTaskStore(_Store):
         super().__init__(clock=clock, sweep_every=sweep_every, tombstone_ttl=tombstone_ttl)
         self._client = client
         self._prefix = f"{fleet}.task."
+        self._claim_prefix = f"{fleet}.tasktab."
         self._kv: KeyValue | None = None
         self._watcher: Any = None
         self._following: asyncio.Task[None] | None = None
@@ -313,33 +382,65 @@ class JetStreamTaskStore(_Store):
             self._remember(Task.from_json(entry.value), revision)
 
     async def _read(self, task_id: str) -> tuple[Task, int] | None:
+        found = await self._get(self._prefix + task_id)
+        return (Task.from_json(found[0]), found[1]) if found is not None else None
+
+    async def _write(self, task: Task, revision: int | None) -> int:
+        return await self._put(self._prefix + task.id, task.to_json(), revision)
+
+    async def _remove(self, task_id: str, revision: int) -> None:
+        await self._delete(self._prefix + task_id, revision)
+
+    async def _read_claim(self, tab: int) -> tuple[str, int] | None:
+        found = await self._get(f"{self._claim_prefix}{tab}")
+        return (found[0].decode(), found[1]) if found is not None else None
+
+    async def _write_claim(self, tab: int, task_id: str, revision: int | None) -> None:
+        await self._put(f"{self._claim_prefix}{tab}", task_id.encode(), revision)
+
+    async def _delete_claim(self, tab: int, revision: int) -> None:
+        await self._delete(f"{self._claim_prefix}{tab}", revision)
+
+    async def _get(self, key: str) -> tuple[bytes, int] | None:
+        """A key's value and revision, or ``None`` (never made, or deleted)."""
         assert self._kv is not None
         with _answering():
             try:
-                entry = await self._kv.get(self._prefix + task_id)
-            except nats.js.errors.KeyNotFoundError:  # never made, or deleted
+                entry = await self._kv.get(key)
+            except nats.js.errors.KeyNotFoundError:
                 return None
         if not entry.value or entry.revision is None:
             return None
-        return Task.from_json(entry.value), entry.revision
+        return entry.value, entry.revision
 
-    async def _write(self, task: Task, revision: int | None) -> int:
-        assert self._kv is not None
-        key = self._prefix + task.id
-        with _answering():
-            try:
-                return await (self._kv.create(key, task.to_json()) if revision is None
-                              else self._kv.update(key, task.to_json(), last=revision))
-            except nats.js.errors.KeyWrongLastSequenceError:
-                raise _Conflict from None
-
-    async def _remove(self, task_id: str, revision: int) -> None:
+    async def _put(self, key: str, value: bytes, revision: int | None) -> int:
+        """Compare-and-set ``key`` (``revision`` ``None``: only if absent); its new revision."""
         assert self._kv is not None
         with _answering():
             try:
-                await self._kv.delete(self._prefix + task_id, last=revision)
+                return await (self._kv.create(key, value) if revision is None
+                              else self._kv.update(key, value, last=revision))
             except nats.js.errors.KeyWrongLastSequenceError:
                 raise _Conflict from None
+
+    async def _delete(self, key: str, revision: int) -> None:
+        assert self._kv is not None
+        with _answering():
+            try:
+                await self._kv.delete(key, last=revision)
+            except nats.js.errors.KeyWrongLastSequenceError:
+                raise _Conflict from None
+
+
+def _holds(task: Task) -> bool:
+    """Whether a task holds its tabs: until it is completed or revoked (an expired one, until taken over or deleted)."""
+    return task.status in ("active", "expired")
+
+
+def _tab_conflict(tab: int, holder: Task, task: Task) -> KitsuneError:
+    """``task_conflict`` for ``tab``, naming the holder only to its own agent."""
+    state: dict[str, Any] = {"tabId": tab, **({"taskId": holder.id} if holder.agent == task.agent else {})}
+    return KitsuneError("task_conflict", f"tab {tab} is already in another task", state=state)
 
 
 @contextlib.contextmanager

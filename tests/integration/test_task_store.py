@@ -76,6 +76,11 @@ def takeover_by(session: str) -> Callable[[Task], Task]:
     return lambda t: taken_over(t, session, time.time())
 
 
+def newest(store: TaskStore, tab: int) -> Task | None:
+    """The newest task the store's mirror has on ``tab`` that is not completed."""
+    return next(iter(store.tasks_of_tab(tab)), None)
+
+
 def code_of(outcome: object) -> str | None:
     return outcome.code if isinstance(outcome, KitsuneError) else None
 
@@ -85,8 +90,8 @@ async def test_a_created_task_is_read_back_from_the_store_and_seen_by_every_node
     task = a_task([3, 4])
     await first.create(task)
     assert await first.get(task.id) == task and await second.get(task.id) == task  # decisive reads
-    await eventually(lambda: second.task_of_tab(4) == task)
-    assert first.task_of_tab(3) == task and first.task_of_tab(5) is None
+    await eventually(lambda: newest(second, 4) == task)
+    assert newest(first, 3) == task and newest(first, 5) is None
     assert second.of_agent("alice") == [task] and second.of_agent("bob") == []
     assert await first.get("t-0000000000000000") is None and await first.get("../x.>") is None
     with pytest.raises(KitsuneError) as error:
@@ -98,7 +103,7 @@ async def test_a_tab_is_in_one_active_or_expired_task_at_most(stores: Stores) ->
     first, second = await stores(2)
     held = a_task([7, 8])
     await first.create(held)
-    await eventually(lambda: second.task_of_tab(7) is not None)
+    await eventually(lambda: newest(second, 7) is not None)
     with pytest.raises(KitsuneError) as error:
         await second.create(a_task([9, 8], session="s-2"))
     assert (error.value.code, error.value.http_status, error.value.state) == (
@@ -109,8 +114,35 @@ async def test_a_tab_is_in_one_active_or_expired_task_at_most(stores: Stores) ->
     done = await first.change(held.id, lambda t: completed(taken_over(t, "s-1", time.time()), "s-1", time.time()))
     later = a_task([8], session="s-2", now=time.time() + 1)
     await first.create(later)  # a completed task holds no tab
-    assert first.task_of_tab(8) == later and first.task_of_tab(7) is None and done.status == "completed"
+    assert newest(first, 8) == later and newest(first, 7) is None and done.status == "completed"
     assert [t.id for t in first.of_agent("alice")] == [later.id, held.id]  # newest first
+
+
+async def test_tasks_created_on_one_tab_through_many_nodes_at_once_leave_exactly_one(stores: Stores) -> None:
+    nodes = await stores(4)
+    for round_ in range(5):  # all at once: no node's mirror has seen another's task yet
+        tab = 100 + round_
+        tasks = [a_task([tab, 200 + 10 * round_ + i], session=f"s-{i}") for i in range(len(nodes))]
+        outcomes = await asyncio.gather(*(node.create(task) for node, task in zip(nodes, tasks, strict=True)),
+                                        return_exceptions=True)
+        won = [task for task, outcome in zip(tasks, outcomes, strict=True) if outcome is None]
+        assert len(won) == 1 and sorted(map(code_of, outcomes), key=str) == [None] + ["task_conflict"] * 3, outcomes
+        for task in tasks:  # a loser is not left behind
+            assert (await nodes[0].get(task.id) is not None) == (task in won)
+        free = [task.tabs[1] for task in tasks if task not in won]
+        await nodes[0].create(a_task(free, session="s-9"))  # and the other tabs it claimed are free again
+
+
+async def test_a_tab_claimed_by_a_task_that_is_gone_or_over_is_free_again(stores: Stores) -> None:
+    first, second = await stores(2)
+    held = a_task([31, 32])
+    await first.create(held)
+    await first.change(held.id, lambda t: revoked(t, time.time()))
+    await second.create(a_task([32], session="s-2"))  # a revoked task's claim is stale
+    with pytest.raises(KitsuneError) as error:
+        await first.create(a_task([32, 33], session="s-3"))
+    assert error.value.code == "task_conflict"
+    await first.create(a_task([33], session="s-3"))  # the refused task claimed nothing for good
 
 
 async def test_a_renewal_with_more_than_half_its_lease_left_writes_nothing(stores: Stores) -> None:
@@ -207,12 +239,17 @@ async def test_the_sweeper_of_each_node_expires_a_lapsed_lease_and_deletes_old_t
     await first.create(lapsing)
     await first.create(closing)
     await first.change(closing.id, lambda t: revoked(t, time.time()))
-    await eventually(lambda: getattr(second.task_of_tab(15), "status", None) == "expired")
+    await eventually(lambda: getattr(newest(second, 15), "status", None) == "expired")
     swept = await first.get(lapsing.id)
     assert swept is not None and swept.status == "expired" and swept.lease_expires == lapsing.lease_expires
-    await eventually(lambda: first.task_of_tab(16) is None and second.task_of_tab(16) is None)
+    await eventually(lambda: newest(first, 16) is None and newest(second, 16) is None)
     assert await first.get(closing.id) is None
     assert (await first.get(lapsing.id)) == swept  # an expired task stays: a takeover may claim it
+    deadline = time.monotonic() + 10  # the deleted task's tab claim goes with it, right after it
+    while await first._read_claim(16) is not None:  # type: ignore[attr-defined]
+        assert time.monotonic() < deadline, "the claim of a deleted task stayed"
+        await asyncio.sleep(0.05)
+    assert (await second._read_claim(15))[0] == lapsing.id  # type: ignore[attr-defined]  # the expired one's stays
 
 
 async def test_a_node_started_later_mirrors_the_tasks_already_there(nats_access: NatsAccess) -> None:
@@ -232,7 +269,7 @@ async def test_a_node_started_later_mirrors_the_tasks_already_there(nats_access:
         assert (await js.stream_info(f"KV_{TASKS_BUCKET}")).state.last_seq == before + 1
         later = JetStreamTaskStore(clients[1], fleet)
         await later.start()
-        assert later.task_of_tab(21) == task and later.of_agent("alice") == [task]
+        assert newest(later, 21) == task and later.of_agent("alice") == [task]
         await later.stop()
     finally:
         await first.stop()
