@@ -14,9 +14,12 @@ The ways, run in turn each round (the order alternates) so that the machine's no
   notification per finished step, which the gateway hears from the bridge as the call runs.
 
 Each figure is the median wall time of the task; the ratio is the median of the paired ratios
-(way / raw of the same round). Goal: ``mcp`` within 1.10x raw.
+(way / raw of the same round). Goal: ``mcp`` within 1.10x raw. Each way starts ``--gap`` seconds
+after the one before ended, so that it does not run beside the previous way's tab still closing
+(a Chromium tearing a renderer down, the node writing the call's end): without a gap the way run
+right after raw Playwright's pays for its close, and the ratios depend on the order.
 
-    .venv/bin/python bench/form20.py [--rounds N]
+    .venv/bin/python bench/form20.py [--rounds N] [--gap SECONDS]
 """
 
 from __future__ import annotations
@@ -49,6 +52,7 @@ from bridge.browser import find_chromium
 FIELDS = 20
 ROUNDS = 15
 WARMUP = 2
+GAP = 0.5
 GOAL = 1.10
 TOKEN = "bench-token-0123456789abcdef0123"
 KITSUNE = Path(sys.executable).parent / "kitsune"
@@ -144,7 +148,7 @@ class Node:
         self.process.wait(timeout=30)
 
 
-async def run(rounds: int) -> dict[str, list[float]]:
+async def run(rounds: int, gap: float) -> dict[str, list[float]]:
     site = FormSite()
     directory = Path(tempfile.mkdtemp(prefix="kitsune-bench-form-"))
     node = Node(directory)
@@ -200,6 +204,7 @@ async def run(rounds: int) -> dict[str, list[float]]:
             for r in range(WARMUP + rounds):
                 order = list(ways) if r % 2 == 0 else list(reversed(ways))
                 for way in order:
+                    await asyncio.sleep(gap)
                     site.expect(r)
                     started = time.perf_counter()
                     text = await ways[way](r)
@@ -231,9 +236,10 @@ def report(times: dict[str, list[float]], load_before: tuple[float, ...]) -> Non
 def main() -> None:
     parser = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
     parser.add_argument("--rounds", type=int, default=ROUNDS, help="measured rounds of each way")
+    parser.add_argument("--gap", type=float, default=GAP, help="seconds between two ways (0: back to back)")
     args = parser.parse_args()
     load_before = os.getloadavg()
-    report(asyncio.run(run(args.rounds)), load_before)
+    report(asyncio.run(run(args.rounds, args.gap)), load_before)
 
 
 if __name__ == "__main__":
