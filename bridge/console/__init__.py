@@ -7,9 +7,10 @@ own (no framework, no CDN: it works offline) refreshes it by **polling** ``GET /
 (JSON) every 2 seconds; thumbnails refresh with it.
 
 :mod:`~bridge.console.auth` checks operators (a session cookie after signing in with a token or a
-password, or a bearer token for scripts), :mod:`~bridge.console.fleet` gathers each node's part
-over NATS, :mod:`~bridge.console.thumbs` takes thumbnails, :mod:`~bridge.console.page` renders the
-HTML and :mod:`~bridge.console.routes` serves it all under ``/console``.
+password, or a bearer token for scripts), :mod:`~bridge.console.limits` counts failed secrets,
+:mod:`~bridge.console.fleet` gathers each node's part over NATS, :mod:`~bridge.console.thumbs` takes
+thumbnails, :mod:`~bridge.console.page` renders the HTML and :mod:`~bridge.console.routes` serves it
+all under ``/console``.
 """
 
 from bridge.console.fleet import console_serving

@@ -98,7 +98,8 @@ def login_page() -> str:
         'required autofocus></label> <button type="submit">Sign in</button></form></main>')
 
 
-def message_page(message: str) -> str:
-    """A page that says one thing (a refusal), with a way back."""
-    return _document(f'<main class="narrow"><h1>Kitsune console</h1><p id="message">{escape(message)}</p>'
+def message_page(message: str, code: str | None = None) -> str:
+    """A page that says one thing (a refusal, its error ``code`` in ``data-code``), with a way back."""
+    marked = f' data-code="{escape(code)}"' if code else ""
+    return _document(f'<main class="narrow"><h1>Kitsune console</h1><p id="message"{marked}>{escape(message)}</p>'
                      '<p><a href="/console">Back to the console</a></p></main>')

@@ -2,12 +2,15 @@
 
 No operator configured: every route answers 404 saying so. A request with no operator session
 gets the sign-in form (``GET /console``), a redirect to it (a Live View link), or 401; a bearer
-token that is no operator's, or a wrong secret at sign-in, gets 403 and nothing else.
+token that is no operator's, or a wrong secret at sign-in, gets 403 and nothing else. Failed
+secrets are counted per client address (``bridge.console.limits``): past the limit, a sign-in or
+a bearer token from that address answers 429 ``login_rate_limited`` with ``Retry-After``, unchecked.
 """
 
 from __future__ import annotations
 
 import logging
+import time
 from collections.abc import Awaitable, Callable
 from importlib import resources
 from typing import TYPE_CHECKING, Any
@@ -21,6 +24,7 @@ from starlette.routing import BaseRoute, Route
 from bridge.config import BridgeConfig
 from bridge.console.auth import COOKIE, SESSION_SECONDS, Operators
 from bridge.console.fleet import fleet_state, thumbnail
+from bridge.console.limits import LoginLimiter
 from bridge.console.page import console_page, login_page, message_page
 from bridge.console.thumbs import THUMB_SECONDS, Thumbnails
 from bridge.live import OPERATOR
@@ -48,20 +52,37 @@ Endpoint = Callable[[Request, str], Awaitable[Response]]
 """A console route's handler, given the operator the request is from."""
 
 
-def _html(body: str, status: int = 200) -> Response:
-    return HTMLResponse(body, status_code=status, headers=_HEADERS)
+def _html(body: str, status: int = 200, headers: dict[str, str] | None = None) -> Response:
+    return HTMLResponse(body, status_code=status, headers={**_HEADERS, **(headers or {})})
 
 
-def _json(body: Any, status: int = 200) -> Response:
-    return Response(orjson.dumps(body), status_code=status, media_type="application/json", headers=_HEADERS)
+def _json(body: Any, status: int = 200, headers: dict[str, str] | None = None) -> Response:
+    return Response(orjson.dumps(body), status_code=status, media_type="application/json",
+                    headers={**_HEADERS, **(headers or {})})
+
+
+def _rate_limited(wait: int, page: bool) -> Response:
+    """429 ``login_rate_limited`` (a page, or JSON) with ``Retry-After``: ``wait`` seconds, nothing checked."""
+    limited = KitsuneError("login_rate_limited", f"Too many failed sign-ins from your address: try again in {wait} s.",
+                           state={"retry_after": wait})
+    retry = {"Retry-After": str(wait)}
+    if page:
+        return _html(message_page(limited.message, limited.code), limited.http_status, retry)
+    return _json(limited.to_json(), limited.http_status, retry)
+
+
+def _address(request: Request) -> str:
+    """The key of the request's client for the limiter: its address."""
+    return f"address:{request.client.host if request.client else 'unknown'}"
 
 
 class Console:
     """The console of one node's app."""
 
-    def __init__(self, node: Node, operators: Operators) -> None:
+    def __init__(self, node: Node, operators: Operators, limiter: LoginLimiter) -> None:
         self.node = node
         self.operators = operators
+        self.limiter = limiter
         self.thumbnails = Thumbnails(node.browser)
 
     def guarded(self, endpoint: Endpoint, *, page: bool = False) -> Callable[[Request], Awaitable[Response]]:
@@ -71,11 +92,15 @@ class Console:
             if not self.operators.configured:
                 return _html(message_page(_NO_OPERATORS), 404) if page else _json(
                     {"error": _NO_OPERATORS, "code": "console_off"}, 404)
+            wait = self.limiter.retry_after(_address(request)) if "authorization" in request.headers else None
+            if wait is not None:
+                return _rate_limited(wait, page)
             try:
                 operator, refused = self.operators.of_request(request)
             except KitsuneError as e:  # two Authorization headers
                 return _json(e.to_json(), e.http_status)
             if refused:
+                self._failed(request)
                 return _html(message_page("That token is not an operator's."), 403) if page else _json(
                     {"error": "That token is not an operator's", "code": "forbidden"}, 403)
             if operator is None:
@@ -117,14 +142,25 @@ class Console:
         """Check the secret of the form; on a match, a session cookie and back to the console."""
         if not self.operators.configured:
             return _html(message_page(_NO_OPERATORS), 404)
+        wait = self.limiter.retry_after(_address(request))
+        if wait is not None:
+            return _rate_limited(wait, page=True)
         operator = self.operators.named(await _secret_of(request))
         if operator is None:
+            self._failed(request)
             return _html(message_page("That token or password is not valid."), 403)
+        self.limiter.succeeded(_address(request))
         response = RedirectResponse("/console", 303, headers=_HEADERS)
         response.set_cookie(COOKIE, self.operators.sign_in(operator), max_age=int(SESSION_SECONDS), path="/console",
                             secure=request.url.scheme == "https", httponly=True, samesite="strict")
         log.info("operator %s signed in to the console", operator)
         return response
+
+    def _failed(self, request: Request) -> None:
+        """Count a wrong secret of the request's address (the secret itself is nowhere)."""
+        address = _address(request)
+        if self.limiter.failed(address):
+            log.warning("console sign-ins from %s refused for a while: too many failed", address)
 
     async def logout(self, request: Request) -> Response:
         self.operators.sign_out(request.cookies.get(COOKIE))
@@ -156,9 +192,10 @@ async def _secret_of(request: Request) -> str:
     return fields.get("secret", [""])[0]
 
 
-def console_routes(node: Node, config: BridgeConfig) -> list[BaseRoute]:
-    """The operator console of ``node``'s app: its page, sign-in and out, state, thumbnails, Live View links."""
-    console = Console(node, Operators(config.operators))
+def console_routes(node: Node, config: BridgeConfig, clock: Callable[[], float] = time.monotonic) -> list[BaseRoute]:
+    """The operator console of ``node``'s app: its page, sign-in and out, state, thumbnails, Live View links
+    (sessions and the sign-in limit on ``clock``, monotonic seconds)."""
+    console = Console(node, Operators(config.operators, clock), LoginLimiter(clock))
     return [
         Route("/console", console.guarded(console.page, page=True), methods=["GET"]),
         Route("/console/login", console.login, methods=["POST"]),

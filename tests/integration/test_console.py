@@ -137,10 +137,11 @@ def test_an_operator_signs_in_with_a_token_or_a_password_from_the_environment(
 
 
 def test_no_operator_wrong_secret_agent_token_or_no_session_is_refused(
-        base: str, node: Node, tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
+        node: Node, tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
     caplog.set_level(logging.DEBUG)
     wrong = "not-the-secret-0123456789"
-    with httpx.Client(base_url=base, timeout=60) as anyone:
+    with (console_over(node, console_config(tmp_path, OPERATORS)) as base,  # its own count of failed sign-ins
+          httpx.Client(base_url=base, timeout=60) as anyone):
         for body in ({"secret": wrong}, {"secret": ""}, {}):
             refused = anyone.post("/console/login", data=body)
             assert refused.status_code == 403 and "set-cookie" not in refused.headers
@@ -152,6 +153,8 @@ def test_no_operator_wrong_secret_agent_token_or_no_session_is_refused(
         assert (live.status_code, live.headers["location"]) == (303, "/console")
         for token in (wrong, ALICE):  # an agent is no operator
             assert anyone.get("/console/state", headers={"Authorization": f"Bearer {token}"}).status_code == 403
+        limited = anyone.post("/console/login", data={"secret": OPERATOR_TOKEN})  # five failed: the right one waits
+        assert limited.status_code == 429 and 290 <= int(limited.headers["retry-after"]) <= 300, limited.text
     assert wrong not in caplog.text and wrong.encode() not in node.metrics.exposition()
     with console_over(node, console_config(tmp_path, [])) as bare, httpx.Client(base_url=bare) as anyone:
         answers = [anyone.get("/console"), anyone.get("/console/state"), anyone.post("/console/login", data={})]
