@@ -2,9 +2,10 @@
 
 It shows the fleet's nodes; every tab with its node, agent, session, URL, title, thumbnail and a
 Live View link; the calls in flight; the checkpoints held, as metadata only (never a token); the
-sessions and their tombstones. The page is rendered on the server, and one small script of its
-own (no framework, no CDN: it works offline) refreshes it by **polling** ``GET /console/state``
-(JSON) every 2 seconds; thumbnails refresh with it.
+sessions and their tombstones; every agent's tasks (goal, status, whether the lease is live; never
+its session or checkpoint). The page is rendered on the server, and one small script of its own
+(no framework, no CDN: it works offline) refreshes it by **polling** ``GET /console/state`` (JSON)
+every 2 seconds; thumbnails refresh with it.
 
 :mod:`~bridge.console.auth` checks operators (a session cookie after signing in with a token or a
 password, or a bearer token for scripts), :mod:`~bridge.console.limits` counts failed secrets,

@@ -5,28 +5,35 @@ node knows, it tells itself: the calls running on it, its checkpoints (metadata 
 sessions and their tombstones, who holds its tabs in Live View, and its tabs' thumbnails. Each
 node answers those on ``<fleet>.node.<name>.console`` (:func:`console_serving`); the console's
 own node answers its part directly. A node that does not answer is listed under ``missing``.
+Tasks are the fleet's already (its KV bucket, mirrored on every node): the console reads its own
+node's mirror, every agent's, as metadata only (no checkpoint, no session: whether a lease is live).
 """
 
 from __future__ import annotations
 
 import asyncio
 import base64
-from collections.abc import Awaitable, Callable
+import time
+from collections.abc import Awaitable, Callable, Iterable
 from typing import TYPE_CHECKING, Any
 
 import orjson
 
 from bridge.console.thumbs import Thumbnails
 from bridge.fleet.asking import ask_node
+from bridge.tasks.records import Task
 from messages.errors import KitsuneError
 
 if TYPE_CHECKING:
     from bridge.node import Node
 
-__all__ = ["PART_TIMEOUT", "Handler", "console_serving", "fleet_state", "node_part", "thumbnail"]
+__all__ = ["GOAL_SHOWN", "PART_TIMEOUT", "Handler", "console_serving", "fleet_state", "node_part", "task_rows",
+           "thumbnail"]
 
 PART_TIMEOUT = 5.0
 """Seconds another node has to answer its part or a thumbnail."""
+GOAL_SHOWN = 120
+"""Characters of a task's goal the console shows, at most."""
 _PARTS = ("calls", "checkpoints", "sessions", "tombstones")
 
 Handler = Callable[[bytes], Awaitable[bytes]]
@@ -49,8 +56,9 @@ async def node_part(node: Node) -> dict[str, Any]:
     }
 
 
-async def fleet_state(node: Node) -> dict[str, Any]:
-    """The fleet as the console shows it: nodes, tabs, and every node's part, each row with its node."""
+async def fleet_state(node: Node, agents: Iterable[str]) -> dict[str, Any]:
+    """The fleet as the console shows it: nodes, tabs, every node's part (each row with its node), and the
+    tasks of ``agents``."""
     nodes = node.member.nodes()
     names = [entry["name"] for entry in nodes]
     tabs, *parts = await asyncio.gather(node.describe_tabs(), *(_part_of(node, name) for name in names),
@@ -68,7 +76,24 @@ async def fleet_state(node: Node) -> dict[str, Any]:
             state[section] += [{"node": name, **row} for row in part[section]]
         held |= {int(h["tabId"]): str(h["by"]) for h in part["held"]}
     state["tabs"] = [_tab_row(tab, held) for tab in tabs]
+    state["tasks"] = task_rows(node, agents)
     return state
+
+
+def task_rows(node: Node, agents: Iterable[str]) -> list[dict[str, Any]]:
+    """The tasks of ``agents`` in the node's mirror of the fleet's, newest first: what an operator may see."""
+    now = time.time()  # a lease ends on the wall clock (``bridge.tasks``)
+    tasks = [task for agent in dict.fromkeys(agents) for task in node.tasks.store.of_agent(agent)]
+    return [_task_row(task, now) for task in sorted(tasks, key=lambda t: t.created, reverse=True)]
+
+
+def _task_row(task: Task, now: float) -> dict[str, Any]:
+    live = task.live(now)
+    goal = task.goal if len(task.goal) <= GOAL_SHOWN else task.goal[:GOAL_SHOWN - 1] + "…"
+    return {"id": task.id, "agent": task.agent, "goal": goal,
+            "status": "active" if live else task.state_for(None, now), "lease_live": live,
+            "lease_expires_in": round(task.lease_expires - now, 1) if live else None, "tabs": list(task.tabs),
+            "age": round(now - task.created, 1)}
 
 
 def _tab_row(tab: dict[str, Any], held: dict[int, str]) -> dict[str, Any]:

@@ -2,7 +2,7 @@
 
 Operators sign in with a token or a password from the environment; everyone else is refused. The
 page shows each tab's URL, title and thumbnail (a real JPEG), refreshes itself, escapes a hostile
-title; checkpoints show as metadata, never their token; a two-node fleet's console lists the tabs
+title; checkpoints and tasks show as metadata, never a token or a session; a two-node fleet's console lists the tabs
 of both nodes, and its Live View links work for a tab on either node.
 """
 
@@ -36,6 +36,7 @@ from tests.site import TestSite
 __all__ = ["person"]
 
 ALICE = "console-alice-token-0123456789"
+BOB = "console-bob-token-0123456789ab"
 OPERATOR_TOKEN = "console-sre-token-0123456789ab"
 PASSWORD, PASSWORD_ENV = "night-shift-pass", "KITSUNE_TEST_CONSOLE_PASSWORD"
 OPERATORS = [{"name": "sre", "token": OPERATOR_TOKEN}, {"name": "night", "password_env": PASSWORD_ENV}]
@@ -43,10 +44,10 @@ HOSTILE = '<img src=x onerror="window.owned=1"><script>window.owned=2</script>'
 
 
 def console_config(directory: Path, operators: list[dict[str, str]]) -> BridgeConfig:
-    """Agent alice (both groups) and ``operators``, the password read from the environment given."""
+    """Agents alice and bob (both groups) and ``operators``, the password read from the environment given."""
     path = directory / "kitsune.yaml"
-    path.write_text(yaml.safe_dump({"agents": [{"name": "alice", "token": ALICE}], "caps": ["core", "automation"],
-                                    "operators": operators}))
+    path.write_text(yaml.safe_dump({"agents": [{"name": "alice", "token": ALICE}, {"name": "bob", "token": BOB}],
+                                    "caps": ["core", "automation"], "operators": operators}))
     return load_config(path, {PASSWORD_ENV: PASSWORD})
 
 
@@ -63,8 +64,9 @@ def base(node: Node, tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
         yield base
 
 
-def alice(base: str) -> httpx.Client:
-    return httpx.Client(base_url=base, headers={"Authorization": f"Bearer {ALICE}"}, timeout=60)
+def alice(base: str, token: str = ALICE, **headers: str) -> httpx.Client:
+    """A client of agent alice (or of ``token``), with ``headers`` on every request."""
+    return httpx.Client(base_url=base, headers={"Authorization": f"Bearer {token}", **headers}, timeout=60)
 
 
 def sre(base: str) -> httpx.Client:
@@ -237,6 +239,37 @@ def test_calls_checkpoints_and_sessions_show_as_metadata_never_a_token(
             ("alice", "closed")]
         token = stopped["resume_token"]
         assert token not in state.text and token not in script.get("/console").text
+
+
+def test_every_agents_tasks_show_as_metadata_never_a_session_a_summary_or_a_token(
+        base: str, node: Node, site: TestSite) -> None:
+    session, summary = f"console-task-{secrets.token_hex(4)}", f"summary-canary-{secrets.token_hex(4)}"
+    goal = "Compare the prices of the three shops and report the cheapest one. " * 4
+    with (alice(base, ALICE, **{"X-Kitsune-Session": session}) as owner, alice(base, BOB, **{
+            "X-Kitsune-Session": f"{session}-bob"}) as bob, sre(base) as script):
+        tasks = []
+        for agent in (owner, bob):
+            created = agent.post("/api/tasks", json={"goal": goal, "tabs": [open_tab(agent, site.url("/text"))]})
+            assert created.status_code == 201, created.text
+            tasks.append(created.json()["task"])
+        state = script.get("/console/state")
+        rows = {t["id"]: t for t in state.json()["tasks"]}
+        for task, name in zip(tasks, ("alice", "bob"), strict=True):
+            row = rows[task["id"]]
+            assert set(row) == {"id", "agent", "goal", "status", "lease_live", "lease_expires_in", "tabs", "age"}
+            assert (row["agent"], row["status"], row["lease_live"], row["tabs"]) == (name, "active", True, task["tabs"])
+            assert row["goal"] == goal[:119] + "…" and 0 < row["lease_expires_in"] <= node.config.task_lease_ttl
+            assert 0 <= row["age"] < 60
+        page = script.get("/console").text
+        assert 'data-section="tasks"' in page and all(task["id"] in page for task in tasks)
+        completed = owner.post(f"/api/tasks/{tasks[0]['id']}/complete", json={"summary": summary})
+        assert completed.status_code == 200, completed.text
+        ended = script.get("/console/state")
+        row = next(t for t in ended.json()["tasks"] if t["id"] == tasks[0]["id"])
+        assert (row["status"], row["lease_live"], row["lease_expires_in"]) == ("completed", False, None)
+        assert bob.post(f"/api/tasks/{tasks[1]['id']}/complete", json={}).status_code == 200
+        for text in (state.text, ended.text, page, script.get("/console").text):
+            assert all(secret not in text for secret in (session, summary, ALICE, BOB, OPERATOR_TOKEN))
 
 
 @pytest.fixture
