@@ -25,7 +25,8 @@ From a YAML or JSON file (``kitsune serve --config FILE``) and the environment::
     audit_file: ./kitsune-audit.jsonl
     max_body_bytes: 1048576
     metrics: {token_env: SCRAPE_TOKEN}   # a scrape token: reads /metrics only
-    live_view: {enabled: true, ttl: 300}  # links a person opens to see and act in a tab (seconds to open one)
+    live_view: {enabled: true, ttl: 300}  # links a person opens to see and act in a tab (seconds to open one;
+                                          # public_url: https://... where people reach the node, for the links)
     site_tools: {continuation_ttl: 60}    # seconds a page's continuation token may be redeemed (WebMCP)
     tasks: {lease_ttl: 30}                # seconds a task's lease lasts unless its owner is heard from
     operators: [{name: sre, token_env: CONSOLE_TOKEN}]  # the console's (GET /console); or password_env
@@ -153,6 +154,8 @@ class BridgeConfig:
     """Whether agents may open Live Views of their tabs (unless their entry says otherwise)."""
     live_view_ttl: float = LIVE_VIEW_TTL
     """Seconds a Live View link may be opened after it was made."""
+    live_view_public_url: str | None = None
+    """Where people reach the node (behind a proxy): Live View links start with it, not with the request's host."""
     continuation_ttl: float = CONTINUATION_TTL
     """Seconds a site tool's continuation token may be redeemed after it was issued."""
     task_lease_ttl: float = TASK_LEASE_TTL
@@ -268,6 +271,7 @@ def _built(settings: Settings, env: Mapping[str, str]) -> BridgeConfig:
                            tls_key_file=nats.tls_key_file),
         live_view=settings.live_view.enabled,
         live_view_ttl=settings.live_view.ttl,
+        live_view_public_url=settings.live_view.public_url,
         continuation_ttl=settings.site_tools.continuation_ttl,
         task_lease_ttl=settings.tasks.lease_ttl,
         operators=_operators(settings.operators, env),

@@ -10,6 +10,7 @@ import json
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Annotated, Any
+from urllib.parse import urlsplit
 
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, model_validator
 from pydantic.fields import FieldInfo
@@ -95,9 +96,18 @@ class Metrics(Section):
     token_env: str | None = None
 
 
+def public_base(url: str) -> str:
+    """An http(s) origin, with a path at most: what Live View links start with."""
+    parts = urlsplit(url)
+    if parts.scheme not in ("http", "https") or not parts.netloc or parts.query or parts.fragment:
+        raise ValueError("must be an http(s) URL with no query or fragment, e.g. https://kitsune.example.com")
+    return url.rstrip("/")
+
+
 class LiveView(Section):
     enabled: bool = True
     ttl: Seconds = LIVE_VIEW_TTL
+    public_url: Annotated[str, AfterValidator(public_base)] | None = None
 
 
 class SiteTools(Section):

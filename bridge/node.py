@@ -90,7 +90,8 @@ class Node:
         """The tab claims of parallel sequences, each decided by its tab's node (``bridge.fleet.member``)."""
         self._actors: list[pykka.ActorRef[Any]] = []
         self.live = LiveViews(config.name, browser, self.subjects, self.owners, ttl=config.live_view_ttl,
-                              node_of=self.member.holder, policy_of=self.policy_of, auditor=self.auditor)
+                              public_url=config.live_view_public_url, node_of=self.member.holder,
+                              policy_of=self.policy_of, auditor=self.auditor)
         """The Live Views of its tabs (``bridge.live``): a person controlling a tab holds the agents' writes."""
         self.tabs = TabActors(browser, self.io, self.subjects, on_change=self._tabs_changed,
                               admission=self._admission)

@@ -100,6 +100,8 @@ class NodeConfig:
     """Tabs this node takes at most: past it, a ``newTab`` goes to another node with room."""
     live_view_ttl: float = LIVE_VIEW_TTL
     """Seconds a Live View link of one of its tabs may be opened after it was made."""
+    live_view_public_url: str | None = None
+    """What its Live View links start with; the host the asking request named when None."""
     continuation_ttl: float = CONTINUATION_TTL
     """Seconds a site tool's continuation token may be redeemed after it was issued."""
     task_lease_ttl: float = TASK_LEASE_TTL

@@ -61,8 +61,10 @@ class LiveViews:
 
     def __init__(self, name: str, browser: Pages, subjects: Subjects, owners: TabOwners, *, ttl: float,
                  node_of: Callable[[int], Awaitable[str]], policy_of: Callable[[str | None], Policy],
-                 auditor: Callable[[str | None], Auditor]) -> None:
+                 auditor: Callable[[str | None], Auditor], public_url: str | None = None) -> None:
         self.links = LiveLinks(ttl)
+        self._public_url = public_url
+        """What links start with (``live_view.public_url``); the asking request's base URL when None."""
         self.name = name
         self.bus: Bus | None = None
         self._browser = browser
@@ -81,7 +83,8 @@ class LiveViews:
     # links
 
     async def issue(self, tab: int, agent: str, base_url: str) -> dict[str, Any]:
-        """A link to ``tab`` for ``agent`` (``operator:<name>`` for the console's): ``{tabId, url, expires_in}``.
+        """A link to ``tab`` for ``agent`` (``operator:<name>`` for the console's): ``{tabId, url, expires_in}``;
+        it starts with the configured public URL, else with ``base_url`` (the request's).
 
         ``live_view_disabled`` when the agent's policy allows no Live View, ``tab_owned`` when the tab is
         another agent's (only its owner may show it), ``unknown_tab`` when it is not open.
@@ -94,7 +97,8 @@ class LiveViews:
         else:
             reply = await self._ask(node, {"op": "issue", "tab": tab, "agent": agent}, 5.0)
             token, expires_in = reply["token"], reply["expires_in"]
-        return {"tabId": tab, "url": f"{base_url.rstrip('/')}/live/{tab}#t={token}", "expires_in": expires_in}
+        base = self._public_url or base_url.rstrip("/")
+        return {"tabId": tab, "url": f"{base}/live/{tab}#t={token}", "expires_in": expires_in}
 
     def allowed(self, agent: str) -> bool:
         """Whether ``agent`` may open Live Views (an operator always may)."""

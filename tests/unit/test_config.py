@@ -155,3 +155,15 @@ def test_a_continuation_token_lives_60_s_unless_the_file_or_the_environment_says
     with pytest.raises(KitsuneError) as bad:
         load_config(None, {"KITSUNE_SITE_TOOLS__CONTINUATION_TTL": "0"})
     assert bad.value.message.startswith("site_tools.continuation_ttl: ")
+
+
+def test_live_view_links_start_with_the_public_url_when_one_is_set(tmp_path: Path) -> None:
+    assert load_config(None, {}).live_view_public_url is None
+    (tmp_path / "k.yaml").write_text("live_view: {public_url: 'https://kitsune.example.com/'}\n")
+    assert load_config(tmp_path / "k.yaml", {}).live_view_public_url == "https://kitsune.example.com"
+    assert load_config(None, {"KITSUNE_LIVE_VIEW__PUBLIC_URL": "http://10.0.0.5:8080/k"}).live_view_public_url == (
+        "http://10.0.0.5:8080/k")
+    for bad in ("ftp://kitsune.example.com", "https://kitsune.example.com/?x=1", "https://", "kitsune.example.com"):
+        with pytest.raises(KitsuneError) as refused:
+            load_config(None, {"KITSUNE_LIVE_VIEW__PUBLIC_URL": bad})
+        assert refused.value.message.startswith("live_view.public_url: "), bad
