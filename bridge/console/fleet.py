@@ -6,7 +6,8 @@ sessions and their tombstones, who holds its tabs in Live View, and its tabs' th
 node answers those on ``<fleet>.node.<name>.console`` (:func:`console_serving`); the console's
 own node answers its part directly. A node that does not answer is listed under ``missing``.
 Tasks are the fleet's already (its KV bucket, mirrored on every node): the console reads its own
-node's mirror, every agent's, as metadata only (no checkpoint, no session: whether a lease is live).
+node's mirror, every agent's (configured on any node), as metadata only (no checkpoint, no
+session: whether a lease is live).
 """
 
 from __future__ import annotations
@@ -14,7 +15,7 @@ from __future__ import annotations
 import asyncio
 import base64
 import time
-from collections.abc import Awaitable, Callable, Iterable
+from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING, Any
 
 import orjson
@@ -56,9 +57,8 @@ async def node_part(node: Node) -> dict[str, Any]:
     }
 
 
-async def fleet_state(node: Node, agents: Iterable[str]) -> dict[str, Any]:
-    """The fleet as the console shows it: nodes, tabs, every node's part (each row with its node), and the
-    tasks of ``agents``."""
+async def fleet_state(node: Node) -> dict[str, Any]:
+    """The fleet as the console shows it: nodes, tabs, every node's part (each row with its node), and its tasks."""
     nodes = node.member.nodes()
     names = [entry["name"] for entry in nodes]
     tabs, *parts = await asyncio.gather(node.describe_tabs(), *(_part_of(node, name) for name in names),
@@ -76,15 +76,14 @@ async def fleet_state(node: Node, agents: Iterable[str]) -> dict[str, Any]:
             state[section] += [{"node": name, **row} for row in part[section]]
         held |= {int(h["tabId"]): str(h["by"]) for h in part["held"]}
     state["tabs"] = [_tab_row(tab, held) for tab in tabs]
-    state["tasks"] = task_rows(node, agents)
+    state["tasks"] = task_rows(node)
     return state
 
 
-def task_rows(node: Node, agents: Iterable[str]) -> list[dict[str, Any]]:
-    """The tasks of ``agents`` in the node's mirror of the fleet's, newest first: what an operator may see."""
+def task_rows(node: Node) -> list[dict[str, Any]]:
+    """Every task of the fleet (the node's mirror), newest first: what an operator may see of it."""
     now = time.time()  # a lease ends on the wall clock (``bridge.tasks``)
-    tasks = [task for agent in dict.fromkeys(agents) for task in node.tasks.store.of_agent(agent)]
-    return [_task_row(task, now) for task in sorted(tasks, key=lambda t: t.created, reverse=True)]
+    return [_task_row(task, now) for task in node.tasks.store.listed()]
 
 
 def _task_row(task: Task, now: float) -> dict[str, Any]:

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Awaitable, Callable
 from importlib import resources
 from typing import TYPE_CHECKING, Any
 from urllib.parse import parse_qs
@@ -79,10 +79,8 @@ def _address(request: Request) -> str:
 class Console:
     """The console of one node's app."""
 
-    def __init__(self, node: Node, agents: Sequence[str], operators: Operators, limiter: LoginLimiter) -> None:
+    def __init__(self, node: Node, operators: Operators, limiter: LoginLimiter) -> None:
         self.node = node
-        self.agents = agents
-        """The agents of the configuration (the console lists their tasks)."""
         self.operators = operators
         self.limiter = limiter
         self.thumbnails = Thumbnails(node.browser)
@@ -116,10 +114,10 @@ class Console:
         return route
 
     async def page(self, request: Request, operator: str) -> Response:
-        return _html(console_page(await fleet_state(self.node, self.agents), operator))
+        return _html(console_page(await fleet_state(self.node), operator))
 
     async def state(self, request: Request, operator: str) -> Response:
-        return _json({**await fleet_state(self.node, self.agents), "operator": operator})
+        return _json({**await fleet_state(self.node), "operator": operator})
 
     async def thumb(self, request: Request, operator: str) -> Response:
         tab = int(request.path_params["tab"])
@@ -197,8 +195,7 @@ async def _secret_of(request: Request) -> str:
 def console_routes(node: Node, config: BridgeConfig, clock: Callable[[], float] = time.monotonic) -> list[BaseRoute]:
     """The operator console of ``node``'s app: its page, sign-in and out, state, thumbnails, Live View links
     (sessions and the sign-in limit on ``clock``, monotonic seconds)."""
-    console = Console(node, [agent.name for agent in config.agents], Operators(config.operators, clock),
-                      LoginLimiter(clock))
+    console = Console(node, Operators(config.operators, clock), LoginLimiter(clock))
     return [
         Route("/console", console.guarded(console.page, page=True), methods=["GET"]),
         Route("/console/login", console.login, methods=["POST"]),

@@ -89,6 +89,10 @@ class TaskStore(Protocol):
         """Every task of ``agent``, newest first (the mirror)."""
         ...
 
+    def listed(self) -> list[Task]:
+        """Every task of the fleet, newest first (the mirror: the operator console's)."""
+        ...
+
     async def sweep(self) -> None:
         """One sweep (the sweeper's, every :data:`SWEEP_EVERY` seconds)."""
         ...
@@ -210,6 +214,9 @@ class _Store:
 
     def of_agent(self, agent: str) -> list[Task]:
         return list(self._tasks_of(lambda t: t.agent == agent))
+
+    def listed(self) -> list[Task]:
+        return list(self._tasks_of(lambda t: True))
 
     async def sweep(self) -> None:
         now = self._clock()
