@@ -303,7 +303,7 @@ def _write_secret(path: Path, value: str) -> None:
 
 
 class _Stop(Exception):
-    """SIGTERM, handled as a Ctrl-C."""
+    """SIGINT or SIGTERM: stop the fleet in order."""
 
 
 def _raise_stop(signum: int, frame: object) -> None:
@@ -317,6 +317,7 @@ def run(args: argparse.Namespace) -> int:
     fleet = Fleet(directory, args.nodes, config=Path(args.config) if args.config else None)
     previous = {signum: signal.getsignal(signum) for signum in (signal.SIGINT, signal.SIGTERM)}
     signal.signal(signal.SIGTERM, _raise_stop)
+    signal.signal(signal.SIGINT, _raise_stop)  # also when started with SIGINT ignored (in the background, nohup)
     try:
         try:
             fleet.start()
