@@ -23,9 +23,10 @@ from typing import Any
 
 from playwright.async_api import CDPSession, Page
 from playwright.async_api import Error as PlaywrightError
+from playwright.async_api import TimeoutError as PlaywrightTimeoutError
 
 from bridge.browser.actions import ACTIONS
-from bridge.browser.errors import Stop, closed, stopped, timed_out, translate
+from bridge.browser.errors import Stop, closed, is_closed_error, is_navigation_error, stopped, timed_out, translate
 from bridge.browser.guard import UrlGuard
 from bridge.browser.launch import Chromium
 from bridge.browser.navigation import goto
@@ -45,6 +46,8 @@ __all__ = ["ChromiumBrowser"]
 _OPEN_TAB_TIMEOUT = 30.0
 _GRACE = 1.0
 """Seconds past a command's timeout before the backstop cancels it (Playwright's own timeouts fire first)."""
+_HINT_SETTLE = 5.0
+"""Seconds a needs-user read waits for a loading page before it fails."""
 _NOBODY = Caller()
 """The caller of the driver's own steps (opening a tab's first page)."""
 
@@ -183,12 +186,24 @@ class ChromiumBrowser:
     async def needs_user(self, tab_id: int) -> dict[str, Any]:
         """Whether the tab shows something only a person can do: ``sign_in``, ``human_check``.
 
-        A read: it looks at the page and changes nothing. ``evidence`` says what was seen.
+        A read: it looks at the page and changes nothing. ``evidence`` says what was seen. A page that is
+        loading is read once its document has loaded; one that cannot be read within
+        :data:`_HINT_SETTLE` seconds raises (``navigated``, ``tab_closed``): a failed read never says no.
         """
-        try:
-            hint = await self.page(tab_id).evaluate(NEEDS_USER)
-        except PlaywrightError:
-            hint = None
+        page = self.page(tab_id)
+        deadline = asyncio.get_running_loop().time() + _HINT_SETTLE
+        while True:
+            left = deadline - asyncio.get_running_loop().time()
+            try:
+                await page.wait_for_load_state("domcontentloaded", timeout=max(left, 0.001) * 1000)
+                hint = await page.evaluate(NEEDS_USER)
+                break
+            except PlaywrightError as e:
+                if is_closed_error(e):
+                    raise KitsuneError("tab_closed", f"Tab {tab_id} closed", state={"tabId": tab_id}) from None
+                if left <= 0 or not (is_navigation_error(str(e)) or isinstance(e, PlaywrightTimeoutError)):
+                    raise KitsuneError("navigated", f"Tab {tab_id} could not be read: its page kept loading",
+                                       retryable=True, state={"tabId": tab_id}) from None
         if not isinstance(hint, dict):
             return {"needs_user": False, "reason": None, "evidence": None}
         return {"needs_user": True, "reason": hint.get("reason"), "evidence": hint.get("evidence")}

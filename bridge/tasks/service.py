@@ -297,9 +297,12 @@ class Tasks:
             if found is None:
                 observed.append({"tabId": tab, "closed": True})
                 continue
-            hint = await self._node.needs_user(tab)
+            try:
+                hint = await self._node.needs_user(tab)
+            except KitsuneError:  # its page could not be read (still loading, or it closed): not known
+                hint = {"needs_user": None, "reason": None}
             observed.append({"tabId": tab, "url": found.get("url"), "title": found.get("title"),
-                             "needs_user": bool(hint.get("needs_user")), "reason": hint.get("reason")})
+                             "needs_user": hint.get("needs_user"), "reason": hint.get("reason")})
         return observed
 
     async def _lost_call(self, task: Task, call: int, session: str) -> dict[str, Any]:

@@ -247,6 +247,17 @@ def test_needs_user_route_reports_the_hint_of_a_tab(alice: httpx.Client, site: T
     assert alice.get("/api/needs-user", params={"tabId": plain}).json()["needs_user"] is False
 
 
+def test_needs_user_reads_a_loading_page_once_it_has_loaded(alice: httpx.Client, site: TestSite) -> None:
+    """A page that committed and is still loading is read once loaded: its password field comes 1.5 s
+    after its first bytes, and a read of the half-parsed page would have answered no."""
+    tab = open_tab(alice, site.url("/text"))
+    went = alice.post("/api/act", json={"command": {
+        "action": "navigate", "url": site.url("/trickle?ms=1500"), "waitUntil": "commit", "tabId": tab}}).json()
+    assert went["status"] == "ok", went
+    hint = alice.get("/api/needs-user", params={"tabId": tab}).json()
+    assert (hint["needs_user"], hint["reason"], hint["evidence"]) == (True, "sign_in", "password_field"), hint
+
+
 # --- bad input ------------------------------------------------------------------------------------
 
 

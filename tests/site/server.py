@@ -246,6 +246,12 @@ def _first(fields: dict[str, list[str]], name: str) -> str:
     return values[0]
 
 
+def _milliseconds(query: dict[str, list[str]], default: int) -> int:
+    """``?ms=``: a whole number of milliseconds, ``default`` when missing or not one."""
+    given = _first(query, "ms")
+    return int(given) if given.isdigit() else default
+
+
 class _Handler(BaseHTTPRequestHandler):
     server: _Server
     server_version = "KitsuneTestSite/1.0"
@@ -384,18 +390,30 @@ class _Handler(BaseHTTPRequestHandler):
         elif path == "/clicks":
             self._html(pages.clicks(self.site.count("POST /clicks/hit")))
         elif path == "/wait":
-            try:
-                delay = max(0, int(_first(query, "ms") or 500))
-            except ValueError:
-                delay = 500
-            self._html(pages.wait(delay, on_click=_first(query, "start") == "click"))
+            self._html(pages.wait(_milliseconds(query, 500), on_click=_first(query, "start") == "click"))
         elif path == f"/download/{pages.REPORT_NAME}":
             self._send(HTTPStatus.OK, pages.REPORT_CONTENT, "text/plain; charset=utf-8",
                        [("Content-Disposition", f'attachment; filename="{pages.REPORT_NAME}"')])
         elif path == "/api/echo":
             self._json({name: values[0] if len(values) == 1 else values for name, values in query.items()})
+        elif path == "/trickle":
+            self._trickle(_milliseconds(query, 2000))
         else:
             self._not_found(path)
+
+    def _trickle(self, delay_ms: int) -> None:
+        """/trickle?ms=N: a sign-in page whose password field arrives N ms (2000 by default) after its
+        first bytes: a page that has committed and is still loading meanwhile."""
+        first, rest = pages.document("Trickle", "<h1>Sign in</h1>\n<!--later-->\n"
+                                     '<p><input id="password" type="password"></p>').split("<!--later-->")
+        self.send_response(HTTPStatus.OK)
+        self.send_header("Content-Type", "text/html; charset=utf-8")
+        self.send_header("Cache-Control", "no-store")
+        self.end_headers()  # no Content-Length: HTTP/1.0, the body ends when the connection closes
+        self.wfile.write(first.encode("utf-8"))
+        self.wfile.flush()
+        self.site._stopping.wait(delay_ms / 1000)
+        self.wfile.write(rest.encode("utf-8"))
 
     def _set_cookie(self, query: dict[str, list[str]]) -> None:
         name, value = _first(query, "name"), _first(query, "value")
