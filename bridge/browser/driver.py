@@ -23,14 +23,14 @@ from typing import Any
 
 from playwright.async_api import CDPSession, Page
 from playwright.async_api import Error as PlaywrightError
-from playwright.async_api import TimeoutError as PlaywrightTimeoutError
 
 from bridge.browser.actions import ACTIONS
-from bridge.browser.errors import Stop, closed, is_closed_error, is_navigation_error, stopped, timed_out, translate
+from bridge.browser.errors import Stop, closed, is_closed_error, stopped, timed_out, translate
 from bridge.browser.guard import UrlGuard
 from bridge.browser.launch import Chromium
 from bridge.browser.navigation import goto
 from bridge.browser.page_js import NEEDS_USER
+from bridge.browser.reads import evaluate_settled
 from bridge.browser.run import Action, Caller, Run
 from bridge.browser.sessions import Session, Sessions
 from bridge.browser.site_tools import SiteTools
@@ -188,22 +188,19 @@ class ChromiumBrowser:
 
         A read: it looks at the page and changes nothing. ``evidence`` says what was seen. A page that is
         loading is read once its document has loaded; one that cannot be read within
-        :data:`_HINT_SETTLE` seconds raises (``navigated``, ``tab_closed``): a failed read never says no.
+        :data:`_HINT_SETTLE` seconds raises (``navigated``; ``tab_closed``, ``browser_error``): a failed
+        read never says no.
         """
         page = self.page(tab_id)
-        deadline = asyncio.get_running_loop().time() + _HINT_SETTLE
-        while True:
-            left = deadline - asyncio.get_running_loop().time()
-            try:
-                await page.wait_for_load_state("domcontentloaded", timeout=max(left, 0.001) * 1000)
-                hint = await page.evaluate(NEEDS_USER)
-                break
-            except PlaywrightError as e:
-                if is_closed_error(e):
-                    raise KitsuneError("tab_closed", f"Tab {tab_id} closed", state={"tabId": tab_id}) from None
-                if left <= 0 or not (is_navigation_error(str(e)) or isinstance(e, PlaywrightTimeoutError)):
-                    raise KitsuneError("navigated", f"Tab {tab_id} could not be read: its page kept loading",
-                                       retryable=True, state={"tabId": tab_id}) from None
+        try:
+            async with asyncio.timeout(_HINT_SETTLE):
+                hint = await evaluate_settled(page, NEEDS_USER, loaded=True)
+        except TimeoutError:
+            raise KitsuneError("navigated", f"Tab {tab_id} could not be read: its page was still loading after "
+                                            f"{_HINT_SETTLE:g}s", retryable=True, state={"tabId": tab_id}) from None
+        except PlaywrightError as e:
+            code = "tab_closed" if is_closed_error(e) else "browser_error"
+            raise KitsuneError(code, f"Tab {tab_id} could not be read", state={"tabId": tab_id}) from None
         if not isinstance(hint, dict):
             return {"needs_user": False, "reason": None, "evidence": None}
         return {"needs_user": True, "reason": hint.get("reason"), "evidence": hint.get("evidence")}

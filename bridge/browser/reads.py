@@ -3,17 +3,18 @@
 from __future__ import annotations
 
 import base64
-from typing import cast
+from typing import Any, cast
 
 from playwright.async_api import Error as PlaywrightError
+from playwright.async_api import Page
 from playwright.async_api import TimeoutError as PlaywrightTimeoutError
 
-from bridge.browser.errors import Stop
+from bridge.browser.errors import Stop, is_navigation_error
 from bridge.browser.page_js import BODY_TEXT, FIND
 from bridge.browser.run import Result, Run
 from messages.commands import Find, PageText, Screenshot, WaitFor
 
-__all__ = ["find", "page_text", "screenshot", "title", "url", "wait_for"]
+__all__ = ["evaluate_settled", "find", "page_text", "screenshot", "title", "url", "wait_for"]
 
 
 async def page_text(run: Run) -> Result:
@@ -55,7 +56,23 @@ async def url(run: Run) -> Result:
 
 
 async def title(run: Run) -> Result:
-    return {"title": await run.within(run.page.title())}, None
+    return {"title": await run.within(evaluate_settled(run.page, "document.title"))}, None
+
+
+async def evaluate_settled(page: Page, script: str, *, loaded: bool = False) -> Any:
+    """``script``'s value in the page's document; when a navigation replaces the document under the
+    read, read again in the next one once it has loaded (DOMContentLoaded). With ``loaded``, the first
+    read waits for that too. Never a placeholder (Playwright's ``title()`` answers ``Loading <url>``
+    mid-navigation); unbounded: the caller bounds it."""
+    if loaded:
+        await page.wait_for_load_state("domcontentloaded", timeout=0)
+    while True:
+        try:
+            return await page.evaluate(script)
+        except PlaywrightError as e:
+            if not is_navigation_error(str(e)):
+                raise
+        await page.wait_for_load_state("domcontentloaded", timeout=0)
 
 
 async def screenshot(run: Run) -> Result:

@@ -21,6 +21,7 @@ import pytest
 from actors.loop import IoLoop
 from actors.tab_actor import TabActor, Ticket
 from bridge.browser import ChromiumBrowser, find_chromium
+from bridge.browser.reads import evaluate_settled
 from messages.commands import Click, Js, NewTab, Url, parse_command
 from messages.errors import KitsuneError
 from messages.requests import TabRequest
@@ -149,6 +150,24 @@ def test_reads_fail_retryably_and_never_unknown(act: Act, tab: int, site: TestSi
     assert isinstance(shot, Failed) and shot.failure.retryable
     invalid = act({"action": "find", "selector": "p[", "limit": 1}, tab)
     assert isinstance(invalid, Failed) and invalid.failure.code == "invalid_selector"
+
+
+def test_a_read_a_navigation_cuts_short_is_read_again_in_the_next_document(
+        chromium: ChromiumBrowser, run: Run[Any], tab: int, site: TestSite) -> None:
+    """A plain evaluation fails when a navigation replaces its document, and Playwright's ``title()``
+    answers ``Loading <url>`` there: ``evaluate_settled`` reads again in the next document."""
+    page = chromium.page(tab)
+    run(page.goto(site.url("/text")))
+    title_on_links = "location.pathname === '/links' ? document.title : new Promise(() => {})"
+
+    async def read_while_navigating() -> Any:
+        read = asyncio.ensure_future(evaluate_settled(page, title_on_links))
+        await asyncio.sleep(0.2)
+        assert not read.done()
+        await page.goto(site.url("/links"))
+        return await asyncio.wait_for(read, 10)
+
+    assert run(read_while_navigating()) == "Links"
 
 
 def test_wait_for_elements_urls_and_load_states(act: Act, tab: int, site: TestSite) -> None:
