@@ -142,8 +142,9 @@ async def test_without_a_bridge_it_runs_an_embedded_one_for_its_lifetime_and_lea
         text = await call(session, "browser_page_text", {"selector": "#heading"})
         assert text["text"] == "Known text"
         running = processes()
+        ours = process_tree(os.getpid(), running)  # not another suite's, on a shared machine
         bridges = [pid for pid, (_, cmdline) in running.items()
-                   if "kitsune.cli serve" in cmdline and "kitsune-mcp-" in cmdline]
+                   if pid in ours and "kitsune.cli serve" in cmdline and "kitsune-mcp-" in cmdline]
         assert len(bridges) == 1
         tree = process_tree(bridges[0], running)
         commands = " ".join(running[pid][1] for pid in tree)
