@@ -257,6 +257,24 @@ def _race(bases: tuple[str, str], task: str, names: list[str]) -> list[httpx.Res
     return answers
 
 
+def test_a_takeover_re_observes_the_tabs_and_says_when_a_page_could_not_be_read(
+        fleet: Fleet, site: TestSite) -> None:
+    s1, s2 = sessions(2)
+    with api(fleet.bases[0], session=s1) as first:
+        signing = open_tab(first, site.url("/needs-user/sign-in"), fleet.nodes[0])
+        loading = open_tab(first, site.url("/text"), fleet.nodes[0])
+        task = create(first, [signing, loading], "Sign in")["id"]
+        went = answer(first.post("/api/act", json={"command": {  # its password field comes after 8 s
+            "action": "navigate", "url": site.url("/trickle?ms=8000"), "waitUntil": "commit", "tabId": loading}}))
+        assert went["status"] == "ok", went
+        expire(first, task)
+    with api(fleet.bases[1], session=s2) as heir:
+        taken = answer(heir.post(f"/api/tasks/{task}/takeover", json={}))
+    tabs = {tab["tabId"]: tab for tab in taken["tabs"]}
+    assert (tabs[signing]["needs_user"], tabs[signing]["reason"]) == (True, "sign_in"), tabs
+    assert (tabs[loading]["url"], tabs[loading]["needs_user"]) == (site.url("/trickle?ms=8000"), None), tabs
+
+
 def test_two_sessions_racing_a_takeover_through_two_nodes_exactly_one_wins(fleet: Fleet, site: TestSite) -> None:
     (s0,) = sessions(1)
     with api(fleet.bases[0], session=s0) as first:
