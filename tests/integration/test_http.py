@@ -258,6 +258,15 @@ def test_needs_user_reads_a_loading_page_once_it_has_loaded(alice: httpx.Client,
     assert (hint["needs_user"], hint["reason"], hint["evidence"]) == (True, "sign_in", "password_field"), hint
 
 
+def test_needs_user_on_a_page_still_loading_after_5_s_is_a_failed_read_not_a_no(
+        alice: httpx.Client, site: TestSite) -> None:
+    tab = open_tab(alice, site.url("/text"))
+    went = alice.post("/api/act", json={"command": {
+        "action": "navigate", "url": site.url("/trickle?ms=8000"), "waitUntil": "commit", "tabId": tab}}).json()
+    assert went["status"] == "ok", went
+    assert error(alice.get("/api/needs-user", params={"tabId": tab})) == (409, "navigated")
+
+
 # --- bad input ------------------------------------------------------------------------------------
 
 
