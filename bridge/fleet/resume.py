@@ -11,6 +11,16 @@ body and HTTP status, the same errors. With nobody on that subject (``no_respond
 or was pushed out, or the node that held it stopped or died, losing it (it was never replicated,
 by design).
 
+A node that just died may still show interest in its subjects for a moment (the cluster has not
+yet seen its connection end), and a request sent there is lost, not refused. So the holder is
+pinged first, every second while no one answers: ``no_responders`` is ``checkpoint_not_found``, an
+answer sends the resume, and pings unanswered for :data:`HOLDER_PATIENCE` are ``fleet_unavailable``
+(503, retryable; never ``checkpoint_not_found``, which could lead a caller to send a write again).
+While the holder runs the resume it is pinged every :data:`HOLDER_PING_INTERVAL`; once nobody is
+on the subject and its answer has not come within :data:`HOLDER_GONE_GRACE`, the holder died
+mid-resume (its writes' outcome unknown, its checkpoint lost): ``fleet_unavailable`` too, within
+seconds, not the forward's whole timeout.
+
 The holder applies its own rules: the token's hash, the checkpoint's agent, rotation, its policy.
 It trusts the agent named in the request: the nodes of one fleet trust each other, over NATS
 connections their credentials authenticate (a NATS user of the fleet may resume as any agent).
@@ -46,6 +56,21 @@ log = logging.getLogger(__name__)
 FORWARD_TIMEOUT = RESUME_DEADLINE + SETTLE + 30.0
 """Seconds a forwarded resume waits for the holder's answer: the resume's deadline, its settle time,
 and room for the answer to come back."""
+
+HOLDER_PING_TIMEOUT = 1.0
+"""Seconds one ping of a checkpoint's holder waits for its answer."""
+
+HOLDER_PATIENCE = 10.0
+"""Seconds of unanswered pings before a resume is forwarded after which the holder is ``fleet_unavailable``."""
+
+HOLDER_PING_INTERVAL = 2.0
+"""Seconds between the pings that check the holder is still there while it runs a forwarded resume."""
+
+HOLDER_GONE_GRACE = 2.0
+"""Seconds a forwarded resume still waits for its answer once nobody holds its checkpoint's subject
+(a holder that finished the resume drops the checkpoint, and its subject, as it answers)."""
+
+PING = orjson.dumps({"op": "ping"})
 
 SUBSCRIBE_TIMEOUT = 10.0
 """Seconds a call's answer waits, at most, for its checkpoint's subject to be subscribed."""
@@ -141,13 +166,9 @@ class ResumeRoutes:
                 or self.holds(call):
             return await self._run_here(message)
         request = ForwardedResume(call, token, message.observed, message.agent, message.session)
-        try:
-            reply = await self.bus.request(self._subjects.checkpoint(call), orjson.dumps(request.to_json()),
-                                           FORWARD_TIMEOUT)
-        except BusError as e:
-            if e.code == "no_responders":  # no node holds it: this one answers checkpoint_not_found, and counts it
-                return await self._run_here(message)
-            raise
+        reply = await self._ask_holder(call, orjson.dumps(request.to_json()))
+        if reply is None:  # no node holds it: this one answers checkpoint_not_found, and counts it
+            return await self._run_here(message)
         answer = orjson.loads(reply)
         if "error" in answer:
             raise KitsuneError.from_json(answer["error"])
@@ -158,20 +179,60 @@ class ResumeRoutes:
         token stops working); None when no node holds one."""
         if self.bus is None or self.holds(call):
             return await asyncio.to_thread(self._reissue_here, call, agent)
+        reply = await self._ask_holder(call, orjson.dumps({"op": "reissue", "call": call, "agent": agent}))
+        token = orjson.loads(reply).get("resume_token") if reply is not None else None
+        return token if isinstance(token, str) else None
+
+    async def _ask_holder(self, call: int, request: bytes) -> bytes | None:
+        """The reply of the node holding ``call``'s checkpoint to ``request``; None when no node holds it,
+        ``fleet_unavailable`` when the holder does not answer or is gone before it answers."""
+        assert self.bus is not None
+        if not await self._held_somewhere(call, patience=HOLDER_PATIENCE):
+            return None
+        forward = asyncio.ensure_future(self.bus.request(self._subjects.checkpoint(call), request, FORWARD_TIMEOUT))
         try:
-            reply = await self.bus.request(self._subjects.checkpoint(call), orjson.dumps(
-                {"op": "reissue", "call": call, "agent": agent}), FORWARD_TIMEOUT)
+            while not (await asyncio.wait({forward}, timeout=HOLDER_PING_INTERVAL))[0]:
+                if not await self._held_somewhere(call, patience=None):
+                    await asyncio.wait({forward}, timeout=HOLDER_GONE_GRACE)
+                    if not forward.done():
+                        raise KitsuneError("fleet_unavailable", f"The node holding call {call}'s checkpoint "
+                                           "is gone: what its resume did is unknown", retryable=True)
+            return forward.result()
         except BusError as e:
-            if e.code == "no_responders":
+            if e.code == "no_responders":  # it dropped the checkpoint between the ping and the request
                 return None
             raise
-        token = orjson.loads(reply).get("resume_token")
-        return token if isinstance(token, str) else None
+        finally:
+            forward.cancel()
+
+    async def _held_somewhere(self, call: int, patience: float | None) -> bool:
+        """Whether a node answers a ping on ``call``'s subject (False: nobody is there). Unanswered pings are
+        asked again for ``patience`` seconds, then ``fleet_unavailable``; with None (the holder is running
+        the resume), a ping that fails for any reason but ``no_responders`` is True: busy, not gone."""
+        assert self.bus is not None
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + (patience or 0.0)
+        while True:
+            try:
+                await self.bus.request(self._subjects.checkpoint(call), PING, HOLDER_PING_TIMEOUT)
+                return True
+            except BusError as e:
+                if e.code == "no_responders":
+                    return False
+                if patience is None:
+                    return True
+                if e.code != "bus_timeout":
+                    raise
+                if loop.time() >= deadline:
+                    raise KitsuneError("fleet_unavailable", f"The node holding call {call}'s checkpoint did not "
+                                       f"answer within {patience:g} s", retryable=True) from e
 
     async def _serve(self, data: bytes) -> bytes:
         """A resume another node forwarded: run here, under this node's rules (or a new token asked for)."""
         try:
             payload = orjson.loads(data)
+            if payload.get("op") == "ping":
+                return b"{}"
             if payload.get("op") == "reissue":
                 agent = payload.get("agent")
                 token = await asyncio.to_thread(self._reissue_here, int(payload["call"]),

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -19,8 +20,11 @@ import nats.errors
 import orjson
 import pytest
 
+from actors.bus import BusError
+from bridge.fleet.resume import PING
 from bridge.node import Node
 from kitsune.fleet import FLEET
+from tests.integration.browser_fixtures import LoopThread
 from tests.integration.fleet_nodes import apps_over, sees, two_nodes, until
 from tests.integration.serving import TOKENS, serve
 from tests.nats_cluster import ClusterAccess
@@ -72,6 +76,44 @@ def _probed(cluster: ClusterAccess, call: int) -> dict[str, Any] | None:
         finally:
             await client.close()
     return asyncio.run(probe())
+
+
+@contextmanager
+def _silent_holder(cluster: ClusterAccess, call: int, *, answers_pings: bool) -> Iterator[list[dict[str, Any]]]:
+    """A subscriber on ``call``'s subject that answers no resume (a node whose connection the cluster has
+    not yet seen end, or one stuck); ``answers_pings``: it answers pings, and leaves the subject when a
+    resume arrives (a node dying mid-resume). Yields the requests it received."""
+    loop = LoopThread()
+    received: list[dict[str, Any]] = []
+
+    async def subscribe() -> Any:
+        client = await cluster.client()
+
+        async def handle(message: Any) -> None:
+            received.append(orjson.loads(message.data))
+            if received[-1].get("op") != "ping":
+                await subscription.unsubscribe()
+            elif answers_pings:
+                await message.respond(b"{}")
+        subscription = await client.subscribe(f"{FLEET}.ckpt.{call}", cb=handle)
+        await client.flush()
+        return client
+    client = loop.run(subscribe())
+    try:
+        yield received
+    finally:
+        loop.run(client.close())
+        loop.close()
+
+
+def _reaches(node: Node, call: int) -> bool:
+    """Whether ``node``'s requests on ``call``'s subject reach someone (the cluster routed the interest)."""
+    assert node.resumes.bus is not None
+    try:
+        node.io.run(node.resumes.bus.request(f"{FLEET}.ckpt.{call}", PING, 0.5), timeout=5)
+    except BusError as e:
+        return e.code != "no_responders"
+    return True
 
 
 def _resume(api: httpx.Client, call: Any, token: str, **extra: Any) -> httpx.Response:
@@ -138,6 +180,22 @@ def test_an_unknown_call_or_another_agents_through_another_node_is_checkpoint_no
         alices = _resume(alice_r2, stopped["call"], stopped["resume_token"])  # left as it was
         assert alices.status_code == 200 and alices.json()["call"] == stopped["call"], alices.text
     assert site.count(HIT) == 1
+
+
+@pytest.mark.parametrize("answers_pings", [False, True], ids=["never-answers", "gone-mid-resume"])
+def test_a_holder_that_does_not_answer_is_fleet_unavailable_within_seconds_not_the_forwards_timeout(
+        nats_cluster: ClusterAccess, nodes: tuple[Node, Node], apis: tuple[str, str], answers_pings: bool) -> None:
+    call = 876_543_210 + answers_pings
+    with _silent_holder(nats_cluster, call, answers_pings=answers_pings) as received, _client(apis[1]) as on_r2:
+        until(lambda: _reaches(nodes[1], call), 10, "the silent holder's interest reaching node-r2")
+        refused = _resume(on_r2, call, "a-token")  # the client waits 60 s; the forward alone would wait 155 s
+        assert refused.status_code == 503, refused.text
+        assert (refused.json()["code"], refused.json()["retryable"]) == ("fleet_unavailable", True)
+    resumes = [r for r in received if r.get("op") != "ping"]
+    if answers_pings:  # pinged, sent the resume once, then found gone
+        assert [(r["call"], r["resume_token"], r["agent"]) for r in resumes] == [(call, "a-token", "alice")]
+    else:  # pinged again and again, and never sent the resume
+        assert resumes == [] and len(received) >= 3, received
 
 
 def test_the_checkpoints_of_a_node_that_died_are_gone_with_it(
