@@ -281,7 +281,9 @@ class ChromiumBrowser:
     async def _open_tab(self, command: NewTab, cdp: CDPSession, context_id: str, session: Session | None,
                         timeout: float, deadline: float) -> Outcome:
         """Open the tab of a ``newTab`` in the context ``context_id`` (``session``'s, or the user context's)."""
-        tab = await self._tabs.open_window(cdp, context_id, timeout, deadline)
+        one_shot = session is not None and session.mode == "one-shot"  # its context ends with its call
+        tab = await self._tabs.open_window(cdp, context_id, timeout, deadline,
+                                           spare=command.url is not None and not one_shot)
         if not isinstance(tab, int):
             return tab
         self._tabs.current = tab
@@ -295,6 +297,8 @@ class ChromiumBrowser:
         assert isinstance(url, str)
         run = self._run(command, tab, page, timeout, deadline, True, sent=True)
         outcome = await _perform(run, lambda r: goto(r, url, "load"))
+        if not one_shot:  # once the page loaded: made beside its load, the spare slowed it down
+            self._tabs.spares.refill(cdp, context_id)
         if isinstance(outcome, Done):
             return Done({"tabId": tab, "url": outcome.value["url"], **named}, outcome.warning)
         failure = outcome.failure

@@ -4,7 +4,8 @@ Tabs have small integer ids (from the ``name`` given, never reused); pages the s
 (``window.open``, ``target=_blank``) get ids too, the moment they appear. A tab that closes or
 crashes is forgotten at once. Every tab gets a window of its own (CDP ``Target.createTarget`` with
 ``newWindow``): in one window only the front tab renders, and Playwright's actionability checks on
-a background tab wait for animation frames that never come (DESIGN.md, Browser).
+a background tab wait for animation frames that never come (DESIGN.md, Browser). A window made
+ahead of time (:mod:`.spares`) serves a ``newTab`` with a URL when its context has one ready.
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ from typing import Any
 from playwright.async_api import BrowserContext, CDPSession, Page
 from playwright.async_api import Error as PlaywrightError
 
+from bridge.browser.spares import SpareWindows
 from messages.errors import KitsuneError
 from messages.results import Failed, Failure, Unknown
 
@@ -38,16 +40,23 @@ class TabRegistry:
         self._page_tabs: dict[int, int] = {}  # id(page) -> tab id
         self._target_ids: dict[int, str] = {}  # tab id -> CDP target id
         self._page_added = asyncio.Event()
+        self.spares = SpareWindows()
+        """The spare window of each context that opens tabs."""
 
     def reset(self) -> None:
-        """Start over (a new start of the browser): no tab and nobody waiting for one."""
+        """Start over (a new start of the browser): no tab, no spare window and nobody waiting for one."""
         self.forget_all()
         self._page_added = asyncio.Event()
 
     def on_page(self, page: Page) -> None:
-        """A page appeared in the context (one we opened, or one the site opened): give it an id."""
-        if id(page) in self._page_tabs:
+        """A page appeared in the context (one we opened, or one the site opened): give it an id,
+        unless it is a spare window being made."""
+        if id(page) in self._page_tabs or self.spares.claims(page):
             return
+        self._add(page)
+
+    def _add(self, page: Page) -> int:
+        """Name ``page`` a tab."""
         tab = self.name()
         self._pages[tab] = page
         self._open = frozenset(self._pages)
@@ -56,6 +65,7 @@ class TabRegistry:
         page.on("crash", lambda _page: self._crashed(tab))
         event, self._page_added = self._page_added, asyncio.Event()
         event.set()
+        return tab
 
     def forget(self, tab: int) -> None:
         page = self._pages.pop(tab, None)
@@ -67,8 +77,10 @@ class TabRegistry:
             self.current = None
 
     def forget_all(self) -> None:
+        """Forget every tab and spare window (the browser is gone or going)."""
         for tab in list(self._pages):
             self.forget(tab)
+        self.spares.reset()
 
     def _crashed(self, tab: int) -> None:
         page = self._pages.get(tab)
@@ -135,10 +147,23 @@ class TabRegistry:
         self._target_ids[tab] = target
         return target
 
-    async def open_window(self, cdp: CDPSession, context_id: str, timeout: float,
-                          deadline: float) -> int | Failed | Unknown:
+    async def open_window(self, cdp: CDPSession, context_id: str, timeout: float, deadline: float, *,
+                          spare: bool) -> int | Failed | Unknown:
         """A new tab in a window of its own by ``deadline`` (loop time): its id, or the outcome of the
-        attempt that failed (``timeout`` is the command's, for messages)."""
+        attempt that failed (``timeout`` is the command's, for messages). With ``spare``, the context's
+        spare window when it has one ready (a blank page whose URL is a marker: for a tab that is
+        navigated at once)."""
+        if spare:
+            taken = self.spares.take(context_id)
+            if taken is not None:
+                page, target = taken
+                tab = self._add(page)
+                self._target_ids[tab] = target
+                return tab
+        return await self._create_window(cdp, context_id, timeout, deadline)
+
+    async def _create_window(self, cdp: CDPSession, context_id: str, timeout: float,
+                             deadline: float) -> int | Failed | Unknown:
         loop = asyncio.get_running_loop()
         try:
             created = await asyncio.wait_for(cdp.send("Target.createTarget", {

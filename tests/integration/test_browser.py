@@ -28,6 +28,7 @@ from messages.requests import TabRequest
 from messages.results import Done, Failed, Outcome, Unknown
 from tests.integration.browser_fixtures import *  # noqa: F403 - the fixtures, used by name
 from tests.integration.browser_fixtures import Act, LoopThread, Run
+from tests.integration.fleet_nodes import until
 from tests.site import HIDDEN_TEXT, REPORT_CONTENT, REPORT_NAME, TEXT_ITEMS, TEXT_PARAGRAPHS, TestSite
 
 SECRET = "hunter2-correct-horse"
@@ -685,3 +686,111 @@ def test_a_killed_browser_restarts_and_its_tabs_end_closed(loop_thread: LoopThre
         run(browser.stop())
     assert _gone(pid)
     assert new_pid is not None and _gone(new_pid)
+
+
+# --- spare windows ----------------------------------------------------------------------------
+
+
+def _page_targets(chromium: ChromiumBrowser, run: Run[Any], any_tab: int) -> list[dict[str, Any]]:
+    """Chromium's page targets, spare windows included: ``{targetId, url, browserContextId, ...}``."""
+    async def targets() -> list[dict[str, Any]]:
+        browser = chromium.page(any_tab).context.browser
+        assert browser is not None
+        cdp = await browser.new_browser_cdp_session()
+        try:
+            return [t for t in (await cdp.send("Target.getTargets"))["targetInfos"] if t["type"] == "page"]
+        finally:
+            await cdp.detach()
+    found: list[dict[str, Any]] = run(targets())
+    return found
+
+
+def _target_of(chromium: ChromiumBrowser, run: Run[Any], tab: int) -> dict[str, Any]:
+    async def info() -> dict[str, Any]:
+        page = chromium.page(tab)
+        found: dict[str, Any] = (await (await page.context.new_cdp_session(page)).send("Target.getTargetInfo"))
+        return dict(found["targetInfo"])
+    target: dict[str, Any] = run(info())
+    return target
+
+
+def _spares(chromium: ChromiumBrowser, run: Run[Any], any_tab: int, context: str) -> list[dict[str, Any]]:
+    return [t for t in _page_targets(chromium, run, any_tab)
+            if t["browserContextId"] == context and t["url"].startswith("about:blank#kitsune-spare-")]
+
+
+def test_a_new_tab_with_a_url_takes_the_spare_window_made_once_the_last_one_loaded_and_a_spare_is_no_tab(
+        chromium: ChromiumBrowser, run: Run[Any], act: Act, site: TestSite) -> None:
+    first = run(chromium.new_tab(site.url("/form")))
+    context = _target_of(chromium, run, first)["browserContextId"]
+    spare = until(lambda: _spares(chromium, run, first, context), 10, "a spare window once the page loaded")
+    assert len(spare) == 1
+    listed = run(chromium.tabs())
+    assert [t["tabId"] for t in listed] == sorted(chromium.tab_ids())  # no listing shows it
+    assert not [t for t in listed if "kitsune-spare" in t["url"]]
+
+    second = run(chromium.new_tab(site.url("/links")))
+    assert second == first + 1  # the spare took no id of its own
+    assert _target_of(chromium, run, second)["targetId"] == spare[0]["targetId"]
+    assert done(act({"action": "title"}, second)) == {"title": "Links"}
+    assert done(act({"action": "fill", "selector": "#name", "value": "Ada"}, first)) == {}
+
+    async def window(tab_id: int) -> int:
+        session = await chromium.page(tab_id).context.new_cdp_session(chromium.page(tab_id))
+        return int((await session.send("Browser.getWindowForTarget"))["windowId"])
+    assert run(window(first)) != run(window(second))  # a window of its own, as every tab
+    again = until(lambda: _spares(chromium, run, first, context), 10, "the next spare window")
+    assert [t["targetId"] for t in again] != [spare[0]["targetId"]]
+    run(chromium.close_tab(second))
+    run(chromium.close_tab(first))
+
+
+def test_a_one_shot_session_gets_no_spare_window_and_a_sessions_spare_ends_with_it(
+        chromium: ChromiumBrowser, run: Run[Any], site: TestSite) -> None:
+    def open_in(session: str, call: int) -> int:
+        outcome = run(chromium.execute(NewTab(url=site.url("/form"), session=session), None, 10.0,
+                                       agent="alice", call=call))
+        assert isinstance(outcome, Done), outcome
+        return int(outcome.value["tabId"])
+    handle = run(chromium.new_tab())  # a user tab to reach the browser through, while the others close
+    kept = open_in("spares", 1)
+    kept_context = _target_of(chromium, run, kept)["browserContextId"]
+    until(lambda: _spares(chromium, run, kept, kept_context), 10, "the reuse session's spare window")
+
+    one_shot = open_in("call", 2)
+    one_shot_context = _target_of(chromium, run, one_shot)["browserContextId"]
+    deadline = time.monotonic() + 1.5  # long enough for a spare to open (about 0.1 s here)
+    while time.monotonic() < deadline:
+        assert not _spares(chromium, run, kept, one_shot_context)
+        time.sleep(0.1)
+    run(chromium.close_tab(one_shot))
+
+    session = chromium.sessions.table.find("alice", "spares")
+    assert session is not None
+    run(chromium.sessions.close(session, "closed"))
+    until(lambda: not [t for t in _page_targets(chromium, run, handle) if t["browserContextId"] == kept_context],
+          10, "the session's windows closing, its spare too")
+    run(chromium.close_tab(handle))
+
+
+def test_at_most_two_spare_windows_are_kept_those_of_the_contexts_that_opened_a_tab_last(
+        chromium: ChromiumBrowser, run: Run[Any], site: TestSite) -> None:
+    handle = run(chromium.new_tab())
+    contexts = []
+    for call, name in enumerate(("limit-a", "limit-b", "limit-c"), start=10):
+        outcome = run(chromium.execute(NewTab(url=site.url("/form"), session=name), None, 10.0,
+                                       agent="alice", call=call))
+        assert isinstance(outcome, Done), outcome
+        contexts.append(_target_of(chromium, run, int(outcome.value["tabId"]))["browserContextId"])
+        until(lambda: _spares(chromium, run, handle, contexts[-1]), 10, f"{name}'s spare window")
+
+    def spare_contexts() -> list[str]:
+        return sorted(t["browserContextId"] for t in _page_targets(chromium, run, handle)
+                      if t["url"].startswith("about:blank#kitsune-spare-"))
+    until(lambda: spare_contexts() == sorted(contexts[1:]), 10, "the oldest spare closed, the last two kept")
+    for name in ("limit-a", "limit-b", "limit-c"):
+        session = chromium.sessions.table.find("alice", name)
+        assert session is not None
+        run(chromium.sessions.close(session, "closed"))
+    until(lambda: spare_contexts() == [], 10, "the sessions' spares closing with them")
+    run(chromium.close_tab(handle))

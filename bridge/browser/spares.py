@@ -1,0 +1,116 @@
+"""Spare windows: one blank window kept open and warm in each browser context that opens tabs.
+
+A tab's own window costs Chromium far more than a tab in an existing one: measured here, about
+120 ms more to open a window, load a page and fill its first field (the window's compositor warms
+up on its first page). A ``newTab`` with a URL therefore takes the spare window of its context when
+one is ready, and once its page has loaded a new spare is made in the background for the next one
+(made beside the load, it slowed the load down). One-shot sessions get none: their context ends
+with their call. At most :data:`SPARE_LIMIT` spares are kept in the whole browser, those of the
+contexts that opened a tab last (a window costs memory; many idle agents must not pay one each).
+A context closing closes its spare with it; a spare is no tab: it has no id, no actor, and no
+listing shows it.
+
+A spare is made with ``Target.createTarget`` on a URL no one else can name (``about:blank#`` and a
+random marker): the registry's page listener hands the page with that URL over here instead of
+naming it. A spare that does not show up in time is closed again.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import collections
+import contextlib
+import logging
+import secrets
+
+from playwright.async_api import CDPSession, Page
+from playwright.async_api import Error as PlaywrightError
+
+__all__ = ["SPARE_LIMIT", "SPARE_TIMEOUT", "Spare", "SpareWindows"]
+
+log = logging.getLogger(__name__)
+
+SPARE_LIMIT = 2
+"""Spare windows kept (ready or on their way) in one browser, at most."""
+
+SPARE_TIMEOUT = 30.0
+"""Seconds a spare window has to open before its attempt is given up (and its window closed)."""
+
+Spare = tuple[Page, str]
+"""A spare window's page and its CDP target id."""
+
+
+class SpareWindows:
+    """The spare window of each browser context, by the context's CDP id (on the browser's loop)."""
+
+    def __init__(self) -> None:
+        self._ready: collections.OrderedDict[str, Spare] = collections.OrderedDict()
+        """The ready spare of each context, the oldest first."""
+        self._making: dict[str, asyncio.Task[None]] = {}
+        self._expected: dict[str, asyncio.Future[Page]] = {}
+        """The marker URL of each spare being made, and the future its page resolves."""
+
+    def claims(self, page: Page) -> bool:
+        """Whether ``page``, just appeared, is a spare being made (so it is not named a tab)."""
+        expected = self._expected.pop(page.url, None)
+        if expected is None or expected.done():
+            return False
+        expected.set_result(page)
+        return True
+
+    def take(self, context_id: str) -> Spare | None:
+        """The ready spare window of a context, now no longer a spare; None when it has none."""
+        spare = self._ready.pop(context_id, None)
+        if spare is None or spare[0].is_closed():
+            return None
+        return spare
+
+    def refill(self, cdp: CDPSession, context_id: str) -> None:
+        """Make the context's spare window in the background, unless it has one or one is on its way (the
+        oldest spare of another context is closed when there are :data:`SPARE_LIMIT` already)."""
+        if context_id in self._ready or context_id in self._making:
+            return
+        if len(self._ready) + len(self._making) >= SPARE_LIMIT:
+            if not self._ready:
+                return
+            _, (oldest, _target) = self._ready.popitem(last=False)  # the context that opened a tab longest ago
+            closing = asyncio.get_running_loop().create_task(oldest.close())
+            closing.add_done_callback(lambda t: t.cancelled() or t.exception())
+        task = asyncio.get_running_loop().create_task(self._make(cdp, context_id))
+        self._making[context_id] = task
+        task.add_done_callback(lambda _: self._making.pop(context_id, None))
+
+    def reset(self) -> None:
+        """Forget every spare (the browser is gone, and its windows with it)."""
+        for task in self._making.values():
+            task.cancel()
+        self._making.clear()
+        self._ready.clear()
+        self._expected.clear()
+
+    async def _make(self, cdp: CDPSession, context_id: str) -> None:
+        marker = f"about:blank#kitsune-spare-{secrets.token_hex(16)}"
+        appeared: asyncio.Future[Page] = asyncio.get_running_loop().create_future()
+        self._expected[marker] = appeared
+        target: str | None = None
+        try:
+            created = await asyncio.wait_for(cdp.send("Target.createTarget", {
+                "url": marker, "newWindow": True, "background": False, "browserContextId": context_id,
+            }), SPARE_TIMEOUT)
+            target = str(created["targetId"])
+            page = await asyncio.wait_for(asyncio.shield(appeared), SPARE_TIMEOUT)
+        except (PlaywrightError, TimeoutError) as e:
+            log.info("a spare window did not open (%s)", type(e).__name__)
+            if target is not None:  # it may still open, or have opened as a tab: closing it forgets it
+                with contextlib.suppress(PlaywrightError, TimeoutError):
+                    await asyncio.wait_for(cdp.send("Target.closeTarget", {"targetId": target}), 2.0)
+            return
+        finally:
+            self._expected.pop(marker, None)
+        self._ready[context_id] = (page, target)
+        page.on("close", lambda _page: self._closed(context_id, page))
+
+    def _closed(self, context_id: str, page: Page) -> None:
+        spare = self._ready.get(context_id)
+        if spare is not None and spare[0] is page:
+            del self._ready[context_id]
