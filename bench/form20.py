@@ -7,6 +7,8 @@ round must arrive exactly once with all 20 values, or the benchmark stops.
 The ways, run in turn each round (the order alternates) so that the machine's noise hits them all:
 - ``raw``: raw Playwright (async API) on Debian's Chromium, launched in this process: a new page,
   ``goto``, 20 ``fill``, a click on submit awaited with its navigation, ``inner_text``. The limit.
+- ``raw+a``: the same on a page opened ahead, in the gap before it (untimed): what Kitsune's spare
+  windows do for a ``newTab`` (``bridge/browser/spares.py``), done by hand.
 - ``http``: one ``POST /api/batch`` to a ``kitsune serve`` (embedded NATS, its own Chromium).
 - ``mcp``: one ``browser_batch`` tool call through ``kitsune mcp --bridge`` to the same node,
   over stdio with the ``mcp`` SDK's own client: what an MCP client does.
@@ -43,7 +45,7 @@ from urllib.parse import parse_qs
 import httpx
 import yaml
 from mcp import ClientSession, StdioServerParameters, stdio_client
-from playwright.async_api import async_playwright
+from playwright.async_api import Page, async_playwright
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # the repo root
 
@@ -166,8 +168,10 @@ async def run(rounds: int, gap: float) -> dict[str, list[float]]:
                 args=["--no-sandbox"] if os.geteuid() == 0 else [])
             context = await browser.new_context()
 
-            async def raw(round_: int) -> str:
-                page = await context.new_page()
+            opened_ahead: list[Page] = []
+
+            async def raw(round_: int, page: Page | None = None) -> str:
+                page = page or await context.new_page()
                 await page.goto(site.url)
                 for i in range(FIELDS):
                     await page.fill(f"#f{i}", value(round_, i))
@@ -177,6 +181,12 @@ async def run(rounds: int, gap: float) -> dict[str, list[float]]:
                 await page.close()
                 return text
 
+            async def raw_ahead(round_: int) -> str:
+                return await raw(round_, opened_ahead.pop())
+
+            async def open_ahead() -> None:
+                opened_ahead.append(await context.new_page())
+
             async def over_http(round_: int) -> str:
                 answer = (await http.post("/api/batch", json=batch(site.url, round_))).json()
                 assert answer.get("status") == "ok", answer
@@ -185,8 +195,8 @@ async def run(rounds: int, gap: float) -> dict[str, list[float]]:
             async def over_mcp(round_: int, *, progress: bool = False) -> str:
                 told: list[float] = []
 
-                async def on_progress(done: float, total: float | None, message: str | None) -> None:
-                    told.append(done)
+                async def on_progress(progress: float, total: float | None, message: str | None) -> None:
+                    told.append(progress)
 
                 result = await session.call_tool("browser_batch", batch(site.url, round_),
                                                  progress_callback=on_progress if progress else None)
@@ -198,12 +208,16 @@ async def run(rounds: int, gap: float) -> dict[str, list[float]]:
             async def over_mcp_with_progress(round_: int) -> str:
                 return await over_mcp(round_, progress=True)
 
-            ways: dict[str, Callable[[int], Awaitable[str]]] = {"raw": raw, "http": over_http, "mcp": over_mcp,
-                                                                "mcp+p": over_mcp_with_progress}
+            ways: dict[str, Callable[[int], Awaitable[str]]] = {"raw": raw, "raw+a": raw_ahead, "http": over_http,
+                                                                "mcp": over_mcp, "mcp+p": over_mcp_with_progress}
+            before = {"raw+a": open_ahead}
+            """What a way does before its gap, untimed."""
             times: dict[str, list[float]] = {way: [] for way in ways}
             for r in range(WARMUP + rounds):
                 order = list(ways) if r % 2 == 0 else list(reversed(ways))
                 for way in order:
+                    if way in before:
+                        await before[way]()
                     await asyncio.sleep(gap)
                     site.expect(r)
                     started = time.perf_counter()

@@ -86,6 +86,8 @@ class ChromiumBrowser:
         self._chromium = Chromium(self._guard, self._tabs, self.site_tools, executable=executable, headless=headless)
         self.sessions = Sessions(self._chromium, self._tabs)
         """The agents' sessions (browser contexts) and the tombstones of closed ones."""
+        self.spares = self._tabs.spares
+        """The spare windows made ahead for the contexts' next tabs."""
 
     @property
     def url_policy(self) -> Callable[[str | None], UrlPolicy] | None:
@@ -218,8 +220,9 @@ class ChromiumBrowser:
         in a session of ``agent`` (a user tab when None) for ``call``; ``path`` is the step's (site tools' events).
         """
         try:
-            return await self._execute(command, tab_id, float(timeout), pause or asyncio.sleep,
-                                       Caller(agent, call, path))
+            with self._tabs.spares.busy():
+                return await self._execute(command, tab_id, float(timeout), pause or asyncio.sleep,
+                                           Caller(agent, call, path))
         except KitsuneError as e:
             return Failed(Failure.of(e))
         except Exception as e:  # a bug here must still answer as an outcome, never as an exception
@@ -297,7 +300,7 @@ class ChromiumBrowser:
         assert isinstance(url, str)
         run = self._run(command, tab, page, timeout, deadline, True, sent=True)
         outcome = await _perform(run, lambda r: goto(r, url, "load"))
-        if not one_shot:  # once the page loaded: made beside its load, the spare slowed it down
+        if not one_shot:  # made once the browser is idle: made beside a command, a spare slows it down
             self._tabs.spares.refill(cdp, context_id)
         if isinstance(outcome, Done):
             return Done({"tabId": tab, "url": outcome.value["url"], **named}, outcome.warning)

@@ -3,10 +3,11 @@
 A tab's own window costs Chromium far more than a tab in an existing one: measured here, about
 120 ms more to open a window, load a page and fill its first field (the window's compositor warms
 up on its first page). A ``newTab`` with a URL therefore takes the spare window of its context when
-one is ready, and once its page has loaded a new spare is made in the background for the next one
-(made beside the load, it slowed the load down). One-shot sessions get none: their context ends
-with their call. At most :data:`SPARE_LIMIT` spares are kept in the whole browser, those of the
-contexts that opened a tab last (a window costs memory; many idle agents must not pay one each).
+one is ready, and once its page has loaded a new spare is made in the background for the next one,
+while the browser is idle (made beside a command, it slowed the command down). One-shot sessions
+get none: their context ends with their call. At most :data:`SPARE_LIMIT` spares are kept in the
+whole browser, those of the contexts that opened a tab last (a window costs memory; many idle
+agents must not pay one each).
 A context closing closes its spare with it; a spare is no tab: it has no id, no actor, and no
 listing shows it.
 
@@ -22,16 +23,20 @@ import collections
 import contextlib
 import logging
 import secrets
+from collections.abc import Iterator
 
 from playwright.async_api import CDPSession, Page
 from playwright.async_api import Error as PlaywrightError
 
-__all__ = ["SPARE_LIMIT", "SPARE_TIMEOUT", "Spare", "SpareWindows"]
+__all__ = ["IDLE", "SPARE_LIMIT", "SPARE_TIMEOUT", "Spare", "SpareWindows"]
 
 log = logging.getLogger(__name__)
 
 SPARE_LIMIT = 2
 """Spare windows kept (ready or on their way) in one browser, at most."""
+
+IDLE = 0.2
+"""Seconds without a command after which the browser is idle, and spares are made."""
 
 SPARE_TIMEOUT = 30.0
 """Seconds a spare window has to open before its attempt is given up (and its window closed)."""
@@ -41,14 +46,36 @@ Spare = tuple[Page, str]
 
 
 class SpareWindows:
-    """The spare window of each browser context, by the context's CDP id (on the browser's loop)."""
+    """The spare window of each browser context, by the context's CDP id (on the browser's loop).
+
+    Spares are made one at a time, and only while the browser is idle (no command has run for
+    :data:`IDLE` seconds): a window being made holds up Chromium, and the next command of an agent
+    would wait for it (measured: a first fill 60 -> 150 ms). Agents' calls are apart by the time
+    their model takes, when the spare is made.
+    """
 
     def __init__(self) -> None:
         self._ready: collections.OrderedDict[str, Spare] = collections.OrderedDict()
         """The ready spare of each context, the oldest first."""
-        self._making: dict[str, asyncio.Task[None]] = {}
+        self._wanted: collections.OrderedDict[str, CDPSession] = collections.OrderedDict()
+        """The contexts whose spare is to be made (being made included), the oldest first."""
         self._expected: dict[str, asyncio.Future[Page]] = {}
         """The marker URL of each spare being made, and the future its page resolves."""
+        self._maker: asyncio.Task[None] | None = None
+        self._running = 0
+        """Commands running in the browser."""
+        self._last_ran = 0.0
+        """When (loop time) the browser last ran a command."""
+
+    @contextlib.contextmanager
+    def busy(self) -> Iterator[None]:
+        """A command runs in the browser: spares wait until it is idle again."""
+        self._running += 1
+        try:
+            yield
+        finally:
+            self._running -= 1
+            self._last_ran = asyncio.get_running_loop().time()
 
     def claims(self, page: Page) -> bool:
         """Whether ``page``, just appeared, is a spare being made (so it is not named a tab)."""
@@ -58,6 +85,11 @@ class SpareWindows:
         expected.set_result(page)
         return True
 
+    def ready(self, context_id: str) -> bool:
+        """Whether the context has a spare window ready."""
+        spare = self._ready.get(context_id)
+        return spare is not None and not spare[0].is_closed()
+
     def take(self, context_id: str) -> Spare | None:
         """The ready spare window of a context, now no longer a spare; None when it has none."""
         spare = self._ready.pop(context_id, None)
@@ -66,27 +98,43 @@ class SpareWindows:
         return spare
 
     def refill(self, cdp: CDPSession, context_id: str) -> None:
-        """Make the context's spare window in the background, unless it has one or one is on its way (the
-        oldest spare of another context is closed when there are :data:`SPARE_LIMIT` already)."""
-        if context_id in self._ready or context_id in self._making:
+        """Make the context's spare window once the browser is idle, unless it has one or one is on its way
+        (the oldest spare of another context is closed when there are :data:`SPARE_LIMIT` already)."""
+        if context_id in self._ready or context_id in self._wanted:
             return
-        if len(self._ready) + len(self._making) >= SPARE_LIMIT:
+        if len(self._ready) + len(self._wanted) >= SPARE_LIMIT:
             if not self._ready:
                 return
             _, (oldest, _target) = self._ready.popitem(last=False)  # the context that opened a tab longest ago
             closing = asyncio.get_running_loop().create_task(oldest.close())
             closing.add_done_callback(lambda t: t.cancelled() or t.exception())
-        task = asyncio.get_running_loop().create_task(self._make(cdp, context_id))
-        self._making[context_id] = task
-        task.add_done_callback(lambda _: self._making.pop(context_id, None))
+        self._wanted[context_id] = cdp
+        if self._maker is None or self._maker.done():
+            self._maker = asyncio.get_running_loop().create_task(self._make_wanted())
 
     def reset(self) -> None:
         """Forget every spare (the browser is gone, and its windows with it)."""
-        for task in self._making.values():
-            task.cancel()
-        self._making.clear()
+        if self._maker is not None:
+            self._maker.cancel()
+        self._maker = None
+        self._wanted.clear()
         self._ready.clear()
         self._expected.clear()
+
+    async def _make_wanted(self) -> None:
+        while self._wanted:
+            await self._idle()
+            context_id, cdp = next(iter(self._wanted.items()))
+            try:
+                await self._make(cdp, context_id)
+            finally:
+                self._wanted.pop(context_id, None)
+
+    async def _idle(self) -> None:
+        """Return once no command has run in the browser for :data:`IDLE` seconds."""
+        loop = asyncio.get_running_loop()
+        while (quiet := loop.time() - self._last_ran) < IDLE or self._running:
+            await asyncio.sleep(max(IDLE - quiet, IDLE / 5))
 
     async def _make(self, cdp: CDPSession, context_id: str) -> None:
         marker = f"about:blank#kitsune-spare-{secrets.token_hex(16)}"

@@ -723,7 +723,8 @@ def test_a_new_tab_with_a_url_takes_the_spare_window_made_once_the_last_one_load
         chromium: ChromiumBrowser, run: Run[Any], act: Act, site: TestSite) -> None:
     first = run(chromium.new_tab(site.url("/form")))
     context = _target_of(chromium, run, first)["browserContextId"]
-    spare = until(lambda: _spares(chromium, run, first, context), 10, "a spare window once the page loaded")
+    until(lambda: chromium.spares.ready(context), 10, "a spare window once the browser is idle")
+    spare = _spares(chromium, run, first, context)
     assert len(spare) == 1
     listed = run(chromium.tabs())
     assert [t["tabId"] for t in listed] == sorted(chromium.tab_ids())  # no listing shows it
@@ -739,8 +740,9 @@ def test_a_new_tab_with_a_url_takes_the_spare_window_made_once_the_last_one_load
         session = await chromium.page(tab_id).context.new_cdp_session(chromium.page(tab_id))
         return int((await session.send("Browser.getWindowForTarget"))["windowId"])
     assert run(window(first)) != run(window(second))  # a window of its own, as every tab
-    again = until(lambda: _spares(chromium, run, first, context), 10, "the next spare window")
-    assert [t["targetId"] for t in again] != [spare[0]["targetId"]]
+    until(lambda: chromium.spares.ready(context), 10, "the next spare window")
+    again = _spares(chromium, run, first, context)
+    assert len(again) == 1 and again[0]["targetId"] != spare[0]["targetId"]
     run(chromium.close_tab(second))
     run(chromium.close_tab(first))
 
@@ -755,7 +757,7 @@ def test_a_one_shot_session_gets_no_spare_window_and_a_sessions_spare_ends_with_
     handle = run(chromium.new_tab())  # a user tab to reach the browser through, while the others close
     kept = open_in("spares", 1)
     kept_context = _target_of(chromium, run, kept)["browserContextId"]
-    until(lambda: _spares(chromium, run, kept, kept_context), 10, "the reuse session's spare window")
+    until(lambda: chromium.spares.ready(kept_context), 10, "the reuse session's spare window")
 
     one_shot = open_in("call", 2)
     one_shot_context = _target_of(chromium, run, one_shot)["browserContextId"]
@@ -782,7 +784,7 @@ def test_at_most_two_spare_windows_are_kept_those_of_the_contexts_that_opened_a_
                                        agent="alice", call=call))
         assert isinstance(outcome, Done), outcome
         contexts.append(_target_of(chromium, run, int(outcome.value["tabId"]))["browserContextId"])
-        until(lambda: _spares(chromium, run, handle, contexts[-1]), 10, f"{name}'s spare window")
+        until(lambda: chromium.spares.ready(contexts[-1]), 10, f"{name}'s spare window")
 
     def spare_contexts() -> list[str]:
         return sorted(t["browserContextId"] for t in _page_targets(chromium, run, handle)
@@ -794,3 +796,19 @@ def test_at_most_two_spare_windows_are_kept_those_of_the_contexts_that_opened_a_
         run(chromium.sessions.close(session, "closed"))
     until(lambda: spare_contexts() == [], 10, "the sessions' spares closing with them")
     run(chromium.close_tab(handle))
+
+
+def test_a_spare_window_is_made_only_while_the_browser_is_idle(
+        chromium: ChromiumBrowser, run: Run[Any], act: Act, site: TestSite) -> None:
+    outcome = run(chromium.execute(NewTab(url=site.url("/form"), session="idle"), None, 10.0, agent="bob", call=20))
+    assert isinstance(outcome, Done), outcome
+    tab = int(outcome.value["tabId"])
+    context = _target_of(chromium, run, tab)["browserContextId"]
+    busy_until = time.monotonic() + 1.5  # commands back to back: never idle for long enough
+    while time.monotonic() < busy_until:
+        assert done(act({"action": "title"}, tab)) == {"title": "Form"}
+        assert not chromium.spares.ready(context) and not _spares(chromium, run, tab, context)
+    until(lambda: chromium.spares.ready(context), 10, "the spare window once the commands stopped")
+    session = chromium.sessions.table.find("bob", "idle")
+    assert session is not None
+    run(chromium.sessions.close(session, "closed"))
