@@ -35,7 +35,7 @@ log = logging.getLogger(__name__)
 SPARE_LIMIT = 2
 """Spare windows kept (ready or on their way) in one browser, at most."""
 
-IDLE = 0.2
+IDLE = 0.1
 """Seconds without a command after which the browser is idle, and spares are made."""
 
 SPARE_TIMEOUT = 30.0
