@@ -6,8 +6,9 @@ up on its first page). A ``newTab`` with a URL therefore takes the spare window 
 one is ready, and once its page has loaded a new spare is made in the background for the next one,
 while the browser is idle (made beside a command, it slowed the command down). One-shot sessions
 get none: their context ends with their call. At most :data:`SPARE_LIMIT` spares are kept in the
-whole browser, those of the contexts that opened a tab last (a window costs memory; many idle
-agents must not pay one each).
+whole browser (a window costs memory; many idle agents must not pay one each): when there are as
+many, a context gets one only in place of a spare unused for :data:`SPARE_STALE` seconds, so that
+agents taking turns do not close and make windows for one another in vain.
 A context closing closes its spare with it; a spare is no tab: it has no id, no actor, and no
 listing shows it.
 
@@ -28,12 +29,15 @@ from collections.abc import Iterator
 from playwright.async_api import CDPSession, Page
 from playwright.async_api import Error as PlaywrightError
 
-__all__ = ["IDLE", "SPARE_LIMIT", "SPARE_TIMEOUT", "Spare", "SpareWindows"]
+__all__ = ["IDLE", "SPARE_LIMIT", "SPARE_STALE", "SPARE_TIMEOUT", "Spare", "SpareWindows"]
 
 log = logging.getLogger(__name__)
 
 SPARE_LIMIT = 2
 """Spare windows kept (ready or on their way) in one browser, at most."""
+
+SPARE_STALE = 60.0
+"""Seconds after which an unused spare may be closed to make one for another context."""
 
 IDLE = 0.1
 """Seconds without a command after which the browser is idle, and spares are made."""
@@ -57,6 +61,8 @@ class SpareWindows:
     def __init__(self) -> None:
         self._ready: collections.OrderedDict[str, Spare] = collections.OrderedDict()
         """The ready spare of each context, the oldest first."""
+        self._made: dict[str, float] = {}
+        """When (loop time) each ready spare was made."""
         self._wanted: collections.OrderedDict[str, CDPSession] = collections.OrderedDict()
         """The contexts whose spare is to be made (being made included), the oldest first."""
         self._expected: dict[str, asyncio.Future[Page]] = {}
@@ -93,24 +99,28 @@ class SpareWindows:
     def take(self, context_id: str) -> Spare | None:
         """The ready spare window of a context, now no longer a spare; None when it has none."""
         spare = self._ready.pop(context_id, None)
+        self._made.pop(context_id, None)
         if spare is None or spare[0].is_closed():
             return None
         return spare
 
     def refill(self, cdp: CDPSession, context_id: str) -> None:
         """Make the context's spare window once the browser is idle, unless it has one or one is on its way
-        (the oldest spare of another context is closed when there are :data:`SPARE_LIMIT` already)."""
+        (with :data:`SPARE_LIMIT` already, only in place of one unused for :data:`SPARE_STALE` seconds)."""
         if context_id in self._ready or context_id in self._wanted:
             return
+        loop = asyncio.get_running_loop()
         if len(self._ready) + len(self._wanted) >= SPARE_LIMIT:
-            if not self._ready:
+            stale = next(iter(self._ready), None)
+            if stale is None or loop.time() - self._made[stale] < SPARE_STALE:
                 return
-            _, (oldest, _target) = self._ready.popitem(last=False)  # the context that opened a tab longest ago
-            closing = asyncio.get_running_loop().create_task(oldest.close())
+            oldest, _target = self._ready.pop(stale)
+            del self._made[stale]
+            closing = loop.create_task(oldest.close())
             closing.add_done_callback(lambda t: t.cancelled() or t.exception())
         self._wanted[context_id] = cdp
         if self._maker is None or self._maker.done():
-            self._maker = asyncio.get_running_loop().create_task(self._make_wanted())
+            self._maker = loop.create_task(self._make_wanted())
 
     def reset(self) -> None:
         """Forget every spare (the browser is gone, and its windows with it)."""
@@ -119,6 +129,7 @@ class SpareWindows:
         self._maker = None
         self._wanted.clear()
         self._ready.clear()
+        self._made.clear()
         self._expected.clear()
 
     async def _make_wanted(self) -> None:
@@ -156,9 +167,11 @@ class SpareWindows:
         finally:
             self._expected.pop(marker, None)
         self._ready[context_id] = (page, target)
+        self._made[context_id] = asyncio.get_running_loop().time()
         page.on("close", lambda _page: self._closed(context_id, page))
 
     def _closed(self, context_id: str, page: Page) -> None:
         spare = self._ready.get(context_id)
         if spare is not None and spare[0] is page:
             del self._ready[context_id]
+            del self._made[context_id]

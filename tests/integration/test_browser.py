@@ -20,7 +20,7 @@ import pytest
 
 from actors.loop import IoLoop
 from actors.tab_actor import TabActor, Ticket
-from bridge.browser import ChromiumBrowser, find_chromium
+from bridge.browser import ChromiumBrowser, find_chromium, spares
 from bridge.browser.reads import evaluate_settled
 from messages.commands import Click, Js, NewTab, Url, parse_command
 from messages.errors import KitsuneError
@@ -775,26 +775,44 @@ def test_a_one_shot_session_gets_no_spare_window_and_a_sessions_spare_ends_with_
     run(chromium.close_tab(handle))
 
 
-def test_at_most_two_spare_windows_are_kept_those_of_the_contexts_that_opened_a_tab_last(
-        chromium: ChromiumBrowser, run: Run[Any], site: TestSite) -> None:
+def test_at_most_two_spare_windows_are_kept_and_one_replaces_another_only_once_that_one_went_unused(
+        chromium: ChromiumBrowser, run: Run[Any], site: TestSite, monkeypatch: pytest.MonkeyPatch) -> None:
     handle = run(chromium.new_tab())
-    contexts = []
-    for call, name in enumerate(("limit-a", "limit-b", "limit-c"), start=10):
-        outcome = run(chromium.execute(NewTab(url=site.url("/form"), session=name), None, 10.0,
-                                       agent="alice", call=call))
-        assert isinstance(outcome, Done), outcome
-        contexts.append(_target_of(chromium, run, int(outcome.value["tabId"]))["browserContextId"])
-        until(lambda: chromium.spares.ready(contexts[-1]), 10, f"{name}'s spare window")
+    contexts: dict[str, str] = {}
 
-    def spare_contexts() -> list[str]:
-        return sorted(t["browserContextId"] for t in _page_targets(chromium, run, handle)
-                      if t["url"].startswith("about:blank#kitsune-spare-"))
-    until(lambda: spare_contexts() == sorted(contexts[1:]), 10, "the oldest spare closed, the last two kept")
-    for name in ("limit-a", "limit-b", "limit-c"):
+    def open_in(name: str) -> None:
+        outcome = run(chromium.execute(NewTab(url=site.url("/form"), session=name), None, 10.0, agent="alice",
+                                       call=10))
+        assert isinstance(outcome, Done), outcome
+        contexts[name] = _target_of(chromium, run, int(outcome.value["tabId"]))["browserContextId"]
+
+    def spare_contexts() -> set[str]:
+        return {t["browserContextId"] for t in _page_targets(chromium, run, handle)
+                if t["url"].startswith("about:blank#kitsune-spare-")}
+
+    monkeypatch.setattr(spares, "SPARE_STALE", 0.0)  # any spare earlier tests left gives way
+    def spare_of(name: str) -> None:
+        open_in(name)
+        until(lambda: chromium.spares.ready(contexts[name]), 10, f"{name}'s spare window")
+    spare_of("limit-a")
+    spare_of("limit-b")
+    until(lambda: spare_contexts() == {contexts["limit-a"], contexts["limit-b"]}, 10, "the two spares kept")
+
+    monkeypatch.setattr(spares, "SPARE_STALE", 3600.0)
+    open_in("limit-c")  # two fresh spares: none for it, and none closed for it
+    deadline = time.monotonic() + 1.0  # long enough for a spare to open (about 0.1 s here)
+    while time.monotonic() < deadline:
+        assert spare_contexts() == {contexts["limit-a"], contexts["limit-b"]}
+        time.sleep(0.1)
+
+    monkeypatch.setattr(spares, "SPARE_STALE", 0.0)
+    open_in("limit-c")  # now the oldest unused one gives way
+    until(lambda: spare_contexts() == {contexts["limit-b"], contexts["limit-c"]}, 10, "limit-a's spare replaced")
+    for name in contexts:
         session = chromium.sessions.table.find("alice", name)
         assert session is not None
         run(chromium.sessions.close(session, "closed"))
-    until(lambda: spare_contexts() == [], 10, "the sessions' spares closing with them")
+    until(lambda: spare_contexts() == set(), 10, "the sessions' spares closing with them")
     run(chromium.close_tab(handle))
 
 
