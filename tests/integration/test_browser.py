@@ -817,16 +817,27 @@ def test_at_most_two_spare_windows_are_kept_and_one_replaces_another_only_once_t
 
 
 def test_a_spare_window_is_made_only_while_the_browser_is_idle(
-        chromium: ChromiumBrowser, run: Run[Any], act: Act, site: TestSite) -> None:
-    outcome = run(chromium.execute(NewTab(url=site.url("/form"), session="idle"), None, 10.0, agent="bob", call=20))
-    assert isinstance(outcome, Done), outcome
-    tab = int(outcome.value["tabId"])
+        chromium: ChromiumBrowser, run: Run[Any], loop_thread: LoopThread, site: TestSite) -> None:
+    async def open_then_wait() -> tuple[Outcome, asyncio.Task[Outcome]]:
+        opened = await chromium.execute(NewTab(url=site.url("/form"), session="idle"), None, 10.0, agent="bob", call=20)
+        assert isinstance(opened, Done), opened
+        waiting = parse_command({"action": "waitFor", "selector": "#never", "timeout": 4})  # the browser stays busy
+        return opened, asyncio.get_running_loop().create_task(
+            chromium.execute(waiting, int(opened.value["tabId"]), 4.0))
+    opened, waiting = run(open_then_wait())
+    assert isinstance(opened, Done)
+    tab = int(opened.value["tabId"])
     context = _target_of(chromium, run, tab)["browserContextId"]
-    busy_until = time.monotonic() + 1.5  # commands back to back: never idle for long enough
+    busy_until = time.monotonic() + 1.0
     while time.monotonic() < busy_until:
-        assert done(act({"action": "title"}, tab)) == {"title": "Form"}
         assert not chromium.spares.ready(context) and not _spares(chromium, run, tab, context)
-    until(lambda: chromium.spares.ready(context), 10, "the spare window once the commands stopped")
+        time.sleep(0.1)
+    assert isinstance(loop_thread.submit(_finished(waiting)).result(10), Failed)
+    until(lambda: chromium.spares.ready(context), 10, "the spare window once the command ended")
     session = chromium.sessions.table.find("bob", "idle")
     assert session is not None
     run(chromium.sessions.close(session, "closed"))
+
+
+async def _finished(task: asyncio.Task[Outcome]) -> Outcome:
+    return await task
