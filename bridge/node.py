@@ -389,9 +389,14 @@ class Node:
         return outcome, call
 
     async def describe_tabs(self) -> list[dict[str, Any]]:
-        """The fleet's open tabs: ids, URLs, titles, each with its node, owner and session."""
+        """The fleet's open tabs: ids, URLs, titles, each with its node, owner and session. A tab that
+        opened while they were read (a popup) has no actor or owner yet: they are read again once it has."""
         await self.tabs.reconcile()
-        return await self.member.describe()
+        listed = await self.member.describe()
+        if self.browser.tab_ids() - set(self.tabs.ids()):
+            await self.tabs.reconcile()
+            listed = await self.member.describe()
+        return listed
 
     async def open_tab_ids(self, wanted: frozenset[int] = frozenset()) -> frozenset[int]:
         """Ids of the fleet's open tabs, no title or URL read; each ``wanted`` one looked up if need be."""
