@@ -2,31 +2,30 @@
 
 Every route but ``/healthz`` needs ``Authorization: Bearer <token>``; the token names the agent.
 Routes belong to capability groups (``KITSUNE_CAPS``, or the agent's own ``caps``): a route outside
-the calling agent's groups answers 404 ``capability_disabled``. Bad input answers 400 (413 for a
-body over the limit) with a code and the path of what was wrong, and nothing is sent to any page.
+the calling agent's groups answers 404 ``capability_disabled`` (``bridge.gate`` checks both). Bad
+input answers 400 (413 for a body over the limit) with a code and the path of what was wrong, and
+nothing is sent to any page.
 """
 
 from __future__ import annotations
 
 import asyncio
-import re
 from collections.abc import Awaitable, Callable, Iterator, Sequence
 from dataclasses import replace
 from typing import Any
 
 from starlette.applications import Starlette
 from starlette.middleware import Middleware
-from starlette.middleware.base import BaseHTTPMiddleware, RequestResponseEndpoint
 from starlette.requests import Request
 from starlette.responses import Response, StreamingResponse
 from starlette.routing import BaseRoute, Route
 
 from actors.call_actor import ResumeCall, RunCall
-from actors.log_context import AGENT, SESSION
-from bridge.auth import bearer_token
 from bridge.call_progress import NDJSON, progress_lines
 from bridge.config import BridgeConfig
 from bridge.console import console_routes
+from bridge.console.limits import LoginLimiter
+from bridge.gate import GROUPS, Gate
 from bridge.live import live_routes
 from bridge.live.stops import with_live_view
 from bridge.live.views import MAX_HANDBACK_WAIT
@@ -54,110 +53,10 @@ from messages.errors import ERROR_CODES, KitsuneError, invalid_call
 from messages.paths import ROOT, StepPath
 from messages.results import Done, Failed, Outcome, status_of
 from messages.schema import batch_schema, command_schema, parallel_schema
-from messages.tokens import matching_index
 
 __all__ = ["create_app"]
 
 Handler = Callable[[Request], Awaitable[Response]]
-
-PUBLIC = frozenset({"/healthz"})
-PUBLIC_PREFIXES = ("/live/", "/console")
-"""Pages that authenticate by themselves: Live View by its link's token, the console its operators."""
-GROUPS: dict[str, frozenset[str]] = {
-    "/api/batch": frozenset({"automation"}),
-    "/api/parallel": frozenset({"automation"}),
-    "/api/workflow": frozenset({"automation"}),
-    "/api/resume": frozenset({"core", "automation"}),
-    "/api/tabs": frozenset({"core"}),
-    "/api/needs-user": frozenset({"core"}),
-    "/api/sessions": frozenset({"core"}),
-    "/api/act": frozenset({"core"}),
-    "/api/live/handbacks": frozenset({"core"}),
-    "/api/tasks": frozenset({"core"}),
-}
-"""The capability groups each route belongs to; routes not listed are always on."""
-
-
-def _groups_of(path: str) -> frozenset[str] | None:
-    """The groups of a route or of the nearest route above it (``/api/tasks/{id}/takeover``: ``/api/tasks``')."""
-    while path:
-        if path in GROUPS:
-            return GROUPS[path]
-        path = path.rpartition("/")[0]
-    return None
-
-
-def _error(error: KitsuneError) -> Response:
-    return json_response(error.to_json(), error.http_status)
-
-
-SESSION_HEADER = "x-kitsune-session"
-"""Names the agent's session a request is for: the owner of its tasks, the holder of its approvals."""
-_SESSION = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.:-]{0,127}")
-
-
-def _session(request: Request) -> str | None:
-    """The request's session (one header at most, of the session pattern), or None."""
-    given = request.headers.getlist(SESSION_HEADER)
-    if not given:
-        return None
-    if len(given) > 1:
-        raise KitsuneError("duplicate_header", "Send X-Kitsune-Session once", state={"header": "X-Kitsune-Session"})
-    if _SESSION.fullmatch(given[0]) is None:
-        raise KitsuneError("invalid_parameter", "X-Kitsune-Session must match [A-Za-z0-9][A-Za-z0-9_.:-]{0,127}",
-                           state={"header": "X-Kitsune-Session"})
-    return given[0]
-
-
-class _Gate(BaseHTTPMiddleware):
-    """Authentication (bearer token → agent), capability groups, and errors as JSON."""
-
-    def __init__(self, app: Any, config: BridgeConfig, node: Node) -> None:
-        super().__init__(app)
-        self._config = config
-        self._node = node
-
-    def _agent(self, request: Request) -> str | None:
-        token = bearer_token(request.headers.getlist("authorization"))
-        if token is None:
-            return None
-        found = matching_index(token, [agent.token_sha256 for agent in self._config.agents])
-        return self._config.agents[found].name if found is not None else None
-
-    def _operator_deletes(self, request: Request) -> bool:
-        """Whether the request is an operator's ``DELETE /api/tasks/{id}`` (by an operator's bearer token); the
-        operator is ``request.state.operator``."""
-        token = bearer_token(request.headers.getlist("authorization"))
-        if request.method != "DELETE" or not request.url.path.startswith("/api/tasks/") or token is None:
-            return False
-        found = matching_index(token, [operator.secret_sha256 for operator in self._config.operators])
-        if found is not None:
-            request.state.operator = self._config.operators[found].name
-        return found is not None
-
-    async def dispatch(self, request: Request, call_next: RequestResponseEndpoint) -> Response:
-        path = request.url.path
-        if path.startswith(PUBLIC_PREFIXES):
-            return await call_next(request)
-        try:
-            if path not in PUBLIC:
-                agent = self._agent(request)
-                if agent is None and self._operator_deletes(request):
-                    return await call_next(request)
-                if agent is None:
-                    return _error(KitsuneError("unauthorized", "A valid bearer token is needed"))
-                request.state.agent = agent
-                AGENT.set(agent)  # this request's log lines name its agent
-                request.state.session = _session(request)
-                SESSION.set(request.state.session)  # and its calls' ports the agent's session
-            groups = _groups_of(path)
-            if groups is not None and not groups & self._node.policy_of(request.state.agent).caps:
-                return _error(KitsuneError("capability_disabled", f"{path} is in the {'/'.join(sorted(groups))} "
-                                           "capability group, which is not enabled (KITSUNE_CAPS)"))
-            return await call_next(request)
-        except KitsuneError as e:
-            return _error(e)
-
 
 class Api:
     """The route handlers, over one node."""
@@ -469,6 +368,7 @@ def _outcome_body(outcome: Outcome, call: int) -> dict[str, Any]:
 def create_app(node: Node, config: BridgeConfig, mounts: Sequence[BaseRoute] = ()) -> Starlette:
     """The bridge's ASGI app over a started node; ``mounts`` are routes of the layers above it (MCP)."""
     api = Api(node, config)
+    limiter = LoginLimiter()
     routes: list[BaseRoute] = [
         Route("/api/batch", api.batch, methods=["POST"]),
         Route("/api/parallel", api.parallel, methods=["POST"]),
@@ -487,9 +387,9 @@ def create_app(node: Node, config: BridgeConfig, mounts: Sequence[BaseRoute] = (
         Route("/healthz", api.healthz, methods=["GET"]),
         *task_routes(api, node),
         *live_routes(node.live),
-        *console_routes(node, config),
+        *console_routes(node, config, limiter=limiter),
         *mounts,
     ]
     return Starlette(routes=routes, middleware=[
         Middleware(HttpMetrics, metrics=node.metrics, allowed=scrape_tokens(config)),  # and GET /metrics
-        Middleware(_Gate, config=config, node=node)])
+        Middleware(Gate, config=config, node=node, limiter=limiter)])

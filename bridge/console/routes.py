@@ -61,7 +61,7 @@ def _json(body: Any, status: int = 200, headers: dict[str, str] | None = None) -
                     headers={**_HEADERS, **(headers or {})})
 
 
-def _rate_limited(wait: int, page: bool) -> Response:
+def rate_limited(wait: int, page: bool) -> Response:
     """429 ``login_rate_limited`` (a page, or JSON) with ``Retry-After``: ``wait`` seconds, nothing checked."""
     limited = KitsuneError("login_rate_limited", f"Too many failed sign-ins from your address: try again in {wait} s.",
                            state={"retry_after": wait})
@@ -71,7 +71,7 @@ def _rate_limited(wait: int, page: bool) -> Response:
     return _json(limited.to_json(), limited.http_status, retry)
 
 
-def _address(request: Request) -> str:
+def client_address(request: Request) -> str:
     """The key of the request's client for the limiter: its address."""
     return f"address:{request.client.host if request.client else 'unknown'}"
 
@@ -92,9 +92,9 @@ class Console:
             if not self.operators.configured:
                 return _html(message_page(_NO_OPERATORS), 404) if page else _json(
                     {"error": _NO_OPERATORS, "code": "console_off"}, 404)
-            wait = self.limiter.retry_after(_address(request)) if "authorization" in request.headers else None
+            wait = self.limiter.retry_after(client_address(request)) if "authorization" in request.headers else None
             if wait is not None:
-                return _rate_limited(wait, page)
+                return rate_limited(wait, page)
             try:
                 operator, refused = self.operators.of_request(request)
             except KitsuneError as e:  # two Authorization headers
@@ -142,14 +142,14 @@ class Console:
         """Check the secret of the form; on a match, a session cookie and back to the console."""
         if not self.operators.configured:
             return _html(message_page(_NO_OPERATORS), 404)
-        wait = self.limiter.retry_after(_address(request))
+        wait = self.limiter.retry_after(client_address(request))
         if wait is not None:
-            return _rate_limited(wait, page=True)
+            return rate_limited(wait, page=True)
         operator = self.operators.named(await _secret_of(request))
         if operator is None:
             self._failed(request)
             return _html(message_page("That token or password is not valid."), 403)
-        self.limiter.succeeded(_address(request))
+        self.limiter.succeeded(client_address(request))
         response = RedirectResponse("/console", 303, headers=_HEADERS)
         response.set_cookie(COOKIE, self.operators.sign_in(operator), max_age=int(SESSION_SECONDS), path="/console",
                             secure=request.url.scheme == "https", httponly=True, samesite="strict")
@@ -158,7 +158,7 @@ class Console:
 
     def _failed(self, request: Request) -> None:
         """Count a wrong secret of the request's address (the secret itself is nowhere)."""
-        address = _address(request)
+        address = client_address(request)
         if self.limiter.failed(address):
             log.warning("console sign-ins from %s refused for a while: too many failed", address)
 
@@ -192,10 +192,11 @@ async def _secret_of(request: Request) -> str:
     return fields.get("secret", [""])[0]
 
 
-def console_routes(node: Node, config: BridgeConfig, clock: Callable[[], float] = time.monotonic) -> list[BaseRoute]:
+def console_routes(node: Node, config: BridgeConfig, clock: Callable[[], float] = time.monotonic, *,
+                   limiter: LoginLimiter | None = None) -> list[BaseRoute]:
     """The operator console of ``node``'s app: its page, sign-in and out, state, thumbnails, Live View links
-    (sessions and the sign-in limit on ``clock``, monotonic seconds)."""
-    console = Console(node, Operators(config.operators, clock), LoginLimiter(clock))
+    (sessions and, unless ``limiter`` is the app's, the sign-in limit on ``clock``, monotonic seconds)."""
+    console = Console(node, Operators(config.operators, clock), LoginLimiter(clock) if limiter is None else limiter)
     return [
         Route("/console", console.guarded(console.page, page=True), methods=["GET"]),
         Route("/console/login", console.login, methods=["POST"]),

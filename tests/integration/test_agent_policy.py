@@ -13,7 +13,7 @@ from typing import Any
 import httpx
 import pytest
 
-from bridge.app import GROUPS
+from bridge.gate import GROUPS
 from tests.integration.serving import TOKENS, Served, open_tab, serve
 from tests.nats_access import NatsAccess
 from tests.site import ANY, TestSite

@@ -15,8 +15,9 @@ import pytest
 from starlette.testclient import TestClient
 
 from actors.call_actor import ResumeCall, RunCall
-from bridge.app import GROUPS, create_app
+from bridge.app import create_app
 from bridge.config import Agent, BridgeConfig
+from bridge.gate import GROUPS
 from bridge.live.views import LiveViews, Pages
 from bridge.node import Node
 from bridge.policy import USER, Policy, TabOwners

@@ -1,25 +1,27 @@
 """The console's sign-in limit: 5 failures of an address in 5 minutes, then 429 unchecked until the window allows.
 
 The limiter on a fake clock, then the console's routes in process (Starlette's test client over the
-app's unit fake node, as tests/unit/test_app.py builds it) on the same clock: no test sleeps.
+app's unit fake node, as tests/unit/test_app.py builds it) on the same clock: no test sleeps. Last,
+the whole app: operator tokens on ``DELETE /api/tasks/{id}`` count in the same limit.
 """
 
 from __future__ import annotations
 
 import logging
-from typing import cast
+from typing import Any, cast
 
 import pytest
 from starlette.applications import Starlette
 from starlette.testclient import TestClient
 
+from bridge.app import create_app
 from bridge.config import Operator
 from bridge.console.auth import COOKIE, Operators
 from bridge.console.limits import MAX_FAILURES, WINDOW, LoginLimiter
 from bridge.console.routes import console_routes
 from bridge.node import Node
 from messages.tokens import token_hash
-from tests.unit.test_app import FakeNode, config
+from tests.unit.test_app import ALICE, FakeNode, config
 from tests.unit.test_console_auth import PASSWORD, TOKEN, Clock
 
 WRONG = "not-the-password-0123456789"
@@ -126,3 +128,50 @@ def test_wrong_bearer_tokens_count_as_failed_sign_ins(console: TestClient, check
     assert 'data-code="login_rate_limited"' in limited.text
     assert console.post("/console/login", data={"secret": TOKEN}).status_code == 429
     assert checked == [WRONG] * MAX_FAILURES
+
+
+class RecordedDeletes:
+    """The node's tasks as ``DELETE /api/tasks/{id}`` uses them: each delete recorded, by whom."""
+
+    def __init__(self) -> None:
+        self.by: list[str] = []
+
+    async def delete(self, agent: str | None, task: str, *, expire: bool, by: str) -> dict[str, Any]:
+        self.by.append(by)
+        return {"id": task, "status": "revoked"}
+
+
+def bridge_app(operators: tuple[Operator, ...]) -> tuple[TestClient, RecordedDeletes]:
+    """The whole bridge app over the unit fake node (its tasks recorded), with ``operators``."""
+    node, tasks = FakeNode(), RecordedDeletes()
+    node.tasks = tasks  # type: ignore[attr-defined]
+    return TestClient(create_app(cast(Node, node), config(operators=operators)), follow_redirects=False), tasks
+
+
+def delete_task(client: TestClient, token: str) -> Any:
+    return client.delete("/api/tasks/t-1", headers={"Authorization": f"Bearer {token}"})
+
+
+def test_wrong_operator_tokens_on_delete_tasks_count_against_the_console_s_limit(
+        caplog: pytest.LogCaptureFixture) -> None:
+    caplog.set_level(logging.DEBUG)
+    client, tasks = bridge_app((Operator("sre", token_hash(TOKEN)), Operator("night", token_hash(PASSWORD))))
+    assert delete_task(client, TOKEN).status_code == 200
+    for _ in range(MAX_FAILURES):
+        refused = delete_task(client, WRONG)
+        assert (refused.status_code, refused.json()["code"]) == (401, "unauthorized")
+    limited = delete_task(client, PASSWORD)  # right, but unchecked
+    assert (limited.status_code, limited.json()["code"]) == (429, "login_rate_limited")
+    assert limited.headers["retry-after"] == str(int(WINDOW))
+    assert client.post("/console/login", data={"secret": PASSWORD}).status_code == 429  # one count per node
+    assert delete_task(client, ALICE).status_code == 200  # an agent's token is not an operator's guess
+    assert tasks.by == ["operator:sre", "alice"]
+    assert "operator tokens from address:testclient refused" in caplog.text
+    assert WRONG not in caplog.text and PASSWORD not in caplog.text and TOKEN not in caplog.text
+
+
+def test_with_no_operators_a_wrong_token_on_delete_tasks_is_401_and_nothing_is_counted() -> None:
+    client, tasks = bridge_app(())
+    for _ in range(MAX_FAILURES + 1):
+        assert delete_task(client, WRONG).status_code == 401
+    assert delete_task(client, ALICE).status_code == 200 and tasks.by == ["alice"]

@@ -1,0 +1,139 @@
+"""The bridge's gate, before every route: the bearer token names the agent (or, for ``DELETE
+/api/tasks/{id}`` only, an operator of the console), the session header names its session, and a
+route outside the agent's capability groups answers 404 ``capability_disabled``; errors as JSON.
+
+Wrong operator tokens count against the client's address in the console's limiter
+(``bridge.console.limits``), as failed sign-ins do: past its limit, 429 ``login_rate_limited``, unchecked.
+"""
+
+from __future__ import annotations
+
+import logging
+import re
+from typing import Any
+
+from starlette.middleware.base import BaseHTTPMiddleware, RequestResponseEndpoint
+from starlette.requests import Request
+from starlette.responses import Response
+
+from actors.log_context import AGENT, SESSION
+from bridge.auth import bearer_token
+from bridge.config import BridgeConfig
+from bridge.console.limits import LoginLimiter
+from bridge.console.routes import client_address, rate_limited
+from bridge.node import Node
+from bridge.responses import json_response
+from messages.errors import KitsuneError
+from messages.tokens import matching_index
+
+__all__ = ["GROUPS", "Gate"]
+
+log = logging.getLogger(__name__)
+
+PUBLIC = frozenset({"/healthz"})
+PUBLIC_PREFIXES = ("/live/", "/console")
+"""Pages that authenticate by themselves: Live View by its link's token, the console its operators."""
+GROUPS: dict[str, frozenset[str]] = {
+    "/api/batch": frozenset({"automation"}),
+    "/api/parallel": frozenset({"automation"}),
+    "/api/workflow": frozenset({"automation"}),
+    "/api/resume": frozenset({"core", "automation"}),
+    "/api/tabs": frozenset({"core"}),
+    "/api/needs-user": frozenset({"core"}),
+    "/api/sessions": frozenset({"core"}),
+    "/api/act": frozenset({"core"}),
+    "/api/live/handbacks": frozenset({"core"}),
+    "/api/tasks": frozenset({"core"}),
+}
+"""The capability groups each route belongs to; routes not listed are always on."""
+
+
+def _groups_of(path: str) -> frozenset[str] | None:
+    """The groups of a route or of the nearest route above it (``/api/tasks/{id}/takeover``: ``/api/tasks``')."""
+    while path:
+        if path in GROUPS:
+            return GROUPS[path]
+        path = path.rpartition("/")[0]
+    return None
+
+
+def _error(error: KitsuneError) -> Response:
+    return json_response(error.to_json(), error.http_status)
+
+
+SESSION_HEADER = "x-kitsune-session"
+"""Names the agent's session a request is for: the owner of its tasks, the holder of its approvals."""
+_SESSION = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.:-]{0,127}")
+
+
+def _session(request: Request) -> str | None:
+    """The request's session (one header at most, of the session pattern), or None."""
+    given = request.headers.getlist(SESSION_HEADER)
+    if not given:
+        return None
+    if len(given) > 1:
+        raise KitsuneError("duplicate_header", "Send X-Kitsune-Session once", state={"header": "X-Kitsune-Session"})
+    if _SESSION.fullmatch(given[0]) is None:
+        raise KitsuneError("invalid_parameter", "X-Kitsune-Session must match [A-Za-z0-9][A-Za-z0-9_.:-]{0,127}",
+                           state={"header": "X-Kitsune-Session"})
+    return given[0]
+
+
+class Gate(BaseHTTPMiddleware):
+    """Authentication (bearer token → agent), capability groups, and errors as JSON."""
+
+    def __init__(self, app: Any, config: BridgeConfig, node: Node, limiter: LoginLimiter) -> None:
+        super().__init__(app)
+        self._config = config
+        self._node = node
+        self._limiter = limiter
+        """The console's: failed operator secrets, per client address."""
+
+    def _agent(self, request: Request) -> str | None:
+        token = bearer_token(request.headers.getlist("authorization"))
+        if token is None:
+            return None
+        found = matching_index(token, [agent.token_sha256 for agent in self._config.agents])
+        return self._config.agents[found].name if found is not None else None
+
+    def _operator_deletes(self, request: Request) -> Response | None:
+        """For an operator's ``DELETE /api/tasks/{id}`` (a bearer token that is no agent's): None when the
+        token is an operator's (``request.state.operator``), else the refusal. Wrong tokens count against the
+        client's address in the console's limiter: past its limit 429 ``login_rate_limited``, unchecked."""
+        token = bearer_token(request.headers.getlist("authorization"))
+        if token is None or not self._config.operators:
+            return _error(KitsuneError("unauthorized", "A valid bearer token is needed"))
+        address = client_address(request)
+        if (wait := self._limiter.retry_after(address)) is not None:
+            return rate_limited(wait, page=False)
+        found = matching_index(token, [operator.secret_sha256 for operator in self._config.operators])
+        if found is None:
+            if self._limiter.failed(address):
+                log.warning("operator tokens from %s refused for a while: too many failed", address)
+            return _error(KitsuneError("unauthorized", "A valid bearer token is needed"))
+        request.state.operator = self._config.operators[found].name
+        return None
+
+    async def dispatch(self, request: Request, call_next: RequestResponseEndpoint) -> Response:
+        path = request.url.path
+        if path.startswith(PUBLIC_PREFIXES):
+            return await call_next(request)
+        try:
+            if path not in PUBLIC:
+                agent = self._agent(request)
+                if agent is None and request.method == "DELETE" and path.startswith("/api/tasks/"):
+                    refusal = self._operator_deletes(request)
+                    return refusal if refusal is not None else await call_next(request)
+                if agent is None:
+                    return _error(KitsuneError("unauthorized", "A valid bearer token is needed"))
+                request.state.agent = agent
+                AGENT.set(agent)  # this request's log lines name its agent
+                request.state.session = _session(request)
+                SESSION.set(request.state.session)  # and its calls' ports the agent's session
+            groups = _groups_of(path)
+            if groups is not None and not groups & self._node.policy_of(request.state.agent).caps:
+                return _error(KitsuneError("capability_disabled", f"{path} is in the {'/'.join(sorted(groups))} "
+                                           "capability group, which is not enabled (KITSUNE_CAPS)"))
+            return await call_next(request)
+        except KitsuneError as e:
+            return _error(e)
