@@ -17,6 +17,7 @@ a test can have a second, different host that really serves pages. Every answer 
 from __future__ import annotations
 
 import json
+import socket
 import threading
 import time
 from email.parser import BytesParser
@@ -29,6 +30,7 @@ from typing import Any, ClassVar
 from urllib.parse import parse_qs, quote, unquote, urlsplit
 
 from tests.site import pages, shop
+from tests.site.ports import bind_held
 
 # GET routes that are writes, and so are counted.
 COUNTED_GETS = frozenset({f"/download/{pages.REPORT_NAME}", "/cookies/set"})
@@ -59,18 +61,19 @@ class TestSite:
         self._server: _Server | None = None
         self._thread: threading.Thread | None = None
         self._base: str | None = None
+        self._port_hold: socket.socket | None = None
 
     # -- lifecycle ---------------------------------------------------------------------------------
 
     def start(self) -> str:
-        """Start serving on self.host (an IPv4 address) at a free port; return the base URL.
+        """Start serving on self.host (an IPv4 address) at a free port (held on 127.0.0.1 too); the base URL.
 
         Starting twice is a no-op.
         """
         if self._server is not None and self._base is not None:
             return self._base
         self._stopping.clear()
-        server = _Server((self.host, 0), _Handler)
+        server, self._port_hold = bind_held(self.host, lambda address: _Server(address, _Handler))
         server.site = self
         host, port = server.server_address[:2]
         self._server = server
@@ -90,6 +93,9 @@ class TestSite:
         if server is not None:
             server.shutdown()
             server.server_close()
+        if self._port_hold is not None:
+            self._port_hold.close()
+            self._port_hold = None
         if thread is not None:
             thread.join(timeout=5)
 

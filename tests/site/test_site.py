@@ -42,6 +42,8 @@ from tests.site import (
     TITLES,
     TestSite,
 )
+from tests.site.ports import bind_held
+from tests.site.server import _Handler, _Server
 
 ROOT = Path(__file__).resolve().parents[2]
 CHROMIUM = os.environ.get("KITSUNE_CHROMIUM") or shutil.which("chromium") or "/usr/bin/chromium"
@@ -474,6 +476,34 @@ def test_the_host_argument_and_lifecycle_of_a_second_site() -> None:
             urllib.request.urlopen(f"http://127.0.0.1:{urlsplit(second.base).port}/", timeout=2)
         assert second.count(ANY) == 1
 
+
+
+def test_a_second_site_holds_its_port_number_on_127_0_0_1_until_it_stops() -> None:
+    # Kitsune's proxy refuses its node's own ports on every local address: a site on 127.0.0.2 must never
+    # share a port number with anything (the node's NATS or proxies) on 127.0.0.1.
+    with TestSite(host=OTHER_HOST) as second:
+        port = urlsplit(second.base).port
+        with socket.socket() as probe, pytest.raises(OSError):
+            probe.bind(("127.0.0.1", port))
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", port))  # freed with the site
+
+
+def test_a_second_site_skips_a_port_number_taken_on_127_0_0_1() -> None:
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken_port = taken.getsockname()[1]
+        offered: list[int] = []
+
+        def make(address: tuple[str, int]) -> _Server:
+            offered.append(taken_port if not offered else 0)
+            return _Server((address[0], offered[-1]), _Handler)
+
+        server, holder = bind_held(OTHER_HOST, make)
+        assert holder is not None
+        with server, holder:
+            assert offered[0] == taken_port and server.server_address[1] != taken_port
+            assert holder.getsockname() == ("127.0.0.1", server.server_address[1])
 
 # -- redirects ---------------------------------------------------------------------------------------
 
