@@ -338,6 +338,7 @@ class Sessions:
             self._expired_tabs[tab] = tombstone
             while len(self._expired_tabs) > 10_000:
                 self._expired_tabs.popitem(last=False)
+        self._tabs.spares.drop(session.context_id)
         with contextlib.suppress(PlaywrightError):
             await session.context.close()
         for tab in tabs:

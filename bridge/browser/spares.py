@@ -9,8 +9,8 @@ get none: their context ends with their call. At most :data:`SPARE_LIMIT` spares
 whole browser (a window costs memory; many idle agents must not pay one each): when there are as
 many, a context gets one only in place of a spare unused for :data:`SPARE_STALE` seconds, so that
 agents taking turns do not close and make windows for one another in vain.
-A context closing closes its spare with it; a spare is no tab: it has no id, no actor, and no
-listing shows it.
+A context closing closes its spare with it, and drops the one on its way (its page never shows up);
+a spare is no tab: it has no id, no actor, and no listing shows it.
 
 A spare is made with ``Target.createTarget`` on a URL no one else can name (``about:blank#`` and a
 random marker): the registry's page listener hands the page with that URL over here instead of
@@ -25,11 +25,12 @@ import contextlib
 import logging
 import secrets
 from collections.abc import Iterator
+from dataclasses import dataclass
 
 from playwright.async_api import CDPSession, Page
 from playwright.async_api import Error as PlaywrightError
 
-__all__ = ["IDLE", "SPARE_LIMIT", "SPARE_STALE", "SPARE_TIMEOUT", "Spare", "SpareWindows"]
+__all__ = ["IDLE", "SPARE_LIMIT", "SPARE_STALE", "SPARE_TIMEOUT", "Spare", "SpareWindows", "close_soon"]
 
 log = logging.getLogger(__name__)
 
@@ -49,6 +50,15 @@ Spare = tuple[Page, str]
 """A spare window's page and its CDP target id."""
 
 
+@dataclass(frozen=True)
+class _Ready:
+    """A ready spare window, and when (loop time) it was made."""
+
+    page: Page
+    target: str
+    made: float
+
+
 class SpareWindows:
     """The spare window of each browser context, by the context's CDP id (on the browser's loop).
 
@@ -59,14 +69,13 @@ class SpareWindows:
     """
 
     def __init__(self) -> None:
-        self._ready: collections.OrderedDict[str, Spare] = collections.OrderedDict()
+        self._ready: collections.OrderedDict[str, _Ready] = collections.OrderedDict()
         """The ready spare of each context, the oldest first."""
-        self._made: dict[str, float] = {}
-        """When (loop time) each ready spare was made."""
         self._wanted: collections.OrderedDict[str, CDPSession] = collections.OrderedDict()
         """The contexts whose spare is to be made (being made included), the oldest first."""
-        self._expected: dict[str, asyncio.Future[Page]] = {}
-        """The marker URL of each spare being made, and the future its page resolves."""
+        self._expected: dict[str, tuple[str, asyncio.Future[Page | None]]] = {}
+        """The marker URL of each spare being made: its context, and the future its page (None: dropped)
+        resolves."""
         self._maker: asyncio.Task[None] | None = None
         self._running = 0
         """Commands running in the browser."""
@@ -85,24 +94,34 @@ class SpareWindows:
 
     def claims(self, page: Page) -> bool:
         """Whether ``page``, just appeared, is a spare being made (so it is not named a tab)."""
-        expected = self._expected.pop(page.url, None)
-        if expected is None or expected.done():
+        _context_id, appeared = self._expected.pop(page.url, (None, None))
+        if appeared is None:
             return False
-        expected.set_result(page)
+        if appeared.done():  # dropped: its context is closing
+            close_soon(page)
+        else:
+            appeared.set_result(page)
         return True
 
     def ready(self, context_id: str) -> bool:
         """Whether the context has a spare window ready."""
         spare = self._ready.get(context_id)
-        return spare is not None and not spare[0].is_closed()
+        return spare is not None and not spare.page.is_closed()
 
     def take(self, context_id: str) -> Spare | None:
         """The ready spare window of a context, now no longer a spare; None when it has none."""
         spare = self._ready.pop(context_id, None)
-        self._made.pop(context_id, None)
-        if spare is None or spare[0].is_closed():
+        if spare is None or spare.page.is_closed():
             return None
-        return spare
+        return spare.page, spare.target
+
+    def drop(self, context_id: str) -> None:
+        """Forget the context's spare, ready or on its way: the context is closing, and its windows with it."""
+        self._ready.pop(context_id, None)
+        self._wanted.pop(context_id, None)
+        for owner, appeared in list(self._expected.values()):
+            if owner == context_id and not appeared.done():
+                appeared.set_result(None)
 
     def refill(self, cdp: CDPSession, context_id: str) -> None:
         """Make the context's spare window once the browser is idle, unless it has one or one is on its way
@@ -111,13 +130,11 @@ class SpareWindows:
             return
         loop = asyncio.get_running_loop()
         if len(self._ready) + len(self._wanted) >= SPARE_LIMIT:
-            stale = next(iter(self._ready), None)
-            if stale is None or loop.time() - self._made[stale] < SPARE_STALE:
+            stale = next(iter(self._ready.values()), None)
+            if stale is None or loop.time() - stale.made < SPARE_STALE:
                 return
-            oldest, _target = self._ready.pop(stale)
-            del self._made[stale]
-            closing = loop.create_task(oldest.close())
-            closing.add_done_callback(lambda t: t.cancelled() or t.exception())
+            self._ready.popitem(last=False)
+            close_soon(stale.page)
         self._wanted[context_id] = cdp
         if self._maker is None or self._maker.done():
             self._maker = loop.create_task(self._make_wanted())
@@ -129,12 +146,13 @@ class SpareWindows:
         self._maker = None
         self._wanted.clear()
         self._ready.clear()
-        self._made.clear()
         self._expected.clear()
 
     async def _make_wanted(self) -> None:
         while self._wanted:
             await self._idle()
+            if not self._wanted:  # dropped while the browser was busy
+                return
             context_id, cdp = next(iter(self._wanted.items()))
             try:
                 await self._make(cdp, context_id)
@@ -149,8 +167,8 @@ class SpareWindows:
 
     async def _make(self, cdp: CDPSession, context_id: str) -> None:
         marker = f"about:blank#kitsune-spare-{secrets.token_hex(16)}"
-        appeared: asyncio.Future[Page] = asyncio.get_running_loop().create_future()
-        self._expected[marker] = appeared
+        appeared: asyncio.Future[Page | None] = asyncio.get_running_loop().create_future()
+        self._expected[marker] = (context_id, appeared)
         target: str | None = None
         try:
             created = await asyncio.wait_for(cdp.send("Target.createTarget", {
@@ -166,12 +184,20 @@ class SpareWindows:
             return
         finally:
             self._expected.pop(marker, None)
-        self._ready[context_id] = (page, target)
-        self._made[context_id] = asyncio.get_running_loop().time()
+        if page is None or context_id not in self._wanted:  # dropped on its way, or as its page showed up
+            if page is not None:
+                close_soon(page)
+            return
+        self._ready[context_id] = _Ready(page, target, asyncio.get_running_loop().time())
         page.on("close", lambda _page: self._closed(context_id, page))
 
     def _closed(self, context_id: str, page: Page) -> None:
         spare = self._ready.get(context_id)
-        if spare is not None and spare[0] is page:
+        if spare is not None and spare.page is page:
             del self._ready[context_id]
-            del self._made[context_id]
+
+
+def close_soon(page: Page) -> None:
+    """Close ``page`` in the background (it may be closing already: nothing is left to report)."""
+    closing = asyncio.get_running_loop().create_task(page.close())
+    closing.add_done_callback(lambda t: t.cancelled() or t.exception())

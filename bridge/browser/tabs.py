@@ -18,7 +18,7 @@ from typing import Any
 from playwright.async_api import BrowserContext, CDPSession, Page
 from playwright.async_api import Error as PlaywrightError
 
-from bridge.browser.spares import SpareWindows
+from bridge.browser.spares import SpareWindows, close_soon
 from messages.errors import KitsuneError
 from messages.results import Failed, Failure, Unknown
 
@@ -86,8 +86,7 @@ class TabRegistry:
         page = self._pages.get(tab)
         self.forget(tab)
         if page is not None:
-            task = asyncio.get_running_loop().create_task(page.close())
-            task.add_done_callback(lambda t: t.cancelled() or t.exception())
+            close_soon(page)
 
     def get(self, tab: int) -> Page | None:
         """The page of a tab, or None when it is not open."""
