@@ -46,6 +46,8 @@ class RunCall:
     """Hears this call's events as they happen (a streaming request's progress)."""
     session: str | None = None
     """The agent's session it runs for (its tasks' leases, its approvals)."""
+    call: int | None = None
+    """Its call id when it is recorded already (a call another node forwarded here); None: a new one."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -73,7 +75,7 @@ class CallActor(Answering):
         AGENT.set(getattr(message, "agent", None))  # this call's log lines name its agent (and call: EventSink)
         SESSION.set(getattr(message, "session", None))  # and its ports (Node.ports_for) the agent's session
         if isinstance(message, RunCall):
-            response = self._calls.run(message.spec, message.workflow, message.agent, message.listener)
+            response = self._calls.run(message.spec, message.workflow, message.agent, message.listener, message.call)
             log.info("%s call ended %s", message.spec.kind, response.body.get("status"))
             return response
         if isinstance(message, ResumeCall):

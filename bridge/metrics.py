@@ -345,12 +345,12 @@ class NodeMetrics:
 
 def _subject_kind(subject: str) -> str:
     """``tab`` (``<fleet>.tab.<id>.do``), ``tabs`` (``<fleet>.tabs.list``), or what a request to a node asks
-    of it (``<fleet>.node.<name>.<op>``): ``open``, ``tabs`` or ``claims``."""
+    of it (``<fleet>.node.<name>.<op>``): ``open``, ``tabs``, ``claims`` or ``call``."""
     tokens = subject.split(".")[1:]
     if len(tokens) == 3 and tokens[0] == "tab" and tokens[2] == "do":
         return "tab"
     if len(tokens) == 3 and tokens[0] == "node":
-        return bounded(tokens[2], ("open", "tabs", "claims"))
+        return bounded(tokens[2], ("open", "tabs", "claims", "call"))
     return "tabs" if tokens == ["tabs", "list"] else "other"
 
 

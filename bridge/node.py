@@ -33,6 +33,7 @@ from actors.threads import SystemClock
 from bridge.browser.page_js import HEADINGS
 from bridge.browser.sessions import ONE_SHOT, SessionChange
 from bridge.console import console_serving
+from bridge.fleet.calls import CallForwarding, rules_digest
 from bridge.fleet.member import FleetMember
 from bridge.fleet.metrics import FleetMetrics
 from bridge.fleet.registry import FleetRegistry
@@ -98,6 +99,13 @@ class Node:
         """The actors of this node's tabs."""
         self.resumes = ResumeRoutes(self.io, self.subjects, self._run_here, self._reissue_here)
         """Resumes of checkpoints wherever in the fleet they are held (``bridge.fleet.resume``)."""
+        self.forwarding = CallForwarding(
+            config.name, self.io, self.subjects, node_of=self.member.node_of, alive=self._nodes_alive,
+            record=lambda spec, agent: self.auditor(None).call(spec, agent), run_here=self._run_here,
+            rules_of=self.rules_of, workflow_sha256=self.workflow_sha256, reissue_here=self._reissue_here,
+            events_of=lambda call: self.events.read(call))  # noqa: PLW0108  (the store is set on connecting)
+        """Calls on another node's tabs, sent there whole, and those sent here (``bridge.fleet.calls``)."""
+        self.member.origin_of = self.forwarding.origin_of
         self._subscriptions: list[Subscription] = []
         self._sink: EventSink | None = None
         self._audit_trail: AuditTrail | None = None
@@ -163,8 +171,14 @@ class Node:
             raise
 
     def _admission(self, tab: int, request: TabRequest) -> Outcome | None:
-        """Why a request may not run on a tab of this node now: a person controls it, or the fleet's claims."""
-        return self.live.admission(tab, request) or self.member.admission(tab, request)
+        """Why a request may not run on a tab of this node now: a person controls it, its call's node left
+        the fleet, or the fleet's claims."""
+        return (self.live.admission(tab, request) or self.forwarding.admission(tab, request)
+                or self.member.admission(tab, request))
+
+    async def _node_lost(self, node: str, tabs: list[int]) -> None:
+        self.forwarding.origin_lost(node)
+        await self.member.node_lost(node, tabs)
 
     async def _tabs_changed(self, opened: frozenset[int], closed: frozenset[int]) -> None:
         self.live.tabs_closed(closed)
@@ -195,6 +209,14 @@ class Node:
     def policy_of(self, agent: str | None) -> Policy:
         """The policy ``agent``'s actions pass now (resumed steps included); the node's for None."""
         return self.policy if agent is None else self.agent_policies.get(agent, self.policy)
+
+    def rules_of(self, agent: str | None) -> str:
+        """What ``agent``'s calls run under here, as a digest (a node runs another's call only under the same)."""
+        return rules_digest(self.policy_of(agent), self.config.step_timeout)
+
+    def _nodes_alive(self) -> frozenset[str]:
+        registry = self.member.registry
+        return frozenset(registry.alive()) if registry is not None else frozenset({self.config.name})
 
     def checkpoint_capacity_of(self, agent: str | None) -> int:
         """How many checkpoints of ``agent``'s calls are kept: its own policy's number, else the node's
@@ -227,7 +249,7 @@ class Node:
             nats_bus.on_request = self._bus_request
             self.bus = nats_bus
             self.member.registry = FleetRegistry(nats_bus.client, self.config.fleet, self.config.name,
-                                                 heartbeat=self.member.heartbeat, on_lost=self.member.node_lost)
+                                                 heartbeat=self.member.heartbeat, on_lost=self._node_lost)
             self.events = await JetStreamEventStore.create(nats_bus, max_age_seconds=self.config.checkpoint_ttl)
             self.audit_log = await JetStreamAuditLog.create(nats_bus.client)
             self.tasks.store = JetStreamTaskStore(nats_bus.client, self.config.fleet)
@@ -240,6 +262,7 @@ class Node:
                     await self.member.registry.resync()
             nats_bus.on_reconnect = streams_again
             reserve = kv_reserve(nats_bus.client, self.config.fleet)
+            self.forwarding.bus = nats_bus
         self.member.bus = self.tabs.bus = self.resumes.bus = self.live.bus = self.bus
         self._sink = EventSink(self.io, self.events)
         self._sink.listeners = self.event_listeners
@@ -253,7 +276,8 @@ class Node:
         await self.tasks.store.start()
         serving = {self.subjects.node(self.config.name, "open"): self._serve_open,
                    self.subjects.node(self.config.name, "tabs"): self.member.serve_tabs,
-                   self.subjects.node(self.config.name, "claims"): self.member.serve_claims, **self.live.serving(),
+                   self.subjects.node(self.config.name, "claims"): self.member.serve_claims,
+                   self.forwarding.subject: self.forwarding.serve, **self.live.serving(),
                    **console_serving(self)}
         for subject, handler in serving.items():
             self._subscriptions.append(await self.bus.subscribe(subject, handler, concurrent=True))
@@ -335,12 +359,14 @@ class Node:
         return response
 
     async def run_async(self, message: RunCall | ResumeCall) -> CallResponse:
-        """Run a call or resume from the loop, without blocking it; a resume runs where its checkpoint is.
-        The tasks its session owns follow it."""
+        """Run a call or resume from the loop, without blocking it: a resume where its checkpoint is, a call
+        on the node of its tabs when they are all on another (``bridge.fleet.calls``). The tasks its session
+        owns follow it."""
         with self.tasks.following(message) as followed:
             if isinstance(followed, ResumeCall):
                 return await self.resumes.resume(followed)
-            return await self._run_here(followed)
+            forwarded = await self.forwarding.run(followed)
+            return forwarded if forwarded is not None else await self._run_here(followed)
 
     async def reissue(self, call: int, agent: str) -> str | None:
         """A new resume token for ``agent``'s checkpoint of ``call``, wherever the fleet holds it."""

@@ -88,10 +88,10 @@ class Calls:
         self._workflow_sha256 = workflow_sha256
 
     def run(self, spec: CallSpec, workflow: WorkflowSource | None = None, agent: str | None = None,
-            listener: Listener | None = None) -> CallResponse:
+            listener: Listener | None = None, call: int | None = None) -> CallResponse:
         """Run a new call; keep a checkpoint when it did not finish ok. ``listener`` hears its events
-        as they happen (a streaming request's progress)."""
-        call = self._audit.call(spec, agent)
+        as they happen (a streaming request's progress); ``call``: its id, when it is recorded already."""
+        call = self._audit.call(spec, agent) if call is None else call
         report = run_call(call, spec, self._ports(agent), self._sink_for(listener), config=self._config)
         body = self._body(report, spec, workflow)
         if report.log.ended == "internal_error":

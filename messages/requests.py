@@ -29,13 +29,17 @@ class Subjects:
 
     def node(self, name: str, op: str) -> str:
         """Where node ``name`` takes fleet requests ``op``: ``open`` (a ``newTab`` placed there), ``tabs``
-        (its own tabs), ``claims`` (claims and takeovers of its tabs)."""
+        (its own tabs), ``claims`` (claims and takeovers of its tabs), ``call`` (a call on its tabs)."""
         return f"{self.fleet}.node.{name}.{op}"
 
     def live(self, viewer: str, direction: str) -> str:
         """A Live View relayed from the node a person reached to the tab's node: ``in`` carries their
         messages to the tab's node, ``out`` its frames and messages back."""
         return f"{self.fleet}.live.{viewer}.{direction}"
+
+    def relay(self, key: str) -> str:
+        """Where a call sent to another node has its events relayed as they happen (``key``: unguessable)."""
+        return f"{self.fleet}.relay.{key}"
 
     def checkpoint(self, call: int) -> str:
         """Where the node holding call ``call``'s checkpoint takes resumes of it, while it holds it."""

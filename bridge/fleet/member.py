@@ -82,6 +82,8 @@ class FleetMember:
         self.claims = FleetClaims(self)
         self._callers: dict[int, str] = {}
         """The node of each call holding a claim on a tab of this node (released if that node is lost)."""
+        self.origin_of: Callable[[int], str | None] = lambda call: None
+        """The node that sent a call running here (``bridge.fleet.calls``): its claims are that node's."""
         self._deciding = asyncio.Lock()
         self._currents: dict[str, int] = {}
         """Each agent's current tab, on a node without NATS."""
@@ -315,8 +317,9 @@ class FleetMember:
             conflict = self.table.claim(call, owner, tab)
             if conflict is not None:
                 return conflict
-            if node != self.name:
-                self._callers[call] = node
+            caller = self.origin_of(call) or node
+            if caller != self.name:
+                self._callers[call] = caller
             try:
                 await self._rerecord(tab)
             except Exception as e:  # not on record in the fleet: not claimed

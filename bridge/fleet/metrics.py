@@ -25,11 +25,12 @@ from bridge.metrics import BUS_BUCKETS, BUS_OUTCOMES, bounded
 
 __all__ = ["CROSS_NODE_SUBJECTS", "FleetMetrics"]
 
-NODE_OPS = ("open", "tabs", "claims")
+NODE_OPS = ("open", "tabs", "claims", "call")
 """What a request to ``<fleet>.node.<name>.<op>`` asks of that node."""
 CROSS_NODE_SUBJECTS = ("tab", *NODE_OPS, "resume")
 """A step on another node's tab (or its withdrawal), a newTab placed there, its tab list, a claim,
-release or takeover it decides, a resume of a checkpoint it holds."""
+release or takeover it decides, a call on its tabs sent there (and the looks at it), a resume of a
+checkpoint it holds."""
 
 
 class _Registry(Protocol):

@@ -1,0 +1,403 @@
+"""A call on another node's tabs runs on that node (issue 14): its steps cost what local steps cost.
+
+A container call (batch, parallel, workflow) whose every tab is held by one other node, known before
+it runs, is sent there whole on ``<fleet>.node.<name>.call`` and runs there as a call of that node:
+each step reaches its tab through the tab actor's mailbox instead of a NATS request and reply of its
+own. The call pays one round trip (and a ping before it), whatever its number of steps. A call is
+run here, its steps sent to their tabs one by one as before, when its tabs are not all known before
+it runs (a ``newTab``, a tab named by a reference), are on several nodes or on this one, or when the
+tab's node declines it: it has other rules for the agent (policy, step timeout), another version of
+the workflow, or it is not there (no ping answered).
+
+The call is recorded here first (its audit entry: its call id), so that this node can always say
+what became of it. The tab's node runs it under its own rules, which are this node's (it declines
+otherwise), keeps its checkpoint (a resume through any node reaches it there: ``bridge.fleet.resume``)
+and answers its response, which goes back to the caller unchanged. A streamed call (NDJSON, MCP
+progress, a task following its session) hears the call's events relayed as they happen.
+
+When the answer is lost (this node's NATS connection dropped, a server died), the tab's node still
+runs the call to its end, and keeps its ended response (without its resume token) for
+:data:`ENDED_KEPT` seconds: this node asks for it (``status``, then ``result``, which gives a new
+token for the call's checkpoint; the lost one no longer works). When the tab's node is gone (the
+fleet judged it lost), or the call's deadline passed, the answer is ``fleet_unavailable`` (503,
+not retryable: what ran may have taken effect) with the call's id and its steps as its events
+recorded them: a write sent without an answer on record is ``unknown``, never ``ok``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import collections
+import hashlib
+import logging
+import secrets
+import time
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, replace
+from typing import Any
+
+import orjson
+
+from actors.bus import Bus, BusError, Subscription
+from actors.call_actor import RunCall
+from actors.loop import IoLoop
+from actors.tab_actor import not_sent
+from bridge.policy import Policy
+from core.calls import CallResponse
+from core.checkpoints import WorkflowSource
+from messages.codec import decode, encode
+from messages.commands import Broadcast, CallSpec, Command, NewTab, children, command_to_json, parse_command
+from messages.contract import SETTLE
+from messages.errors import KitsuneError
+from messages.events import CallEnded, Event
+from messages.requests import Subjects, TabRequest
+from messages.results import Outcome
+from messages.steplog import fold
+
+__all__ = ["ENDED_KEPT", "CallForwarding", "ForwardedCall", "rules_digest", "tabs_known"]
+
+log = logging.getLogger(__name__)
+
+ENDED_KEPT = 60.0
+"""Seconds the tab's node keeps a forwarded call's ended response for a caller whose answer was lost."""
+
+PING_TIMEOUT = 1.0
+"""Seconds the ping before a forward waits: unanswered, the call runs here (nothing was sent there)."""
+
+STATUS_INTERVAL = 1.0
+"""Seconds between the looks at a forwarded call still running (is its node there, did it end)."""
+
+FORWARD_MARGIN = 2 * SETTLE + 10.0
+"""Seconds a forwarded call is waited for beyond its own deadline (the tab's node ends it by then)."""
+
+RELAY_DRAIN = 1.0
+"""Seconds a streamed call's last relayed events are waited for once its answer came."""
+
+ENDED_LIMIT = 1000
+"""Ended responses kept at most (the oldest go first)."""
+
+
+def rules_digest(policy: Policy, step_timeout: float) -> str:
+    """What a call of an agent runs under on a node, as a digest: equal on two nodes, the call runs the same."""
+    rules = {"read_only": policy.read_only, "ask_before_act": policy.ask_before_act,
+             "allow": list(policy.urls.allow), "deny": list(policy.urls.deny),
+             "user_tabs_writable": policy.user_tabs_writable, "caps": sorted(policy.caps),
+             "max_checkpoints": policy.max_checkpoints, "live_view": policy.live_view, "step_timeout": step_timeout}
+    return hashlib.sha256(orjson.dumps(rules)).hexdigest()
+
+
+def tabs_known(spec: CallSpec) -> frozenset[int] | None:
+    """The tabs ``spec`` acts on, when all are known before it runs; None when one is not (a ``newTab``,
+    a tab named by a reference)."""
+    tabs = {spec.default_tab} if spec.default_tab is not None else set()
+    pending: list[Command] = list(spec.commands)
+    while pending:
+        command = pending.pop()
+        named = [command.tab_id, *(command.tab_ids if isinstance(command, Broadcast) else ())]
+        if isinstance(command, NewTab) or any(t is not None and not isinstance(t, int) for t in named):
+            return None
+        tabs.update(t for t in named if isinstance(t, int))
+        pending += (child.command for child in children(command))
+    return frozenset(tabs)
+
+
+@dataclass(frozen=True, slots=True)
+class ForwardedCall:
+    """A call sent whole to the node of its tabs; the reply is ``{"body", "status"}`` (its response),
+    ``{"error"}`` (the error it raised) or ``{"declined"}`` (run it where it came from)."""
+
+    call: int
+    """Its id: the forwarding node recorded it."""
+    spec: CallSpec
+    """What to run, its default tab filled in."""
+    workflow: WorkflowSource | None
+    """The workflow file it ran, for a workflow call (the tab's node must have the same)."""
+    agent: str | None
+    """The agent who asked, as the forwarding node authenticated it."""
+    session: str | None
+    """The agent's session it runs for (its tasks' leases)."""
+    rules: str
+    """:func:`rules_digest` of the agent's rules on the forwarding node."""
+    relay: str | None
+    """Where its events go as they happen (a streamed call), or None."""
+    origin: str
+    """The node that sent it (when it leaves the fleet, the call's later steps are not sent)."""
+
+    def to_json(self) -> dict[str, Any]:
+        spec = self.spec
+        return {"op": "run", "call": self.call, "agent": self.agent, "session": self.session, "rules": self.rules,
+                "relay": self.relay, "origin": self.origin,
+                "workflow": [self.workflow.name, self.workflow.sha256] if self.workflow else None,
+                "spec": {"kind": spec.kind, "commands": [command_to_json(c) for c in spec.commands],
+                         "tabId": spec.default_tab, "stopOnWarning": spec.stop_on_warning, "timeout": spec.timeout}}
+
+    @classmethod
+    def from_json(cls, data: dict[str, Any]) -> ForwardedCall:
+        spec, workflow = data["spec"], data.get("workflow")
+        commands = tuple(parse_command(raw, str(i)) for i, raw in enumerate(spec["commands"]))
+        return cls(int(data["call"]), CallSpec(spec["kind"], commands, spec.get("tabId"), bool(spec["stopOnWarning"]),
+                                               float(spec["timeout"])),
+                   WorkflowSource(*workflow) if workflow else None, data.get("agent"), data.get("session"),
+                   str(data["rules"]), data.get("relay"), str(data["origin"]))
+
+
+class CallForwarding:
+    """Calls of this node on another node's tabs sent there, and the calls other nodes send here.
+
+    ``node_of`` says which node holds a tab, ``alive`` which nodes the fleet sees; ``record`` records
+    a new call and answers its id (from a thread); ``run_here`` runs a call on this node; ``rules_of``
+    is an agent's :func:`rules_digest` here; ``workflow_sha256`` the digest of a workflow file here.
+    """
+
+    def __init__(self, name: str, io: IoLoop, subjects: Subjects, *, node_of: Callable[[int], str | None],
+                 alive: Callable[[], frozenset[str]], record: Callable[[CallSpec, str | None], int],
+                 run_here: Callable[[RunCall], Awaitable[CallResponse]], rules_of: Callable[[str | None], str],
+                 workflow_sha256: Callable[[str], str | None], reissue_here: Callable[[int, str | None], str | None],
+                 events_of: Callable[[int], Awaitable[list[Event]]]) -> None:
+        self.bus: Bus | None = None
+        """The node's bus, once connected to NATS (None: no fleet, every call runs here)."""
+        self.name = name
+        self._io = io
+        self._subjects = subjects
+        self._node_of = node_of
+        self._alive = alive
+        self._record = record
+        self._run_here = run_here
+        self._rules_of = rules_of
+        self._workflow_sha256 = workflow_sha256
+        self._reissue_here = reissue_here
+        self._events_of = events_of
+        self._running: dict[int, str] = {}
+        """Calls other nodes sent here, running, and the node each came from."""
+        self._orphans: set[int] = set()
+        """Running calls whose node left the fleet: their later steps are not sent."""
+        self._ended: collections.OrderedDict[int, _Ended] = collections.OrderedDict()
+        """Calls other nodes sent here that ended, the oldest first."""
+
+    @property
+    def subject(self) -> str:
+        """Where this node takes the calls other nodes send it."""
+        return self._subjects.node(self.name, "call")
+
+    def target(self, spec: CallSpec) -> str | None:
+        """The other node that holds every tab ``spec`` acts on; None when it runs here."""
+        tabs = tabs_known(spec) if self.bus is not None else None
+        if not tabs:
+            return None
+        nodes = {self._node_of(tab) for tab in tabs}
+        node = nodes.pop() if len(nodes) == 1 else None
+        return node if node is not None and node != self.name and node in self._alive() else None
+
+    async def run(self, message: RunCall) -> CallResponse | None:
+        """``message``'s response when its tabs are on another node (run there, or here if it declines);
+        None when the call is not for another node."""
+        node = self.target(message.spec)
+        if node is None:
+            return None
+        call = await asyncio.to_thread(self._record, message.spec, message.agent)
+        here = replace(message, call=call)
+        relay = self._subjects.relay(secrets.token_hex(12)) if message.listener is not None else None
+        request = ForwardedCall(call, message.spec, message.workflow, message.agent, message.session,
+                                self._rules_of(message.agent), relay, self.name)
+        heard = await self._relayed(relay, message) if relay is not None else None
+        try:
+            reply = await self._forward(node, request)
+            if heard is not None and reply is not None:
+                await asyncio.wait({heard[1]}, timeout=RELAY_DRAIN)  # its last events, sent before its answer
+        finally:
+            if heard is not None:
+                await heard[0].unsubscribe()
+        if reply is None or "declined" in reply:
+            return await self._run_here(here)
+        if "error" in reply:
+            raise KitsuneError.from_json(reply["error"])
+        return CallResponse(reply["body"], reply["status"])
+
+    async def _relayed(self, relay: str, message: RunCall) -> tuple[Subscription, asyncio.Future[None]]:
+        """Hear the call's events on ``relay`` (told to ``message``'s listener); a future done at its end."""
+        assert self.bus is not None and message.listener is not None
+        listener = message.listener
+        ended: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+
+        async def heard(data: bytes) -> None:
+            event = decode(Event, data)
+            listener(event)
+            if isinstance(event, CallEnded) and not ended.done():
+                ended.set_result(None)
+        return await self.bus.subscribe(relay, heard), ended
+
+    async def _forward(self, node: str, request: ForwardedCall) -> dict[str, Any] | None:
+        """The reply of ``node`` to the call (None: nothing reached it, run it here), or, when the reply
+        was lost, what the call's node or its events say of it."""
+        assert self.bus is not None
+        subject = self._subjects.node(node, "call")
+        status = orjson.dumps({"op": "status", "call": request.call})
+        try:
+            await self.bus.request(subject, status, PING_TIMEOUT)
+        except BusError:  # not there, or not answering: nothing was sent, the call runs here
+            return None
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + request.spec.timeout + FORWARD_MARGIN
+        forward = asyncio.ensure_future(self.bus.request(subject, orjson.dumps(request.to_json()),
+                                                         request.spec.timeout + FORWARD_MARGIN))
+        try:
+            while loop.time() < deadline:
+                await asyncio.wait({forward}, timeout=STATUS_INTERVAL)
+                lost = forward.done()
+                if lost and not isinstance(reply := _reply(forward), _Lost):
+                    return reply
+                if not self.bus.connected:
+                    continue
+                seen = await self._look(subject, request.call)
+                if seen == "ended" and lost:
+                    ended: dict[str, Any] = orjson.loads(await self.bus.request(subject, orjson.dumps(
+                        {"op": "result", "call": request.call}), PING_TIMEOUT + SETTLE))
+                    if "gone" not in ended:
+                        return ended
+                    break
+                if (seen == "gone" and node not in self._alive()) or (seen == "unknown" and lost):
+                    break
+        except BusError as e:  # its ended response did not come: its events tell
+            log.warning("a forwarded call's ended response was not had (%s)", e.code)
+        finally:
+            forward.cancel()
+        return await self._unavailable(node, request.call)
+
+    async def _look(self, subject: str, call: int) -> str:
+        """What the call's node says of it: running, ended, unknown (never arrived, or forgotten), gone
+        (nobody on its subject), or ``busy`` (no answer in time)."""
+        assert self.bus is not None
+        try:
+            answer = orjson.loads(await self.bus.request(subject, orjson.dumps({"op": "status", "call": call}),
+                                                         PING_TIMEOUT))
+        except BusError as e:
+            return "gone" if e.code == "no_responders" else "busy"
+        return str(answer.get("status", "unknown"))
+
+    async def _unavailable(self, node: str, call: int) -> dict[str, Any]:
+        """The reply for a call whose node is gone, or whose deadline passed, without its response."""
+        error = KitsuneError("fleet_unavailable", f"Node {node} ran call {call} on its tabs and gave no answer: "
+                             "its steps are as its events recorded them (a write sent with no answer on record is "
+                             "unknown), and its checkpoint is not reachable", retryable=False, state={"node": node})
+        body: dict[str, Any] = {**error.to_json(), "call": call}
+        try:
+            steps = fold(await asyncio.wait_for(self._events_of(call), PING_TIMEOUT + SETTLE))
+            body |= {"status": steps.status, "progress": steps.progress, "summary": steps.summary}
+        except Exception as e:  # no events to tell: the answer says so by having none
+            log.warning("the events of a call forwarded to another node could not be read (%s)", type(e).__name__)
+        return {"body": body, "status": error.http_status}
+
+    # calls other nodes send here
+
+    async def serve(self, data: bytes) -> bytes:
+        """A request of another node: run a call (``run``), how a call it sent is (``status``), the response
+        of one that ended (``result``, with a new resume token when it kept a checkpoint)."""
+        payload = orjson.loads(data)
+        call = int(payload["call"])
+        if payload.get("op") == "status":
+            return orjson.dumps({"status": "running" if call in self._running else
+                                 "ended" if call in self._ended else "unknown"})
+        if payload.get("op") == "result":
+            return orjson.dumps(await self._result(call))
+        request = ForwardedCall.from_json(payload)
+        if request.rules != self._rules_of(request.agent):
+            return orjson.dumps({"declined": "rules"})
+        if request.workflow is not None and self._workflow_sha256(request.workflow.name) != request.workflow.sha256:
+            return orjson.dumps({"declined": "workflow"})
+        self._running[call] = request.origin
+        try:
+            reply = await self._run_forwarded(request)
+            self._keep_ended(request, reply)
+        finally:
+            del self._running[call]
+            self._orphans.discard(call)
+        return orjson.dumps(reply)
+
+    def origin_of(self, call: int) -> str | None:
+        """The node that sent ``call`` here, while it runs; None for a call of this node's own."""
+        return self._running.get(call)
+
+    def origin_lost(self, node: str) -> None:
+        """``node`` left the fleet: the calls it sent here send no more steps (nobody awaits their answer)."""
+        self._orphans.update(call for call, origin in self._running.items() if origin == node)
+
+    def admission(self, tab: int, request: TabRequest) -> Outcome | None:
+        """Why a step of a call sent here may not be sent now: its node left the fleet."""
+        if request.call is None or request.call not in self._orphans:
+            return None
+        return not_sent(request.command, tab, f"node {self._running.get(request.call)}, which sent its call, "
+                        "left the fleet")
+
+    async def _run_forwarded(self, request: ForwardedCall) -> dict[str, Any]:
+        listener = self._relay(request.relay) if request.relay is not None else None
+        try:
+            response = await self._run_here(RunCall(request.spec, request.workflow, request.agent, listener,
+                                                    request.session, call=request.call))
+        except KitsuneError as e:
+            return {"error": e.to_json()}
+        except Exception as e:  # the forwarding node answers it as its HTTP API would: a 500
+            log.error("a forwarded call failed: %s", type(e).__name__)
+            return {"error": KitsuneError("internal_error", "The call failed on the node of its tabs").to_json()}
+        return {"body": response.body, "status": response.http_status}
+
+    def _relay(self, subject: str) -> Callable[[Event], None]:
+        """A listener that sends each event to ``subject``, in the order heard (from any thread)."""
+        loop, bus = self._io.loop, self.bus
+        assert bus is not None
+
+        def send(data: bytes) -> None:
+            sending = asyncio.ensure_future(bus.publish(subject, data))
+            sending.add_done_callback(lambda t: t.cancelled() or t.exception())
+
+        def relay(event: Event) -> None:
+            loop.call_soon_threadsafe(send, encode(event))
+        return relay
+
+    def _keep_ended(self, request: ForwardedCall, reply: dict[str, Any]) -> None:
+        """Keep ``reply`` a while for a caller that loses it; a resume token is not kept (a new one is made)."""
+        now = time.monotonic()
+        while self._ended and (len(self._ended) >= ENDED_LIMIT
+                               or next(iter(self._ended.values())).when < now - ENDED_KEPT):
+            self._ended.popitem(last=False)
+        body = reply.get("body", {})
+        self._ended[request.call] = _Ended(now, request.agent, "resume_token" in body, {
+            **reply, **({"body": {k: v for k, v in body.items() if k != "resume_token"}} if body else {})})
+
+    async def _result(self, call: int) -> dict[str, Any]:
+        """The ended response of ``call``, once (``{"gone"}`` when it is not kept)."""
+        ended = self._ended.pop(call, None)
+        if ended is None:
+            return {"gone": True}
+        if not ended.had_token:
+            return ended.reply
+        token = await asyncio.to_thread(self._reissue_here, call, ended.agent)
+        body = ended.reply["body"] | ({"resume_token": token} if token is not None else {})
+        return {**ended.reply, "body": body}
+
+
+@dataclass(frozen=True, slots=True)
+class _Ended:
+    """A forwarded call that ended here, kept for a caller that lost its answer."""
+
+    when: float
+    agent: str | None
+    had_token: bool
+    """Whether its response carried a resume token (a new one is made for it)."""
+    reply: dict[str, Any]
+    """Its reply, without the token."""
+
+
+class _Lost:
+    """A forwarded call's answer was lost on its way (the request may have run)."""
+
+
+_LOST = _Lost()
+
+
+def _reply(forward: asyncio.Future[bytes]) -> dict[str, Any] | _Lost | None:
+    """A finished forward's reply; None when nobody took it (nothing was sent: run it here)."""
+    try:
+        reply: dict[str, Any] = orjson.loads(forward.result())
+    except BusError as e:
+        return None if e.code == "no_responders" else _LOST
+    return reply
