@@ -281,8 +281,10 @@ class CallForwarding:
                              "unknown), and its checkpoint is not reachable", retryable=False, state={"node": node})
         body: dict[str, Any] = {**error.to_json(), "call": call}
         try:
-            steps = fold(await asyncio.wait_for(self._events_of(call), PING_TIMEOUT + SETTLE))
-            body |= {"status": steps.status, "progress": steps.progress, "summary": steps.summary}
+            events = await asyncio.wait_for(self._events_of(call), PING_TIMEOUT + SETTLE)
+            if events:  # none: it never started there (or they expired)
+                steps = fold(events)
+                body |= {"status": steps.status, "progress": steps.progress, "summary": steps.summary}
         except Exception as e:  # no events to tell: the answer says so by having none
             log.warning("the events of a call forwarded to another node could not be read (%s)", type(e).__name__)
         return {"body": body, "status": error.http_status}

@@ -218,8 +218,8 @@ def test_a_call_whose_sending_node_died_sends_no_more_steps_and_its_claims_end(
             tab = _open(on_f1, site, "node-f1", session="on-f1")
         held = {"action": "js", "code": "await new Promise(r => setTimeout(r, 20000))"}
         with doomed.client() as on_f4, concurrent.futures.ThreadPoolExecutor(1) as pool:
-            pool.submit(on_f4.post, "/api/parallel", json={"sequences": [[{**CLICK, "tabId": tab}, {**held, "tabId": tab},
-                                                                          {**CLICK, "tabId": tab}]]})
+            steps = [{**step, "tabId": tab} for step in (CLICK, held, CLICK)]
+            pool.submit(on_f4.post, "/api/parallel", json={"sequences": [steps]})
             claim = until(lambda: first.member.table.held().get(tab), 20, "node-f4's call claiming node-f1's tab")
             assert first.forwarding.origin_of(claim.call) == "node-f4"  # it runs on node-f1, sent by node-f4
             assert site.wait_for_count(HIT, 1) == 1

@@ -1,0 +1,70 @@
+"""What decides that a call runs on another node, and what travels there (``bridge.fleet.calls``)."""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Any
+
+import pytest
+
+from bridge.fleet.calls import ForwardedCall, rules_digest, tabs_known
+from bridge.policy import Policy
+from bridge.url_policy import UrlPolicy
+from core.checkpoints import WorkflowSource
+from messages.commands import CallSpec, parse_body
+
+
+def _spec(body: dict[str, Any], kind: str = "batch") -> CallSpec:
+    return parse_body(kind, body)  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize(("body", "tabs"), [
+    ({"tabId": 3, "commands": [{"action": "title"}]}, {3}),
+    ({"commands": [{"action": "click", "selector": "a", "tabId": 4}, {"action": "title", "tabId": 5}]}, {4, 5}),
+    ({"tabId": 3, "commands": [{"action": "sequence", "tabId": 6, "steps": [{"action": "title"}]},
+                               {"action": "if", "condition": "true", "then": [{"action": "title", "tabId": 8}]}]},
+     {3, 6, 8}),
+    ({"commands": [{"action": "broadcast", "tabIds": [1, 2], "command": {"action": "title"}}]}, {1, 2}),
+    ({"commands": [{"action": "getTabs"}]}, set()),
+])
+def test_the_tabs_of_a_call_known_before_it_runs(body: dict[str, Any], tabs: set[int]) -> None:
+    assert tabs_known(_spec(body)) == frozenset(tabs)
+
+
+@pytest.mark.parametrize("body", [
+    {"tabId": 3, "commands": [{"action": "newTab", "url": "http://a.test/"}]},
+    {"tabId": 3, "commands": [{"action": "getTabs"}, {"action": "title", "tabId": "${$0.tabs.0.tabId}"}]},
+    {"tabId": 3, "commands": [{"action": "sequence", "steps": [{"action": "newTab"}]}]},
+])
+def test_a_call_whose_tabs_are_known_only_as_it_runs_has_none_known(body: dict[str, Any]) -> None:
+    assert tabs_known(_spec(body)) is None
+
+
+def test_a_parallels_tabs_are_those_of_its_sequences() -> None:
+    spec = _spec({"sequences": [[{"action": "click", "selector": "a", "tabId": 1}], [{"action": "title", "tabId": 2}]]},
+                 "parallel")
+    assert tabs_known(spec) == frozenset({1, 2})
+
+
+def test_a_forwarded_call_arrives_as_it_was_sent_typed_values_included() -> None:
+    spec = _spec({"tabId": 9, "stopOnWarning": True, "timeout": 30, "commands": [
+        {"action": "type", "selector": "#q", "text": "s3cret"},
+        {"action": "retry", "attempts": 2, "body": [{"action": "click", "selector": "#go"}]}]})
+    sent = ForwardedCall(17, spec, WorkflowSource("checkout", "ab" * 32), "alice", "s1", "digest",
+                         "kitsune.relay.x", "node-a")
+    assert ForwardedCall.from_json(sent.to_json()) == sent
+    assert ForwardedCall.from_json(dataclasses.replace(sent, workflow=None, relay=None).to_json()).workflow is None
+
+
+def test_the_rules_digest_is_the_same_for_the_same_rules_and_differs_for_any_other() -> None:
+    policy = Policy(caps=frozenset({"core", "automation"}), urls=UrlPolicy.from_config(["a.test"], ["b.test"]))
+    same = Policy(caps=frozenset({"automation", "core"}), urls=UrlPolicy.from_config(["a.test"], ["b.test"]))
+    assert rules_digest(policy, 30.0) == rules_digest(same, 30.0)
+    others = [dataclasses.replace(policy, read_only=True), dataclasses.replace(policy, ask_before_act=True),
+              dataclasses.replace(policy, urls=UrlPolicy.from_config(["a.test"])),
+              dataclasses.replace(policy, urls=UrlPolicy.from_config(["a.test", "c.test"], ["b.test"])),
+              dataclasses.replace(policy, user_tabs_writable=True),
+              dataclasses.replace(policy, caps=frozenset({"core"})),
+              dataclasses.replace(policy, max_checkpoints=5), dataclasses.replace(policy, live_view=False)]
+    digests = {rules_digest(other, 30.0) for other in others} | {rules_digest(policy, 31.0)}
+    assert len(digests) == len(others) + 1 and rules_digest(policy, 30.0) not in digests
