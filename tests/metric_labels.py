@@ -33,7 +33,7 @@ FIXED: dict[str, frozenset[str]] = {
                          "sign_in", "human_check", "closed", "swept", "call_ended", "browser_restarted",
                          "other"}),
     "mode": frozenset({"reuse", "one-shot", "dynamic", "other"}),
-    "subject": frozenset({"tab", "tabs", "open", "claims", "resume", "other"}),
+    "subject": frozenset({"tab", "tabs", "open", "claims", "call", "resume", "other"}),
     "route": ROUTES,
     "method": frozenset({"GET", "POST", "PUT", "PATCH", "DELETE", "HEAD", "OPTIONS", "other"}),
     "actor": frozenset({"CheckpointActor", "BarrierActor", "AuditActor", "TabActor"}),

@@ -212,6 +212,7 @@ def test_sampled_values_audit_and_nats(bench: Bench) -> None:
     bench.metrics.bus_request("unit.node.node-b.claims", 0.001, "ok")
     bench.metrics.bus_request("unit.node.node-b.open", 0.001, "bus_timeout")
     bench.metrics.bus_request("unit.node.node-b.made-up", 0.001, "ok")
+    bench.metrics.bus_request("unit.node.node-b.call", 0.004, "ok")
     assert bench.value("kitsune_audit_entries_total") == 2
     assert bench.value("kitsune_audit_write_failures_total") == 1
     assert bench.value("kitsune_nats_requests_total", subject="tab", outcome="ok") == 1
@@ -219,6 +220,7 @@ def test_sampled_values_audit_and_nats(bench: Bench) -> None:
     assert bench.value("kitsune_nats_requests_total", subject="other", outcome="ok") == 2
     assert bench.value("kitsune_nats_requests_total", subject="claims", outcome="ok") == 1
     assert bench.value("kitsune_nats_requests_total", subject="open", outcome="bus_timeout") == 1
+    assert bench.value("kitsune_nats_requests_total", subject="call", outcome="ok") == 1
     assert bench.value("kitsune_nats_request_duration_seconds_count", subject="tab") == 1
     assert bench.value("kitsune_tabs_open") == 300
     assert bench.value("kitsune_browser_restarts_total") == 2

@@ -83,7 +83,8 @@ def test_only_requests_to_another_node_are_cross_node() -> None:
     metrics.bus_request("unit.node.node-b.open", 0.2, "made-up outcome")
     metrics.bus_request("unit.node.node-b.tabs", 0.001, "no_responders")
     metrics.bus_request("unit.ckpt.12", 0.01, "ok")  # a resume forwarded to the node holding the checkpoint
-    for not_cross in ("unit.node.node-a.open", "unit.tabs.list", "other.tab.12.do", "unit.node.node-b.made-up",
+    metrics.bus_request("unit.node.node-b.call", 0.02, "ok")  # a call sent whole to the node of its tabs
+    for not_cross in ("unit.node.node-a.open", "unit.node.node-a.call", "unit.tabs.list", "other.tab.12.do", "unit.node.node-b.made-up",
                       "unit.tab.12.do.more", "unit.ckpt"):
         metrics.bus_request(not_cross, 0.001, "ok")
     assert _value(registry, "kitsune_cross_node_requests_total", subject="tab", outcome="ok") == 1
@@ -93,6 +94,7 @@ def test_only_requests_to_another_node_are_cross_node() -> None:
     assert _value(registry, "kitsune_cross_node_requests_total", subject="open", outcome="ok") == 0
     assert _value(registry, "kitsune_cross_node_requests_total", subject="tabs", outcome="no_responders") == 1
     assert _value(registry, "kitsune_cross_node_requests_total", subject="resume", outcome="ok") == 1
+    assert _value(registry, "kitsune_cross_node_requests_total", subject="call", outcome="ok") == 1
     assert _value(registry, "kitsune_cross_node_request_duration_seconds_count", subject="tab") == 2
     assert _value(registry, "kitsune_cross_node_request_duration_seconds_sum", subject="tab") == pytest.approx(0.005)
     assert _value(registry, "kitsune_cross_node_request_duration_seconds_bucket", subject="open", le="0.25") == 1
