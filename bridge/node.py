@@ -99,13 +99,8 @@ class Node:
         """The actors of this node's tabs."""
         self.resumes = ResumeRoutes(self.io, self.subjects, self._run_here, self._reissue_here)
         """Resumes of checkpoints wherever in the fleet they are held (``bridge.fleet.resume``)."""
-        self.forwarding = CallForwarding(
-            config.name, self.io, self.subjects, node_of=self.member.node_of, alive=self._nodes_alive,
-            record=lambda spec, agent: self.auditor(None).call(spec, agent), run_here=self._run_here,
-            rules_of=self.rules_of, workflow_sha256=self.workflow_sha256, reissue_here=self._reissue_here,
-            events_of=lambda call: self.events.read(call))  # noqa: PLW0108  (the store is set on connecting)
+        self.forwarding = self._call_forwarding()
         """Calls on another node's tabs, sent there whole, and those sent here (``bridge.fleet.calls``)."""
-        self.member.origin_of = self.forwarding.origin_of
         self._subscriptions: list[Subscription] = []
         self._sink: EventSink | None = None
         self._audit_trail: AuditTrail | None = None
@@ -134,6 +129,15 @@ class Node:
             config.sessions, max_exec_idle=max(config.sessions.max_exec_idle, config.checkpoint_ttl)),
             on_change=self._session_changed)
         """The agents' sessions as the node keeps them: recorded, ended with their calls, swept."""
+
+    def _call_forwarding(self) -> CallForwarding:
+        forwarding = CallForwarding(
+            self.config.name, self.io, self.subjects, node_of=self.member.node_of, alive=self._nodes_alive,
+            record=lambda spec, agent: self.auditor(None).call(spec, agent), run_here=self._run_here,
+            rules_of=self.rules_of, workflow_sha256=self.workflow_sha256, reissue_here=self._reissue_here,
+            events_of=lambda call: self.events.read(call))  # noqa: PLW0108  (the store is set on connecting)
+        self.member.origin_of = forwarding.origin_of
+        return forwarding
 
     # life cycle
 

@@ -16,6 +16,7 @@ import concurrent.futures
 import dataclasses
 import time
 from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -26,7 +27,7 @@ import pytest
 from bridge.node import Node
 from kitsune.fleet import FLEET
 from tests.integration.fleet_nodes import apps_over, sees, two_nodes, until
-from tests.integration.serving import serve
+from tests.integration.serving import Served, serve
 from tests.nats_cluster import ClusterAccess
 from tests.site import TestSite
 
@@ -177,13 +178,23 @@ def test_a_call_on_tabs_of_two_nodes_runs_where_it_came_in_each_step_to_its_tab(
 HOLD = {"action": "js", "code": "await new Promise(r => setTimeout(r, 60000))"}
 
 
+@contextmanager
+def _doomed(directory: Path, cluster: ClusterAccess, seen_by: Node, name: str) -> Iterator[Served]:
+    """A ``kitsune serve`` node ``name`` of the fleet, once ``seen_by`` sees it; killed after, if it lives."""
+    doomed = serve(directory, cluster, {"fleet": FLEET, "node_name": name, "caps": ["core", "automation"]})
+    try:
+        until(lambda: sees(seen_by, name), 10, f"{name} joining")
+        yield doomed
+    finally:
+        if doomed.process.poll() is None:
+            doomed.process.kill()
+
+
 def test_the_tabs_node_dying_mid_call_answers_fleet_unavailable_with_the_steps_its_events_recorded(
         nats_cluster: ClusterAccess, nodes: tuple[Node, Node], apis: tuple[str, str], site: TestSite,
         tmp_path: Path) -> None:
     first = nodes[0]
-    doomed = serve(tmp_path, nats_cluster, {"fleet": FLEET, "node_name": "node-f3", "caps": ["core", "automation"]})
-    try:
-        until(lambda: sees(first, "node-f3"), 10, "node-f3 joining")
+    with _doomed(tmp_path, nats_cluster, first, "node-f3") as doomed:
         with doomed.client() as on_f3:
             tab = _open(on_f3, site, "node-f3", session="on-f3")
         with _client(apis[0]) as on_f1, concurrent.futures.ThreadPoolExecutor(1) as pool:
@@ -195,9 +206,6 @@ def test_the_tabs_node_dying_mid_call_answers_fleet_unavailable_with_the_steps_i
             killed = time.monotonic()
             answer = answering.result(timeout=60)
             assert time.monotonic() - killed < 30
-    finally:
-        if doomed.process.poll() is None:
-            doomed.process.kill()
     assert answer.status_code == 503, answer.text
     body = answer.json()
     assert (body["code"], body["retryable"]) == ("fleet_unavailable", False), body
@@ -211,9 +219,7 @@ def test_a_call_whose_sending_node_died_sends_no_more_steps_and_its_claims_end(
         nats_cluster: ClusterAccess, nodes: tuple[Node, Node], apis: tuple[str, str], site: TestSite,
         tmp_path: Path) -> None:
     first = nodes[0]
-    doomed = serve(tmp_path, nats_cluster, {"fleet": FLEET, "node_name": "node-f4", "caps": ["core", "automation"]})
-    try:
-        until(lambda: sees(first, "node-f4"), 10, "node-f4 joining")
+    with _doomed(tmp_path, nats_cluster, first, "node-f4") as doomed:
         with _client(apis[0]) as on_f1:
             tab = _open(on_f1, site, "node-f1", session="on-f1")
         held = {"action": "js", "code": "await new Promise(r => setTimeout(r, 20000))"}
@@ -229,7 +235,4 @@ def test_a_call_whose_sending_node_died_sends_no_more_steps_and_its_claims_end(
             until(lambda: tab not in first.member.table.held(), 15, "the claim of node-f4's call ending")
             assert time.monotonic() - killed < 15
             until(lambda: first.forwarding.origin_of(claim.call) is None, 40, "the call ending on node-f1")
-    finally:
-        if doomed.process.poll() is None:
-            doomed.process.kill()
     assert site.count(HIT) == 1  # its last click was never sent: nobody was there to hear of it

@@ -84,8 +84,8 @@ def test_only_requests_to_another_node_are_cross_node() -> None:
     metrics.bus_request("unit.node.node-b.tabs", 0.001, "no_responders")
     metrics.bus_request("unit.ckpt.12", 0.01, "ok")  # a resume forwarded to the node holding the checkpoint
     metrics.bus_request("unit.node.node-b.call", 0.02, "ok")  # a call sent whole to the node of its tabs
-    for not_cross in ("unit.node.node-a.open", "unit.node.node-a.call", "unit.tabs.list", "other.tab.12.do", "unit.node.node-b.made-up",
-                      "unit.tab.12.do.more", "unit.ckpt"):
+    for not_cross in ("unit.node.node-a.open", "unit.node.node-a.call", "unit.tabs.list", "other.tab.12.do",
+                      "unit.node.node-b.made-up", "unit.tab.12.do.more", "unit.ckpt"):
         metrics.bus_request(not_cross, 0.001, "ok")
     assert _value(registry, "kitsune_cross_node_requests_total", subject="tab", outcome="ok") == 1
     assert _value(registry, "kitsune_cross_node_requests_total", subject="tab", outcome="bus_timeout") == 1
