@@ -8,13 +8,13 @@ one fleet, ``pa`` and ``pb``; pb holds one tab of the test site's /clicks page. 
 pb's (local), in turn, reversed every other round; so does a batch of one read. The added cost of a
 remote step is the median over rounds of (remote call - local call) / 40: both calls pay the same
 HTTP request, parse and audit, so what is left is the steps' and the forward's. Target: <= 0.5 ms
-(issue 14). The 1-read call shows the forward's cost per call: a ping and the call's request and
-reply between the nodes.
+(issue 14). The 1-read call shows the forward's cost per call: the call's request and reply between
+the nodes.
 
-The floor under that, in the same rounds: two bare NATS requests and replies from this process to a
-responder process on the same nats-server (nats-py at both ends, no Kitsune code), the second held
-for as long as the local 1-read call took in that round, less the time it was held. A forwarded call
-cannot cost less than those two round trips.
+The floor under that, in the same rounds: a bare NATS request and reply from this process to a
+responder process on the same nats-server (nats-py at both ends, no Kitsune code), held for as long
+as the local 1-read call took in that round, less the time it was held. A forwarded call cannot cost
+less than that round trip.
 
     .venv/bin/python bench/fleet_processes.py [--rounds N]
 """
@@ -88,13 +88,12 @@ class Floor:
         self._client = self._loop.run_until_complete(access.client())
 
     def added(self, hold: float) -> float:
-        """Seconds a ping and a request held ``hold`` seconds by the responder took, beyond the hold."""
-        async def round_trips() -> float:
+        """Seconds a request held ``hold`` seconds by the responder took, beyond the hold."""
+        async def round_trip() -> float:
             started = time.perf_counter()
-            await self._client.request(FLOOR_SUBJECT, b"0", timeout=5)
             reply = await self._client.request(FLOOR_SUBJECT, repr(hold).encode(), timeout=5)
             return time.perf_counter() - started - float(reply.data)
-        return self._loop.run_until_complete(round_trips())
+        return self._loop.run_until_complete(round_trip())
 
     def close(self) -> None:
         self._loop.run_until_complete(self._client.close())
@@ -148,9 +147,8 @@ def main() -> None:
     print(f"  added cost of a remote step ({READS}-step call): {per_step:+.2f} ms (target <= {REMOTE_TARGET_MS} ms: "
           f"{'met' if per_step <= REMOTE_TARGET_MS else 'NOT met'})")
     bare = statistics.median(floors) * 1e3
-    print(f"  added cost of a remote 1-step call: {per_call:+.2f} ms; the floor, a ping and a request held as long "
-          f"as the local call, bare NATS between two processes: {bare:.2f} ms (the forward over it "
-          f"{per_call - bare:+.2f} ms)")
+    print(f"  added cost of a remote 1-step call: {per_call:+.2f} ms; the floor, a request held as long as the "
+          f"local call, bare NATS between two processes: {bare:.2f} ms (the forward over it {per_call - bare:+.2f} ms)")
 
 
 if __name__ == "__main__":

@@ -3,11 +3,11 @@
 A container call (batch, parallel, workflow) whose every tab is held by one other node, known before
 it runs, is sent there whole on ``<fleet>.node.<name>.call`` and runs there as a call of that node:
 each step reaches its tab through the tab actor's mailbox instead of a NATS request and reply of its
-own. The call pays one round trip (and a ping before it), whatever its number of steps. A call is
-run here, its steps sent to their tabs one by one as before, when its tabs are not all known before
-it runs (a ``newTab``, a tab named by a reference), are on several nodes or on this one, or when the
-tab's node declines it: it has other rules for the agent (policy, step timeout), another version of
-the workflow, or it is not there (no ping answered).
+own. The call pays one round trip, whatever its number of steps. A call is run here, its steps sent
+to their tabs one by one, when its tabs are not all known before it runs (a ``newTab``, a tab named
+by a reference), are on several nodes or on this one, or when the tab's node declines it: it has
+other rules for the agent (policy, step timeout), another version of the workflow, or nobody takes
+the node's calls (``no_responders``: nothing was sent).
 
 The call is recorded here first (its audit entry: its call id), so that this node can always say
 what became of it. The tab's node runs it under its own rules, which are this node's (it declines
@@ -19,9 +19,11 @@ When the answer is lost (this node's NATS connection dropped, a server died), th
 runs the call to its end, and keeps its ended response (without its resume token) for
 :data:`ENDED_KEPT` seconds: this node asks for it (``status``, then ``result``, which gives a new
 token for the call's checkpoint; the lost one no longer works). When the tab's node is gone (the
-fleet judged it lost), or the call's deadline passed, the answer is ``fleet_unavailable`` (503,
-not retryable: what ran may have taken effect) with the call's id and its steps as its events
-recorded them: a write sent without an answer on record is ``unknown``, never ``ok``.
+fleet judged it lost), or the call's deadline passed, the answer is ``fleet_unavailable`` (503) with
+the call's id and its steps as its events recorded them: a write sent without an answer on record
+is ``unknown``, never ``ok``; not retryable, as what ran may have taken effect, unless the call has
+no event on record (it never started: a write is sent only once its dispatch, and every event of the
+call before it, is stored).
 """
 
 from __future__ import annotations
@@ -61,8 +63,8 @@ log = logging.getLogger(__name__)
 ENDED_KEPT = 60.0
 """Seconds the tab's node keeps a forwarded call's ended response for a caller whose answer was lost."""
 
-PING_TIMEOUT = 1.0
-"""Seconds the ping before a forward waits: unanswered, the call runs here (nothing was sent there)."""
+LOOK_TIMEOUT = 1.0
+"""Seconds a look at a forwarded call (is it running, did it end) waits for the node's answer."""
 
 STATUS_INTERVAL = 1.0
 """Seconds between the looks at a forwarded call still running (is its node there, did it end)."""
@@ -231,11 +233,6 @@ class CallForwarding:
         was lost, what the call's node or its events say of it."""
         assert self.bus is not None
         subject = self._subjects.node(node, "call")
-        status = orjson.dumps({"op": "status", "call": request.call})
-        try:
-            await self.bus.request(subject, status, PING_TIMEOUT)
-        except BusError:  # not there, or not answering: nothing was sent, the call runs here
-            return None
         loop = asyncio.get_running_loop()
         deadline = loop.time() + request.spec.timeout + FORWARD_MARGIN
         forward = asyncio.ensure_future(self.bus.request(subject, orjson.dumps(request.to_json()),
@@ -251,7 +248,7 @@ class CallForwarding:
                 seen = await self._look(subject, request.call)
                 if seen == "ended" and lost:
                     ended: dict[str, Any] = orjson.loads(await self.bus.request(subject, orjson.dumps(
-                        {"op": "result", "call": request.call}), PING_TIMEOUT + SETTLE))
+                        {"op": "result", "call": request.call}), LOOK_TIMEOUT + SETTLE))
                     if "gone" not in ended:
                         return ended
                     break
@@ -269,25 +266,28 @@ class CallForwarding:
         assert self.bus is not None
         try:
             answer = orjson.loads(await self.bus.request(subject, orjson.dumps({"op": "status", "call": call}),
-                                                         PING_TIMEOUT))
+                                                         LOOK_TIMEOUT))
         except BusError as e:
             return "gone" if e.code == "no_responders" else "busy"
         return str(answer.get("status", "unknown"))
 
     async def _unavailable(self, node: str, call: int) -> dict[str, Any]:
         """The reply for a call whose node is gone, or whose deadline passed, without its response."""
-        error = KitsuneError("fleet_unavailable", f"Node {node} ran call {call} on its tabs and gave no answer: "
-                             "its steps are as its events recorded them (a write sent with no answer on record is "
-                             "unknown), and its checkpoint is not reachable", retryable=False, state={"node": node})
-        body: dict[str, Any] = {**error.to_json(), "call": call}
+        body: dict[str, Any] = {"call": call}
         try:
-            events = await asyncio.wait_for(self._events_of(call), PING_TIMEOUT + SETTLE)
-            if events:  # none: it never started there (or they expired)
-                steps = fold(events)
-                body |= {"status": steps.status, "progress": steps.progress, "summary": steps.summary}
-        except Exception as e:  # no events to tell: the answer says so by having none
+            events = await asyncio.wait_for(self._events_of(call), LOOK_TIMEOUT + SETTLE)
+        except Exception as e:  # unknown: what ran is not known, nothing is said of it
             log.warning("the events of a call forwarded to another node could not be read (%s)", type(e).__name__)
-        return {"body": body, "status": error.http_status}
+            events = None
+        if events:
+            steps = fold(events)
+            body |= {"status": steps.status, "progress": steps.progress, "summary": steps.summary}
+        error = KitsuneError("fleet_unavailable", f"Node {node}, which was to run call {call} on its tabs, gave no "
+                             "answer: " + ("it never started it, nothing was sent" if events == [] else
+                                          "its steps are as its events recorded them (a write sent with no answer "
+                                          "on record is unknown), and its checkpoint is not reachable"),
+                             retryable=events == [], state={"node": node})
+        return {"body": {**error.to_json(), **body}, "status": error.http_status}
 
     # calls other nodes send here
 
