@@ -1,5 +1,9 @@
 """Benchmark: what the fleet adds to a call, two Kitsune nodes on one NATS server, measured in one run.
 
+Its calls run through ``Node.run``, on the node asked: a step on the other node's tab is a NATS request
+and reply of its own, the path of a call on tabs of several nodes (the API sends a call whose tabs
+are all on one other node there whole: ``bench/fleet_processes.py`` measures that).
+
 Node A starts an embedded nats-server with JetStream; node B joins it, in the same fleet (as
 ``bench/overhead.py`` does). Each has its own Chromium and writes its audit log to a file, as
 ``kitsune serve`` does. A holds 4 tabs of the test site's /clicks page, B holds 2.

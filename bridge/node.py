@@ -345,7 +345,8 @@ class Node:
     # calls
 
     def run(self, spec: CallSpec, workflow: WorkflowSource | None = None, agent: str | None = None) -> CallResponse:
-        """Run a container call on a call actor (from a thread)."""
+        """Run a container call on a call actor of this node (from a thread), its steps on other nodes' tabs
+        sent there one by one (``run_async``, the API's, sends a call on another node's tabs there whole)."""
         return self._on_call_actor(RunCall(spec, workflow, agent))
 
     def resume(self, call: Any, resume_token: Any, observed: Any = None, agent: str | None = None) -> CallResponse:
