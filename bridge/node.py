@@ -33,7 +33,7 @@ from actors.threads import SystemClock
 from bridge.browser.page_js import HEADINGS
 from bridge.browser.sessions import ONE_SHOT, SessionChange
 from bridge.console import console_serving
-from bridge.fleet.calls import CallForwarding, rules_digest
+from bridge.fleet.calls import CallForwarding
 from bridge.fleet.member import FleetMember
 from bridge.fleet.metrics import FleetMetrics
 from bridge.fleet.registry import FleetRegistry
@@ -134,7 +134,8 @@ class Node:
         forwarding = CallForwarding(
             self.config.name, self.io, self.subjects, node_of=self.member.node_of, alive=self._nodes_alive,
             record=lambda spec, agent: self.auditor(None).call(spec, agent), run_here=self._run_here,
-            rules_of=self.rules_of, workflow_sha256=self.workflow_sha256, reissue_here=self._reissue_here,
+            policy_of=self.policy_of, step_timeout=self.config.step_timeout, workflow_sha256=self.workflow_sha256,
+            reissue_here=self._reissue_here,
             events_of=lambda call: self.events.read(call))  # noqa: PLW0108  (the store is set on connecting)
         self.member.origin_of = forwarding.origin_of
         return forwarding
@@ -213,10 +214,6 @@ class Node:
     def policy_of(self, agent: str | None) -> Policy:
         """The policy ``agent``'s actions pass now (resumed steps included); the node's for None."""
         return self.policy if agent is None else self.agent_policies.get(agent, self.policy)
-
-    def rules_of(self, agent: str | None) -> str:
-        """What ``agent``'s calls run under here, as a digest (a node runs another's call only under the same)."""
-        return rules_digest(self.policy_of(agent), self.config.step_timeout)
 
     def _nodes_alive(self) -> frozenset[str]:
         registry = self.member.registry

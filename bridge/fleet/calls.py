@@ -5,7 +5,9 @@ it runs, is sent there whole on ``<fleet>.node.<name>.call`` and runs there as a
 each step reaches its tab through the tab actor's mailbox instead of a NATS request and reply of its
 own. The call pays one round trip, whatever its number of steps. A call is run here, its steps sent
 to their tabs one by one, when its tabs are not all known before it runs (a ``newTab``, a tab named
-by a reference), are on several nodes or on this one, or when the tab's node declines it: it has
+by a reference), are on several nodes or on this one, when its agent's writes wait for approval (the
+confirm tokens of its holds are this node's, where the agent confirms them with a direct call), or
+when the tab's node declines it: it has
 other rules for the agent (policy, step timeout), another version of the workflow, or nobody takes
 the node's calls (``no_responders``: nothing was sent).
 
@@ -147,13 +149,15 @@ class CallForwarding:
     """Calls of this node on another node's tabs sent there, and the calls other nodes send here.
 
     ``node_of`` says which node holds a tab, ``alive`` which nodes the fleet sees; ``record`` records
-    a new call and answers its id (from a thread); ``run_here`` runs a call on this node; ``rules_of``
-    is an agent's :func:`rules_digest` here; ``workflow_sha256`` the digest of a workflow file here.
+    a new call and answers its id (from a thread); ``run_here`` runs a call on this node; ``policy_of``
+    is an agent's policy here, and ``step_timeout`` the node's (:func:`rules_digest`); ``workflow_sha256``
+    the digest of a workflow file here.
     """
 
     def __init__(self, name: str, io: IoLoop, subjects: Subjects, *, node_of: Callable[[int], str | None],
                  alive: Callable[[], frozenset[str]], record: Callable[[CallSpec, str | None], int],
-                 run_here: Callable[[RunCall], Awaitable[CallResponse]], rules_of: Callable[[str | None], str],
+                 run_here: Callable[[RunCall], Awaitable[CallResponse]],
+                 policy_of: Callable[[str | None], Policy], step_timeout: float,
                  workflow_sha256: Callable[[str], str | None], reissue_here: Callable[[int, str | None], str | None],
                  events_of: Callable[[int], Awaitable[list[Event]]]) -> None:
         self.bus: Bus | None = None
@@ -165,7 +169,8 @@ class CallForwarding:
         self._alive = alive
         self._record = record
         self._run_here = run_here
-        self._rules_of = rules_of
+        self._policy_of = policy_of
+        self._step_timeout = step_timeout
         self._workflow_sha256 = workflow_sha256
         self._reissue_here = reissue_here
         self._events_of = events_of
@@ -181,9 +186,10 @@ class CallForwarding:
         """Where this node takes the calls other nodes send it."""
         return self._subjects.node(self.name, "call")
 
-    def target(self, spec: CallSpec) -> str | None:
-        """The other node that holds every tab ``spec`` acts on; None when it runs here."""
-        tabs = tabs_known(spec) if self.bus is not None else None
+    def target(self, spec: CallSpec, agent: str | None) -> str | None:
+        """The other node that holds every tab ``spec`` acts on; None when it runs here. An agent whose
+        writes wait for approval runs its calls here: the confirm tokens of its holds are this node's."""
+        tabs = tabs_known(spec) if self.bus is not None and not self._policy_of(agent).ask_before_act else None
         if not tabs:
             return None
         nodes = {self._node_of(tab) for tab in tabs}
@@ -193,7 +199,7 @@ class CallForwarding:
     async def run(self, message: RunCall) -> CallResponse | None:
         """``message``'s response when its tabs are on another node (run there, or here if it declines);
         None when the call is not for another node."""
-        node = self.target(message.spec)
+        node = self.target(message.spec, message.agent)
         if node is None:
             return None
         call = await asyncio.to_thread(self._record, message.spec, message.agent)
@@ -314,6 +320,9 @@ class CallForwarding:
             del self._running[call]
             self._orphans.discard(call)
         return orjson.dumps(reply)
+
+    def _rules_of(self, agent: str | None) -> str:
+        return rules_digest(self._policy_of(agent), self._step_timeout)
 
     def origin_of(self, call: int) -> str | None:
         """The node that sent ``call`` here, while it runs; None for a call of this node's own."""

@@ -18,6 +18,7 @@ from actors.bus import BusError, NatsBus
 from actors.call_actor import RunCall
 from actors.loop import IoLoop
 from bridge.fleet.calls import CallForwarding
+from bridge.policy import Policy
 from core.calls import CallResponse
 from kitsune.fleet import FLEET
 from messages.commands import CallSpec, parse_command
@@ -70,7 +71,7 @@ def _end(name: str, bus: Any, *, alive: set[str], run_here: Any = None) -> CallF
     forwarding = CallForwarding(
         name, IoLoop(asyncio.get_running_loop()), Subjects(FLEET), node_of=lambda tab: "node-t2",
         alive=lambda: frozenset(alive), record=lambda spec, agent: CALL, run_here=run_here or never,
-        rules_of=lambda agent: "the same rules", workflow_sha256=lambda name: None,
+        policy_of=lambda agent: Policy(), step_timeout=30.0, workflow_sha256=lambda name: None,
         reissue_here=lambda call, agent: f"reissued-{call}-{agent}", events_of=no_events)
     forwarding.bus = bus
     return forwarding

@@ -163,6 +163,29 @@ def test_a_node_with_other_rules_for_the_agent_declines_and_the_call_runs_where_
     assert site.wait_for_count(HIT, 2) == 2
 
 
+def test_an_agent_whose_writes_wait_for_approval_runs_its_calls_where_it_came_in_and_confirms_there(
+        nodes: tuple[Node, Node], apis: tuple[str, str], site: TestSite) -> None:
+    first, second = nodes
+    with _client(apis[0]) as on_f1, _client(apis[1]) as on_f2:
+        tab = _open(on_f2, site, "node-f2")
+        asking = dataclasses.replace(first.policy_of("alice"), ask_before_act=True)
+        first.agent_policies["alice"] = second.agent_policies["alice"] = asking  # the same rules on both
+        try:
+            ran = _calls_run(second)
+            held = on_f1.post("/api/batch", json={"tabId": tab, "commands": [CLICK]}).json()
+            assert [p["status"] for p in held["progress"]] == ["held"], held
+            confirmed = on_f1.post("/api/act", json={"command": {**CLICK, "tabId": tab},  # the hold is node-f1's
+                                                     "confirm_token": held["results"][0]["state"]["confirm_token"]})
+            assert confirmed.status_code == 200 and confirmed.json()["status"] == "ok", confirmed.text
+            applied = on_f1.post("/api/resume", json={"call": held["call"], "resume_token": held["resume_token"],
+                                                      "observed": {"0": "applied"}})
+            assert applied.status_code == 200 and applied.json()["status"] == "ok", applied.text
+        finally:
+            del first.agent_policies["alice"], second.agent_policies["alice"]
+    assert _calls_run(second) == ran
+    assert site.wait_for_count(HIT, 1) == 1
+
+
 def test_a_call_on_tabs_of_two_nodes_runs_where_it_came_in_each_step_to_its_tab(
         nodes: tuple[Node, Node], apis: tuple[str, str], site: TestSite) -> None:
     first = nodes[0]
