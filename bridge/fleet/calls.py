@@ -7,9 +7,8 @@ own. The call pays one round trip, whatever its number of steps. A call is run h
 to their tabs one by one, when its tabs are not all known before it runs (a ``newTab``, a tab named
 by a reference), are on several nodes or on this one, when its agent's writes wait for approval (the
 confirm tokens of its holds are this node's, where the agent confirms them with a direct call), or
-when the tab's node declines it: it has
-other rules for the agent (policy, step timeout), another version of the workflow, or nobody takes
-the node's calls (``no_responders``: nothing was sent).
+when the tab's node declines it: it has other rules for the agent (policy, step timeout), another
+version of the workflow, or nobody takes the node's calls (``no_responders``: nothing was sent).
 
 The call is recorded here first (its audit entry: its call id), so that this node can always say
 what became of it. The tab's node runs it under its own rules, which are this node's (it declines
@@ -24,8 +23,8 @@ token for the call's checkpoint; the lost one no longer works). When the tab's n
 fleet judged it lost), or the call's deadline passed, the answer is ``fleet_unavailable`` (503) with
 the call's id and its steps as its events recorded them: a write sent without an answer on record
 is ``unknown``, never ``ok``; not retryable, as what ran may have taken effect, unless the call has
-no event on record (it never started: a write is sent only once its dispatch, and every event of the
-call before it, is stored).
+no event on record and its node is gone or never had it (it never started, and never will: a write is
+sent only once its dispatch, and every event of the call before it, is stored).
 """
 
 from __future__ import annotations
@@ -243,6 +242,7 @@ class CallForwarding:
         deadline = loop.time() + request.spec.timeout + FORWARD_MARGIN
         forward = asyncio.ensure_future(self.bus.request(subject, orjson.dumps(request.to_json()),
                                                          request.spec.timeout + FORWARD_MARGIN))
+        gone = False  # the call's node is gone, or never had the call: it will never run it
         try:
             while loop.time() < deadline:
                 await asyncio.wait({forward}, timeout=STATUS_INTERVAL)
@@ -259,12 +259,13 @@ class CallForwarding:
                         return ended
                     break
                 if (seen == "gone" and node not in self._alive()) or (seen == "unknown" and lost):
+                    gone = True
                     break
         except BusError as e:  # its ended response did not come: its events tell
             log.warning("a forwarded call's ended response was not had (%s)", e.code)
         finally:
             forward.cancel()
-        return await self._unavailable(node, request.call)
+        return await self._unavailable(node, request.call, gone=gone)
 
     async def _look(self, subject: str, call: int) -> str:
         """What the call's node says of it: running, ended, unknown (never arrived, or forgotten), gone
@@ -277,8 +278,9 @@ class CallForwarding:
             return "gone" if e.code == "no_responders" else "busy"
         return str(answer.get("status", "unknown"))
 
-    async def _unavailable(self, node: str, call: int) -> dict[str, Any]:
-        """The reply for a call whose node is gone, or whose deadline passed, without its response."""
+    async def _unavailable(self, node: str, call: int, *, gone: bool) -> dict[str, Any]:
+        """The reply for a call whose node is gone (``gone``: or never had it), or whose deadline passed,
+        without its response."""
         body: dict[str, Any] = {"call": call}
         try:
             events = await asyncio.wait_for(self._events_of(call), LOOK_TIMEOUT + SETTLE)
@@ -288,11 +290,12 @@ class CallForwarding:
         if events:
             steps = fold(events)
             body |= {"status": steps.status, "progress": steps.progress, "summary": steps.summary}
+        never_ran = gone and events == []
         error = KitsuneError("fleet_unavailable", f"Node {node}, which was to run call {call} on its tabs, gave no "
-                             "answer: " + ("it never started it, nothing was sent" if events == [] else
+                             "answer: " + ("it never started it, nothing was sent" if never_ran else
                                           "its steps are as its events recorded them (a write sent with no answer "
                                           "on record is unknown), and its checkpoint is not reachable"),
-                             retryable=events == [], state={"node": node})
+                             retryable=never_ran, state={"node": node})
         return {"body": {**error.to_json(), **body}, "status": error.http_status}
 
     # calls other nodes send here
