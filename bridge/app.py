@@ -10,7 +10,7 @@ nothing is sent to any page.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Awaitable, Callable, Iterator, Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import replace
 from typing import Any
 
@@ -38,19 +38,17 @@ from core.calls import CallResponse
 from messages import strict_json
 from messages.commands import (
     BLOCKS,
-    Broadcast,
     CallSpec,
     CloseTab,
-    Command,
     NewTab,
-    children,
     parse_body,
     parse_call,
     parse_command,
+    tabs_named,
 )
 from messages.contract import CALL_TIMEOUT
 from messages.errors import ERROR_CODES, KitsuneError, invalid_call
-from messages.paths import ROOT, StepPath
+from messages.paths import ROOT
 from messages.results import Done, Failed, Outcome, status_of
 from messages.schema import batch_schema, command_schema, parallel_schema
 
@@ -101,7 +99,8 @@ class Api:
         """The call with its default tab filled in, after every tab it names was found open (a call
         that names no tab, of an agent with no current tab, has nothing to look up)."""
         default = spec.default_tab if spec.default_tab is not None else self.node.member.current(agent)
-        named = [tab for i, command in enumerate(spec.commands) for tab in _literal_tabs(command, ROOT.child(i))]
+        named = [(path, tab) for i, command in enumerate(spec.commands)
+                 for path, tab in tabs_named(command, ROOT.child(i)) if isinstance(tab, int)]  # not a reference
         if default is None and not named:
             return spec
         wanted = frozenset(tab for _, tab in named) | (frozenset({default}) if default is not None else frozenset())
@@ -337,16 +336,6 @@ def _confirm_token(body: dict[str, Any]) -> str | None:
     if token is not None and not isinstance(token, str):
         raise invalid_call("invalid_parameter", "", "confirm_token must be a string", param="confirm_token")
     return token
-
-
-def _literal_tabs(command: Command, path: StepPath) -> Iterator[tuple[str, int]]:
-    """(path, tab) of every tab ``command`` names literally; one inside a one-step block is the block's."""
-    if isinstance(command.tab_id, int):
-        yield path, command.tab_id
-    if isinstance(command, Broadcast):
-        yield from ((path, t) for t in command.tab_ids if isinstance(t, int))
-    for child in children(command, path):
-        yield from ((found if child.step else path, t) for found, t in _literal_tabs(child.command, child.path))
 
 
 _REFUSED_INPUT = frozenset({"invalid_input", "site_tool_not_found"})

@@ -70,7 +70,7 @@ if TYPE_CHECKING:
     from bridge.browser.sessions import SessionChange
     from bridge.config import BridgeConfig
 
-__all__ = ["CODES", "HttpMetrics", "NodeMetrics", "ScrapedNode", "bounded", "scrape_tokens"]
+__all__ = ["CODES", "NODE_OPS", "HttpMetrics", "NodeMetrics", "ScrapedNode", "bounded", "scrape_tokens"]
 
 log = logging.getLogger(__name__)
 
@@ -343,6 +343,10 @@ class NodeMetrics:
         self.http_seconds.labels(route).observe(seconds)
 
 
+NODE_OPS = ("open", "tabs", "claims", "call")
+"""What a request to ``<fleet>.node.<name>.<op>`` asks of that node."""
+
+
 def _subject_kind(subject: str) -> str:
     """``tab`` (``<fleet>.tab.<id>.do``), ``tabs`` (``<fleet>.tabs.list``), or what a request to a node asks
     of it (``<fleet>.node.<name>.<op>``): ``open``, ``tabs``, ``claims`` or ``call``."""
@@ -350,7 +354,7 @@ def _subject_kind(subject: str) -> str:
     if len(tokens) == 3 and tokens[0] == "tab" and tokens[2] == "do":
         return "tab"
     if len(tokens) == 3 and tokens[0] == "node":
-        return bounded(tokens[2], ("open", "tabs", "claims", "call"))
+        return bounded(tokens[2], NODE_OPS)
     return "tabs" if tokens == ["tabs", "list"] else "other"
 
 

@@ -49,7 +49,7 @@ from bridge.policy import Policy
 from core.calls import CallResponse
 from core.checkpoints import WorkflowSource
 from messages.codec import decode, encode
-from messages.commands import Broadcast, CallSpec, Command, NewTab, children, command_to_json, parse_command
+from messages.commands import CallSpec, Command, NewTab, children, command_to_json, parse_command, tabs_named
 from messages.contract import SETTLE
 from messages.errors import KitsuneError
 from messages.events import CallEnded, Event
@@ -92,16 +92,14 @@ def rules_digest(policy: Policy, step_timeout: float) -> str:
 def tabs_known(spec: CallSpec) -> frozenset[int] | None:
     """The tabs ``spec`` acts on, when all are known before it runs; None when one is not (a ``newTab``,
     a tab named by a reference)."""
-    tabs = {spec.default_tab} if spec.default_tab is not None else set()
-    pending: list[Command] = list(spec.commands)
-    while pending:
-        command = pending.pop()
-        named = [command.tab_id, *(command.tab_ids if isinstance(command, Broadcast) else ())]
-        if isinstance(command, NewTab) or any(t is not None and not isinstance(t, int) for t in named):
-            return None
-        tabs.update(t for t in named if isinstance(t, int))
-        pending += (child.command for child in children(command))
-    return frozenset(tabs)
+    named = [tab for command in spec.commands for _, tab in tabs_named(command)]
+    if not all(isinstance(tab, int) for tab in named) or any(_opens_tab(c) for c in spec.commands):
+        return None
+    return frozenset(named) | ({spec.default_tab} if spec.default_tab is not None else frozenset())
+
+
+def _opens_tab(command: Command) -> bool:
+    return isinstance(command, NewTab) or any(_opens_tab(child.command) for child in children(command))
 
 
 @dataclass(frozen=True, slots=True)
@@ -188,12 +186,15 @@ class CallForwarding:
     def target(self, spec: CallSpec, agent: str | None) -> str | None:
         """The other node that holds every tab ``spec`` acts on; None when it runs here. An agent whose
         writes wait for approval runs its calls here: the confirm tokens of its holds are this node's."""
-        tabs = tabs_known(spec) if self.bus is not None and not self._policy_of(agent).ask_before_act else None
+        alive = self._alive()
+        if self.bus is None or len(alive) < 2 or self._policy_of(agent).ask_before_act:
+            return None  # a fleet of one (the usual node), or an agent whose holds are this node's
+        tabs = tabs_known(spec)
         if not tabs:
             return None
         nodes = {self._node_of(tab) for tab in tabs}
         node = nodes.pop() if len(nodes) == 1 else None
-        return node if node is not None and node != self.name and node in self._alive() else None
+        return node if node is not None and node != self.name and node in alive else None
 
     async def run(self, message: RunCall) -> CallResponse | None:
         """``message``'s response when its tabs are on another node (run there, or here if it declines);

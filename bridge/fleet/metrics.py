@@ -21,12 +21,10 @@ from prometheus_client.core import GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector
 
 from bridge.fleet.registry import NodeEntry, TabEntry
-from bridge.metrics import BUS_BUCKETS, BUS_OUTCOMES, bounded
+from bridge.metrics import BUS_BUCKETS, BUS_OUTCOMES, NODE_OPS, bounded
 
 __all__ = ["CROSS_NODE_SUBJECTS", "FleetMetrics"]
 
-NODE_OPS = ("open", "tabs", "claims", "call")
-"""What a request to ``<fleet>.node.<name>.<op>`` asks of that node."""
 CROSS_NODE_SUBJECTS = ("tab", *NODE_OPS, "resume")
 """A step on another node's tab (or its withdrawal), a newTab placed there, its tab list, a claim,
 release or takeover it decides, a call on its tabs sent there (and the looks at it), a resume of a

@@ -61,7 +61,7 @@ from messages.commands._blocks import ACTIONS, BLOCKS, Broadcast, If, Parallel, 
 from messages.commands._forms import audit_params, command_to_json, own_references, resolve_command
 from messages.commands._params import Param, parameters
 from messages.commands._parse import CallKind, CallSpec, Limits, parse_body, parse_call, parse_command
-from messages.commands._tree import Child, children, is_write, leaf_paths, secret_values
+from messages.commands._tree import Child, children, is_write, leaf_paths, secret_values, tabs_named
 
 __all__ = [
     "ACTIONS", "BLOCKS", "MAX_JS", "MAX_KEY", "MAX_NAME", "MAX_NODE_NAME", "MAX_REFERENCE", "MAX_SELECTOR",
@@ -72,5 +72,5 @@ __all__ = [
     "Press", "Retry", "Screenshot", "Select", "Sequence", "SiteTools", "Storage", "SubmitForm", "SwitchTab",
     "SyncBarrier", "Text", "Title", "Try", "Type", "Url", "WaitFor", "WaitForResult", "While",
     "audit_params", "children", "command_to_json", "is_write", "leaf_paths", "own_references", "parameters",
-    "parse_body", "parse_call", "parse_command", "resolve_command", "secret_values",
+    "parse_body", "parse_call", "parse_command", "resolve_command", "secret_values", "tabs_named",
 ]

@@ -7,7 +7,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from messages.commands._actions import Command
-from messages.commands._blocks import BLOCKS, Parallel, Retry, Sequence, Try
+from messages.commands._blocks import BLOCKS, Broadcast, Parallel, Retry, Sequence, Try
 from messages.commands._params import parameters
 from messages.paths import ROOT, StepPath
 from messages.references import Template
@@ -51,6 +51,17 @@ def children(command: Command, path: StepPath = ROOT) -> tuple[Child, ...]:
         else:
             found += (Child(c, path.child(json_name, i), i, False) for i, c in enumerate(value))
     return tuple(found)
+
+
+def tabs_named(command: Command, path: StepPath = ROOT) -> Iterator[tuple[StepPath, Any]]:
+    """(path, tab) of every tab ``command`` and the commands inside it name: an id, or a reference to one.
+    A tab named inside a one-step block is at the block's path."""
+    if command.tab_id is not None:
+        yield path, command.tab_id
+    if isinstance(command, Broadcast):
+        yield from ((path, tab) for tab in command.tab_ids)
+    for child in children(command, path):
+        yield from ((found if child.step else path, tab) for found, tab in tabs_named(child.command, child.path))
 
 
 def leaf_paths(command: Command, path: StepPath) -> list[tuple[StepPath, Command]]:

@@ -146,18 +146,27 @@ def test_a_streamed_call_hears_the_steps_the_tabs_node_runs_as_they_end(
     assert site.wait_for_count(HIT, 2) == 2
 
 
+@contextmanager
+def _alices_rules(*on: Node, **changed: Any) -> Iterator[None]:
+    """Alice's policy on the nodes ``on`` is the node's with ``changed``, until the block ends."""
+    for node in on:
+        node.agent_policies["alice"] = dataclasses.replace(node.policy_of("alice"), **changed)
+    try:
+        yield
+    finally:
+        for node in on:
+            del node.agent_policies["alice"]
+
+
 def test_a_node_with_other_rules_for_the_agent_declines_and_the_call_runs_where_it_came_in(
         nodes: tuple[Node, Node], apis: tuple[str, str], site: TestSite) -> None:
     first, second = nodes
     with _client(apis[0]) as on_f1, _client(apis[1]) as on_f2:
         tab = _open(on_f2, site, "node-f2")
-        second.agent_policies["alice"] = dataclasses.replace(second.policy_of("alice"), max_checkpoints=7)
-        try:
+        with _alices_rules(second, max_checkpoints=7):
             steps, ran = _asked(first, "tab"), _calls_run(second)
             answer = on_f1.post("/api/batch", json={"tabId": tab, "commands": [CLICK, CLICK]})
             assert answer.status_code == 200 and answer.json()["status"] == "ok", answer.text
-        finally:
-            del second.agent_policies["alice"]
     assert _asked(first, "tab") == steps + 2  # each step sent to the tab's node, under node-f1's rules
     assert _calls_run(second) == ran
     assert site.wait_for_count(HIT, 2) == 2
@@ -168,9 +177,7 @@ def test_an_agent_whose_writes_wait_for_approval_runs_its_calls_where_it_came_in
     first, second = nodes
     with _client(apis[0]) as on_f1, _client(apis[1]) as on_f2:
         tab = _open(on_f2, site, "node-f2")
-        asking = dataclasses.replace(first.policy_of("alice"), ask_before_act=True)
-        first.agent_policies["alice"] = second.agent_policies["alice"] = asking  # the same rules on both
-        try:
+        with _alices_rules(first, second, ask_before_act=True):  # the same rules on both
             ran = _calls_run(second)
             held = on_f1.post("/api/batch", json={"tabId": tab, "commands": [CLICK]}).json()
             assert [p["status"] for p in held["progress"]] == ["held"], held
@@ -180,8 +187,6 @@ def test_an_agent_whose_writes_wait_for_approval_runs_its_calls_where_it_came_in
             applied = on_f1.post("/api/resume", json={"call": held["call"], "resume_token": held["resume_token"],
                                                       "observed": {"0": "applied"}})
             assert applied.status_code == 200 and applied.json()["status"] == "ok", applied.text
-        finally:
-            del first.agent_policies["alice"], second.agent_policies["alice"]
     assert _calls_run(second) == ran
     assert site.wait_for_count(HIT, 1) == 1
 
