@@ -18,13 +18,14 @@ progress, a task following its session) hears the call's events relayed as they 
 
 When the answer is lost (this node's NATS connection dropped, a server died), the tab's node still
 runs the call to its end, and keeps its ended response (without its resume token) for
-:data:`ENDED_KEPT` seconds: this node asks for it (``status``, then ``result``, which gives a new
-token for the call's checkpoint; the lost one no longer works). When the tab's node is gone (the
-fleet judged it lost), or the call's deadline passed, the answer is ``fleet_unavailable`` (503) with
-the call's id and its steps as its events recorded them: a write sent without an answer on record
-is ``unknown``, never ``ok``; not retryable, as what ran may have taken effect, unless the call has
-no event on record and its node is gone or never had it (it never started, and never will: a write is
-sent only once its dispatch, and every event of the call before it, is stored).
+:data:`ENDED_KEPT` seconds (:data:`ENDED_BYTES` of them at most): this node asks for it (``status``,
+then ``result``, which gives a new token for the call's checkpoint; the lost one no longer works).
+When the tab's node is gone (the fleet judged it lost), or the call's deadline passed, the answer is
+``fleet_unavailable`` (503) with the call's id and its steps as its events recorded them: a write
+sent without an answer on record is ``unknown``, never ``ok``; not retryable, as what ran may have
+taken effect, unless the call has no event on record and its node is gone or never had it (it never
+started, and never will: a write is sent only once its dispatch, and every event of the call before
+it, is stored).
 """
 
 from __future__ import annotations
@@ -76,8 +77,9 @@ FORWARD_MARGIN = 2 * SETTLE + 10.0
 RELAY_DRAIN = 1.0
 """Seconds a streamed call's last relayed events are waited for once its answer came."""
 
-ENDED_LIMIT = 1000
-"""Ended responses kept at most (the oldest go first)."""
+ENDED_BYTES = 64 * 1024 * 1024
+"""Bytes of ended responses kept at most (the oldest go first: a caller that lost one of those has the
+call's steps from its events instead)."""
 
 
 def rules_digest(policy: Policy, step_timeout: float) -> str:
@@ -177,6 +179,8 @@ class CallForwarding:
         """Running calls whose node left the fleet: their later steps are not sent."""
         self._ended: collections.OrderedDict[int, _Ended] = collections.OrderedDict()
         """Calls other nodes sent here that ended, the oldest first."""
+        self._ended_bytes = 0
+        """Their replies' size, encoded."""
 
     @property
     def subject(self) -> str:
@@ -319,11 +323,12 @@ class CallForwarding:
         self._running[call] = request.origin
         try:
             reply = await self._run_forwarded(request)
-            self._keep_ended(request, reply)
+            encoded = orjson.dumps(reply)
+            self._keep_ended(request, reply, len(encoded))
         finally:
             del self._running[call]
             self._orphans.discard(call)
-        return orjson.dumps(reply)
+        return encoded
 
     def _rules_of(self, agent: str | None) -> str:
         return rules_digest(self._policy_of(agent), self._step_timeout)
@@ -368,21 +373,24 @@ class CallForwarding:
             loop.call_soon_threadsafe(send, encode(event))
         return relay
 
-    def _keep_ended(self, request: ForwardedCall, reply: dict[str, Any]) -> None:
-        """Keep ``reply`` a while for a caller that loses it; a resume token is not kept (a new one is made)."""
+    def _keep_ended(self, request: ForwardedCall, reply: dict[str, Any], size: int) -> None:
+        """Keep ``reply`` (``size`` bytes encoded) a while for a caller that loses it; a resume token is not
+        kept (a new one is made)."""
         now = time.monotonic()
-        while self._ended and (len(self._ended) >= ENDED_LIMIT
+        while self._ended and (self._ended_bytes + size > ENDED_BYTES
                                or next(iter(self._ended.values())).when < now - ENDED_KEPT):
-            self._ended.popitem(last=False)
+            self._ended_bytes -= self._ended.popitem(last=False)[1].size
         body = reply.get("body", {})
         self._ended[request.call] = _Ended(now, request.agent, "resume_token" in body, {
-            **reply, **({"body": {k: v for k, v in body.items() if k != "resume_token"}} if body else {})})
+            **reply, **({"body": {k: v for k, v in body.items() if k != "resume_token"}} if body else {})}, size)
+        self._ended_bytes += size
 
     async def _result(self, call: int) -> dict[str, Any]:
         """The ended response of ``call``, once (``{"gone"}`` when it is not kept)."""
         ended = self._ended.pop(call, None)
         if ended is None:
             return {"gone": True}
+        self._ended_bytes -= ended.size
         if not ended.had_token:
             return ended.reply
         token = await asyncio.to_thread(self._reissue_here, call, ended.agent)
@@ -400,6 +408,8 @@ class _Ended:
     """Whether its response carried a resume token (a new one is made for it)."""
     reply: dict[str, Any]
     """Its reply, without the token."""
+    size: int
+    """Its reply's size, encoded."""
 
 
 class _Lost:

@@ -2,16 +2,24 @@
 
 from __future__ import annotations
 
+import asyncio
 import dataclasses
 from typing import Any
 
+import orjson
 import pytest
 
-from bridge.fleet.calls import ForwardedCall, rules_digest, tabs_known
+from actors.call_actor import RunCall
+from actors.loop import IoLoop
+from bridge.fleet import calls
+from bridge.fleet.calls import CallForwarding, ForwardedCall, rules_digest, tabs_known
 from bridge.policy import Policy
 from bridge.url_policy import UrlPolicy
+from core.calls import CallResponse
 from core.checkpoints import WorkflowSource
 from messages.commands import CallSpec, parse_body
+from messages.events import Event
+from messages.requests import Subjects
 
 
 def _spec(body: dict[str, Any], kind: str = "batch") -> CallSpec:
@@ -68,3 +76,31 @@ def test_the_rules_digest_is_the_same_for_the_same_rules_and_differs_for_any_oth
               dataclasses.replace(policy, max_checkpoints=5), dataclasses.replace(policy, live_view=False)]
     digests = {rules_digest(other, 30.0) for other in others} | {rules_digest(policy, 31.0)}
     assert len(digests) == len(others) + 1 and rules_digest(policy, 30.0) not in digests
+
+
+def test_ended_responses_are_kept_up_to_a_size_the_oldest_going_first(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(calls, "ENDED_BYTES", 400)
+
+    async def run_here(message: RunCall) -> CallResponse:
+        return CallResponse({"status": "failed", "call": message.call, "text": "x" * 100, "resume_token": "t"})
+
+    async def no_events(call: int) -> list[Event]:
+        return []
+
+    async def scenario() -> tuple[list[str], dict[str, Any]]:
+        kept = CallForwarding("node-b", IoLoop(asyncio.get_running_loop()), Subjects(), node_of=lambda tab: None,
+                              alive=frozenset, record=lambda spec, agent: 0, run_here=run_here,
+                              policy_of=lambda agent: Policy(), step_timeout=30.0, workflow_sha256=lambda name: None,
+                              reissue_here=lambda call, agent: f"new-{call}", events_of=no_events)
+        spec = _spec({"tabId": 1, "commands": [{"action": "title"}]})
+        for call in (1, 2, 3):
+            sent = ForwardedCall(call, spec, None, "alice", None, rules_digest(Policy(), 30.0), None, "node-a")
+            reply = orjson.loads(await kept.serve(orjson.dumps(sent.to_json())))
+            assert reply["body"]["resume_token"] == "t"  # its caller gets it; the kept copy has none
+        statuses = [orjson.loads(await kept.serve(orjson.dumps({"op": "status", "call": c})))["status"]
+                    for c in (1, 2, 3)]
+        return statuses, orjson.loads(await kept.serve(orjson.dumps({"op": "result", "call": 3})))
+
+    statuses, result = asyncio.run(scenario())
+    assert statuses == ["unknown", "ended", "ended"]  # two fit in 400 bytes: the first went
+    assert result["body"]["resume_token"] == "new-3" and result["status"] == 200
