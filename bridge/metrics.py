@@ -62,6 +62,7 @@ from messages.events import (
     StepSucceeded,
 )
 from messages.paths import ROOT, StepPath
+from messages.requests import NODE_OPS
 from messages.results import STATUSES, Done, HeldForApproval, Outcome
 from messages.steplog import StepLogBuilder
 from messages.tokens import matching_index
@@ -70,7 +71,7 @@ if TYPE_CHECKING:
     from bridge.browser.sessions import SessionChange
     from bridge.config import BridgeConfig
 
-__all__ = ["CODES", "NODE_OPS", "HttpMetrics", "NodeMetrics", "ScrapedNode", "bounded", "scrape_tokens"]
+__all__ = ["CODES", "HttpMetrics", "NodeMetrics", "ScrapedNode", "bounded", "scrape_tokens"]
 
 log = logging.getLogger(__name__)
 
@@ -343,13 +344,8 @@ class NodeMetrics:
         self.http_seconds.labels(route).observe(seconds)
 
 
-NODE_OPS = ("open", "tabs", "claims", "call")
-"""What a request to ``<fleet>.node.<name>.<op>`` asks of that node."""
-
-
 def _subject_kind(subject: str) -> str:
-    """``tab`` (``<fleet>.tab.<id>.do``), ``tabs`` (``<fleet>.tabs.list``), or what a request to a node asks
-    of it (``<fleet>.node.<name>.<op>``): ``open``, ``tabs``, ``claims`` or ``call``."""
+    """``tab`` (``<fleet>.tab.<id>.do``), ``tabs`` (``<fleet>.tabs.list``), or a node's op (:data:`NODE_OPS`)."""
     tokens = subject.split(".")[1:]
     if len(tokens) == 3 and tokens[0] == "tab" and tokens[2] == "do":
         return "tab"

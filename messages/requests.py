@@ -8,7 +8,10 @@ from typing import Any
 
 from messages.commands import Command, command_to_json, parse_command
 
-__all__ = ["Subjects", "TabCancel", "TabRequest"]
+__all__ = ["NODE_OPS", "Subjects", "TabCancel", "TabRequest"]
+
+NODE_OPS = ("open", "tabs", "claims", "call")
+"""What a request to ``<fleet>.node.<name>.<op>`` asks of that node (:meth:`Subjects.node`)."""
 
 
 @dataclass(frozen=True, slots=True)

@@ -21,7 +21,8 @@ from prometheus_client.core import GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector
 
 from bridge.fleet.registry import NodeEntry, TabEntry
-from bridge.metrics import BUS_BUCKETS, BUS_OUTCOMES, NODE_OPS, bounded
+from bridge.metrics import BUS_BUCKETS, BUS_OUTCOMES, bounded
+from messages.requests import NODE_OPS
 
 __all__ = ["CROSS_NODE_SUBJECTS", "FleetMetrics"]
 
