@@ -460,3 +460,21 @@ def test_tasks_are_bounded_per_agent_in_goal_and_in_tabs_each_refusal_naming_its
         assert sorted(kept) == sorted(made[2:]), kept
         refused(dave.get(f"/api/tasks/{made[0]}"), "task_not_found")
         assert len(fleet.nodes[0].tasks.store.of_agent("dave")) == 4
+
+
+def test_a_new_task_s_tabs_are_found_open_in_one_read_never_a_bucket_read_per_tab(
+        fleet: Fleet, site: TestSite, monkeypatch: pytest.MonkeyPatch) -> None:
+    looked_up: list[int] = []
+
+    async def lookup(tab: int) -> None:
+        looked_up.append(tab)
+    for node in fleet.nodes:
+        monkeypatch.setattr(node.member.registry, "lookup", lookup)
+    (s1,) = sessions(1)
+    with api(fleet.bases[1], session=s1) as owner:
+        tab = open_tab(owner, site.url("/clicks"), fleet.nodes[0])  # through node 1, on node 0
+        unknown = refused(owner.post("/api/tasks", json={"goal": "g", "tabs": [tab, *range(10**9, 10**9 + 30)]}),
+                          "unknown_tab")
+        assert unknown["state"] == {"tabId": 10**9, "param": "tabs"}, unknown
+        assert create(owner, [tab])["tabs"] == [tab]
+    assert looked_up == []
