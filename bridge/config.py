@@ -28,7 +28,8 @@ From a YAML or JSON file (``kitsune serve --config FILE``) and the environment::
     live_view: {enabled: true, ttl: 300}  # links a person opens to see and act in a tab (seconds to open one;
                                           # public_url: https://... where people reach the node, for the links)
     site_tools: {continuation_ttl: 60}    # seconds a page's continuation token may be redeemed (WebMCP)
-    tasks: {lease_ttl: 30}                # seconds a task's lease lasts unless its owner is heard from
+    tasks: {lease_ttl: 30}                # seconds a task's lease lasts unless its owner is heard from; and
+                                          # max_per_agent: 100 (active or expired), max_goal: 500, max_tabs: 32
     operators: [{name: sre, token_env: CONSOLE_TOKEN}]  # the console's (GET /console); or password_env
     nats:                          # joining a server or cluster (``--nats-url`` wins over url)
       url: nats://a:4222,nats://b:4222
@@ -62,6 +63,7 @@ from pydantic import ValidationError
 from actors.nats_connection import NatsAuth
 from bridge.config_document import AgentEntry, Environment, OperatorEntry, Settings, StringPath
 from bridge.policy import CAPABILITY_GROUPS, Policy
+from bridge.tasks.records import TaskLimits
 from bridge.url_policy import UrlPolicy
 from messages.contract import (
     CHECKPOINT_CAPACITY,
@@ -160,6 +162,8 @@ class BridgeConfig:
     """Seconds a site tool's continuation token may be redeemed after it was issued."""
     task_lease_ttl: float = TASK_LEASE_TTL
     """Seconds a task's lease lasts unless its owner's session is heard from."""
+    task_limits: TaskLimits = TaskLimits()
+    """An agent's tasks at most, a goal's characters, a task's tabs."""
     operators: tuple[Operator, ...] = ()
     """Who may open the operator console; nobody when empty."""
 
@@ -274,6 +278,7 @@ def _built(settings: Settings, env: Mapping[str, str]) -> BridgeConfig:
         live_view_public_url=settings.live_view.public_url,
         continuation_ttl=settings.site_tools.continuation_ttl,
         task_lease_ttl=settings.tasks.lease_ttl,
+        task_limits=TaskLimits(settings.tasks.max_per_agent, settings.tasks.max_goal, settings.tasks.max_tabs),
         operators=_operators(settings.operators, env),
     )
     agents = _agents(settings, env, node.node_policy())

@@ -18,6 +18,8 @@ from pydantic_settings import BaseSettings, EnvSettingsSource, PydanticBaseSetti
 from pydantic_settings.sources.utils import parse_env_vars
 
 from bridge.policy import CAPABILITY_GROUPS
+from bridge.tasks.records import MAX_GOAL, MAX_PER_AGENT
+from bridge.tasks.records import MAX_TABS as MAX_TABS_PER_TASK
 from messages.commands import NODE_NAME
 from messages.contract import (
     CHECKPOINT_CAPACITY,
@@ -116,6 +118,9 @@ class SiteTools(Section):
 
 class Tasks(Section):
     lease_ttl: Seconds = TASK_LEASE_TTL
+    max_per_agent: Count = MAX_PER_AGENT
+    max_goal: Annotated[int, Field(gt=0, le=MAX_GOAL)] = MAX_GOAL  # a checkpoint carries 500 characters of it
+    max_tabs: Count = MAX_TABS_PER_TASK
 
 
 class OperatorEntry(Section):

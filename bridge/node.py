@@ -122,7 +122,7 @@ class Node:
         """The events, audit and metrics of its pages' site tools."""
         self.calls: Calls | None = None
         self._interrupted = False
-        self.tasks = Tasks(LocalTaskStore(), self.io, self, lease_ttl=config.task_lease_ttl,
+        self.tasks = Tasks(LocalTaskStore(), self.io, self, lease_ttl=config.task_lease_ttl, limits=config.task_limits,
                            owner_of=self.member.owner_of)
         """The agents' tasks (``bridge.tasks``): leases every write to their tabs passes (in the fleet's KV)."""
         self.sessions = SessionKeeper(browser.sessions, self.io, dataclasses.replace(

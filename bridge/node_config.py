@@ -15,6 +15,7 @@ from actors.nats_connection import NatsAuth
 from bridge.browser.sessions import Sessions
 from bridge.browser.site_tools import SiteTools
 from bridge.config import SessionTimes
+from bridge.tasks.records import TaskLimits
 from bridge.url_policy import UrlPolicy
 from messages.commands import Command
 from messages.contract import (
@@ -106,3 +107,5 @@ class NodeConfig:
     """Seconds a site tool's continuation token may be redeemed after it was issued."""
     task_lease_ttl: float = TASK_LEASE_TTL
     """Seconds a task's lease lasts unless its owner's session is heard from."""
+    task_limits: TaskLimits = TaskLimits()
+    """An agent's tasks at most, a goal's characters, a task's tabs."""

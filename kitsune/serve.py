@@ -76,7 +76,7 @@ async def _serve_http(args: argparse.Namespace, config: BridgeConfig) -> int:
                           max_tabs=config.max_tabs, name=config.node_name or NodeConfig().name,
                           live_view_ttl=config.live_view_ttl, live_view_public_url=config.live_view_public_url,
                           continuation_ttl=config.continuation_ttl,
-                          task_lease_ttl=config.task_lease_ttl)
+                          task_lease_ttl=config.task_lease_ttl, task_limits=config.task_limits)
     node = Node(ChromiumBrowser(), settings, policy=config.node_policy(), agent_policies=config.agent_policies(),
                 workflows=WorkflowLibrary(config.workflows) if config.workflows else None,
                 loop=asyncio.get_running_loop())

@@ -221,7 +221,9 @@ _TAKEOVER_DESCRIPTION = (
     "not authority: what the old session saw and did), tabs (re-observed now: url, title, needs_user) and "
     "in_flight: the old session's calls whose outcome is unknown (session lost mid-execution). Look at the tabs "
     "before anything else: a call in flight may have taken effect or not. Resume one with browser_resume(call, "
-    "resume_token, observed) only after you saw on the page whether it did; never retry a write blindly. It may "
+    "resume_token, observed) only after you saw on the page whether it did; never retry a write blindly. With "
+    "resume auto, a call that needed no observation was resumed (resumed); one that could not be carries "
+    "not_resumed (why: observed_required lists its steps) and its resume_token. It may "
     "be held for approval like a write (confirm_token).")
 
 _CORE = frozenset({"core"})

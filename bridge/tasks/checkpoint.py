@@ -28,6 +28,7 @@ from urllib.parse import urlsplit
 
 import orjson
 
+from bridge.tasks.records import MAX_GOAL
 from bridge.tasks.records import STATUSES as TASK_STATUSES
 from messages.commands import ACTIONS
 from messages.errors import ERROR_CODES
@@ -40,7 +41,7 @@ MAX_BYTES = 16 * 1024
 """The checkpoint's JSON, at most."""
 SUMMARY_BYTES = 4 * 1024
 """The agent's summary, at most (UTF-8)."""
-GOAL_CHARS, TITLE_CHARS, URL_CHARS, HEADING_CHARS = 500, 200, 400, 200
+GOAL_CHARS, TITLE_CHARS, URL_CHARS, HEADING_CHARS = MAX_GOAL, 200, 400, 200
 HEADINGS, STEPS, EVENTS = 10, 20, 20
 MIN_SECRET = 4
 """Secrets shorter than this are not searched for."""

@@ -23,9 +23,10 @@ import orjson
 from messages.contract import TASK_LEASE_TTL
 from messages.errors import KitsuneError
 
-__all__ = ["RESUMES", "SCOPES", "SESSION", "STATUSES", "TASK_ID", "InFlight", "Resume", "Scope", "State",
-           "Status", "Task", "acknowledged", "call_ended", "call_started", "check_owner", "check_write", "completed",
-           "expired_now", "lapsed", "new_task", "renewed", "revoked", "session_of", "taken_over", "with_checkpoint"]
+__all__ = ["MAX_GOAL", "MAX_PER_AGENT", "MAX_TABS", "RESUMES", "SCOPES", "SESSION", "STATUSES", "TASK_ID", "InFlight",
+           "Resume", "Scope", "State", "Status", "Task", "TaskLimits", "acknowledged", "call_ended", "call_started",
+           "check_owner", "check_write", "completed", "expired_now", "lapsed", "new_task", "renewed", "revoked",
+           "session_of", "taken_over", "with_checkpoint"]
 
 Resume = Literal["ask", "auto", "off"]
 Scope = Literal["tab", "browser", "remote"]
@@ -39,8 +40,24 @@ TASK_ID = re.compile(r"t-[0-9a-f]{16}")
 """A task's id: ``t-`` and 16 hex digits (also a safe KV key token)."""
 SESSION = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.:-]{0,127}")
 """A session's name, as ``X-Kitsune-Session`` gives it."""
-MAX_GOAL = 2000
-"""Characters of a task's goal, at most."""
+MAX_GOAL = 500
+"""Characters of a task's goal, at most (by default: what a checkpoint carries whole)."""
+MAX_TABS = 32
+"""Tabs a task names, at most (by default)."""
+MAX_PER_AGENT = 100
+"""An agent's tasks that hold their tabs (active or expired), at most (by default)."""
+
+
+@dataclass(frozen=True, slots=True)
+class TaskLimits:
+    """The bounds of one agent's tasks (the ``tasks`` section of the configuration)."""
+
+    per_agent: int = MAX_PER_AGENT
+    """Active and expired tasks of one agent, at most (completed and revoked ones do not count)."""
+    goal: int = MAX_GOAL
+    """Characters of a goal, at most."""
+    tabs: int = MAX_TABS
+    """Tabs of a task, at most."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -132,15 +149,21 @@ def session_of(header: str | None) -> str:
 
 
 def new_task(agent: str, session: str, goal: str, tabs: Iterable[int], *, now: float, resume: str = "ask",
-             scope: str = "browser", lease_ttl: float = TASK_LEASE_TTL, task_id: str | None = None) -> Task:
-    """A task just created: active, owned by ``session`` for ``lease_ttl`` seconds from ``now``."""
-    if not isinstance(goal, str) or not goal.strip() or len(goal) > MAX_GOAL:
-        raise _invalid("goal", f"goal must be a non-empty string of at most {MAX_GOAL} characters")
+             scope: str = "browser", lease_ttl: float = TASK_LEASE_TTL, task_id: str | None = None,
+             limits: TaskLimits | None = None) -> Task:
+    """A task just created: active, owned by ``session`` for ``lease_ttl`` seconds from ``now``; its goal and
+    tabs within ``limits`` (the defaults when None; ``invalid_parameter`` naming the limit: ``state.max``)."""
+    limits = limits or TaskLimits()
+    if not isinstance(goal, str) or not goal.strip() or len(goal) > limits.goal:
+        raise _invalid("goal", f"goal must be a non-empty string of at most {limits.goal} characters",
+                       max=limits.goal)
     if resume not in RESUMES:
         raise _invalid("resume", "resume must be one of ask, auto, off")
     if scope not in SCOPES:
         raise _invalid("scope", "scope must be one of tab, browser, remote")
     tab_list = list(tabs)
+    if len(tab_list) > limits.tabs:
+        raise _invalid("tabs", f"a task names at most {limits.tabs} tabs", max=limits.tabs)
     if any(not isinstance(t, int) or isinstance(t, bool) or t < 0 for t in tab_list):
         raise _invalid("tabs", "tabs must be a list of tab ids")
     if not lease_ttl > 0:
@@ -157,10 +180,17 @@ def check_owner(task: Task, session: str | None, now: float) -> None:
         raise refusal
 
 
-def check_write(task: Task, session: str | None, now: float, tab: int) -> None:
-    """Refuse a write on ``tab``, one of ``task``'s, by ``session``: only the owner writes on an active
-    task's tabs; an expired one's are nobody's until taken over; a revoked one's are closed to its last
-    owner. A completed task restricts nothing."""
+def check_write(task: Task, agent: str, session: str | None, now: float, tab: int) -> None:
+    """Refuse a write on ``tab``, one of ``task``'s, by ``session`` of ``agent``: only the owner (the task's
+    agent, in the session holding the lease) writes on an active task's tabs; an expired one's are nobody's
+    until taken over; a revoked one's are closed to its last owner. A completed task restricts nothing.
+    Another agent (a tab taken over) is refused whatever session it names, told of no task: a task is
+    its agent's alone."""
+    if agent != task.agent:
+        refusal = _foreign(task, now, tab)
+        if refusal is not None:
+            raise refusal
+        return
     if task.status == "completed" or (task.status == "revoked" and session != task.owner):
         return
     refusal = _refusal(task, session, now, {"taskId": task.id, "tabId": tab})
@@ -262,5 +292,18 @@ def _refusal(task: Task, session: str | None, now: float, state: dict[str, Any])
             return KitsuneError("task_closed", f"task {task.id} is {task.status}", state=state)
 
 
-def _invalid(parameter: str, message: str) -> KitsuneError:
-    return KitsuneError("invalid_parameter", message, state={"param": parameter})
+def _foreign(task: Task, now: float, tab: int) -> KitsuneError | None:
+    """Why another agent than ``task``'s may not write ``tab`` now, naming no task (its id, goal and sessions
+    are its agent's), or ``None`` once the task is completed or revoked."""
+    state = {"tabId": tab, "owner": "another agent"}
+    if task.status in ("completed", "revoked"):
+        return None
+    if task.live(now):
+        return KitsuneError("task_leased", f"tab {tab} is in a task of another agent: only that task's owner "
+                            "writes it", state=state)
+    return KitsuneError("task_expired", f"tab {tab} is in a task of another agent whose lease ended: only that "
+                        "agent may take it over or end it", state=state)
+
+
+def _invalid(parameter: str, message: str, **state: Any) -> KitsuneError:
+    return KitsuneError("invalid_parameter", message, state={"param": parameter, **state})

@@ -2,14 +2,20 @@
 
 - Writes: :meth:`Tasks.refusal` is the policy's ``TaskLeases``. The mirror says whether a tab is a
   task's; the bucket's own record then decides (a decisive read: a takeover or a revocation made
-  through another node holds for the next write here). The owner's write renews its lease.
+  through another node holds for the next write here). The owner is (agent, session): another agent's
+  write is refused whatever session it names, and told of no task. The owner's write renews its lease.
+- Bounds (:class:`~bridge.tasks.records.TaskLimits`): an agent's active and expired tasks
+  (``quota_exceeded``; it keeps as many completed or revoked ones at most, the oldest deleted as it
+  creates more), a goal's length, a task's tabs; a new task's tabs are found open in one read of what
+  the node knows of the fleet, never one bucket read per tab.
 - Calls: :meth:`Tasks.following` wraps a call or resume of a session that owns tasks: the call is
   in flight in each of them from its first event until the session is heard from after its end.
   Values typed in it are kept in memory (never written) to scrub the agent's summaries.
 - Takeover: one compare-and-set; its answer re-observes the task's tabs now and reports the calls
   in flight as unknown ("session lost mid-execution"), each with a reissued resume token when its
-  checkpoint is held (``ask``, ``auto``), and ``auto`` resumes those that need no observation and
-  hold no approval.
+  checkpoint is held (``ask``, ``auto``), and ``auto`` resumes those that need no observation. Every
+  call's entry says what became of it: a resume refused (``observed_required``, ``workflow_changed``, any
+  error) is that entry's ``not_resumed``, with the token that still resumes it, never the takeover's answer.
 """
 
 from __future__ import annotations
@@ -29,7 +35,7 @@ from actors.call_actor import ResumeCall, RunCall
 from actors.loop import IoLoop
 from bridge.tasks import records
 from bridge.tasks.checkpoint import build_checkpoint
-from bridge.tasks.records import Task
+from bridge.tasks.records import Task, TaskLimits
 from bridge.tasks.store import TaskStore
 from core.calls import CallResponse
 from messages.commands import secret_values
@@ -47,6 +53,10 @@ LOST = "session lost mid-execution"
 _DECISIVE_READ = 5.0
 _SECRETS_KEPT = 64
 """Typed values remembered per task (the newest), to scrub summaries."""
+_OPENING = 1.0
+"""Seconds a new task waits for the fleet's mirror to show a tab it names that is not there yet."""
+_GONE = frozenset({"checkpoint_not_found", "resume_token_invalid"})
+"""Resume errors after which the token just issued resumes nothing."""
 
 
 class _Node(Protocol):
@@ -73,9 +83,10 @@ class Tasks:
     """The tasks of one node's agents (owned by the node; the store is the fleet's)."""
 
     def __init__(self, store: TaskStore, io: IoLoop, node: _Node, *, lease_ttl: float,
-                 owner_of: Callable[[int], str | None]) -> None:
+                 owner_of: Callable[[int], str | None], limits: TaskLimits | None = None) -> None:
         self.store = store
         self.lease_ttl = lease_ttl
+        self.limits = limits or TaskLimits()
         self._io = io
         self._node = node
         self._owner_of = owner_of
@@ -93,8 +104,9 @@ class Tasks:
             raise KitsuneError("invalid_parameter", "tabs must be a list of tab ids", state={"param": "tabs"})
         task = records.new_task(agent, records.session_of(session), body.get("goal"),  # type: ignore[arg-type]
                                 tabs, now=time.time(), resume=body.get("resume", "ask"),
-                                scope=body.get("scope", "browser"), lease_ttl=self.lease_ttl)
-        closed = sorted(set(task.tabs) - await self._node.open_tab_ids(frozenset(task.tabs)))
+                                scope=body.get("scope", "browser"), lease_ttl=self.lease_ttl, limits=self.limits)
+        self._within_quota(agent)
+        closed = await self._unopened(task.tabs)
         if closed:
             raise KitsuneError("unknown_tab", f"No open tab {closed[0]}", state={"tabId": closed[0], "param": "tabs"})
         for tab in task.tabs:  # the store refuses a tab of another task that is not over (task_conflict)
@@ -103,6 +115,7 @@ class Tasks:
         checkpoint = await self._checkpoint(task, "")
         task = records.with_checkpoint(task, checkpoint, task.created)
         await asyncio.to_thread(self._node.auditor(agent).task, "created", task.id)
+        await self._pruned(agent)
         await self.store.create(task)
         return task.view(session, time.time())
 
@@ -179,16 +192,18 @@ class Tasks:
         for mirrored in self.store.tasks_of_tab(tab):  # usually one; a task gone since is passed over
             task = self._io.run(self.store.get(mirrored.id), timeout=_DECISIVE_READ)
             if task is not None and task.status != "completed":
-                return self._write_refusal(task, tab, session)
+                return self._write_refusal(task, tab, agent, session)
         return None
 
-    def _write_refusal(self, task: records.Task, tab: int, session: str | None) -> Failure | None:
-        """Why ``session`` may not write ``tab`` of ``task`` as the bucket has it now, or None (its lease renewed)."""
+    def _write_refusal(self, task: records.Task, tab: int, agent: str, session: str | None) -> Failure | None:
+        """Why ``session`` of ``agent`` may not write ``tab`` of ``task`` as the bucket has it now, or None (its
+        lease renewed)."""
         try:
-            records.check_write(task, session, time.time(), tab)
+            records.check_write(task, agent, session, time.time(), tab)
         except KitsuneError as e:
             return Failure(f"{e.message}; nothing was sent", e.code, False, e.state)
-        if task.state_for(session, time.time()) == "owner" and records.renewed(task, session, time.time()):
+        if task.agent == agent and task.state_for(session, time.time()) == "owner" \
+                and records.renewed(task, session, time.time()):
             self._soon(self._renew(task.id, session))
         return None
 
@@ -269,6 +284,31 @@ class Tasks:
 
     # -- helpers ---------------------------------------------------------------------------------
 
+    def _within_quota(self, agent: str) -> None:
+        """``quota_exceeded`` when ``agent`` holds as many active and expired tasks as it may (the mirror's)."""
+        most = self.limits.per_agent
+        if sum(t.status in ("active", "expired") for t in self.store.of_agent(agent)) >= most:
+            raise KitsuneError("quota_exceeded", f"an agent has at most {most} active or expired tasks (tasks."
+                               "max_per_agent): complete or revoke one first", state={"limit": "tasks", "max": most})
+
+    async def _pruned(self, agent: str) -> None:
+        """Keep ``agent``'s completed and revoked tasks to ``limits.per_agent`` at most: the oldest are deleted
+        now, as the sweeper would once their tombstones are old."""
+        closed = [t for t in self.store.of_agent(agent) if t.status in ("completed", "revoked")]
+        for task in sorted(closed, key=lambda t: t.updated, reverse=True)[self.limits.per_agent:]:
+            await self.store.remove(task)
+
+    async def _unopened(self, tabs: tuple[int, ...]) -> list[int]:
+        """Those of ``tabs`` that are not open in the fleet, from one read of what the node knows (its own
+        tabs, the fleet registry's mirror), read again for a moment while some are missing (a tab opened on
+        another node a moment ago): never a bucket read per tab."""
+        deadline = time.monotonic() + _OPENING
+        while True:
+            missing = sorted(set(tabs) - await self._node.open_tab_ids())
+            if not missing or time.monotonic() >= deadline:
+                return missing
+            await asyncio.sleep(0.1)
+
     async def _found(self, agent: str, task_id: str) -> Task:
         task = await self.store.get(task_id) if records.TASK_ID.fullmatch(task_id) else None
         if task is None or task.agent != agent:
@@ -289,11 +329,14 @@ class Tasks:
             await self.store.change(task_id, lambda t: records.renewed(t, session, time.time()))
 
     async def _observed(self, task: Task) -> list[dict[str, Any]]:
-        """The task's tabs as they are now: URL, title, and whether they need a person."""
-        described = {tab["tabId"]: tab for tab in await self._node.describe_tabs()}
+        """The task's tabs as they are now: URL, title, and whether they need a person (each unknown when the
+        fleet's tabs could not be listed)."""
+        described: dict[int, dict[str, Any]] | None = None
+        with contextlib.suppress(KitsuneError):
+            described = {tab["tabId"]: tab for tab in await self._node.describe_tabs()}
         observed: list[dict[str, Any]] = []
         for tab in task.tabs:
-            found = described.get(tab)
+            found = described.get(tab) if described is not None else {}
             if found is None:
                 observed.append({"tabId": tab, "closed": True})
                 continue
@@ -306,27 +349,40 @@ class Tasks:
         return observed
 
     async def _lost_call(self, task: Task, call: int, session: str) -> dict[str, Any]:
-        """A call the old session may not have heard the end of: unknown, with a way to resume it if it kept one."""
+        """A call the old session may not have heard the end of: unknown, with a way to resume it if it kept one.
+        ``auto`` resumes it; a resume refused is this entry's ``not_resumed`` (the error, its ``state.steps``
+        for ``observed_required``) with the token that still resumes it: the takeover has happened, and
+        its answer is the only one to carry that token."""
         lost: dict[str, Any] = {"call": call, "status": "unknown", "reason": LOST}
         if task.resume == "off":
             return lost
-        token = await self._node.reissue(call, task.agent)
+        try:
+            token = await self._node.reissue(call, task.agent)
+        except KitsuneError as e:  # its checkpoint's node did not answer: nothing reissued
+            return {**lost, "not_resumed": e.to_json()}
         if token is None:
             return lost
-        if task.resume == "auto":
+        if task.resume == "ask":
+            return {**lost, "resume_token": token}
+        try:
             response = await self._node.run_async(ResumeCall(call, token, None, task.agent, session=session))
-            if response.body.get("code") not in ("observed_required", "needs_user"):
-                return {**lost, "resumed": response.body}
-            token = response.body.get("resume_token", token) if response.body.get("code") == "needs_user" else token
-        return {**lost, "resume_token": token}
+        except KitsuneError as e:  # refused: nothing was sent, the checkpoint is as it was (unless it is gone)
+            return {**lost, **({} if e.code in _GONE else {"resume_token": token}), "not_resumed": e.to_json()}
+        body = response.body
+        resumed = {**lost, "resumed": body}
+        if isinstance(body.get("resume_token"), str):  # it did not finish ok: resumed again with this one
+            resumed["resume_token"] = body["resume_token"]
+        return resumed
 
     async def _checkpoint(self, task: Task, summary: Any) -> dict[str, Any]:
         """The task's checkpoint as the node builds it now (its first open tab observed): context, never authority."""
         previous = task.checkpoint or {}
-        tabs = await self._observed(task) if task.tabs else []
-        page = next((t for t in tabs if not t.get("closed")), {})
-        if page:
-            page = {**page, "headings": await self._node.headings(page["tabId"])}
+        described = {tab["tabId"]: tab for tab in await self._node.describe_tabs()} if task.tabs else {}
+        first = next((described[tab] for tab in task.tabs if tab in described), None)
+        page: dict[str, Any] = {}
+        if first is not None:
+            page = {"url": first.get("url"), "title": first.get("title"),
+                    "headings": await self._node.headings(first["tabId"])}
         return build_checkpoint(task.goal, previous.get("began") or page, page, previous.get("steps", []),
                                 previous.get("events", []), summary if summary else previous.get("summary", ""),
                                 task.status, self._secrets.get(task.id, ()))

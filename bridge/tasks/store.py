@@ -81,6 +81,11 @@ class TaskStore(Protocol):
         ``task_takeover_conflict`` when other writers came first ``attempts`` times."""
         ...
 
+    async def remove(self, task: Task) -> None:
+        """Delete ``task`` now if the mirror has it completed or revoked (as the sweeper does once its
+        tombstone is old); nothing when it changed since."""
+        ...
+
     def tasks_of_tab(self, tab: int) -> list[Task]:
         """The tasks naming ``tab`` that are not completed, newest first (the mirror: a decision reads each again)."""
         ...
@@ -209,6 +214,18 @@ class _Store:
         raise KitsuneError("task_takeover_conflict", f"task {task_id} was changed by another request at the same "
                            "time; read it again", state={"taskId": task_id})
 
+    async def remove(self, task: Task) -> None:
+        known = self._mirror.get(task.id)
+        if known is not None and known[0].status in ("completed", "revoked"):
+            await self._removed(*known)
+
+    async def _removed(self, task: Task, revision: int) -> None:
+        """Delete ``task`` if it is still at ``revision``, then the claims it still holds."""
+        with contextlib.suppress(_Conflict):  # changed since, or gone: another node's sweep
+            await self._remove(task.id, revision)
+            self._forget(task.id, revision + 1)
+        await self._drop_claims(task)
+
     def tasks_of_tab(self, tab: int) -> list[Task]:
         return list(self._tasks_of(lambda t: tab in t.tabs and t.status != "completed"))
 
@@ -225,10 +242,7 @@ class _Store:
                 if task.status == "active" and task.lease_expires <= now:
                     await self.change(task.id, lambda t: lapsed(t, now))
                 elif task.status in ("completed", "revoked") and now - task.updated >= self._tombstone_ttl:
-                    with contextlib.suppress(_Conflict):  # changed since, or gone: another node's sweep
-                        await self._remove(task.id, revision)
-                        self._forget(task.id, revision + 1)
-                    await self._drop_claims(task)
+                    await self._removed(task, revision)
             except Exception as e:  # the next sweep tries again
                 log.warning("task %s not swept (%s)", task.id, type(e).__name__)
 

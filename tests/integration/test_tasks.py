@@ -15,144 +15,43 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import secrets
 import threading
-from collections.abc import Iterator
-from dataclasses import dataclass
-from pathlib import Path
+import time
 from typing import Any
 
 import httpx
 import orjson
 import pytest
-import yaml
 
-from bridge.browser import ChromiumBrowser
-from bridge.config import BridgeConfig, load_config
-from bridge.node import Node
+from bridge.tasks.records import TaskLimits
 from bridge.tasks.store import TASKS_BUCKET
 from messages.errors import ERROR_CODES
-from tests.integration.fleet_nodes import sees, until
-from tests.integration.serving import TOKENS, app_over
+from tests.integration.fleet_nodes import until
+from tests.integration.task_fleet import (
+    HIT,
+    LEASE,
+    LOST,
+    OPERATOR,
+    SLOW,
+    SLOW_WRITE,
+    Fleet,
+    answer,
+    api,
+    approved_tab,
+    create,
+    expire,
+    fleet,
+    hit,
+    open_tab,
+    refused,
+    sessions,
+    state,
+)
 from tests.nats_access import NatsAccess
 from tests.site import TestSite
 from tests.site.pages import TEXT_HEADING
 
-LEASE = 3.0
-"""Seconds a task's lease lasts on these nodes."""
-AGENTS = {**TOKENS, "carol": "carol-token-0123456789abcdef"}
-OPERATOR = "operator-token-0123456789abcdef"
-HIT = "POST /clicks/hit"
-SLOW = "POST /slow"
-SLOW_WRITE = "fetch('/slow', {method: 'POST'}).then(() => true)"
-"""A write the site holds (hold_slow) until the test lets it go."""
-LOST = "session lost mid-execution"
-
-
-@dataclass(frozen=True)
-class Fleet:
-    """Two nodes of one fleet, each served over HTTP."""
-
-    name: str
-    nodes: tuple[Node, Node]
-    bases: tuple[str, str]
-
-
-def _config(directory: Path) -> BridgeConfig:
-    """Agents alice and bob, carol who asks before acting, and an operator."""
-    agents = [{"name": name, "token": token, **({"ask_before_act": True} if name == "carol" else {})}
-              for name, token in AGENTS.items()]
-    (directory / "kitsune.yaml").write_text(yaml.safe_dump({
-        "agents": agents, "caps": ["core", "automation"], "operators": [{"name": "sre", "token": OPERATOR}]}))
-    return load_config(directory / "kitsune.yaml", {})
-
-
-@pytest.fixture(scope="module")
-def fleet(nats_access: NatsAccess, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Fleet]:
-    config, name = _config(tmp_path_factory.mktemp("tasks")), f"tasks-{secrets.token_hex(4)}"
-    with contextlib.ExitStack() as stack:
-        nodes = []
-        for _ in range(2):
-            node = Node(ChromiumBrowser(), nats_access.node_config(fleet=name, task_lease_ttl=LEASE, step_timeout=10.0),
-                        agent_policies=config.agent_policies()).start()
-            stack.callback(node.stop)
-            nodes.append(node)
-        first, second = nodes
-        until(lambda: sees(first, first.config.name, second.config.name)
-              and sees(second, first.config.name, second.config.name), 10, "the nodes seeing each other")
-        bases = (stack.enter_context(app_over(first, config)), stack.enter_context(app_over(second, config)))
-        yield Fleet(name, (first, second), bases)
-
-
-def sessions(count: int) -> list[str]:
-    """Names of ``count`` new sessions (each test its own: a session's tasks follow all its calls)."""
-    return [f"s{i}-{secrets.token_hex(4)}" for i in range(count)]
-
-
-@contextlib.contextmanager
-def api(base: str, agent: str = "alice", session: str | None = None,
-        token: str | None = None) -> Iterator[httpx.Client]:
-    """A client of ``agent`` (or of ``token``) naming ``session`` in every request (none: no header)."""
-    headers = {"Authorization": f"Bearer {token or AGENTS[agent]}",
-               **({"X-Kitsune-Session": session} if session else {})}
-    with httpx.Client(base_url=base, headers=headers, timeout=60) as client:
-        yield client
-
-
-def answer(response: httpx.Response, status: int = 200) -> dict[str, Any]:
-    assert response.status_code == status, response.text
-    body: dict[str, Any] = response.json()
-    return body
-
-
-def refused(response: httpx.Response, code: str) -> dict[str, Any]:
-    """The error body of a refused request: ``code`` with its own HTTP status."""
-    body = answer(response, ERROR_CODES[code].http_status)
-    assert body["code"] == code, body
-    return body
-
-
-def open_tab(client: httpx.Client, url: str, node: Node, **session: str) -> int:
-    """A new tab at ``url`` on ``node`` (in the browser ``session`` given); its id."""
-    opened = answer(client.post("/api/tabs", json={"op": "open", "url": url, "node": node.config.name, **session}))
-    assert opened["status"] == "ok", opened
-    tab: int = opened["tabId"]
-    return tab
-
-
-def approved_tab(client: httpx.Client, url: str, node: Node) -> int:
-    """A new tab of an agent that asks before acting: held first, then opened with the hold's confirm token."""
-    body = {"op": "open", "url": url, "node": node.config.name}
-    asked = answer(client.post("/api/tabs", json=body))
-    assert (asked["status"], asked["code"]) == ("held", "needs_user"), asked
-    opened = answer(client.post("/api/tabs", json={**body, "confirm_token": asked["state"]["confirm_token"]}))
-    assert opened["status"] == "ok", opened
-    tab: int = opened["tabId"]
-    return tab
-
-
-def create(client: httpx.Client, tabs: list[int], goal: str = "Hit the button", **options: Any) -> dict[str, Any]:
-    """A new task of the client's session on ``tabs``; its view."""
-    created = answer(client.post("/api/tasks", json={"goal": goal, "tabs": tabs, **options}), 201)
-    assert created["ok"] and created["task"]["state"] == "owner" and created["task"]["tabs"] == tabs, created
-    task: dict[str, Any] = created["task"]
-    return task
-
-
-def hit(client: httpx.Client, tab: int, **extra: Any) -> dict[str, Any]:
-    """A direct click on the /clicks page's #hit (one POST /clicks/hit when it runs)."""
-    return answer(client.post("/api/act", json={"command": {"action": "click", "tabId": tab, "selector": "#hit"},
-                                                **extra}))
-
-
-def state(client: httpx.Client, task: str) -> str:
-    got: str = answer(client.get(f"/api/tasks/{task}"))["task"]["state"]
-    return got
-
-
-def expire(client: httpx.Client, task: str) -> None:
-    ended = answer(client.delete(f"/api/tasks/{task}", params={"expire": "true"}))
-    assert ended["task"]["state"] == "expired" and ended["task"]["status"] == "expired", ended
+__all__ = ["fleet"]  # the module's fixture
 
 
 def test_the_owner_writes_and_a_follower_observes_its_writes_refused_with_nothing_sent(
@@ -468,3 +367,114 @@ def test_an_operator_revokes_a_task_and_its_owner_s_next_write_is_refused(fleet:
         assert hit(heir, other_tab)["status"] == "ok"
         assert site.wait_for_count(HIT, 2) == 2
     assert site.counts() == {HIT: 2}
+
+
+def test_another_agent_that_took_the_tab_over_writes_through_no_lease_and_is_told_of_no_task(
+        fleet: Fleet, site: TestSite) -> None:
+    (s1,) = sessions(1)
+    goal = "Buy the blue kettle for Alice"
+    base = fleet.bases[0]
+    with api(base, session=s1) as alice, api(base, "bob", s1) as posing, api(fleet.bases[1], "bob") as bob:
+        tab = open_tab(alice, site.url("/clicks"), fleet.nodes[0])
+        task = create(alice, [tab], goal)["id"]
+        assert answer(bob.post("/api/tabs", json={"op": "takeover", "tabId": tab}))["ok"] is True
+        told: list[bytes] = []
+        for expired_code in ("task_leased", "task_expired"):
+            for other in (posing, bob):  # alice's session name, or none: bob's all the same
+                direct = other.post("/api/act", json={"command": {"action": "click", "tabId": tab, "selector": "#hit"}})
+                body = direct.json()
+                assert (body["status"], body["code"], body["state"]) == (
+                    "failed", expired_code, {"tabId": tab, "owner": "another agent"}), body
+                batch = answer(other.post("/api/batch", json={"tabId": tab, "commands": [
+                    {"action": "click", "selector": "#hit"}]}))
+                assert batch["results"][0]["code"] == expired_code, batch
+                told += [direct.content, orjson.dumps(batch), other.get(f"/api/tasks/{task}").content,
+                         other.get("/api/tasks").content,
+                         other.post(f"/api/tasks/{task}/takeover", json={"force": True}).content]
+            expire(alice, task)
+        refused(posing.get(f"/api/tasks/{task}"), "task_not_found")
+        assert [t for t in answer(bob.get("/api/tasks"))["tasks"] if t["id"] == task] == []
+        leaks = [(word, told_one) for told_one in told for word in (task, goal, s1) if word.encode() in told_one
+                 and b"task_not_found" not in told_one]  # a task_not_found repeats the id it was asked
+        assert leaks == []
+        assert state(alice, task) == "expired"
+    assert site.counts() == {}
+
+
+def test_an_auto_takeover_answers_its_report_when_a_lost_call_needs_an_observation(
+        fleet: Fleet, site: TestSite) -> None:
+    s1, s2 = sessions(2)
+    with api(fleet.bases[0], session=s1) as lost, api(fleet.bases[1], session=s2) as heir:
+        tab = open_tab(lost, site.url("/slow"), fleet.nodes[0])
+        task = create(lost, [tab], "Submit the slow form once", resume="auto")["id"]
+        site.hold_slow()
+        try:
+            stopped = _slow_batch(lost, tab, 1)  # its write went out; how it ended is not known
+        finally:
+            site.release_slow()
+        assert stopped["progress"][1]["status"] == "unknown" and stopped["resume_token"], stopped
+        _lapsed(heir, task)
+        taken = answer(heir.post(f"/api/tasks/{task}/takeover", json={}))
+        assert taken["task"]["state"] == "owner", taken
+        (report,) = taken["in_flight"]
+        assert (report["call"], report["status"], report["reason"]) == (stopped["call"], "unknown", LOST), report
+        why = report["not_resumed"]
+        assert why["code"] == "observed_required" and "resumed" not in report, report
+        assert [(s["step"], s["status"]) for s in why["state"]["steps"]] == [("1", "unknown")], why
+        resume = {"call": stopped["call"], "observed": {"1": "applied"}}
+        refused(heir.post("/api/resume", json={**resume, "resume_token": stopped["resume_token"]}),
+                "resume_token_invalid")
+        resumed = answer(heir.post("/api/resume", json={**resume, "resume_token": report["resume_token"]}))
+        assert resumed["status"] == "ok", resumed
+    assert site.count(SLOW) == 1  # observed applied: never sent again
+
+
+def test_tasks_are_bounded_per_agent_in_goal_and_in_tabs_each_refusal_naming_its_limit(
+        fleet: Fleet, site: TestSite, monkeypatch: pytest.MonkeyPatch) -> None:
+    for node in fleet.nodes:
+        monkeypatch.setattr(node.tasks, "limits", TaskLimits(per_agent=3, goal=20, tabs=4))
+    s1, s2 = sessions(2)
+    with api(fleet.bases[0], "dave", s1) as dave, api(fleet.bases[1], "dave", s2) as other, \
+            api(fleet.bases[0], "bob", s1) as bob:
+        tab = open_tab(dave, site.url("/clicks"), fleet.nodes[0])
+        for goal, tabs, parameter, most in [("g" * 21, [tab], "goal", 20), ("g", [tab] * 5, "tabs", 4)]:
+            bad = refused(dave.post("/api/tasks", json={"goal": goal, "tabs": tabs}), "invalid_parameter")
+            assert bad["state"] == {"param": parameter, "max": most} and str(most) in bad["error"], bad
+        started = time.monotonic()
+        many = refused(dave.post("/api/tasks", json={"goal": "g", "tabs": list(range(30_000))}), "invalid_parameter")
+        assert many["state"] == {"param": "tabs", "max": 4} and time.monotonic() - started < 2.0, many
+        made = [create(dave, [tab])["id"], create(dave, [])["id"], create(other, [])["id"]]
+        until(lambda: all(len(n.tasks.store.of_agent("dave")) == 3 for n in fleet.nodes), 10, "both nodes' mirrors")
+        over = refused(other.post("/api/tasks", json={"goal": "One more", "tabs": []}), "quota_exceeded")
+        assert over["state"] == {"limit": "tasks", "max": 3} and over["retryable"] is False, over
+        assert ERROR_CODES["quota_exceeded"].http_status == 429
+        create(bob, [])  # another agent's count
+        answer(dave.post(f"/api/tasks/{made[0]}/complete", json={}))
+        answer(dave.delete(f"/api/tasks/{made[1]}"))  # completed and revoked ones do not count
+        made += [create(dave, [])["id"], create(dave, [])["id"]]
+        refused(dave.post("/api/tasks", json={"goal": "One more", "tabs": []}), "quota_exceeded")
+        for task in made[2:]:
+            answer((other if task == made[2] else dave).post(f"/api/tasks/{task}/complete", json={}))
+        create(dave, [])  # five closed: the two oldest go, three are kept
+        kept = [t["id"] for t in answer(dave.get("/api/tasks"))["tasks"] if t["status"] == "completed"]
+        assert sorted(kept) == sorted(made[2:]), kept
+        refused(dave.get(f"/api/tasks/{made[0]}"), "task_not_found")
+        assert len(fleet.nodes[0].tasks.store.of_agent("dave")) == 4
+
+
+def test_a_new_task_s_tabs_are_found_open_in_one_read_never_a_bucket_read_per_tab(
+        fleet: Fleet, site: TestSite, monkeypatch: pytest.MonkeyPatch) -> None:
+    looked_up: list[int] = []
+
+    async def lookup(tab: int) -> None:
+        looked_up.append(tab)
+    for node in fleet.nodes:
+        monkeypatch.setattr(node.member.registry, "lookup", lookup)
+    (s1,) = sessions(1)
+    with api(fleet.bases[1], session=s1) as owner:
+        tab = open_tab(owner, site.url("/clicks"), fleet.nodes[0])  # through node 1, on node 0
+        unknown = refused(owner.post("/api/tasks", json={"goal": "g", "tabs": [tab, *range(10**9, 10**9 + 30)]}),
+                          "unknown_tab")
+        assert unknown["state"] == {"tabId": 10**9, "param": "tabs"}, unknown
+        assert create(owner, [tab])["tabs"] == [tab]
+    assert looked_up == []

@@ -4,12 +4,18 @@ from __future__ import annotations
 
 import dataclasses
 from collections.abc import Callable
+from pathlib import Path
 
+import orjson
 import pytest
 
+from bridge.config import load_config
 from bridge.tasks.records import (
+    MAX_GOAL,
+    MAX_TABS,
     InFlight,
     Task,
+    TaskLimits,
     acknowledged,
     call_ended,
     call_started,
@@ -97,11 +103,40 @@ def test_only_the_lease_holder_renews_checkpoints_or_completes(changes: dict[str
 def test_a_write_on_a_tasks_tab_is_the_owners_only(changes: dict[str, object], session: str | None,
                                                    code: tuple[str, int] | None) -> None:
     if code is None:
-        check_write(task(**changes), session, NOW + 1, 3)
+        check_write(task(**changes), "alice", session, NOW + 1, 3)
         return
     with pytest.raises(KitsuneError) as error:
-        check_write(task(**changes), session, NOW + 1, 3)
+        check_write(task(**changes), "alice", session, NOW + 1, 3)
     assert code_of(error) == code and error.value.state == {"taskId": "t-0123456789abcdef", "tabId": 3}
+
+
+@pytest.mark.parametrize(("changes", "code"), [
+    ({}, "task_leased"), ({"lease_expires": NOW}, "task_expired"), ({"status": "expired"}, "task_expired"),
+    ({"status": "revoked"}, None), ({"status": "completed"}, None),
+])
+@pytest.mark.parametrize("session", ["s-1", "s-2", None])
+def test_another_agent_s_write_is_refused_whatever_session_it_names_and_told_of_no_task(
+        changes: dict[str, object], code: str | None, session: str | None) -> None:
+    if code is None:
+        check_write(task(**changes), "bob", session, NOW + 1, 3)
+        return
+    with pytest.raises(KitsuneError) as error:
+        check_write(task(**changes), "bob", session, NOW + 1, 3)
+    assert error.value.code == code and error.value.state == {"tabId": 3, "owner": "another agent"}
+    told = orjson.dumps(error.value.to_json()).decode()
+    assert not [word for word in ("t-0123456789abcdef", "buy shoes", "s-1") if word in told], told
+
+
+def test_a_task_s_goal_and_tabs_are_bounded_each_refusal_naming_its_limit() -> None:
+    limits = TaskLimits(per_agent=2, goal=10, tabs=3)
+    assert new_task("alice", "s-1", "g" * 10, [1, 2, 3], now=NOW, limits=limits).tabs == (1, 2, 3)
+    for goal, tabs, parameter, most in [("g" * 11, [1], "goal", 10), ("g", [1, 2, 3, 4], "tabs", 3),
+                                        ("g" * (MAX_GOAL + 1), [1], "goal", MAX_GOAL),
+                                        ("g", list(range(30_000)), "tabs", MAX_TABS)]:
+        with pytest.raises(KitsuneError) as error:
+            new_task("alice", "s-1", goal, tabs, now=NOW, limits=None if most in (MAX_GOAL, MAX_TABS) else limits)
+        assert (error.value.code, error.value.state) == ("invalid_parameter", {"param": parameter, "max": most})
+        assert str(most) in error.value.message
 
 
 def test_a_takeover_needs_force_while_another_sessions_lease_lives_and_none_once_it_ended() -> None:
@@ -174,4 +209,17 @@ def test_a_task_is_made_only_of_the_contracts_values(changes: dict[str, object],
     arguments: dict[str, object] = {"goal": "g", "tabs": [3], **changes}
     with pytest.raises(KitsuneError) as error:
         new_task("alice", "s-1", now=NOW, **arguments)  # type: ignore[arg-type]
-    assert (error.value.code, error.value.state) == ("invalid_parameter", {"param": parameter})
+    assert error.value.code == "invalid_parameter" and error.value.state is not None
+    assert error.value.state["param"] == parameter
+
+
+def test_the_bounds_come_from_the_tasks_section_of_the_configuration(tmp_path: Path) -> None:
+    assert load_config(None, {}).task_limits == TaskLimits(100, 500, 32)
+    (tmp_path / "k.yaml").write_text("tasks: {max_per_agent: 5, max_goal: 200}\n")
+    limits = load_config(tmp_path / "k.yaml", {"KITSUNE_TASKS__MAX_TABS": "4"}).task_limits
+    assert limits == TaskLimits(per_agent=5, goal=200, tabs=4)
+    for bad in ("tasks: {max_goal: 501}\n", "tasks: {max_tabs: 0}\n", "tasks: {max_per_agent: -1}\n"):
+        (tmp_path / "k.yaml").write_text(bad)
+        with pytest.raises(KitsuneError) as refused:
+            load_config(tmp_path / "k.yaml", {})
+        assert refused.value.message.startswith("tasks.max_"), bad
