@@ -92,7 +92,10 @@ class Node:
         self._actors: list[pykka.ActorRef[Any]] = []
         self.live = LiveViews(config.name, browser, self.subjects, self.owners, ttl=config.live_view_ttl,
                               public_url=config.live_view_public_url, node_of=self.member.holder,
-                              policy_of=self.policy_of, auditor=self.auditor)
+                              policy_of=self.policy_of, auditor=self.auditor,
+                              max_links_per_agent=config.live_view_max_links_per_agent,
+                              max_links=config.live_view_max_links)
+        self.member.taken_over = self.live.taken_over
         """The Live Views of its tabs (``bridge.live``): a person controlling a tab holds the agents' writes."""
         self.tabs = TabActors(browser, self.io, self.subjects, on_change=self._tabs_changed,
                               admission=self._admission)
