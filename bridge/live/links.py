@@ -101,14 +101,15 @@ class LiveLinks:
         ``live_view_quota`` when every one is open, or when the node holds ``max_links``."""
         self._sweep()
         mine = [link for link in self._links.values() if link.agent == agent]
-        if len(mine) >= self.max_per_agent:
-            in_use = {c.link.digest for c in self._open}
+        in_use = {c.link.digest for c in self._open}
+        while len(mine) >= self.max_per_agent:
             spare = next((link for link in mine if link.digest not in in_use), None)
             if spare is None:
                 raise KitsuneError("live_view_quota", f"Every one of this agent's {self.max_per_agent} Live View "
                                    "links is open now; close one, or wait for one to end",
                                    state={"scope": "agent", "limit": self.max_per_agent})
             self._revoke(spare, "This Live View link was replaced by newer ones of its agent; ask for a new one")
+            mine.remove(spare)
         if len(self._links) >= self.max_links:
             raise KitsuneError("live_view_quota", f"This node holds {self.max_links} Live View links, its most; "
                                "try again when some expire", state={"scope": "node", "limit": self.max_links})
