@@ -3,6 +3,8 @@
 The tab's node is the authority for its Live Views, as for its claims: it makes each link (the
 token never leaves it but in the answer to the asker), checks each connection, holds the
 controls, and refuses the agents' writes to a tab a person controls (:meth:`LiveViews.admission`).
+A link follows its agent's hold on the tab: a takeover revokes the links of the agent that lost it
+(:meth:`LiveViews.taken_over`), and whether a link controls is the policy's (``bridge.live.grants``).
 Another node forwards ``issue`` and ``handbacks`` to it over ``<fleet>.node.<name>.live``, and
 relays a person's connection there (:class:`~bridge.live.viewer.RelayedViewer`), so a link works
 whichever node the person reaches.
@@ -64,8 +66,9 @@ class LiveViews:
     def __init__(self, name: str, browser: Pages, subjects: Subjects, owners: TabOwners, *, ttl: float,
                  node_of: Callable[[int], Awaitable[str]], policy_of: Callable[[str | None], Policy],
                  auditor: Callable[[str | None], Auditor], public_url: str | None = None,
-                 max_links_per_agent: int = LIVE_VIEW_LINKS_PER_AGENT, max_links: int = LIVE_VIEW_LINKS) -> None:
-        self.links = LiveLinks(ttl, max_per_agent=max_links_per_agent, max_links=max_links)
+                 limits: tuple[int, int] = (LIVE_VIEW_LINKS_PER_AGENT, LIVE_VIEW_LINKS)) -> None:
+        self.links = LiveLinks(ttl, max_per_agent=limits[0], max_links=limits[1])
+        """Its links; ``limits``: how many one agent, and the node, hold at once."""
         self._public_url = public_url
         """What links start with (``live_view.public_url``); the asking request's base URL when None."""
         self.name = name

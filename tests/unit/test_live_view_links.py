@@ -66,7 +66,7 @@ def test_past_its_quota_an_agents_oldest_unopened_link_is_revoked_and_every_one_
         links.issue(4, "bob")
         with pytest.raises(KitsuneError) as node_full:
             links.issue(4, "bob")
-        assert node_full.value.code == "live_view_quota" and node_full.value.state["scope"] == "node"
+        assert (node_full.value.code, node_full.value.state) == ("live_view_quota", {"scope": "node", "limit": 3})
         solo = LiveLinks(300.0, max_per_agent=1)
         only, _ = solo.issue(3, "alice")
         solo.connect(3, only)
