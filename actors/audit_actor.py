@@ -254,9 +254,11 @@ class Auditor:
         self._trail.record(SessionEntry(time=_now(), agent=self._agent, op=op, session=session, mode=mode, call=call,
                                         reason=reason, previous=previous), urgent=False)
 
-    def live_view(self, op: str, tab_id: int) -> None:
-        """Record a Live View link made, opened or handed back (without waiting: told from the loop)."""
-        self._trail.record(LiveViewEntry(time=_now(), agent=self._agent, op=op, tab_id=tab_id), urgent=False)
+    def live_view(self, op: str, tab_id: int, **detail: Any) -> None:
+        """Record a Live View link made, opened, a person's input, or a hand-back (without waiting: told from
+        the loop)."""
+        self._trail.record(LiveViewEntry(time=_now(), agent=self._agent, op=op, tab_id=tab_id, detail=detail),
+                           urgent=False)
 
     def task(self, op: str, task_id: str) -> int:
         """Record a task's creation, takeover, completion, revocation or expiry (before it happens); its id."""

@@ -27,6 +27,7 @@ from bridge.console import console_routes
 from bridge.console.limits import LoginLimiter
 from bridge.gate import GROUPS, Gate
 from bridge.live import live_routes
+from bridge.live.grants import grant_link
 from bridge.live.stops import with_live_view
 from bridge.live.views import MAX_HANDBACK_WAIT
 from bridge.metrics import HttpMetrics, scrape_tokens
@@ -208,8 +209,10 @@ class Api:
         if op == "select":
             await self.node.member.set_current(agent, tab)
             return json_response({"ok": True, "tabId": tab})
-        if op == "live_view":
-            return json_response({"ok": True, **await self.node.live.issue(tab, agent, str(request.base_url))})
+        if op == "live_view":  # who may act through it: bridge.live.grants
+            return json_response(await grant_link(self.node.live, self.node.confirms, self.node.policy_of(agent), agent,
+                                                  self.session(request), tab, body.get("control"), token,
+                                                  str(request.base_url)))
         call = await asyncio.to_thread(self.node.auditor(agent).takeover, tab)  # audited first, as every action
         previous = await self.node.take_over(tab, agent)
         return json_response({"ok": True, "tabId": tab, "previous": "you" if previous == agent else
@@ -315,7 +318,7 @@ _TAB_OPS: dict[str, frozenset[str]] = {
     "close": frozenset({"op", "tabId", "confirm_token"}),
     "select": frozenset({"op", "tabId"}),
     "takeover": frozenset({"op", "tabId"}),
-    "live_view": frozenset({"op", "tabId"}),
+    "live_view": frozenset({"op", "tabId", "control", "confirm_token"}),
 }
 """What each ``POST /api/tabs`` operation takes (the writes take the confirm token of their hold)."""
 

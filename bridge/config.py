@@ -26,7 +26,8 @@ From a YAML or JSON file (``kitsune serve --config FILE``) and the environment::
     max_body_bytes: 1048576
     metrics: {token_env: SCRAPE_TOKEN}   # a scrape token: reads /metrics only
     live_view: {enabled: true, ttl: 300}  # links a person opens to see and act in a tab (seconds to open one;
-                                          # public_url: https://... where people reach the node, for the links)
+                                          # public_url: https://... where people reach the node, for the links;
+                                          # max_links_per_agent: 8, max_links: 256, links held at once)
     site_tools: {continuation_ttl: 60}    # seconds a page's continuation token may be redeemed (WebMCP)
     tasks: {lease_ttl: 30}                # seconds a task's lease lasts unless its owner is heard from; and
                                           # max_per_agent: 100 (active or expired), max_goal: 500, max_tabs: 32
@@ -70,6 +71,8 @@ from messages.contract import (
     CHECKPOINT_TOTAL_CAPACITY,
     CHECKPOINT_TTL,
     CONTINUATION_TTL,
+    LIVE_VIEW_LINKS,
+    LIVE_VIEW_LINKS_PER_AGENT,
     LIVE_VIEW_TTL,
     MAX_TABS,
     SESSION_MAX_EXEC_IDLE,
@@ -158,6 +161,10 @@ class BridgeConfig:
     """Seconds a Live View link may be opened after it was made."""
     live_view_public_url: str | None = None
     """Where people reach the node (behind a proxy): Live View links start with it, not with the request's host."""
+    live_view_max_links_per_agent: int = LIVE_VIEW_LINKS_PER_AGENT
+    """Live View links one agent holds at once on a node (its oldest unopened one is revoked past it)."""
+    live_view_max_links: int = LIVE_VIEW_LINKS
+    """Live View links a node holds at once, every agent's (``live_view_quota`` past it)."""
     continuation_ttl: float = CONTINUATION_TTL
     """Seconds a site tool's continuation token may be redeemed after it was issued."""
     task_lease_ttl: float = TASK_LEASE_TTL
@@ -276,6 +283,8 @@ def _built(settings: Settings, env: Mapping[str, str]) -> BridgeConfig:
         live_view=settings.live_view.enabled,
         live_view_ttl=settings.live_view.ttl,
         live_view_public_url=settings.live_view.public_url,
+        live_view_max_links_per_agent=settings.live_view.max_links_per_agent,
+        live_view_max_links=settings.live_view.max_links,
         continuation_ttl=settings.site_tools.continuation_ttl,
         task_lease_ttl=settings.tasks.lease_ttl,
         task_limits=TaskLimits(settings.tasks.max_per_agent, settings.tasks.max_goal, settings.tasks.max_tabs),

@@ -25,6 +25,8 @@ from messages.contract import (
     CHECKPOINT_CAPACITY,
     CHECKPOINT_TOTAL_CAPACITY,
     CONTINUATION_TTL,
+    LIVE_VIEW_LINKS,
+    LIVE_VIEW_LINKS_PER_AGENT,
     LIVE_VIEW_TTL,
     MAX_TABS,
     SESSION_MAX_EXEC_IDLE,
@@ -110,6 +112,8 @@ class LiveView(Section):
     enabled: bool = True
     ttl: Seconds = LIVE_VIEW_TTL
     public_url: Annotated[str, AfterValidator(public_base)] | None = None
+    max_links_per_agent: Count = LIVE_VIEW_LINKS_PER_AGENT
+    max_links: Count = LIVE_VIEW_LINKS
 
 
 class SiteTools(Section):

@@ -92,7 +92,8 @@ class Node:
         self._actors: list[pykka.ActorRef[Any]] = []
         self.live = LiveViews(config.name, browser, self.subjects, self.owners, ttl=config.live_view_ttl,
                               public_url=config.live_view_public_url, node_of=self.member.holder,
-                              policy_of=self.policy_of, auditor=self.auditor)
+                              policy_of=self.policy_of, auditor=self.auditor,
+                              limits=(config.live_view_max_links_per_agent, config.live_view_max_links))
         """The Live Views of its tabs (``bridge.live``): a person controlling a tab holds the agents' writes."""
         self.tabs = TabActors(browser, self.io, self.subjects, on_change=self._tabs_changed,
                               admission=self._admission)
@@ -265,6 +266,7 @@ class Node:
             reserve = kv_reserve(nats_bus.client, self.config.fleet)
             self.forwarding.bus = nats_bus
         self.member.bus = self.tabs.bus = self.resumes.bus = self.live.bus = self.bus
+        self.member.taken_over = self.live.taken_over  # a tab's links follow its owner
         self._sink = EventSink(self.io, self.events)
         self._sink.listeners = self.event_listeners
         await self._sink.start()

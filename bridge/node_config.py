@@ -23,6 +23,8 @@ from messages.contract import (
     CHECKPOINT_TOTAL_CAPACITY,
     CHECKPOINT_TTL,
     CONTINUATION_TTL,
+    LIVE_VIEW_LINKS,
+    LIVE_VIEW_LINKS_PER_AGENT,
     LIVE_VIEW_TTL,
     MAX_TABS,
     STEP_TIMEOUT,
@@ -103,6 +105,10 @@ class NodeConfig:
     """Seconds a Live View link of one of its tabs may be opened after it was made."""
     live_view_public_url: str | None = None
     """What its Live View links start with; the host the asking request named when None."""
+    live_view_max_links_per_agent: int = LIVE_VIEW_LINKS_PER_AGENT
+    """Live View links of its tabs one agent holds at once (its oldest unopened one goes past it)."""
+    live_view_max_links: int = LIVE_VIEW_LINKS
+    """Live View links of its tabs it holds at once, every agent's."""
     continuation_ttl: float = CONTINUATION_TTL
     """Seconds a site tool's continuation token may be redeemed after it was issued."""
     task_lease_ttl: float = TASK_LEASE_TTL

@@ -75,6 +75,8 @@ async def _serve_http(args: argparse.Namespace, config: BridgeConfig) -> int:
                           max_checkpoints_total=config.max_checkpoints_total, sessions=config.sessions,
                           max_tabs=config.max_tabs, name=config.node_name or NodeConfig().name,
                           live_view_ttl=config.live_view_ttl, live_view_public_url=config.live_view_public_url,
+                          live_view_max_links_per_agent=config.live_view_max_links_per_agent,
+                          live_view_max_links=config.live_view_max_links,
                           continuation_ttl=config.continuation_ttl,
                           task_lease_ttl=config.task_lease_ttl, task_limits=config.task_limits)
     node = Node(ChromiumBrowser(), settings, policy=config.node_policy(), agent_policies=config.agent_policies(),

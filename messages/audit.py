@@ -9,7 +9,7 @@ JavaScript bodies dropped: no token, typed value or script is ever a field of an
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, ClassVar, NewType
 
 from messages.commands import Command, audit_params
@@ -142,11 +142,14 @@ class LiveViewEntry(AuditEntry):
 
     kind = "live_view"
     op: str
-    """``link``, ``opened`` or ``handed_back``."""
+    """``link``, ``opened``, ``input``, ``input_refused`` or ``handed_back``."""
     tab_id: int
+    detail: Mapping[str, Any] = field(default_factory=dict)
+    """``control`` of a link or connection; of an input, its ``input`` event type and for a named key its
+    ``key`` and ``modifiers`` (typed text only as ``"[redacted]"``: ``bridge.live.inputs``)."""
 
     def _fields(self) -> dict[str, Any]:
-        return {"op": self.op, "tabId": self.tab_id}
+        return {"op": self.op, "tabId": self.tab_id, **self.detail}
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 __all__ = ["APPROVAL_PROMPT_MAX", "CALL_TIMEOUT", "CHECKPOINT_CAPACITY", "CHECKPOINT_TOTAL_CAPACITY",
-           "CHECKPOINT_TTL", "CONFIRM_TTL", "LIVE_VIEW_TTL",
+           "CHECKPOINT_TTL", "CONFIRM_TTL", "LIVE_VIEW_LINKS", "LIVE_VIEW_LINKS_PER_AGENT", "LIVE_VIEW_TTL",
            "MAX_CALL_TIMEOUT", "MAX_STEP_TIMEOUT", "RESUME_DEADLINE", "RESUME_WAIT", "RESUME_WAIT_MAX",
            "SESSION_MAX_EXEC_IDLE", "SESSION_MAX_IDLE", "SESSION_SWEEP_INTERVAL", "SETTLE", "STEP_TIMEOUT",
            "TASK_LEASE_TTL"]
@@ -49,6 +49,11 @@ goes to another node of the fleet with room, or answers ``fleet_full``."""
 # Live View
 LIVE_VIEW_TTL = 300.0
 """Seconds a Live View link may be opened after it was made, unless configured otherwise (``live_view.ttl``)."""
+LIVE_VIEW_LINKS_PER_AGENT = 8
+"""Live View links one agent (or operator) may hold at once on a node (``live_view.max_links_per_agent``): a new
+one revokes its oldest that no one has open, else answers ``live_view_quota``."""
+LIVE_VIEW_LINKS = 256
+"""Live View links a node keeps at once, every agent's (``live_view.max_links``): past it, ``live_view_quota``."""
 
 # Site tools
 CONTINUATION_TTL = 60.0

@@ -84,6 +84,8 @@ class FleetMember:
         """The node of each call holding a claim on a tab of this node (released if that node is lost)."""
         self.origin_of: Callable[[int], str | None] = lambda call: None
         """The node that sent a call running here (``bridge.fleet.calls``): its claims are that node's."""
+        self.taken_over: Callable[[int, str], None] = lambda tab, agent: None
+        """Told on this node when one of its tabs changed owner (its Live View links follow the owner)."""
         self._deciding = asyncio.Lock()
         self._currents: dict[str, int] = {}
         """Each agent's current tab, on a node without NATS."""
@@ -259,6 +261,7 @@ class FleetMember:
         if holder == self.name:
             async with self._deciding:
                 previous = self.owners.take_over(tab, agent)
+                self.taken_over(tab, agent)
                 await self._rerecord(tab)
             return previous
         reply = await self._ask(holder, {"op": "own", "tab": tab, "agent": agent})

@@ -1,10 +1,13 @@
 """Live View links of a node's tabs: tokens kept as hashes, one controller per tab, hand-backs counted.
 
-A link is a random token (:data:`~messages.tokens.TOKEN_BYTES` bytes) bound to one tab and to the
-agent (or operator) that asked for it; only its SHA-256 is kept. It opens the tab's Live View
-for ``ttl`` seconds after it was made; an open connection is not cut at that moment. One
-connection at a time controls a tab, whichever link opened it. Everything here runs on the
-node's loop (no lock: one owner).
+A link is a random token (:data:`~messages.tokens.TOKEN_BYTES` bytes) bound to one tab, to the
+agent (or operator) that asked for it, and to whether it carries control (``control``: a view-only
+link shows frames and sends no input). Only its SHA-256 is kept. It opens the tab's Live View for
+``ttl`` seconds after it was made; an open connection is not cut at that moment. A link ends
+early when it is revoked: handed back (its "Done"), its agent lost the tab (a takeover), or pushed
+out by its agent's newer links (``max_per_agent``); a revoked link's open connections end with
+close code 4411. One connection at a time controls a tab, whichever link opened it; view-only
+connections hold nothing. Everything here runs on the node's loop (no lock: one owner).
 """
 
 from __future__ import annotations
@@ -15,9 +18,11 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
+from messages.contract import LIVE_VIEW_LINKS, LIVE_VIEW_LINKS_PER_AGENT
+from messages.errors import KitsuneError
 from messages.tokens import new_token, token_hash
 
-__all__ = ["Control", "Link", "LiveLinks", "LiveRefusal"]
+__all__ = ["REVOKED_CLOSE", "Control", "Link", "LiveLinks", "LiveRefusal"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -28,6 +33,8 @@ class Link:
     agent: str
     expires_at: float
     digest: bytes = field(repr=False)
+    control: bool = True
+    """Whether its connection may control the tab (mouse, keys, paste, "Done"); else frames only."""
 
 
 class LiveRefusal(Exception):
@@ -45,16 +52,23 @@ NOT_VALID = ("live_view_token_invalid", "This Live View link is not valid (wrong
 EXPIRED = ("live_view_expired", "This Live View link has expired; ask for a new one", 4401, 403)
 OTHER_TAB = ("live_view_wrong_tab", "This Live View link is for another tab", 4403, 403)
 CONTROLLED = ("live_view_controlled", "Someone else holds control of this tab in another Live View", 4409, 409)
+REVOKED_CLOSE = 4411
+"""The close code of a connection whose link was revoked (handed back, its agent lost the tab, pushed out)."""
+HANDED_BACK_LINK = "This Live View link was handed back with Done; ask for a new one"
 
 
-@dataclass(slots=True)
+@dataclass(eq=False, slots=True)
 class Control:
-    """One connection's control of a tab, from its opening to its end."""
+    """One connection to a tab, from its opening to its end; it controls the tab when its link does."""
 
     link: Link
     ended: asyncio.Event = field(default_factory=asyncio.Event)
     reason: tuple[str, str, int] | None = None
     """Why it ended: (code, message, WebSocket close code)."""
+
+    @property
+    def controls(self) -> bool:
+        return self.link.control
 
     def end(self, code: str, message: str, close_code: int) -> None:
         if self.reason is None:
@@ -63,28 +77,55 @@ class Control:
 
 
 class LiveLinks:
-    """The node's links and controls, and each tab's hand-back count."""
+    """The node's links and connections, and each tab's hand-back count."""
 
-    def __init__(self, ttl: float, clock: Callable[[], float] = time.monotonic) -> None:
+    def __init__(self, ttl: float, clock: Callable[[], float] = time.monotonic, *,
+                 max_per_agent: int = LIVE_VIEW_LINKS_PER_AGENT, max_links: int = LIVE_VIEW_LINKS) -> None:
         self.ttl = ttl
+        self.max_per_agent = max_per_agent
+        self.max_links = max_links
         self._clock = clock
         self._links: dict[bytes, Link] = {}
+        """Alive links, oldest first."""
+        self._revoked: dict[bytes, tuple[Link, str]] = {}
+        """Revoked links until they would have expired, each with why (told to whoever presents it)."""
+        self._open: set[Control] = set()
         self._controls: dict[int, Control] = {}
         self._handbacks: dict[int, int] = {}
         self._handed_back = asyncio.Condition()
 
-    def issue(self, tab: int, agent: str) -> tuple[str, Link]:
-        """A new link to ``tab`` for ``agent``: the token (given out once, never kept) and its link."""
+    def issue(self, tab: int, agent: str, control: bool = True) -> tuple[str, Link]:
+        """A new link to ``tab`` for ``agent``: the token (given out once, never kept) and its link.
+
+        Past ``max_per_agent`` of the agent's links, its oldest that no connection has open is revoked;
+        ``live_view_quota`` when every one is open, or when the node holds ``max_links``."""
         self._sweep()
+        mine = [link for link in self._links.values() if link.agent == agent]
+        in_use = {c.link.digest for c in self._open}
+        while len(mine) >= self.max_per_agent:
+            spare = next((link for link in mine if link.digest not in in_use), None)
+            if spare is None:
+                raise KitsuneError("live_view_quota", f"Every one of this agent's {self.max_per_agent} Live View "
+                                   "links is open now; close one, or wait for one to end",
+                                   state={"scope": "agent", "limit": self.max_per_agent})
+            self._revoke(spare, "This Live View link was replaced by newer ones of its agent; ask for a new one")
+            mine.remove(spare)
+        if len(self._links) >= self.max_links:
+            raise KitsuneError("live_view_quota", f"This node holds {self.max_links} Live View links, its most; "
+                               "try again when some expire", state={"scope": "node", "limit": self.max_links})
         token = new_token()
-        link = Link(tab, agent, self._clock() + self.ttl, token_hash(token))
+        link = Link(tab, agent, self._clock() + self.ttl, token_hash(token), control)
         self._links[link.digest] = link
         return token, link
 
     def check(self, tab: int, token: object) -> Link:
-        """The link ``token`` is for ``tab``; :class:`LiveRefusal` when it is not valid, expired or another tab's."""
-        link = self._links.get(token_hash(token)) if isinstance(token, str) and token else None
-        if link is None:  # looked up by its SHA-256: the token itself is never compared
+        """The link ``token`` is for ``tab``; :class:`LiveRefusal` when it is not valid, revoked, expired or
+        another tab's."""
+        digest = token_hash(token) if isinstance(token, str) and token else b""
+        link = self._links.get(digest)  # looked up by its SHA-256: the token itself is never compared
+        if link is None and (revoked := self._revoked.get(digest)) is not None and revoked[0].tab == tab:
+            raise LiveRefusal("live_view_revoked", revoked[1], REVOKED_CLOSE, 403)
+        if link is None:
             raise LiveRefusal(*NOT_VALID)
         if link.expires_at <= self._clock():
             raise LiveRefusal(*EXPIRED)
@@ -92,27 +133,47 @@ class LiveLinks:
             raise LiveRefusal(*OTHER_TAB)
         return link
 
-    def take_control(self, tab: int, token: object) -> Control:
-        """Control of ``tab`` for a connection that presented ``token``; refused while another holds it."""
+    def connect(self, tab: int, token: object) -> Control:
+        """A connection to ``tab`` that presented ``token``: it controls the tab when its link does (refused
+        while another holds control); a view-only one holds nothing."""
         link = self.check(tab, token)
-        if tab in self._controls:
+        if link.control and tab in self._controls:
             raise LiveRefusal(*CONTROLLED)
         control = Control(link)
-        self._controls[tab] = control
+        self._open.add(control)
+        if link.control:
+            self._controls[tab] = control
         return control
 
     def release(self, control: Control) -> None:
         """The connection of ``control`` ended: the tab is the agent's again."""
+        self._open.discard(control)
         if self._controls.get(control.link.tab) is control:
             del self._controls[control.link.tab]
 
     async def hand_back(self, control: Control) -> None:
-        """The person pressed "Done": control ends and whoever waits on the tab's hand-back is woken."""
+        """The person pressed "Done": control ends, its link is revoked (a new one is needed to take control
+        again), and whoever waits on the tab's hand-back is woken."""
         self.release(control)
+        self._revoke(control.link, HANDED_BACK_LINK, end_open=False)
         tab = control.link.tab
         async with self._handed_back:
             self._handbacks[tab] = self._handbacks.get(tab, 0) + 1
             self._handed_back.notify_all()
+
+    def revoke_tab(self, tab: int, keep: Callable[[Link], bool], message: str) -> int:
+        """Revoke ``tab``'s links that ``keep`` refuses, and end their open connections; how many."""
+        gone = [link for link in self._links.values() if link.tab == tab and not keep(link)]
+        for link in gone:
+            self._revoke(link, message)
+        return len(gone)
+
+    def _revoke(self, link: Link, message: str, *, end_open: bool = True) -> None:
+        self._links.pop(link.digest, None)
+        self._revoked[link.digest] = (link, message)
+        for control in [c for c in self._open if c.link.digest == link.digest] if end_open else ():
+            self.release(control)
+            control.end("live_view_revoked", message, REVOKED_CLOSE)
 
     def controlled(self, tab: int) -> bool:
         """Whether a person holds control of ``tab`` now."""
@@ -133,26 +194,33 @@ class LiveLinks:
         return self.handbacks(tab)
 
     def tab_closed(self, tab: int, message: str) -> None:
-        """Revoke ``tab``'s links and end its Live View, with ``message`` on the page."""
+        """Revoke ``tab``'s links and end its Live Views, with ``message`` on the page."""
         self._links = {k: link for k, link in self._links.items() if link.tab != tab}
+        self._revoked = {k: gone for k, gone in self._revoked.items() if gone[0].tab != tab}
         self._handbacks.pop(tab, None)
-        if (control := self._controls.pop(tab, None)) is not None:
+        self._controls.pop(tab, None)
+        for control in [c for c in self._open if c.link.tab == tab]:
+            self._open.discard(control)
             control.end("tab_closed", message, 4410)
 
     def end_all(self, code: str, message: str, close_code: int) -> None:
         """End every Live View (the node stops) and revoke every link."""
         self._links.clear()
-        for control in self._controls.values():
+        for control in self._open:
             control.end(code, message, close_code)
+        self._open.clear()
         self._controls.clear()
 
     def described(self) -> list[dict[str, object]]:
-        """The links alive and the controls held, as metadata (tab, agent, seconds left, held): never a token."""
+        """The links alive and the controls held, as metadata (tab, agent, control, seconds left, held): never
+        a token."""
         self._sweep()
         now = self._clock()
-        return [{"tabId": link.tab, "agent": link.agent, "expires_in": round(link.expires_at - now, 1),
-                 "held": link.tab in self._controls} for link in self._links.values()]
+        return [{"tabId": link.tab, "agent": link.agent, "control": link.control,
+                 "expires_in": round(link.expires_at - now, 1), "held": link.tab in self._controls}
+                for link in self._links.values()]
 
     def _sweep(self) -> None:
         now = self._clock()
         self._links = {k: link for k, link in self._links.items() if link.expires_at > now}
+        self._revoked = {k: gone for k, gone in self._revoked.items() if gone[0].expires_at > now}

@@ -4,8 +4,9 @@
 browsers never send to a server, so it reaches no access log, proxy or ``Referer``. The page sends
 it as the first message of ``/live/{tab}/ws``: ``{"type": "hello", "token": …}``. A refused
 connection gets an ``ended`` message and a close code: 4401 (the link is not valid or expired),
-4403 (it is for another tab), 4409 (someone else holds control), 4410 (the tab closed), 1001 (the
-node stops), 1011 (the tab's node is gone); a hand-back closes with 1000.
+4403 (it is for another tab), 4409 (someone else holds control), 4410 (the tab closed), 4411 (the
+link was revoked: handed back, its agent lost the tab, or pushed out by its agent's newer links),
+1001 (the node stops), 1011 (the tab's node is gone); a hand-back closes with 1000.
 """
 
 from __future__ import annotations

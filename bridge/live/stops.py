@@ -2,8 +2,9 @@
 
 A call that stops (status not ok, a checkpoint kept) on a step held for approval, or on a tab
 whose page shows a needs-user hint (a sign-in form, a human check), answers with
-``"live_view": {"tabId", "url", "expires_in", "reason"}`` when the agent's policy allows Live View:
-the agent shows the link, the person acts in the tab and hands it back, and the agent resumes.
+``"live_view": {"tabId", "url", "expires_in", "control", "reason"}`` when the agent's policy allows
+Live View: the agent shows the link, the person acts in the tab and hands it back, and the agent
+resumes. Under ``ask_before_act`` or ``read_only`` the link is view-only (``bridge.live.grants``).
 """
 
 from __future__ import annotations

@@ -2,8 +2,10 @@
 
 A viewer speaks JSON messages. From the person: ``ack`` (a frame was shown), the input messages of
 :func:`~bridge.live.screencast.input_event`, ``done`` (hand the tab back), ``ping``. To the person:
-``ready``, ``frame``, ``error`` (an input message that was refused), and last ``ended`` with a
-code, a message and the WebSocket close code. A :class:`LocalViewer` drives the tab's page; a
+``ready`` (with ``control``: false for a view-only link), ``frame``, ``error`` (an input message
+that was refused, with its ``code``), and last ``ended`` with a code, a message and the WebSocket
+close code. Every input that is sent, or refused on a view-only link, passes
+:class:`~bridge.live.inputs.InputAudit` first. A :class:`LocalViewer` drives the tab's page; a
 :class:`RelayedViewer`, on the node the person reached, carries the same messages over NATS to the
 node that holds the tab (``<fleet>.live.<id>.in`` and ``.out``).
 """
@@ -21,6 +23,7 @@ from playwright.async_api import Error as PlaywrightError
 from playwright.async_api import Page
 
 from actors.bus import Bus, BusError, Subscription
+from bridge.live.inputs import InputAudit
 from bridge.live.links import Control, LiveLinks, LiveRefusal
 from bridge.live.screencast import Screencast
 from messages.requests import Subjects
@@ -35,6 +38,11 @@ Ending = tuple[str, str, int]
 """Why a Live View ended: code, message, WebSocket close code."""
 
 HANDED_BACK: Ending = ("handed_back", "You handed the tab back to the agent. You can close this page.", 1000)
+LEFT_VIEW_ONLY: Ending = ("viewer_gone", "You left this view-only Live View.", 1000)
+VIEW_ONLY = ("This Live View is view-only: its agent's policy (ask_before_act or read_only) lets no input through "
+             "a link it asked for. An operator's link (the console), or one whose control was approved, can act. "
+             "Nothing was sent.")
+TOO_FAST = "Too many clicks and keys at once (each is audited); this one was not sent. Slow down."
 PING_EVERY = 5.0
 """Seconds between a relay's pings to the tab's node (which ends a viewer not heard of for 3 of them)."""
 
@@ -56,14 +64,15 @@ class Viewer(Protocol):
 
 
 class LocalViewer:
-    """A person's control of a tab of this node: its screencast out, their input in."""
+    """A person's connection to a tab of this node: its screencast out, their input in (when its link controls)."""
 
     def __init__(self, links: LiveLinks, control: Control, page: Page, send: Send,
-                 on_hand_back: Callable[[Control], None]) -> None:
+                 on_hand_back: Callable[[Control], None], audit: InputAudit) -> None:
         self.control = control
         self._links = links
         self._send = send
         self._on_hand_back = on_hand_back
+        self._audit = audit
         self._screencast = Screencast(page, send)
         self._page = page
         page.on("close", self._page_closed)
@@ -74,7 +83,7 @@ class LocalViewer:
     async def start(self) -> None:
         """Start the screencast; ``ready`` goes to the person first."""
         link = self.control.link
-        await self._send({"type": "ready", "tabId": link.tab, "agent": link.agent})
+        await self._send({"type": "ready", "tabId": link.tab, "agent": link.agent, "control": link.control})
         try:
             await self._screencast.start()
         except PlaywrightError as e:
@@ -85,17 +94,30 @@ class LocalViewer:
         try:
             if kind == "ack":
                 await self._screencast.ack()
-            elif kind == "done":
+            elif kind == "done" and self.control.controls:
                 await self._links.hand_back(self.control)
                 self._on_hand_back(self.control)
                 self.control.end(*HANDED_BACK)
+            elif kind == "done":
+                self.control.end(*LEFT_VIEW_ONLY)
             elif kind != "ping":
-                await self._screencast.send_input(message)
+                await self._input(message)
         except ValueError as e:
-            await self._send({"type": "error", "message": str(e)})
+            await self._send({"type": "error", "code": "invalid_input", "message": str(e)})
         except PlaywrightError:
             if self._page.is_closed():
                 self._page_closed(self._page)
+
+    async def _input(self, message: dict[str, Any]) -> None:
+        """Send the person's input to the page, audited first; none from a view-only link (audited as refused)."""
+        if not self.control.controls:
+            if self._audit.admit(message, refused=True) is not None:
+                await self._send({"type": "error", "code": "live_view_read_only", "message": VIEW_ONLY})
+            return
+        if self._audit.admit(message) is False:
+            await self._send({"type": "error", "code": "live_view_input_rate", "message": TOO_FAST})
+            return
+        await self._screencast.send_input(message)
 
     async def ended(self) -> Ending:
         await self.control.ended.wait()

@@ -3,6 +3,8 @@
 The tab's node is the authority for its Live Views, as for its claims: it makes each link (the
 token never leaves it but in the answer to the asker), checks each connection, holds the
 controls, and refuses the agents' writes to a tab a person controls (:meth:`LiveViews.admission`).
+A link follows its agent's hold on the tab: a takeover revokes the links of the agent that lost it
+(:meth:`LiveViews.taken_over`), and whether a link controls is the policy's (``bridge.live.grants``).
 Another node forwards ``issue`` and ``handbacks`` to it over ``<fleet>.node.<name>.live``, and
 relays a person's connection there (:class:`~bridge.live.viewer.RelayedViewer`), so a link works
 whichever node the person reaches.
@@ -22,10 +24,12 @@ from playwright.async_api import Page
 
 from actors.bus import Bus, BusError, Subscription
 from bridge.fleet.asking import ask_node
+from bridge.live.inputs import InputAudit
 from bridge.live.links import Control, LiveLinks, LiveRefusal
 from bridge.live.viewer import PING_EVERY, LocalViewer, RelayedViewer, Send, Viewer
 from bridge.policy import Policy, TabOwners, owned_by_another
 from messages.commands import is_write
+from messages.contract import LIVE_VIEW_LINKS, LIVE_VIEW_LINKS_PER_AGENT
 from messages.errors import KitsuneError
 from messages.requests import Subjects, TabRequest
 from messages.results import Failed, Failure, Outcome
@@ -61,8 +65,10 @@ class LiveViews:
 
     def __init__(self, name: str, browser: Pages, subjects: Subjects, owners: TabOwners, *, ttl: float,
                  node_of: Callable[[int], Awaitable[str]], policy_of: Callable[[str | None], Policy],
-                 auditor: Callable[[str | None], Auditor], public_url: str | None = None) -> None:
-        self.links = LiveLinks(ttl)
+                 auditor: Callable[[str | None], Auditor], public_url: str | None = None,
+                 limits: tuple[int, int] = (LIVE_VIEW_LINKS_PER_AGENT, LIVE_VIEW_LINKS)) -> None:
+        self.links = LiveLinks(ttl, max_per_agent=limits[0], max_links=limits[1])
+        """Its links; ``limits``: how many one agent, and the node, hold at once."""
         self._public_url = public_url
         """What links start with (``live_view.public_url``); the asking request's base URL when None."""
         self.name = name
@@ -82,23 +88,34 @@ class LiveViews:
 
     # links
 
-    async def issue(self, tab: int, agent: str, base_url: str) -> dict[str, Any]:
-        """A link to ``tab`` for ``agent`` (``operator:<name>`` for the console's): ``{tabId, url, expires_in}``;
-        it starts with the configured public URL, else with ``base_url`` (the request's).
+    async def issue(self, tab: int, agent: str, base_url: str, control: bool | None = None) -> dict[str, Any]:
+        """A link to ``tab`` for ``agent`` (``operator:<name>`` for the console's): ``{tabId, url, expires_in,
+        control}``; it starts with the configured public URL, else with ``base_url`` (the request's).
+        ``control`` None gives the agent's default (:meth:`default_control`); True must have been granted
+        by the caller (``bridge.live.grants``).
 
         ``live_view_disabled`` when the agent's policy allows no Live View, ``tab_owned`` when the tab is
-        another agent's (only its owner may show it), ``unknown_tab`` when it is not open.
+        another agent's (only its owner may show it), ``unknown_tab`` when it is not open, ``live_view_quota``
+        past the links an agent or the node may hold.
         """
-        if not self.allowed(agent):
-            raise KitsuneError("live_view_disabled", "Live View is not allowed for this agent (live_view: false)")
+        self.may_show(tab, agent)
+        control = self.default_control(agent) if control is None else control
         node = await self._node_of(tab)
         if node == self.name:
-            token, expires_in = self._issue_here(tab, agent)
+            token, expires_in = self._issue_here(tab, agent, control)
         else:
-            reply = await self._ask(node, {"op": "issue", "tab": tab, "agent": agent}, 5.0)
+            reply = await self._ask(node, {"op": "issue", "tab": tab, "agent": agent, "control": control}, 5.0)
             token, expires_in = reply["token"], reply["expires_in"]
         base = self._public_url or base_url.rstrip("/")
-        return {"tabId": tab, "url": f"{base}/live/{tab}#t={token}", "expires_in": expires_in}
+        return {"tabId": tab, "url": f"{base}/live/{tab}#t={token}", "expires_in": expires_in, "control": control}
+
+    def default_control(self, agent: str) -> bool:
+        """Whether ``agent``'s links carry control unless granted: an operator's do; an agent's do unless its
+        policy is ``read_only`` or ``ask_before_act`` (its own link must not carry writes around its policy)."""
+        if agent.startswith(OPERATOR):
+            return True
+        policy = self._policy_of(agent)
+        return not (policy.read_only or policy.ask_before_act)
 
     def allowed(self, agent: str) -> bool:
         """Whether ``agent`` may open Live Views (an operator always may)."""
@@ -111,16 +128,34 @@ class LiveViews:
             return await self._browser.needs_user(tab)
         return await self._ask(node, {"op": "hint", "tab": tab}, 15.0)
 
-    def _issue_here(self, tab: int, agent: str) -> tuple[str, float]:
+    def _issue_here(self, tab: int, agent: str, control: bool) -> tuple[str, float]:
         if tab not in self._browser.tab_ids():
             raise KitsuneError("unknown_tab", f"No open tab {tab}", state={"tabId": tab})
-        if not agent.startswith(OPERATOR) and (
-                owned := owned_by_another(tab, self._owners.owner(tab), agent, self._policy_of(agent))) is not None:
+        self.may_show(tab, agent)
+        token, _ = self.links.issue(tab, agent, control)
+        self._auditor(agent).live_view("link", tab, control=control)
+        return token, self.links.ttl
+
+    def may_show(self, tab: int, agent: str) -> None:
+        """Raise unless ``agent`` may have a link to ``tab``: ``live_view_disabled``, or ``tab_owned`` when the tab
+        is another's as this node knows (another node's tab is judged there)."""
+        if not self.allowed(agent):
+            raise KitsuneError("live_view_disabled", "Live View is not allowed for this agent (live_view: false)")
+        if tab in self._browser.tab_ids() and (owned := self._owned_by_another(tab, agent)) is not None:
             raise KitsuneError(owned.code, owned.error.replace("to write to it", "to show it in Live View"),
                                state=owned.state)
-        token, _ = self.links.issue(tab, agent)
-        self._auditor(agent).live_view("link", tab)
-        return token, self.links.ttl
+
+    def _owned_by_another(self, tab: int, agent: str) -> Failure | None:
+        """Why ``agent`` may not show ``tab`` (it is not, or no longer, its own); None for an operator."""
+        if agent.startswith(OPERATOR):
+            return None
+        return owned_by_another(tab, self._owners.owner(tab), agent, self._policy_of(agent))
+
+    def taken_over(self, tab: int, agent: str) -> None:
+        """``agent`` took ``tab`` over: the links of the agents that lost it end, with their connections."""
+        message = f"Tab {tab} was taken over by another agent; this Live View link has ended."
+        if self.links.revoke_tab(tab, lambda link: self._owned_by_another(tab, link.agent) is None, message):
+            log.info("tab %s taken over: the Live View links of its previous owner were revoked", tab)
 
     async def handbacks(self, tab: int, since: int | None, wait: float) -> dict[str, Any]:
         """``{tabId, handbacks, held}``; with ``since``, once the count is past it or ``wait`` seconds passed."""
@@ -160,15 +195,20 @@ class LiveViews:
         return viewer
 
     async def _open_here(self, tab: int, token: object, send: Send) -> LocalViewer:
-        control = self.links.take_control(tab, token)
+        link = self.links.check(tab, token)
+        if self._owned_by_another(tab, link.agent) is not None:  # a takeover revokes them; this is the backstop
+            self.taken_over(tab, self._owners.owner(tab))
+        control = self.links.connect(tab, token)
+        agent = control.link.agent
+        audit = InputAudit(lambda op, fields: self._auditor(agent).live_view(op, tab, **fields))
         try:
             page = self._browser.page(tab)
-            viewer = LocalViewer(self.links, control, page, send, self._handed_back)
+            viewer = LocalViewer(self.links, control, page, send, self._handed_back, audit)
             await viewer.start()
         except BaseException:
             self.links.release(control)
             raise
-        self._auditor(control.link.agent).live_view("opened", tab)
+        self._auditor(agent).live_view("opened", tab, control=control.controls)
         return viewer
 
     def _handed_back(self, control: Control) -> None:
@@ -215,7 +255,7 @@ class LiveViews:
         op = body.get("op")
         try:
             if op == "issue":
-                token, expires_in = self._issue_here(int(body["tab"]), str(body["agent"]))
+                token, expires_in = self._issue_here(int(body["tab"]), str(body["agent"]), body.get("control") is True)
                 return orjson.dumps({"token": token, "expires_in": expires_in})
             if op == "hint":
                 return orjson.dumps(await self._browser.needs_user(int(body["tab"])))

@@ -268,7 +268,7 @@ def test_no_live_view_token_reaches_the_audit_log_the_server_log_the_events_or_m
         assert served.process.wait(timeout=60) == 0
         audit = served.audit_file.read_text()
         ops = [e["op"] for e in served.audit() if e.get("kind") == "live_view" and e.get("tabId") == tab]
-        assert ops == ["link", "link", "opened", "handed_back", "opened"]
+        assert ops == ["link", "link", "opened", "input", "handed_back", "opened"]  # the typed text: one redacted entry
         assert b'"type":"StepStarted"' in events
         for where, text in {"audit log": audit, "server log": served.log_file.read_text(), "/metrics": metrics,
                             "event stream": events.decode()}.items():

@@ -1,12 +1,18 @@
-"""Where a Live View link points: the configured public URL, else the host the asking request named."""
+"""Where a Live View link points (the configured public URL, else the host the asking request named);
+links' quotas and revocation; what of a person's input is audited."""
 
 from __future__ import annotations
 
 import asyncio
 from typing import Any, cast
 
+import pytest
+
+from bridge.live.inputs import InputAudit
+from bridge.live.links import REVOKED_CLOSE, LiveLinks, LiveRefusal
 from bridge.live.views import LiveViews, Pages
 from bridge.policy import Policy, TabOwners
+from messages.errors import KitsuneError
 from messages.requests import Subjects
 
 
@@ -16,7 +22,7 @@ class _Pages:
 
 
 class _Auditor:
-    def live_view(self, op: str, tab: int) -> None:
+    def live_view(self, op: str, tab: int, **detail: Any) -> None:
         return None
 
 
@@ -40,3 +46,67 @@ def test_a_link_starts_with_the_public_url_whatever_host_the_request_named() -> 
 def test_without_one_a_link_starts_with_the_requests_base_url() -> None:
     link = asyncio.run(_views(None).issue(3, "alice", "http://127.0.0.1:8000/"))
     assert link["url"].startswith("http://127.0.0.1:8000/live/3#t=")
+
+
+def _refused(links: LiveLinks, tab: int, token: str) -> tuple[str, int]:
+    with pytest.raises(LiveRefusal) as refused:
+        links.connect(tab, token)
+    return refused.value.code, refused.value.close_code
+
+
+def test_past_its_quota_an_agents_oldest_unopened_link_is_revoked_and_every_one_open_refuses_a_new_one() -> None:
+    async def run() -> None:
+        links = LiveLinks(300.0, max_per_agent=2, max_links=3)
+        first, _ = links.issue(3, "alice")
+        second, _ = links.issue(3, "alice", control=False)
+        viewing = links.connect(3, second)  # in use: never pushed out
+        links.issue(3, "alice")
+        assert _refused(links, 3, first) == ("live_view_revoked", REVOKED_CLOSE)
+        assert not viewing.ended.is_set() and not links.controlled(3)  # a view-only connection holds nothing
+        links.issue(4, "bob")
+        with pytest.raises(KitsuneError) as node_full:
+            links.issue(4, "bob")
+        assert (node_full.value.code, node_full.value.state) == ("live_view_quota", {"scope": "node", "limit": 3})
+        solo = LiveLinks(300.0, max_per_agent=1)
+        only, _ = solo.issue(3, "alice")
+        solo.connect(3, only)
+        with pytest.raises(KitsuneError) as mine:
+            solo.issue(3, "alice")
+        assert mine.value.code == "live_view_quota" and mine.value.state == {"scope": "agent", "limit": 1}
+
+    asyncio.run(run())
+
+
+def test_a_hand_back_revokes_its_link_and_a_revoked_tab_ends_its_open_connections() -> None:
+    async def run() -> None:
+        links = LiveLinks(300.0)
+        token, _ = links.issue(3, "alice")
+        await links.hand_back(links.connect(3, token))
+        assert _refused(links, 3, token) == ("live_view_revoked", REVOKED_CLOSE)
+        again, _ = links.issue(3, "alice")
+        held = links.connect(3, again)
+        assert links.revoke_tab(3, lambda link: link.agent != "alice", "taken over") == 1
+        assert held.reason == ("live_view_revoked", "taken over", REVOKED_CLOSE) and not links.controlled(3)
+
+    asyncio.run(run())
+
+
+def test_a_persons_clicks_and_named_keys_are_entries_typing_is_one_redacted_entry_per_run_and_bounded() -> None:
+    entries: list[tuple[str, dict[str, Any]]] = []
+    now = [0.0]
+    audit = InputAudit(lambda op, fields: entries.append((op, fields)), rate=1.0, burst=4, clock=lambda: now[0])
+    assert audit.admit({"type": "mouse", "event": "mouseMoved", "x": 1, "y": 1}) is None
+    assert audit.admit({"type": "mouse", "event": "mousePressed", "button": "left"}) is True
+    for key in "s3cret":
+        assert audit.admit({"type": "key", "event": "keyDown", "key": key}) is True
+    assert audit.admit({"type": "text", "text": "pasted-secret"}) is True
+    assert audit.admit({"type": "key", "event": "keyDown", "key": "Enter"}) is True
+    assert audit.admit({"type": "key", "event": "keyDown", "key": "v", "modifiers": 2}) is True
+    assert audit.admit({"type": "mouse", "event": "mousePressed", "button": "left"}) is False  # past the burst
+    now[0] = 1.0
+    assert audit.admit({"type": "mouse", "event": "mousePressed", "button": "left"}, refused=True) is True
+    assert entries == [("input", {"input": "mousePressed", "button": "left"}),
+                       ("input", {"input": "text", "text": "[redacted]"}),
+                       ("input", {"input": "keyDown", "key": "Enter", "modifiers": 0}),
+                       ("input", {"input": "keyDown", "key": "[redacted]", "modifiers": 2}),
+                       ("input_refused", {"input": "mousePressed", "button": "left"})]

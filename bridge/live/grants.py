@@ -1,0 +1,49 @@
+"""Who may act through a Live View link: the rule, and the grant of control an agent may ask for.
+
+A Live View is a person's channel into a tab, and an agent holds the links it asks for: an agent's
+own link must not carry its writes around its policy. So:
+
+- an operator's link (the console's) always carries control: operators are people, signed in;
+- an agent's link carries control by default only when its policy lets it write freely; under
+  ``ask_before_act`` or ``read_only`` it is view-only (``"control": false``: frames only; mouse,
+  keys and paste are refused and audited as ``input_refused``; it takes no control of the tab, so
+  it blocks none of the agents' writes);
+- ``{"op": "live_view", "control": true}`` under ``ask_before_act`` is held like any write
+  (``needs_user`` with a confirm token bound to the agent, session, tab and this grant); once a
+  person approves and it is asked again with the token, the link carries control. Under
+  ``read_only`` no agent can grant it (``read_only``): only an operator's link acts;
+- ``"control": false`` asks for a view-only link, whatever the policy.
+
+Whatever a person does through a link that controls is audited under the link's agent, click by
+click and key by key, without a typed value (``bridge.live.inputs``).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import orjson
+
+from bridge.live.views import OPERATOR, LiveViews
+from bridge.policy import ConfirmTokens, Policy
+from messages.errors import KitsuneError
+
+__all__ = ["grant_link"]
+
+
+async def grant_link(views: LiveViews, confirms: ConfirmTokens, policy: Policy, agent: str, session: str | None,
+                     tab: int, control: object, confirm_token: str | None, base_url: str) -> dict[str, Any]:
+    """The answer of ``POST /api/tabs {"op": "live_view"}``: the link, or the hold of a grant of control."""
+    if control is not None and not isinstance(control, bool):
+        raise KitsuneError("invalid_parameter", "control must be a boolean", state={"param": "control"})
+    if control is not True or agent.startswith(OPERATOR) or not (policy.read_only or policy.ask_before_act):
+        return {"ok": True, **await views.issue(tab, agent, base_url, control)}
+    if policy.read_only:
+        raise KitsuneError("read_only", "This agent is read-only: a Live View link it asks for is view-only; only "
+                           "an operator's link (the console) can act in its tab", state={"tabId": tab})
+    views.may_show(tab, agent)  # never an approval in vain: the link could not be made
+    hold = confirms.hold(confirm_token, agent, session, "live_view", tab, orjson.dumps({"control": True}),
+                         grant="control")
+    if hold is not None:
+        return {**hold.failure.to_json(), "status": "held"}
+    return {"ok": True, **await views.issue(tab, agent, base_url, True)}
