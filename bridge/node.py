@@ -40,6 +40,7 @@ from bridge.fleet.registry import FleetRegistry
 from bridge.fleet.resume import ResumeRoutes
 from bridge.live import LiveViews
 from bridge.metrics import NodeMetrics
+from bridge.nats_admin import provision
 from bridge.nats_server import EmbeddedNats
 from bridge.node_config import Browser, NodeConfig
 from bridge.node_tabs import TabActors
@@ -244,6 +245,7 @@ class Node:
             if url is None:
                 self.nats = EmbeddedNats(fleet=self.config.fleet)
                 url = await asyncio.to_thread(self.nats.start)
+                await provision(url, self.nats.admin, checkpoint_ttl=self.config.checkpoint_ttl)  # as its owner
                 auth = self.nats.auth
             self.browser.own_endpoints.update(endpoints_of(url, 4222))
             nats_bus = await NatsBus.connect(url, auth=auth, name="kitsune-node")

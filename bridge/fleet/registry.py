@@ -37,7 +37,8 @@ from nats.js.kv import KeyValue
 from actors.jetstream import ensure_bucket, patiently
 
 __all__ = ["HEARTBEAT", "NODES_BUCKET", "NODE_LOST_AFTER", "TABS_BUCKET", "FleetRegistry", "NodeEntry",
-           "TabEntry", "agent_key"]
+           "TabEntry", "agent_key",
+           "nodes_bucket", "tabs_bucket"]
 
 log = logging.getLogger(__name__)
 
@@ -99,6 +100,16 @@ class NodeEntry:
         return cls(str(body["node"]), int(body["tabs"]), int(body["max_tabs"]), body.get("http"))
 
 
+def tabs_bucket() -> KeyValueConfig:
+    """The tabs bucket as a node makes it (and ``bridge.nats_admin`` provisions it)."""
+    return KeyValueConfig(bucket=TABS_BUCKET, storage=StorageType.FILE)
+
+
+def nodes_bucket() -> KeyValueConfig:
+    """The heartbeats' bucket as a node makes it (and ``bridge.nats_admin`` provisions it)."""
+    return KeyValueConfig(bucket=NODES_BUCKET, storage=StorageType.MEMORY, ttl=NODE_TTL)
+
+
 def agent_key(agent: str) -> str:
     """An agent's name as one KV key token (any name: a digest, not the name itself)."""
     return hashlib.sha256(agent.encode()).hexdigest()[:24]
@@ -158,10 +169,8 @@ class FleetRegistry:
         await self.watch()
 
     async def _open_buckets(self) -> None:
-        self._tabs_kv = await ensure_bucket(self._client, KeyValueConfig(bucket=TABS_BUCKET,
-                                                                         storage=StorageType.FILE))
-        self._nodes_kv = await ensure_bucket(self._client, KeyValueConfig(bucket=NODES_BUCKET,
-                                                                          storage=StorageType.MEMORY, ttl=NODE_TTL))
+        self._tabs_kv = await ensure_bucket(self._client, tabs_bucket())
+        self._nodes_kv = await ensure_bucket(self._client, nodes_bucket())
 
     async def watch(self) -> None:
         """(Re)start the watches of both buckets and wait for their current values."""
