@@ -72,6 +72,9 @@ log = logging.getLogger(__name__)
 class Node:
     """One Kitsune node. ``start``/``stop`` from any thread but the loop's; calls from threads or the loop."""
 
+    _heartbeat: Heartbeat | None = None
+    """The thread that beats for it in the fleet (``bridge.fleet.beat``), once it joined NATS."""
+
     def __init__(self, browser: Browser, config: NodeConfig = NodeConfig(), *, policy: Policy = Policy(),
                  agent_policies: Mapping[str, Policy] | None = None, workflows: WorkflowLibrary | None = None,
                  loop: asyncio.AbstractEventLoop | None = None) -> None:
@@ -118,9 +121,7 @@ class Node:
         self.metrics = NodeMetrics(self)
         """The node's Prometheus metrics, in a registry of its own (``GET /metrics``)."""
         self.event_listeners.append(self.metrics.on_event)
-        self.loop_watch = LoopWatch(self.metrics.registry, self.member.heartbeat)
-        """The watchdog of the loop (stalls logged and measured), which the heartbeat thread reads."""
-        self._heartbeat: Heartbeat | None = None
+        self.loop_watch = LoopWatch(self.metrics.registry, self.member.heartbeat)  # read by the heartbeat thread
         self.fleet_metrics = FleetMetrics(self.member, config.fleet, self.metrics.registry)
         """Its identity and its view of the fleet, in the same registry (``bridge.fleet.metrics``)."""
         self.site_tools = SiteToolRecords(browser.site_tools, config.continuation_ttl, self.metrics.registry)
