@@ -51,7 +51,7 @@ from messages.commands import CallSpec, Command, is_write
 from messages.errors import KitsuneError
 
 __all__ = ["AUDIT_STREAM", "AUDIT_SUBJECT", "AuditActor", "AuditLog", "AuditTrail", "Auditor", "JetStreamAuditLog",
-           "LocalAuditLog"]
+           "LocalAuditLog", "audit_config"]
 
 log = logging.getLogger(__name__)
 
@@ -83,6 +83,11 @@ class LocalAuditLog:
         return _already_kept(len(self.entries))
 
 
+def audit_config() -> StreamConfig:
+    """The audit stream as a node makes it (and ``bridge.nats_admin`` provisions it)."""
+    return StreamConfig(name=AUDIT_STREAM, subjects=[AUDIT_SUBJECT], storage=StorageType.FILE)
+
+
 class JetStreamAuditLog:
     """Entries in the JetStream stream ``KITSUNE_AUDIT`` (file storage), shared by every node."""
 
@@ -93,7 +98,7 @@ class JetStreamAuditLog:
     @classmethod
     async def create(cls, client: Client) -> JetStreamAuditLog:
         """Ensure the stream exists with its replicas (``actors.jetstream``) and wrap it."""
-        await ensure_stream(client, StreamConfig(name=AUDIT_STREAM, subjects=[AUDIT_SUBJECT], storage=StorageType.FILE))
+        await ensure_stream(client, audit_config())
         return cls(client)
 
     async def send(self, entry: AuditEntry) -> Awaitable[int]:

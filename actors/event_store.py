@@ -24,7 +24,8 @@ from messages.codec import decode_events, encode
 from messages.contract import CHECKPOINT_TTL
 from messages.events import Event
 
-__all__ = ["EVENTS_STREAM", "EVENTS_SUBJECTS", "EventStore", "JetStreamEventStore", "LocalEventStore", "events_subject"]
+__all__ = ["EVENTS_STREAM", "EVENTS_SUBJECTS", "EventStore", "JetStreamEventStore", "LocalEventStore", "events_config",
+           "events_subject"]
 
 EVENTS_STREAM = "KITSUNE_EVENTS"
 EVENTS_SUBJECTS = "kitsune.events.>"
@@ -77,6 +78,12 @@ class LocalEventStore:
         return decode_events(self._calls.get(call, ()))
 
 
+def events_config(max_age_seconds: float = CHECKPOINT_TTL) -> StreamConfig:
+    """The events stream as a node makes it (and ``bridge.nats_admin`` provisions it)."""
+    return StreamConfig(name=EVENTS_STREAM, subjects=[EVENTS_SUBJECTS], storage=StorageType.MEMORY,
+                        max_age=float(max_age_seconds))
+
+
 class JetStreamEventStore:
     """Events in the JetStream stream ``KITSUNE_EVENTS`` (memory storage, bounded age)."""
 
@@ -91,11 +98,8 @@ class JetStreamEventStore:
     ) -> JetStreamEventStore:
         """Ensure the stream exists with this configuration and its replicas (``actors.jetstream``) and wrap it."""
         client = nats_client_or_bus.client if isinstance(nats_client_or_bus, NatsBus) else nats_client_or_bus
-        wanted = StreamConfig(
-            name=EVENTS_STREAM, subjects=[EVENTS_SUBJECTS], storage=StorageType.MEMORY, max_age=float(max_age_seconds)
-        )
         try:
-            await ensure_stream(client, wanted, timeout=timeout)
+            await ensure_stream(client, events_config(max_age_seconds), timeout=timeout)
         except nats.errors.Error as e:
             raise _error(e, EVENTS_STREAM, "set up the stream") from e
         return cls(client, timeout=timeout)

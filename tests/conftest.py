@@ -70,7 +70,7 @@ def nats_access() -> Iterator[NatsAccess]:
     except KitsuneError as e:
         pytest.fail(f"integration tests need nats-server (or {NATS_URL_ENV}): {e.message}", pytrace=False)
     try:
-        yield NatsAccess(url, server.auth)
+        yield NatsAccess(url, server.auth, server.admin)
     finally:
         server.stop()
 

@@ -28,7 +28,7 @@ __all__ = ["ClusterAccess", "nats_cluster"]
 class ClusterAccess(NatsAccess):
     """The cluster's URLs and node user, and its servers."""
 
-    cluster: NatsCluster = field(repr=False)
+    cluster: NatsCluster = field(repr=False, kw_only=True)
 
     def node_config(self, **fields: Any) -> NodeConfig:
         """A node configuration of fleet ``kitsune`` joining the cluster."""
@@ -63,6 +63,6 @@ def nats_cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ClusterAc
     except FleetError as e:
         pytest.fail(f"the NATS cluster did not start: {e}", pytrace=False)
     try:
-        yield ClusterAccess(cluster.url, cluster.auth, cluster)
+        yield ClusterAccess(cluster.url, cluster.auth, cluster.admin, cluster=cluster)
     finally:
         cluster.stop()

@@ -7,7 +7,8 @@ Two JetStream KV buckets hold it, and every node keeps a mirror of both from a K
   on (a session's tabs stay on one node). A node writes only its own tabs' and sessions' keys,
   each change a compare-and-set on the key's revision; the others read them.
 - ``KITSUNE_NODES``: ``<fleet>.<node>`` is a node's heartbeat (:class:`NodeEntry`), put every
-  :data:`HEARTBEAT` seconds; the bucket's entries expire after :data:`NODE_TTL`.
+  :data:`HEARTBEAT` seconds by a thread of its own, not by the node's loop (``bridge.fleet.beat``:
+  a stalled loop does not drop a node that serves); the bucket's entries expire after :data:`NODE_TTL`.
 
 A node is lost when its heartbeat stops: unseen for :data:`NODE_LOST_AFTER` seconds, measured
 against this node's own heartbeat as the watch brings it back (a node cut off from NATS sees no
@@ -37,7 +38,8 @@ from nats.js.kv import KeyValue
 from actors.jetstream import ensure_bucket, patiently
 
 __all__ = ["HEARTBEAT", "NODES_BUCKET", "NODE_LOST_AFTER", "TABS_BUCKET", "FleetRegistry", "NodeEntry",
-           "TabEntry", "agent_key"]
+           "TabEntry", "agent_key",
+           "nodes_bucket", "tabs_bucket"]
 
 log = logging.getLogger(__name__)
 
@@ -89,14 +91,28 @@ class NodeEntry:
     max_tabs: int
     http: str | None = None
     """Where its HTTP API answers, when it knows."""
+    loop_lag: float = 0.0
+    """Seconds the node's event loop had not run its watchdog's tick when this beat was sent."""
 
     def to_json(self) -> bytes:
-        return orjson.dumps({"node": self.node, "tabs": self.tabs, "max_tabs": self.max_tabs, "http": self.http})
+        return orjson.dumps({"node": self.node, "tabs": self.tabs, "max_tabs": self.max_tabs, "http": self.http,
+                             "loop_lag": self.loop_lag})
 
     @classmethod
     def from_json(cls, data: bytes) -> NodeEntry:
         body = orjson.loads(data)
-        return cls(str(body["node"]), int(body["tabs"]), int(body["max_tabs"]), body.get("http"))
+        return cls(str(body["node"]), int(body["tabs"]), int(body["max_tabs"]), body.get("http"),
+                   float(body.get("loop_lag") or 0.0))
+
+
+def tabs_bucket() -> KeyValueConfig:
+    """The tabs bucket as a node makes it (and ``bridge.nats_admin`` provisions it)."""
+    return KeyValueConfig(bucket=TABS_BUCKET, storage=StorageType.FILE)
+
+
+def nodes_bucket() -> KeyValueConfig:
+    """The heartbeats' bucket as a node makes it (and ``bridge.nats_admin`` provisions it)."""
+    return KeyValueConfig(bucket=NODES_BUCKET, storage=StorageType.MEMORY, ttl=NODE_TTL)
 
 
 def agent_key(agent: str) -> str:
@@ -136,13 +152,18 @@ class FleetRegistry:
 
     # life cycle
 
+    @property
+    def key(self) -> str:
+        """This node's key in ``KITSUNE_NODES`` (its heartbeat's)."""
+        return f"{self._fleet}.{self.node}"
+
     async def start(self) -> None:
-        """Make or open both buckets, mirror them, and start beating."""
+        """Make or open both buckets, beat once, mirror them, and start judging the others (the next
+        heartbeats are ``bridge.fleet.beat``'s)."""
         await self._open_buckets()
         await patiently(self._beat)  # buckets just made may still elect their leaders
         await self.watch()
-        self._tasks += [asyncio.get_running_loop().create_task(self._beating()),
-                        asyncio.get_running_loop().create_task(self._judging())]
+        self._tasks.append(asyncio.get_running_loop().create_task(self._judging()))
 
     async def resync(self) -> None:
         """After a reconnect: the buckets made again if the server lost them, this node's own keys
@@ -158,10 +179,8 @@ class FleetRegistry:
         await self.watch()
 
     async def _open_buckets(self) -> None:
-        self._tabs_kv = await ensure_bucket(self._client, KeyValueConfig(bucket=TABS_BUCKET,
-                                                                         storage=StorageType.FILE))
-        self._nodes_kv = await ensure_bucket(self._client, KeyValueConfig(bucket=NODES_BUCKET,
-                                                                          storage=StorageType.MEMORY, ttl=NODE_TTL))
+        self._tabs_kv = await ensure_bucket(self._client, tabs_bucket())
+        self._nodes_kv = await ensure_bucket(self._client, nodes_bucket())
 
     async def watch(self) -> None:
         """(Re)start the watches of both buckets and wait for their current values."""
@@ -186,7 +205,7 @@ class FleetRegistry:
             for key in [k for k in self._revisions if self._is_own(k)]:
                 await self._delete(key)
             if self._nodes_kv is not None:
-                await self._nodes_kv.delete(f"{self._fleet}.{self.node}")
+                await self._nodes_kv.delete(self.key)
         for watcher in self._watchers:
             with contextlib.suppress(Exception):
                 await watcher.stop()
@@ -326,15 +345,7 @@ class FleetRegistry:
 
     async def _beat(self) -> None:
         assert self._nodes_kv is not None
-        await self._nodes_kv.put(f"{self._fleet}.{self.node}", self._heartbeat().to_json())
-
-    async def _beating(self) -> None:
-        while True:
-            await asyncio.sleep(HEARTBEAT)
-            try:
-                await self._beat()
-            except Exception as e:  # NATS away: the next beat tries again
-                log.warning("heartbeat not sent (%s)", type(e).__name__)
+        await self._nodes_kv.put(self.key, self._heartbeat().to_json())
 
     async def _judging(self) -> None:
         while True:

@@ -38,7 +38,7 @@ from bridge.tasks.records import TASK_ID, Task, lapsed
 from messages.errors import KitsuneError
 
 __all__ = ["ATTEMPTS", "SWEEP_EVERY", "TASKS_BUCKET", "TOMBSTONE_TTL", "JetStreamTaskStore", "LocalTaskStore",
-           "TaskStore", "Transition"]
+           "TaskStore", "Transition", "tasks_bucket"]
 
 log = logging.getLogger(__name__)
 
@@ -341,6 +341,11 @@ class LocalTaskStore(_Store):
         del table[key]
 
 
+def tasks_bucket() -> KeyValueConfig:
+    """The tasks bucket as a node makes it (and ``bridge.nats_admin`` provisions it)."""
+    return KeyValueConfig(bucket=TASKS_BUCKET, history=1, storage=StorageType.FILE)
+
+
 class JetStreamTaskStore(_Store):
     """Tasks in the fleet's KV bucket, mirrored from a watch (on the node's loop)."""
 
@@ -360,8 +365,7 @@ class JetStreamTaskStore(_Store):
 
     async def resync(self) -> None:
         with _answering():
-            self._kv = await ensure_bucket(self._client, KeyValueConfig(bucket=TASKS_BUCKET, history=1,
-                                                                        storage=StorageType.FILE))
+            self._kv = await ensure_bucket(self._client, tasks_bucket())
             await self._watch()
 
     async def stop(self) -> None:

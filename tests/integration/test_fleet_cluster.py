@@ -12,6 +12,7 @@ from collections.abc import Callable, Coroutine, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
+import nats
 import nats.errors
 import pytest
 from nats.aio.client import Client
@@ -22,6 +23,7 @@ from actors.bus import BusError, NatsBus
 from actors.event_store import EVENTS_STREAM, JetStreamEventStore
 from actors.jetstream import _made_here, ensure_bucket, stream_replicas
 from bridge.browser import ChromiumBrowser
+from bridge.nats_admin import provision
 from bridge.node import Node
 from bridge.tab_ids import FLEET_BUCKET
 from kitsune.fleet import FLEET
@@ -79,26 +81,32 @@ def test_on_one_server_streams_keep_one_replica(nats_access: NatsAccess) -> None
     asyncio.run(scenario())
 
 
-def test_a_node_makes_its_streams_with_three_replicas_and_raises_a_stream_that_has_fewer(
+def test_a_node_makes_its_streams_with_three_replicas_and_the_administrator_raises_one_that_has_fewer(
         node: Node, nats_cluster: ClusterAccess) -> None:
+    """A node may not change a stream (its user is refused the update): one found with fewer replicas is
+    used as it is, and ``kitsune provision`` (the administrator) gives it three again."""
+    assert nats_cluster.admin is not None
     with asyncio.Runner() as runner:
         client = runner.run(nats_cluster.client())
+        admin = runner.run(nats.connect(nats_cluster.url.split(","), **nats_cluster.admin.connect_options()))
         try:
             assert runner.run(stream_replicas(client)) == 3
             assert [runner.run(_num_replicas(client, stream)) for stream in STREAMS] == [3, 3, 3]
 
-            js = client.jetstream()
             made_by: dict[str, Callable[[], Coroutine[Any, Any, object]]] = {
                 EVENTS_STREAM: lambda: JetStreamEventStore.create(client),
                 AUDIT_STREAM: lambda: JetStreamAuditLog.create(client),
                 f"KV_{FLEET_BUCKET}": lambda: ensure_bucket(client, KeyValueConfig(bucket=FLEET_BUCKET))}
-            for stream, make in made_by.items():  # each, found with one replica, gets three again
-                have = runner.run(js.stream_info(stream)).config
-                runner.run(js.update_stream(have.evolve(num_replicas=1)))
+            for stream, make in made_by.items():  # each, found with one replica, is left so by a node
+                have = runner.run(admin.jetstream().stream_info(stream)).config
+                runner.run(admin.jetstream().update_stream(have.evolve(num_replicas=1)))
                 assert runner.run(_num_replicas(client, stream)) == 1
                 runner.run(make())
-                assert runner.run(_num_replicas(client, stream)) == 3, stream
+                assert runner.run(_num_replicas(client, stream)) == 1, stream
+            runner.run(provision(nats_cluster.url, nats_cluster.admin))
+            assert [runner.run(_num_replicas(client, stream)) for stream in STREAMS] == [3, 3, 3]
         finally:
+            runner.run(admin.close())
             runner.run(client.close())
 
 

@@ -225,3 +225,31 @@ def test_a_killed_node_leaves_the_fleet_its_tabs_close_and_its_claims_end(
         assert answer.json()["code"] == "tab_closed", answer.text  # refused whole, nothing sent
     assert batch(first, [CLICK], tabId=mine)["status"] == "ok"  # the claim ended with its node
     assert site.wait_for_count(HIT, 2) == 2  # the parallel's click, then this one: none to the dead node's tab
+
+
+def test_a_node_whose_loop_stalls_past_the_loss_threshold_stays_in_the_fleet_and_serves(
+        fleet: tuple[Node, Node], site: TestSite) -> None:
+    """Node A's event loop held for 12 s (more than the 8 s after which a silent node is lost): its
+    heartbeat, sent by a thread of its own, goes on, so node B never judges A lost and closes none of
+    its tabs; once the loop is free A's tab works through B; A's watchdog logged and measured the stall."""
+    first, second = fleet
+    assert second.member.registry is not None
+    tab = first.open_tab(site.url("/clicks"))
+    until(lambda: second.member.node_of(tab) == "node-a", 10, "node-b learning node-a's tab")
+    stalls = first.loop_watch.stalls
+    first.io.loop.call_soon_threadsafe(time.sleep, 12.0)  # a page (or anything) holding node-a's loop
+    absent = []
+    ends = time.monotonic() + 12.5
+    while time.monotonic() < ends:
+        if "node-a" not in second.member.registry.alive() or second.member.node_of(tab) != "node-a":
+            absent.append(round(ends - time.monotonic(), 1))
+        time.sleep(0.1)
+    assert absent == [], "node-b judged node-a lost while its loop stalled"
+    until(lambda: first.loop_watch.stalls > stalls, 5, "node-a's watchdog seeing the stall")
+    registry = first.metrics.registry
+    longest = (registry.get_sample_value("kitsune_event_loop_lag_seconds_bucket", {"le": "+Inf"}) or 0) - (
+        registry.get_sample_value("kitsune_event_loop_lag_seconds_bucket", {"le": "10.0"}) or 0)
+    assert longest >= 1  # the stall, measured (12 s)
+    answer = batch(second, [CLICK], tabId=tab)
+    assert answer["status"] == "ok", answer  # not tab_closed: the fleet still agrees where it is
+    assert site.wait_for_count(HIT, 1) == 1

@@ -3,16 +3,22 @@
 from __future__ import annotations
 
 import asyncio
+import logging
 from collections.abc import AsyncIterator
 
 import nats
 import nats.errors
 import pytest
 
-from actors.audit_actor import AUDIT_STREAM, AUDIT_SUBJECT
+from actors.audit_actor import AUDIT_STREAM, AUDIT_SUBJECT, JetStreamAuditLog
 from actors.bus import BusError, NatsBus
+from actors.event_store import EVENTS_STREAM, JetStreamEventStore
+from actors.jetstream import ensure_bucket
 from actors.nats_connection import NatsAuth
+from bridge.fleet.registry import NODES_BUCKET, nodes_bucket
+from bridge.nats_admin import provision
 from bridge.nats_server import NODE_USER, EmbeddedNats
+from messages.errors import KitsuneError
 
 pytestmark = pytest.mark.anyio
 
@@ -84,5 +90,68 @@ async def test_the_nodes_user_cannot_use_another_fleets_subjects_nor_delete_the_
             'permissions violation for publish to "other.tab.1.do"',
             'permissions violation for publish to "$js.api.stream.delete.kitsune_audit"']
         assert (await js.stream_info(AUDIT_STREAM)).state.messages == 1  # still there, entry kept
+    finally:
+        await client.close()
+
+
+async def test_the_nodes_user_cannot_update_purge_or_delete_a_stream_bucket_or_entry(server: EmbeddedNats) -> None:
+    """With a node's credential, shrinking the audit stream (``max_msgs=1``), purging or deleting it or
+    one of its entries, and the same on a KV bucket's stream, are refused: the streams keep their
+    configuration and every message. The administrator may (``kitsune provision``)."""
+    refusals: list[str] = []
+
+    async def on_error(e: Exception) -> None:
+        refusals.append(str(e).removeprefix("nats: "))
+
+    client = await nats.connect(server.url, error_cb=on_error, **server.auth.connect_options())
+    try:
+        await JetStreamAuditLog.create(client)  # a node makes what is missing
+        kv = await ensure_bucket(client, nodes_bucket())
+        js = client.jetstream(timeout=1.0)
+        for entry in (b"1", b"2", b"3"):
+            await js.publish(AUDIT_SUBJECT, entry)
+        await kv.put("mine.node-a", b"{}")
+        streams = {AUDIT_STREAM: (await js.stream_info(AUDIT_STREAM)).config,
+                   f"KV_{NODES_BUCKET}": (await js.stream_info(f"KV_{NODES_BUCKET}")).config}
+        for stream, config in streams.items():
+            for attempt in (js.update_stream(config.evolve(max_msgs=1)), js.purge_stream(stream),
+                            js.delete_msg(stream, 1), js.delete_stream(stream)):
+                with pytest.raises((nats.errors.TimeoutError, nats.errors.NoRespondersError)):
+                    await attempt
+        await asyncio.sleep(0.2)
+        assert sorted(set(refusals)) == sorted(
+            f'permissions violation for publish to "$js.api.stream.{op}.{stream.lower()}"'
+            for stream in streams for op in ("update", "purge", "msg.delete", "delete"))
+        audit = await js.stream_info(AUDIT_STREAM)
+        assert audit.config.max_msgs == streams[AUDIT_STREAM].max_msgs and audit.state.messages == 3
+        assert (await kv.get("mine.node-a")).value == b"{}"
+        admin = await nats.connect(server.url, **server.admin.connect_options())
+        try:  # the administrator may
+            await admin.jetstream().update_stream(audit.config.evolve(max_age=3600.0))
+        finally:
+            await admin.close()
+        assert (await js.stream_info(AUDIT_STREAM)).config.max_age == 3600.0
+    finally:
+        await client.close()
+
+
+async def test_a_node_that_finds_a_stream_otherwise_uses_it_as_it_is_and_provision_brings_it(
+        server: EmbeddedNats, caplog: pytest.LogCaptureFixture) -> None:
+    """A node's start never asks for an update (it would be refused): it says so; the owner of the
+    server (or ``kitsune provision`` on a cluster) brings the stream to the node's configuration."""
+    client = await nats.connect(server.url, **server.auth.connect_options())
+    try:
+        await JetStreamEventStore.create(client, max_age_seconds=600)
+        with caplog.at_level(logging.WARNING, logger="actors.jetstream"):
+            await JetStreamEventStore.create(client, max_age_seconds=900)
+        assert "only an administrator changes a stream" in caplog.text and "max_age" in caplog.text
+        js = client.jetstream()
+        assert (await js.stream_info(EVENTS_STREAM)).config.max_age == 600
+        assert f"KV_{NODES_BUCKET}" in await provision(server.url, server.admin, checkpoint_ttl=900)
+        assert (await js.stream_info(EVENTS_STREAM)).config.max_age == 900
+        with pytest.raises(KitsuneError) as refused:  # the node's credential is no administrator's
+            await provision(server.url, server.auth, checkpoint_ttl=1200, timeout=1.0)
+        assert refused.value.code == "nats_unavailable"
+        assert (await js.stream_info(EVENTS_STREAM)).config.max_age == 900
     finally:
         await client.close()

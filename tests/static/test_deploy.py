@@ -16,7 +16,7 @@ from typing import Any
 import yaml
 
 from bridge.config import BridgeConfig, load_config
-from bridge.nats_server import NODE_USER, nats_server_binary, node_permissions
+from bridge.nats_server import ADMIN_USER, NODE_USER, nats_server_binary, node_permissions
 from kitsune.cli import _parser
 from kitsune.fleet import FLEET, NATS_CONFIG, NODE_PASSWORD_ENV, ROUTE_USER, NatsMember, nats_environment
 from messages.contract import CHECKPOINT_TTL
@@ -286,8 +286,9 @@ def test_the_nats_chart_values_give_the_nodes_user_the_same_account_and_password
     values = yaml.safe_load((DEPLOY / "kubernetes" / "nats-values.yaml").read_text())
     assert values["config"]["cluster"] == {"enabled": True, "replicas": 3}
     assert values["config"]["jetstream"]["enabled"] is True
-    [user] = values["config"]["merge"]["accounts"]["KITSUNE"]["users"]
+    [user, admin] = values["config"]["merge"]["accounts"]["KITSUNE"]["users"]
     assert user["user"] == NODE_USER and user["permissions"] == node_permissions(FLEET)
+    assert admin == {"user": ADMIN_USER, "password": "<< $NATS_ADMIN_PASSWORD >>"}  # provision's, no node's
     objects = _kubernetes()
     [container] = objects["StatefulSet"]["spec"]["template"]["spec"]["containers"]
     nodes_password = next(item for item in container["env"] if item["name"] == NODE_PASSWORD_ENV)
@@ -295,7 +296,8 @@ def test_the_nats_chart_values_give_the_nodes_user_the_same_account_and_password
     # the chart writes << $X >> unquoted: what it renders of the account, nats-server accepts
     rendered = re.sub(r'"<< (\$\w+) >>"', r"\1", json.dumps({"accounts": values["config"]["merge"]["accounts"]}))
     (tmp_path / "accounts.conf").write_text(rendered)
-    answer = _config_test(tmp_path / "accounts.conf", {"NATS_NODE_PASSWORD": "node-change-me-0123456789"})
+    answer = _config_test(tmp_path / "accounts.conf", {"NATS_NODE_PASSWORD": "node-change-me-0123456789",
+                                                       "NATS_ADMIN_PASSWORD": "admin-change-me-0123456789"})
     assert answer.returncode == 0, answer.stderr
 
 
@@ -305,6 +307,30 @@ def test_the_nats_configuration_gives_the_node_user_what_the_embedded_server_giv
     text = CONF.read_text()
     assert f"user: {NODE_USER}" in text and f"user: {ROUTE_USER}" in text
     assert _conf_permissions(text) == node_permissions(FLEET)
+    assert not any("UPDATE" in subject or "DELETE" in subject or "PURGE" in subject
+                   for subject in node_permissions(FLEET)["publish"]["allow"])
+    assert {"$JS.API.STREAM.UPDATE.>", "$JS.API.STREAM.DELETE.>", "$JS.API.STREAM.PURGE.>",
+            "$JS.API.STREAM.MSG.DELETE.>"} <= set(node_permissions(FLEET)["publish"]["deny"])
+    assert f"user: {ADMIN_USER}\n        password: $NATS_ADMIN_PASSWORD\n" in text
+
+
+def test_the_streams_are_provisioned_by_the_administrator_whom_no_node_is_given() -> None:
+    """compose's ``provision`` service and the Kubernetes Job run ``kitsune provision`` with the
+    administrator's password before the nodes; no node's environment holds that password."""
+    compose = _compose()
+    provision = compose["services"]["provision"]
+    args = _parser().parse_args(provision["command"][1:])
+    assert provision["command"][0] == "kitsune" and args.command == "provision"
+    assert args.nats_url.count("nats://") == 3 and "NATS_ADMIN_PASSWORD" in provision["environment"]
+    for node in _compose_nodes().values():
+        assert node["depends_on"]["provision"] == {"condition": "service_completed_successfully"}
+        assert not any("ADMIN" in str(value) for value in node["environment"].values())
+    job = next(d for d in yaml.safe_load_all((DEPLOY / "kubernetes" / "provision.yaml").read_text())
+               if d["kind"] == "Job")
+    [container] = job["spec"]["template"]["spec"]["containers"]
+    assert _parser().parse_args(container["args"][1:]).command == "provision"
+    assert [e["name"] for e in container["env"]] == ["NATS_ADMIN_PASSWORD"]
+    assert "kitsune-nats-admin" not in (DEPLOY / "kubernetes" / "kitsune.yaml").read_text()
 
 
 def test_the_launcher_gives_each_server_every_variable_of_the_configuration_and_nats_server_accepts_it(
@@ -312,7 +338,7 @@ def test_the_launcher_gives_each_server_every_variable_of_the_configuration_and_
     cluster = [NatsMember(f"nats-{i}", 4222 + i, 6222 + i, 8222 + i) for i in (1, 2, 3)]
     for member in cluster:
         env = nats_environment(member, cluster, tmp_path / member.name, route_password="route-pass-0123456789",
-                               node_password="k0123456789abcdef")
+                               node_password="k0123456789abcdef", admin_password="k-admin-0123456789")
         assert set(env) == _conf_variables()
         answer = _config_test(NATS_CONFIG, env)
         assert answer.returncode == 0, answer.stderr

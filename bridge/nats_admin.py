@@ -1,0 +1,66 @@
+"""The administrator's part of NATS: the fleet's streams and KV buckets made or changed as they should be.
+
+A node's user may make a stream or bucket that is missing, publish to it and read it, but never
+update, purge or delete one (``bridge.nats_server.node_permissions``): a node's credential must not
+be able to shrink the fleet's audit log. Changing one (a new maximum age of the events, more
+replicas once a cluster has grown) is this module's, with an administrator's credential that no node
+holds:
+
+- the embedded nats-server has an administrator user of its own, with a password generated at
+  each start that only the process owning the server knows; that process provisions with it once,
+  before its node connects as the node's user;
+- a joined cluster is provisioned by ``kitsune provision`` (deploy/: the ``nats-provision`` service
+  of compose.yaml, the Job of kubernetes/kitsune.yaml) with the cluster's administrator user.
+"""
+
+from __future__ import annotations
+
+import nats
+import nats.errors
+from nats.js.api import KeyValueConfig, StreamConfig
+
+from actors.audit_actor import audit_config
+from actors.event_store import events_config
+from actors.jetstream import ensure_bucket, ensure_stream
+from actors.nats_connection import NatsAuth, display_url
+from bridge.fleet.registry import nodes_bucket, tabs_bucket
+from bridge.nats_server import ADMIN_USER
+from bridge.tab_ids import fleet_bucket
+from bridge.tasks.store import tasks_bucket
+from messages.contract import CHECKPOINT_TTL
+from messages.errors import KitsuneError
+
+__all__ = ["ADMIN_USER", "provision", "stream_configs"]
+
+
+def stream_configs(checkpoint_ttl: float = CHECKPOINT_TTL) -> list[StreamConfig | KeyValueConfig]:
+    """Every stream and bucket of a fleet, as its nodes make them (the events kept ``checkpoint_ttl``)."""
+    return [events_config(checkpoint_ttl), audit_config(), fleet_bucket(), tabs_bucket(), nodes_bucket(),
+            tasks_bucket()]
+
+
+async def provision(url: str, auth: NatsAuth, *, checkpoint_ttl: float = CHECKPOINT_TTL,
+                    timeout: float = 10.0) -> list[str]:
+    """Make or bring every stream and bucket to what :func:`stream_configs` says, as the administrator
+    ``auth``; the names of the streams. ``nats_unavailable`` if the server cannot be reached or refuses."""
+    try:
+        client = await nats.connect([u.strip() for u in url.split(",") if u.strip()], allow_reconnect=False,
+                                    connect_timeout=timeout, **auth.connect_options())
+    except (nats.errors.Error, OSError) as e:
+        raise KitsuneError("nats_unavailable", f"NATS at {display_url(url)} did not take the administrator "
+                           f"({type(e).__name__})") from e
+    names: list[str] = []
+    try:
+        for config in stream_configs(checkpoint_ttl):
+            if isinstance(config, StreamConfig):
+                await ensure_stream(client, config, timeout=timeout, admin=True)
+                names.append(str(config.name))
+            else:
+                await ensure_bucket(client, config, timeout=timeout, admin=True)
+                names.append(f"KV_{config.bucket}")
+    except (nats.errors.Error, TimeoutError) as e:
+        raise KitsuneError("nats_unavailable", f"the streams of NATS at {display_url(url)} were not provisioned "
+                           f"({type(e).__name__})") from e
+    finally:
+        await client.close()
+    return names
