@@ -74,7 +74,6 @@ class Node:
 
     _heartbeat: Heartbeat | None = None
     """The thread that beats for it in the fleet (``bridge.fleet.beat``), once it joined NATS."""
-
     def __init__(self, browser: Browser, config: NodeConfig = NodeConfig(), *, policy: Policy = Policy(),
                  agent_policies: Mapping[str, Policy] | None = None, workflows: WorkflowLibrary | None = None,
                  loop: asyncio.AbstractEventLoop | None = None) -> None:
@@ -95,10 +94,7 @@ class Node:
         self.claims = self.member.claims
         """The tab claims of parallel sequences, each decided by its tab's node (``bridge.fleet.member``)."""
         self._actors: list[pykka.ActorRef[Any]] = []
-        self.live = LiveViews(config.name, browser, self.subjects, self.owners, ttl=config.live_view_ttl,
-                              public_url=config.live_view_public_url, node_of=self.member.holder,
-                              policy_of=self.policy_of, auditor=self.auditor,
-                              limits=(config.live_view_max_links_per_agent, config.live_view_max_links))
+        self.live = self._live_views()
         """The Live Views of its tabs (``bridge.live``): a person controlling a tab holds the agents' writes."""
         self.tabs = TabActors(browser, self.io, self.subjects, on_change=self._tabs_changed,
                               admission=self._admission)
@@ -136,6 +132,12 @@ class Node:
             config.sessions, max_exec_idle=max(config.sessions.max_exec_idle, config.checkpoint_ttl)),
             on_change=self._session_changed)
         """The agents' sessions as the node keeps them: recorded, ended with their calls, swept."""
+
+    def _live_views(self) -> LiveViews:
+        c = self.config
+        return LiveViews(c.name, self.browser, self.subjects, self.owners, ttl=c.live_view_ttl, auditor=self.auditor,
+                         public_url=c.live_view_public_url, policy_of=self.policy_of, node_of=self.member.holder,
+                         limits=(c.live_view_max_links_per_agent, c.live_view_max_links))
 
     def _call_forwarding(self) -> CallForwarding:
         forwarding = CallForwarding(
