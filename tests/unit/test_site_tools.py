@@ -6,6 +6,7 @@ import asyncio
 import hashlib
 import json
 import time
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -172,3 +173,9 @@ def test_a_site_tools_answer_is_bounded_and_names_what_it_left_out() -> None:
     assert 0 < kept < 300 and answer["truncated"]["tools"] == 300 - kept
     assert answer["truncated"]["names"][0] == f"t{kept}" and len(answer["truncated"]["names"]) == 256
     assert listed(big[:3]) == {"tools": big[:3]}
+
+
+def test_the_page_script_checks_the_node_s_limits_first() -> None:
+    script = (Path(declarations.__file__).parent.parent / "js" / "model_context.js").read_text()
+    assert (f"const LIMITS = {{ tools: {declarations.MAX_TOOLS}, description: {declarations.MAX_DESCRIPTION}, "
+            f"schemaBytes: {declarations.MAX_SCHEMA_BYTES} }};") in script

@@ -21,6 +21,8 @@
   const quietly = (promise) => { promise.catch(() => {}); };
 
   const OUTPUT_CHARS = 1048576;  // a tool's output, as JSON: the node does not take more
+  const LIMITS = { tools: 64, description: 4096, schemaBytes: 65536 };  // declarations.py's, tested alike
+  const refusal = (name, why) => ({ refused: `registerTool ${name}: ${why}` });
   const tools = new Map();  // name -> the page's declaration
   const running = new Map();  // invocation id -> its AbortController
 
@@ -85,15 +87,27 @@
       if (typeof value === "boolean" || (key === "title" && typeof value === "string")) kept[key] = value.valueOf();
     }
     if (typeof kept.title === "string") kept.title = kept.title.slice(0, 128);
-    // The node checks the limits (tool count, description, schema size and depth) and answers a refusal by name.
+    // The node checks the limits (declarations.py) and answers a refusal by name; those it can, this side checks
+    // first, so that a flood of declarations never reaches the node.
+    if (description.length > LIMITS.description) {
+      return refusal(name, `description_length: the description must be a string of at most ${LIMITS.description} characters`);
+    }
+    if (schema.length > LIMITS.schemaBytes) {  // UTF-8 takes at least as many bytes as UTF-16 takes units
+      return refusal(name, `schema_size: the input schema must be at most ${LIMITS.schemaBytes} bytes of JSON`);
+    }
     return { name, description, inputSchema: schema, annotations: kept, execute };
   }
 
   // Resolves once the node holds the tool; rejects (a TypeError naming the limit) when it refuses it.
   function register(tool) {
     const declared = declaration(tool);
+    if (declared.refused) return Promise.reject(new TypeError(declared.refused));
     if (tools.has(declared.name)) {
       throw new DOMException(`a tool named ${declared.name} is registered already`, "InvalidStateError");
+    }
+    if (tools.size >= LIMITS.tools) {
+      return Promise.reject(new TypeError(`registerTool ${declared.name}: tool_count: this document declares `
+        + `${LIMITS.tools} tools already, the most one document may`));
     }
     tools.set(declared.name, declared);
     const { name, description, inputSchema, annotations } = declared;
