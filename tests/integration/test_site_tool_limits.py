@@ -128,7 +128,7 @@ def test_a_backtracking_pattern_and_a_flood_of_declarations_leave_the_loop_free(
         with concurrent.futures.ThreadPoolExecutor(1) as apart:
             declared = apart.submit(register, node, flood, f"""Array.from({{length: 300}}, (_, i) => (
                 {{name: "t" + i, description: "d".repeat(4000), inputSchema: {json.dumps(big)}}}))""")
-            body, result = one(node, tab, {"action": "callSiteTool", "name": "hostile", "input": {"q": sentence}})
+            result = one(node, tab, {"action": "callSiteTool", "name": "hostile", "input": {"q": sentence}})[1]
             declared.result(timeout=60)
         return result
 

@@ -11,8 +11,8 @@ from typing import Any
 
 import pytest
 
-from bridge.browser.site_tools.continuations import Continuations, Refusal
 from bridge.browser.site_tools import declarations
+from bridge.browser.site_tools.continuations import Continuations, Refusal
 from bridge.browser.site_tools.declarations import Refused, declared, listed
 from bridge.browser.site_tools.input_schema import InputChecker
 from bridge.browser.site_tools.schema_check import check
@@ -128,7 +128,8 @@ def test_a_backtracking_pattern_is_stopped_within_the_bound_and_the_next_check_w
         finally:
             await checker.close()
     took, error = asyncio.run(checks())
-    assert error is not None and (error.code, error.state["rule"]) == ("invalid_input", "timeout"), error
+    assert error is not None and error.state is not None, error
+    assert (error.code, error.state["rule"]) == ("invalid_input", "timeout"), error
     assert "took longer than 0.5s" in error.message and took < 3
 
 
@@ -159,7 +160,7 @@ def test_each_per_document_limit_is_refused_by_name(fields: dict[str, Any], limi
 
 
 def test_a_document_declares_at_most_max_tools_but_may_declare_one_again() -> None:
-    tools = {f"t{i}": {} for i in range(declarations.MAX_TOOLS)}
+    tools: dict[str, dict[str, Any]] = {f"t{i}": {} for i in range(declarations.MAX_TOOLS)}
     with pytest.raises(Refused, match="tool_count"):
         declared(_tool(), tools)
     assert declared(_tool(name="t0"), tools)["name"] == "t0"
