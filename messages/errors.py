@@ -87,6 +87,7 @@ ERROR_CODES: Mapping[str, ErrorCode] = {code.name: code for code in [
     # Site tools (the WebMCP tools a page declares) and their continuation tokens.
     *_codes(404, False, "site_tool_not_found"),
     *_codes(400, False, "invalid_input"),
+    *_codes(422, False, "invalid_schema"),  # the page's schema is unusable: not the agent's input, not retryable
     *_codes(409, False, "continuation_expired", "site_tool_error"),
     # Tasks (issue 17): a task's lease, its takeover, its tabs.
     *_codes(400, False, "session_required"),

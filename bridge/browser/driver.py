@@ -139,8 +139,9 @@ class ChromiumBrowser:
             raise
 
     async def stop(self) -> None:
-        """Close every tab and the browser; no Chromium process is left."""
+        """Close every tab and the browser; no Chromium process (nor site-tool checker) is left."""
         await self._chromium.stop()
+        await self.site_tools.checker.close()
         if self._own_downloads and self.downloads_dir is not None:
             shutil.rmtree(self.downloads_dir, ignore_errors=True)
             self.downloads_dir = None

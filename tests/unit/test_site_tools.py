@@ -2,13 +2,20 @@
 
 from __future__ import annotations
 
+import asyncio
 import hashlib
+import json
+import time
+from pathlib import Path
 from typing import Any
 
 import pytest
 
+from bridge.browser.site_tools import declarations
 from bridge.browser.site_tools.continuations import Continuations, Refusal
-from bridge.browser.site_tools.input_schema import check_input
+from bridge.browser.site_tools.declarations import Refused, declared, listed
+from bridge.browser.site_tools.input_schema import InputChecker
+from bridge.browser.site_tools.schema_check import check
 from messages.errors import KitsuneError
 
 SHOP = "http://127.0.0.1:8001"
@@ -52,6 +59,17 @@ CHECKOUT = {"type": "object", "properties": {"billing_address": {"type": "string
             "required": ["billing_address"], "additionalProperties": False}
 
 
+def check_input(tool: str, schema: dict[str, Any], value: Any, seconds: float = 5.0) -> None:
+    """The node's check of ``value``, through a checker process of the test's own."""
+    async def checked() -> None:
+        checker = InputChecker(seconds)
+        try:
+            await checker.check(tool, schema, value)
+        finally:
+            await checker.close()
+    asyncio.run(checked())
+
+
 @pytest.mark.parametrize(("value", "path", "rule"), [
     ({}, "/billing_address", "required"),
     ({"billing_address": 12}, "/billing_address", "type"),
@@ -61,18 +79,104 @@ CHECKOUT = {"type": "object", "properties": {"billing_address": {"type": "string
 ])
 def test_an_input_the_schema_refuses_names_its_path_and_rule_never_its_value(
         value: dict[str, Any], path: str, rule: str) -> None:
-    with pytest.raises(KitsuneError) as refused:
-        check_input("checkout", CHECKOUT, value)
-    error = refused.value
-    assert (error.code, error.http_status) == ("invalid_input", 400)
-    assert error.state == {"tool": "checkout", "path": path, "rule": rule}
-    assert path in error.message and "nothing was sent" in error.message
-    assert "canary" not in error.message and "12" not in error.message
+    answer = check(CHECKOUT, value)
+    assert answer["invalid_input"]["path"] == path and answer["invalid_input"]["rule"] == rule
+    assert "canary" not in json.dumps(answer) and "12" not in json.dumps(answer)
 
 
-def test_an_input_the_schema_accepts_passes_and_a_page_s_broken_schema_is_the_site_s_error() -> None:
+def test_the_checker_process_answers_the_node_s_errors() -> None:
     check_input("checkout", CHECKOUT, {"billing_address": "1 Main St", "items": [1, 2]})
     check_input("anything", {}, {"whatever": [None]})
+    with pytest.raises(KitsuneError) as refused:
+        check_input("checkout", CHECKOUT, {"billing_address": "ab"})
+    error = refused.value
+    assert (error.code, error.http_status) == ("invalid_input", 400)
+    assert error.state == {"tool": "checkout", "path": "/billing_address", "rule": "minLength"}
+    assert "/billing_address" in error.message and "nothing was sent" in error.message
     with pytest.raises(KitsuneError) as broken:
         check_input("checkout", {"type": "no-such-type"}, {})
-    assert broken.value.code == "site_tool_error"
+    assert (broken.value.code, broken.value.http_status) == ("invalid_schema", 422)
+
+
+@pytest.mark.parametrize("ref", ["http://127.0.0.2:9/s.json", "file:///etc/passwd", "other.json#/x",
+                                 "urn:kitsune:nothing"])
+def test_a_schema_is_checked_with_no_retrieval_a_local_reference_only(ref: str) -> None:
+    local = {"$defs": {"word": {"type": "string"}}, "properties": {"q": {"$ref": "#/$defs/word"}}}
+    assert check(local, {"q": "coat"}) == {"ok": True}
+    assert check(local, {"q": 3})["invalid_input"]["path"] == "/q"
+    for schema in ({"$ref": ref}, {"properties": {"q": {"$ref": ref}}}, {"$dynamicRef": ref},
+                   {"$id": "http://127.0.0.2:9/", "properties": {"q": {"$ref": ref}}}):
+        assert "invalid_schema" in check(schema, {"q": "coat"}), schema
+
+
+def test_a_backtracking_pattern_is_stopped_within_the_bound_and_the_next_check_works() -> None:
+    schema = {"type": "object", "properties": {"q": {"type": "string", "pattern": r"^(\w+\s?)*$"}}}
+    sentence = "an ordinary sentence that goes on long enough to backtrack for ever!"
+
+    async def checks() -> tuple[float, KitsuneError | None]:
+        checker = InputChecker(0.5)
+        try:
+            await checker.check("t", schema, {"q": "warm"})  # started, and warm
+            started = time.monotonic()
+            try:
+                await checker.check("t", schema, {"q": sentence})
+            except KitsuneError as e:
+                return time.monotonic() - started, e
+            finally:
+                await checker.check("t", schema, {"q": "a second process"})
+            return time.monotonic() - started, None
+        finally:
+            await checker.close()
+    took, error = asyncio.run(checks())
+    assert error is not None and error.state is not None, error
+    assert (error.code, error.state["rule"]) == ("invalid_input", "timeout"), error
+    assert "took longer than 0.5s" in error.message and took < 3
+
+
+def _tool(**fields: Any) -> dict[str, Any]:
+    return {"name": "search", "description": "Search.", "inputSchema": json.dumps({"type": "object"}), **fields}
+
+
+def test_a_declaration_is_kept_with_its_bounded_annotations_and_a_foreign_reference_marks_it_invalid() -> None:
+    kept = declared(_tool(annotations={"readOnlyHint": True, "title": "S" * 500, "other": "x" * 10_000}), {})
+    assert kept == {"name": "search", "description": "Search.", "inputSchema": {"type": "object"},
+                    "annotations": {"readOnlyHint": True, "title": "S" * 128}}
+    foreign = declared(_tool(inputSchema=json.dumps({"items": [{"$ref": "http://127.0.0.2/s.json"}]})), {})
+    assert "http://127.0.0.2/s.json" in foreign["invalid"]
+    assert "invalid" not in declared(_tool(inputSchema=json.dumps({"$ref": "#/$defs/x", "$defs": {"x": {}}})), {})
+
+
+@pytest.mark.parametrize(("fields", "limit"), [
+    ({"description": "d" * (declarations.MAX_DESCRIPTION + 1)}, "description_length"),
+    ({"inputSchema": json.dumps({"description": "x" * declarations.MAX_SCHEMA_BYTES})}, "schema_size"),
+    ({"inputSchema": json.dumps({"description": "é" * (declarations.MAX_SCHEMA_BYTES // 2)})}, "schema_size"),
+    ({"inputSchema": "{\"a\":" * 40 + "{}" + "}" * 40}, "schema_depth"),
+    ({"inputSchema": "[]"}, "must be a JSON object"),
+    ({"name": "n" * 129}, "name must match"),
+])
+def test_each_per_document_limit_is_refused_by_name(fields: dict[str, Any], limit: str) -> None:
+    with pytest.raises(Refused, match=limit):
+        declared(_tool(**fields), {})
+
+
+def test_a_document_declares_at_most_max_tools_but_may_declare_one_again() -> None:
+    tools: dict[str, dict[str, Any]] = {f"t{i}": {} for i in range(declarations.MAX_TOOLS)}
+    with pytest.raises(Refused, match="tool_count"):
+        declared(_tool(), tools)
+    assert declared(_tool(name="t0"), tools)["name"] == "t0"
+
+
+def test_a_site_tools_answer_is_bounded_and_names_what_it_left_out() -> None:
+    big = [{"name": f"t{i}", "inputSchema": {"description": "x" * 60_000}} for i in range(300)]
+    answer = listed(big)
+    assert len(json.dumps(answer)) < declarations.MAX_LISTED + 64 * 1024
+    kept = len(answer["tools"])
+    assert 0 < kept < 300 and answer["truncated"]["tools"] == 300 - kept
+    assert answer["truncated"]["names"][0] == f"t{kept}" and len(answer["truncated"]["names"]) == 256
+    assert listed(big[:3]) == {"tools": big[:3]}
+
+
+def test_the_page_script_checks_the_node_s_limits_first() -> None:
+    script = (Path(declarations.__file__).parent.parent / "js" / "model_context.js").read_text()
+    assert (f"const LIMITS = {{ tools: {declarations.MAX_TOOLS}, description: {declarations.MAX_DESCRIPTION}, "
+            f"schemaBytes: {declarations.MAX_SCHEMA_BYTES} }};") in script

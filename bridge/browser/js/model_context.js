@@ -14,15 +14,25 @@
   const doc = Array.from(random, (b) => b.toString(16).padStart(2, "0")).join("");
   const hello = send({ op: "hello", doc });
   const post = (op, fields) => hello.then(() => send({ op, doc, ...fields }));
+  // The page's own scripts run later and may replace these: the ones taken now are the browser's.
+  const { stringify, parse } = JSON;
+  let heard = 0;  // declaration messages sent: the node has heard them all when its count is the same
+  const declare = (op, fields) => post(op, { seq: ++heard, ...fields });
   const quietly = (promise) => { promise.catch(() => {}); };
 
+  const OUTPUT_CHARS = 1048576;  // a tool's output, as JSON: the node does not take more
+  const LIMITS = { tools: 64, description: 4096, schemaBytes: 65536 };  // declarations.py's, tested alike
+  const refusal = (name, why) => ({ refused: `registerTool ${name}: ${why}` });
   const tools = new Map();  // name -> the page's declaration
   const running = new Map();  // invocation id -> its AbortController
 
   const jsonable = (value) => {
     try {
-      const text = JSON.stringify(value === undefined ? null : value);
-      return { ok: true, value: text === undefined ? null : JSON.parse(text) };
+      const text = stringify(value === undefined ? null : value);
+      if (text !== undefined && text.length > OUTPUT_CHARS) {
+        return { ok: false, error: { name: "RangeError", message: `the tool's output is over ${OUTPUT_CHARS} characters of JSON` } };
+      }
+      return { ok: true, value: text === undefined ? null : parse(text) };
     } catch (e) {
       return { ok: false, error: { name: "TypeError", message: "the tool's output is not JSON" } };
     }
@@ -55,48 +65,83 @@
 
   function declaration(tool) {
     if (tool === null || typeof tool !== "object") throw new TypeError("registerTool: a tool is an object");
-    const { name, description = "", inputSchema = { type: "object" }, execute } = tool;
+    const { name, description = "", inputSchema = { type: "object" }, annotations, execute } = tool;
     if (typeof name !== "string" || !/^[A-Za-z0-9_.-]{1,128}$/.test(name)) {
       throw new TypeError("registerTool: name must match [A-Za-z0-9_.-]{1,128}");
     }
     if (typeof description !== "string") throw new TypeError("registerTool: description must be a string");
     if (typeof execute !== "function") throw new TypeError("registerTool: execute must be a function");
-    const schema = jsonable(inputSchema);
-    if (!schema.ok || schema.value === null || typeof schema.value !== "object") {
+    let schema;
+    try {
+      schema = stringify(inputSchema);
+    } catch (e) {
+      schema = undefined;
+    }
+    if (typeof schema !== "string" || !schema.startsWith("{")) {
       throw new TypeError("registerTool: inputSchema must be a JSON object");
     }
-    return { name, description: description.slice(0, 4096), inputSchema: schema.value, execute };
+    const hints = annotations !== null && typeof annotations === "object" ? annotations : {};
+    const kept = {};
+    for (const key of ["title", "readOnlyHint", "destructiveHint", "idempotentHint", "openWorldHint"]) {
+      const value = hints[key];
+      if (typeof value === "boolean" || (key === "title" && typeof value === "string")) kept[key] = value.valueOf();
+    }
+    if (typeof kept.title === "string") kept.title = kept.title.slice(0, 128);
+    // The node checks the limits (declarations.py) and answers a refusal by name; those it can, this side checks
+    // first, so that a flood of declarations never reaches the node.
+    if (description.length > LIMITS.description) {
+      return refusal(name, `description_length: the description must be a string of at most ${LIMITS.description} characters`);
+    }
+    if (schema.length > LIMITS.schemaBytes) {  // UTF-8 takes at least as many bytes as UTF-16 takes units
+      return refusal(name, `schema_size: the input schema must be at most ${LIMITS.schemaBytes} bytes of JSON`);
+    }
+    return { name, description, inputSchema: schema, annotations: kept, execute };
   }
 
+  // Resolves once the node holds the tool; rejects (a TypeError naming the limit) when it refuses it.
   function register(tool) {
     const declared = declaration(tool);
+    if (declared.refused) return Promise.reject(new TypeError(declared.refused));
     if (tools.has(declared.name)) {
       throw new DOMException(`a tool named ${declared.name} is registered already`, "InvalidStateError");
     }
+    if (tools.size >= LIMITS.tools) {
+      return Promise.reject(new TypeError(`registerTool ${declared.name}: tool_count: this document declares `
+        + `${LIMITS.tools} tools already, the most one document may`));
+    }
     tools.set(declared.name, declared);
-    const { name, description, inputSchema } = declared;
-    quietly(post("register", { tool: { name, description, inputSchema } }));
+    const { name, description, inputSchema, annotations } = declared;
+    return declare("register", { tool: { name, description, inputSchema, annotations } }).then((answer) => {
+      if (answer && typeof answer.refused === "string") {
+        if (tools.get(name) === declared) tools.delete(name);
+        throw new TypeError(answer.refused);
+      }
+    });
   }
 
   function clear() {
     tools.clear();
-    quietly(post("clear", {}));
+    quietly(declare("clear", {}));
   }
 
   const modelContext = Object.freeze({
     registerTool: register,
     unregisterTool(name) {
-      if (tools.delete(String(name))) quietly(post("unregister", { name: String(name) }));
+      if (tools.delete(String(name))) quietly(declare("unregister", { name: String(name) }));
     },
     provideContext(context) {
-      const declared = Array.from((context && context.tools) || [], declaration);
+      const given = Array.from((context && context.tools) || []);
+      given.forEach(declaration);  // all or none
       clear();
-      declared.forEach(register);
+      return Promise.all(given.map(register));
     },
     clearContext: clear,
     resumeTool(token, callback) {
       if (typeof token !== "string" || typeof callback !== "function") {
         return Promise.reject(new TypeError("resumeTool(token, callback): a string and a function"));
+      }
+      if (token.length > 256) {  // no token is that long: not worth the node's time
+        return Promise.reject(new DOMException("the continuation token was refused", "NotAllowedError"));
       }
       return post("redeem", { token }).then(
         (id) => {
@@ -113,7 +158,7 @@
   Object.defineProperty(globalThis, Symbol.for("kitsune.siteTools"), {
     value: Object.freeze({
       doc,
-      declared: () => [doc, tools.size],
+      declared: () => [doc, heard],
       invoke(to, id, name, input) {
         const tool = tools.get(name);
         if (to !== doc || tool === undefined) return false;

@@ -11,7 +11,7 @@ from playwright.async_api import Error as PlaywrightError
 from bridge.browser.errors import Stop
 from bridge.browser.run import Result, Run
 from bridge.browser.site_tools.chains import Document
-from bridge.browser.site_tools.input_schema import check_input
+from bridge.browser.site_tools.input_schema import invalid_schema
 from bridge.browser.site_tools.runtime import SiteTools, bare_url
 from messages.commands import CallSiteTool
 from messages.errors import KitsuneError
@@ -27,10 +27,14 @@ _SYNC = 1.0
 """Seconds at most for the node to hear the declarations a page made before it is asked for them."""
 
 
+_NAMED = 64
+"""Declared tools a ``site_tool_not_found`` names at most."""
+
+
 async def site_tools(run: Run) -> Result:
     tools = _tools_of(run)
     await tools.in_sync(run.page, min(_SYNC, run.remaining()))
-    return {"tools": tools.listing(run.page), "url": bare_url(run.page.url)}, None
+    return {**tools.listing(run.page), "url": bare_url(run.page.url)}, None
 
 
 async def call_site_tool(run: Run) -> Result:
@@ -39,7 +43,9 @@ async def call_site_tool(run: Run) -> Result:
     value = command.input if command.input is not None else {}
     try:
         document, declaration = await _declared(run, tools, command.name)
-        check_input(command.name, declaration["inputSchema"], value)
+        if "invalid" in declaration:
+            raise invalid_schema(command.name, declaration["invalid"])
+        await run.within(tools.checker.check(command.name, declaration["inputSchema"], value))
     except KitsuneError as e:
         tools.hooks.call_ended("failed")
         raise Stop(e.code, e.message, state=e.state) from None
@@ -88,10 +94,11 @@ async def _declared(run: Run, tools: SiteTools, name: str) -> tuple[Document, di
                 break
             late = loop.time() + min(_LATE_DECLARATION, run.remaining())
         if loop.time() >= late or run.remaining() <= 0:
-            declared = sorted(tool["name"] for tool in tools.listing(run.page))
+            declared = tools.names(run.page)
+            shown = ", ".join(declared[:_NAMED]) + (f" and {len(declared) - _NAMED} more" if declared[_NAMED:] else "")
             raise KitsuneError("site_tool_not_found", f"callSiteTool: the page declares no tool named {name!r} (it "
-                               f"declares {', '.join(declared) if declared else 'none'}); nothing was sent",
-                               state={"tool": name, "declared": declared})
+                               f"declares {shown or 'none'}); nothing was sent",
+                               state={"tool": name, "declared": declared[:_NAMED]})
         await tools.changed(late - loop.time())
     return found
 

@@ -39,7 +39,9 @@ class Document:
     main: bool
     """Whether it is the tab's top document."""
     tools: dict[str, dict[str, Any]] = field(default_factory=dict)
-    """The tools it declares, by name: ``{name, description, inputSchema}``."""
+    """The tools it declares, by name: ``{name, description, inputSchema}`` (and ``annotations``, ``invalid``)."""
+    heard: int = 0
+    """The number of the last declaration message of the document the node took (or refused)."""
     gone: bool = False
 
     def described(self) -> dict[str, str]:

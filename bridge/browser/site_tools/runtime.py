@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import re
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
@@ -26,7 +25,8 @@ from bridge.browser.errors import Stop
 from bridge.browser.page_js import MODEL_CONTEXT
 from bridge.browser.site_tools.chains import Chain, Document, Invocation
 from bridge.browser.site_tools.continuations import Continuation, Continuations, Refusal
-from messages.commands import SITE_TOOL_NAME
+from bridge.browser.site_tools.declarations import Refused, declared, listed
+from bridge.browser.site_tools.input_schema import InputChecker
 from messages.contract import CONTINUATION_TTL
 from messages.events import (
     ContinuationExpired,
@@ -46,7 +46,6 @@ _INVOKE = "([doc, id, name, input]) => !!globalThis[Symbol.for('kitsune.siteTool
 _ABORT = "([doc, id]) => globalThis[Symbol.for('kitsune.siteTools')]?.abort(doc, id)"
 _DOC = "() => globalThis[Symbol.for('kitsune.siteTools')]?.doc ?? null"
 _DECLARED = "() => globalThis[Symbol.for('kitsune.siteTools')]?.declared() ?? null"
-_TOOL_NAME = re.compile(SITE_TOOL_NAME)
 
 
 class _Refused(Exception):
@@ -75,6 +74,8 @@ class SiteTools:
         self.continuation_ttl = CONTINUATION_TTL
         """Seconds a continuation token may be redeemed after it was issued."""
         self.hooks = SiteToolHooks()
+        self.checker = InputChecker()
+        """Checks a call's input against its tool's schema, off the loop."""
         self._tab_of = tab_of
         self._documents: dict[Frame, Document] = {}
         """Each frame's current document."""
@@ -105,10 +106,14 @@ class SiteTools:
         others = (self._documents.get(frame) for frame in page.frames[1:])
         return [main, *(d for d in others if d is not None and d.origin == main.origin != "null")]
 
-    def listing(self, page: Page) -> list[dict[str, Any]]:
-        """The tools ``siteTools`` lists."""
-        return [{**tool, "origin": document.origin, "frame": "main" if document.main else "iframe"}
-                for document in self.documents(page) for tool in document.tools.values()]
+    def listing(self, page: Page) -> dict[str, Any]:
+        """What ``siteTools`` lists: ``tools``, and ``truncated`` when some did not fit."""
+        return listed({**tool, "origin": document.origin, "frame": "main" if document.main else "iframe"}
+                      for document in self.documents(page) for tool in document.tools.values())
+
+    def names(self, page: Page) -> list[str]:
+        """The names of the tools the tab declares, sorted."""
+        return sorted(name for document in self.documents(page) for name in document.tools)
 
     def declaring(self, page: Page, name: str) -> tuple[Document, dict[str, Any]] | None:
         """The document that declares tool ``name`` (the top one first), and its declaration."""
@@ -129,7 +134,7 @@ class SiteTools:
         except PlaywrightError:
             return True  # a frame that went says nothing more
         document = self._documents.get(frame)
-        return declared is None or (document is not None and [document.nonce, len(document.tools)] == declared)
+        return declared is None or (document is not None and [document.nonce, document.heard] == declared)
 
     async def changed(self, seconds: float) -> None:
         """Wait until a document or a declaration changes, or ``seconds`` pass."""
@@ -212,21 +217,23 @@ class SiteTools:
         self._documents[frame] = Document(nonce, frame, tab, origin, url, frame is page.main_frame)
         self._change()
 
-    def _declare(self, document: Document, op: str, message: dict[str, Any]) -> None:
-        if op == "clear":
-            document.tools.clear()
-        elif op == "unregister":
-            document.tools.pop(str(message.get("name")), None)
-        else:
-            tool = message.get("tool")
-            if not isinstance(tool, dict):
-                raise _Refused
-            name, description, schema = tool.get("name"), tool.get("description"), tool.get("inputSchema")
-            if not (isinstance(name, str) and _TOOL_NAME.fullmatch(name) and isinstance(description, str)
-                    and isinstance(schema, dict)):
-                raise _Refused
-            document.tools[name] = {"name": name, "description": description[:4096], "inputSchema": schema}
-        self._change()
+    def _declare(self, document: Document, op: str, message: dict[str, Any]) -> dict[str, str] | None:
+        """Take a declaration message; a refused one answers ``{"refused": why}`` (the page's promise rejects)."""
+        if isinstance(seq := message.get("seq"), int):
+            document.heard = max(document.heard, seq)
+        try:
+            if op == "clear":
+                document.tools.clear()
+            elif op == "unregister":
+                document.tools.pop(str(message.get("name")), None)
+            else:
+                tool = declared(message.get("tool"), document.tools)
+                document.tools[tool["name"]] = tool
+        except Refused as refused:
+            return {"refused": str(refused)}
+        finally:
+            self._change()
+        return None
 
     def _invocation_of(self, document: Document, id_: object) -> tuple[Chain, Invocation] | None:
         for chain in self._chains:

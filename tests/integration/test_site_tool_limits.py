@@ -1,0 +1,212 @@
+"""A hostile page's site tools on a real node (issue 29, section 1): a page must not make the node act.
+
+The page here is the test itself, evaluating ``navigator.modelContext`` calls in a tab of the test site: a
+schema whose ``$ref`` names a forbidden listener (that counts every connection), a local file or a server
+that accepts and never answers is ``invalid_schema``, listed as such, never fetched and never called; a
+pattern that backtracks catastrophically is stopped within its bound while the node's loop stays free for
+everyone else; each per-document limit is refused by name; the ``siteTools`` answer is bounded; a
+``readOnlyHint`` never makes ``callSiteTool`` a read.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import concurrent.futures
+import json
+import socket
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+
+from bridge.browser.site_tools import declarations
+from bridge.node import Node
+from tests.integration.calls import batch
+from tests.integration.serving import open_tab, serve
+from tests.nats_access import NatsAccess
+from tests.site import TestSite
+from tests.site.forbidden import Forbidden
+
+PAGE = "/clicks"
+CALLED = "window.__called || 0"
+"""How many times the test page's tools ran."""
+AGENTS = {"bob": "limits-bob-token-0123456789", "alice": "limits-alice-token-0123456789",
+          "carol": "limits-carol-token-0123456789"}
+
+
+def on_page(node: Node, tab: int, script: str) -> Any:
+    """``script`` evaluated in the tab's page, as the page's own script."""
+    return node.io.run(node.browser.page(tab).evaluate(script), timeout=60)
+
+
+def register(node: Node, tab: int, tools: str) -> list[str]:
+    """Register the tools of the JS array expression ``tools`` (each ``execute`` counts its runs); how each
+    registration went: ``ok`` or the rejection's message."""
+    script = f"""async () => {{
+      const tools = {tools};
+      return Promise.all(tools.map((tool) => navigator.modelContext.registerTool({{
+          ...tool, execute: async () => {{ window.__called = (window.__called || 0) + 1; return "ran"; }}}})
+        .then(() => "ok", (e) => e.message)));
+    }}"""
+    answered: list[str] = on_page(node, tab, script)
+    return answered
+
+
+def one(node: Node, tab: int, command: dict[str, Any]) -> tuple[dict[str, Any], dict[str, Any]]:
+    body = batch(node, [command], tabId=tab)
+    return body, body["results"][0]
+
+
+def listing(node: Node, tab: int) -> dict[str, Any]:
+    return one(node, tab, {"action": "siteTools"})[1]
+
+
+@pytest.fixture
+def silent() -> Iterator[str]:
+    """The URL of a server that accepts connections (the kernel's backlog) and never answers."""
+    with socket.create_server(("127.0.0.1", 0)) as listener:
+        yield f"http://127.0.0.1:{listener.getsockname()[1]}/s.json"
+
+
+def test_a_schema_that_refers_to_another_resource_is_invalid_never_fetched_never_called(
+        node: Node, site: TestSite, silent: str, tmp_path: Path) -> None:
+    secret = tmp_path / "schema.json"
+    secret.write_text(json.dumps({"type": "integer"}))
+    with Forbidden() as forbidden:
+        refs = {"remote": forbidden.url("/s.json"), "inner": forbidden.url("/defs.json#/x"),
+                "file": secret.as_uri(), "silent": silent}
+        tab = node.open_tab(site.url(PAGE))
+        tools = [{"name": name, "inputSchema": {"type": "object", "properties": {"q": {"$ref": ref}}}}
+                 for name, ref in refs.items()]
+        assert register(node, tab, json.dumps(tools)) == ["ok"] * 4  # kept, to be listed as invalid
+        listed = {t["name"]: t for t in listing(node, tab)["tools"]}
+        for name, ref in refs.items():
+            assert ref in listed[name]["invalid"], listed[name]
+            started = time.monotonic()
+            body, result = one(node, tab, {"action": "callSiteTool", "name": name, "input": {"q": "x"}})
+            assert time.monotonic() - started < 5  # the silent server holds nothing
+            assert (body["status"], result["code"], result["state"]["tool"]) == ("failed", "invalid_schema", name)
+            assert "nothing was sent" in result["error"]
+        time.sleep(0.3)  # not a wait for something to happen: a window in which nothing may arrive
+        assert forbidden.contacts == (0, 0)
+    assert on_page(node, tab, CALLED) == 0
+
+
+def _lag_while(node: Node, work: Any) -> tuple[float, Any]:
+    """The worst lateness of a 10 ms sleep on the node's loop while ``work()`` runs (from another thread), and
+    what ``work`` returned."""
+    done = False
+
+    async def measure() -> float:
+        loop, worst = asyncio.get_running_loop(), 0.0
+        while not done:
+            before = loop.time()
+            await asyncio.sleep(0.01)
+            worst = max(worst, loop.time() - before - 0.01)
+        return worst
+
+    lag = asyncio.run_coroutine_threadsafe(measure(), node.io.loop)
+    try:
+        result = work()
+    finally:
+        done = True
+    return lag.result(timeout=30), result
+
+
+def test_a_backtracking_pattern_and_a_flood_of_declarations_leave_the_loop_free(node: Node, site: TestSite) -> None:
+    tab, flood = node.open_tab(site.url(PAGE)), node.open_tab(site.url(PAGE))
+    pattern = {"type": "object", "properties": {"q": {"type": "string", "pattern": r"^(\w+\s?)*$"}}}
+    assert register(node, tab, json.dumps([{"name": "hostile", "inputSchema": pattern}])) == ["ok"]
+    assert one(node, tab, {"action": "callSiteTool", "name": "hostile", "input": {"q": "warm"}})[0]["status"] == "ok"
+    sentence = "an ordinary sentence of the kind an agent types and long enough to backtrack for minutes!"
+    big = {"type": "object", "description": "x" * 60_000}
+
+    def hostile() -> dict[str, Any]:
+        with concurrent.futures.ThreadPoolExecutor(1) as apart:
+            declared = apart.submit(register, node, flood, f"""Array.from({{length: 300}}, (_, i) => (
+                {{name: "t" + i, description: "d".repeat(4000), inputSchema: {json.dumps(big)}}}))""")
+            result = one(node, tab, {"action": "callSiteTool", "name": "hostile", "input": {"q": sentence}})[1]
+            declared.result(timeout=60)
+        return result
+
+    started = time.monotonic()
+    worst, result = _lag_while(node, hostile)
+    assert (result["code"], result["state"]["rule"]) == ("invalid_input", "timeout"), result
+    assert time.monotonic() - started < 30
+    # The hostile delays were 4-9 s (a pattern) and a 25 s hold (a $ref): the bound is far from them, and above
+    # what a machine loaded by other work (2 cores, a load of 15) costs a free loop (0.1 s at rest).
+    assert worst < 1.0, f"the node's loop was held {worst:.3f}s"
+    assert on_page(node, tab, CALLED) == 1  # the warm-up call only
+
+
+def test_each_per_document_limit_is_refused_by_name_and_the_site_tools_answer_is_bounded(
+        node: Node, site: TestSite) -> None:
+    tab = node.open_tab(site.url(PAGE))
+    deep = "{\"a\":" * 40 + "{}" + "}" * 40
+    refused = register(node, tab, f"""[
+        {{name: "long", description: "d".repeat({declarations.MAX_DESCRIPTION + 1})}},
+        {{name: "big", inputSchema: {{description: "x".repeat({declarations.MAX_SCHEMA_BYTES})}}}},
+        {{name: "deep", inputSchema: {deep}}}]""")
+    assert [answer.split(": ")[1] for answer in refused] == ["description_length", "schema_size", "schema_depth"]
+    big = {"type": "object", "description": "x" * 60_000}
+    answers = register(node, tab, f"""Array.from({{length: {declarations.MAX_TOOLS + 2}}}, (_, i) => (
+        {{name: "t" + i, inputSchema: {json.dumps(big)}}}))""")
+    assert answers[:declarations.MAX_TOOLS] == ["ok"] * declarations.MAX_TOOLS
+    assert all("tool_count" in answer for answer in answers[declarations.MAX_TOOLS:]), answers[-2:]
+    answer = listing(node, tab)
+    assert len(json.dumps(answer)) < declarations.MAX_LISTED + 16 * 1024
+    kept = len(answer["tools"])
+    assert answer["truncated"]["tools"] == declarations.MAX_TOOLS - kept > 0
+    assert answer["truncated"]["names"] == [f"t{i}" for i in range(kept, declarations.MAX_TOOLS)]
+    body, result = one(node, tab, {"action": "callSiteTool", "name": f"t{declarations.MAX_TOOLS - 1}", "input": {}})
+    assert (body["status"], result["output"]) == ("ok", "ran"), body  # left out of the answer, callable all the same
+    assert one(node, tab, {"action": "callSiteTool", "name": "deep", "input": {}})[1]["code"] == "site_tool_not_found"
+
+
+# --- readOnlyHint -----------------------------------------------------------------------------------------------
+
+@pytest.fixture(scope="module")
+def agents(tmp_path_factory: pytest.TempPathFactory, nats_access: NatsAccess) -> Iterator[dict[str, httpx.Client]]:
+    """bob writes, alice is read-only, carol asks before acting: agents of a ``kitsune serve`` over HTTP."""
+    running = serve(tmp_path_factory.mktemp("limits"), nats_access, {"caps": ["core", "automation"], "agents": [
+        {"name": "bob", "token": AGENTS["bob"]}, {"name": "alice", "token": AGENTS["alice"], "read_only": True},
+        {"name": "carol", "token": AGENTS["carol"], "ask_before_act": True}]})
+    clients = {name: httpx.Client(base_url=running.base, headers={"Authorization": f"Bearer {token}"}, timeout=60)
+               for name, token in AGENTS.items()}
+    yield clients
+    for client in clients.values():
+        client.close()
+    assert running.stop() == 0
+
+
+def _act(client: httpx.Client, command: dict[str, Any], **confirm: str) -> dict[str, Any]:
+    answer: dict[str, Any] = client.post("/api/act", json={"command": command, **confirm}).json()
+    return answer
+
+
+def _search(client: httpx.Client, tab: int, **confirm: str) -> dict[str, Any]:
+    return _act(client, {"action": "callSiteTool", "tabId": tab, "name": "search", "input": {"query": "coat"}},
+                **confirm)
+
+
+def test_a_read_only_hint_never_makes_call_site_tool_a_read(site: TestSite, agents: dict[str, httpx.Client]) -> None:
+    tab = open_tab(agents["bob"], site.url("/shop"))
+    listed = _act(agents["bob"], {"action": "siteTools", "tabId": tab})
+    assert listed["tools"][0]["annotations"] == {"readOnlyHint": True}  # the page's information, listed as such
+    refused = _search(agents["alice"], tab)
+    assert (refused["status"], refused.get("code")) == ("failed", "read_only"), refused
+
+    opened = agents["carol"].post("/api/tabs", json={"op": "open", "url": site.url("/shop")}).json()
+    carols = _act(agents["carol"], {"action": "newTab", "url": site.url("/shop")},
+                  confirm_token=opened["state"]["confirm_token"])["tabId"]
+    held = _search(agents["carol"], carols)
+    assert (held["status"], held.get("code")) == ("held", "needs_user"), held
+    time.sleep(0.3)  # not a wait for something to happen: a window in which nothing may be run
+    for client, on in ((agents["bob"], tab), (agents["carol"], carols)):  # search shows what it found: nothing
+        assert "coat-wool" not in _act(client, {"action": "pageText", "tabId": on})["text"]
+    confirmed = _search(agents["carol"], carols, confirm_token=held["state"]["confirm_token"])
+    assert confirmed["status"] == "ok" and confirmed["output"]["results"][0]["id"] == "coat-wool", confirmed
+    assert "coat-wool" in _act(agents["carol"], {"action": "pageText", "tabId": carols})["text"]
