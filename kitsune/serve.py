@@ -73,7 +73,8 @@ async def _serve_http(args: argparse.Namespace, config: BridgeConfig) -> int:
     settings = NodeConfig(nats_url=args.nats_url or config.nats_url, nats_auth=config.nats_auth, fleet=config.fleet,
                           audit_file=config.audit_file, max_checkpoints=config.max_checkpoints,
                           max_checkpoints_total=config.max_checkpoints_total, sessions=config.sessions,
-                          max_tabs=config.max_tabs, name=config.node_name or NodeConfig().name,
+                          max_tabs=config.max_tabs, max_sessions=config.max_sessions, agents=len(config.agents),
+                          name=config.node_name or NodeConfig().name,
                           live_view_ttl=config.live_view_ttl, live_view_public_url=config.live_view_public_url,
                           continuation_ttl=config.continuation_ttl,
                           task_lease_ttl=config.task_lease_ttl)

@@ -95,6 +95,8 @@ ERROR_CODES: Mapping[str, ErrorCode] = {code.name: code for code in [
     *_codes(404, False, "console_off"),
     *_codes(403, False, "forbidden"),
     *_codes(429, True, "login_rate_limited"),
+    # Tenant quotas (issue 29): an agent's share of a node.
+    *_codes(429, False, "quota_exceeded"),
 ]}
 """Every code Kitsune raises or answers, by name; a unit test finds each code literal of the package here."""
 
