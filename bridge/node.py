@@ -120,8 +120,7 @@ class Node:
         self.fleet_metrics = FleetMetrics(self.member, config.fleet, self.metrics.registry)
         """Its identity and its view of the fleet, in the same registry (``bridge.fleet.metrics``)."""
         self.site_tools = SiteToolRecords(browser.site_tools, config.continuation_ttl, self.metrics.registry)
-        self.quota_refusals = set_quotas(browser.quotas, config, self.policy_of, self.metrics.registry)
-        """Tenant quotas: each agent's tabs and sessions, the node's caps, the fair share (``core.quotas``)."""
+        self.quota_refusals = set_quotas(browser.quotas, config, self.policy_of, self.metrics.registry)  # issue 29
         """The events, audit and metrics of its pages' site tools."""
         self.calls: Calls | None = None
         self._interrupted = False

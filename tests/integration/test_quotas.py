@@ -20,8 +20,8 @@ from tests.site import TestSite
 
 @pytest.fixture(scope="module")
 def alone(tmp_path_factory: pytest.TempPathFactory, nats_access: NatsAccess) -> Iterator[Served]:
-    running = serve(tmp_path_factory.mktemp("quota-alone"), nats_access,
-                    {"max_tabs": 6, "caps": ["core", "automation"], "agents": [{"name": "alice", "token": TOKENS["alice"]}]})
+    running = serve(tmp_path_factory.mktemp("quota-alone"), nats_access, {
+        "max_tabs": 6, "caps": ["core", "automation"], "agents": [{"name": "alice", "token": TOKENS["alice"]}]})
     yield running
     assert running.stop() == 0
 
@@ -30,8 +30,8 @@ def alone(tmp_path_factory: pytest.TempPathFactory, nats_access: NatsAccess) -> 
 def shared(tmp_path_factory: pytest.TempPathFactory, nats_access: NatsAccess) -> Iterator[Served]:
     agents = [{"name": "alice", "token": TOKENS["alice"]},
               {"name": "bob", "token": TOKENS["bob"], "quotas": {"tabs": 2, "sessions": 1}}]
-    running = serve(tmp_path_factory.mktemp("quota-shared"), nats_access,
-                    {"max_tabs": 8, "caps": ["core", "automation"], "quotas": {"tabs": 32, "sessions": 8}, "agents": agents})
+    running = serve(tmp_path_factory.mktemp("quota-shared"), nats_access, {
+        "max_tabs": 8, "caps": ["core", "automation"], "quotas": {"tabs": 32, "sessions": 8}, "agents": agents})
     yield running
     assert running.stop() == 0
 
