@@ -2,7 +2,14 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
+import pytest
+import yaml
+
+from bridge.config import load_config
 from core.quotas import Held, Tally, fair_share, fair_share_refusal
+from messages.errors import KitsuneError
 
 
 def _flood(cap: int, held: dict[str, int], agent: str, newcomer: bool) -> int:
@@ -78,3 +85,15 @@ def test_a_reservation_is_counted_once_whether_its_tab_arrives_or_not() -> None:
     held.arrived("alice")  # a popup, with no reservation: counted
     held.left("alice")
     assert held.tally.of("alice") == 1
+
+
+def test_quotas_are_configured_per_node_per_agent_and_by_the_environment(tmp_path: Path) -> None:
+    path = tmp_path / "kitsune.yaml"
+    path.write_text(yaml.safe_dump({"quotas": {"tabs": 10}, "agents": [
+        {"name": "alice", "token": "alice-token-0123456789"},
+        {"name": "bob", "token": "bob-token-0123456789ab", "quotas": {"sessions": 2}}]}))
+    config = load_config(path, {"KITSUNE_QUOTAS__SESSIONS": "5", "KITSUNE_MAX_SESSIONS": "12"})
+    assert (config.max_sessions, config.node_policy().tab_quota, config.node_policy().session_quota) == (12, 10, 5)
+    assert (config.agent_policies()["bob"].tab_quota, config.agent_policies()["bob"].session_quota) == (10, 2)
+    with pytest.raises(KitsuneError, match=r"quotas\.tabs"):
+        load_config(path, {"KITSUNE_QUOTAS__TABS": "0"})
