@@ -7,6 +7,7 @@ Two nodes: one with alice alone and ``max_tabs: 6`` (the issue's repro), one wit
 
 from __future__ import annotations
 
+import time
 from collections.abc import Iterator
 from typing import Any
 
@@ -133,4 +134,26 @@ def test_under_one_agents_flood_another_agents_new_session_opens_a_tab_and_works
             assert again["status"] == "ok", again
         finally:
             _close_all(alice)
+            _close_all(bob)
+
+
+def test_a_popup_past_its_agents_quota_is_closed_at_once_and_recorded(shared: Served, site: TestSite) -> None:
+    with shared.client("bob") as bob:
+        try:
+            body = _batch(bob, [{"action": "newTab", "url": site.url("/popups")},
+                                {"action": "click", "tabId": "${$0.tabId}", "selector": "#open-popup"}])
+            assert body["status"] == "ok", body
+            deadline = time.monotonic() + 10
+            while _mine(bob) < 2:  # the first popup: within his quota of 2
+                assert time.monotonic() < deadline, "the popup never appeared"
+                time.sleep(0.1)
+            again = _batch(bob, [{"action": "click", "tabId": body["results"][0]["tabId"], "selector": "#open-popup"}])
+            assert again["status"] == "ok", again  # the page opened it, not bob: his call does not fail
+            deadline = time.monotonic() + 10
+            while 'opener="popup"' not in _refusals(shared):
+                assert time.monotonic() < deadline, "the popup past the quota was not recorded"
+                time.sleep(0.1)
+            time.sleep(0.5)
+            assert _mine(bob) == 2
+        finally:
             _close_all(bob)
