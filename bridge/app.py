@@ -196,7 +196,9 @@ class Api:
             outcome, call = await self.node.act(agent, command, None, token)
             if isinstance(outcome, Done):
                 await self.node.member.set_current(agent, outcome.value["tabId"])
-            return json_response(_outcome_body(outcome, call))
+            code = outcome.failure.code if isinstance(outcome, Failed) else None
+            return json_response(_outcome_body(outcome, call), ERROR_CODES[code].http_status
+                                 if code in _REFUSED_INPUT else 200)
         tab = body.get("tabId")
         if isinstance(tab, bool) or not isinstance(tab, int):
             raise invalid_call("missing_parameter", "", f"{op} needs tabId", param="tabId")
@@ -341,9 +343,10 @@ def _confirm_token(body: dict[str, Any]) -> str | None:
     return token
 
 
-_REFUSED_INPUT = frozenset({"invalid_input", "site_tool_not_found"})
-"""Failures of a direct call that refuse what it asked, as a bad call is refused (400, 404): a site tool's
-input its schema refuses, a tool the page does not declare. Nothing was sent."""
+_REFUSED_INPUT = frozenset({"invalid_input", "site_tool_not_found", "quota_exceeded", "fleet_full"})
+"""Failures of a direct call that refuse what it asked, as a bad call is refused (400, 404, 429, 503): a site
+tool's input its schema refuses, a tool the page does not declare, a tab past a quota or with no room. Nothing
+was sent."""
 
 
 def _outcome_body(outcome: Outcome, call: int) -> dict[str, Any]:

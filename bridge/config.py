@@ -13,6 +13,8 @@ From a YAML or JSON file (``kitsune serve --config FILE``) and the environment::
     fleet: kitsune                 # nodes of one fleet share tabs over NATS
     node_name: kitsune-0           # this node's name in the fleet (unique in it); node-<random> when absent
     max_tabs: 256                  # tabs this node takes at most; a newTab past it goes to another node
+    max_sessions: 64               # sessions (browser contexts) this node holds at most
+    quotas: {tabs: 32, sessions: 8}  # each agent's on a node (an agent entry may set its own), fair share when full
     caps: [core, automation]       # the node's values, of every agent that does not set its own
     read_only: false
     ask_before_act: false
@@ -38,8 +40,9 @@ From a YAML or JSON file (``kitsune serve --config FILE``) and the environment::
       tls_ca_file: /etc/kitsune/ca.pem         # tls_cert_file + tls_key_file for client certificates
 
 An agent entry may set ``read_only``, ``ask_before_act``, ``urls`` (``allow`` and ``deny``),
-``caps``, ``user_tabs_writable``, ``max_checkpoints`` and ``live_view`` (whether it may open Live
-Views); the node's value stands for each one it does not set. Every key is checked: an unknown key
+``caps``, ``user_tabs_writable``, ``max_checkpoints``, ``live_view`` (whether it may open Live
+Views) and ``quotas`` (``tabs``, ``sessions``); the node's value stands for each one it does not set.
+Every key is checked: an unknown key
 or a value of the wrong type is refused with its path (``agents.1.read_only``). The environment
 overrides the file, key by key: ``KITSUNE_<KEY>``, with ``__`` between nested keys
 (``KITSUNE_URLS__DENY``, ``KITSUNE_NATS__CREDS_FILE``); a list is comma-separated or JSON; a flag is
@@ -74,7 +77,10 @@ from messages.contract import (
     LIVE_VIEW_LINKS,
     LIVE_VIEW_LINKS_PER_AGENT,
     LIVE_VIEW_TTL,
+    MAX_SESSIONS,
     MAX_TABS,
+    QUOTA_SESSIONS,
+    QUOTA_TABS,
     SESSION_MAX_EXEC_IDLE,
     SESSION_MAX_IDLE,
     SESSION_SWEEP_INTERVAL,
@@ -132,6 +138,12 @@ class BridgeConfig:
     """This node's name in the fleet; a generated one when None."""
     max_tabs: int = MAX_TABS
     """Tabs this node takes at most."""
+    max_sessions: int = MAX_SESSIONS
+    """Sessions (browser contexts) this node holds at most."""
+    tab_quota: int = QUOTA_TABS
+    """Each agent's tabs on a node at most, unless its entry sets its own."""
+    session_quota: int = QUOTA_SESSIONS
+    """Each agent's sessions on a node at most, unless its entry sets its own."""
     caps: frozenset[str] = frozenset({"core"})
     read_only: bool = False
     ask_before_act: bool = False
@@ -178,7 +190,8 @@ class BridgeConfig:
         """The node's policy: that of every agent whose entry sets no value of its own."""
         return Policy(read_only=self.read_only, ask_before_act=self.ask_before_act,
                       urls=UrlPolicy.from_config(self.allow, self.deny), user_tabs_writable=self.user_tabs_writable,
-                      caps=self.caps, max_checkpoints=self.max_checkpoints, live_view=self.live_view)
+                      caps=self.caps, max_checkpoints=self.max_checkpoints, live_view=self.live_view,
+                      tab_quota=self.tab_quota, session_quota=self.session_quota)
 
     def agent_policies(self) -> dict[str, Policy]:
         """The policies of the agents whose entries set values of their own, by agent name."""
@@ -262,6 +275,9 @@ def _built(settings: Settings, env: Mapping[str, str]) -> BridgeConfig:
         fleet=settings.fleet,
         node_name=settings.node_name,
         max_tabs=settings.max_tabs,
+        max_sessions=settings.max_sessions,
+        tab_quota=settings.quotas.tabs,
+        session_quota=settings.quotas.sessions,
         caps=frozenset(settings.caps),
         read_only=settings.read_only,
         ask_before_act=settings.ask_before_act,
@@ -335,6 +351,8 @@ def _agent_policy(entry: AgentEntry, path: str, node: Policy, total: int) -> Pol
                            if getattr(entry, name) is not None}
     if entry.caps is not None:
         own["caps"] = frozenset(entry.caps)
+    own.update({f"{q}_quota": n for q, n in (("tab", entry.quotas.tabs), ("session", entry.quotas.sessions))
+                if n is not None})
     allow, deny = entry.urls.allow, entry.urls.deny
     if allow is not None or deny is not None:
         own["urls"] = _url_policy(node.urls.allow if allow is None else allow,

@@ -28,7 +28,10 @@ from messages.contract import (
     LIVE_VIEW_LINKS,
     LIVE_VIEW_LINKS_PER_AGENT,
     LIVE_VIEW_TTL,
+    MAX_SESSIONS,
     MAX_TABS,
+    QUOTA_SESSIONS,
+    QUOTA_TABS,
     SESSION_MAX_EXEC_IDLE,
     SESSION_MAX_IDLE,
     SESSION_SWEEP_INTERVAL,
@@ -65,6 +68,18 @@ class AgentUrls(Section):
     deny: list[str] | None = None
 
 
+class AgentQuotas(Section):
+    tabs: Count | None = None
+    sessions: Count | None = None
+
+
+class Quotas(Section):
+    """Each agent's tabs and sessions on a node at most (issue 29)."""
+
+    tabs: Count = QUOTA_TABS
+    sessions: Count = QUOTA_SESSIONS
+
+
 class AgentEntry(Section):
     name: Annotated[str, Field(min_length=1)]
     token: Token | None = Field(default=None, repr=False)
@@ -76,6 +91,7 @@ class AgentEntry(Section):
     user_tabs_writable: bool | None = None
     max_checkpoints: Count | None = None
     live_view: bool | None = None
+    quotas: AgentQuotas = AgentQuotas()
 
     @model_validator(mode="after")
     def _one_token(self) -> AgentEntry:
@@ -176,6 +192,8 @@ class Settings(BaseSettings):
     fleet: Annotated[str, Field(pattern=r"^[A-Za-z0-9_-]+$")] = "kitsune"
     node_name: Annotated[str, Field(pattern=f"^{NODE_NAME}$")] | None = None
     max_tabs: Count = MAX_TABS
+    max_sessions: Count = MAX_SESSIONS
+    quotas: Quotas = Quotas()
     caps: Caps = ["core"]
     read_only: bool = False
     ask_before_act: bool = False

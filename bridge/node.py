@@ -47,6 +47,7 @@ from bridge.node_config import Browser, NodeConfig
 from bridge.node_tabs import TabActors
 from bridge.policy import ConfirmTokens, Policy, PolicyDriver
 from bridge.proxy import endpoints_of
+from bridge.quota_metrics import set_quotas
 from bridge.session_keeper import SessionKeeper
 from bridge.site_tool_records import SiteToolRecords
 from bridge.tab_ids import TabIds, kv_reserve, local_reserve
@@ -122,6 +123,7 @@ class Node:
         self.fleet_metrics = FleetMetrics(self.member, config.fleet, self.metrics.registry)
         """Its identity and its view of the fleet, in the same registry (``bridge.fleet.metrics``)."""
         self.site_tools = SiteToolRecords(browser.site_tools, config.continuation_ttl, self.metrics.registry)
+        self.quota_refusals = set_quotas(browser.quotas, config, self.policy_of, self.metrics.registry)  # issue 29
         """The events, audit and metrics of its pages' site tools."""
         self.calls: Calls | None = None
         self._interrupted = False

@@ -12,6 +12,7 @@ from typing import Any, Protocol
 from playwright.async_api import Page
 
 from actors.nats_connection import NatsAuth
+from bridge.browser.quotas import Quotas
 from bridge.browser.sessions import Sessions
 from bridge.browser.site_tools import SiteTools
 from bridge.config import SessionTimes
@@ -26,6 +27,7 @@ from messages.contract import (
     LIVE_VIEW_LINKS,
     LIVE_VIEW_LINKS_PER_AGENT,
     LIVE_VIEW_TTL,
+    MAX_SESSIONS,
     MAX_TABS,
     STEP_TIMEOUT,
     TASK_LEASE_TTL,
@@ -45,6 +47,8 @@ class Browser(Protocol):
     """The node's listening endpoints, which the browser never reaches (its NATS, its HTTP API)."""
     next_tab_id: Callable[[], int]
     """Names each new page the moment it appears."""
+    quotas: Quotas
+    """Each agent's tabs and sessions and the node's caps, checked before a tab opens (the node sets the limits)."""
 
     async def start(self) -> None: ...
 
@@ -101,6 +105,10 @@ class NodeConfig:
     """The node's name in its fleet (unique in it)."""
     max_tabs: int = MAX_TABS
     """Tabs this node takes at most: past it, a ``newTab`` goes to another node with room."""
+    max_sessions: int = MAX_SESSIONS
+    """Sessions (browser contexts) this node holds at most, of all agents."""
+    agents: int | None = None
+    """How many agents are configured (None: any may come); the fair share keeps room for one that holds nothing."""
     live_view_ttl: float = LIVE_VIEW_TTL
     """Seconds a Live View link of one of its tabs may be opened after it was made."""
     live_view_public_url: str | None = None

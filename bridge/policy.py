@@ -20,7 +20,7 @@ from bridge.url_policy import UrlPolicy
 from core.engine import Driver
 from core.ports import Recorded
 from messages.commands import Command, Navigate, NewTab, command_to_json, is_write
-from messages.contract import CHECKPOINT_CAPACITY, CONFIRM_TTL
+from messages.contract import CHECKPOINT_CAPACITY, CONFIRM_TTL, QUOTA_SESSIONS, QUOTA_TABS
 from messages.errors import KitsuneError
 from messages.results import Done, Failed, Failure, HeldForApproval, Outcome
 from messages.tokens import digest, digests_equal, new_token, token_hash
@@ -50,6 +50,10 @@ class Policy:
     """How many of its calls' checkpoints are kept, oldest pushed out first."""
     live_view: bool = True
     """Whether it may open Live Views of its tabs (a person sees and acts in them)."""
+    tab_quota: int = QUOTA_TABS
+    """Its tabs on a node at most (``quotas.tabs``)."""
+    session_quota: int = QUOTA_SESSIONS
+    """Its sessions on a node at most (``quotas.sessions``)."""
 
 
 CLOSED = "closed"

@@ -45,6 +45,12 @@ SESSION_SWEEP_INTERVAL = 30.0
 MAX_TABS = 256
 """Tabs one node takes at most, unless configured otherwise (``max_tabs``): past it, a ``newTab``
 goes to another node of the fleet with room, or answers ``fleet_full``."""
+MAX_SESSIONS = 64
+"""Sessions (browser contexts) one node holds at most, of all agents, unless configured otherwise (``max_sessions``)."""
+QUOTA_TABS = 32
+"""Each agent's tabs at most, unless configured otherwise (``quotas.tabs``; issue 29)."""
+QUOTA_SESSIONS = 8
+"""Each agent's sessions at most, unless configured otherwise (``quotas.sessions``; issue 29)."""
 
 # Live View
 LIVE_VIEW_TTL = 300.0

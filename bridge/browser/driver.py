@@ -30,6 +30,7 @@ from bridge.browser.guard import UrlGuard
 from bridge.browser.launch import Chromium
 from bridge.browser.navigation import goto
 from bridge.browser.page_js import NEEDS_USER
+from bridge.browser.quotas import Quotas
 from bridge.browser.reads import evaluate_settled
 from bridge.browser.run import Action, Caller, Run
 from bridge.browser.sessions import Session, Sessions
@@ -88,6 +89,10 @@ class ChromiumBrowser:
         """The agents' sessions (browser contexts) and the tombstones of closed ones."""
         self.spares = self._tabs.spares
         """The spare windows made ahead for the contexts' next tabs."""
+        self.quotas = Quotas(self._tabs.held, self.sessions.table.held)
+        """Each agent's tabs and sessions, the node's caps and the fair share: checked before a tab opens."""
+        self._tabs.agent_of = lambda page: session.agent if (session := self.sessions.of_page(page)) else None
+        self._tabs.admits_page = self.quotas.admits_page
 
     @property
     def url_policy(self) -> Callable[[str | None], UrlPolicy] | None:
@@ -271,16 +276,18 @@ class ChromiumBrowser:
         deadline = asyncio.get_running_loop().time() + timeout
         session = None
         try:
-            cdp, context_id = await self._chromium.ready(timeout)
-            if agent is not None:
-                session = await self.sessions.open_for(agent, command.session, call, timeout)
-                context_id = session.context_id
-            elif command.session is not None:
+            if agent is None and command.session is not None:
                 raise KitsuneError("invalid_parameter", "newTab: a session is an agent's; this tab has no agent")
+            new_session = agent is not None and self.sessions.is_new(agent, command.session, call)
+            with self.quotas.reserving(agent, new_session=new_session, movable=new_session and command.node is None):
+                cdp, context_id = await self._chromium.ready(timeout)
+                if agent is not None:
+                    session = await self.sessions.open_for(agent, command.session, call, timeout)
+                    context_id = session.context_id
+                with self.sessions.using(session):
+                    return await self._open_tab(command, cdp, context_id, session, timeout, deadline)
         except KitsuneError as e:
             return Failed(Failure.of(e))
-        with self.sessions.using(session):
-            return await self._open_tab(command, cdp, context_id, session, timeout, deadline)
 
     async def _open_tab(self, command: NewTab, cdp: CDPSession, context_id: str, session: Session | None,
                         timeout: float, deadline: float) -> Outcome:

@@ -32,6 +32,7 @@ from playwright.async_api import Error as PlaywrightError
 
 from bridge.browser.launch import Chromium
 from bridge.browser.tabs import TabRegistry
+from core.quotas import Held
 from messages.contract import CHECKPOINT_TTL
 from messages.errors import KitsuneError
 
@@ -135,6 +136,8 @@ class SessionTable:
         self._tombstones: dict[tuple[str, str], Tombstone] = {}
         self._one_shot_calls: set[int] = set()
         """The calls that have a one-shot session open."""
+        self.held = Held()
+        """The sessions each agent holds (``bridge.browser.quotas``)."""
 
     def __iter__(self) -> Iterator[Session]:
         return iter(list(self._open.values()))
@@ -168,9 +171,13 @@ class SessionTable:
                           created=self.wall(), used=self.clock())
         self._open[(agent, name)] = session
         self._by_context[id(context)] = session
+        self.held.arrived(agent)
         if session.call is not None:
             self._one_shot_calls.add(session.call)
         return session
+
+    def is_open(self, agent: str, name: str) -> bool:
+        return (agent, name) in self._open
 
     def of_context(self, context: BrowserContext) -> Session | None:
         """The session a context is (None for the user context)."""
@@ -211,7 +218,8 @@ class SessionTable:
 
     def closed(self, session: Session, reason: CloseReason) -> Tombstone:
         """Forget a session that is closing; its tombstone."""
-        self._open.pop((session.agent, session.name), None)
+        if self._open.pop((session.agent, session.name), None) is not None:
+            self.held.left(session.agent)
         self._by_context.pop(id(session.context), None)
         self._forget_call(session)
         tombstone = Tombstone(session.agent, session.name, session.mode, self.wall(), reason,
@@ -280,6 +288,11 @@ class Sessions:
             session = await asyncio.shield(task)
         self.table.touch(session)
         return session
+
+    def is_new(self, agent: str, requested: str | None, call: int | None) -> bool:
+        """Whether a ``newTab`` of ``agent`` naming ``requested`` would make a session (none open or opening)."""
+        name = self.table.name_for(agent, requested, call)
+        return (agent, name) not in self._opening and not self.table.is_open(agent, name)
 
     async def _make(self, agent: str, name: str, call: int | None, timeout: float) -> Session:
         context, context_id = await self._chromium.new_context(agent, timeout)

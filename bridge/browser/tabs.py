@@ -19,6 +19,7 @@ from playwright.async_api import BrowserContext, CDPSession, Page
 from playwright.async_api import Error as PlaywrightError
 
 from bridge.browser.spares import SpareWindows, close_soon
+from core.quotas import Held
 from messages.errors import KitsuneError
 from messages.results import Failed, Failure, Unknown
 
@@ -42,6 +43,13 @@ class TabRegistry:
         self._page_added = asyncio.Event()
         self.spares = SpareWindows()
         """The spare window of each context that opens tabs."""
+        self.held = Held()
+        """The tabs each agent holds (``bridge.browser.quotas``), as they appear and go."""
+        self.agent_of: Callable[[Page], str | None] = lambda page: None
+        """The agent whose session a page lives in (None: a user tab)."""
+        self.admits_page: Callable[[str | None], bool] = lambda agent: True
+        """Whether a page that appeared in an agent's session may stay (a popup past a quota may not)."""
+        self._agents: dict[int, str | None] = {}  # tab id -> the agent it counts against
 
     def reset(self) -> None:
         """Start over (a new start of the browser): no tab, no spare window and nobody waiting for one."""
@@ -53,6 +61,9 @@ class TabRegistry:
         unless it is a spare window being made."""
         if id(page) in self._page_tabs or self.spares.claims(page):
             return
+        if not self.admits_page(self.agent_of(page)):  # a popup past its agent's quota: closed at once
+            close_soon(page)
+            return
         self._add(page)
 
     def _add(self, page: Page) -> int:
@@ -61,6 +72,8 @@ class TabRegistry:
         self._pages[tab] = page
         self._open = frozenset(self._pages)
         self._page_tabs[id(page)] = tab
+        self._agents[tab] = agent = self.agent_of(page)
+        self.held.arrived(agent)
         page.on("close", lambda _page: self.forget(tab))
         page.on("crash", lambda _page: self._crashed(tab))
         event, self._page_added = self._page_added, asyncio.Event()
@@ -72,6 +85,7 @@ class TabRegistry:
         self._open = frozenset(self._pages)
         if page is not None:
             self._page_tabs.pop(id(page), None)
+            self.held.left(self._agents.pop(tab, None))
         self._target_ids.pop(tab, None)
         if self.current == tab:
             self.current = None
