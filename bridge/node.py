@@ -123,8 +123,8 @@ class Node:
         self.fleet_metrics = FleetMetrics(self.member, config.fleet, self.metrics.registry)
         """Its identity and its view of the fleet, in the same registry (``bridge.fleet.metrics``)."""
         self.site_tools = SiteToolRecords(browser.site_tools, config.continuation_ttl, self.metrics.registry)
-        self.quota_refusals = set_quotas(browser.quotas, config, self.policy_of, self.metrics.registry)  # issue 29
         """The events, audit and metrics of its pages' site tools."""
+        set_quotas(browser.quotas, config, self.policy_of, self.metrics.registry)
         self.calls: Calls | None = None
         self._interrupted = False
         self.tasks = Tasks(LocalTaskStore(), self.io, self, lease_ttl=config.task_lease_ttl, limits=config.task_limits,
@@ -232,14 +232,12 @@ class Node:
         return frozenset(registry.alive()) if registry is not None else frozenset({self.config.name})
 
     def checkpoint_capacity_of(self, agent: str | None) -> int:
-        """How many checkpoints of ``agent``'s calls are kept: its own policy's number, else the node's
-        (``NodeConfig.max_checkpoints``)."""
+        """How many checkpoints of ``agent``'s calls are kept: its own policy's number, else the node's."""
         own = self.agent_policies.get(agent) if agent is not None else None
         return own.max_checkpoints if own is not None else self.config.max_checkpoints
 
     def ports_for(self, agent: str | None, confirm_token: str | None = None) -> Ports:
-        """The ports a call of ``agent`` runs with: its policy in the driver (for the agent's session the
-        context names: ``SESSION``), its audit."""
+        """The ports a call of ``agent`` runs with: its policy in the driver (its session: ``SESSION``), its audit."""
         driver: Driver = self._driver if agent is None else PolicyDriver(
             self._driver.for_agent(agent), agent, lambda: self.policy_of(agent), self.owners, self.confirms,
             confirm_token=confirm_token, session=SESSION.get(), leases=self.tasks,

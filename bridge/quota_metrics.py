@@ -15,9 +15,9 @@ __all__ = ["set_quotas"]
 
 
 def set_quotas(quotas: Quotas, config: NodeConfig, policy_of: Callable[[str | None], Policy],
-               registry: CollectorRegistry) -> Counter:
-    """Give ``quotas`` the node's caps and each agent's own quotas (its policy's, as it is now); the counter
-    of refusals (``kitsune_tab_quota_refusals_total``: by quota, scope and what opened the tab)."""
+               registry: CollectorRegistry) -> None:
+    """Give ``quotas`` the node's caps and each agent's own quotas (its policy's, as it is now), and count
+    its refusals (``kitsune_tab_quota_refusals_total``: by quota, scope and what opened the tab)."""
     quotas.max_tabs = config.max_tabs
     quotas.max_sessions = config.max_sessions
     quotas.agents = config.agents
@@ -31,4 +31,3 @@ def set_quotas(quotas: Quotas, config: NodeConfig, policy_of: Callable[[str | No
                        "quota (tabs, sessions), scope (agent, node) and opener (newTab, popup)",
                        ["quota", "scope", "opener"], registry=registry)
     quotas.on_refused = lambda quota, scope, opener: refusals.labels(quota, scope, opener).inc()
-    return refusals
