@@ -32,7 +32,7 @@ from bridge.live.views import MAX_HANDBACK_WAIT
 from bridge.metrics import HttpMetrics, scrape_tokens
 from bridge.node import Node
 from bridge.policy import USER
-from bridge.responses import json_response
+from bridge.responses import json_response, outcome_response
 from bridge.tasks.routes import task_routes
 from core.calls import CallResponse
 from messages import strict_json
@@ -47,9 +47,9 @@ from messages.commands import (
     tabs_named,
 )
 from messages.contract import CALL_TIMEOUT
-from messages.errors import ERROR_CODES, KitsuneError, invalid_call
+from messages.errors import KitsuneError, invalid_call
 from messages.paths import ROOT
-from messages.results import Done, Failed, Outcome, status_of
+from messages.results import Done
 from messages.schema import batch_schema, command_schema, parallel_schema
 
 __all__ = ["create_app"]
@@ -195,7 +195,7 @@ class Api:
             outcome, call = await self.node.act(agent, command, None, token)
             if isinstance(outcome, Done):
                 await self.node.member.set_current(agent, outcome.value["tabId"])
-            return json_response(_outcome_body(outcome, call))
+            return outcome_response(outcome, call)
         tab = body.get("tabId")
         if isinstance(tab, bool) or not isinstance(tab, int):
             raise invalid_call("missing_parameter", "", f"{op} needs tabId", param="tabId")
@@ -204,7 +204,7 @@ class Api:
             outcome, call = await self.node.act(agent, CloseTab(tab_id=tab), tab, token)
             if isinstance(outcome, Done) and self.node.member.current(agent) == tab:
                 await self.node.member.set_current(agent, None)
-            return json_response(_outcome_body(outcome, call))
+            return outcome_response(outcome, call)
         if op == "select":
             await self.node.member.set_current(agent, tab)
             return json_response({"ok": True, "tabId": tab})
@@ -286,9 +286,7 @@ class Api:
         outcome, call = await self.node.act(agent, command, tab if command.acts_on_tab else None, token)
         if isinstance(outcome, Done) and isinstance(command, NewTab):
             await self.node.member.set_current(agent, outcome.value["tabId"])
-        code = outcome.failure.code if isinstance(outcome, Failed) else None
-        status = ERROR_CODES[code].http_status if code in _REFUSED_INPUT else 200
-        return json_response(_outcome_body(outcome, call), status)
+        return outcome_response(outcome, call)
 
     # the rest
 
@@ -336,22 +334,6 @@ def _confirm_token(body: dict[str, Any]) -> str | None:
     if token is not None and not isinstance(token, str):
         raise invalid_call("invalid_parameter", "", "confirm_token must be a string", param="confirm_token")
     return token
-
-
-_REFUSED_INPUT = frozenset({"invalid_input", "site_tool_not_found"})
-"""Failures of a direct call that refuse what it asked, as a bad call is refused (400, 404): a site tool's
-input its schema refuses, a tool the page does not declare. Nothing was sent."""
-
-
-def _outcome_body(outcome: Outcome, call: int) -> dict[str, Any]:
-    status = status_of(outcome)
-    if isinstance(outcome, Done):
-        body: dict[str, Any] = {"ok": True, **outcome.value}
-        if outcome.warning is not None:
-            body["warning"] = outcome.warning
-    else:
-        body = outcome.failure.to_json()
-    return {**body, "status": status, "call": call}
 
 
 def create_app(node: Node, config: BridgeConfig, mounts: Sequence[BaseRoute] = ()) -> Starlette:

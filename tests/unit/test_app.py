@@ -26,7 +26,7 @@ from kitsune import app as kitsune_app
 from messages.commands import Command
 from messages.errors import ERROR_CODES, KitsuneError
 from messages.requests import Subjects
-from messages.results import Outcome
+from messages.results import Failed, Failure, HeldForApproval, Outcome, Unknown
 from messages.schema import batch_schema, command_schema, parallel_schema
 from messages.tokens import token_hash
 from tests.unit.fakes import World
@@ -424,11 +424,43 @@ def test_a_direct_action_answers_its_outcome_with_status_and_call(
         alice: TestClient, node: FakeNode, answer: str, status: str, fields: dict[str, Any]) -> None:
     node.world.driver.on("#a", answer)
     response = alice.post("/api/act", json={"command": click("#a", tab=1), "confirm_token": "c"})
-    assert response.status_code == 200
     body = response.json()
+    assert response.status_code == (200 if status == "ok" else ERROR_CODES[body["code"]].http_status)
     assert (body["status"], isinstance(body["call"], int)) == (status, True)
     assert fields.items() <= body.items()
     assert node.acted[0][2:] == (1, "c")
+
+
+_DIRECT_ROUTES: list[tuple[str, dict[str, Any]]] = [
+    ("/api/act", {"command": click("#a", tab=1)}),
+    ("/api/tabs", {"op": "open", "url": "https://example.org/"}),
+    ("/api/tabs", {"op": "close", "tabId": 1}),
+]
+_REFUSALS: list[Outcome] = [
+    Failed(Failure("Session shop is closed", "session_expired", False, {"session": "shop"})),
+    Failed(Failure("Task t-1 holds tab 1", "task_leased", False, {"tabId": 1})),
+    Failed(Failure("Tab 1 is owned by another agent", "tab_owned", False, {"tabId": 1})),
+    Failed(Failure("URL refused by policy", "url_denied", False)),
+    Failed(Failure("Read-only mode", "read_only", False)),
+    Unknown(Failure("Command timed out after 30s", "timeout", False)),
+    HeldForApproval(Failure("The action needs approval", "needs_user", False, {"confirm_token": "t"})),
+    Failed(Failure("not registered", "no_such_code_anywhere", False)),
+]
+
+
+@pytest.mark.parametrize(("path", "body"), _DIRECT_ROUTES)
+@pytest.mark.parametrize("outcome", _REFUSALS, ids=lambda o: o.failure.code)
+def test_every_direct_route_answers_an_error_with_its_codes_status(
+        alice: TestClient, node: FakeNode, monkeypatch: pytest.MonkeyPatch, path: str, body: dict[str, Any],
+        outcome: Outcome) -> None:
+    async def refused(agent: str, command: Command, tab: int | None, token: str | None = None) -> tuple[Outcome, int]:
+        return outcome, 77
+    monkeypatch.setattr(node, "act", refused)
+    answer = alice.post(path, json=body)
+    code = answer.json()["code"]
+    assert code == outcome.failure.code  # type: ignore[union-attr]
+    assert answer.status_code == (ERROR_CODES[code].http_status if code in ERROR_CODES else 500), (path, code)
+    assert answer.status_code != 200 and answer.json()["call"] == 77
 
 
 def test_a_direct_action_runs_on_the_current_tab_and_refuses_what_a_batch_would(
