@@ -32,6 +32,7 @@ from bridge.live.views import MAX_HANDBACK_WAIT
 from bridge.metrics import HttpMetrics, scrape_tokens
 from bridge.node import Node
 from bridge.policy import USER
+from bridge.query import query_int, query_number
 from bridge.responses import json_response, outcome_response
 from bridge.tasks.routes import task_routes
 from core.calls import CallResponse
@@ -45,6 +46,7 @@ from messages.commands import (
     parse_call,
     parse_command,
     tabs_named,
+    whole_param,
 )
 from messages.contract import CALL_TIMEOUT
 from messages.errors import KitsuneError, invalid_call
@@ -196,9 +198,9 @@ class Api:
             if isinstance(outcome, Done):
                 await self.node.member.set_current(agent, outcome.value["tabId"])
             return outcome_response(outcome, call)
-        tab = body.get("tabId")
-        if isinstance(tab, bool) or not isinstance(tab, int):
+        if body.get("tabId") is None:
             raise invalid_call("missing_parameter", "", f"{op} needs tabId", param="tabId")
+        tab = whole_param(body["tabId"], "tabId")
         await self._open_tab(tab, "")
         if op == "close":
             outcome, call = await self.node.act(agent, CloseTab(tab_id=tab), tab, token)
@@ -216,26 +218,17 @@ class Api:
                       ("user" if previous == USER else "agent"), "call": call})
 
     async def needs_user(self, request: Request) -> Response:
-        raw = request.query_params.get("tabId")
-        if raw is None or not raw.isdigit():
-            raise invalid_call("missing_parameter", "", "needs-user needs ?tabId=N", param="tabId")
-        tab = int(raw)
+        tab = query_int(request, "tabId", required=True)
+        assert tab is not None
         await self._open_tab(tab, "")
         return json_response({"tabId": tab, **await self.node.needs_user(tab)})
 
     async def handbacks(self, request: Request) -> Response:
         """How many times a person handed ``tabId`` back from Live View; with ``since`` and ``wait``, once
         that count passes ``since`` (or ``wait`` seconds passed): what a wait on the tab's stop watches."""
-        tab = _query_int(request, "tabId", required=True)
-        since = _query_int(request, "since")
-        raw_wait = request.query_params.get("wait", "0")
-        try:
-            wait = float(raw_wait)
-        except ValueError:
-            wait = -1.0
-        if not 0 <= wait <= MAX_HANDBACK_WAIT:
-            raise invalid_call("invalid_parameter", "", f"wait must be 0 to {MAX_HANDBACK_WAIT:g} seconds",
-                               param="wait")
+        tab = query_int(request, "tabId", required=True)
+        since = query_int(request, "since")
+        wait = query_number(request, "wait", 0.0, low=0.0, high=MAX_HANDBACK_WAIT)
         assert tab is not None
         await self._open_tab(tab, "")
         return json_response(await self.node.live.handbacks(tab, since, wait))
@@ -316,17 +309,6 @@ _TAB_OPS: dict[str, frozenset[str]] = {
     "live_view": frozenset({"op", "tabId"}),
 }
 """What each ``POST /api/tabs`` operation takes (the writes take the confirm token of their hold)."""
-
-
-def _query_int(request: Request, name: str, *, required: bool = False) -> int | None:
-    """The query parameter ``name`` as a whole number (None when absent and not required)."""
-    raw = request.query_params.get(name)
-    if raw is None and not required:
-        return None
-    if raw is None or not raw.isdigit():
-        raise invalid_call("missing_parameter" if raw is None else "invalid_parameter", "",
-                           f"{name} must be a whole number", param=name)
-    return int(raw)
 
 
 def _confirm_token(body: dict[str, Any]) -> str | None:

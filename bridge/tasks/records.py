@@ -20,6 +20,7 @@ from typing import Any, Literal, get_args
 
 import orjson
 
+from messages.commands import MAX_TAB_ID
 from messages.contract import TASK_LEASE_TTL
 from messages.errors import KitsuneError
 
@@ -141,7 +142,7 @@ def new_task(agent: str, session: str, goal: str, tabs: Iterable[int], *, now: f
     if scope not in SCOPES:
         raise _invalid("scope", "scope must be one of tab, browser, remote")
     tab_list = list(tabs)
-    if any(not isinstance(t, int) or isinstance(t, bool) or t < 0 for t in tab_list):
+    if any(not isinstance(t, int) or isinstance(t, bool) or not 0 <= t <= MAX_TAB_ID for t in tab_list):
         raise _invalid("tabs", "tabs must be a list of tab ids")
     if not lease_ttl > 0:
         raise _invalid("lease_ttl", "a lease lasts a positive number of seconds")

@@ -396,7 +396,7 @@ def test_a_takeover_answers_the_previous_owner_and_its_audit_call(node: FakeNode
     ({"op": "open", "url": "x", "confirm_token": 5}, "invalid_parameter"),
     ({"op": "shred", "tabId": 1}, "invalid_parameter"),
     ({"op": "close"}, "missing_parameter"),
-    ({"op": "select", "tabId": True}, "missing_parameter"),
+    ({"op": "select", "tabId": True}, "invalid_parameter"),
     ({"op": "close", "tabId": 99}, "unknown_tab"),
 ])
 def test_bad_tab_operations_answer_400(alice: TestClient, node: FakeNode, body: dict[str, Any], code: str) -> None:
@@ -409,7 +409,7 @@ def test_bad_tab_operations_answer_400(alice: TestClient, node: FakeNode, body: 
 def test_needs_user_answers_for_an_open_tab_and_400_otherwise(alice: TestClient) -> None:
     assert alice.get("/api/needs-user", params={"tabId": "2"}).json() == {"tabId": 2, "needsUser": False}
     assert error_of(alice.get("/api/needs-user")) == (400, "missing_parameter")
-    assert error_of(alice.get("/api/needs-user", params={"tabId": "x"})) == (400, "missing_parameter")
+    assert error_of(alice.get("/api/needs-user", params={"tabId": "x"})) == (400, "invalid_parameter")
     assert error_of(alice.get("/api/needs-user", params={"tabId": "99"})) == (400, "unknown_tab")
 
 
@@ -477,3 +477,52 @@ def test_a_direct_action_runs_on_the_current_tab_and_refuses_what_a_batch_would(
         assert error_of(answer) == (400, code)
         assert answer.json()["state"]["path"] == path
     assert len(node.acted) == 1
+
+
+# --- numbers: one strict reading on every route ---------------------------------------------------
+
+_BAD_NUMBERS: list[Any] = [2**64, 1.0, -1, 10**30, "1", True, 2**53]
+"""A tab id past JSON's exact integers, a number with a fraction (tab 1 exists: it was taken as tab 1 and
+sent), a negative one, a 30-digit one, a string, a boolean, one past the largest tab id."""
+
+
+def _number_routes(bad: Any) -> list[tuple[str, str, dict[str, Any], str]]:
+    """(method, path, body or query, the parameter named) of every route taking a number, with ``bad`` in it."""
+    return [
+        ("POST", "/api/batch", {"commands": [click("#a")], "tabId": bad}, "tabId"),
+        ("POST", "/api/batch", {"commands": [click("#a", tab=bad)]}, "tabId"),
+        ("POST", "/api/batch", {"commands": [{"action": "broadcast", "tabIds": [1, bad],
+                                              "command": {"action": "title"}}]}, "tabIds"),
+        ("POST", "/api/parallel", {"sequences": [[click("#a", tab=bad)]]}, "tabId"),
+        ("POST", "/api/act", {"command": click("#a", tab=bad)}, "tabId"),
+        *(("POST", "/api/tabs", {"op": op, "tabId": bad}, "tabId") for op in ("close", "select", "takeover",
+                                                                             "live_view")),
+        ("GET", "/api/needs-user", {"tabId": str(bad)}, "tabId"),
+        ("GET", "/api/live/handbacks", {"tabId": str(bad)}, "tabId"),
+        ("GET", "/api/live/handbacks", {"tabId": "1", "since": str(bad)}, "since"),
+    ]
+
+
+@pytest.mark.parametrize("bad", _BAD_NUMBERS, ids=repr)
+def test_every_route_reads_a_number_strictly_400_invalid_parameter_and_nothing_is_sent(
+        alice: TestClient, node: FakeNode, bad: Any) -> None:
+    for method, path, given, param in _number_routes(bad):
+        if method == "GET" and isinstance(bad, bool | str):
+            continue  # a query is text: "True" and "1" are read in test_query_numbers_are_digits_alone
+        answer = alice.get(path, params=given) if method == "GET" else alice.post(path, json=given)
+        assert answer.status_code == 400, (path, given, answer.text)
+        body = answer.json()
+        assert (body["code"], body["state"]["param"]) == ("invalid_parameter", param), (path, given)
+        assert "path" in body["state"]
+    assert node.acted == [] and node.world.driver.sent == []
+
+
+@pytest.mark.parametrize("text", ["+1", " 1", "1.0", "1e0", "0x1", "-0", "１", "9" * 30, "True", ""])
+def test_query_numbers_are_digits_alone(alice: TestClient, text: str) -> None:
+    for path, params in [("/api/needs-user", {"tabId": text}), ("/api/live/handbacks", {"tabId": text}),
+                         ("/api/live/handbacks", {"tabId": "1", "since": text}),
+                         ("/api/live/handbacks", {"tabId": "1", "since": "0", "wait": text + "s"})]:
+        answer = alice.get(path, params=params)
+        assert error_of(answer) == (400, "invalid_parameter"), (path, params, answer.text)
+    assert error_of(alice.get("/api/needs-user", params=[("tabId", "1"), ("tabId", "1")])) == (
+        400, "invalid_parameter")
