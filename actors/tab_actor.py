@@ -34,7 +34,10 @@ class TabDriver(Protocol):
 
     async def execute(self, command: Command, tab_id: int | None, timeout: float, *,
                       pause: Pause | None = None, agent: str | None = None, call: int | None = None,
-                      path: str | None = None) -> Outcome: ...
+                      path: str | None = None, within: float | None = None) -> Outcome:
+        """Run ``command`` within ``within`` seconds (``timeout`` when None); messages name ``timeout``, the
+        step's own (a request that spent time on its way has less left than its timeout)."""
+        ...
 
 
 _QUEUED, _STARTED, _WITHDRAWN = range(3)
@@ -169,15 +172,16 @@ class TabActor(LoopActor):
             return not_sent(command, self.tab_id, "the node is stopping", "node_stopped")
         if not ticket.start():
             return not_sent(command, self.tab_id, "its deadline passed or its caller withdrew it before it started")
-        timeout = max(0.0, ticket.left())
+        timeout = ticket.request.timeout  # the step's own: what its messages name ("after 30s")
+        left = max(0.0, ticket.left())  # what it has, once its time on the way and in the queue is spent
         task = asyncio.current_task()
         assert task is not None
         self._running[task] = ticket
         try:
-            async with asyncio.timeout(timeout + SETTLE):
+            async with asyncio.timeout(left + SETTLE):
                 return await self._browser.execute(command, self.tab_id, timeout, pause=pause,
                                                    agent=ticket.request.agent, call=ticket.request.call,
-                                                   path=ticket.request.path)
+                                                   path=ticket.request.path, within=left)
         except TimeoutError:
             failure = Failure(f"Command timed out after {timeout:g}s", "timeout", False)
             return Unknown(failure) if is_write(command) else Failed(Failure(failure.error, "timeout", True))

@@ -33,7 +33,8 @@ from bridge.live.views import MAX_HANDBACK_WAIT
 from bridge.metrics import HttpMetrics, scrape_tokens
 from bridge.node import Node
 from bridge.policy import USER
-from bridge.responses import json_response
+from bridge.query import query_int, query_number
+from bridge.responses import json_response, outcome_response
 from bridge.tasks.routes import task_routes
 from core.calls import CallResponse
 from messages import strict_json
@@ -46,11 +47,12 @@ from messages.commands import (
     parse_call,
     parse_command,
     tabs_named,
+    whole_param,
 )
 from messages.contract import CALL_TIMEOUT
-from messages.errors import ERROR_CODES, KitsuneError, invalid_call
+from messages.errors import KitsuneError, invalid_call
 from messages.paths import ROOT
-from messages.results import Done, Failed, Outcome, status_of
+from messages.results import Done
 from messages.schema import batch_schema, command_schema, parallel_schema
 
 __all__ = ["create_app"]
@@ -196,18 +198,16 @@ class Api:
             outcome, call = await self.node.act(agent, command, None, token)
             if isinstance(outcome, Done):
                 await self.node.member.set_current(agent, outcome.value["tabId"])
-            code = outcome.failure.code if isinstance(outcome, Failed) else None
-            return json_response(_outcome_body(outcome, call), ERROR_CODES[code].http_status
-                                 if code in _REFUSED_INPUT else 200)
-        tab = body.get("tabId")
-        if isinstance(tab, bool) or not isinstance(tab, int):
+            return outcome_response(outcome, call)
+        if body.get("tabId") is None:
             raise invalid_call("missing_parameter", "", f"{op} needs tabId", param="tabId")
+        tab = whole_param(body["tabId"], "tabId")
         await self._open_tab(tab, "")
         if op == "close":
             outcome, call = await self.node.act(agent, CloseTab(tab_id=tab), tab, token)
             if isinstance(outcome, Done) and self.node.member.current(agent) == tab:
                 await self.node.member.set_current(agent, None)
-            return json_response(_outcome_body(outcome, call))
+            return outcome_response(outcome, call)
         if op == "select":
             await self.node.member.set_current(agent, tab)
             return json_response({"ok": True, "tabId": tab})
@@ -221,26 +221,17 @@ class Api:
                       ("user" if previous == USER else "agent"), "call": call})
 
     async def needs_user(self, request: Request) -> Response:
-        raw = request.query_params.get("tabId")
-        if raw is None or not raw.isdigit():
-            raise invalid_call("missing_parameter", "", "needs-user needs ?tabId=N", param="tabId")
-        tab = int(raw)
+        tab = query_int(request, "tabId", required=True)
+        assert tab is not None
         await self._open_tab(tab, "")
         return json_response({"tabId": tab, **await self.node.needs_user(tab)})
 
     async def handbacks(self, request: Request) -> Response:
         """How many times a person handed ``tabId`` back from Live View; with ``since`` and ``wait``, once
         that count passes ``since`` (or ``wait`` seconds passed): what a wait on the tab's stop watches."""
-        tab = _query_int(request, "tabId", required=True)
-        since = _query_int(request, "since")
-        raw_wait = request.query_params.get("wait", "0")
-        try:
-            wait = float(raw_wait)
-        except ValueError:
-            wait = -1.0
-        if not 0 <= wait <= MAX_HANDBACK_WAIT:
-            raise invalid_call("invalid_parameter", "", f"wait must be 0 to {MAX_HANDBACK_WAIT:g} seconds",
-                               param="wait")
+        tab = query_int(request, "tabId", required=True)
+        since = query_int(request, "since")
+        wait = query_number(request, "wait", 0.0, low=0.0, high=MAX_HANDBACK_WAIT)
         assert tab is not None
         await self._open_tab(tab, "")
         return json_response(await self.node.live.handbacks(tab, since, wait))
@@ -291,9 +282,7 @@ class Api:
         outcome, call = await self.node.act(agent, command, tab if command.acts_on_tab else None, token)
         if isinstance(outcome, Done) and isinstance(command, NewTab):
             await self.node.member.set_current(agent, outcome.value["tabId"])
-        code = outcome.failure.code if isinstance(outcome, Failed) else None
-        status = ERROR_CODES[code].http_status if code in _REFUSED_INPUT else 200
-        return json_response(_outcome_body(outcome, call), status)
+        return outcome_response(outcome, call)
 
     # the rest
 
@@ -325,39 +314,11 @@ _TAB_OPS: dict[str, frozenset[str]] = {
 """What each ``POST /api/tabs`` operation takes (the writes take the confirm token of their hold)."""
 
 
-def _query_int(request: Request, name: str, *, required: bool = False) -> int | None:
-    """The query parameter ``name`` as a whole number (None when absent and not required)."""
-    raw = request.query_params.get(name)
-    if raw is None and not required:
-        return None
-    if raw is None or not raw.isdigit():
-        raise invalid_call("missing_parameter" if raw is None else "invalid_parameter", "",
-                           f"{name} must be a whole number", param=name)
-    return int(raw)
-
-
 def _confirm_token(body: dict[str, Any]) -> str | None:
     token = body.get("confirm_token")
     if token is not None and not isinstance(token, str):
         raise invalid_call("invalid_parameter", "", "confirm_token must be a string", param="confirm_token")
     return token
-
-
-_REFUSED_INPUT = frozenset({"invalid_input", "site_tool_not_found", "quota_exceeded", "fleet_full"})
-"""Failures of a direct call that refuse what it asked, as a bad call is refused (400, 404, 429, 503): a site
-tool's input its schema refuses, a tool the page does not declare, a tab past a quota or with no room. Nothing
-was sent."""
-
-
-def _outcome_body(outcome: Outcome, call: int) -> dict[str, Any]:
-    status = status_of(outcome)
-    if isinstance(outcome, Done):
-        body: dict[str, Any] = {"ok": True, **outcome.value}
-        if outcome.warning is not None:
-            body["warning"] = outcome.warning
-    else:
-        body = outcome.failure.to_json()
-    return {**body, "status": status, "call": call}
 
 
 def create_app(node: Node, config: BridgeConfig, mounts: Sequence[BaseRoute] = ()) -> Starlette:

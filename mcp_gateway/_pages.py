@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Mapping
+from typing import Any
 
 from mcp_gateway._bridge import Bridge
 from mcp_gateway._caller import Caller
 
-__all__ = ["PAGE_FAILURES", "PAGE_STATE_CHECKS", "POLL_EVERY", "PageCheck", "current_tab"]
+__all__ = ["PAGE_FAILURES", "PAGE_STATE_CHECKS", "POLL_EVERY", "PageCheck", "claimed_by_a_person", "current_tab",
+           "not_held"]
 
 PageCheck = Callable[[Bridge, int], Awaitable[bool]]
 """Whether a stop the page resolves is resolved now on a tab (a failed read is not resolved)."""
@@ -16,12 +18,28 @@ PageCheck = Callable[[Bridge, int], Awaitable[bool]]
 def _hint_gone(reason: str) -> PageCheck:
     async def check(bridge: Bridge, tab: int) -> bool:
         answer = await bridge.get("/api/needs-user", params={"tabId": tab}, timeout=10.0)
-        if "error" in answer:
+        if "error" in answer or (answer.get("needs_user") and answer.get("reason") == reason):
             return False  # a failed read is not resolved
-        return not (answer.get("needs_user") and answer.get("reason") == reason)
+        return await not_held(bridge, tab)
 
-    check.__doc__ = f"Resolved once the tab no longer shows a needs-user hint with reason {reason!r}."
+    check.__doc__ = (f"Resolved once the tab no longer shows a needs-user hint with reason {reason!r} and no "
+                     "person holds it in Live View (they pressed Done).")
     return check
+
+
+async def not_held(bridge: Bridge, tab: int) -> bool:
+    """Whether no person holds ``tab`` in Live View now (``held: false`` of ``/api/live/handbacks``): a person
+    who signed in there and has not pressed Done still holds it, and a write sent then is refused
+    ``tab_claimed``. A failed read is not resolved."""
+    answer = await bridge.get("/api/live/handbacks", params={"tabId": tab}, timeout=10.0)
+    return "error" not in answer and answer.get("held") is False
+
+
+def claimed_by_a_person(result: Mapping[str, Any]) -> bool:
+    """Whether ``result`` is the refusal of a write to a tab a person holds in Live View (nothing was sent)."""
+    state = result.get("state")
+    return (result.get("code") == "tab_claimed" and isinstance(state, dict) and state.get("by") == "user"
+            and state.get("reason") == "live_view")
 
 
 PAGE_STATE_CHECKS: dict[str, PageCheck] = {
@@ -30,7 +48,8 @@ PAGE_STATE_CHECKS: dict[str, PageCheck] = {
 }
 """Stops the page resolves, by ``state.reason`` (the spec's ``kitsune.server.PAGE_STATE_CHECKS``):
 ``browser_resume`` polls the check every second for up to ``wait`` seconds before it runs the call
-again, and returns the stop again (with a new resume token, nothing sent) while it fails."""
+again, and returns the stop again (with a new resume token, nothing sent) while it fails. A check passes
+only once the tab is handed back too (:func:`not_held`)."""
 
 POLL_EVERY = 1.0
 """Seconds between checks of a page state."""

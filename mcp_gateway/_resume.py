@@ -9,7 +9,7 @@ from mcp_gateway._caller import Caller
 from mcp_gateway._checkpoints import DirectCheckpoint
 from mcp_gateway._containers import run_container
 from mcp_gateway._direct import DirectCalls, Plan, commands_of
-from mcp_gateway._pages import PAGE_STATE_CHECKS
+from mcp_gateway._pages import PAGE_STATE_CHECKS, claimed_by_a_person
 from mcp_gateway._results import error
 from mcp_gateway._tools import TOOLS
 from messages.contract import APPROVAL_PROMPT_MAX, RESUME_DEADLINE, RESUME_WAIT, RESUME_WAIT_MAX
@@ -71,6 +71,14 @@ async def _resume_direct(direct: DirectCalls, caller: Caller, checkpoint: Direct
                 start=checkpoint.step, done=[dict(d) for d in checkpoint.done], call=checkpoint.call,
                 tab=checkpoint.tab, prompt_wait=min(remaining, APPROVAL_PROMPT_MAX))
     result = await direct.run(caller, plan)
+    if checkpoint.kind == "page" and claimed_by_a_person(result) and _first_refused(result, checkpoint):
+        return await direct.stop_again(caller, checkpoint)  # a person took the tab meanwhile: nothing was sent
     if result.get("resume_token") is None or result.get("call") != checkpoint.call:
         direct.checkpoints.drop(checkpoint.agent, checkpoint.call)  # no longer stops on needs_user
     return result
+
+
+def _first_refused(result: dict[str, Any], checkpoint: DirectCheckpoint) -> bool:
+    """Whether the request refused is the run's first (the held one): then nothing of the resume was sent."""
+    steps = result.get("steps")
+    return not isinstance(steps, list) or len(steps) == checkpoint.step + 1

@@ -14,7 +14,7 @@ import types
 import typing
 from typing import Any, Literal, Union
 
-from messages.commands import ACTIONS, BLOCKS, MAX_REFERENCE, MAX_TEXT, Command, Parallel, Param, parameters
+from messages.commands import ACTIONS, BLOCKS, MAX_REFERENCE, MAX_TAB_ID, MAX_TEXT, Command, Parallel, Param, parameters
 from messages.contract import CALL_TIMEOUT, MAX_CALL_TIMEOUT
 from messages.references import Ref, Template
 
@@ -99,9 +99,10 @@ def _definitions() -> dict[str, Any]:
 def _param_schema(param: Param) -> dict[str, Any]:
     schema = _type_schema(param.type, param.meta.get("max_length"))
     schema["description"] = param.meta["doc"]
+    bounded = schema["items"] if schema.get("type") == "array" else schema  # a list's bounds are its items'
     for key in ("minimum", "maximum"):
         if key in param.meta:
-            schema[key] = param.meta[key]
+            bounded[key] = param.meta[key]
     if "pattern" in param.meta:
         schema["pattern"] = f"^{param.meta['pattern']}$"
     if param.meta.get("min_items"):
@@ -147,7 +148,8 @@ def command_schema() -> dict[str, Any]:
 
 
 _CALL_OPTIONS: dict[str, Any] = {
-    "tabId": {"type": "integer", "description": "Default tab for steps that name none."},
+    "tabId": {"type": "integer", "minimum": 0, "maximum": MAX_TAB_ID,
+              "description": "Default tab for steps that name none."},
     "stopOnWarning": {"type": "boolean", "default": False,
                       "description": "Stop at a step that succeeded with a warning."},
     "timeout": {"type": "number", "exclusiveMinimum": 0, "maximum": MAX_CALL_TIMEOUT, "default": CALL_TIMEOUT,

@@ -64,6 +64,8 @@ class StepRecord:
     """A sequence's steps."""
     sequences: tuple[tuple[StepRecord, ...], ...] = ()
     """A parallel's sequences."""
+    retryable: bool = False
+    """A failed step's failure may pass when it is sent again (its ``retryable``)."""
 
     @property
     def is_container(self) -> bool:
@@ -149,7 +151,9 @@ class StepLog:
                 line += f" Stopped at a warning of step {warned.path} ({_on_tab(warned)}): {warned.warning}."
         if self.ended == "container_timeout":
             line += f" The call reached its {self.timeout:g}s deadline."
-        if self.status in ("unknown", "held", "failed", "skipped"):
+        if self.status == "failed" and not any(r.retryable for r in self.records() if r.status == "failed"):
+            line += _NOT_RETRYABLE  # a resume would send it again and meet the same failure
+        elif self.status in ("unknown", "held", "failed", "skipped"):
             line += _ADVICE[self.status]
         return line
 
@@ -161,6 +165,8 @@ _ADVICE = {
     "failed": " Resume to send the failed and skipped steps again.",
     "skipped": " Resume to run the skipped steps.",
 }
+_NOT_RETRYABLE = " The failure is not retryable: a resume would meet it again, so fix its cause or send a new call."
+"""The advice of a failed call none of whose failures is retryable (``url_denied``, ``tab_closed``...)."""
 
 
 def _on_tab(record: StepRecord) -> str:
@@ -171,7 +177,7 @@ class _Node:
     """A mutable record while events are folded."""
 
     __slots__ = ("action", "code", "dispatched", "error", "index", "kept", "observed", "path",
-                 "sequences", "started", "status", "steps", "tab_id", "warning", "wrote")
+                 "retryable", "sequences", "started", "status", "steps", "tab_id", "warning", "wrote")
 
     def __init__(self, path: str, index: int, action: str, tab_id: int | None) -> None:
         self.path = path
@@ -184,6 +190,7 @@ class _Node:
         self.code: str | None = None
         self.error: str | None = None
         self.warning: str | None = None
+        self.retryable = False
         self.steps: Sequence[_Node] = ()
         self.sequences: Sequence[Sequence[_Node]] = ()
 
@@ -191,7 +198,8 @@ class _Node:
         if self.action not in ("sequence", "parallel"):  # most steps: nothing inside to freeze
             status = self.status or ("unknown" if self.started or self.dispatched else "skipped")
             return StepRecord(self.path, self.index, self.action, self.tab_id, status, self.kept, self.observed,
-                              self.dispatched, self.wrote, self.code, self.error, self.warning)
+                              self.dispatched, self.wrote, self.code, self.error, self.warning,
+                              retryable=self.retryable)
         steps = tuple(n.freeze() for n in self.steps)
         sequences = tuple(tuple(n.freeze() for n in seq) for seq in self.sequences)
         inner = [*steps, *(r for seq in sequences for r in seq)]
@@ -259,7 +267,7 @@ def _apply_step(node: _Node, event: StepEvent) -> None:
         case StepStarted():
             node.started, node.tab_id = True, event.tab_id
             node.status = node.code = node.error = node.warning = node.observed = None
-            node.dispatched = node.wrote = node.kept = False
+            node.dispatched = node.wrote = node.kept = node.retryable = False
         case StepDispatched():
             node.dispatched = True
         case BlockWriteSucceeded():
@@ -268,6 +276,7 @@ def _apply_step(node: _Node, event: StepEvent) -> None:
             node.status, node.warning = "ok", event.warning
         case StepFailed() | StepOutcomeUnknown() | StepHeld():
             node.status, node.code, node.error = _ENDED_AS[type(event)], event.code, event.error
+            node.retryable = isinstance(event, StepFailed) and event.retryable
         case StepSkipped():
             node.status = "skipped"
         case StepKept():
@@ -298,11 +307,11 @@ def record_to_json(record: StepRecord) -> dict[str, Any]:
 def record_from_json(data: dict[str, Any]) -> StepRecord:
     """Parse a record's full wire form back."""
     return StepRecord(
-        **{name: data[name] for name in _SCALARS},
+        **{name: data[name] for name in _SCALARS if name in data},  # a field added since has its default
         steps=tuple(record_from_json(s) for s in data["steps"]),
         sequences=tuple(tuple(record_from_json(s) for s in seq) for seq in data["sequences"]),
     )
 
 
 _SCALARS = ("path", "index", "action", "tab_id", "status", "kept", "observed", "dispatched", "wrote",
-            "code", "error", "warning")
+            "code", "error", "warning", "retryable")

@@ -217,18 +217,21 @@ class ChromiumBrowser:
 
     async def execute(self, command: Command, tab_id: int | None, timeout: float, *,
                       pause: Callable[[float], Awaitable[None]] | None = None,
-                      agent: str | None = None, call: int | None = None, path: str | None = None) -> Outcome:
+                      agent: str | None = None, call: int | None = None, path: str | None = None,
+                      within: float | None = None) -> Outcome:
         """Run one action (never a block) on a tab (the current one when None) within ``timeout`` seconds.
 
         Never raises for what happens in the browser: every failure is an outcome. Actions on one
         tab are not serialized here: its tab actor runs its writes one at a time (``pause`` is
         awaited between the polls of a ``waitForResult``), and reads beside them. A ``newTab`` opens
         in a session of ``agent`` (a user tab when None) for ``call``; ``path`` is the step's (site tools' events).
+        ``within``, when given, is the time it has (less than ``timeout`` after its way to this node); its
+        messages name ``timeout``, the step's own ("Command timed out after 30s").
         """
         try:
             with self._tabs.spares.busy():
                 return await self._execute(command, tab_id, float(timeout), pause or asyncio.sleep,
-                                           Caller(agent, call, path))
+                                           Caller(agent, call, path), float(timeout if within is None else within))
         except KitsuneError as e:
             return Failed(Failure.of(e))
         except Exception as e:  # a bug here must still answer as an outcome, never as an exception
@@ -237,17 +240,17 @@ class ChromiumBrowser:
             return Unknown(failure) if sent else Failed(failure)
 
     async def _execute(self, command: Command, tab_id: int | None, timeout: float,
-                       pause: Callable[[float], Awaitable[None]], caller: Caller) -> Outcome:
+                       pause: Callable[[float], Awaitable[None]], caller: Caller, within: float) -> Outcome:
         action = command.action
         if isinstance(command, (*BLOCKS, SyncBarrier)) or type(command) not in (*ACTIONS, NewTab, GetTabs,
                                                                                    KeepSession):
             return Failed(Failure(f"{action} is not an action the browser runs", "invalid_call", False))
         if own_references(command):
             return Failed(Failure(f"{action}: its ${{$N...}} references are not resolved", "invalid_call", False))
-        if timeout <= 0:
+        if within <= 0:
             return Failed(Failure(f"Command timed out after {timeout:g}s", "timeout", True))
         if isinstance(command, NewTab):
-            return await self._new_tab(command, timeout, caller.agent, caller.call)
+            return await self._new_tab(command, timeout, caller.agent, caller.call, within)
         if isinstance(command, GetTabs):
             return Done({"tabs": await self.tabs()})
         tab = tab_id if tab_id is not None else self._tabs.current
@@ -260,7 +263,7 @@ class ChromiumBrowser:
         if isinstance(command, KeepSession):
             self.sessions.promote(page, caller.agent, command.name, caller.call)
             return Done({"session": command.name, "tabId": tab})
-        deadline = asyncio.get_running_loop().time() + timeout
+        deadline = asyncio.get_running_loop().time() + within
         run = self._run(command, tab, page, timeout, deadline, is_write(command), pause=pause, caller=caller)
         with self.sessions.using(self.sessions.of_page(page)):
             return await _perform(run, ACTIONS[type(command)])
@@ -272,11 +275,21 @@ class ChromiumBrowser:
                    guard=self._guard, downloads=self.downloads_dir, pause=pause, site_tools=self.site_tools,
                    caller=caller)
 
-    async def _new_tab(self, command: NewTab, timeout: float, agent: str | None, call: int | None) -> Outcome:
-        deadline = asyncio.get_running_loop().time() + timeout
+    async def _new_tab(self, command: NewTab, timeout: float, agent: str | None, call: int | None,
+                       within: float) -> Outcome:
+        deadline = asyncio.get_running_loop().time() + within
         session = None
         try:
             if agent is None and command.session is not None:
+                raise KitsuneError("invalid_parameter", "newTab: a session is an agent's; this tab has no agent")
+            new_session = agent is not None and self.sessions.is_new(agent, command.session, call)
+            with self.quotas.reserving(agent, new_session=new_session, movable=new_session and command.node is None):
+                cdp, context_id = await self._chromium.ready(within)
+                if agent is not None:
+                    session = await self.sessions.open_for(agent, command.session, call, within)
+                    context_id = session.context_id
+                with self.sessions.using(session):
+                    return await self._open_tab(command, cdp, context_id, session, timeout, deadline)
                 raise KitsuneError("invalid_parameter", "newTab: a session is an agent's; this tab has no agent")
             new_session = agent is not None and self.sessions.is_new(agent, command.session, call)
             with self.quotas.reserving(agent, new_session=new_session, movable=new_session and command.node is None):

@@ -20,6 +20,7 @@ from typing import Any, Literal, get_args
 
 import orjson
 
+from messages.commands import MAX_TAB_ID
 from messages.contract import TASK_LEASE_TTL
 from messages.errors import KitsuneError
 
@@ -164,7 +165,7 @@ def new_task(agent: str, session: str, goal: str, tabs: Iterable[int], *, now: f
     tab_list = list(tabs)
     if len(tab_list) > limits.tabs:
         raise _invalid("tabs", f"a task names at most {limits.tabs} tabs", max=limits.tabs)
-    if any(not isinstance(t, int) or isinstance(t, bool) or t < 0 for t in tab_list):
+    if any(not isinstance(t, int) or isinstance(t, bool) or not 0 <= t <= MAX_TAB_ID for t in tab_list):
         raise _invalid("tabs", "tabs must be a list of tab ids")
     if not lease_ttl > 0:
         raise _invalid("lease_ttl", "a lease lasts a positive number of seconds")

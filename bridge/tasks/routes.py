@@ -12,7 +12,7 @@ from starlette.responses import Response
 from starlette.routing import BaseRoute, Route
 
 from bridge.policy import ConfirmTokens, Policy
-from bridge.responses import json_response
+from bridge.responses import json_response, outcome_response
 from bridge.tasks.service import Tasks
 from messages.errors import KitsuneError
 
@@ -105,5 +105,5 @@ class _TaskRoutes:
             hold = self._node.confirms.hold(token, agent, session, "takeover", None, orjson.dumps([task_id, force]),
                                             taskId=task_id, force=force)
             if hold is not None:
-                return json_response({**hold.failure.to_json(), "status": "held"})
+                return outcome_response(hold)  # its status: 403 needs_user
         return json_response(await self._node.tasks.take_over(agent, session, task_id, force))

@@ -16,6 +16,7 @@ from messages.commands._actions import (
     MAX_REFERENCE,
     MAX_SELECTOR,
     MAX_SESSION_NAME,
+    MAX_TAB_ID,
     MAX_TEXT,
     MAX_URL,
     NODE_NAME,
@@ -60,17 +61,17 @@ from messages.commands._actions import (
 from messages.commands._blocks import ACTIONS, BLOCKS, Broadcast, If, Parallel, Retry, Sequence, Try, While
 from messages.commands._forms import audit_params, command_to_json, own_references, resolve_command
 from messages.commands._params import Param, parameters
-from messages.commands._parse import CallKind, CallSpec, Limits, parse_body, parse_call, parse_command
+from messages.commands._parse import CallKind, CallSpec, Limits, parse_body, parse_call, parse_command, whole_param
 from messages.commands._tree import Child, children, is_write, leaf_paths, secret_values, tabs_named
 
 __all__ = [
     "ACTIONS", "BLOCKS", "MAX_JS", "MAX_KEY", "MAX_NAME", "MAX_NODE_NAME", "MAX_REFERENCE", "MAX_SELECTOR",
-    "MAX_SESSION_NAME", "MAX_TEXT", "MAX_URL", "NODE_NAME", "SESSION_NAME",
+    "MAX_SESSION_NAME", "MAX_TAB_ID", "MAX_TEXT", "MAX_URL", "NODE_NAME", "SESSION_NAME",
     "SITE_TOOL_NAME", "Broadcast", "CallKind", "CallSiteTool", "CallSpec", "Check", "Child", "Click", "Clipboard",
     "ClipboardOp", "CloseTab", "Command", "Cookie", "Cookies", "Download", "Fill", "Find", "Flag", "GetTabs",
     "If", "Integer", "Js", "KeepSession", "Limits", "Navigate", "NewTab", "Number", "PageText", "Parallel", "Param",
     "Press", "Retry", "Screenshot", "Select", "Sequence", "SiteTools", "Storage", "SubmitForm", "SwitchTab",
     "SyncBarrier", "Text", "Title", "Try", "Type", "Url", "WaitFor", "WaitForResult", "While",
     "audit_params", "children", "command_to_json", "is_write", "leaf_paths", "own_references", "parameters",
-    "parse_body", "parse_call", "parse_command", "resolve_command", "secret_values", "tabs_named",
+    "parse_body", "parse_call", "parse_command", "resolve_command", "secret_values", "tabs_named", "whole_param",
 ]

@@ -36,6 +36,8 @@ MAX_NAME = 256
 """Labels and barrier names."""
 MAX_REFERENCE = 256
 """A whole ``${$N...}`` reference given where a number, a boolean or a tab id goes."""
+MAX_TAB_ID = 2**53 - 1
+"""The largest tab id (JSON's largest exact integer): a tab id is a JSON integer from 0 to this."""
 MAX_SESSION_NAME = 64
 SESSION_NAME = r"[A-Za-z0-9][A-Za-z0-9_.-]{0,63}"
 MAX_NODE_NAME = 64
@@ -58,7 +60,8 @@ class Command:
     writes: ClassVar[bool] = True
     acts_on_tab: ClassVar[bool] = True
 
-    tab_id: Integer | None = _param("Tab to act on; the call's default tab when absent.", None)
+    tab_id: Integer | None = _param("Tab to act on; the call's default tab when absent.", None, minimum=0,
+                                    maximum=MAX_TAB_ID)
     timeout: Number | None = _param("Seconds this command may take (default 30).", None, minimum=0,
                                     maximum=MAX_STEP_TIMEOUT)
     label: str | None = _param("A name for this step, shown in a workflow's steps.", None, max_length=MAX_NAME)

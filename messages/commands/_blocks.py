@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass
 
-from messages.commands._actions import ACTION_CLASSES, MAX_JS, Command, Integer, Number, Text, _param
+from messages.commands._actions import ACTION_CLASSES, MAX_JS, MAX_TAB_ID, Command, Integer, Number, Text, _param
 from messages.errors import invalid_call
 
 
@@ -73,7 +73,7 @@ class Broadcast(Command):
 
     action = "broadcast"
     acts_on_tab = False
-    tab_ids: tuple[Integer, ...] = _param("Tabs to run the command on.", min_items=1)
+    tab_ids: tuple[Integer, ...] = _param("Tabs to run the command on.", min_items=1, minimum=0, maximum=MAX_TAB_ID)
     command: Command = _param("The command; it names no tabId of its own.")
 
     def check(self, path: str) -> None:

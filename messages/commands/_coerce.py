@@ -22,12 +22,25 @@ def checked(param: Param, tp: Any, raw: Any) -> Any:
     value = _coerce(tp, raw)
     if isinstance(value, str) and "pattern" in param.meta and re.fullmatch(param.meta["pattern"], value) is None:
         raise ValueError(f"must match {param.meta['pattern']}")
-    if isinstance(value, int | float) and not isinstance(value, bool):
-        low, high = param.meta.get("minimum"), param.meta.get("maximum")
-        if (low is not None and value < low) or (high is not None and value > high):
-            raise ValueError(f"{value} is outside {low}..{high}")
+    for number in value if isinstance(value, tuple) else (value,):  # a list's bounds are its items'
+        if isinstance(number, int | float) and not isinstance(number, bool):
+            within(number, param.meta.get("minimum"), param.meta.get("maximum"))
     if isinstance(value, tuple) and len(value) < param.meta.get("min_items", 0):
         raise ValueError("needs at least one item")
+    return value
+
+
+def within(value: float, low: float | None, high: float | None) -> None:
+    """``ValueError`` unless ``low <= value <= high`` (a bound that is None is no bound)."""
+    if (low is not None and value < low) or (high is not None and value > high):
+        raise ValueError(f"{value} is outside {low}..{high}")
+
+
+def whole_number(raw: Any, low: int, high: int) -> int:
+    """A JSON integer from ``low`` to ``high`` (never a boolean, never ``2.0``); ``ValueError`` saying what is
+    wrong: the one reading of a tab id, a count or a call id outside a command (bodies, query parameters)."""
+    value = _integer(raw)
+    within(value, low, high)
     return value
 
 
@@ -162,9 +175,8 @@ def _boolean(raw: Any) -> bool:
 
 
 def _integer(raw: Any) -> int:
-    """An integer; a number with no fraction (``2.0``) is one too, as in JSON Schema."""
-    if isinstance(raw, float) and raw.is_integer():
-        return int(raw)
+    """A JSON integer: a number written with a fraction or an exponent (``48.0``, ``4.8e1``) is not one (it
+    would be read as another value than the one written: ``2**64 + 0.0``), nor is a boolean."""
     if isinstance(raw, bool) or not isinstance(raw, int):
         raise ValueError(f"expected an integer, got {json_type(raw)}")
     return raw

@@ -9,9 +9,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Literal
 
-from messages.commands._actions import Command
+from messages.commands._actions import MAX_TAB_ID, Command
 from messages.commands._blocks import ACTIONS, Parallel
-from messages.commands._coerce import checked, json_type
+from messages.commands._coerce import checked, json_type, whole_number
 from messages.commands._forms import own_references
 from messages.commands._params import Param, parameters
 from messages.commands._tree import children
@@ -168,8 +168,8 @@ def parse_call(
     """Parse and validate a whole call; raise :class:`KitsuneError` naming the bad path."""
     if not isinstance(commands, list) or not commands:
         raise invalid_call("invalid_call", "", "commands must be a non-empty list")
-    if default_tab is not None and (isinstance(default_tab, bool) or not isinstance(default_tab, int)):
-        raise invalid_call("invalid_parameter", "", "tabId must be an integer", param="tabId")
+    if default_tab is not None:
+        default_tab = whole_param(default_tab, "tabId")
     if not isinstance(stop_on_warning, bool):
         raise invalid_call("invalid_parameter", "", "stopOnWarning must be a boolean", param="stopOnWarning")
     if isinstance(timeout, bool) or not isinstance(timeout, int | float) or not 0 < timeout <= max_timeout:
@@ -179,6 +179,15 @@ def parse_call(
     parsed = tuple(_parse_command(raw, ROOT.child(i), 1, counter) for i, raw in enumerate(commands))
     _check_references(parsed)
     return CallSpec(kind, parsed, default_tab, stop_on_warning, float(timeout))
+
+
+def whole_param(raw: Any, name: str, low: int = 0, high: int = MAX_TAB_ID, path: str = "") -> int:
+    """A body's or a query's whole-number parameter ``name`` (a tab id by default: 0 to 2**53 - 1), read as a
+    command's are; else 400 ``invalid_parameter`` naming it (``state.path``, ``state.param``)."""
+    try:
+        return whole_number(raw, low, high)
+    except ValueError as e:
+        raise invalid_call("invalid_parameter", path, f"{name}: {e}", param=name) from None
 
 
 _BODY_KEYS = {"batch": {"commands", "tabId", "stopOnWarning", "timeout"},

@@ -26,7 +26,7 @@ from kitsune import app as kitsune_app
 from messages.commands import Command
 from messages.errors import ERROR_CODES, KitsuneError
 from messages.requests import Subjects
-from messages.results import Outcome
+from messages.results import Failed, Failure, HeldForApproval, Outcome, Unknown
 from messages.schema import batch_schema, command_schema, parallel_schema
 from messages.tokens import token_hash
 from tests.unit.fakes import World
@@ -396,7 +396,7 @@ def test_a_takeover_answers_the_previous_owner_and_its_audit_call(node: FakeNode
     ({"op": "open", "url": "x", "confirm_token": 5}, "invalid_parameter"),
     ({"op": "shred", "tabId": 1}, "invalid_parameter"),
     ({"op": "close"}, "missing_parameter"),
-    ({"op": "select", "tabId": True}, "missing_parameter"),
+    ({"op": "select", "tabId": True}, "invalid_parameter"),
     ({"op": "close", "tabId": 99}, "unknown_tab"),
 ])
 def test_bad_tab_operations_answer_400(alice: TestClient, node: FakeNode, body: dict[str, Any], code: str) -> None:
@@ -409,7 +409,7 @@ def test_bad_tab_operations_answer_400(alice: TestClient, node: FakeNode, body: 
 def test_needs_user_answers_for_an_open_tab_and_400_otherwise(alice: TestClient) -> None:
     assert alice.get("/api/needs-user", params={"tabId": "2"}).json() == {"tabId": 2, "needsUser": False}
     assert error_of(alice.get("/api/needs-user")) == (400, "missing_parameter")
-    assert error_of(alice.get("/api/needs-user", params={"tabId": "x"})) == (400, "missing_parameter")
+    assert error_of(alice.get("/api/needs-user", params={"tabId": "x"})) == (400, "invalid_parameter")
     assert error_of(alice.get("/api/needs-user", params={"tabId": "99"})) == (400, "unknown_tab")
 
 
@@ -424,11 +424,43 @@ def test_a_direct_action_answers_its_outcome_with_status_and_call(
         alice: TestClient, node: FakeNode, answer: str, status: str, fields: dict[str, Any]) -> None:
     node.world.driver.on("#a", answer)
     response = alice.post("/api/act", json={"command": click("#a", tab=1), "confirm_token": "c"})
-    assert response.status_code == 200
     body = response.json()
+    assert response.status_code == (200 if status == "ok" else ERROR_CODES[body["code"]].http_status)
     assert (body["status"], isinstance(body["call"], int)) == (status, True)
     assert fields.items() <= body.items()
     assert node.acted[0][2:] == (1, "c")
+
+
+_DIRECT_ROUTES: list[tuple[str, dict[str, Any]]] = [
+    ("/api/act", {"command": click("#a", tab=1)}),
+    ("/api/tabs", {"op": "open", "url": "https://example.org/"}),
+    ("/api/tabs", {"op": "close", "tabId": 1}),
+]
+_REFUSALS: list[Outcome] = [
+    Failed(Failure("Session shop is closed", "session_expired", False, {"session": "shop"})),
+    Failed(Failure("Task t-1 holds tab 1", "task_leased", False, {"tabId": 1})),
+    Failed(Failure("Tab 1 is owned by another agent", "tab_owned", False, {"tabId": 1})),
+    Failed(Failure("URL refused by policy", "url_denied", False)),
+    Failed(Failure("Read-only mode", "read_only", False)),
+    Unknown(Failure("Command timed out after 30s", "timeout", False)),
+    HeldForApproval(Failure("The action needs approval", "needs_user", False, {"confirm_token": "t"})),
+    Failed(Failure("not registered", "no_such_code_anywhere", False)),
+]
+
+
+@pytest.mark.parametrize(("path", "body"), _DIRECT_ROUTES)
+@pytest.mark.parametrize("outcome", _REFUSALS, ids=lambda o: o.failure.code)
+def test_every_direct_route_answers_an_error_with_its_codes_status(
+        alice: TestClient, node: FakeNode, monkeypatch: pytest.MonkeyPatch, path: str, body: dict[str, Any],
+        outcome: Outcome) -> None:
+    async def refused(agent: str, command: Command, tab: int | None, token: str | None = None) -> tuple[Outcome, int]:
+        return outcome, 77
+    monkeypatch.setattr(node, "act", refused)
+    answer = alice.post(path, json=body)
+    code = answer.json()["code"]
+    assert code == outcome.failure.code  # type: ignore[union-attr]
+    assert answer.status_code == (ERROR_CODES[code].http_status if code in ERROR_CODES else 500), (path, code)
+    assert answer.status_code != 200 and answer.json()["call"] == 77
 
 
 def test_a_direct_action_runs_on_the_current_tab_and_refuses_what_a_batch_would(
@@ -445,3 +477,52 @@ def test_a_direct_action_runs_on_the_current_tab_and_refuses_what_a_batch_would(
         assert error_of(answer) == (400, code)
         assert answer.json()["state"]["path"] == path
     assert len(node.acted) == 1
+
+
+# --- numbers: one strict reading on every route ---------------------------------------------------
+
+_BAD_NUMBERS: list[Any] = [2**64, 1.0, -1, 10**30, "1", True, 2**53]
+"""A tab id past JSON's exact integers, a number with a fraction (tab 1 exists: it was taken as tab 1 and
+sent), a negative one, a 30-digit one, a string, a boolean, one past the largest tab id."""
+
+
+def _number_routes(bad: Any) -> list[tuple[str, str, dict[str, Any], str]]:
+    """(method, path, body or query, the parameter named) of every route taking a number, with ``bad`` in it."""
+    return [
+        ("POST", "/api/batch", {"commands": [click("#a")], "tabId": bad}, "tabId"),
+        ("POST", "/api/batch", {"commands": [click("#a", tab=bad)]}, "tabId"),
+        ("POST", "/api/batch", {"commands": [{"action": "broadcast", "tabIds": [1, bad],
+                                              "command": {"action": "title"}}]}, "tabIds"),
+        ("POST", "/api/parallel", {"sequences": [[click("#a", tab=bad)]]}, "tabId"),
+        ("POST", "/api/act", {"command": click("#a", tab=bad)}, "tabId"),
+        *(("POST", "/api/tabs", {"op": op, "tabId": bad}, "tabId") for op in ("close", "select", "takeover",
+                                                                             "live_view")),
+        ("GET", "/api/needs-user", {"tabId": str(bad)}, "tabId"),
+        ("GET", "/api/live/handbacks", {"tabId": str(bad)}, "tabId"),
+        ("GET", "/api/live/handbacks", {"tabId": "1", "since": str(bad)}, "since"),
+    ]
+
+
+@pytest.mark.parametrize("bad", _BAD_NUMBERS, ids=repr)
+def test_every_route_reads_a_number_strictly_400_invalid_parameter_and_nothing_is_sent(
+        alice: TestClient, node: FakeNode, bad: Any) -> None:
+    for method, path, given, param in _number_routes(bad):
+        if method == "GET" and isinstance(bad, bool | str):
+            continue  # a query is text: "True" and "1" are read in test_query_numbers_are_digits_alone
+        answer = alice.get(path, params=given) if method == "GET" else alice.post(path, json=given)
+        assert answer.status_code == 400, (path, given, answer.text)
+        body = answer.json()
+        assert (body["code"], body["state"]["param"]) == ("invalid_parameter", param), (path, given)
+        assert "path" in body["state"]
+    assert node.acted == [] and node.world.driver.sent == []
+
+
+@pytest.mark.parametrize("text", ["+1", " 1", "1.0", "1e0", "0x1", "-0", "\uff11", "9" * 30, "True", ""])
+def test_query_numbers_are_digits_alone(alice: TestClient, text: str) -> None:
+    for path, params in [("/api/needs-user", {"tabId": text}), ("/api/live/handbacks", {"tabId": text}),
+                         ("/api/live/handbacks", {"tabId": "1", "since": text}),
+                         ("/api/live/handbacks", {"tabId": "1", "since": "0", "wait": text + "s"})]:
+        answer = alice.get(path, params=params)
+        assert error_of(answer) == (400, "invalid_parameter"), (path, params, answer.text)
+    assert error_of(alice.get("/api/needs-user", params=[("tabId", "1"), ("tabId", "1")])) == (
+        400, "invalid_parameter")

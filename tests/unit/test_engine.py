@@ -132,7 +132,8 @@ def test_failure_stops_batch_and_trailing_skipped_steps_have_no_result(world: Wo
                                {"error": "No element matches #b", "code": "not_found", "retryable": False}]
     assert sent_keys(world) == ["#a", "#b"]
     assert body["summary"] == ("4 commands: 1 ok, 1 failed, 2 skipped. Step 1 (click on tab 3) failed: "
-                               "No element matches #b. Resume to send the failed and skipped steps again.")
+                               "No element matches #b. The failure is not retryable: a resume would meet it again, so "
+                               "fix its cause or send a new call.")
     assert isinstance(body["call"], int) and isinstance(body["resume_token"], str)
 
 

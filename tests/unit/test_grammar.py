@@ -325,8 +325,11 @@ def test_what_only_the_parser_refuses(body: Any) -> None:
     assert _answers(body) == (False, True)
 
 
-def test_an_integer_may_be_written_with_no_fraction_as_json_schema_says() -> None:
-    assert _answers({"commands": [{"action": "click", "selector": "a", "clickCount": 2.0}]}) == (True, True)
+def test_an_integer_written_with_a_fraction_is_refused_by_the_parser_alone() -> None:
+    """JSON Schema takes ``2.0`` as an integer; the parser reads numbers one way, strictly (issue 29): a tab
+    id ``48.0`` was taken as tab 48 and its write sent."""
+    assert _answers({"commands": [{"action": "click", "selector": "a", "clickCount": 2.0}]}) == (False, True)
+    assert _answers({"commands": [{"action": "click", "selector": "a", "tabId": 48.0}]}) == (False, True)
     assert _answers({"commands": [{"action": "click", "selector": "a", "clickCount": 2.5}]}) == (False, False)
 
 

@@ -76,30 +76,31 @@ async def test_a_hand_back_wakes_a_page_wait_at_once(monkeypatch: pytest.MonkeyP
     monkeypatch.setattr(_direct, "POLL_EVERY", 60.0)  # a sleep between checks would outlast the test
     bridge = ScriptedBridge({"POST /api/act": [_NOT_FOUND, _ok_click()], "POST /api/tabs": _DISABLED,
                              "GET /api/needs-user": [_SIGN_IN, _SIGN_IN, {"needs_user": False}],
-                             "GET /api/live/handbacks": [{"tabId": 3, "handbacks": 2, "held": False},
-                                                         {"tabId": 3, "handbacks": 3, "held": False}]})
+                             "GET /api/live/handbacks": lambda params: {
+                                 "tabId": 3, "handbacks": 3 if "since" in params else 2, "held": False}})
     gateway = Gateway(frozenset({"core"}))
     stopped = await gateway.call(Caller("a", bridge), "browser_click", {"selector": "#x", "tabId": 3})
     started = time.monotonic()
     done = await gateway.call(Caller("a", bridge), "browser_resume",
                               {"call": stopped["call"], "resume_token": stopped["resume_token"], "wait": 20})
     assert done["status"] == "ok" and time.monotonic() - started < 5
-    first, woken = _handback_waits(bridge)
-    assert first == {"tabId": 3}  # the count before the first check, then a wait past it
-    assert (woken["tabId"], woken["since"]) == (3, 2) and 19 < woken["wait"] <= 20
+    assert _handback_waits(bridge)[0] == {"tabId": 3}  # the count before the first check, then a wait past it
+    waits = [params for params in _handback_waits(bridge) if "since" in params]
+    assert len(waits) == 1 and (waits[0]["tabId"], waits[0]["since"]) == (3, 2) and 19 < waits[0]["wait"] <= 20
 
 
 async def test_without_hand_back_counts_the_wait_sleeps_between_checks(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(_direct, "POLL_EVERY", 0.2)
     bridge = ScriptedBridge({"POST /api/act": [_NOT_FOUND, _ok_click()], "POST /api/tabs": _DISABLED,
-                             "GET /api/needs-user": [_SIGN_IN, _SIGN_IN, _SIGN_IN, {"needs_user": False}]})
+                             "GET /api/needs-user": [_SIGN_IN, _SIGN_IN, _SIGN_IN, {"needs_user": False}],
+                             "GET /api/live/handbacks": {"tabId": 3, "held": False}})  # no count
     gateway = Gateway(frozenset({"core"}))
     stopped = await gateway.call(Caller("a", bridge), "browser_click", {"selector": "#x", "tabId": 3})
     started = time.monotonic()
     done = await gateway.call(Caller("a", bridge), "browser_resume",
                               {"call": stopped["call"], "resume_token": stopped["resume_token"], "wait": 20})
     assert done["status"] == "ok" and 0.35 < time.monotonic() - started < 5  # two sleeps of 0.2 s
-    assert _handback_waits(bridge) == [{"tabId": 3}]  # an older bridge: asked once, then slept
+    assert all(params == {"tabId": 3} for params in _handback_waits(bridge))  # no count: never a wait, slept
 
 
 async def test_a_hand_back_answers_an_open_ask_prompt_and_cancels_it() -> None:
@@ -120,6 +121,37 @@ async def test_an_ask_answered_in_its_prompt_stops_listening_for_hand_backs() ->
         caller, "browser_ask_user", {"question": "Pick the blue plan", "tabId": 3})
     assert (answered["answer"], answered["via"], answered["tabId"]) == ("done", "elicitation", 3)
     assert "http" not in caller.messages[0] and caller.cancelled == 0
+
+
+_CLAIMED = {"error": "Tab 3 is claimed by the user: a person controls it in Live View until they hand it back; "
+            "nothing was sent", "code": "tab_claimed", "retryable": False, "status": "failed", "call": 12,
+            "state": {"tabId": 3, "by": "user", "reason": "live_view"}}
+
+
+async def test_a_page_wait_waits_for_the_hand_back_and_a_person_s_claim_never_costs_the_checkpoint(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """Issue 29: the sign-in form is gone, but the person who signed in through Live View has not pressed Done.
+    The wait goes on while they hold the tab; had the click been refused tab_claimed all the same (they took
+    the tab between the check and the click), the resume answers the stop again with a new token."""
+    monkeypatch.setattr(_direct, "POLL_EVERY", 0.01)
+    held = {"tabId": 3, "handbacks": 0, "held": True}
+    bridge = ScriptedBridge({"POST /api/act": [_NOT_FOUND, _CLAIMED, _ok_click()], "POST /api/tabs": _DISABLED,
+                             "GET /api/needs-user": [_SIGN_IN, *[{"needs_user": False}] * 50],
+                             "GET /api/live/handbacks": held})
+    gateway = Gateway(frozenset({"core"}))
+    stopped = await gateway.call(Caller("a", bridge), "browser_click", {"selector": "#x", "tabId": 3})
+    waited = await gateway.call(Caller("a", bridge), "browser_resume",
+                                {"call": stopped["call"], "resume_token": stopped["resume_token"], "wait": 0.2})
+    assert waited["code"] == "needs_user" and waited["resume_token"] != stopped["resume_token"]
+    assert len(bridge.acts()) == 1  # the person still holds the tab: nothing sent
+    bridge.routes["GET /api/live/handbacks"] = {**held, "handbacks": 1, "held": False}
+    claimed = await gateway.call(Caller("a", bridge), "browser_resume",
+                                 {"call": stopped["call"], "resume_token": waited["resume_token"], "wait": 5})
+    assert claimed["code"] == "needs_user" and claimed["call"] == stopped["call"]
+    assert claimed["resume_token"] not in (None, waited["resume_token"])  # the checkpoint lives on
+    done = await gateway.call(Caller("a", bridge), "browser_resume",
+                              {"call": stopped["call"], "resume_token": claimed["resume_token"], "wait": 5})
+    assert done["status"] == "ok" and len(bridge.acts()) == 3
 
 
 def _ok_click() -> dict[str, Any]:

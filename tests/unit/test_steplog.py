@@ -24,7 +24,7 @@ from messages.events import (
     StepSucceeded,
 )
 from messages.results import Status, worst
-from messages.steplog import StepLog, StepLogBuilder, StepRecord, fold
+from messages.steplog import StepLog, StepLogBuilder, StepRecord, fold, record_from_json, record_to_json
 
 CALL = 42
 Step = OutlineStep
@@ -48,8 +48,9 @@ def wrote(path: str, action: str, tab: int | None = 3) -> list[Event]:
     return [StepStarted(CALL, path, action, tab), StepDispatched(CALL, path), StepSucceeded(CALL, path)]
 
 
-def failed(path: str, action: str, tab: int | None = 3, error: str = "No element matches #x") -> list[Event]:
-    return [StepStarted(CALL, path, action, tab), StepFailed(CALL, path, "not_found", error, False)]
+def failed(path: str, action: str, tab: int | None = 3, error: str = "No element matches #x",
+           code: str = "not_found", retryable: bool = True) -> list[Event]:
+    return [StepStarted(CALL, path, action, tab), StepFailed(CALL, path, code, error, retryable)]
 
 
 def held(path: str, action: str, tab: int | None = 3) -> list[Event]:
@@ -341,6 +342,24 @@ def test_summary_of_a_failed_step_without_a_tab() -> None:
                 CallEnded(CALL, "stopped")])
     assert log.summary == ("2 commands: 1 failed, 1 skipped. Step 0 (newTab) failed: Too many tabs. "
                            "Resume to send the failed and skipped steps again.")
+
+
+def test_summary_of_a_failure_that_is_not_retryable_suggests_no_resume() -> None:
+    log = fold([begin((Step("navigate"), Step("url", 3))),
+                *failed("0", "navigate", error="URL refused by policy", code="url_denied", retryable=False),
+                CallEnded(CALL, "stopped")])
+    assert log.summary == ("2 commands: 1 failed, 1 skipped. Step 0 (navigate on tab 3) failed: URL refused by "
+                           "policy. The failure is not retryable: a resume would meet it again, so fix its cause "
+                           "or send a new call.")
+    assert "Resume" not in log.summary
+
+
+def test_summary_suggests_a_resume_when_one_failure_of_a_parallel_is_retryable() -> None:
+    log = fold([begin(NESTED), *ran("0", "newTab", None), *ran("1.0", "click"), *ran("1.1", "submitForm"),
+                *failed("2.0.0", "navigate", 4, code="url_denied", retryable=False), *failed("2.1.0", "fill", 5),
+                CallEnded(CALL, "stopped")])
+    assert log.summary.endswith(" Resume to send the failed and skipped steps again.")
+    assert record_from_json(record_to_json(log.find("2.1.0"))).retryable is True  # type: ignore[arg-type]
 
 
 def test_summary_of_an_unknown_step_without_an_error_says_no_none() -> None:

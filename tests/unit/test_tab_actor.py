@@ -49,6 +49,8 @@ class RecordingTab:
     ran: list[Ran] = field(default_factory=list)
     writing: int = 0
     overlapped_writes: bool = False
+    timeouts: list[tuple[float, float | None]] = field(default_factory=list)
+    """Each run's ``timeout`` (the step's own, for messages) and ``within`` (the time it had left)."""
     _gates: dict[str, threading.Event] = field(default_factory=dict)
     _started: dict[str, threading.Event] = field(default_factory=dict)
 
@@ -69,8 +71,9 @@ class RecordingTab:
 
     async def execute(self, command: Command, tab_id: int | None, timeout: float, *,
                       pause: Pause | None = None, agent: str | None = None, call: int | None = None,
-                      path: str | None = None) -> Outcome:
+                      path: str | None = None, within: float | None = None) -> Outcome:
         label = _label(command)
+        self.timeouts.append((timeout, within))
         record = Ran(label, is_write(command))
         self.ran.append(record)
         gate = self._gates.get(label)
@@ -272,6 +275,20 @@ def test_a_request_over_the_bus_can_be_withdrawn_before_it_arrives_while_queued_
     late = TabRequest(click(5), 5.0, time.time() - 1.0, id="d")  # its deadline passed on the way
     arrived = served.admit(late)
     assert arrived is not None and not arrived.start()
+
+
+def test_a_request_from_another_node_times_out_naming_the_step_s_own_timeout(
+        actor: pykka.ActorRef[TabActor], tab: RecordingTab) -> None:
+    """Issue 29: through a node a step's timeout read "Command timed out after 0.99988s" (the time it had left
+    on arrival); the message names the step's own timeout, and the browser gets both."""
+    request = TabRequest(tab.hold(click(5)), 1.0, time.time() + 0.9)  # 0.1 s spent on its way
+    admitted = ServedRequests().admit(request)
+    assert admitted is not None
+    outcome = actor.ask(admitted, timeout=10)
+    assert isinstance(outcome, Unknown) and outcome.failure.error == "Command timed out after 1s"
+    [(timeout, within)] = tab.timeouts
+    assert timeout == 1.0 and within is not None and 0.8 < within < 0.9
+    tab.release(click(5))
 
 
 def test_a_ticket_starts_once_and_never_after_its_deadline() -> None:
