@@ -68,7 +68,7 @@ async def test_a_link_that_controls_held_for_approval_is_asked_about_in_the_prom
         {"op": "live_view", "tabId": 3},  # the prompt's own link, as the policy gives (view-only): to look first
         {"op": "live_view", "tabId": 3, "control": True, "confirm_token": "confirm-live"}]
     assert "Live View link that acts" in caller.messages[0] and "tab 3" in caller.messages[0]
-    assert _VIEW_ONLY["url"] in caller.messages[0] and not caller.sent
+    assert str(_VIEW_ONLY["url"]) in caller.messages[0] and not caller.sent
 
 
 @pytest.mark.parametrize("answer", ["decline", "cancel"])
