@@ -98,9 +98,16 @@ def _step(command: Mapping[str, Any], result: Mapping[str, Any]) -> dict[str, An
     return {"action": command["action"], "status": _status(result), "call": result.get("call")}
 
 
+_PHRASES = {"liveViewControl": "make a Live View link that acts (whoever opens it can click and type in the tab, "
+                               "each input audited, until they press Done)"}
+"""Requests that are no command of the language, as a prompt names them."""
+
+
 def _describe(command: Mapping[str, Any]) -> str:
     """A command as a person reads it in a prompt; typed values are counted, never shown."""
     action = str(command["action"])
+    if action in _PHRASES:
+        return _PHRASES[action]
     parts = []
     for key in ("url", "selector", "key", "name", "taskId"):
         if isinstance(command.get(key), str):

@@ -1,4 +1,5 @@
 """Live View through the gateway: links a person opens to see and act in a tab, and their hand-backs.
+(``browser_live_view`` itself, whose grant of control may be held for approval, is in ``_tabs``.)
 
 The bridge makes the links (``POST /api/tabs {"op": "live_view"}``) and counts the times a person
 pressed "Done — hand back" on a tab (``GET /api/live/handbacks``). A ``needs_user`` answer carries
@@ -14,38 +15,29 @@ import anyio
 
 from mcp_gateway._bridge import Bridge
 from mcp_gateway._caller import Caller
-from mcp_gateway._pages import current_tab
-from mcp_gateway._results import error
 
-__all__ = ["HANDBACK_WAIT_MAX", "handback_or_sleep", "handbacks", "handed_back", "live_view", "live_view_link",
+__all__ = ["HANDBACK_WAIT_MAX", "LINK_TIMEOUT", "handback_or_sleep", "handbacks", "handed_back", "live_view_link",
            "with_link"]
 
 HANDBACK_WAIT_MAX = 30.0
 """Seconds the bridge holds one ``GET /api/live/handbacks`` at most."""
 
-_LINK_TIMEOUT = 15.0
+LINK_TIMEOUT = 15.0
 """Seconds the bridge gets to make a link (the tab may be on another node)."""
 
 
-async def live_view(caller: Caller, args: dict[str, Any]) -> dict[str, Any]:
-    """``browser_live_view``: the bridge's link to the tab (the current one when absent), or its refusal."""
-    tab = args.get("tabId")
-    if tab is None:
-        tab = await current_tab(caller)
-    if tab is None:
-        return error("no_tab", "There is no current tab; open one with browser_tabs or name tabId")
-    return await caller.bridge.post("/api/tabs", {"op": "live_view", "tabId": tab}, timeout=_LINK_TIMEOUT)
-
-
 async def live_view_link(caller: Caller, tab: Any, reason: Any = None) -> dict[str, Any] | None:
-    """A ``needs_user`` answer's ``live_view``: ``{url, expires_in, tabId, reason}``; None without a tab, or
+    """A ``needs_user`` answer's ``live_view``: ``{url, expires_in, tabId, control, reason}`` (``control``: whether
+    it acts, as the agent's policy gives: view-only under ask_before_act or read_only); None without a tab, or
     when the bridge makes none (the agent's policy allows no Live View, the tab closed)."""
     if not isinstance(tab, int) or isinstance(tab, bool):
         return None
-    answer = await caller.bridge.post("/api/tabs", {"op": "live_view", "tabId": tab}, timeout=_LINK_TIMEOUT)
+    answer = await caller.bridge.post("/api/tabs", {"op": "live_view", "tabId": tab}, timeout=LINK_TIMEOUT)
     if "error" in answer or not isinstance(answer.get("url"), str):
         return None
     link: dict[str, Any] = {"url": answer["url"], "expires_in": answer.get("expires_in"), "tabId": tab}
+    if isinstance(answer.get("control"), bool):
+        link["control"] = answer["control"]
     if isinstance(reason, str):
         link["reason"] = reason
     return link
@@ -57,8 +49,13 @@ def with_link(result: dict[str, Any], link: dict[str, Any] | None) -> dict[str, 
         return result
     expires = link.get("expires_in")
     lasts = f", valid {expires:g} s" if isinstance(expires, int | float) else ""
-    told = (f"Show the user live_view.url: open this link to act in tab {link['tabId']} (one person at a time"
-            f"{lasts}); their \"Done — hand back\" there ends their turn.")
+    if link.get("control") is False:
+        told = (f"Show the user live_view.url: open this link to see tab {link['tabId']} live (view only{lasts}). "
+                "If they must act in it themselves, call browser_live_view with control: true (the user approves "
+                "that link first).")
+    else:
+        told = (f"Show the user live_view.url: open this link to act in tab {link['tabId']} (one person at a time"
+                f"{lasts}); their \"Done — hand back\" there ends their turn.")
     hint = result.get("hint")
     return {**result, "live_view": link, "hint": f"{hint} {told}" if isinstance(hint, str) else told}
 

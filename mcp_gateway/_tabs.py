@@ -1,5 +1,6 @@
-"""``browser_tabs``: list, select and take over tabs, open and close them (tab handoff requests
-keep no checkpoint: a held one is asked about, or answered with its confirm token)."""
+"""``browser_tabs``: list, select and take over tabs, open and close them; ``browser_live_view``: a tab's Live View
+link. Their holds (ask-before-act: opening or closing a tab, a link that controls) keep no checkpoint: a held
+request is asked about in the client's prompt, or answered with its confirm token (``DirectCalls.settle``)."""
 
 from __future__ import annotations
 
@@ -7,9 +8,12 @@ from typing import Any
 
 from mcp_gateway._caller import Caller
 from mcp_gateway._direct import DirectCalls, act_timeout, unkept_stop
+from mcp_gateway._live import LINK_TIMEOUT
+from mcp_gateway._pages import current_tab
+from mcp_gateway._results import error
 from mcp_gateway._tools import TOOLS
 
-__all__ = ["tabs"]
+__all__ = ["live_view", "tabs"]
 
 
 async def tabs(direct: DirectCalls, caller: Caller, args: dict[str, Any]) -> dict[str, Any]:
@@ -44,4 +48,31 @@ async def tabs(direct: DirectCalls, caller: Caller, args: dict[str, Any]) -> dic
                                   resend=resend)
     if outcome.kind == "stop":
         return unkept_stop(caller, outcome, "A tab handoff request", "browser_tabs")
+    return outcome.result
+
+
+async def live_view(direct: DirectCalls, caller: Caller, args: dict[str, Any]) -> dict[str, Any]:
+    """``browser_live_view``: the bridge's link to the tab (the current one when absent), or its refusal. A link
+    that controls, asked for under ask-before-act, is held: asked about in the client's prompt (approved, it is
+    asked again with the confirm token and answers the link), or answered with its confirm token."""
+    tab = args.get("tabId")
+    if tab is None:
+        tab = await current_tab(caller)
+    if tab is None:
+        return error("no_tab", "There is no current tab; open one with browser_tabs or name tabId")
+    body: dict[str, Any] = {"op": "live_view", "tabId": tab}
+    if args.get("control") is not None:
+        body["control"] = args["control"]
+    command = {"action": "liveViewControl", "tabId": tab}  # what an approval prompt names
+
+    async def resend(confirm: str) -> dict[str, Any]:
+        return await caller.bridge.post("/api/tabs", {**body, "confirm_token": confirm}, timeout=LINK_TIMEOUT)
+
+    token = args.get("confirm_token")
+    answer = await (resend(token) if isinstance(token, str) else
+                    caller.bridge.post("/api/tabs", body, timeout=LINK_TIMEOUT))
+    outcome = await direct.settle(caller, TOOLS["browser_live_view"], command, answer, direct.approval_wait,
+                                  resend=resend)
+    if outcome.kind == "stop":
+        return unkept_stop(caller, outcome, "A Live View link that controls", "browser_live_view")
     return outcome.result

@@ -185,7 +185,14 @@ def _ask_user_schema() -> dict[str, Any]:
 
 
 def _live_view_schema() -> dict[str, Any]:
-    return _object({"tabId": {"type": "integer", "description": "The tab to show; the current tab when absent."}}, [])
+    return _object({
+        "tabId": {"type": "integer", "description": "The tab to show; the current tab when absent."},
+        "control": {"type": "boolean", "description": (
+            "Whether the person who opens the link may act in the tab. Absent: what your policy gives (view-only "
+            "under ask_before_act or read_only). true under ask_before_act asks the user's approval first (as a "
+            "write does); under read_only it is refused. false: a view-only link.")},
+        "confirm_token": dict(_CONFIRM_TOKEN),
+    }, [])
 
 
 _TASK_ID = {"type": "string", "minLength": 1, "description": "The task's id (t-...), as browser_task_create or "
@@ -302,7 +309,9 @@ TOOLS: dict[str, ToolSpec] = {spec.name: spec for spec in [
              "browser_ask_user (or a browser_resume of a stop), and go on when they are done: their \"Done — hand "
              "back\" ends a waiting browser_ask_user or resume at once. The link works for 5 minutes, one person "
              "at a time; while they hold the tab, your writes to it answer tab_claimed. needs_user answers carry "
-             "such a link already (live_view).", _live_view_schema(), read_only=True),
+             "such a link already (live_view). The answer's control says whether the link acts or only shows the "
+             "tab; under ask_before_act ask for control: true when the person must act (the user approves it).",
+             _live_view_schema(), confirmable=True),  # not read-only: a link that acts lets a person write
     ToolSpec("browser_task_create", _CORE,
              "Start a task: a goal you work on in some of your tabs. This MCP session owns it: only the owner's writes "
              "reach its tabs, and its lease is renewed while this client runs. Other sessions of your agent follow: "

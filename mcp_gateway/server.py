@@ -39,11 +39,10 @@ from mcp_gateway._caller import Caller
 from mcp_gateway._containers import run_container
 from mcp_gateway._direct import DirectCalls
 from mcp_gateway._handshake import instructions, tools_result
-from mcp_gateway._live import live_view
 from mcp_gateway._results import error, to_call_tool_result
 from mcp_gateway._resume import resume
 from mcp_gateway._sessions import sessions
-from mcp_gateway._tabs import tabs
+from mcp_gateway._tabs import live_view, tabs
 from mcp_gateway._tasks import TASK_TOOLS, task_call
 from mcp_gateway._tools import TOOLS
 from messages.contract import APPROVAL_PROMPT_MAX, CALL_TIMEOUT
@@ -159,7 +158,7 @@ class Gateway:
         if name == "browser_ask_user":
             return await ask_user(self.direct, caller, arguments)
         if name == "browser_live_view":
-            return await live_view(caller, arguments)
+            return await live_view(self.direct, caller, arguments)
         if name in TASK_TOOLS:
             return await task_call(self.direct, caller, name, arguments)
         return await self.direct.start(caller, spec, arguments)

@@ -10,9 +10,13 @@ own link must not carry its writes around its policy. So:
   it blocks none of the agents' writes);
 - ``{"op": "live_view", "control": true}`` under ``ask_before_act`` is held like any write
   (``needs_user`` with a confirm token bound to the agent, session, tab and this grant); once a
-  person approves and it is asked again with the token, the link carries control. Under
+  person approves and it is asked again with the token, the link carries control, whatever the agent's
+  policy becomes. Under
   ``read_only`` no agent can grant it (``read_only``): only an operator's link acts;
-- ``"control": false`` asks for a view-only link, whatever the policy.
+- ``"control": false`` asks for a view-only link, whatever the policy;
+- a link's control that its agent's policy gave (none granted it) follows that policy as it is when a
+  connection opens and at each input: an agent that became ``ask_before_act`` or ``read_only`` since
+  keeps no control through an older link (``LiveViews.may_control``).
 
 Whatever a person does through a link that controls is audited under the link's agent, click by
 click and key by key, without a typed value (``bridge.live.inputs``).
@@ -46,4 +50,4 @@ async def grant_link(views: LiveViews, confirms: ConfirmTokens, policy: Policy, 
                          grant="control")
     if hold is not None:
         return {**hold.failure.to_json(), "status": "held"}
-    return {"ok": True, **await views.issue(tab, agent, base_url, True)}
+    return {"ok": True, **await views.issue(tab, agent, base_url, True, granted=True)}  # a person approved it

@@ -35,6 +35,10 @@ class Link:
     digest: bytes = field(repr=False)
     control: bool = True
     """Whether its connection may control the tab (mouse, keys, paste, "Done"); else frames only."""
+    granted: bool = False
+    """Whether its control was granted by a person (an approval): it then holds whatever its agent's policy
+    becomes. Else its control is what that policy gave when it was made, checked again against the policy as
+    it is when a connection opens and at each input (``LiveViews``); an operator's link always controls."""
 
 
 class LiveRefusal(Exception):
@@ -62,13 +66,11 @@ class Control:
     """One connection to a tab, from its opening to its end; it controls the tab when its link does."""
 
     link: Link
+    controls: bool = True
+    """Whether it controls the tab now: its link's control, unless its agent's policy withdrew it."""
     ended: asyncio.Event = field(default_factory=asyncio.Event)
     reason: tuple[str, str, int] | None = None
     """Why it ended: (code, message, WebSocket close code)."""
-
-    @property
-    def controls(self) -> bool:
-        return self.link.control
 
     def end(self, code: str, message: str, close_code: int) -> None:
         if self.reason is None:
@@ -94,7 +96,7 @@ class LiveLinks:
         self._handbacks: dict[int, int] = {}
         self._handed_back = asyncio.Condition()
 
-    def issue(self, tab: int, agent: str, control: bool = True) -> tuple[str, Link]:
+    def issue(self, tab: int, agent: str, control: bool = True, granted: bool = False) -> tuple[str, Link]:
         """A new link to ``tab`` for ``agent``: the token (given out once, never kept) and its link.
 
         Past ``max_per_agent`` of the agent's links, its oldest that no connection has open is revoked;
@@ -114,7 +116,7 @@ class LiveLinks:
             raise KitsuneError("live_view_quota", f"This node holds {self.max_links} Live View links, its most; "
                                "try again when some expire", state={"scope": "node", "limit": self.max_links})
         token = new_token()
-        link = Link(tab, agent, self._clock() + self.ttl, token_hash(token), control)
+        link = Link(tab, agent, self._clock() + self.ttl, token_hash(token), control, granted and control)
         self._links[link.digest] = link
         return token, link
 
@@ -133,17 +135,25 @@ class LiveLinks:
             raise LiveRefusal(*OTHER_TAB)
         return link
 
-    def connect(self, tab: int, token: object) -> Control:
-        """A connection to ``tab`` that presented ``token``: it controls the tab when its link does (refused
-        while another holds control); a view-only one holds nothing."""
+    def connect(self, tab: int, token: object, may_control: Callable[[Link], bool] = lambda link: True) -> Control:
+        """A connection to ``tab`` that presented ``token``: it controls the tab when its link does and
+        ``may_control`` agrees (refused while another holds control); a view-only one holds nothing."""
         link = self.check(tab, token)
-        if link.control and tab in self._controls:
+        controls = link.control and may_control(link)
+        if controls and tab in self._controls:
             raise LiveRefusal(*CONTROLLED)
-        control = Control(link)
+        control = Control(link, controls)
         self._open.add(control)
-        if link.control:
+        if controls:
             self._controls[tab] = control
         return control
+
+    def withdraw(self, control: Control) -> None:
+        """The connection of ``control`` goes on view-only: it no longer controls its tab (the agents' writes
+        are let through again), and sends no more input."""
+        control.controls = False
+        if self._controls.get(control.link.tab) is control:
+            del self._controls[control.link.tab]
 
     def release(self, control: Control) -> None:
         """The connection of ``control`` ended: the tab is the agent's again."""

@@ -2,7 +2,8 @@
 
 A viewer speaks JSON messages. From the person: ``ack`` (a frame was shown), the input messages of
 :func:`~bridge.live.screencast.input_event`, ``done`` (hand the tab back), ``ping``. To the person:
-``ready`` (with ``control``: false for a view-only link), ``frame``, ``error`` (an input message
+``ready`` (with ``control``: false for a view-only link; again when a link's control ends because its
+agent's policy no longer gives it), ``frame``, ``error`` (an input message
 that was refused, with its ``code``), and last ``ended`` with a code, a message and the WebSocket
 close code. Every input that is sent, or refused on a view-only link, passes
 :class:`~bridge.live.inputs.InputAudit` first. A :class:`LocalViewer` drives the tab's page; a
@@ -67,8 +68,11 @@ class LocalViewer:
     """A person's connection to a tab of this node: its screencast out, their input in (when its link controls)."""
 
     def __init__(self, links: LiveLinks, control: Control, page: Page, send: Send,
-                 on_hand_back: Callable[[Control], None], audit: InputAudit) -> None:
+                 on_hand_back: Callable[[Control], None], audit: InputAudit,
+                 may_control: Callable[[], bool] = lambda: True) -> None:
         self.control = control
+        self._may_control = may_control
+        """Whether its link may still control the tab (its agent's policy, as it is now)."""
         self._links = links
         self._send = send
         self._on_hand_back = on_hand_back
@@ -82,12 +86,12 @@ class LocalViewer:
 
     async def start(self) -> None:
         """Start the screencast; ``ready`` goes to the person first."""
-        link = self.control.link
-        await self._send({"type": "ready", "tabId": link.tab, "agent": link.agent, "control": link.control})
+        await self._ready()
         try:
             await self._screencast.start()
         except PlaywrightError as e:
-            raise LiveRefusal("tab_closed", f"Tab {link.tab} cannot be shown ({type(e).__name__})", 4410, 410) from e
+            tab = self.control.link.tab
+            raise LiveRefusal("tab_closed", f"Tab {tab} cannot be shown ({type(e).__name__})", 4410, 410) from e
 
     async def deliver(self, message: dict[str, Any]) -> None:
         kind = message.get("type")
@@ -108,8 +112,17 @@ class LocalViewer:
             if self._page.is_closed():
                 self._page_closed(self._page)
 
+    async def _ready(self) -> None:
+        link = self.control.link
+        await self._send({"type": "ready", "tabId": link.tab, "agent": link.agent, "control": self.control.controls})
+
     async def _input(self, message: dict[str, Any]) -> None:
-        """Send the person's input to the page, audited first; none from a view-only link (audited as refused)."""
+        """Send the person's input to the page, audited first; none from a view-only link (audited as refused),
+        nor from one whose control its agent's policy withdrew since (it goes on view-only: ``ready`` again)."""
+        if self.control.controls and not self._may_control():
+            self._links.withdraw(self.control)
+            log.info("tab %s: a Live View's control ended: its agent's policy gives it no more", self.control.link.tab)
+            await self._ready()
         if not self.control.controls:
             if self._audit.admit(message, refused=True) is not None:
                 await self._send({"type": "error", "code": "live_view_read_only", "message": VIEW_ONLY})

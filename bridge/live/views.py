@@ -4,7 +4,8 @@ The tab's node is the authority for its Live Views, as for its claims: it makes 
 token never leaves it but in the answer to the asker), checks each connection, holds the
 controls, and refuses the agents' writes to a tab a person controls (:meth:`LiveViews.admission`).
 A link follows its agent's hold on the tab: a takeover revokes the links of the agent that lost it
-(:meth:`LiveViews.taken_over`), and whether a link controls is the policy's (``bridge.live.grants``).
+(:meth:`LiveViews.taken_over`), and whether a link controls is the policy's (``bridge.live.grants``), as
+it is when a connection opens and at each input, unless a person granted it (:meth:`LiveViews.may_control`).
 Another node forwards ``issue`` and ``handbacks`` to it over ``<fleet>.node.<name>.live``, and
 relays a person's connection there (:class:`~bridge.live.viewer.RelayedViewer`), so a link works
 whichever node the person reaches.
@@ -25,7 +26,7 @@ from playwright.async_api import Page
 from actors.bus import Bus, BusError, Subscription
 from bridge.fleet.asking import ask_node
 from bridge.live.inputs import InputAudit
-from bridge.live.links import Control, LiveLinks, LiveRefusal
+from bridge.live.links import Control, Link, LiveLinks, LiveRefusal
 from bridge.live.viewer import PING_EVERY, LocalViewer, RelayedViewer, Send, Viewer
 from bridge.policy import Policy, TabOwners, owned_by_another
 from messages.commands import is_write
@@ -88,11 +89,13 @@ class LiveViews:
 
     # links
 
-    async def issue(self, tab: int, agent: str, base_url: str, control: bool | None = None) -> dict[str, Any]:
+    async def issue(self, tab: int, agent: str, base_url: str, control: bool | None = None, *,
+                    granted: bool = False) -> dict[str, Any]:
         """A link to ``tab`` for ``agent`` (``operator:<name>`` for the console's): ``{tabId, url, expires_in,
         control}``; it starts with the configured public URL, else with ``base_url`` (the request's).
         ``control`` None gives the agent's default (:meth:`default_control`); True must have been granted
-        by the caller (``bridge.live.grants``).
+        by the caller (``bridge.live.grants``): ``granted`` when a person approved it (it then outlasts a change
+        of the agent's policy; else :meth:`may_control` checks it again at each connection and input).
 
         ``live_view_disabled`` when the agent's policy allows no Live View, ``tab_owned`` when the tab is
         another agent's (only its owner may show it), ``unknown_tab`` when it is not open, ``live_view_quota``
@@ -102,9 +105,10 @@ class LiveViews:
         control = self.default_control(agent) if control is None else control
         node = await self._node_of(tab)
         if node == self.name:
-            token, expires_in = self._issue_here(tab, agent, control)
+            token, expires_in = self._issue_here(tab, agent, control, granted)
         else:
-            reply = await self._ask(node, {"op": "issue", "tab": tab, "agent": agent, "control": control}, 5.0)
+            reply = await self._ask(node, {"op": "issue", "tab": tab, "agent": agent, "control": control,
+                                           "granted": granted}, 5.0)
             token, expires_in = reply["token"], reply["expires_in"]
         base = self._public_url or base_url.rstrip("/")
         return {"tabId": tab, "url": f"{base}/live/{tab}#t={token}", "expires_in": expires_in, "control": control}
@@ -117,6 +121,12 @@ class LiveViews:
         policy = self._policy_of(agent)
         return not (policy.read_only or policy.ask_before_act)
 
+    def may_control(self, link: Link) -> bool:
+        """Whether a connection of ``link`` may control its tab now: its control was granted by a person, or its
+        agent's policy as it is now still gives it (a link made before the agent became ``ask_before_act`` or
+        ``read_only`` must not keep acting for it)."""
+        return link.control and (link.granted or self.default_control(link.agent))
+
     def allowed(self, agent: str) -> bool:
         """Whether ``agent`` may open Live Views (an operator always may)."""
         return agent.startswith(OPERATOR) or self._policy_of(agent).live_view
@@ -128,11 +138,11 @@ class LiveViews:
             return await self._browser.needs_user(tab)
         return await self._ask(node, {"op": "hint", "tab": tab}, 15.0)
 
-    def _issue_here(self, tab: int, agent: str, control: bool) -> tuple[str, float]:
+    def _issue_here(self, tab: int, agent: str, control: bool, granted: bool) -> tuple[str, float]:
         if tab not in self._browser.tab_ids():
             raise KitsuneError("unknown_tab", f"No open tab {tab}", state={"tabId": tab})
         self.may_show(tab, agent)
-        token, _ = self.links.issue(tab, agent, control)
+        token, _ = self.links.issue(tab, agent, control, granted)
         self._auditor(agent).live_view("link", tab, control=control)
         return token, self.links.ttl
 
@@ -198,12 +208,13 @@ class LiveViews:
         link = self.links.check(tab, token)
         if self._owned_by_another(tab, link.agent) is not None:  # a takeover revokes them; this is the backstop
             self.taken_over(tab, self._owners.owner(tab))
-        control = self.links.connect(tab, token)
+        control = self.links.connect(tab, token, self.may_control)  # the policy as it is now
         agent = control.link.agent
         audit = InputAudit(lambda op, fields: self._auditor(agent).live_view(op, tab, **fields))
         try:
             page = self._browser.page(tab)
-            viewer = LocalViewer(self.links, control, page, send, self._handed_back, audit)
+            viewer = LocalViewer(self.links, control, page, send, self._handed_back, audit,
+                                 lambda: self.may_control(control.link))
             await viewer.start()
         except BaseException:
             self.links.release(control)
@@ -255,7 +266,8 @@ class LiveViews:
         op = body.get("op")
         try:
             if op == "issue":
-                token, expires_in = self._issue_here(int(body["tab"]), str(body["agent"]), body.get("control") is True)
+                token, expires_in = self._issue_here(int(body["tab"]), str(body["agent"]), body.get("control") is True,
+                                                     body.get("granted") is True)
                 return orjson.dumps({"token": token, "expires_in": expires_in})
             if op == "hint":
                 return orjson.dumps(await self._browser.needs_user(int(body["tab"])))

@@ -7,6 +7,7 @@ Over stdio (``kitsune mcp``, against a node or its own embedded bridge) and over
 from __future__ import annotations
 
 import json
+import os
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from pathlib import Path
@@ -70,7 +71,11 @@ async def over_stdio(served: Served | None, asker: Asker | None = None, caps: st
         token_file = served.directory / f"{agent}.token"
         token_file.write_text(TOKENS[agent])
         args += ["--bridge", served.base, "--token-file", str(token_file)]
-    parameters = StdioServerParameters(command=str(KITSUNE), args=args, env={"KITSUNE_CAPS": caps, **env})
+    # the SDK passes on only a few variables (PATH, HOME...): without PYTHONPATH, a worktree's test would run the
+    # code the venv's editable install points at, not its own
+    inherited = {"PYTHONPATH": os.environ["PYTHONPATH"]} if os.environ.get("PYTHONPATH") else {}
+    parameters = StdioServerParameters(command=str(KITSUNE), args=args,
+                                       env={**inherited, "KITSUNE_CAPS": caps, **env})
     async with stdio_client(parameters) as (read, write), \
             ClientSession(read, write, elicitation_callback=asker) as session:
         await session.initialize()

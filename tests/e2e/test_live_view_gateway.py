@@ -1,7 +1,8 @@
 """Live View through the MCP gateway, with the SDK's own client against live nodes: ``browser_live_view``,
 the links in needs_user answers (approval holds, sign-in stops, browser_ask_user), none for an agent
-whose policy allows no Live View, and a person's hand-back (the Live View WebSocket's ``done``) that
-wakes a waiting resume and answers an open ask prompt."""
+whose policy allows no Live View, a person's hand-back (the Live View WebSocket's ``done``) that
+wakes a waiting resume and answers an open ask prompt, and ``control`` under ask-before-act: view-only by
+default, a link that acts only once the user approved it (in the client's prompt, or by its confirm token)."""
 
 from __future__ import annotations
 
@@ -68,6 +69,17 @@ async def _hand_back(url: str) -> None:
     assert message["code"] == "handed_back", message
 
 
+async def _opened_controls(url: str) -> bool:
+    """Whether the Live View that ``url`` opens controls its tab (its ``ready`` message says); then it leaves."""
+    page, token = url.split("#t=", 1)
+    async with connect(page.replace("http://", "ws://", 1) + "/ws") as socket:
+        await socket.send(json.dumps({"type": "hello", "token": token}))
+        with anyio.fail_after(10):
+            ready = json.loads(await socket.recv())
+    assert ready["type"] == "ready", ready
+    return bool(ready["control"])
+
+
 def _sign_in(served: Served, tab: int) -> None:
     """The person signs in on /account (through the API here: the WebSocket's input is the bridge's to test)."""
     for command in [{"action": "fill", "selector": "#username", "value": "ada"},
@@ -96,7 +108,7 @@ async def test_browser_live_view_answers_a_link_to_the_current_tab_on_the_node_r
     tab = open_tab(viewing, site.url("/account"))
     async with over_http(viewing) as session:
         listed = {tool.name: tool.annotations for tool in (await session.list_tools()).tools}["browser_live_view"]
-        assert listed is not None and listed.read_only_hint
+        assert listed is not None and not listed.read_only_hint  # its link may act: a person writes through it
         linked = await call(session, "browser_live_view", {})
         assert linked["ok"] is True and {"url", "expires_in", "tabId"} <= set(linked)
         over_mcp = _assert_link(linked, viewing, tab)
@@ -119,7 +131,8 @@ async def test_a_hold_for_approval_carries_a_link_in_the_prompt_and_in_its_stops
         held = await call(session, "browser_click", {"tabId": tab, "selector": "#hit"})
         assert (held["code"], held["status"]) == ("needs_user", "held")
         first = _assert_link(held["live_view"], asking, tab)
-        assert held["live_view"]["reason"] == "approval" and "open this link to act in tab" in held["hint"]
+        assert held["live_view"]["reason"] == "approval" and held["live_view"]["control"] is False
+        assert "open this link to see tab" in held["hint"]  # view-only under ask_before_act: to look first
         again = await call(session, "browser_resume", {"call": held["call"], "resume_token": held["resume_token"]})
         assert again["code"] == "needs_user" and _assert_link(again["live_view"], asking, tab) != first
     asker = Asker("decline")
@@ -202,3 +215,27 @@ async def test_a_hand_back_answers_an_open_ask_prompt(viewing: Served, site: Tes
                                                                 "tabId": tab, "wait": 60})
         assert time.monotonic() - started < 20
     assert answered == {"ok": True, "answer": "done", "via": "live_view", "reason": "sign_in", "tabId": tab}
+
+
+async def test_under_ask_before_act_a_link_acts_only_once_the_user_approved_it(asking: Served, site: TestSite) -> None:
+    tab = open_tab(asking, site.url("/form"))
+    async with over_http(asking) as session:  # no prompt: the hold's confirm token, which the agent shows the user
+        listed = {t.name: t.input_schema for t in (await session.list_tools()).tools}["browser_live_view"]
+        assert listed["properties"]["control"]["type"] == "boolean" and "confirm_token" in listed["properties"]
+        viewing = await call(session, "browser_live_view", {"tabId": tab})
+        assert viewing["control"] is False and not await _opened_controls(viewing["url"])
+        held = await call(session, "browser_live_view", {"tabId": tab, "control": True})
+        assert (held["code"], held["status"], held["state"]["approval"]) == ("needs_user", "held", "confirm_token")
+        assert "url" not in held and "resume_token" not in held  # a link request keeps no checkpoint
+        approved = await call(session, "browser_live_view", {"tabId": tab, "control": True,
+                                                             "confirm_token": held["state"]["confirm_token"]})
+        assert approved["control"] is True and await _opened_controls(approved["url"])
+    asker = Asker("decline", "accept")
+    async with over_stdio(asking, asker) as session:  # a prompt: asked there, sent again once approved
+        declined = await call(session, "browser_live_view", {"tabId": tab, "control": True})
+        assert declined["state"].get("decision") == "declined", declined
+        assert "confirm_token" not in declined["state"] and "url" not in declined
+        linked = await call(session, "browser_live_view", {"tabId": tab, "control": True})
+        assert linked["control"] is True and await _opened_controls(linked["url"])
+    assert all("Live View link that acts" in message and f"tab {tab}" in message for message in asker.messages)
+    assert len(asker.messages) == 2 and site.count("POST /form") == 0

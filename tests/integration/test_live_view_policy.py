@@ -5,7 +5,8 @@ under ``ask_before_act`` or ``read_only`` the link is view-only (the agent openi
 clicking "Submit" sends nothing, the site counts nothing, the audit says so); control is granted by
 an approval (or an operator), and then each click and key of the person is audited, typed text
 never. A link ends with its agent's ownership of the tab and with its hand-back; an agent holds a
-bounded number of links.
+bounded number of links. A link's control that only the policy gave follows the policy as it is when a
+connection opens and at each input; an approval's does not.
 """
 
 from __future__ import annotations
@@ -231,3 +232,35 @@ def test_an_agent_holds_a_bounded_number_of_links(
         assert (refused.status_code, refused.json()["code"]) == (429, "live_view_quota"), refused.text
         assert refused.json()["state"] == {"scope": "agent", "limit": 1}
     assert refusal(base, tab, second) == ("live_view_revoked", REVOKED_CLOSE)  # pushed out by the limit of 1
+
+
+def test_a_link_made_before_its_agent_became_ask_before_act_keeps_no_control_unless_a_person_granted_it(
+        alice: httpx.Client, base: str, node: Node, site: TestSite, monkeypatch: pytest.MonkeyPatch) -> None:
+    tab = open_form(alice, site)
+    opened_before, opened_after = (token_of(link_of(alice, tab)) for _ in range(2))  # she writes freely: they act
+    with viewer(base, tab, opened_before) as ws:
+        assert next_of(ws, "ready")["control"] is True and node.live.links.controlled(tab)
+        next_of(ws, "frame")
+        policy(node, monkeypatch, ask_before_act=True)
+        click(node, ws, tab, "#submit")
+        assert next_of(ws, "ready")["control"] is False  # at its next input: view-only from now on
+        assert next_of(ws, "error")["code"] == "live_view_read_only"
+        assert not node.live.links.controlled(tab)  # it blocks none of the agents' writes any more
+    with viewer(base, tab, opened_after) as ws:  # a connection opened after the change
+        assert next_of(ws, "ready")["control"] is False
+        next_of(ws, "frame")
+        click(node, ws, tab, "#submit")
+        assert next_of(ws, "error")["code"] == "live_view_read_only"
+    time.sleep(0.5)
+    assert site.count("POST /form") == 0
+    held = alice.post("/api/tabs", json={"op": "live_view", "tabId": tab, "control": True}).json()
+    approved = link_of(alice, tab, control=True, confirm_token=held["state"]["confirm_token"])
+    policy(node, monkeypatch, read_only=True)  # a person's grant outlasts the change
+    with viewer(base, tab, token_of(approved)) as ws:
+        assert next_of(ws, "ready")["control"] is True
+        next_of(ws, "frame")
+        click(node, ws, tab, "#submit")
+        until(lambda: site.count("POST /form") == 1, 15, "the approved link's submit reached the site")
+    entries = until(lambda: len(found := live_entries(node, tab)) == 3 and found, 10, "the inputs audited")
+    assert [(e["op"], e["input"]) for e in entries] == [
+        ("input_refused", "mousePressed"), ("input_refused", "mousePressed"), ("input", "mousePressed")]

@@ -1,5 +1,6 @@
 """Where a Live View link points (the configured public URL, else the host the asking request named);
-links' quotas and revocation; what of a person's input is audited."""
+links' quotas and revocation; a link's control under its agent's policy as it is now; what of a person's
+input is audited."""
 
 from __future__ import annotations
 
@@ -36,6 +37,36 @@ def _views(public_url: str | None) -> LiveViews:
     return LiveViews("n1", cast(Pages, _Pages()), Subjects(), owners, ttl=300.0, node_of=_here,
                      policy_of=lambda agent: Policy(), auditor=cast(Any, lambda agent: _Auditor()),
                      public_url=public_url)
+
+
+def test_a_links_control_follows_its_agents_policy_as_it_is_now_unless_a_person_granted_it() -> None:
+    async def run() -> None:
+        policies = {"alice": Policy()}
+        owners = TabOwners()
+        owners.take_over(3, "alice")
+        views = LiveViews("n1", cast(Pages, _Pages()), Subjects(), owners, ttl=300.0, node_of=_here,
+                          policy_of=lambda agent: policies.get(str(agent), Policy()),
+                          auditor=cast(Any, lambda agent: _Auditor()))
+        _, free = views.links.issue(3, "alice")  # her policy gave it control
+        _, approved = views.links.issue(3, "alice", granted=True)
+        _, operator = views.links.issue(3, "operator:ops")
+        _, watching = views.links.issue(3, "alice", control=False, granted=True)
+        assert views.may_control(free) and views.may_control(approved) and views.may_control(operator)
+        for changed in (Policy(ask_before_act=True), Policy(read_only=True)):
+            policies["alice"] = changed
+            assert not views.may_control(free)  # a link made before the change keeps no control
+            assert views.may_control(approved) and views.may_control(operator)
+            assert not views.may_control(watching)  # granted is no control of its own
+        token, _ = views.links.issue(3, "alice")
+        connected = views.links.connect(3, token, views.may_control)
+        assert not connected.controls and not views.links.controlled(3)
+        policies["alice"] = Policy()
+        held = views.links.connect(3, views.links.issue(3, "alice")[0], views.may_control)
+        assert held.controls and views.links.controlled(3)
+        views.links.withdraw(held)
+        assert not held.controls and not views.links.controlled(3) and not held.ended.is_set()
+
+    asyncio.run(run())
 
 
 def test_a_link_starts_with_the_public_url_whatever_host_the_request_named() -> None:

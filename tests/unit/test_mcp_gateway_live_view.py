@@ -1,5 +1,6 @@
-"""The MCP gateway's Live View on a scripted bridge: ``browser_live_view``, the links in needs_user
-answers (and none when the bridge refuses them), and hand-backs that wake a wait or answer a prompt."""
+"""The MCP gateway's Live View on a scripted bridge: ``browser_live_view`` (its ``control``, held for approval
+under ask-before-act like a write), the links in needs_user answers (and none when the bridge refuses them),
+and hand-backs that wake a wait or answer a prompt."""
 
 from __future__ import annotations
 
@@ -23,6 +24,17 @@ _DISABLED = {"error": "Live View is not allowed for this agent (live_view: false
              "retryable": False}
 _SIGN_IN = {"needs_user": True, "reason": "sign_in", "evidence": "password_field"}
 _NOT_FOUND = {"error": "no #x", "code": "not_found", "retryable": True, "status": "failed", "call": 4}
+_VIEW_ONLY = {**_LINK, "url": _URL + "-view", "control": False}
+_CONTROLS = {**_LINK, "url": _URL + "-acts", "control": True}
+_READ_ONLY = {"error": "This agent is read-only: a Live View link it asks for is view-only", "code": "read_only",
+              "retryable": False, "state": {"tabId": 3}}
+
+
+def _grant_held(token: str = "confirm-live", code: str = "needs_user") -> dict[str, Any]:
+    """The bridge's hold of a link that controls (ask-before-act): no call id, a confirm token."""
+    return {"error": "The action needs approval; nothing was done", "code": code, "retryable": False,
+            "status": "held", "state": {"reason": "approval", "detail": "confirmation_required", "action": "live_view",
+                                        "tabId": 3, "grant": "control", "confirm_token": token, "expires_in": 120.0}}
 
 
 def _live_requests(bridge: ScriptedBridge) -> list[Any]:
@@ -43,6 +55,66 @@ async def test_browser_live_view_asks_for_the_current_tab_and_passes_refusals_th
     assert _live_requests(bridge) == [{"op": "live_view", "tabId": 3}, {"op": "live_view", "tabId": 5}]
     assert (await gateway.call(caller, "browser_live_view", {}))["code"] == "no_tab"
     assert len(_live_requests(bridge)) == 2 and not caller.sent  # a link acts on no page
+
+
+async def test_a_link_that_controls_held_for_approval_is_asked_about_in_the_prompt_and_answered_once_approved(
+) -> None:
+    bridge = ScriptedBridge({"POST /api/tabs": [_grant_held(), _VIEW_ONLY, _CONTROLS]})
+    caller = RecordingCaller(bridge, "accept")
+    linked = await Gateway(frozenset({"core"})).call(caller, "browser_live_view", {"tabId": 3, "control": True})
+    assert linked == _CONTROLS
+    assert _live_requests(bridge) == [
+        {"op": "live_view", "tabId": 3, "control": True},
+        {"op": "live_view", "tabId": 3},  # the prompt's own link, as the policy gives (view-only): to look first
+        {"op": "live_view", "tabId": 3, "control": True, "confirm_token": "confirm-live"}]
+    assert "Live View link that acts" in caller.messages[0] and "tab 3" in caller.messages[0]
+    assert str(_VIEW_ONLY["url"]) in caller.messages[0] and not caller.sent
+
+
+@pytest.mark.parametrize("answer", ["decline", "cancel"])
+async def test_a_refused_grant_of_control_sends_nothing_more_and_says_so(answer: str) -> None:
+    bridge = ScriptedBridge({"POST /api/tabs": [_grant_held(), _VIEW_ONLY]})
+    caller = PromptingCaller(bridge, answer)  # type: ignore[arg-type]
+    gateway = Gateway(frozenset({"core"}))
+    refused = await gateway.call(caller, "browser_live_view", {"tabId": 3, "control": True})
+    assert (refused["code"], refused["status"]) == ("needs_user", "held")
+    assert refused["state"]["approval"] == "elicitation" and "confirm_token" not in refused["state"]
+    assert refused["state"]["decision"] == ("declined" if answer == "decline" else "cancelled")
+    assert "Call browser_live_view again" in refused["hint"] and "url" not in refused
+    assert len(_live_requests(bridge)) == 2 and len(gateway.checkpoints) == 0
+
+
+async def test_without_prompts_a_grant_of_control_answers_its_confirm_token_which_gets_the_link() -> None:
+    bridge = ScriptedBridge({"POST /api/tabs": [_grant_held(), _CONTROLS], "GET /api/tabs": {"current": 3}})
+    gateway = Gateway(frozenset({"core"}))
+    held = await gateway.call(Caller("a", bridge), "browser_live_view", {"control": True})
+    assert held["state"]["approval"] == "confirm_token" and held["state"]["confirm_token"] == "confirm-live"
+    assert "confirm_token=state.confirm_token" in held["hint"]
+    linked = await gateway.call(Caller("a", bridge), "browser_live_view",
+                                {"tabId": 3, "control": True, "confirm_token": "confirm-live"})
+    assert linked == _CONTROLS
+    assert _live_requests(bridge)[1] == {"op": "live_view", "tabId": 3, "control": True,
+                                         "confirm_token": "confirm-live"}
+
+
+async def test_control_false_and_refusals_of_control_pass_through_without_a_prompt() -> None:
+    bridge = ScriptedBridge({"POST /api/tabs": [_VIEW_ONLY, _READ_ONLY]})
+    caller = RecordingCaller(bridge)
+    gateway = Gateway(frozenset({"core"}))
+    assert await gateway.call(caller, "browser_live_view", {"tabId": 3, "control": False}) == _VIEW_ONLY
+    assert await gateway.call(caller, "browser_live_view", {"tabId": 3, "control": True}) == _READ_ONLY
+    assert not caller.messages
+    assert [body.get("control") for body in _live_requests(bridge)] == [False, True]
+    invalid = await gateway.call(caller, "browser_live_view", {"tabId": 3, "control": "yes"})
+    assert (invalid["code"], invalid["state"]["param"]) == ("invalid_parameter", "control")
+
+
+async def test_a_view_only_link_in_a_stop_says_it_shows_and_how_to_get_one_that_acts() -> None:
+    bridge = ScriptedBridge({"POST /api/act": [_held(1)], "POST /api/tabs": [_VIEW_ONLY]})
+    held = await Gateway(frozenset({"core"})).call(Caller("a", bridge), "browser_click", {"selector": "#x", "tabId": 3})
+    assert held["live_view"]["control"] is False and held["live_view"]["url"] == _VIEW_ONLY["url"]
+    assert "to see tab 3 live (view only" in held["hint"] and "control: true" in held["hint"]
+    assert "open this link to act" not in held["hint"]
 
 
 async def test_a_page_stop_and_its_stop_again_carry_fresh_links_unless_the_bridge_refuses(
