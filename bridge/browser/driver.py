@@ -290,15 +290,6 @@ class ChromiumBrowser:
                     context_id = session.context_id
                 with self.sessions.using(session):
                     return await self._open_tab(command, cdp, context_id, session, timeout, deadline)
-                raise KitsuneError("invalid_parameter", "newTab: a session is an agent's; this tab has no agent")
-            new_session = agent is not None and self.sessions.is_new(agent, command.session, call)
-            with self.quotas.reserving(agent, new_session=new_session, movable=new_session and command.node is None):
-                cdp, context_id = await self._chromium.ready(timeout)
-                if agent is not None:
-                    session = await self.sessions.open_for(agent, command.session, call, timeout)
-                    context_id = session.context_id
-                with self.sessions.using(session):
-                    return await self._open_tab(command, cdp, context_id, session, timeout, deadline)
         except KitsuneError as e:
             return Failed(Failure.of(e))
 
