@@ -283,7 +283,12 @@ class Api:
                 raise invalid_call("missing_parameter", "command", "no tabId and no current tab", param="tabId")
             await self._open_tab(tab, "command")
         token = _confirm_token(body)
-        outcome, call = await self.node.act(agent, command, tab if command.acts_on_tab else None, token)
+        if isinstance(command, NewTab) and names_one_shot(command.session):  # a held container newTab's approval
+            opened = {"session": command.session, "url": command.url, "node": command.node}
+            outcome, call = await open_approved(self.node, agent, {k: v for k, v in opened.items() if v is not None},
+                                                token)
+        else:
+            outcome, call = await self.node.act(agent, command, tab if command.acts_on_tab else None, token)
         if isinstance(outcome, Done) and isinstance(command, NewTab):
             await self.node.member.set_current(agent, outcome.value["tabId"])
         return outcome_response(outcome, call)

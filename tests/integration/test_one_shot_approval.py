@@ -9,13 +9,19 @@ reported applied: the site counts the form's one submission once.
 
 from __future__ import annotations
 
+import dataclasses
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from typing import Any
 
 import httpx
 import pytest
 
+from bridge.approvals import open_approved
+from bridge.node import Node
+from messages.commands import parse_body
+from messages.errors import KitsuneError
+from messages.results import Done
 from tests.integration.serving import TOKENS, Served, serve
 from tests.nats_access import NatsAccess
 from tests.site import TestSite
@@ -68,15 +74,13 @@ def test_a_held_one_shot_new_tab_is_approved_by_an_open_in_its_calls_session_and
              {"action": "click", "tabId": "${$0.tabId}", "selector": "#submit"}]
     with _carol(asking) as carol:
         held = _post(carol, "/api/batch", {"commands": steps})
-        call = held["call"]
-        assert _statuses(held) == ["held", "skipped", "skipped"]
-        hold = held["results"][0]
-        assert hold["code"] == "needs_user"
-        assert (hold["state"]["session"], hold["state"]["call"]) == (f"call:{call}", call)
+        call, hold = held["call"], held["results"][0]
+        assert (_statuses(held), hold["code"]) == (["held", "skipped", "skipped"], "needs_user")
 
         opened = _post(carol, "/api/tabs", {"op": "open", "url": url, "session": "call",
                                             "confirm_token": hold["state"]["confirm_token"]})
         assert (opened["status"], opened["session"]) == ("ok", f"call:{call}"), opened
+        assert (hold["state"]["session"], hold["state"]["call"]) == (f"call:{call}", call)  # the hold named it
         tab = opened["tabId"]
         listed = {t["tabId"]: t for t in carol.get("/api/tabs").json()["tabs"]}
         assert (listed[tab]["owner"], listed[tab]["session"]) == ("you", f"call:{call}")
@@ -136,3 +140,56 @@ def test_an_open_in_a_one_shot_session_is_refused_without_a_held_calls_token_and
         assert (named["status"], named["session"]) == ("ok", f"call:{held['call']}")
         again = _post(carol, "/api/tabs", {"op": "open", "url": url, "session": "call", "confirm_token": token}, 403)
         assert again["code"] == "confirm_token_invalid"  # once
+
+        later = _post(carol, "/api/batch", {"commands": [{"action": "newTab", "url": url, "session": "call"}]})
+        by_act = _post(carol, "/api/act", {"command": {"action": "newTab", "url": url, "session": "call"},
+                                           "confirm_token": later["results"][0]["state"]["confirm_token"]})
+        assert (by_act["status"], by_act["session"]) == ("ok", f"call:{later['call']}")  # POST /api/act approves too
+
+
+# --- an in-process node: the approved session's life -------------------------------------------
+
+
+def _eventually(check: Callable[[], bool], timeout: float = 10.0) -> None:
+    deadline = time.monotonic() + timeout
+    while not check():
+        assert time.monotonic() < deadline, "not in time"
+        time.sleep(0.05)
+
+
+def test_an_approved_one_shot_session_is_its_held_calls_kept_for_max_exec_idle_and_ends_with_its_checkpoint(
+        node: Node, site: TestSite) -> None:
+    agent, url = "approver", site.url("/form")
+    table = node.sessions.sessions.table
+    node.agent_policies[agent] = dataclasses.replace(node.policy, ask_before_act=True, max_checkpoints=1)
+
+    def held_new_tab() -> dict[str, Any]:
+        body = node.run(parse_body("batch", {"commands": [{"action": "newTab", "url": url, "session": "call"}]}),
+                        agent=agent).body
+        assert body["status"] == "held", body
+        return body
+
+    def approve(held: dict[str, Any]) -> Any:
+        token = held["results"][0]["state"]["confirm_token"]
+        return node.io.run(open_approved(node, agent, {"session": "call", "url": url}, token), timeout=60)[0]
+
+    try:
+        first = held_new_tab()
+        assert isinstance(approve(first), Done)
+        session = table.find(agent, f"call:{first['call']}")
+        assert session is not None and (session.mode, session.call, session.held) == ("one-shot", first["call"], True)
+        time.sleep(0.05)
+        assert session not in table.idle(max_idle=0, max_exec_idle=3600)  # a held call's: max_idle does not sweep it
+        assert session in table.idle(max_idle=3600, max_exec_idle=0)  # max_exec_idle does
+
+        second = held_new_tab()  # its checkpoint pushes the first one's out: so goes the approved session
+        _eventually(lambda: not table.is_open(agent, f"call:{first['call']}"))
+        assert (f"call:{first['call']}", "call_ended") in [
+            (t["name"], t["reason"]) for t in node.sessions.listing(agent)["tombstones"]]
+        held_new_tab()  # and the second's, before its hold is approved: nothing is opened for it
+        with pytest.raises(KitsuneError) as refused:
+            approve(second)
+        assert (refused.value.code, refused.value.http_status) == ("checkpoint_not_found", 404)
+        assert not table.is_open(agent, f"call:{second['call']}")
+    finally:
+        del node.agent_policies[agent]
