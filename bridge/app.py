@@ -21,6 +21,7 @@ from starlette.responses import Response, StreamingResponse
 from starlette.routing import BaseRoute, Route
 
 from actors.call_actor import ResumeCall, RunCall
+from bridge.approvals import names_one_shot, open_approved
 from bridge.call_progress import NDJSON, progress_lines
 from bridge.config import BridgeConfig
 from bridge.console import console_routes
@@ -193,9 +194,12 @@ class Api:
             raise invalid_call("unknown_parameter", "", f"{op} takes no {unknown[0]!r}", param=unknown[0])
         token = _confirm_token(body)
         if op == "open":
-            command = parse_command({"action": "newTab", **{k: body[k] for k in ("url", "session", "node")
-                                                            if k in body}}, "")
-            outcome, call = await self.node.act(agent, command, None, token)
+            if names_one_shot(body.get("session")):  # the approval of a container call's held one-shot newTab
+                outcome, call = await open_approved(self.node, agent, body, token)
+            else:
+                command = parse_command({"action": "newTab", **{k: body[k] for k in ("url", "session", "node")
+                                                                if k in body}}, "")
+                outcome, call = await self.node.act(agent, command, None, token)
             if isinstance(outcome, Done):
                 await self.node.member.set_current(agent, outcome.value["tabId"])
             return outcome_response(outcome, call)
@@ -279,7 +283,12 @@ class Api:
                 raise invalid_call("missing_parameter", "command", "no tabId and no current tab", param="tabId")
             await self._open_tab(tab, "command")
         token = _confirm_token(body)
-        outcome, call = await self.node.act(agent, command, tab if command.acts_on_tab else None, token)
+        if isinstance(command, NewTab) and names_one_shot(command.session):  # a held container newTab's approval
+            opened = {"session": command.session, "url": command.url, "node": command.node}
+            outcome, call = await open_approved(self.node, agent, {k: v for k, v in opened.items() if v is not None},
+                                                token)
+        else:
+            outcome, call = await self.node.act(agent, command, tab if command.acts_on_tab else None, token)
         if isinstance(outcome, Done) and isinstance(command, NewTab):
             await self.node.member.set_current(agent, outcome.value["tabId"])
         return outcome_response(outcome, call)

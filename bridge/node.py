@@ -25,7 +25,7 @@ from actors.bus import Bus, LocalBus, NatsBus, Subscription
 from actors.call_actor import BusDriver, CallActor, EventSink, ResumeCall, RunCall
 from actors.checkpoint_actor import CheckpointActor, CheckpointsPort
 from actors.event_store import EventStore, JetStreamEventStore, LocalEventStore
-from actors.log_context import CALL, SESSION
+from actors.log_context import CALL, SESSION, STEP
 from actors.loop import IoLoop, ask_from_loop
 from actors.sequence_actor import ActorSequences, BarrierActor
 from actors.tab_actor import not_sent
@@ -45,7 +45,7 @@ from bridge.nats_admin import provision
 from bridge.nats_server import EmbeddedNats
 from bridge.node_config import Browser, NodeConfig
 from bridge.node_tabs import TabActors
-from bridge.policy import ConfirmTokens, Policy, PolicyDriver
+from bridge.policy import ConfirmTokens, HeldStep, Policy, PolicyDriver
 from bridge.proxy import endpoints_of
 from bridge.quota_metrics import set_quotas
 from bridge.session_keeper import SessionKeeper
@@ -242,7 +242,7 @@ class Node:
             self._driver.for_agent(agent), agent, lambda: self.policy_of(agent), self.owners, self.confirms,
             confirm_token=confirm_token, session=SESSION.get(), leases=self.tasks,
             on_refusal=self.metrics.policy_refused)
-        return Ports(driver, SystemClock(), self.claims, self._sequences, self.auditor(agent))
+        return Ports(driver, SystemClock(), self.claims, self._sequences, self.auditor(agent), self.sessions.approved)
 
     def workflow_sha256(self, name: str) -> str | None:
         return self.workflows.sha256(name) if self.workflows is not None else None
@@ -408,17 +408,16 @@ class Node:
         finally:
             actor.stop(block=False)
 
-    async def act(self, agent: str, command: Command, tab: int | None,
-                  confirm_token: str | None = None) -> tuple[Outcome, int]:
+    async def act(self, agent: str, command: Command, tab: int | None, confirm_token: str | None = None,
+                  held: HeldStep | None = None) -> tuple[Outcome, int]:
         """Run one action for ``agent`` outside any container (a direct call); the outcome and its call id.
-
-        The action is audited first: a write whose entry cannot be written is not sent.
-        """
-        if isinstance(command, NewTab) and command.session == ONE_SHOT:
+        Audited first: a write whose entry cannot be written is not sent. An approval of a held step
+        (``held``: a one-shot ``newTab``, ``bridge.approvals``) acts in that call's name and step."""
+        if isinstance(command, NewTab) and command.session == ONE_SHOT and held is None:
             raise KitsuneError("invalid_parameter", 'newTab: a one-shot session ("call") ends with its container '
                                "call; a direct call names a reuse session", state={"param": "session"})
         call = await asyncio.to_thread(self.auditor(agent).direct, command, tab)
-        named = CALL.set(call)  # the action's log lines name its call
+        named, _ = CALL.set(call if held is None else held.call), STEP.set(held.path if held else None)
         session = SESSION.get()
         self.tasks.direct(agent, session, call, secret_values(command))
         outcome: Outcome = Failed(Failure("the direct call did not end", "internal", False))

@@ -8,6 +8,7 @@ resumes and direct calls all pass through the same checks, with the policy as it
 from __future__ import annotations
 
 import collections
+import dataclasses
 import threading
 import time
 from collections.abc import Callable, Sequence
@@ -16,6 +17,8 @@ from typing import Any, Protocol
 
 import orjson
 
+from actors.log_context import CALL, STEP
+from bridge.browser.sessions import ONE_SHOT, one_shot_name
 from bridge.url_policy import UrlPolicy
 from core.engine import Driver
 from core.ports import Recorded
@@ -25,8 +28,8 @@ from messages.errors import KitsuneError
 from messages.results import Done, Failed, Failure, HeldForApproval, Outcome
 from messages.tokens import digest, digests_equal, new_token, token_hash
 
-__all__ = ["CAPABILITY_GROUPS", "CLOSED", "ELSEWHERE", "USER", "ConfirmTokens", "Policy", "PolicyDriver", "TabOwners",
-           "TaskLeases", "owned_by_another"]
+__all__ = ["CAPABILITY_GROUPS", "CLOSED", "ELSEWHERE", "USER", "ConfirmTokens", "HeldStep", "Policy", "PolicyDriver",
+           "TabOwners", "TaskLeases", "owned_by_another"]
 
 USER = "user"
 """The owner of tabs the bridge did not open for an agent."""
@@ -126,6 +129,16 @@ def normalized(command: Command) -> bytes:
     return orjson.dumps(params, option=orjson.OPT_SORT_KEYS)
 
 
+@dataclass(frozen=True, slots=True)
+class HeldStep:
+    """The step of a container call a confirm token was issued for, when its approval needs it: a held
+    one-shot ``newTab`` is approved by opening the tab in that call's session (``bridge.approvals``)."""
+
+    agent: str
+    call: int
+    path: str
+
+
 class ConfirmTokens:
     """Confirm tokens of ask-before-act: bound to agent, session, action, tab and parameters; 120 s; once.
 
@@ -134,7 +147,7 @@ class ConfirmTokens:
 
     def __init__(self, clock: Callable[[], float] = time.monotonic) -> None:
         self._clock = clock
-        self._issued: dict[bytes, tuple[bytes, float]] = {}
+        self._issued: dict[bytes, tuple[bytes, float, HeldStep | None]] = {}
         self._lock = threading.Lock()
 
     @staticmethod
@@ -149,22 +162,33 @@ class ConfirmTokens:
         """True once for a valid token issued for exactly this agent, session, action, tab and parameters."""
         return self.redeem_for(token, agent, session, command.action, tab, normalized(command))
 
-    def issue_for(self, agent: str, session: str | None, action: str, tab: int | None, params: bytes) -> str:
-        """A token approving ``action`` (a command's, or another write's: a task's takeover) with ``params``."""
+    def issue_for(self, agent: str, session: str | None, action: str, tab: int | None, params: bytes,
+                  held: HeldStep | None = None) -> str:
+        """A token approving ``action`` (a command's, or another write's: a task's takeover) with ``params``
+        (for the container call's step ``held``, when its approval needs to know it)."""
         token = new_token()
         with self._lock:
             now = self._clock()
             self._issued = {k: v for k, v in self._issued.items() if v[1] > now}
-            self._issued[token_hash(token)] = (self._binding(agent, session, action, tab, params), now + CONFIRM_TTL)
+            self._issued[token_hash(token)] = (self._binding(agent, session, action, tab, params), now + CONFIRM_TTL,
+                                               held)
         return token
 
+    def held_step(self, token: str, agent: str) -> HeldStep | None:
+        """The container call's step a valid token of ``agent`` was issued for (it is not used up), or None."""
+        with self._lock:
+            found = self._issued.get(token_hash(token))
+        if found is None or found[1] <= self._clock() or found[2] is None or found[2].agent != agent:
+            return None
+        return found[2]
+
     def hold(self, given: str | None, agent: str, session: str | None, action: str, tab: int | None,
-             params: bytes, **state: Any) -> HeldForApproval | None:
+             params: bytes, /, held: HeldStep | None = None, **state: Any) -> HeldForApproval | None:
         """None when ``given`` approves this action (it is used up), else the hold asking approval: a new
         confirm token in its state (``confirm_token_invalid`` when ``given`` was a token, but not this one)."""
         if given and self.redeem_for(given, agent, session, action, tab, params):
             return None
-        token = self.issue_for(agent, session, action, tab, params)
+        token = self.issue_for(agent, session, action, tab, params, held)
         if not given:
             message, code = "The action needs approval; nothing was done", "needs_user"
         else:  # told apart from a first ask: the token given was wrong, used, expired or for another action
@@ -262,9 +286,20 @@ class PolicyDriver:
             return Failed(Failure(f"URL refused by policy: {denial.message}", "url_denied", False,
                                   {"reason": denial.reason, "host": denial.host}))
         if policy.ask_before_act:
+            return self._ask(command, tab)
+        return None
+
+    def _ask(self, command: Command, tab: int | None) -> HeldForApproval | None:
+        """Hold ``command`` for approval (None: ``confirm_token`` approves it). A one-shot ``newTab`` of a
+        container call is bound to that call's session ``call:<id>`` and step, which its hold names."""
+        call = CALL.get()
+        if not isinstance(command, NewTab) or command.session != ONE_SHOT or call is None:
             return self._confirms.hold(self._confirm_token, self._agent, self._session, command.action, tab,
                                        normalized(command))
-        return None
+        name = one_shot_name(call)
+        return self._confirms.hold(self._confirm_token, self._agent, self._session, command.action, tab,
+                                   normalized(dataclasses.replace(command, session=name)),
+                                   held=HeldStep(self._agent, call, STEP.get() or ""), session=name, call=call)
 
     def execute(self, command: Command, tab_id: int | None, timeout: float,
                 recorded: Sequence[Recorded] = ()) -> Outcome:

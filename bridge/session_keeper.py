@@ -6,6 +6,8 @@
 - A call's one-shot session ends when the call ends ok or failed, or when its checkpoint is
   dropped (expired, pushed out, resumed to an end); a call that stopped held, unknown or skipped
   with a checkpoint keeps it, so that its resume continues in the same browser.
+- A held one-shot ``newTab`` approved by a direct open (``bridge.approvals``) opens in the held call's
+  session, kept like the call's own; its tab waits in :attr:`SessionKeeper.approved` for the resume.
 - The sweep runs every ``sweep_interval`` seconds: reuse sessions idle over ``max_idle``, one-shot
   sessions of held calls idle over ``max_exec_idle``.
 """
@@ -21,6 +23,7 @@ from typing import Any
 
 from actors.audit_actor import Auditor
 from actors.loop import IoLoop
+from bridge.approvals import ApprovedTabs
 from bridge.browser.sessions import SessionChange, Sessions
 from bridge.config import SessionTimes
 from messages.events import Event, SessionChanged
@@ -46,6 +49,8 @@ class SessionKeeper:
         self._emit: Callable[[Event], Any] | None = None
         self._auditor: Callable[[str], Auditor] | None = None
         self._sweeper: asyncio.Task[None] | None = None
+        self.approved = ApprovedTabs()
+        """Tabs opened by approving held one-shot ``newTab`` steps, for their calls' resumes (``bridge.approvals``)."""
         sessions.on_change = self._record
 
     def start(self, emit: Callable[[Event], Any], auditor: Callable[[str], Auditor]) -> None:
@@ -68,6 +73,7 @@ class SessionKeeper:
 
     def checkpoint_dropped(self, call: int, reason: str) -> None:
         """A call's checkpoint is gone (from the checkpoint actor's thread): so are its one-shot sessions."""
+        self.approved.forget(call)
         if reason != "shutdown" and self.sessions.table.has_one_shot(call):
             asyncio.run_coroutine_threadsafe(self.sessions.call_ended(call, kept=False), self._io.loop)
 

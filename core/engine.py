@@ -31,6 +31,7 @@ from core.step import Step, deadline_outcome
 from messages.commands import (
     CallSpec,
     Command,
+    NewTab,
     Parallel,
     Sequence,
     SyncBarrier,
@@ -253,7 +254,8 @@ class _Run:
         assert self.prior is not None
         self.ports.audit.observed(self.call, path, command, self.prior.records[path].tab_id)
         self.emit(StepObserved(self.call, path, "applied"))
-        self.results[path] = Ok({"observed": "applied"})
+        approved = self.ports.approvals.take(self.call, path) if isinstance(command, NewTab) else None
+        self.results[path] = Ok({**(approved or {}), "observed": "applied"})  # an approved newTab: its tab
 
     def _leave(self, command: Command, path: StepPath, reason: str) -> None:
         """A step the run did not reach: kept if it ran ok before, else skipped."""

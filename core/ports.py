@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Protocol
+from typing import Any, Protocol
 
 from core.claims import TabClaims
 from messages.commands import Command
@@ -16,8 +16,8 @@ from messages.errors import KitsuneError
 from messages.events import Event
 from messages.results import Outcome
 
-__all__ = ["NO_AUDIT", "Clock", "Driver", "EventSinkPort", "NotRecorded", "Ports", "Recorded", "Sequences", "StepAudit",
-           "not_recorded", "wait_recorded"]
+__all__ = ["NO_APPROVALS", "NO_AUDIT", "Approvals", "Clock", "Driver", "EventSinkPort", "NotRecorded", "Ports",
+           "Recorded", "Sequences", "StepAudit", "not_recorded", "wait_recorded"]
 
 Recorded = Callable[[], None]
 """A record a write waits for before it is sent (its ``StepDispatched`` stored, its audit entry
@@ -110,6 +110,22 @@ class _NoAudit:
 NO_AUDIT: StepAudit = _NoAudit()
 
 
+class Approvals(Protocol):
+    """What approving a held step did, when the resume that reports it ``applied`` needs its result: the
+    tab a held one-shot ``newTab`` opened in its call's session (``bridge.approvals``)."""
+
+    def take(self, call: int, path: str) -> dict[str, Any] | None:
+        """The result of the approved step ``path`` of ``call`` (given once), or None."""
+
+
+class _NoApprovals:
+    def take(self, call: int, path: str) -> dict[str, Any] | None:
+        return None
+
+
+NO_APPROVALS: Approvals = _NoApprovals()
+
+
 EventSinkPort = Callable[[Event], Callable[[], None] | None]
 """Where a run's events go: answers None, or a wait that returns once the event is stored."""
 
@@ -123,3 +139,4 @@ class Ports:
     claims: TabClaims
     sequences: Sequences
     audit: StepAudit = NO_AUDIT
+    approvals: Approvals = NO_APPROVALS

@@ -148,7 +148,8 @@ def _tabs_schema() -> dict[str, Any]:
         "session": _described(
             "newTab", "session", "For new: the browser session (cookies, storage) to open it in, one of your reuse "
             "sessions by name, made on first use; your \"default\" session when absent. (\"call\", a one-shot "
-            "session, is for a newTab inside browser_batch or browser_parallel: a direct call refuses it.)"),
+            "session, is for a newTab inside browser_batch or browser_parallel: a direct call refuses it, except "
+            "with the confirm_token of such a newTab's hold, which opens it in that call's session.)"),
         "confirm_token": dict(_CONFIRM_TOKEN),
     }, [])
 
