@@ -30,6 +30,7 @@ From a YAML or JSON file (``kitsune serve --config FILE``) and the environment::
     site_tools: {continuation_ttl: 60}    # seconds a page's continuation token may be redeemed (WebMCP)
     tasks: {lease_ttl: 30}                # seconds a task's lease lasts unless its owner is heard from
     operators: [{name: sre, token_env: CONSOLE_TOKEN}]  # the console's (GET /console); or password_env
+    forwarded_allow_ips: [10.0.0.5]       # proxies whose X-Forwarded-For is believed; none by default
     nats:                          # joining a server or cluster (``--nats-url`` wins over url)
       url: nats://a:4222,nats://b:4222
       creds_file: /etc/kitsune/node.creds      # or nkey_seed_file, or user + password_env
@@ -162,6 +163,9 @@ class BridgeConfig:
     """Seconds a task's lease lasts unless its owner's session is heard from."""
     operators: tuple[Operator, ...] = ()
     """Who may open the operator console; nobody when empty."""
+    forwarded_allow_ips: tuple[str, ...] = ()
+    """The proxies whose ``X-Forwarded-For`` and ``X-Forwarded-Proto`` are believed (uvicorn's
+    ``forwarded_allow_ips``); none by default: a client's address is the connection's."""
 
     def node_policy(self) -> Policy:
         """The node's policy: that of every agent whose entry sets no value of its own."""
@@ -275,6 +279,7 @@ def _built(settings: Settings, env: Mapping[str, str]) -> BridgeConfig:
         continuation_ttl=settings.site_tools.continuation_ttl,
         task_lease_ttl=settings.tasks.lease_ttl,
         operators=_operators(settings.operators, env),
+        forwarded_allow_ips=tuple(settings.forwarded_allow_ips),
     )
     agents = _agents(settings, env, node.node_policy())
     if agents:

@@ -11,6 +11,7 @@ import socket
 import sys
 from pathlib import Path
 from types import FrameType
+from typing import Any
 
 import uvicorn
 
@@ -23,7 +24,16 @@ from bridge.workflows import WorkflowLibrary
 from kitsune.app import create_app
 from messages.errors import KitsuneError
 
-__all__ = ["serve"]
+__all__ = ["proxy_options", "serve"]
+
+
+def proxy_options(config: BridgeConfig) -> dict[str, Any]:
+    """uvicorn's options for forwarded headers: believed only from the configured proxies. uvicorn
+    believes loopback by default, which let any local client pick its own address with
+    ``X-Forwarded-For`` (a new one for every guess of a console password)."""
+    if not config.forwarded_allow_ips:
+        return {"proxy_headers": False, "forwarded_allow_ips": ""}
+    return {"proxy_headers": True, "forwarded_allow_ips": ",".join(config.forwarded_allow_ips)}
 
 
 def serve(args: argparse.Namespace) -> int:
@@ -86,7 +96,8 @@ async def _serve_http(args: argparse.Namespace, config: BridgeConfig) -> int:
         print(f"kitsune: cannot start: {e.message}", file=sys.stderr)
         return 1
     server = _Server(uvicorn.Config(create_app(node, config), host=args.host, port=args.port, log_config=None,
-                                    access_log=False, lifespan="off", timeout_graceful_shutdown=_SHUTDOWN_GRACE),
+                                    access_log=False, lifespan="off", timeout_graceful_shutdown=_SHUTDOWN_GRACE,
+                                    **proxy_options(config)),
                      node)
 
     async def announce() -> None:
