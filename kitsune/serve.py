@@ -17,11 +17,12 @@ import uvicorn
 
 from actors.nats_connection import display_url
 from bridge.browser import ChromiumBrowser, find_chromium
-from bridge.config import BridgeConfig, load_config, write_token_file
+from bridge.config import BridgeConfig, load_config
 from bridge.logs import configure_logging
 from bridge.node import Node, NodeConfig
 from bridge.workflows import WorkflowLibrary
 from kitsune.app import create_app
+from kitsune.token_file import kept_token, publish_token
 from messages.errors import KitsuneError
 
 __all__ = ["proxy_options", "serve"]
@@ -44,9 +45,7 @@ def serve(args: argparse.Namespace) -> int:
     except KitsuneError as e:  # the configuration is wrong: a usage error
         print(f"kitsune: cannot start: {e.message}", file=sys.stderr)
         return 2
-    if config.generated_token is not None:
-        token_file = write_token_file(config.generated_token, Path(args.state_dir))
-        print(f"kitsune: no agent configured; the token of agent 'default' is in {token_file}", flush=True)
+    config = kept_token(config, Path(args.state_dir))  # written once the node serves (announce)
     status = asyncio.run(_serve_http(args, config))
     # every part is stopped by now (NATS, Chromium, actors, the audit file): exit without the
     # interpreter's teardown, which took another 0.5 s and more here, no Python code running
@@ -106,6 +105,14 @@ async def _serve_http(args: argparse.Namespace, config: BridgeConfig) -> int:
                 return
             await asyncio.sleep(0.05)
         host, port = server.servers[0].sockets[0].getsockname()[:2]
+        if config.generated_token is not None:
+            try:
+                token_file = publish_token(config.generated_token, Path(args.state_dir))
+            except OSError as e:
+                print(f"kitsune: cannot write the token file in {args.state_dir} ({e.strerror})", file=sys.stderr)
+                server.should_exit = True
+                return
+            print(f"kitsune: no agent configured; the token of agent 'default' is in {token_file}", flush=True)
         node.browser.own_endpoints.add((host, port))
         nats = display_url(settings.nats_url) if settings.nats_url else (node.nats.url if node.nats else "")
         print(f"kitsune serving http://{host}:{port} (nats {nats}, chromium {find_chromium()})", flush=True)
