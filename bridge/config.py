@@ -43,7 +43,8 @@ or a value of the wrong type is refused with its path (``agents.1.read_only``). 
 overrides the file, key by key: ``KITSUNE_<KEY>``, with ``__`` between nested keys
 (``KITSUNE_URLS__DENY``, ``KITSUNE_NATS__CREDS_FILE``); a list is comma-separated or JSON; a flag is
 1/0, true/false, yes/no or on/off; an empty variable counts as unset. Other ``KITSUNE_*`` variables
-are not configuration and are ignored here. Two variables keep their own meaning:
+are not configuration: one close to a setting that guards the node (``KITSUNE_READONLY``) is refused
+(``bridge.config_env``), and ``kitsune serve`` warns of the rest. Two variables keep their own meaning:
 ``KITSUNE_AGENTS=planner=TOKEN,crawler=TOKEN`` adds agents to the file's, and
 ``KITSUNE_METRICS_TOKEN`` is ``metrics.token``. With no agent configured, the node makes one
 (``default``) with a fresh token written to a file only its owner can read.
@@ -62,6 +63,7 @@ from pydantic import ValidationError
 
 from actors.nats_connection import NatsAuth
 from bridge.config_document import AgentEntry, Environment, OperatorEntry, Settings, StringPath
+from bridge.config_env import closest_key, refused_variables
 from bridge.policy import CAPABILITY_GROUPS, Policy
 from bridge.url_policy import UrlPolicy
 from messages.contract import (
@@ -210,7 +212,10 @@ def _explain(error: ValidationError) -> str:
     parts = []
     for item in error.errors(include_input=False, include_url=False):
         path = ".".join(str(p) for p in item["loc"])
-        reason = "unknown key" if item["type"] == "extra_forbidden" else item["msg"].removeprefix("Value error, ")
+        reason = item["msg"].removeprefix("Value error, ")
+        if item["type"] == "extra_forbidden":
+            near = closest_key(item["loc"])
+            reason = f"unknown key; did you mean {near}?" if near else "unknown key"
         parts.append(f"{path}: {reason}" if path else reason)
     return "; ".join(parts)
 
@@ -220,6 +225,10 @@ def _document(path: Path | None) -> dict[str, Any]:
         return {}
     try:
         document = yaml.safe_load(path.read_bytes())
+    except yaml.MarkedYAMLError as e:  # its problem and where, never the text there (it may be a secret)
+        mark = e.problem_mark
+        where = f" at line {mark.line + 1}, column {mark.column + 1}" if mark is not None else ""
+        raise _bad(f"{path}{where}: {e.problem or type(e).__name__}") from None
     except (OSError, yaml.YAMLError) as e:
         raise _bad(f"cannot read {path} ({type(e).__name__})") from None
     if document is None:
@@ -232,6 +241,9 @@ def _document(path: Path | None) -> dict[str, Any]:
 def load_config(path: Path | None = None, env: Mapping[str, str] | None = None) -> BridgeConfig:
     """Read the configuration file (if any) and the environment; ``invalid_config`` says what is wrong."""
     env = os.environ if env is None else env
+    refused = refused_variables(env)  # a misspelt guard must not leave the node unguarded
+    if refused is not None:
+        raise _bad(refused)
     variables = {k: v for k, v in env.items() if k.upper() not in ("KITSUNE_AGENTS", "KITSUNE_METRICS_TOKEN")}
     if env.get("KITSUNE_METRICS_TOKEN"):
         variables["KITSUNE_METRICS__TOKEN"] = env["KITSUNE_METRICS_TOKEN"]

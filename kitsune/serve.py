@@ -18,6 +18,7 @@ import uvicorn
 from actors.nats_connection import display_url
 from bridge.browser import ChromiumBrowser, find_chromium
 from bridge.config import BridgeConfig, load_config
+from bridge.config_env import stray_variables
 from bridge.logs import configure_logging
 from bridge.node import Node, NodeConfig
 from bridge.workflows import WorkflowLibrary
@@ -45,6 +46,8 @@ def serve(args: argparse.Namespace) -> int:
     except KitsuneError as e:  # the configuration is wrong: a usage error
         print(f"kitsune: cannot start: {e.message}", file=sys.stderr)
         return 2
+    for warning in stray_variables(os.environ):
+        print(f"kitsune: warning: {warning}", file=sys.stderr, flush=True)
     config = kept_token(config, Path(args.state_dir))  # written once the node serves (announce)
     status = asyncio.run(_serve_http(args, config))
     # every part is stopped by now (NATS, Chromium, actors, the audit file): exit without the

@@ -1,4 +1,4 @@
-"""Agent ``default``'s token file with real ``kitsune serve`` processes (issue 29, section 7).
+"""A newcomer's ``kitsune serve`` (issue 29, section 7): agent ``default``'s token file, misspelt variables.
 
 A second node that fails to start (its port in use) leaves the running node's token alone, and a
 second node that does start keeps that token rather than locking the first node's clients out.
@@ -81,6 +81,25 @@ def test_a_token_file_others_may_read_is_not_kept(tmp_path: Path) -> None:
         token = (tmp_path / "state" / "token").read_text().strip()
         assert token != "x" * 40 and (tmp_path / "state" / "token").stat().st_mode & 0o077 == 0
         assert _answers(lines[-1].split()[2], token) == 200
+    finally:
+        process.terminate()
+        process.wait(timeout=60)
+
+
+def test_a_misspelt_guard_stops_the_node_and_another_stray_variable_is_warned_of(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    refused = subprocess.run([str(KITSUNE), "serve", "--port", "0", "--state-dir", str(tmp_path / "state")],
+                             capture_output=True, text=True, timeout=60, check=False, cwd=tmp_path,
+                             env={**_env(), "KITSUNE_READONLY": "1"})
+    assert refused.returncode == 2 and refused.stdout == ""
+    assert refused.stderr == ("kitsune: cannot start: KITSUNE_READONLY: not a setting; did you mean KITSUNE_READ_ONLY? "
+                              "(refused: it is close to a setting that guards the node; correct or unset it)\n")
+    monkeypatch.setenv("KITSUNE_WORKFLOW", "./flows")
+    process, lines = _start(tmp_path, "--port", "0")
+    try:
+        assert process.stderr is not None and lines[-1].startswith("kitsune serving ")
+        assert process.stderr.readline() == ("kitsune: warning: KITSUNE_WORKFLOW is not a setting and is ignored "
+                                             "(did you mean KITSUNE_WORKFLOWS?)\n")
     finally:
         process.terminate()
         process.wait(timeout=60)
