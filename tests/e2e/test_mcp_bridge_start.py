@@ -25,7 +25,7 @@ KITSUNE = Path(sys.executable).parent / "kitsune"
 class _Refusing(BaseHTTPRequestHandler):
     """A bridge that refuses every token, as the real one does."""
 
-    def do_GET(self) -> None:  # noqa: N802 (http.server's name)
+    def do_GET(self) -> None:
         body = b'{"error":"A valid bearer token is needed","code":"unauthorized","retryable":false}'
         self.send_response(401)
         self.send_header("Content-Type", "application/json")
