@@ -76,11 +76,13 @@ def rate_limited(wait: int, page: bool) -> Response:
 
 def cross_site(request: Request) -> bool:
     """Whether a browser says the request comes from another site's page (``Sec-Fetch-Site``, else
-    ``Origin`` naming another host than the request's): a form there may not sign anyone in or out.
-    A request with neither header (a script, not a browser) is not judged here."""
+    ``Origin`` naming another host than the request's, or ``null``): a form there may not sign anyone
+    in or out. The console's pages send no referrer, so their own forms' ``Origin`` is ``null``; the
+    browsers that say ``Sec-Fetch-Site`` (all current ones) are judged by it alone. A request with
+    neither header (a script, not a browser) is not judged here."""
     fetched_from = request.headers.get("sec-fetch-site")
-    if fetched_from is not None and fetched_from not in ("same-origin", "none"):
-        return True
+    if fetched_from is not None:
+        return fetched_from not in ("same-origin", "none")
     origin = request.headers.get("origin")
     if origin is None:
         return False
