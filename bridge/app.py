@@ -27,6 +27,7 @@ from bridge.config import BridgeConfig
 from bridge.console import console_routes
 from bridge.console.limits import LoginLimiter
 from bridge.gate import GROUPS, Gate
+from bridge.http_edges import BearerChallenge, error_handlers
 from bridge.live import live_routes
 from bridge.live.grants import grant_link
 from bridge.live.stops import with_live_view
@@ -355,6 +356,7 @@ def create_app(node: Node, config: BridgeConfig, mounts: Sequence[BaseRoute] = (
         *console_routes(node, config, limiter=limiter),
         *mounts,
     ]
-    return Starlette(routes=routes, middleware=[
+    return Starlette(routes=routes, exception_handlers=dict(error_handlers()), middleware=[
+        Middleware(BearerChallenge),  # every 401, /metrics' too
         Middleware(HttpMetrics, metrics=node.metrics, allowed=scrape_tokens(config)),  # and GET /metrics
         Middleware(Gate, config=config, node=node, limiter=limiter)])

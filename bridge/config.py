@@ -34,6 +34,7 @@ From a YAML or JSON file (``kitsune serve --config FILE``) and the environment::
     tasks: {lease_ttl: 30}                # seconds a task's lease lasts unless its owner is heard from; and
                                           # max_per_agent: 100 (active or expired), max_goal: 500, max_tabs: 32
     operators: [{name: sre, token_env: CONSOLE_TOKEN}]  # the console's (GET /console); or password_env
+    forwarded_allow_ips: [10.0.0.5]       # proxies whose X-Forwarded-For is believed; none by default
     nats:                          # joining a server or cluster (``--nats-url`` wins over url)
       url: nats://a:4222,nats://b:4222
       creds_file: /etc/kitsune/node.creds      # or nkey_seed_file, or user + password_env
@@ -47,7 +48,8 @@ or a value of the wrong type is refused with its path (``agents.1.read_only``). 
 overrides the file, key by key: ``KITSUNE_<KEY>``, with ``__`` between nested keys
 (``KITSUNE_URLS__DENY``, ``KITSUNE_NATS__CREDS_FILE``); a list is comma-separated or JSON; a flag is
 1/0, true/false, yes/no or on/off; an empty variable counts as unset. Other ``KITSUNE_*`` variables
-are not configuration and are ignored here. Two variables keep their own meaning:
+are not configuration: one close to a setting that guards the node (``KITSUNE_READONLY``) is refused
+(``bridge.config_env``), and ``kitsune serve`` warns of the rest. Two variables keep their own meaning:
 ``KITSUNE_AGENTS=planner=TOKEN,crawler=TOKEN`` adds agents to the file's, and
 ``KITSUNE_METRICS_TOKEN`` is ``metrics.token``. With no agent configured, the node makes one
 (``default``) with a fresh token written to a file only its owner can read.
@@ -66,6 +68,7 @@ from pydantic import ValidationError
 
 from actors.nats_connection import NatsAuth
 from bridge.config_document import AgentEntry, Environment, OperatorEntry, Settings, StringPath
+from bridge.config_env import closest_key, refused_variables
 from bridge.policy import CAPABILITY_GROUPS, Policy
 from bridge.tasks.records import TaskLimits
 from bridge.url_policy import UrlPolicy
@@ -185,6 +188,9 @@ class BridgeConfig:
     """An agent's tasks at most, a goal's characters, a task's tabs."""
     operators: tuple[Operator, ...] = ()
     """Who may open the operator console; nobody when empty."""
+    forwarded_allow_ips: tuple[str, ...] = ()
+    """The proxies whose ``X-Forwarded-For`` and ``X-Forwarded-Proto`` are believed (uvicorn's
+    ``forwarded_allow_ips``); none by default: a client's address is the connection's."""
 
     def node_policy(self) -> Policy:
         """The node's policy: that of every agent whose entry sets no value of its own."""
@@ -230,7 +236,10 @@ def _explain(error: ValidationError) -> str:
     parts = []
     for item in error.errors(include_input=False, include_url=False):
         path = ".".join(str(p) for p in item["loc"])
-        reason = "unknown key" if item["type"] == "extra_forbidden" else item["msg"].removeprefix("Value error, ")
+        reason = item["msg"].removeprefix("Value error, ")
+        if item["type"] == "extra_forbidden":
+            near = closest_key(item["loc"])
+            reason = f"unknown key; did you mean {near}?" if near else "unknown key"
         parts.append(f"{path}: {reason}" if path else reason)
     return "; ".join(parts)
 
@@ -240,6 +249,10 @@ def _document(path: Path | None) -> dict[str, Any]:
         return {}
     try:
         document = yaml.safe_load(path.read_bytes())
+    except yaml.MarkedYAMLError as e:  # its problem and where, never the text there (it may be a secret)
+        mark = e.problem_mark
+        where = f" at line {mark.line + 1}, column {mark.column + 1}" if mark is not None else ""
+        raise _bad(f"{path}{where}: {e.problem or type(e).__name__}") from None
     except (OSError, yaml.YAMLError) as e:
         raise _bad(f"cannot read {path} ({type(e).__name__})") from None
     if document is None:
@@ -252,6 +265,9 @@ def _document(path: Path | None) -> dict[str, Any]:
 def load_config(path: Path | None = None, env: Mapping[str, str] | None = None) -> BridgeConfig:
     """Read the configuration file (if any) and the environment; ``invalid_config`` says what is wrong."""
     env = os.environ if env is None else env
+    refused = refused_variables(env)  # a misspelt guard must not leave the node unguarded
+    if refused is not None:
+        raise _bad(refused)
     variables = {k: v for k, v in env.items() if k.upper() not in ("KITSUNE_AGENTS", "KITSUNE_METRICS_TOKEN")}
     if env.get("KITSUNE_METRICS_TOKEN"):
         variables["KITSUNE_METRICS__TOKEN"] = env["KITSUNE_METRICS_TOKEN"]
@@ -305,6 +321,7 @@ def _built(settings: Settings, env: Mapping[str, str]) -> BridgeConfig:
         task_lease_ttl=settings.tasks.lease_ttl,
         task_limits=TaskLimits(settings.tasks.max_per_agent, settings.tasks.max_goal, settings.tasks.max_tabs),
         operators=_operators(settings.operators, env),
+        forwarded_allow_ips=tuple(settings.forwarded_allow_ips),
     )
     agents = _agents(settings, env, node.node_policy())
     if agents:

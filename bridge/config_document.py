@@ -6,6 +6,7 @@ validated against :class:`Settings`; ``bridge.config`` loads them and builds its
 
 from __future__ import annotations
 
+import ipaddress
 import json
 from collections.abc import Mapping
 from pathlib import Path
@@ -124,6 +125,17 @@ def public_base(url: str) -> str:
     return url.rstrip("/")
 
 
+def networks(entries: list[str]) -> list[str]:
+    """Addresses or networks (``10.0.0.5``, ``10.0.0.0/8``), or ``*`` for any: what uvicorn takes."""
+    for entry in entries:
+        if entry != "*":
+            try:
+                ipaddress.ip_network(entry, strict=False)
+            except ValueError:
+                raise ValueError(f"{entry!r} is no address or network") from None
+    return entries
+
+
 class LiveView(Section):
     enabled: bool = True
     ttl: Seconds = LIVE_VIEW_TTL
@@ -211,6 +223,7 @@ class Settings(BaseSettings):
     site_tools: SiteTools = SiteTools()
     tasks: Tasks = Tasks()
     operators: list[OperatorEntry] = []
+    forwarded_allow_ips: Annotated[list[str], AfterValidator(networks)] = []
 
     @classmethod
     def settings_customise_sources(cls, settings_cls: type[BaseSettings], *sources: PydanticBaseSettingsSource,

@@ -16,7 +16,8 @@ HTTP API, its NATS and this proxy, refused on every address of this machine what
 say), and then connects to one of those judged addresses: the name is never resolved a second
 time, so DNS rebinding has nothing to switch. Anything else (another method without an absolute
 ``http:`` URL, another scheme, a malformed head) is refused. A refusal is a 403 with a short body,
-and nothing is connected; an upstream that cannot be reached is a 502. Both carry the header
+and nothing is connected; an upstream that cannot be reached is a 502 (reason ``unreachable``, or
+``unresolved`` when its name did not resolve). Both carry the header
 ``X-Kitsune-Proxy: <marker> <reason>``, with a marker drawn for each proxy, so that the driver can
 tell the proxy's answers from a site's own (a site cannot guess the marker).
 """
@@ -39,7 +40,8 @@ Endpoint = tuple[str, int]
 """A listening endpoint: a host (an address or a name) and a port."""
 
 PROXY_HEADER = "x-kitsune-proxy"
-"""The header of the proxy's own answers: ``<marker> <reason>``; reason is a Denial's or ``unreachable``."""
+"""The header of the proxy's own answers: ``<marker> <reason>``; reason is a Denial's, ``unreachable`` or
+``unresolved``."""
 
 _HEAD_LIMIT = 64 * 1024
 _HEAD_TIMEOUT = 30.0
@@ -51,7 +53,11 @@ _LOOPBACK = (ipaddress.IPv4Address("127.0.0.1"), ipaddress.IPv6Address("::1"))
 
 
 class _Unreachable(Exception):
-    """The judged addresses of a host did not answer (or the name did not resolve)."""
+    """The judged addresses of a host did not answer (``unreachable``), or its name did not resolve (``unresolved``)."""
+
+    def __init__(self, reason: str, message: str) -> None:
+        super().__init__(message)
+        self.reason = reason
 
 
 class PolicyProxy:
@@ -67,6 +73,8 @@ class PolicyProxy:
         """Names the proxy's own answers in :data:`PROXY_HEADER` (drawn for it, or shared by a node's proxies)."""
         self.refusals = 0
         """How many connections it has refused."""
+        self.unresolved = 0
+        """How many connections it could not open because the name did not resolve."""
         self._server: asyncio.Server | None = None
         self._port = 0
         self._connections: set[asyncio.Task[None]] = set()
@@ -121,7 +129,7 @@ class PolicyProxy:
                 return await self._refuse(writer, judged.reason, judged.message)
             upstream_reader, upstream = await self._open(*judged)
         except _Unreachable as e:
-            return await self._refuse(writer, "unreachable", str(e))
+            return await self._refuse(writer, e.reason, str(e))
         closing = False
         try:
             if tunnel:
@@ -180,13 +188,17 @@ class PolicyProxy:
             with contextlib.suppress(OSError, TimeoutError):
                 return await asyncio.wait_for(asyncio.open_connection(str(address), port, limit=_CHUNK),
                                               _CONNECT_TIMEOUT)
-        raise _Unreachable(f"host {host} port {port} did not answer")
+        raise _Unreachable("unreachable", f"host {host} port {port} did not answer")
 
     async def _refuse(self, writer: asyncio.StreamWriter, reason: str, message: str) -> None:
-        """Answer 403 (502 when the upstream is ``unreachable``) with a short body; nothing is connected."""
-        status = "502 Bad Gateway" if reason == "unreachable" else "403 Forbidden"
-        if reason != "unreachable":
+        """Answer 403 (502 when the upstream is ``unreachable`` or ``unresolved``) with a short body; nothing
+        is connected."""
+        failed = reason in ("unreachable", "unresolved")
+        status = "502 Bad Gateway" if failed else "403 Forbidden"
+        if not failed:
             self.refusals += 1
+        if reason == "unresolved":
+            self.unresolved += 1
         body = f"Kitsune's proxy: {message}\n".encode()
         writer.write(f"HTTP/1.1 {status}\r\nContent-Type: text/plain; charset=utf-8\r\n"
                      f"Content-Length: {len(body)}\r\nCache-Control: no-store\r\nConnection: close\r\n"
@@ -214,7 +226,7 @@ async def _resolve(host: str, port: int) -> list[Address]:
         infos = await asyncio.wait_for(asyncio.get_running_loop().getaddrinfo(
             host, port, type=socket.SOCK_STREAM, proto=socket.IPPROTO_TCP), _CONNECT_TIMEOUT)
     except (OSError, TimeoutError, UnicodeError, RuntimeError) as e:  # RuntimeError: the loop is closing
-        raise _Unreachable(f"host {host} does not resolve") from e
+        raise _Unreachable("unresolved", f"the name {host} did not resolve") from e
     return list(dict.fromkeys(ipaddress.ip_address(str(info[4][0]).partition("%")[0]) for info in infos))
 
 

@@ -11,19 +11,31 @@ import socket
 import sys
 from pathlib import Path
 from types import FrameType
+from typing import Any
 
 import uvicorn
 
 from actors.nats_connection import display_url
 from bridge.browser import ChromiumBrowser, find_chromium
-from bridge.config import BridgeConfig, load_config, write_token_file
+from bridge.config import BridgeConfig, load_config
+from bridge.config_env import stray_variables
 from bridge.logs import configure_logging
 from bridge.node import Node, NodeConfig
 from bridge.workflows import WorkflowLibrary
 from kitsune.app import create_app
+from kitsune.token_file import kept_token, publish_token
 from messages.errors import KitsuneError
 
-__all__ = ["serve"]
+__all__ = ["proxy_options", "serve"]
+
+
+def proxy_options(config: BridgeConfig) -> dict[str, Any]:
+    """uvicorn's options for forwarded headers: believed only from the configured proxies. uvicorn
+    believes loopback by default, which let any local client pick its own address with
+    ``X-Forwarded-For`` (a new one for every guess of a console password)."""
+    if not config.forwarded_allow_ips:
+        return {"proxy_headers": False, "forwarded_allow_ips": ""}
+    return {"proxy_headers": True, "forwarded_allow_ips": ",".join(config.forwarded_allow_ips)}
 
 
 def serve(args: argparse.Namespace) -> int:
@@ -34,9 +46,9 @@ def serve(args: argparse.Namespace) -> int:
     except KitsuneError as e:  # the configuration is wrong: a usage error
         print(f"kitsune: cannot start: {e.message}", file=sys.stderr)
         return 2
-    if config.generated_token is not None:
-        token_file = write_token_file(config.generated_token, Path(args.state_dir))
-        print(f"kitsune: no agent configured; the token of agent 'default' is in {token_file}", flush=True)
+    for warning in stray_variables(os.environ):
+        print(f"kitsune: warning: {warning}", file=sys.stderr, flush=True)
+    config = kept_token(config, Path(args.state_dir))  # written once the node serves (announce)
     status = asyncio.run(_serve_http(args, config))
     # every part is stopped by now (NATS, Chromium, actors, the audit file): exit without the
     # interpreter's teardown, which took another 0.5 s and more here, no Python code running
@@ -89,7 +101,8 @@ async def _serve_http(args: argparse.Namespace, config: BridgeConfig) -> int:
         print(f"kitsune: cannot start: {e.message}", file=sys.stderr)
         return 1
     server = _Server(uvicorn.Config(create_app(node, config), host=args.host, port=args.port, log_config=None,
-                                    access_log=False, lifespan="off", timeout_graceful_shutdown=_SHUTDOWN_GRACE),
+                                    access_log=False, lifespan="off", timeout_graceful_shutdown=_SHUTDOWN_GRACE,
+                                    **proxy_options(config)),
                      node)
 
     async def announce() -> None:
@@ -98,6 +111,14 @@ async def _serve_http(args: argparse.Namespace, config: BridgeConfig) -> int:
                 return
             await asyncio.sleep(0.05)
         host, port = server.servers[0].sockets[0].getsockname()[:2]
+        if config.generated_token is not None:
+            try:
+                token_file = publish_token(config.generated_token, Path(args.state_dir))
+            except OSError as e:
+                print(f"kitsune: cannot write the token file in {args.state_dir} ({e.strerror})", file=sys.stderr)
+                server.should_exit = True
+                return
+            print(f"kitsune: no agent configured; the token of agent 'default' is in {token_file}", flush=True)
         node.browser.own_endpoints.add((host, port))
         nats = display_url(settings.nats_url) if settings.nats_url else (node.nats.url if node.nats else "")
         print(f"kitsune serving http://{host}:{port} (nats {nats}, chromium {find_chromium()})", flush=True)

@@ -31,8 +31,8 @@ from typing import Any, BinaryIO
 from mcp_gateway._embedded import EmbeddedBridge
 from mcp_gateway._tools import ToolSpec, enabled_tools
 
-__all__ = ["GROUPS", "HANDSHAKE_VERSIONS", "INSTRUCTIONS", "Front", "bridge_caps", "bridge_tasks", "caps_from_env",
-           "initialize_result", "instructions", "new_session", "read_token", "run", "tools_result"]
+__all__ = ["GROUPS", "HANDSHAKE_VERSIONS", "INSTRUCTIONS", "Front", "TokenRefused", "bridge_caps", "bridge_tasks",
+           "caps_from_env", "initialize_result", "instructions", "new_session", "read_token", "run", "tools_result"]
 
 GROUPS = frozenset({"core", "automation"})
 """Every capability group."""
@@ -101,28 +101,43 @@ def read_token(token_file: str | None) -> str:
     raise ValueError("--bridge needs the agent's token: --token-file FILE or KITSUNE_TOKEN")
 
 
-def _bridge_json(url: str, token: str, session: str, path: str, timeout: float) -> Any:
-    """The bridge's JSON answer to ``GET path`` as the agent's MCP session; None when it gives none."""
+class TokenRefused(Exception):
+    """The bridge refused the agent's token: no call of this process can pass."""
+
+
+def _bridge_json(url: str, token: str, session: str, path: str, timeout: float) -> tuple[Any, str | None]:
+    """The bridge's JSON answer to ``GET path`` as the agent's MCP session (None when it gives none), and
+    what went wrong, for a person (None when nothing did); :class:`TokenRefused` on a 401."""
     request = urllib.request.Request(url.rstrip("/") + path,
                                      headers={"Authorization": f"Bearer {token}", "X-Kitsune-Session": session})
     try:
         with urllib.request.urlopen(request, timeout=timeout) as answer:
-            return json.loads(answer.read())
-    except (OSError, ValueError):
-        return None
+            return json.loads(answer.read()), None
+    except urllib.error.HTTPError as e:
+        if e.code == 401:
+            raise TokenRefused(f"the bridge at {url} refused the agent's token (401 unauthorized): check "
+                               "--token-file, KITSUNE_TOKEN or ~/.kitsune/token") from None
+        return None, f"the bridge at {url} answered GET {path} with HTTP {e.code}"
+    except urllib.error.URLError as e:
+        return None, f"the bridge at {url} cannot be reached ({e.reason})"
+    except (OSError, ValueError) as e:
+        return None, f"the bridge at {url} did not answer GET {path} ({type(e).__name__})"
 
 
-def bridge_caps(url: str, token: str, session: str) -> frozenset[str] | None:
+def bridge_caps(url: str, token: str, session: str) -> tuple[frozenset[str] | None, str | None]:
     """The bridge's groups for the agent (``GET /api/caps``); None when it does not say (the gateway
-    then lists its own groups, as it does when it asks itself)."""
-    answer = _bridge_json(url, token, session, "/api/caps", _CAPS_TIMEOUT)
+    then lists its own groups, as it does when it asks itself), with what went wrong; :class:`TokenRefused`."""
+    answer, problem = _bridge_json(url, token, session, "/api/caps", _CAPS_TIMEOUT)
     groups = answer.get("caps") if isinstance(answer, dict) else None
-    return frozenset(str(g) for g in groups) if isinstance(groups, list) else None
+    return (frozenset(str(g) for g in groups) if isinstance(groups, list) else None), problem
 
 
 def bridge_tasks(url: str, token: str, session: str) -> list[dict[str, Any]] | None:
     """The agent's tasks (``GET /api/tasks``), if the bridge answers at once; None when it does not say."""
-    answer = _bridge_json(url, token, session, "/api/tasks", _TASKS_TIMEOUT)
+    try:
+        answer, _ = _bridge_json(url, token, session, "/api/tasks", _TASKS_TIMEOUT)
+    except TokenRefused:
+        return None  # bridge_caps says so
     tasks = answer.get("tasks") if isinstance(answer, dict) else None
     return [task for task in tasks if isinstance(task, dict)] if isinstance(tasks, list) else None
 
@@ -287,7 +302,14 @@ def run(*, bridge: str | None, token_file: str | None, config: str | None, nats_
         listed = None
         if bridge:
             front.know_tasks(bridge_tasks(bridge, token, session))
-            listed = bridge_caps(bridge, token, session)
+            try:
+                listed, problem = bridge_caps(bridge, token, session)
+            except TokenRefused as refused:  # no call of this process could ever pass: said, and it ends
+                print(f"kitsune mcp: {refused}", file=sys.stderr, flush=True)
+                return 1
+            if problem is not None:  # said at start (MCP clients show standard error); calls answer bridge_unavailable
+                print(f"kitsune mcp: {problem}; tools answer bridge_unavailable until it does", file=sys.stderr,
+                      flush=True)
             front.know_caps(caps if listed is None else caps & listed)
             known = None  # the gateway asks the bridge again once what it heard here is 30 s old
         else:

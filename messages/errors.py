@@ -43,7 +43,7 @@ ERROR_CODES: Mapping[str, ErrorCode] = {code.name: code for code in [
     *_codes(413, False, "body_too_large"),
     # The caller.
     *_codes(401, False, "unauthorized"),
-    *_codes(404, False, "capability_disabled", "workflow_not_found"),
+    *_codes(404, False, "capability_disabled", "workflow_not_found", "route_not_found"),
     *_codes(405, False, "method_not_allowed"),
     # Resume (spec: Errors).
     *_codes(404, False, "checkpoint_not_found"),

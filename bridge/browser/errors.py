@@ -25,7 +25,7 @@ from messages.results import Failed, Failure, Unknown
 __all__ = [
     "ERROR_PAGE", "Step", "Stop", "absent", "agent_js_stop", "closed", "closed_message", "fill_unmet_state",
     "first_line", "is_closed_error", "is_navigation_error", "navigation_stop", "net_error", "not_editable",
-    "pointer_sent", "stopped", "timed_out", "translate",
+    "pointer_sent", "stopped", "timed_out", "translate", "unresolved",
 ]
 
 ERROR_PAGE = "chrome-error://"
@@ -264,14 +264,26 @@ def not_editable(step: Step) -> Stop:
                 retryable=True)
 
 
-def navigation_stop(action: str, message: str, refused_by_proxy: bool) -> Stop | None:
+def unresolved(action: str, host: str | None) -> Stop:
+    """A navigation whose host name did not resolve (DNS): nothing was sent, and it may resolve later."""
+    name = f"the name {host}" if host else "the host's name"
+    return Stop("navigation_failed", f"{action}: {name} did not resolve (DNS); nothing reached a server",
+                retryable=True, took_effect=False, state={"reason": "name_not_resolved"})
+
+
+def navigation_stop(action: str, message: str, refused_by_proxy: bool, *, unresolved_by_proxy: bool = False,
+                    host: str | None = None) -> Stop | None:
     """A failed navigation's error (after it settled) as a stop, or None for one to translate as any error.
 
-    ``refused_by_proxy``: the node's proxy refused a connection while it ran.
+    ``refused_by_proxy``: the node's proxy refused a connection while it ran; ``unresolved_by_proxy``:
+    a name the proxy resolved (``host``, the navigation's) did not resolve meanwhile.
     """
     net = net_error(message)
     if net == "ERR_BLOCKED_BY_CLIENT" or (net == "ERR_TUNNEL_CONNECTION_FAILED" and refused_by_proxy):
         return Stop("url_denied", f"{action}: the URL policy stopped this navigation on its way", took_effect=False)
+    if net in ("ERR_NAME_NOT_RESOLVED", "ERR_NAME_RESOLUTION_FAILED") or (
+            net == "ERR_TUNNEL_CONNECTION_FAILED" and unresolved_by_proxy):
+        return unresolved(action, host)
     if net in _UNSENT_NET_ERRORS:
         return Stop("navigation_failed", f"{action}: net::{net}; nothing reached the server",
                     retryable=True, took_effect=False)

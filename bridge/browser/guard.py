@@ -72,6 +72,11 @@ class UrlGuard:
         """How many connections the proxies have refused so far."""
         return self._proxy.refusals + sum(p.refusals for p in self._agents_proxies.values())
 
+    @property
+    def unresolved(self) -> int:
+        """How many connections the proxies could not open so far because a name did not resolve."""
+        return self._proxy.unresolved + sum(p.unresolved for p in self._agents_proxies.values())
+
     async def install(self, context: BrowserContext, agent: str | None) -> None:
         """Block service workers in a new browser context and, with URL lists, hook its requests (by the
         lists of ``agent``, whose session it is; the node's for the user context). A session of an agent

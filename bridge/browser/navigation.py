@@ -10,11 +10,12 @@ from __future__ import annotations
 import asyncio
 import contextlib
 from typing import Any, cast
+from urllib.parse import urlsplit
 
 from playwright.async_api import Error as PlaywrightError
 from playwright.async_api import TimeoutError as PlaywrightTimeoutError
 
-from bridge.browser.errors import ERROR_PAGE, Stop, is_closed_error, navigation_stop, net_error
+from bridge.browser.errors import ERROR_PAGE, Stop, is_closed_error, navigation_stop, net_error, unresolved
 from bridge.browser.run import Result, Run
 from messages.commands import Navigate
 
@@ -34,9 +35,18 @@ async def _settle(run: Run, error_page: asyncio.Event) -> None:
         await run.page.wait_for_load_state("load", timeout=run.ms())
 
 
+def _host_of(url: str) -> str | None:
+    """The host name of a URL, for a message; None when it has none."""
+    try:
+        return urlsplit(url).hostname
+    except ValueError:
+        return None
+
+
 async def goto(run: Run, url: str, wait_until: str) -> Result:
     """Navigate; a navigation that fails has settled (its error page committed) before this answers."""
-    page, refusals = run.page, run.guard.refusals
+    page, refusals, unresolved_before = run.page, run.guard.refusals, run.guard.unresolved
+    host = _host_of(url)
     error_page = asyncio.Event()
 
     def on_navigated(frame: Any) -> None:
@@ -54,13 +64,16 @@ async def goto(run: Run, url: str, wait_until: str) -> Result:
         message = e.message or str(e)
         if net_error(message) not in (None, "ERR_ABORTED"):
             await _settle(run, error_page)
-        stop = navigation_stop(run.action, message, run.guard.refusals > refusals)
+        stop = navigation_stop(run.action, message, run.guard.refusals > refusals,
+                               unresolved_by_proxy=run.guard.unresolved > unresolved_before, host=host)
         if stop is None:
             raise
         raise stop from None
     finally:
         page.remove_listener("framenavigated", on_navigated)
     refused = run.guard.proxy_answer(response)
+    if refused == "unresolved":
+        raise unresolved(run.action, host)
     if refused == "unreachable":
         raise Stop("navigation_failed", f"{run.action}: the server did not answer; nothing reached it",
                    retryable=True, took_effect=False)

@@ -5,6 +5,9 @@ gets the sign-in form (``GET /console``), a redirect to it (a Live View link), o
 token that is no operator's, or a wrong secret at sign-in, gets 403 and nothing else. Failed
 secrets are counted per client address (``bridge.console.limits``): past the limit, a sign-in or
 a bearer token from that address answers 429 ``login_rate_limited`` with ``Retry-After``, unchecked.
+The client's address is the connection's unless ``forwarded_allow_ips`` names the proxy it came
+through. Sign-in and sign-out are refused (403) when a browser says another site's page sent them:
+SameSite keeps the cookie from such a request, not a sign-out's answer from clearing it.
 """
 
 from __future__ import annotations
@@ -14,7 +17,7 @@ import time
 from collections.abc import Awaitable, Callable
 from importlib import resources
 from typing import TYPE_CHECKING, Any
-from urllib.parse import parse_qs
+from urllib.parse import parse_qs, urlsplit
 
 import orjson
 from starlette.requests import Request
@@ -69,6 +72,25 @@ def rate_limited(wait: int, page: bool) -> Response:
     if page:
         return _html(message_page(limited.message, limited.code), limited.http_status, retry)
     return _json(limited.to_json(), limited.http_status, retry)
+
+
+def cross_site(request: Request) -> bool:
+    """Whether a browser says the request comes from another site's page (``Sec-Fetch-Site``, else
+    ``Origin`` naming another host than the request's, or ``null``): a form there may not sign anyone
+    in or out. The console's pages send no referrer, so their own forms' ``Origin`` is ``null``; the
+    browsers that say ``Sec-Fetch-Site`` (all current ones) are judged by it alone. A request with
+    neither header (a script, not a browser) is not judged here."""
+    fetched_from = request.headers.get("sec-fetch-site")
+    if fetched_from is not None:
+        return fetched_from not in ("same-origin", "none")
+    origin = request.headers.get("origin")
+    if origin is None:
+        return False
+    return origin == "null" or urlsplit(origin).netloc.lower() != request.headers.get("host", "").lower()
+
+
+def _refused_cross_site() -> Response:
+    return _html(message_page("The console's forms are sent from the console's own page only.", "forbidden"), 403)
 
 
 def client_address(request: Request) -> str:
@@ -142,6 +164,8 @@ class Console:
         """Check the secret of the form; on a match, a session cookie and back to the console."""
         if not self.operators.configured:
             return _html(message_page(_NO_OPERATORS), 404)
+        if cross_site(request):
+            return _refused_cross_site()
         wait = self.limiter.retry_after(client_address(request))
         if wait is not None:
             return rate_limited(wait, page=True)
@@ -163,6 +187,9 @@ class Console:
             log.warning("console sign-ins from %s refused for a while: too many failed", address)
 
     async def logout(self, request: Request) -> Response:
+        """End the session of the request's cookie; refused (the cookie kept) from another site's page."""
+        if cross_site(request):
+            return _refused_cross_site()
         self.operators.sign_out(request.cookies.get(COOKIE))
         response = RedirectResponse("/console", 303, headers=_HEADERS)
         response.delete_cookie(COOKIE, path="/console", httponly=True, samesite="strict")

@@ -22,6 +22,7 @@ from bridge.config import BridgeConfig
 from bridge.nats_server import free_port
 from bridge.node import Node
 from kitsune.app import create_app
+from kitsune.serve import proxy_options
 from tests.nats_access import NatsAccess
 
 KITSUNE = Path(sys.executable).parent / "kitsune"
@@ -96,7 +97,8 @@ def app_over(node: Node, config: BridgeConfig, app: ASGIApp | None = None) -> It
     its base URL."""
     port = free_port()
     server = uvicorn.Server(uvicorn.Config(app or create_app(node, config), host="127.0.0.1", port=port,
-                                           log_config=None, lifespan="off"))
+                                           log_config=None, lifespan="off",
+                                           **proxy_options(config)))
     running = asyncio.run_coroutine_threadsafe(server.serve(), node.io.loop)
     try:
         while not server.started:

@@ -114,6 +114,16 @@ def test_navigate_to_a_closed_port_fails_with_nothing_sent(act: Act, tab: int) -
     assert outcome.failure.code == "navigation_failed" and outcome.failure.retryable
 
 
+@pytest.mark.parametrize("url", ["http://no-such-host.invalid/", "https://no-such-host.invalid/path"])
+def test_navigate_to_a_name_that_does_not_resolve_says_so(act: Act, tab: int, url: str) -> None:
+    outcome = act({"action": "navigate", "url": url}, tab)
+    assert isinstance(outcome, Failed), outcome
+    assert (outcome.failure.code, outcome.failure.retryable) == ("navigation_failed", True)
+    assert outcome.failure.error == ("navigate: the name no-such-host.invalid did not resolve (DNS); "
+                                     "nothing reached a server")
+    assert outcome.failure.state == {"reason": "name_not_resolved"}
+
+
 def test_page_text_find_and_screenshot(act: Act, tab: int, site: TestSite) -> None:
     goto(act, tab, site.url("/text"))
     page = done(act({"action": "pageText"}, tab))

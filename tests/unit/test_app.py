@@ -184,7 +184,9 @@ def test_every_route_but_healthz_answers_401_without_a_valid_bearer_token(node: 
     reads = {"/api/tabs", "/api/needs-user", "/api/sessions", "/api/schema", "/api/caps"}
     for method, path in [*(("POST", path) for path in GROUPS if path not in ("/api/needs-user", "/api/sessions")),
                          *(("GET", path) for path in sorted(reads)), ("DELETE", "/api/sessions/default")]:
-        assert error_of(client.request(method, path)) == (401, "unauthorized"), (method, path)
+        answer = client.request(method, path)
+        assert error_of(answer) == (401, "unauthorized"), (method, path)
+        assert answer.headers["www-authenticate"].startswith("Bearer"), (method, path)  # what to send
     assert client.get("/healthz").status_code == 200
     assert node.world.driver.sent == [] and node.acted == []
 
@@ -202,12 +204,13 @@ def test_the_scrape_token_reads_metrics_only(node: FakeNode) -> None:
     assert scraper.get("/metrics").text == "# fake exposition\n"
     assert error_of(scraper.get("/api/caps")) == (401, "unauthorized")
     assert client_of(node, config(), token=ALICE).get("/metrics").status_code == 200
-    assert error_of(client_of(node, config(), token=None).get("/metrics")) == (401, "unauthorized")
+    refused = client_of(node, config(), token=None).get("/metrics")
+    assert error_of(refused) == (401, "unauthorized") and refused.headers["www-authenticate"].startswith("Bearer")
 
 
 def test_an_unknown_route_answers_404_and_a_wrong_method_405(alice: TestClient, node: FakeNode) -> None:
-    assert alice.get("/api/nothing-here").status_code == 404
-    assert alice.get("/api/batch").status_code == 405
+    assert error_of(alice.get("/api/nothing-here")) == (404, "route_not_found")  # JSON, like every error
+    assert error_of(alice.get("/api/batch")) == (405, "method_not_allowed")
     assert [status for _, _, status in node.metrics.requests] == [404, 405]
 
 
@@ -224,7 +227,8 @@ def test_routes_outside_the_enabled_groups_answer_404_capability_disabled(node: 
 def test_the_app_factory_on_top_adds_mcp_behind_the_same_bearer_tokens(node: FakeNode) -> None:
     app = kitsune_app.create_app(cast(Node, node), config())
     assert [getattr(route, "path", None) for route in app.routes][-1] == "/mcp"
-    assert error_of(TestClient(app).post("/mcp", json={})) == (401, "unauthorized")
+    refused = TestClient(app).post("/mcp", json={})
+    assert error_of(refused) == (401, "unauthorized") and refused.headers["www-authenticate"].startswith("Bearer")
 
 
 # --- the rest: schema, caps, health ---------------------------------------------------------------

@@ -69,7 +69,7 @@ def test_an_unknown_key_is_refused_with_its_path(tmp_path: Path, text: str, path
     with pytest.raises(KitsuneError) as caught:
         load_config(tmp_path / "k.yaml", {})
     assert caught.value.code == "invalid_config"
-    assert caught.value.message == f"{path}: unknown key"
+    assert caught.value.message.startswith(f"{path}: unknown key")  # and the closest key (test_config_names)
 
 
 @pytest.mark.parametrize(("text", "path"), [
@@ -109,7 +109,7 @@ def test_the_environment_overrides_the_file_for_every_key(tmp_path: Path) -> Non
 def test_a_misspelt_variable_of_a_section_is_refused_and_a_bad_value_names_its_key() -> None:
     with pytest.raises(KitsuneError) as misspelt:
         load_config(None, {"KITSUNE_URLS__DENIED": "a.test"})
-    assert misspelt.value.message == "urls.denied: unknown key"
+    assert misspelt.value.message == "urls.denied: unknown key; did you mean deny?"
     with pytest.raises(KitsuneError) as bad:
         load_config(None, {"KITSUNE_MAX_BODY_BYTES": "lots"})
     assert bad.value.message.startswith("max_body_bytes: ")

@@ -325,7 +325,7 @@ def test_the_stdio_front_asks_the_bridge_for_tasks_and_caps_as_its_session() -> 
     assert session != new_session()
     with _http_bridge({"/api/tasks": {"tasks": [_view("expired")]}, "/api/caps": {"caps": ["core"]}}) as (url, heard):
         assert bridge_tasks(url, "token", session) == [_view("expired")]
-        assert bridge_caps(url, "token", session) == frozenset({"core"})
+        assert bridge_caps(url, "token", session) == (frozenset({"core"}), None)
     assert heard == [("/api/tasks", session), ("/api/caps", session)]
     with _http_bridge({}) as (url, _):
         assert bridge_tasks(url, "token", session) is None  # a bridge without tasks: the instructions say where
