@@ -12,8 +12,17 @@
   const random = new Uint8Array(16);
   crypto.getRandomValues(random);
   const doc = Array.from(random, (b) => b.toString(16).padStart(2, "0")).join("");
-  const hello = send({ op: "hello", doc });
-  const post = (op, fields) => hello.then(() => send({ op, doc, ...fields }));
+  let untracked = null;  // the node's refusal of this document (its tab has as many as it tracks): it declares nothing
+  const hello = send({ op: "hello", doc }).then((answer) => {
+    if (answer && typeof answer.refused === "string") untracked = answer.refused;
+  });
+  const post = (op, fields) => hello.then(() => {
+    if (untracked !== null) {
+      if (op === "register") return { refused: `registerTool ${fields.tool.name}: ${untracked}` };
+      throw new DOMException("the node does not track this document", "NotAllowedError");
+    }
+    return send({ op, doc, ...fields });
+  });
   // The page's own scripts run later and may replace these: the ones taken now are the browser's.
   const { stringify, parse } = JSON;
   let heard = 0;  // declaration messages sent: the node has heard them all when its count is the same
@@ -158,7 +167,7 @@
   Object.defineProperty(globalThis, Symbol.for("kitsune.siteTools"), {
     value: Object.freeze({
       doc,
-      declared: () => [doc, heard],
+      declared: () => (untracked === null ? [doc, heard] : null),
       invoke(to, id, name, input) {
         const tool = tools.get(name);
         if (to !== doc || tool === undefined) return false;

@@ -5,20 +5,28 @@ in time linear in what they bound: a declaration past one is refused by name (th
 promise rejects with the reason) and kept nowhere. A schema within them that names another resource (a
 ``$ref`` not of the form ``#...``) is kept, listed with ``invalid`` and never called: no schema is ever
 retrieved. The ``siteTools`` answer is bounded in bytes; the tools left out are named.
+
+A tab's frames share one more bound (:class:`Room`): together they hold at most :data:`MAX_FRAME_TOOLS` tools and
+:data:`MAX_FRAME_SCHEMA_BYTES` of schemas, besides the top document's own limits, which no frame can take; the
+node tracks at most :data:`MAX_TAB_DOCUMENTS` documents per tab. A document's declaration messages are also bounded
+in rate (:class:`DeclarationRate`), so that a page that floods them costs the node's loop a refusal each.
 """
 
 from __future__ import annotations
 
 import re
 from collections.abc import Iterable
+from dataclasses import dataclass
 from typing import Any
 
 import orjson
 
 from messages.commands import SITE_TOOL_NAME
 
-__all__ = ["MAX_ANNOTATIONS", "MAX_DESCRIPTION", "MAX_LISTED", "MAX_SCHEMA_BYTES", "MAX_SCHEMA_DEPTH", "MAX_TOOLS",
-           "Refused", "declared", "listed"]
+__all__ = ["DECLARATIONS_BURST", "DECLARATIONS_PER_SECOND", "MAX_ANNOTATIONS", "MAX_DESCRIPTION",
+           "MAX_FRAME_SCHEMA_BYTES", "MAX_FRAME_TOOLS", "MAX_LISTED", "MAX_SCHEMA_BYTES", "MAX_SCHEMA_DEPTH",
+           "MAX_TAB_DOCUMENTS", "MAX_TOOLS", "DeclarationRate", "Refused", "Room", "declared", "listed", "rate_refused",
+           "tab_documents_refused"]
 
 MAX_TOOLS = 64
 """Tools one document may declare at a time."""
@@ -28,6 +36,16 @@ MAX_SCHEMA_BYTES = 64 * 1024
 """Bytes of a tool's input schema, as the UTF-8 of the JSON text the page's declaration serialized to."""
 MAX_SCHEMA_DEPTH = 32
 """Nesting of objects and arrays in a tool's input schema (``{}`` is 1 deep)."""
+MAX_FRAME_TOOLS = 256
+"""Tools the documents of a tab's frames (every document but the top one) may declare at a time, all together."""
+MAX_FRAME_SCHEMA_BYTES = 4 * 1024 * 1024
+"""Bytes of the input schemas the documents of a tab's frames may hold at a time, all together."""
+MAX_TAB_DOCUMENTS = 128
+"""Documents of one tab the node tracks at a time (the top one always): a frame's document past it is refused."""
+DECLARATIONS_PER_SECOND = 64.0
+"""Declaration messages (``register``, ``unregister``, ``clear``) one document may send per second, sustained."""
+DECLARATIONS_BURST = 160.0
+"""Declaration messages one document may send at once (a page declaring its 64 tools at load, twice over)."""
 MAX_ANNOTATIONS = ("title", "readOnlyHint", "destructiveHint", "idempotentHint", "openWorldHint")
 """The annotations kept (listed as the page's information only, never a rule): booleans, a title of 128."""
 MAX_LISTED = 1024 * 1024
@@ -42,9 +60,52 @@ class Refused(Exception):
     """A declaration the node does not keep; its message, given to the page, names the limit."""
 
 
-def declared(tool: object, tools: dict[str, dict[str, Any]]) -> dict[str, Any]:
+@dataclass(frozen=True, slots=True)
+class Room:
+    """What the other documents of a tab leave to one declaration of a frame's document."""
+
+    tools: int = MAX_FRAME_TOOLS
+    """Tools that may still be declared (a tool declared again under its name takes no more)."""
+    schema_bytes: int = MAX_FRAME_SCHEMA_BYTES
+    """Bytes the declaration's schema may take (those of the tool it replaces are counted free)."""
+
+
+@dataclass(slots=True)
+class DeclarationRate:
+    """A document's declaration messages, within :data:`DECLARATIONS_PER_SECOND` (a bucket of
+    :data:`DECLARATIONS_BURST`)."""
+
+    left: float = DECLARATIONS_BURST
+    """Messages the document may send now."""
+    at: float | None = None
+    """The loop's time of ``left``."""
+
+    def take(self, now: float) -> bool:
+        """Whether a message at ``now`` is within the rate (and counted); False when it is past it."""
+        if self.at is not None:
+            self.left = min(DECLARATIONS_BURST, self.left + (now - self.at) * DECLARATIONS_PER_SECOND)
+        self.at = now
+        if self.left < 1:
+            return False
+        self.left -= 1
+        return True
+
+
+def rate_refused(op: str) -> str:
+    """The refusal of a declaration message past its document's rate."""
+    return (f"{op}: declaration_rate: this document sent more than {DECLARATIONS_PER_SECOND:g} declarations a second "
+            f"(after {DECLARATIONS_BURST:g} at once)")
+
+
+def tab_documents_refused() -> str:
+    """The refusal of a frame's document past the documents the node tracks for its tab."""
+    return f"tab_documents: this tab has {MAX_TAB_DOCUMENTS} documents already, the most the node tracks for one tab"
+
+
+def declared(tool: object, tools: dict[str, dict[str, Any]], room: Room | None = None) -> tuple[dict[str, Any], int]:
     """What the node keeps of ``tool`` (``{name, description, inputSchema}``, ``annotations`` if any, ``invalid``
-    when its schema cannot be used), declared in a document that declares ``tools``; else :class:`Refused`."""
+    when its schema cannot be used) and its schema's size in bytes, declared in a document that declares ``tools``
+    (in a frame's document, within ``room``); else :class:`Refused`."""
     if not isinstance(tool, dict):
         raise Refused("registerTool: a tool is an object")
     name, description, text = tool.get("name"), tool.get("description"), tool.get("inputSchema")
@@ -53,12 +114,18 @@ def declared(tool: object, tools: dict[str, dict[str, Any]]) -> dict[str, Any]:
     if name not in tools and len(tools) >= MAX_TOOLS:
         raise Refused(f"registerTool {name}: tool_count: this document declares {MAX_TOOLS} tools already, the most "
                       "one document may")
+    if room is not None and name not in tools and room.tools < 1:
+        raise Refused(f"registerTool {name}: tab_tool_count: this tab's frames declare {MAX_FRAME_TOOLS} tools already, "
+                      "the most a tab's frames may together")
     if not isinstance(description, str) or len(description) > MAX_DESCRIPTION:
         raise Refused(f"registerTool {name}: description_length: the description must be a string of at most "
                       f"{MAX_DESCRIPTION} characters")
-    if not isinstance(text, str) or len(text) > MAX_SCHEMA_BYTES or len(text.encode()) > MAX_SCHEMA_BYTES:
+    if not isinstance(text, str) or len(text) > MAX_SCHEMA_BYTES or (size := len(text.encode())) > MAX_SCHEMA_BYTES:
         raise Refused(f"registerTool {name}: schema_size: the input schema must be at most {MAX_SCHEMA_BYTES} bytes "
                       "of JSON")
+    if room is not None and size > room.schema_bytes:
+        raise Refused(f"registerTool {name}: tab_schema_size: this tab's frames hold schemas of {MAX_FRAME_SCHEMA_BYTES} "
+                      "bytes all together at most, and this one does not fit")
     try:
         schema = orjson.loads(text)
     except orjson.JSONDecodeError:
@@ -76,7 +143,7 @@ def declared(tool: object, tools: dict[str, dict[str, Any]]) -> dict[str, Any]:
     if foreign is not None:
         kept["invalid"] = (f"the input schema refers to {foreign[:200]!r}, which is not in the schema (only "
                            "references of the form #... are followed; no schema is ever retrieved)")
-    return kept
+    return kept, size
 
 
 def _walk(schema: dict[str, Any]) -> tuple[int, str | None]:
