@@ -166,6 +166,100 @@ def test_each_per_document_limit_is_refused_by_name_and_the_site_tools_answer_is
     assert one(node, tab, {"action": "callSiteTool", "name": "deep", "input": {}})[1]["code"] == "site_tool_not_found"
 
 
+# --- what a tab's documents hold together -------------------------------------------------------------------------
+
+FRAMES = """async () => {{
+  const frames = await Promise.all(Array.from({{length: {count}}}, () => new Promise((loaded) => {{
+    const frame = document.createElement("iframe");
+    frame.src = "/text";
+    frame.onload = () => loaded(frame);
+    document.body.append(frame);
+  }})));
+  const answers = [];
+  for (const frame of frames) {{  // one frame after the other: which one is refused first is known
+    answers.push(await Promise.all(Array.from({{length: {tools}}}, (_, i) => frame.contentWindow.navigator.modelContext
+      .registerTool({{name: "t" + i, description: "d".repeat(4000), inputSchema: {schema}, execute: async () => "ran"}})
+      .then(() => "ok", (e) => e.message.split(": ")[1]))));
+  }}
+  return answers;
+}}"""
+"""Add ``count`` iframes of the test site to the page, each declaring ``tools`` tools of ``schema`` (a JS
+expression); each registration's answer: ``ok`` or the name of the limit that refused it."""
+
+
+def held(node: Node, tab: int) -> dict[str, int]:
+    """What the node holds of the tab's documents, counted on its loop."""
+    async def counted() -> dict[str, int]:
+        return node.browser.site_tools.held(tab)
+    return node.io.run(counted(), timeout=10)
+
+
+def test_a_tab_s_frames_hold_a_bounded_total_of_tools_and_schema_bytes_each_refusal_named(
+        node: Node, site: TestSite) -> None:
+    big = {"type": "object", "description": "x" * 60_000}
+    size = len(json.dumps(big, separators=(",", ":")))
+    tab = node.open_tab(site.url(PAGE))
+    assert register(node, tab, f"""Array.from({{length: {declarations.MAX_TOOLS}}}, (_, i) => (
+        {{name: "top" + i, inputSchema: {json.dumps(big)}}}))""") == ["ok"] * declarations.MAX_TOOLS
+    frames = 6  # each declaring the most one document may: 6 x 64 x 60 kB, where the frames' 4 MiB fit 69
+    answers = [a for frame in on_page(node, tab, FRAMES.format(count=frames, tools=declarations.MAX_TOOLS,
+                                                                 schema=json.dumps(big))) for a in frame]
+    fits = declarations.MAX_FRAME_SCHEMA_BYTES // size
+    assert answers == ["ok"] * fits + ["tab_schema_size"] * (frames * declarations.MAX_TOOLS - fits)
+    tools = declarations.MAX_TOOLS + fits  # the top document's own, and what the frames hold together
+    assert held(node, tab) == {"documents": 1 + frames, "tools": tools, "schema_bytes": tools * size}
+
+    small = node.open_tab(site.url(PAGE))  # the count of tools, with schemas that fit
+    answers = [a for frame in on_page(node, small, FRAMES.format(count=frames, tools=declarations.MAX_TOOLS,
+                                                                   schema="{}")) for a in frame]
+    assert answers == ["ok"] * declarations.MAX_FRAME_TOOLS + ["tab_tool_count"] * (
+        frames * declarations.MAX_TOOLS - declarations.MAX_FRAME_TOOLS)
+    assert held(node, small)["tools"] == declarations.MAX_FRAME_TOOLS
+
+
+def test_a_tab_s_documents_are_bounded_and_those_of_removed_frames_dropped(node: Node, site: TestSite) -> None:
+    tab = node.open_tab(site.url(PAGE))
+    over = declarations.MAX_TAB_DOCUMENTS + 8
+    answers = on_page(node, tab, FRAMES.format(count=over, tools=1, schema="{}"))
+    assert sum(answer == ["ok"] for answer in answers) == declarations.MAX_TAB_DOCUMENTS - 1  # with the top one
+    assert {a for answer in answers for a in answer} == {"ok", "tab_documents"}
+    assert held(node, tab)["documents"] == declarations.MAX_TAB_DOCUMENTS
+    churn = """async () => {
+      document.querySelectorAll("iframe").forEach((frame) => frame.remove());
+      for (let round = 0; round < 6; round++) {  // 300 frames made and removed, 50 at a time
+        const frames = await Promise.all(Array.from({length: 50}, () => new Promise((loaded) => {
+          const frame = document.createElement("iframe");
+          frame.src = "/text";
+          frame.onload = () => loaded(frame);
+          document.body.append(frame);
+        })));
+        frames.forEach((frame) => frame.remove());
+      }
+    }"""
+    on_page(node, tab, churn)
+    deadline = time.monotonic() + 10
+    while (documents := held(node, tab)["documents"]) > 1 and time.monotonic() < deadline:
+        time.sleep(0.1)  # a frame's removal reaches the node as an event of its own, after the page's script
+    assert documents == 1  # the top document only: nothing of the 300 frames is left on the node
+    answers = on_page(node, tab, FRAMES.format(count=2, tools=1, schema="{}"))
+    assert answers == [["ok"], ["ok"]]  # the removed frames' places are free again
+
+
+def test_a_site_tool_call_whose_step_time_runs_out_in_the_check_is_counted_failed(node: Node, site: TestSite) -> None:
+    tab = node.open_tab(site.url(PAGE))
+    pattern = {"type": "object", "properties": {"q": {"type": "string", "pattern": r"^(\w+\s?)*$"}}}
+    assert register(node, tab, json.dumps([{"name": "slow", "inputSchema": pattern}])) == ["ok"]
+
+    def failed() -> float:
+        return node.metrics.registry.get_sample_value("kitsune_site_tool_calls_total", {"outcome": "failed"}) or 0.0
+    before = failed()
+    sentence = "an ordinary sentence that goes on long enough to backtrack for ever!"
+    body, result = one(node, tab, {"action": "callSiteTool", "name": "slow", "input": {"q": sentence}, "timeout": 0.5})
+    assert (body["status"], result["code"]) == ("failed", "timeout"), body
+    assert failed() == before + 1
+    assert on_page(node, tab, CALLED) == 0
+
+
 # --- readOnlyHint -----------------------------------------------------------------------------------------------
 
 @pytest.fixture(scope="module")

@@ -234,13 +234,14 @@ class SiteTools:
         not tracked (its declarations are refused), a detached frame's is not tracked."""
         if frame.is_detached():
             raise _Refused
-        main, documents = frame is page.main_frame, self._tabs.setdefault(tab, {})
-        if not main and frame not in documents and len(documents) >= MAX_TAB_DOCUMENTS:
+        main = frame is page.main_frame
+        if not main and frame not in self._documents and len(self._tabs.get(tab, ())) >= MAX_TAB_DOCUMENTS:
             return {"refused": tab_documents_refused()}
         parent = self._documents.get(frame.parent_frame) if frame.parent_frame is not None else None
         origin, url = _origin(frame.url, parent.origin if parent is not None else "null")
         self._gone(self._untrack(frame))
-        self._documents[frame] = documents[frame] = Document(nonce, frame, tab, origin, url, main)
+        document = self._documents[frame] = Document(nonce, frame, tab, origin, url, main)
+        self._tabs.setdefault(tab, {})[frame] = document
         self._change()
         return None
 
