@@ -95,18 +95,18 @@ def test_a_schema_that_refers_to_another_resource_is_invalid_never_fetched_never
     assert on_page(node, tab, CALLED) == 0
 
 
-def _lag_while(node: Node, work: Any) -> tuple[float, Any]:
-    """The worst lateness of a 10 ms sleep on the node's loop while ``work()`` runs (from another thread), and
-    what ``work`` returned."""
+def _lag_while(node: Node, work: Any) -> tuple[list[float], Any]:
+    """How late each 10 ms sleep on the node's loop woke while ``work()`` ran (from another thread), and what
+    ``work`` returned."""
     done = False
 
-    async def measure() -> float:
-        loop, worst = asyncio.get_running_loop(), 0.0
+    async def measure() -> list[float]:
+        loop, lags = asyncio.get_running_loop(), list[float]()
         while not done:
             before = loop.time()
             await asyncio.sleep(0.01)
-            worst = max(worst, loop.time() - before - 0.01)
-        return worst
+            lags.append(loop.time() - before - 0.01)
+        return lags
 
     lag = asyncio.run_coroutine_threadsafe(measure(), node.io.loop)
     try:
@@ -116,7 +116,43 @@ def _lag_while(node: Node, work: Any) -> tuple[float, Any]:
     return lag.result(timeout=30), result
 
 
+FLOOD = """async () => {{
+  const schema = {schema};
+  const tools = Array.from({{length: {tools}}}, (_, i) => ({{name: "t" + i, description: "d".repeat(4000),
+    inputSchema: schema, execute: async () => "ran"}}));
+  const frames = await Promise.all(Array.from({{length: {frames}}}, () => new Promise((loaded) => {{
+    const frame = document.createElement("iframe");
+    frame.src = "/text";
+    frame.onload = () => loaded(frame.contentWindow);
+    document.body.append(frame);
+  }})));
+  const answers = {{}};
+  const end = Date.now() + {seconds} * 1000;
+  await Promise.all([window, ...frames].map(async (w) => {{
+    while (Date.now() < end) {{  // every tool again, as fast as the node answers
+      w.navigator.modelContext.clearContext();
+      const given = await Promise.all(tools.map((t) => w.navigator.modelContext.registerTool(t).then(() => "ok",
+        (e) => e.message.split(": ")[1])));
+      given.forEach((name) => {{ answers[name] = (answers[name] || 0) + 1; }});
+    }}
+  }}));
+  return answers;
+}}"""
+"""A hostile page: its top document and ``frames`` frames declare ``tools`` tools of ``schema`` again and again for
+``seconds``; how many declarations the node took (``ok``) and refused, by the limit's name."""
+
+
 def test_a_backtracking_pattern_and_a_flood_of_declarations_leave_the_loop_free(node: Node, site: TestSite) -> None:
+    """The loop's lateness for everyone else while a hostile page floods declarations and a pattern backtracks.
+
+    Measured as a 10 ms sleep on the node's loop, woken again and again through the flood (a few hundred samples):
+    the 95th percentile is under 100 ms (the issue's bound) and the worst under 500 ms. The percentile is the
+    statistic because the work the page makes the node do shows in every sample it delays, while a lone late
+    sample is as likely to be the machine's (on 2 shared cores beside ``stress-ng --cpu 2``, Chromium rendering
+    the flood and Playwright's driver take turns with the loop's thread, and the scheduler may hold any thread for
+    a time slice or a few); the worst is bounded too, far below the hostile delays the issue measured (4-9 s for
+    a pattern, a 25 s hold for a ``$ref``), so that one long hold cannot hide behind the percentile.
+    """
     tab, flood = node.open_tab(site.url(PAGE)), node.open_tab(site.url(PAGE))
     pattern = {"type": "object", "properties": {"q": {"type": "string", "pattern": r"^(\w+\s?)*$"}}}
     assert register(node, tab, json.dumps([{"name": "hostile", "inputSchema": pattern}])) == ["ok"]
@@ -124,21 +160,24 @@ def test_a_backtracking_pattern_and_a_flood_of_declarations_leave_the_loop_free(
     sentence = "an ordinary sentence of the kind an agent types and long enough to backtrack for minutes!"
     big = {"type": "object", "description": "x" * 60_000}
 
-    def hostile() -> dict[str, Any]:
+    def hostile() -> tuple[dict[str, Any], dict[str, int]]:
         with concurrent.futures.ThreadPoolExecutor(1) as apart:
-            declared = apart.submit(register, node, flood, f"""Array.from({{length: 300}}, (_, i) => (
-                {{name: "t" + i, description: "d".repeat(4000), inputSchema: {json.dumps(big)}}}))""")
+            declared = apart.submit(on_page, node, flood, FLOOD.format(schema=json.dumps(big), tools=300, frames=3,
+                                                                       seconds=4))
             result = one(node, tab, {"action": "callSiteTool", "name": "hostile", "input": {"q": sentence}})[1]
-            declared.result(timeout=60)
-        return result
+            return result, declared.result(timeout=60)
 
     started = time.monotonic()
-    worst, result = _lag_while(node, hostile)
+    lags, (result, answers) = _lag_while(node, hostile)
     assert (result["code"], result["state"]["rule"]) == ("invalid_input", "timeout"), result
     assert time.monotonic() - started < 30
-    # The hostile delays were 4-9 s (a pattern) and a 25 s hold (a $ref): the bound is far from them, and above
-    # what a machine loaded by other work (2 cores, a load of 15) costs a free loop (0.1 s at rest).
-    assert worst < 1.0, f"the node's loop was held {worst:.3f}s"
+    lags.sort()
+    p95, worst = lags[int(len(lags) * 0.95)], lags[-1]
+    print(f"loop lateness over {len(lags)} samples: median {lags[len(lags) // 2] * 1000:.1f} ms, p95 {p95 * 1000:.1f} "
+          f"ms, worst {worst * 1000:.1f} ms; declarations {answers}")
+    assert answers["tool_count"] > 0 and answers["declaration_rate"] > 0, answers  # the page's, then the node's
+    assert p95 < 0.1, f"the node's loop was late by {p95:.3f}s or more in 5% of {len(lags)} samples"
+    assert worst < 0.5, f"the node's loop was held {worst:.3f}s"
     assert on_page(node, tab, CALLED) == 1  # the warm-up call only
 
 
@@ -205,7 +244,8 @@ def test_a_tab_s_frames_hold_a_bounded_total_of_tools_and_schema_bytes_each_refu
     answers = [a for frame in on_page(node, tab, FRAMES.format(count=frames, tools=declarations.MAX_TOOLS,
                                                                  schema=json.dumps(big))) for a in frame]
     fits = declarations.MAX_FRAME_SCHEMA_BYTES // size
-    assert answers == ["ok"] * fits + ["tab_schema_size"] * (frames * declarations.MAX_TOOLS - fits)
+    assert answers[:fits] == ["ok"] * fits and answers[fits] == "tab_schema_size", answers[fits]
+    assert set(answers[fits:]) <= {"tab_schema_size", "declaration_rate"}  # 23 MB at once: past the rate too
     tools = declarations.MAX_TOOLS + fits  # the top document's own, and what the frames hold together
     assert held(node, tab) == {"documents": 1 + frames, "tools": tools, "schema_bytes": tools * size}
 

@@ -177,12 +177,35 @@ def test_a_frame_s_declaration_is_refused_by_name_past_what_the_tab_s_frames_hol
     assert declared(_tool(inputSchema=schema), {}, Room(schema_bytes=len(schema)))[1] == len(schema)
 
 
-def test_a_document_s_declarations_are_bounded_in_rate() -> None:
-    rate = DeclarationRate()
-    assert all(rate.take(10.0) for _ in range(int(declarations.DECLARATIONS_BURST)))
-    assert not rate.take(10.0)
-    assert rate.take(10.0 + 1 / declarations.DECLARATIONS_PER_SECOND) and not rate.take(10.0 + 1 / 64)
-    assert sum(rate.take(20.0) for _ in range(1000)) == declarations.DECLARATIONS_BURST  # refilled, never past it
+def test_declarations_are_bounded_in_rate_by_their_schemas_bytes() -> None:
+    rate, big = DeclarationRate(), declarations.MAX_SCHEMA_BYTES
+    assert all(rate.take(10.0, big) for _ in range(declarations.DECLARATION_BURST // big))
+    assert not rate.take(10.0, big) and not rate.take(10.0, 0)  # a small message counts too
+    assert rate.take(10.0 + big / declarations.DECLARATION_RATE, big)
+    assert not rate.take(10.0 + big / declarations.DECLARATION_RATE, 0)
+    taken = sum(rate.take(30.0, 0) for _ in range(10_000))  # refilled, never past the burst
+    assert taken == declarations.DECLARATION_BURST // declarations.DECLARATION_COST
+
+
+@pytest.mark.parametrize(("schema", "limit"), [
+    ("{\"a\":[" + ",".join(["[]"] * (declarations.MAX_SCHEMA_NODES + 1)) + "]}", "schema_nodes"),
+    ("{\"a\":" + "[" * 32 + "]" * 32 + "}", "schema_depth"),
+    ("{\"a\":\"" + "[" * 40 + "\"}", None),  # brackets in a string are text
+    ("{\"a\":[" + ",".join(["{}"] * (declarations.MAX_SCHEMA_NODES - 2)) + "]}", None),
+])
+def test_a_schema_s_shape_is_read_before_it_is_parsed(schema: str, limit: str | None) -> None:
+    if limit is None:
+        assert declared(_tool(inputSchema=schema), {})[0]["inputSchema"] == json.loads(schema)
+    else:
+        with pytest.raises(Refused, match=limit):
+            declared(_tool(inputSchema=schema), {})
+
+
+def test_a_foreign_reference_is_found_in_the_schema_s_text_never_in_its_strings() -> None:
+    text = json.dumps({"description": "\"$ref\": \"http://127.0.0.2/in-a-string\"", "$ref": "#/$defs/x",
+                       "items": {"$dynamicRef": "http://127.0.0.2/s.json"}})
+    assert "in-a-string" not in declared(_tool(inputSchema=text), {})[0]["invalid"]
+    assert "http://127.0.0.2/s.json" in declared(_tool(inputSchema=text), {})[0]["invalid"]
 
 
 def test_a_site_tools_answer_is_bounded_and_names_what_it_left_out() -> None:

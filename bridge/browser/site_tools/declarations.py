@@ -8,8 +8,10 @@ retrieved. The ``siteTools`` answer is bounded in bytes; the tools left out are 
 
 A tab's frames share one more bound (:class:`Room`): together they hold at most :data:`MAX_FRAME_TOOLS` tools and
 :data:`MAX_FRAME_SCHEMA_BYTES` of schemas, besides the top document's own limits, which no frame can take; the
-node tracks at most :data:`MAX_TAB_DOCUMENTS` documents per tab. A document's declaration messages are also bounded
-in rate (:class:`DeclarationRate`), so that a page that floods them costs the node's loop a refusal each.
+node tracks at most :data:`MAX_TAB_DOCUMENTS` documents per tab. Declaration messages are bounded in rate too
+(:class:`DeclarationRate`: the top document's, and its frames' together), so that a page that floods them costs the
+node's loop a refusal each; and no check here walks a schema in Python: its shape is read from its text by scans in
+C before it is parsed, so that no declaration holds the loop for long.
 """
 
 from __future__ import annotations
@@ -23,10 +25,10 @@ import orjson
 
 from messages.commands import SITE_TOOL_NAME
 
-__all__ = ["DECLARATIONS_BURST", "DECLARATIONS_PER_SECOND", "MAX_ANNOTATIONS", "MAX_DESCRIPTION",
+__all__ = ["DECLARATION_BURST", "DECLARATION_COST", "DECLARATION_RATE", "MAX_ANNOTATIONS", "MAX_DESCRIPTION",
            "MAX_FRAME_SCHEMA_BYTES", "MAX_FRAME_TOOLS", "MAX_LISTED", "MAX_SCHEMA_BYTES", "MAX_SCHEMA_DEPTH",
-           "MAX_TAB_DOCUMENTS", "MAX_TOOLS", "DeclarationRate", "Refused", "Room", "declared", "listed", "rate_refused",
-           "tab_documents_refused"]
+           "MAX_SCHEMA_NODES", "MAX_TAB_DOCUMENTS", "MAX_TOOLS", "DeclarationRate", "Refused", "Room", "declared",
+           "listed", "rate_refused", "tab_documents_refused"]
 
 MAX_TOOLS = 64
 """Tools one document may declare at a time."""
@@ -42,10 +44,15 @@ MAX_FRAME_SCHEMA_BYTES = 4 * 1024 * 1024
 """Bytes of the input schemas the documents of a tab's frames may hold at a time, all together."""
 MAX_TAB_DOCUMENTS = 128
 """Documents of one tab the node tracks at a time (the top one always): a frame's document past it is refused."""
-DECLARATIONS_PER_SECOND = 64.0
-"""Declaration messages (``register``, ``unregister``, ``clear``) one document may send per second, sustained."""
-DECLARATIONS_BURST = 160.0
-"""Declaration messages one document may send at once (a page declaring its 64 tools at load, twice over)."""
+DECLARATION_RATE = 1024 * 1024
+"""Bytes of declarations a second the top document of a tab may send, and its frames together, sustained: a message
+counts its schema's characters, and at least :data:`DECLARATION_COST`."""
+DECLARATION_BURST = 5 * 1024 * 1024
+"""Bytes of declarations they may send at once (a page declaring its 64 tools of 64 KiB at load, and more)."""
+DECLARATION_COST = 4096
+"""What a declaration message counts at least (a ``clear``, an ``unregister``, a small tool)."""
+MAX_SCHEMA_NODES = 4096
+"""Objects and arrays in a tool's input schema: what its text may cost the node once parsed, and parsing it."""
 MAX_ANNOTATIONS = ("title", "readOnlyHint", "destructiveHint", "idempotentHint", "openWorldHint")
 """The annotations kept (listed as the page's information only, never a rule): booleans, a title of 128."""
 MAX_LISTED = 1024 * 1024
@@ -53,7 +60,13 @@ MAX_LISTED = 1024 * 1024
 _LISTED_NAMES = 256
 """Names of left-out tools a ``siteTools`` answer lists at most (the rest are only counted)."""
 _NAME = re.compile(SITE_TOOL_NAME)
-_REFERENCES = ("$ref", "$dynamicRef", "$recursiveRef")
+_STRING = r'"[^"\\]*(?:\\.[^"\\]*)*"'
+_STRINGS = re.compile(_STRING)
+_BRACKETS = bytes.maketrans(b"{}", b"[]")
+_NOT_BRACKETS = bytes(byte for byte in range(256) if byte not in b"[]{}")
+_REFERENCE = re.compile(r'"\$(?:ref|dynamicRef|recursiveRef)"\s*:\s*(?!"#)(' + _STRING + ")")
+"""A reference's key and its value (a JSON string) when that does not start with ``#`` as written; a key is always
+followed by ``:``, a string's content never has an unescaped ``"``, so nothing inside a string matches."""
 
 
 class Refused(Exception):
@@ -72,29 +85,29 @@ class Room:
 
 @dataclass(slots=True)
 class DeclarationRate:
-    """A document's declaration messages, within :data:`DECLARATIONS_PER_SECOND` (a bucket of
-    :data:`DECLARATIONS_BURST`)."""
+    """Declaration messages within :data:`DECLARATION_RATE` (a bucket of :data:`DECLARATION_BURST`)."""
 
-    left: float = DECLARATIONS_BURST
-    """Messages the document may send now."""
+    left: float = DECLARATION_BURST
+    """Bytes that may be sent now."""
     at: float | None = None
     """The loop's time of ``left``."""
 
-    def take(self, now: float) -> bool:
-        """Whether a message at ``now`` is within the rate (and counted); False when it is past it."""
+    def take(self, now: float, size: int) -> bool:
+        """Whether a message of ``size`` at ``now`` is within the rate (and counted); False when it is past it."""
         if self.at is not None:
-            self.left = min(DECLARATIONS_BURST, self.left + (now - self.at) * DECLARATIONS_PER_SECOND)
+            self.left = min(DECLARATION_BURST, self.left + (now - self.at) * DECLARATION_RATE)
         self.at = now
-        if self.left < 1:
+        cost = max(DECLARATION_COST, size)
+        if self.left < cost:
             return False
-        self.left -= 1
+        self.left -= cost
         return True
 
 
 def rate_refused(op: str) -> str:
-    """The refusal of a declaration message past its document's rate."""
-    return (f"{op}: declaration_rate: this document sent more than {DECLARATIONS_PER_SECOND:g} declarations a second "
-            f"(after {DECLARATIONS_BURST:g} at once)")
+    """The refusal of a declaration message past its rate."""
+    return (f"{op}: declaration_rate: this document (or its tab's frames) sent more than {DECLARATION_RATE} bytes of "
+            f"declarations a second (after {DECLARATION_BURST} at once)")
 
 
 def tab_documents_refused() -> str:
@@ -126,16 +139,7 @@ def declared(tool: object, tools: dict[str, dict[str, Any]], room: Room | None =
     if room is not None and size > room.schema_bytes:
         raise Refused(f"registerTool {name}: tab_schema_size: this tab's frames hold schemas of {MAX_FRAME_SCHEMA_BYTES} "
                       "bytes all together at most, and this one does not fit")
-    try:
-        schema = orjson.loads(text)
-    except orjson.JSONDecodeError:
-        raise Refused(f"registerTool {name}: inputSchema must be a JSON object") from None
-    if not isinstance(schema, dict):
-        raise Refused(f"registerTool {name}: inputSchema must be a JSON object")
-    depth, foreign = _walk(schema)
-    if depth > MAX_SCHEMA_DEPTH:
-        raise Refused(f"registerTool {name}: schema_depth: the input schema nests {depth} deep, more than "
-                      f"{MAX_SCHEMA_DEPTH}")
+    schema, foreign = _schema(name, text)
     kept: dict[str, Any] = {"name": name, "description": description, "inputSchema": schema}
     annotations = _annotations(tool.get("annotations"))
     if annotations:
@@ -146,21 +150,35 @@ def declared(tool: object, tools: dict[str, dict[str, Any]], room: Room | None =
     return kept, size
 
 
-def _walk(schema: dict[str, Any]) -> tuple[int, str | None]:
-    """The nesting depth of ``schema``, and its first reference to another resource (None if none)."""
-    depth, foreign = 0, None
-    stack: list[tuple[Any, int]] = [(schema, 1)]
-    while stack:
-        node, level = stack.pop()
-        depth = max(depth, level)
-        if isinstance(node, dict):
-            if foreign is None:
-                foreign = next((ref for key in _REFERENCES
-                                if isinstance(ref := node.get(key), str) and not ref.startswith("#")), None)
-            stack.extend((child, level + 1) for child in node.values() if isinstance(child, dict | list))
-        else:
-            stack.extend((child, level + 1) for child in node if isinstance(child, dict | list))
-    return depth, foreign
+def _schema(name: str, text: str) -> tuple[dict[str, Any], str | None]:
+    """The schema of the JSON ``text`` and its first reference to another resource (None if none), its shape
+    checked before it is parsed (a parse costs what it creates); else :class:`Refused`. Each step is a scan in C:
+    its strings taken out, then its brackets alone, whose innermost pairs go one level a pass."""
+    brackets = _STRINGS.sub("", text).encode().translate(_BRACKETS, _NOT_BRACKETS)
+    if len(brackets) > 2 * MAX_SCHEMA_NODES:
+        raise Refused(f"registerTool {name}: schema_nodes: the input schema has more than {MAX_SCHEMA_NODES} objects "
+                      "and arrays")
+    for _ in range(MAX_SCHEMA_DEPTH):
+        brackets = brackets.replace(b"[]", b"")
+    if brackets:
+        raise Refused(f"registerTool {name}: schema_depth: the input schema nests more than {MAX_SCHEMA_DEPTH} deep")
+    try:
+        schema = orjson.loads(text)
+    except orjson.JSONDecodeError:
+        raise Refused(f"registerTool {name}: inputSchema must be a JSON object") from None
+    if not isinstance(schema, dict):
+        raise Refused(f"registerTool {name}: inputSchema must be a JSON object")
+    return schema, _foreign(text)
+
+
+def _foreign(text: str) -> str | None:
+    """The first reference of the JSON ``text`` to another resource (a ``$ref`` not of the form ``#...``), if any.
+    (A key spelt with escapes is missed here; the checker, which retrieves nothing, refuses it at the call.)"""
+    for found in _REFERENCE.finditer(text):
+        ref = orjson.loads(found.group(1))
+        if not ref.startswith("#"):
+            return str(ref)
+    return None
 
 
 def _annotations(given: object) -> dict[str, Any]:

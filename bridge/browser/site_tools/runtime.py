@@ -29,6 +29,7 @@ from bridge.browser.site_tools.declarations import (
     MAX_FRAME_SCHEMA_BYTES,
     MAX_FRAME_TOOLS,
     MAX_TAB_DOCUMENTS,
+    DeclarationRate,
     Refused,
     Room,
     declared,
@@ -91,6 +92,8 @@ class SiteTools:
         """Each frame's current document."""
         self._tabs: dict[int, dict[Frame, Document]] = {}
         """The same, by tab (at most :data:`MAX_TAB_DOCUMENTS` each)."""
+        self._frame_rates: dict[int, DeclarationRate] = {}
+        """The declarations of each tab's frames, within their rate (the top document's is its own)."""
         self._chains: set[Chain] = set()
         self._tokens: Continuations[Chain] = Continuations()
         self._changed = asyncio.Event()
@@ -252,13 +255,17 @@ class SiteTools:
             documents.pop(frame, None)
             if not documents:
                 self._tabs.pop(document.tab, None)
+                self._frame_rates.pop(document.tab, None)
         return document
 
     def _declare(self, document: Document, op: str, message: dict[str, Any]) -> dict[str, str] | None:
         """Take a declaration message; a refused one answers ``{"refused": why}`` (the page's promise rejects)."""
         if isinstance(seq := message.get("seq"), int):
             document.heard = max(document.heard, seq)
-        if not document.rate.take(asyncio.get_running_loop().time()):
+        tool = message.get("tool")
+        size = len(text) if isinstance(tool, dict) and isinstance(text := tool.get("inputSchema"), str) else 0
+        rate = document.rate if document.main else self._frame_rates.setdefault(document.tab, DeclarationRate())
+        if not rate.take(asyncio.get_running_loop().time(), size):
             return {"refused": rate_refused(op)}  # before any other work: a flood costs a refusal each
         try:
             if op == "clear":
@@ -268,8 +275,8 @@ class SiteTools:
                 document.tools.pop(name := str(message.get("name")), None)
                 document.sizes.pop(name, None)
             else:
-                tool, size = declared(message.get("tool"), document.tools, self._room(document, message.get("tool")))
-                document.tools[tool["name"]], document.sizes[tool["name"]] = tool, size
+                kept, size = declared(tool, document.tools, self._room(document, tool))
+                document.tools[kept["name"]], document.sizes[kept["name"]] = kept, size
         except Refused as refused:
             return {"refused": str(refused)}
         finally:
