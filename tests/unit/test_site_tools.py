@@ -222,3 +222,5 @@ def test_the_page_script_checks_the_node_s_limits_first() -> None:
     script = (Path(declarations.__file__).parent.parent / "js" / "model_context.js").read_text()
     assert (f"const LIMITS = {{ tools: {declarations.MAX_TOOLS}, description: {declarations.MAX_DESCRIPTION}, "
             f"schemaBytes: {declarations.MAX_SCHEMA_BYTES} }};") in script
+    assert (f"const RATE = {{ bytes: {declarations.DECLARATION_RATE}, burst: {declarations.DECLARATION_BURST}, "
+            f"cost: {declarations.DECLARATION_COST} }};") in script

@@ -31,6 +31,18 @@
 
   const OUTPUT_CHARS = 1048576;  // a tool's output, as JSON: the node does not take more
   const LIMITS = { tools: 64, description: 4096, schemaBytes: 65536 };  // declarations.py's, tested alike
+  const RATE = { bytes: 1048576, burst: 5242880, cost: 4096 };  // DECLARATION_RATE, _BURST, _COST: tested alike
+  let left = RATE.burst;
+  let at = performance.now();
+  const within = (size) => {  // the node's bound on this document's declarations, kept here first
+    const now = performance.now();
+    left = Math.min(RATE.burst, left + ((now - at) / 1000) * RATE.bytes);
+    at = now;
+    const cost = Math.max(RATE.cost, size);
+    if (left < cost) return false;
+    left -= cost;
+    return true;
+  };
   const refusal = (name, why) => ({ refused: `registerTool ${name}: ${why}` });
   const tools = new Map();  // name -> the page's declaration
   const running = new Map();  // invocation id -> its AbortController
@@ -117,6 +129,10 @@
     if (tools.size >= LIMITS.tools) {
       return Promise.reject(new TypeError(`registerTool ${declared.name}: tool_count: this document declares `
         + `${LIMITS.tools} tools already, the most one document may`));
+    }
+    if (!within(declared.inputSchema.length + declared.description.length)) {
+      return Promise.reject(new TypeError(`registerTool ${declared.name}: declaration_rate: this document declared `
+        + `more than ${RATE.bytes} bytes of tools a second (after ${RATE.burst} at once)`));
     }
     tools.set(declared.name, declared);
     const { name, description, inputSchema, annotations } = declared;

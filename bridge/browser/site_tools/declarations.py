@@ -45,12 +45,12 @@ MAX_FRAME_SCHEMA_BYTES = 4 * 1024 * 1024
 MAX_TAB_DOCUMENTS = 128
 """Documents of one tab the node tracks at a time (the top one always): a frame's document past it is refused."""
 DECLARATION_RATE = 1024 * 1024
-"""Bytes of declarations a second the top document of a tab may send, and its frames together, sustained: a message
-counts its schema's characters, and at least :data:`DECLARATION_COST`."""
+"""Bytes of tools a second the top document of a tab may declare, and its frames together, sustained: a ``register``
+counts the characters of its schema and description, and at least :data:`DECLARATION_COST`."""
 DECLARATION_BURST = 5 * 1024 * 1024
 """Bytes of declarations they may send at once (a page declaring its 64 tools of 64 KiB at load, and more)."""
 DECLARATION_COST = 4096
-"""What a declaration message counts at least (a ``clear``, an ``unregister``, a small tool)."""
+"""What a ``register`` counts at least (a small tool). (An ``unregister`` or ``clear`` only frees: never refused.)"""
 MAX_SCHEMA_NODES = 4096
 """Objects and arrays in a tool's input schema: what its text may cost the node once parsed, and parsing it."""
 MAX_ANNOTATIONS = ("title", "readOnlyHint", "destructiveHint", "idempotentHint", "openWorldHint")
@@ -104,10 +104,11 @@ class DeclarationRate:
         return True
 
 
-def rate_refused(op: str) -> str:
-    """The refusal of a declaration message past its rate."""
-    return (f"{op}: declaration_rate: this document (or its tab's frames) sent more than {DECLARATION_RATE} bytes of "
-            f"declarations a second (after {DECLARATION_BURST} at once)")
+def rate_refused(tool: object) -> str:
+    """The refusal of a declaration past its rate."""
+    name = str(tool.get("name"))[:128] if isinstance(tool, dict) else "?"
+    return (f"registerTool {name}: declaration_rate: this document (or its tab's frames) declared more than "
+            f"{DECLARATION_RATE} bytes of tools a second (after {DECLARATION_BURST} at once)")
 
 
 def tab_documents_refused() -> str:

@@ -263,10 +263,9 @@ class SiteTools:
         if isinstance(seq := message.get("seq"), int):
             document.heard = max(document.heard, seq)
         tool = message.get("tool")
-        size = len(text) if isinstance(tool, dict) and isinstance(text := tool.get("inputSchema"), str) else 0
         rate = document.rate if document.main else self._frame_rates.setdefault(document.tab, DeclarationRate())
-        if not rate.take(asyncio.get_running_loop().time(), size):
-            return {"refused": rate_refused(op)}  # before any other work: a flood costs a refusal each
+        if op == "register" and not rate.take(asyncio.get_running_loop().time(), _size(tool)):
+            return {"refused": rate_refused(tool)}  # before any other work: a flood costs a refusal each
         try:
             if op == "clear":
                 document.tools.clear()
@@ -406,6 +405,13 @@ def _origin(url: str, inherited: str) -> tuple[str, str]:
     if url.startswith("about:"):
         return inherited, bare_url(url)
     return "null", f"{parts.scheme}:"
+
+
+def _size(tool: object) -> int:
+    """What a declaration counts in its rate: the characters of its schema and description."""
+    if not isinstance(tool, dict):
+        return 0
+    return sum(len(text) for text in (tool.get("inputSchema"), tool.get("description")) if isinstance(text, str))
 
 
 def bare_url(url: str) -> str:
