@@ -175,7 +175,7 @@ def test_a_backtracking_pattern_and_a_flood_of_declarations_leave_the_loop_free(
     p95, worst = lags[int(len(lags) * 0.95)], lags[-1]
     print(f"loop lateness over {len(lags)} samples: median {lags[len(lags) // 2] * 1000:.1f} ms, p95 {p95 * 1000:.1f} "
           f"ms, worst {worst * 1000:.1f} ms; declarations {answers}")
-    assert answers["tool_count"] > 0 and answers["declaration_rate"] > 0, answers  # the page's, then the node's
+    assert answers.get("tool_count", 0) > 0 and answers.get("declaration_rate", 0) > 0, answers
     assert p95 < 0.1, f"the node's loop was late by {p95:.3f}s or more in 5% of {len(lags)} samples"
     assert worst < 0.5, f"the node's loop was held {worst:.3f}s"
     assert on_page(node, tab, CALLED) == 1  # the warm-up call only

@@ -129,8 +129,8 @@ def declared(tool: object, tools: dict[str, dict[str, Any]], room: Room | None =
         raise Refused(f"registerTool {name}: tool_count: this document declares {MAX_TOOLS} tools already, the most "
                       "one document may")
     if room is not None and name not in tools and room.tools < 1:
-        raise Refused(f"registerTool {name}: tab_tool_count: this tab's frames declare {MAX_FRAME_TOOLS} tools already, "
-                      "the most a tab's frames may together")
+        raise Refused(f"registerTool {name}: tab_tool_count: this tab's frames declare {MAX_FRAME_TOOLS} tools "
+                      "already, the most a tab's frames may together")
     if not isinstance(description, str) or len(description) > MAX_DESCRIPTION:
         raise Refused(f"registerTool {name}: description_length: the description must be a string of at most "
                       f"{MAX_DESCRIPTION} characters")
@@ -138,8 +138,8 @@ def declared(tool: object, tools: dict[str, dict[str, Any]], room: Room | None =
         raise Refused(f"registerTool {name}: schema_size: the input schema must be at most {MAX_SCHEMA_BYTES} bytes "
                       "of JSON")
     if room is not None and size > room.schema_bytes:
-        raise Refused(f"registerTool {name}: tab_schema_size: this tab's frames hold schemas of {MAX_FRAME_SCHEMA_BYTES} "
-                      "bytes all together at most, and this one does not fit")
+        raise Refused(f"registerTool {name}: tab_schema_size: this tab's frames hold schemas of "
+                      f"{MAX_FRAME_SCHEMA_BYTES} bytes all together at most, and this one does not fit")
     schema, foreign = _schema(name, text)
     kept: dict[str, Any] = {"name": name, "description": description, "inputSchema": schema}
     annotations = _annotations(tool.get("annotations"))
