@@ -117,9 +117,9 @@ def _lag_while(node: Node, work: Any) -> tuple[list[float], Any]:
 
 
 FLOOD = """async () => {{
-  const schema = {schema};
-  const tools = Array.from({{length: {tools}}}, (_, i) => ({{name: "t" + i, description: "d".repeat(4000),
+  const declare = (schema) => Array.from({{length: {tools}}}, (_, i) => ({{name: "t" + i, description: "d".repeat(4000),
     inputSchema: schema, execute: async () => "ran"}}));
+  const top = declare({top}), theirs = declare({schema});
   const frames = await Promise.all(Array.from({{length: {frames}}}, () => new Promise((loaded) => {{
     const frame = document.createElement("iframe");
     frame.src = "/text";
@@ -129,6 +129,7 @@ FLOOD = """async () => {{
   const answers = {{}};
   const end = Date.now() + {seconds} * 1000;
   await Promise.all([window, ...frames].map(async (w) => {{
+    const tools = w === window ? top : theirs;
     while (Date.now() < end) {{  // every tool again, as fast as the node answers
       w.navigator.modelContext.clearContext();
       const given = await Promise.all(tools.map((t) => w.navigator.modelContext.registerTool(t).then(() => "ok",
@@ -138,8 +139,9 @@ FLOOD = """async () => {{
   }}));
   return answers;
 }}"""
-"""A hostile page: its top document and ``frames`` frames declare ``tools`` tools of ``schema`` again and again for
-``seconds``; how many declarations the node took (``ok``) and refused, by the limit's name."""
+"""A hostile page: its top document declares ``tools`` tools of ``top``, and each of its ``frames`` frames ``tools``
+of ``schema``, again and again for ``seconds``; how many declarations the node took (``ok``) and refused, by the
+limit's name."""
 
 
 def test_a_backtracking_pattern_and_a_flood_of_declarations_leave_the_loop_free(node: Node, site: TestSite) -> None:
@@ -159,11 +161,12 @@ def test_a_backtracking_pattern_and_a_flood_of_declarations_leave_the_loop_free(
     assert one(node, tab, {"action": "callSiteTool", "name": "hostile", "input": {"q": "warm"}})[0]["status"] == "ok"
     sentence = "an ordinary sentence of the kind an agent types and long enough to backtrack for minutes!"
     big = {"type": "object", "description": "x" * 60_000}
+    dense = {"type": "object", "examples": [[]] * 20_000}  # 60 kB of empty arrays: a parse that costs
 
     def hostile() -> tuple[dict[str, Any], dict[str, int]]:
         with concurrent.futures.ThreadPoolExecutor(1) as apart:
-            declared = apart.submit(on_page, node, flood, FLOOD.format(schema=json.dumps(big), tools=300, frames=3,
-                                                                       seconds=4))
+            declared = apart.submit(on_page, node, flood, FLOOD.format(
+                top=json.dumps(dense), schema=json.dumps(big), tools=300, frames=3, seconds=4))
             result = one(node, tab, {"action": "callSiteTool", "name": "hostile", "input": {"q": sentence}})[1]
             return result, declared.result(timeout=60)
 
@@ -175,7 +178,7 @@ def test_a_backtracking_pattern_and_a_flood_of_declarations_leave_the_loop_free(
     p95, worst = lags[int(len(lags) * 0.95)], lags[-1]
     print(f"loop lateness over {len(lags)} samples: median {lags[len(lags) // 2] * 1000:.1f} ms, p95 {p95 * 1000:.1f} "
           f"ms, worst {worst * 1000:.1f} ms; declarations {answers}")
-    assert answers.get("tool_count", 0) > 0 and answers.get("declaration_rate", 0) > 0, answers
+    assert all(answers.get(name, 0) > 0 for name in ("tool_count", "declaration_rate", "schema_nodes")), answers
     assert p95 < 0.1, f"the node's loop was late by {p95:.3f}s or more in 5% of {len(lags)} samples"
     assert worst < 0.5, f"the node's loop was held {worst:.3f}s"
     assert on_page(node, tab, CALLED) == 1  # the warm-up call only
