@@ -95,18 +95,18 @@ def test_a_schema_that_refers_to_another_resource_is_invalid_never_fetched_never
     assert on_page(node, tab, CALLED) == 0
 
 
-def _lag_while(node: Node, work: Any) -> tuple[float, Any]:
-    """The worst lateness of a 10 ms sleep on the node's loop while ``work()`` runs (from another thread), and
-    what ``work`` returned."""
+def _lag_while(node: Node, work: Any) -> tuple[list[float], Any]:
+    """How late each 10 ms sleep on the node's loop woke while ``work()`` ran (from another thread), and what
+    ``work`` returned."""
     done = False
 
-    async def measure() -> float:
-        loop, worst = asyncio.get_running_loop(), 0.0
+    async def measure() -> list[float]:
+        loop, lags = asyncio.get_running_loop(), list[float]()
         while not done:
             before = loop.time()
             await asyncio.sleep(0.01)
-            worst = max(worst, loop.time() - before - 0.01)
-        return worst
+            lags.append(loop.time() - before - 0.01)
+        return lags
 
     lag = asyncio.run_coroutine_threadsafe(measure(), node.io.loop)
     try:
@@ -116,29 +116,74 @@ def _lag_while(node: Node, work: Any) -> tuple[float, Any]:
     return lag.result(timeout=30), result
 
 
+FLOOD = """async () => {{
+  const declare = (schema) => Array.from({{length: {tools}}}, (_, i) => ({{name: "t" + i, description: "d".repeat(4000),
+    inputSchema: schema, execute: async () => "ran"}}));
+  const top = declare({top}), theirs = declare({schema});
+  const frames = await Promise.all(Array.from({{length: {frames}}}, () => new Promise((loaded) => {{
+    const frame = document.createElement("iframe");
+    frame.src = "/text";
+    frame.onload = () => loaded(frame.contentWindow);
+    document.body.append(frame);
+  }})));
+  const answers = {{}};
+  const end = Date.now() + {seconds} * 1000;
+  await Promise.all([window, ...frames].map(async (w) => {{
+    const tools = w === window ? top : theirs;
+    while (Date.now() < end) {{  // every tool again, as fast as the node answers
+      w.navigator.modelContext.clearContext();
+      const given = await Promise.all(tools.map((t) => w.navigator.modelContext.registerTool(t).then(() => "ok",
+        (e) => e.message.split(": ")[1])));
+      given.forEach((name) => {{ answers[name] = (answers[name] || 0) + 1; }});
+    }}
+  }}));
+  return answers;
+}}"""
+"""A hostile page: its top document declares ``tools`` tools of ``top``, and each of its ``frames`` frames ``tools``
+of ``schema``, again and again for ``seconds``; how many declarations the node took (``ok``) and refused, by the
+limit's name."""
+
+
 def test_a_backtracking_pattern_and_a_flood_of_declarations_leave_the_loop_free(node: Node, site: TestSite) -> None:
+    """The loop's lateness for everyone else while a hostile page floods declarations and a pattern backtracks.
+
+    The page's top document declares 60 kB schemas of 20,000 empty arrays (which the node used to parse and walk on
+    its loop, 50 ms each) and three frames 60 kB ones, again and again for 4 s. Measured as a 10 ms sleep on the
+    node's loop, woken again and again meanwhile (some 300 samples): the 95th percentile is under 100 ms (the
+    issue's bound) and the worst under 500 ms. The percentile is the statistic because the work the page makes the
+    node do shows in every sample it delays (before the fix: 150 ms), while a lone late sample is as likely to be
+    the machine's: on 2 shared cores beside two CPU hogs (``stress-ng --cpu 2``), Chromium running the flood and
+    Playwright's driver take turns with the loop's thread, and the scheduler may hold any thread for a time slice
+    or several (an idle loop there was late by up to 165 ms). The worst is bounded too, far below the hostile
+    delays the issue measured (4-9 s for a pattern, a 25 s hold for a ``$ref``), so that one long hold cannot hide
+    behind the percentile.
+    """
     tab, flood = node.open_tab(site.url(PAGE)), node.open_tab(site.url(PAGE))
     pattern = {"type": "object", "properties": {"q": {"type": "string", "pattern": r"^(\w+\s?)*$"}}}
     assert register(node, tab, json.dumps([{"name": "hostile", "inputSchema": pattern}])) == ["ok"]
     assert one(node, tab, {"action": "callSiteTool", "name": "hostile", "input": {"q": "warm"}})[0]["status"] == "ok"
     sentence = "an ordinary sentence of the kind an agent types and long enough to backtrack for minutes!"
     big = {"type": "object", "description": "x" * 60_000}
+    dense = {"type": "object", "examples": [[]] * 20_000}  # 60 kB of empty arrays: a parse that costs
 
-    def hostile() -> dict[str, Any]:
+    def hostile() -> tuple[dict[str, Any], dict[str, int]]:
         with concurrent.futures.ThreadPoolExecutor(1) as apart:
-            declared = apart.submit(register, node, flood, f"""Array.from({{length: 300}}, (_, i) => (
-                {{name: "t" + i, description: "d".repeat(4000), inputSchema: {json.dumps(big)}}}))""")
+            declared = apart.submit(on_page, node, flood, FLOOD.format(
+                top=json.dumps(dense), schema=json.dumps(big), tools=300, frames=3, seconds=4))
             result = one(node, tab, {"action": "callSiteTool", "name": "hostile", "input": {"q": sentence}})[1]
-            declared.result(timeout=60)
-        return result
+            return result, declared.result(timeout=60)
 
     started = time.monotonic()
-    worst, result = _lag_while(node, hostile)
+    lags, (result, answers) = _lag_while(node, hostile)
     assert (result["code"], result["state"]["rule"]) == ("invalid_input", "timeout"), result
     assert time.monotonic() - started < 30
-    # The hostile delays were 4-9 s (a pattern) and a 25 s hold (a $ref): the bound is far from them, and above
-    # what a machine loaded by other work (2 cores, a load of 15) costs a free loop (0.1 s at rest).
-    assert worst < 1.0, f"the node's loop was held {worst:.3f}s"
+    lags.sort()
+    p95, worst = lags[int(len(lags) * 0.95)], lags[-1]
+    print(f"loop lateness over {len(lags)} samples: median {lags[len(lags) // 2] * 1000:.1f} ms, p95 {p95 * 1000:.1f} "
+          f"ms, worst {worst * 1000:.1f} ms; declarations {answers}")
+    assert all(answers.get(name, 0) > 0 for name in ("tool_count", "declaration_rate", "schema_nodes")), answers
+    assert p95 < 0.1, f"the node's loop was late by {p95:.3f}s or more in 5% of {len(lags)} samples"
+    assert worst < 0.5, f"the node's loop was held {worst:.3f}s"
     assert on_page(node, tab, CALLED) == 1  # the warm-up call only
 
 
@@ -164,6 +209,101 @@ def test_each_per_document_limit_is_refused_by_name_and_the_site_tools_answer_is
     body, result = one(node, tab, {"action": "callSiteTool", "name": f"t{declarations.MAX_TOOLS - 1}", "input": {}})
     assert (body["status"], result["output"]) == ("ok", "ran"), body  # left out of the answer, callable all the same
     assert one(node, tab, {"action": "callSiteTool", "name": "deep", "input": {}})[1]["code"] == "site_tool_not_found"
+
+
+# --- what a tab's documents hold together -------------------------------------------------------------------------
+
+FRAMES = """async () => {{
+  const frames = await Promise.all(Array.from({{length: {count}}}, () => new Promise((loaded) => {{
+    const frame = document.createElement("iframe");
+    frame.src = "/text";
+    frame.onload = () => loaded(frame);
+    document.body.append(frame);
+  }})));
+  const answers = [];
+  for (const frame of frames) {{  // one frame after the other: which one is refused first is known
+    answers.push(await Promise.all(Array.from({{length: {tools}}}, (_, i) => frame.contentWindow.navigator.modelContext
+      .registerTool({{name: "t" + i, description: "d".repeat(4000), inputSchema: {schema}, execute: async () => "ran"}})
+      .then(() => "ok", (e) => e.message.split(": ")[1]))));
+  }}
+  return answers;
+}}"""
+"""Add ``count`` iframes of the test site to the page, each declaring ``tools`` tools of ``schema`` (a JS
+expression); each registration's answer: ``ok`` or the name of the limit that refused it."""
+
+
+def held(node: Node, tab: int) -> dict[str, int]:
+    """What the node holds of the tab's documents, counted on its loop."""
+    async def counted() -> dict[str, int]:
+        return node.browser.site_tools.held(tab)
+    return node.io.run(counted(), timeout=10)
+
+
+def test_a_tab_s_frames_hold_a_bounded_total_of_tools_and_schema_bytes_each_refusal_named(
+        node: Node, site: TestSite) -> None:
+    big = {"type": "object", "description": "x" * 60_000}
+    size = len(json.dumps(big, separators=(",", ":")))
+    tab = node.open_tab(site.url(PAGE))
+    assert register(node, tab, f"""Array.from({{length: {declarations.MAX_TOOLS}}}, (_, i) => (
+        {{name: "top" + i, inputSchema: {json.dumps(big)}}}))""") == ["ok"] * declarations.MAX_TOOLS
+    frames = 6  # each declaring the most one document may: 6 x 64 x 60 kB, where the frames' 4 MiB fit 69
+    answers = [a for frame in on_page(node, tab, FRAMES.format(count=frames, tools=declarations.MAX_TOOLS,
+                                                                 schema=json.dumps(big))) for a in frame]
+    fits = declarations.MAX_FRAME_SCHEMA_BYTES // size
+    assert answers[:fits] == ["ok"] * fits and answers[fits] == "tab_schema_size", answers[fits]
+    assert set(answers[fits:]) <= {"tab_schema_size", "declaration_rate"}  # 23 MB at once: past the rate too
+    tools = declarations.MAX_TOOLS + fits  # the top document's own, and what the frames hold together
+    assert held(node, tab) == {"documents": 1 + frames, "tools": tools, "schema_bytes": tools * size}
+
+    small = node.open_tab(site.url(PAGE))  # the count of tools, with schemas that fit
+    answers = [a for frame in on_page(node, small, FRAMES.format(count=frames, tools=declarations.MAX_TOOLS,
+                                                                   schema="{}")) for a in frame]
+    assert answers == ["ok"] * declarations.MAX_FRAME_TOOLS + ["tab_tool_count"] * (
+        frames * declarations.MAX_TOOLS - declarations.MAX_FRAME_TOOLS)
+    assert held(node, small)["tools"] == declarations.MAX_FRAME_TOOLS
+
+
+def test_a_tab_s_documents_are_bounded_and_those_of_removed_frames_dropped(node: Node, site: TestSite) -> None:
+    tab = node.open_tab(site.url(PAGE))
+    over = declarations.MAX_TAB_DOCUMENTS + 8
+    answers = on_page(node, tab, FRAMES.format(count=over, tools=1, schema="{}"))
+    assert sum(answer == ["ok"] for answer in answers) == declarations.MAX_TAB_DOCUMENTS - 1  # with the top one
+    assert {a for answer in answers for a in answer} == {"ok", "tab_documents"}
+    assert held(node, tab)["documents"] == declarations.MAX_TAB_DOCUMENTS
+    churn = """async () => {
+      document.querySelectorAll("iframe").forEach((frame) => frame.remove());
+      for (let round = 0; round < 6; round++) {  // 300 frames made and removed, 50 at a time
+        const frames = await Promise.all(Array.from({length: 50}, () => new Promise((loaded) => {
+          const frame = document.createElement("iframe");
+          frame.src = "/text";
+          frame.onload = () => loaded(frame);
+          document.body.append(frame);
+        })));
+        frames.forEach((frame) => frame.remove());
+      }
+    }"""
+    on_page(node, tab, churn)
+    deadline = time.monotonic() + 10
+    while (documents := held(node, tab)["documents"]) > 1 and time.monotonic() < deadline:
+        time.sleep(0.1)  # a frame's removal reaches the node as an event of its own, after the page's script
+    assert documents == 1  # the top document only: nothing of the 300 frames is left on the node
+    answers = on_page(node, tab, FRAMES.format(count=2, tools=1, schema="{}"))
+    assert answers == [["ok"], ["ok"]]  # the removed frames' places are free again
+
+
+def test_a_site_tool_call_whose_step_time_runs_out_in_the_check_is_counted_failed(node: Node, site: TestSite) -> None:
+    tab = node.open_tab(site.url(PAGE))
+    pattern = {"type": "object", "properties": {"q": {"type": "string", "pattern": r"^(\w+\s?)*$"}}}
+    assert register(node, tab, json.dumps([{"name": "slow", "inputSchema": pattern}])) == ["ok"]
+
+    def failed() -> float:
+        return node.metrics.registry.get_sample_value("kitsune_site_tool_calls_total", {"outcome": "failed"}) or 0.0
+    before = failed()
+    sentence = "an ordinary sentence that goes on long enough to backtrack for ever!"
+    body, result = one(node, tab, {"action": "callSiteTool", "name": "slow", "input": {"q": sentence}, "timeout": 0.5})
+    assert (body["status"], result["code"]) == ("failed", "timeout"), body
+    assert failed() == before + 1
+    assert on_page(node, tab, CALLED) == 0
 
 
 # --- readOnlyHint -----------------------------------------------------------------------------------------------

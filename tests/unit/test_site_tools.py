@@ -13,7 +13,7 @@ import pytest
 
 from bridge.browser.site_tools import declarations
 from bridge.browser.site_tools.continuations import Continuations, Refusal
-from bridge.browser.site_tools.declarations import Refused, declared, listed
+from bridge.browser.site_tools.declarations import DeclarationRate, Refused, Room, declared, listed
 from bridge.browser.site_tools.input_schema import InputChecker
 from bridge.browser.site_tools.schema_check import check
 from messages.errors import KitsuneError
@@ -138,12 +138,13 @@ def _tool(**fields: Any) -> dict[str, Any]:
 
 
 def test_a_declaration_is_kept_with_its_bounded_annotations_and_a_foreign_reference_marks_it_invalid() -> None:
-    kept = declared(_tool(annotations={"readOnlyHint": True, "title": "S" * 500, "other": "x" * 10_000}), {})
+    kept, size = declared(_tool(annotations={"readOnlyHint": True, "title": "S" * 500, "other": "x" * 10_000}), {})
+    assert size == len(json.dumps({"type": "object"}))
     assert kept == {"name": "search", "description": "Search.", "inputSchema": {"type": "object"},
                     "annotations": {"readOnlyHint": True, "title": "S" * 128}}
-    foreign = declared(_tool(inputSchema=json.dumps({"items": [{"$ref": "http://127.0.0.2/s.json"}]})), {})
+    foreign, _ = declared(_tool(inputSchema=json.dumps({"items": [{"$ref": "http://127.0.0.2/s.json"}]})), {})
     assert "http://127.0.0.2/s.json" in foreign["invalid"]
-    assert "invalid" not in declared(_tool(inputSchema=json.dumps({"$ref": "#/$defs/x", "$defs": {"x": {}}})), {})
+    assert "invalid" not in declared(_tool(inputSchema=json.dumps({"$ref": "#/$defs/x", "$defs": {"x": {}}})), {})[0]
 
 
 @pytest.mark.parametrize(("fields", "limit"), [
@@ -163,7 +164,48 @@ def test_a_document_declares_at_most_max_tools_but_may_declare_one_again() -> No
     tools: dict[str, dict[str, Any]] = {f"t{i}": {} for i in range(declarations.MAX_TOOLS)}
     with pytest.raises(Refused, match="tool_count"):
         declared(_tool(), tools)
-    assert declared(_tool(name="t0"), tools)["name"] == "t0"
+    assert declared(_tool(name="t0"), tools)[0]["name"] == "t0"
+
+
+def test_a_frame_s_declaration_is_refused_by_name_past_what_the_tab_s_frames_hold_together() -> None:
+    schema = json.dumps({"description": "x" * 1000})
+    with pytest.raises(Refused, match="tab_tool_count"):
+        declared(_tool(), {}, Room(tools=0))
+    assert declared(_tool(), {"search": {}}, Room(tools=0))[0]["name"] == "search"  # declared again: no more room
+    with pytest.raises(Refused, match="tab_schema_size"):
+        declared(_tool(inputSchema=schema), {}, Room(schema_bytes=len(schema) - 1))
+    assert declared(_tool(inputSchema=schema), {}, Room(schema_bytes=len(schema)))[1] == len(schema)
+
+
+def test_declarations_are_bounded_in_rate_by_their_schemas_bytes() -> None:
+    rate, big = DeclarationRate(), declarations.MAX_SCHEMA_BYTES
+    assert all(rate.take(10.0, big) for _ in range(declarations.DECLARATION_BURST // big))
+    assert not rate.take(10.0, big) and not rate.take(10.0, 0)  # a small message counts too
+    assert rate.take(10.0 + big / declarations.DECLARATION_RATE, big)
+    assert not rate.take(10.0 + big / declarations.DECLARATION_RATE, 0)
+    taken = sum(rate.take(30.0, 0) for _ in range(10_000))  # refilled, never past the burst
+    assert taken == declarations.DECLARATION_BURST // declarations.DECLARATION_COST
+
+
+@pytest.mark.parametrize(("schema", "limit"), [
+    ("{\"a\":[" + ",".join(["[]"] * (declarations.MAX_SCHEMA_NODES + 1)) + "]}", "schema_nodes"),
+    ("{\"a\":" + "[" * 32 + "]" * 32 + "}", "schema_depth"),
+    ("{\"a\":\"" + "[" * 40 + "\"}", None),  # brackets in a string are text
+    ("{\"a\":[" + ",".join(["{}"] * (declarations.MAX_SCHEMA_NODES - 2)) + "]}", None),
+])
+def test_a_schema_s_shape_is_read_before_it_is_parsed(schema: str, limit: str | None) -> None:
+    if limit is None:
+        assert declared(_tool(inputSchema=schema), {})[0]["inputSchema"] == json.loads(schema)
+    else:
+        with pytest.raises(Refused, match=limit):
+            declared(_tool(inputSchema=schema), {})
+
+
+def test_a_foreign_reference_is_found_in_the_schema_s_text_never_in_its_strings() -> None:
+    text = json.dumps({"description": "\"$ref\": \"http://127.0.0.2/in-a-string\"", "$ref": "#/$defs/x",
+                       "items": {"$dynamicRef": "http://127.0.0.2/s.json"}})
+    assert "in-a-string" not in declared(_tool(inputSchema=text), {})[0]["invalid"]
+    assert "http://127.0.0.2/s.json" in declared(_tool(inputSchema=text), {})[0]["invalid"]
 
 
 def test_a_site_tools_answer_is_bounded_and_names_what_it_left_out() -> None:
@@ -180,3 +222,5 @@ def test_the_page_script_checks_the_node_s_limits_first() -> None:
     script = (Path(declarations.__file__).parent.parent / "js" / "model_context.js").read_text()
     assert (f"const LIMITS = {{ tools: {declarations.MAX_TOOLS}, description: {declarations.MAX_DESCRIPTION}, "
             f"schemaBytes: {declarations.MAX_SCHEMA_BYTES} }};") in script
+    assert (f"const RATE = {{ bytes: {declarations.DECLARATION_RATE}, burst: {declarations.DECLARATION_BURST}, "
+            f"cost: {declarations.DECLARATION_COST} }};") in script

@@ -12,8 +12,17 @@
   const random = new Uint8Array(16);
   crypto.getRandomValues(random);
   const doc = Array.from(random, (b) => b.toString(16).padStart(2, "0")).join("");
-  const hello = send({ op: "hello", doc });
-  const post = (op, fields) => hello.then(() => send({ op, doc, ...fields }));
+  let untracked = null;  // the node's refusal of this document (its tab has as many as it tracks): it declares nothing
+  const hello = send({ op: "hello", doc }).then((answer) => {
+    if (answer && typeof answer.refused === "string") untracked = answer.refused;
+  });
+  const post = (op, fields) => hello.then(() => {
+    if (untracked !== null) {
+      if (op === "register") return { refused: `registerTool ${fields.tool.name}: ${untracked}` };
+      throw new DOMException("the node does not track this document", "NotAllowedError");
+    }
+    return send({ op, doc, ...fields });
+  });
   // The page's own scripts run later and may replace these: the ones taken now are the browser's.
   const { stringify, parse } = JSON;
   let heard = 0;  // declaration messages sent: the node has heard them all when its count is the same
@@ -22,6 +31,18 @@
 
   const OUTPUT_CHARS = 1048576;  // a tool's output, as JSON: the node does not take more
   const LIMITS = { tools: 64, description: 4096, schemaBytes: 65536 };  // declarations.py's, tested alike
+  const RATE = { bytes: 1048576, burst: 5242880, cost: 4096 };  // DECLARATION_RATE, _BURST, _COST: tested alike
+  let left = RATE.burst;
+  let at = performance.now();
+  const within = (size) => {  // the node's bound on this document's declarations, kept here first
+    const now = performance.now();
+    left = Math.min(RATE.burst, left + ((now - at) / 1000) * RATE.bytes);
+    at = now;
+    const cost = Math.max(RATE.cost, size);
+    if (left < cost) return false;
+    left -= cost;
+    return true;
+  };
   const refusal = (name, why) => ({ refused: `registerTool ${name}: ${why}` });
   const tools = new Map();  // name -> the page's declaration
   const running = new Map();  // invocation id -> its AbortController
@@ -109,6 +130,10 @@
       return Promise.reject(new TypeError(`registerTool ${declared.name}: tool_count: this document declares `
         + `${LIMITS.tools} tools already, the most one document may`));
     }
+    if (!within(declared.inputSchema.length + declared.description.length)) {
+      return Promise.reject(new TypeError(`registerTool ${declared.name}: declaration_rate: this document declared `
+        + `more than ${RATE.bytes} bytes of tools a second (after ${RATE.burst} at once)`));
+    }
     tools.set(declared.name, declared);
     const { name, description, inputSchema, annotations } = declared;
     return declare("register", { tool: { name, description, inputSchema, annotations } }).then((answer) => {
@@ -158,7 +183,7 @@
   Object.defineProperty(globalThis, Symbol.for("kitsune.siteTools"), {
     value: Object.freeze({
       doc,
-      declared: () => [doc, heard],
+      declared: () => (untracked === null ? [doc, heard] : null),
       invoke(to, id, name, input) {
         const tool = tools.get(name);
         if (to !== doc || tool === undefined) return false;

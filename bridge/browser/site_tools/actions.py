@@ -49,6 +49,9 @@ async def call_site_tool(run: Run) -> Result:
     except KitsuneError as e:
         tools.hooks.call_ended("failed")
         raise Stop(e.code, e.message, state=e.state) from None
+    except (TimeoutError, asyncio.CancelledError):  # the step's own time ran out, or it was cancelled: nothing sent
+        tools.hooks.call_ended("failed")
+        raise
     chain, invocation = tools.begin(command.name, document, value, call=run.caller.call, path=run.caller.path,
                                     agent=run.caller.agent)
     ending = "failed"

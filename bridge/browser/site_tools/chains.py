@@ -17,6 +17,7 @@ from typing import Any
 
 from bridge.browser.errors import Stop
 from bridge.browser.site_tools.continuations import Continuation
+from bridge.browser.site_tools.declarations import DeclarationRate
 
 __all__ = ["Chain", "Document", "Invocation"]
 
@@ -40,8 +41,12 @@ class Document:
     """Whether it is the tab's top document."""
     tools: dict[str, dict[str, Any]] = field(default_factory=dict)
     """The tools it declares, by name: ``{name, description, inputSchema}`` (and ``annotations``, ``invalid``)."""
+    sizes: dict[str, int] = field(default_factory=dict)
+    """The bytes of each of its tools' schemas, by name."""
     heard: int = 0
     """The number of the last declaration message of the document the node took (or refused)."""
+    rate: DeclarationRate = field(default_factory=DeclarationRate)
+    """Its declaration messages, within their rate."""
     gone: bool = False
 
     def described(self) -> dict[str, str]:

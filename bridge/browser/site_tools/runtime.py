@@ -25,7 +25,18 @@ from bridge.browser.errors import Stop
 from bridge.browser.page_js import MODEL_CONTEXT
 from bridge.browser.site_tools.chains import Chain, Document, Invocation
 from bridge.browser.site_tools.continuations import Continuation, Continuations, Refusal
-from bridge.browser.site_tools.declarations import Refused, declared, listed
+from bridge.browser.site_tools.declarations import (
+    MAX_FRAME_SCHEMA_BYTES,
+    MAX_FRAME_TOOLS,
+    MAX_TAB_DOCUMENTS,
+    DeclarationRate,
+    Refused,
+    Room,
+    declared,
+    listed,
+    rate_refused,
+    tab_documents_refused,
+)
 from bridge.browser.site_tools.input_schema import InputChecker
 from messages.contract import CONTINUATION_TTL
 from messages.events import (
@@ -79,6 +90,10 @@ class SiteTools:
         self._tab_of = tab_of
         self._documents: dict[Frame, Document] = {}
         """Each frame's current document."""
+        self._tabs: dict[int, dict[Frame, Document]] = {}
+        """The same, by tab (at most :data:`MAX_TAB_DOCUMENTS` each)."""
+        self._frame_rates: dict[int, DeclarationRate] = {}
+        """The declarations of each tab's frames, within their rate (the top document's is its own)."""
         self._chains: set[Chain] = set()
         self._tokens: Continuations[Chain] = Continuations()
         self._changed = asyncio.Event()
@@ -93,10 +108,17 @@ class SiteTools:
 
     def _watch(self, page: Page) -> None:
         page.on("framenavigated", self._navigated)
-        page.on("framedetached", lambda frame: self._gone(self._documents.pop(frame, None)))
+        page.on("framedetached", lambda frame: self._gone(self._untrack(frame)))
         page.on("close", self._closed)
 
     # -- what the tabs declare ---------------------------------------------------------------
+
+    def held(self, tab: int) -> dict[str, int]:
+        """What the node holds of a tab's documents: ``documents``, ``tools``, ``schema_bytes`` (a count, never a
+        scan of the page)."""
+        documents = self._tabs.get(tab, {}).values()
+        return {"documents": len(documents), "tools": sum(len(d.tools) for d in documents),
+                "schema_bytes": sum(sum(d.sizes.values()) for d in documents)}
 
     def documents(self, page: Page) -> list[Document]:
         """The tab's top document and the documents of its frames of the same origin, in frame order."""
@@ -210,30 +232,66 @@ class SiteTools:
             return self._declare(document, op, message)
         raise _Refused
 
-    def _hello(self, page: Page, frame: Frame, tab: int, nonce: str) -> None:
+    def _hello(self, page: Page, frame: Frame, tab: int, nonce: str) -> dict[str, str] | None:
+        """A new document in ``frame``; a frame's document past :data:`MAX_TAB_DOCUMENTS` is refused by name and
+        not tracked (its declarations are refused), a detached frame's is not tracked."""
+        if frame.is_detached():
+            raise _Refused
+        main = frame is page.main_frame
+        if not main and frame not in self._documents and len(self._tabs.get(tab, ())) >= MAX_TAB_DOCUMENTS:
+            return {"refused": tab_documents_refused()}
         parent = self._documents.get(frame.parent_frame) if frame.parent_frame is not None else None
         origin, url = _origin(frame.url, parent.origin if parent is not None else "null")
-        self._gone(self._documents.get(frame))
-        self._documents[frame] = Document(nonce, frame, tab, origin, url, frame is page.main_frame)
+        self._gone(self._untrack(frame))
+        document = self._documents[frame] = Document(nonce, frame, tab, origin, url, main)
+        self._tabs.setdefault(tab, {})[frame] = document
         self._change()
+        return None
+
+    def _untrack(self, frame: Frame) -> Document | None:
+        document = self._documents.pop(frame, None)
+        if document is not None:
+            documents = self._tabs.get(document.tab, {})
+            documents.pop(frame, None)
+            if not documents:
+                self._tabs.pop(document.tab, None)
+                self._frame_rates.pop(document.tab, None)
+        return document
 
     def _declare(self, document: Document, op: str, message: dict[str, Any]) -> dict[str, str] | None:
         """Take a declaration message; a refused one answers ``{"refused": why}`` (the page's promise rejects)."""
         if isinstance(seq := message.get("seq"), int):
             document.heard = max(document.heard, seq)
+        tool = message.get("tool")
+        rate = document.rate if document.main else self._frame_rates.setdefault(document.tab, DeclarationRate())
+        if op == "register" and not rate.take(asyncio.get_running_loop().time(), _size(tool)):
+            return {"refused": rate_refused(tool)}  # before any other work: a flood costs a refusal each
         try:
             if op == "clear":
                 document.tools.clear()
+                document.sizes.clear()
             elif op == "unregister":
-                document.tools.pop(str(message.get("name")), None)
+                document.tools.pop(name := str(message.get("name")), None)
+                document.sizes.pop(name, None)
             else:
-                tool = declared(message.get("tool"), document.tools)
-                document.tools[tool["name"]] = tool
+                kept, size = declared(tool, document.tools, self._room(document, tool))
+                document.tools[kept["name"]], document.sizes[kept["name"]] = kept, size
         except Refused as refused:
             return {"refused": str(refused)}
         finally:
             self._change()
         return None
+
+    def _room(self, document: Document, tool: object) -> Room | None:
+        """What the tab's frames leave to a declaration of ``document`` (None for the top document: its own limits
+        are its own)."""
+        if document.main:
+            return None
+        name = str(tool.get("name")) if isinstance(tool, dict) else ""
+        frames = [d for d in self._tabs.get(document.tab, {}).values() if not d.main]
+        tools = sum(len(d.tools) for d in frames) - (name in document.tools)
+        schema_bytes = sum(sum(d.sizes.values()) for d in frames) - document.sizes.get(name, 0)
+        return Room(MAX_FRAME_TOOLS - tools, MAX_FRAME_SCHEMA_BYTES - schema_bytes)
 
     def _invocation_of(self, document: Document, id_: object) -> tuple[Chain, Invocation] | None:
         for chain in self._chains:
@@ -308,8 +366,7 @@ class SiteTools:
         except PlaywrightError:
             current = None
         if current != document.nonce and self._documents.get(frame) is document:
-            del self._documents[frame]
-            self._gone(document)
+            self._gone(self._untrack(frame))
 
     def _gone(self, document: Document | None) -> None:
         if document is None or document.gone:
@@ -323,7 +380,9 @@ class SiteTools:
     def _closed(self, page: Page) -> None:
         """The tab closed: its documents are gone, and its chains end ``tab_closed``."""
         for frame in [f for f, d in self._documents.items() if d.frame.page is page]:
-            self._documents.pop(frame).gone = True
+            document = self._untrack(frame)
+            if document is not None:
+                document.gone = True
         for chain in self._chains:
             if chain.invocations and chain.invocations[0].document.frame.page is page:
                 chain.fail(Stop("tab_closed", f"callSiteTool {chain.tool}: tab {chain.tab} closed while the tool ran",
@@ -346,6 +405,13 @@ def _origin(url: str, inherited: str) -> tuple[str, str]:
     if url.startswith("about:"):
         return inherited, bare_url(url)
     return "null", f"{parts.scheme}:"
+
+
+def _size(tool: object) -> int:
+    """What a declaration counts in its rate: the characters of its schema and description."""
+    if not isinstance(tool, dict):
+        return 0
+    return sum(len(text) for text in (tool.get("inputSchema"), tool.get("description")) if isinstance(text, str))
 
 
 def bare_url(url: str) -> str:
