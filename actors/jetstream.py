@@ -78,13 +78,18 @@ async def ensure_stream(client: Client, config: StreamConfig, *, timeout: float 
 async def ensure_bucket(client: Client, config: KeyValueConfig, *, timeout: float = _TIMEOUT,
                         admin: bool = False) -> KeyValue:
     """The KV bucket ``config`` describes, made with :func:`stream_replicas` replicas when missing;
-    (``admin``) the replicas of one already there are raised to that number (its other settings are kept)."""
+    (``admin``) the replicas of one there are raised to that number and its rollups refused (its other
+    settings are kept)."""
     js = client.jetstream(timeout=timeout)
     replicas = await stream_replicas(client)
-    have = await _found_or_made(js, f"KV_{config.bucket}",
-                                lambda: js.create_key_value(config.evolve(replicas=replicas)))
-    if have is not None:
-        await _bring(js, have, replicas, {}, admin=admin)
+    name = f"KV_{config.bucket}"
+    have = await _found_or_made(js, name, lambda: js.create_key_value(config.evolve(replicas=replicas))) \
+        or await _existing(js, name)
+    if have is None:
+        raise nats.js.errors.NotFoundError(description=f"bucket {config.bucket} was made and is gone")
+    # nats-py makes a bucket that takes rollups (its purge's): one published with ``Nats-Rollup: all`` would
+    # empty the bucket, which no node may do, and no node purges; so rollups are refused
+    await _bring(js, have, replicas, {"allow_rollup_hdrs": False} if have.allow_rollup_hdrs else {}, admin=admin)
     await _receiving(js, [f"$KV.{config.bucket}.>"])
     return await js.key_value(config.bucket)
 

@@ -8,6 +8,7 @@ from collections.abc import AsyncIterator
 
 import nats
 import nats.errors
+import nats.js.errors
 import pytest
 
 from actors.audit_actor import AUDIT_STREAM, AUDIT_SUBJECT, JetStreamAuditLog
@@ -153,5 +154,25 @@ async def test_a_node_that_finds_a_stream_otherwise_uses_it_as_it_is_and_provisi
             await provision(server.url, server.auth, checkpoint_ttl=1200, timeout=1.0)
         assert refused.value.code == "nats_unavailable"
         assert (await js.stream_info(EVENTS_STREAM)).config.max_age == 900
+    finally:
+        await client.close()
+
+
+async def test_a_node_cannot_empty_a_bucket_with_a_rollup(server: EmbeddedNats) -> None:
+    """A KV bucket as nats-py makes it takes rollup headers (its purge's): one message with ``Nats-Rollup: all``
+    from a node's credential would drop every key. Provisioned, a bucket refuses rollups and keeps its keys."""
+    await provision(server.url, server.admin)
+    client = await nats.connect(server.url, **server.auth.connect_options())
+    try:
+        kv = await ensure_bucket(client, nodes_bucket())
+        await kv.put("mine.node-a", b"{}")
+        js = client.jetstream(timeout=2.0)
+        assert not (await js.stream_info(f"KV_{NODES_BUCKET}")).config.allow_rollup_hdrs
+        with pytest.raises(nats.js.errors.APIError):
+            await js.publish(f"$KV.{NODES_BUCKET}.mine.node-b", b"", headers={"Nats-Rollup": "all"})
+        assert (await kv.get("mine.node-a")).value == b"{}"
+        await kv.delete("mine.node-a")  # what the nodes do to a key goes on
+        with pytest.raises(nats.js.errors.KeyNotFoundError):
+            await kv.get("mine.node-a")
     finally:
         await client.close()
