@@ -40,15 +40,17 @@ def _client(served: Served, agent: str) -> httpx.Client:
     return httpx.Client(base_url=served.base, headers={"Authorization": f"Bearer {OWN_TOKENS[agent]}"}, timeout=90)
 
 
-def _post(client: httpx.Client, path: str, body: dict[str, Any]) -> dict[str, Any]:
+def _post(client: httpx.Client, path: str, body: dict[str, Any], status: int = 200) -> dict[str, Any]:
+    """The JSON answer of a POST, whose HTTP status must be ``status``: a direct route answers an error
+    outcome with its code's status (``read_only``, ``url_denied`` and a hold's ``needs_user`` are 403)."""
     answer = client.post(path, json=body)
-    assert answer.status_code == 200, answer.text
+    assert answer.status_code == status, answer.text
     result: dict[str, Any] = answer.json()
     return result
 
 
-def _hit(client: httpx.Client, tab: int) -> dict[str, Any]:
-    return _post(client, "/api/act", {"command": {"action": "click", "tabId": tab, "selector": "#hit"}})
+def _hit(client: httpx.Client, tab: int, status: int = 200) -> dict[str, Any]:
+    return _post(client, "/api/act", {"command": {"action": "click", "tabId": tab, "selector": "#hit"}}, status)
 
 
 def test_a_read_only_agent_sends_no_write_direct_in_a_batch_or_in_a_resume_while_a_writer_beside_it_does(
@@ -58,9 +60,10 @@ def test_a_read_only_agent_sends_no_write_direct_in_a_batch_or_in_a_resume_while
         assert _hit(bob, tab)["status"] == "ok"
         assert site.wait_for_count(HIT) == 1
 
-        opened = _post(alice, "/api/tabs", {"op": "open", "url": site.url("/clicks")})
+        opened = _post(alice, "/api/tabs", {"op": "open", "url": site.url("/clicks")}, 403)
         assert (opened["status"], opened["code"]) == ("failed", "read_only")
-        assert (_hit(alice, tab)["status"], _hit(alice, tab)["code"]) == ("failed", "read_only")
+        refused = _hit(alice, tab, 403)
+        assert (refused["status"], refused["code"]) == ("failed", "read_only")
         fresh = _post(alice, "/api/batch", {"commands": [{"action": "title"},
                                                          {"action": "click", "selector": "#hit"}], "tabId": tab})
         assert [p["status"] for p in fresh["progress"]] == ["ok", "failed"]
@@ -80,11 +83,11 @@ def test_a_read_only_agent_sends_no_write_direct_in_a_batch_or_in_a_resume_while
 def test_an_agent_that_asks_before_acting_is_held_while_the_one_beside_it_is_not(
         tenants: Served, site: TestSite) -> None:
     with _client(tenants, "carol") as carol, _client(tenants, "bob") as bob:
-        opened = _post(carol, "/api/tabs", {"op": "open", "url": site.url("/clicks")})
+        opened = _post(carol, "/api/tabs", {"op": "open", "url": site.url("/clicks")}, 403)
         assert (opened["status"], opened["code"]) == ("held", "needs_user")
         new_tab = {"action": "newTab", "url": site.url("/clicks")}
         tab = _post(carol, "/api/act", {"command": new_tab, "confirm_token": opened["state"]["confirm_token"]})["tabId"]
-        held = _hit(carol, tab)
+        held = _hit(carol, tab, 403)
         assert (held["status"], held["code"]) == ("held", "needs_user")
         batch = _post(carol, "/api/batch", {"commands": [{"action": "click", "selector": "#hit"}], "tabId": tab})
         assert [p["status"] for p in batch["progress"]] == ["held"]
@@ -118,11 +121,12 @@ def test_caps_answer_for_the_calling_agent_and_a_route_of_a_group_it_lacks_is_di
 def test_an_agent_with_an_allow_list_is_refused_other_hosts_and_one_without_is_not(
         tenants: Served, site: TestSite) -> None:
     with _client(tenants, "dave") as dave, _client(tenants, "bob") as bob:
-        opened = _post(dave, "/api/tabs", {"op": "open", "url": site.url("/clicks")})
-        assert (opened["code"], opened["state"]["reason"]) == ("url_denied", "not_allowed")
+        opened = _post(dave, "/api/tabs", {"op": "open", "url": site.url("/clicks")}, 403)
+        assert (opened["status"], opened["code"], opened["state"]["reason"]) == ("failed", "url_denied", "not_allowed")
         tab = open_tab(dave, "about:blank")
-        gone = _post(dave, "/api/act", {"command": {"action": "navigate", "tabId": tab, "url": site.url("/text")}})
-        assert (gone["code"], gone["state"]["reason"]) == ("url_denied", "not_allowed")
+        gone = _post(dave, "/api/act", {"command": {"action": "navigate", "tabId": tab, "url": site.url("/text")}},
+                     403)
+        assert (gone["status"], gone["code"], gone["state"]["reason"]) == ("failed", "url_denied", "not_allowed")
         assert site.count(ANY) == 0  # refused before anything was sent
         bobs = open_tab(bob, site.url("/text"))
         went = _post(bob, "/api/act", {"command": {"action": "navigate", "tabId": bobs, "url": site.url("/clicks")}})

@@ -173,8 +173,10 @@ def prometheus(nodes: tuple[Served, ...], tmp_path_factory: pytest.TempPathFacto
         log.close()
 
 
-def _ok(answer: httpx.Response) -> dict[str, Any]:
-    assert answer.status_code == 200, answer.text
+def _ok(answer: httpx.Response, status: int = 200) -> dict[str, Any]:
+    """The JSON body of ``answer``, whose HTTP status must be ``status``: a direct route answers an error
+    outcome with its code's status (``url_denied`` and a hold's ``needs_user`` 403, ``tab_owned`` 409)."""
+    assert answer.status_code == status, answer.text
     body: dict[str, Any] = answer.json()
     return body
 
@@ -241,10 +243,12 @@ def _round(fleet_made_up: list[str], plain: Served, asking: Served, remote: int,
         assert _ok(alice.post("/api/resume", json={"call": failed["call"],
                                                    "resume_token": failed["resume_token"]}))["status"] == "ok"
         denied = _ok(alice.post("/api/act", json={"command": {"action": "navigate", "tabId": one,
-                                                              "url": f"http://denied.test/{secrets.token_hex(4)}"}}))
-        assert denied["code"] == "url_denied"
-        assert _ok(bob.post("/api/act", json={"command": {"action": "click", "tabId": one,
-                                                          "selector": "#name"}}))["code"] == "tab_owned"
+                                                              "url": f"http://denied.test/{secrets.token_hex(4)}"}}),
+                     403)
+        assert (denied["status"], denied["code"]) == ("failed", "url_denied")
+        owned = _ok(bob.post("/api/act", json={"command": {"action": "click", "tabId": one, "selector": "#name"}}),
+                    409)
+        assert (owned["status"], owned["code"]) == ("failed", "tab_owned")
         assert _ok(bob.post("/api/batch", json={"tabId": remote, "commands": [
             {"action": "click", "selector": "#hit"}, {"action": "title"}]}))["status"] == "ok"
         assert _ok(bob.post("/api/parallel", json={"sequences": [
@@ -266,8 +270,8 @@ def _round(fleet_made_up: list[str], plain: Served, asking: Served, remote: int,
 
     with asking.client("alice") as alice:
         new_tab = {"action": "newTab", "url": url("/clicks")}
-        held = _ok(alice.post("/api/act", json={"command": new_tab}))
-        assert held["status"] == "held"
+        held = _ok(alice.post("/api/act", json={"command": new_tab}), 403)
+        assert (held["status"], held["code"]) == ("held", "needs_user")
         tab = _ok(alice.post("/api/act", json={"command": new_tab,
                                                "confirm_token": held["state"]["confirm_token"]}))["tabId"]
         body = _ok(alice.post("/api/batch", json={"tabId": tab, "commands": [
@@ -275,8 +279,9 @@ def _round(fleet_made_up: list[str], plain: Served, asking: Served, remote: int,
         assert body["status"] == "held"
         again = _ok(alice.post("/api/resume", json={"call": body["call"], "resume_token": body["resume_token"]}))
         assert again["status"] == "held"
-        assert _ok(alice.post("/api/act", json={"command": {"action": "click", "tabId": tab,
-                                                            "selector": "#hit"}}))["status"] == "held"
+        clicked = _ok(alice.post("/api/act", json={"command": {"action": "click", "tabId": tab, "selector": "#hit"}}),
+                      403)
+        assert (clicked["status"], clicked["code"]) == ("held", "needs_user")
 
 
 def _site_tools(made_up: list[str], plain: Served, site: TestSite) -> None:

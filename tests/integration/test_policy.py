@@ -56,16 +56,23 @@ def asking(tmp_path_factory: pytest.TempPathFactory, nats_access: NatsAccess) ->
     yield from _serve(tmp_path_factory, nats_access, ask_before_act=True)
 
 
-def _act(client: httpx.Client, command: dict[str, Any], **extra: Any) -> dict[str, Any]:
-    answer = client.post("/api/act", json={"command": command, **extra})
-    assert answer.status_code == 200, answer.text
+def _answer(answer: httpx.Response, status: int) -> dict[str, Any]:
+    """The JSON body of ``answer``, whose HTTP status must be ``status``: a direct route answers an error
+    outcome with its code's status (``messages.errors.ERROR_CODES``: ``url_denied``, ``read_only`` and a hold's
+    ``needs_user`` 403)."""
+    assert answer.status_code == status, answer.text
     body: dict[str, Any] = answer.json()
     return body
 
 
+def _act(client: httpx.Client, command: dict[str, Any], status: int = 200, **extra: Any) -> dict[str, Any]:
+    """``POST /api/act`` of ``command``; its answer's status must be ``status``."""
+    return _answer(client.post("/api/act", json={"command": command, **extra}), status)
+
+
 def _batch(client: httpx.Client, commands: list[dict[str, Any]], tab: int) -> dict[str, Any]:
-    body: dict[str, Any] = client.post("/api/batch", json={"commands": commands, "tabId": tab}).json()
-    return body
+    """A batch: its answer is 200 whatever its steps' outcomes (their codes are in its results)."""
+    return _answer(client.post("/api/batch", json={"commands": commands, "tabId": tab}), 200)
 
 
 # --- URL lists ------------------------------------------------------------------------------------
@@ -86,7 +93,7 @@ def test_navigation_to_a_denied_host_in_any_spelling_is_refused_before_sending(
     with url_lists.client() as client:
         tab = open_tab(client, allowed.url("/text"))
         port = denied.base.rsplit(":", 1)[1]
-        result = _act(client, {"action": "navigate", "tabId": tab, "url": spelling.format(port=port)})
+        result = _act(client, {"action": "navigate", "tabId": tab, "url": spelling.format(port=port)}, 403)
         assert (result["status"], result["code"]) == ("failed", "url_denied")
     assert denied.count(ANY) == 0
 
@@ -96,7 +103,7 @@ def test_navigation_to_a_denied_host_in_any_spelling_is_refused_before_sending(
 def test_only_http_https_and_about_blank_are_allowed(url_lists: Served, allowed: TestSite, url: str) -> None:
     with url_lists.client() as client:
         tab = open_tab(client, allowed.url("/text"))
-        result = _act(client, {"action": "navigate", "tabId": tab, "url": url})
+        result = _act(client, {"action": "navigate", "tabId": tab, "url": url}, 403)
         assert (result["status"], result["code"]) == ("failed", "url_denied")
         assert result["state"]["reason"] in ("scheme", "unparseable")
         assert _act(client, {"action": "navigate", "tabId": tab, "url": "about:blank"})["status"] == "ok"
@@ -104,8 +111,8 @@ def test_only_http_https_and_about_blank_are_allowed(url_lists: Served, allowed:
 
 def test_a_new_tab_at_a_denied_url_is_refused(url_lists: Served, denied: TestSite) -> None:
     with url_lists.client() as client:
-        answer = client.post("/api/tabs", json={"op": "open", "url": denied.url("/policy/target")}).json()
-        assert answer["code"] == "url_denied"
+        answer = _answer(client.post("/api/tabs", json={"op": "open", "url": denied.url("/policy/target")}), 403)
+        assert (answer["status"], answer["code"]) == ("failed", "url_denied")
     assert denied.count(ANY) == 0
 
 
@@ -122,7 +129,7 @@ def test_a_redirect_to_a_denied_host_is_stopped_where_the_browser_goes(
     with url_lists.client() as client:
         tab = open_tab(client, allowed.url("/text"))
         result = _act(client, {"action": "navigate", "tabId": tab,
-                               "url": allowed.url(f"/redirect?to={denied.url('/policy/target')}")})
+                               "url": allowed.url(f"/redirect?to={denied.url('/policy/target')}")}, 403)
         assert result["status"] == "failed" and result["code"] == "url_denied", result
         assert _act(client, {"action": "title", "tabId": tab})["title"] != "Target"
     assert denied.count(ANY) == 0
@@ -162,8 +169,9 @@ def test_an_allow_list_refuses_every_other_host(tmp_path: Path, nats_access: Nat
     try:
         with running.client() as client:
             tab = open_tab(client, allowed.url("/text"))
-            result = _act(client, {"action": "navigate", "tabId": tab, "url": denied.url("/text")})
-            assert (result["code"], result["state"]["reason"]) == ("url_denied", "not_allowed")
+            result = _act(client, {"action": "navigate", "tabId": tab, "url": denied.url("/text")}, 403)
+            assert (result["status"], result["code"], result["state"]["reason"]) == ("failed", "url_denied",
+                                                                                     "not_allowed")
     finally:
         assert running.stop() == 0
     assert denied.count(ANY) == 0
@@ -175,7 +183,7 @@ def test_an_allow_list_refuses_every_other_host(tmp_path: Path, nats_access: Nat
 def test_read_only_mode_refuses_opening_a_tab_over_http(read_only: Served, allowed: TestSite) -> None:
     allowed.reset()
     with read_only.client() as client:
-        answer = client.post("/api/tabs", json={"op": "open", "url": allowed.url("/clicks")}).json()
+        answer = _answer(client.post("/api/tabs", json={"op": "open", "url": allowed.url("/clicks")}), 403)
         assert (answer["status"], answer["code"]) == ("failed", "read_only")
     assert allowed.count(ANY) == 0
 
@@ -209,30 +217,35 @@ def test_read_only_mode_refuses_every_write_direct_in_a_container_and_in_a_resum
 # --- ask-before-act -----------------------------------------------------------------------------------
 
 
+def _held(body: dict[str, Any], code: str = "needs_user") -> str:
+    """The new confirm token in a hold's ``state``: a direct hold answers 403 with ``needs_user``, or with
+    ``confirm_token_invalid`` when the token given was wrong, used or for another action."""
+    assert (body["status"], body["code"]) == ("held", code), body
+    token: str = body["state"]["confirm_token"]
+    return token
+
+
 def test_ask_before_act_holds_a_direct_write_with_a_confirm_token_bound_and_single_use(
         asking: Served, allowed: TestSite) -> None:
     allowed.reset()
     with asking.client("alice") as alice, asking.client("bob") as bob:
-        opened = alice.post("/api/tabs", json={"op": "open", "url": allowed.url("/clicks")}).json()
-        assert (opened["status"], opened["code"]) == ("held", "needs_user")
-        token = opened["state"]["confirm_token"]
+        opened = _answer(alice.post("/api/tabs", json={"op": "open", "url": allowed.url("/clicks")}), 403)
+        token = _held(opened)
         assert isinstance(opened["call"], int)
-        assert bob.post("/api/act", json={"command": {"action": "newTab", "url": allowed.url("/clicks")},
-                                          "confirm_token": token}).json()["status"] == "held"  # bound to the agent
-        assert alice.post("/api/act", json={"command": {"action": "newTab", "url": allowed.url("/text")},
-                                            "confirm_token": token}).json()["status"] == "held"  # and the params
-        done = alice.post("/api/act", json={"command": {"action": "newTab", "url": allowed.url("/clicks")},
-                                            "confirm_token": token}).json()
+        _held(_act(bob, {"action": "newTab", "url": allowed.url("/clicks")}, 403, confirm_token=token),
+              "confirm_token_invalid")  # bound to the agent
+        _held(_act(alice, {"action": "newTab", "url": allowed.url("/text")}, 403, confirm_token=token),
+              "confirm_token_invalid")  # and the params
+        done = _act(alice, {"action": "newTab", "url": allowed.url("/clicks")}, confirm_token=token)
         assert done["status"] == "ok"
         tab = done["tabId"]
-        again = alice.post("/api/act", json={"command": {"action": "newTab", "url": allowed.url("/clicks")},
-                                             "confirm_token": token}).json()
-        assert again["status"] == "held"  # once
+        _held(_act(alice, {"action": "newTab", "url": allowed.url("/clicks")}, 403, confirm_token=token),
+              "confirm_token_invalid")  # once
 
         click = {"action": "click", "tabId": tab, "selector": "#hit"}
-        held = _act(alice, click)
-        assert held["status"] == "held" and allowed.count("POST /clicks/hit") == 0
-        assert _act(alice, click, confirm_token=held["state"]["confirm_token"])["status"] == "ok"
+        held = _act(alice, click, 403)
+        assert allowed.count("POST /clicks/hit") == 0
+        assert _act(alice, click, confirm_token=_held(held))["status"] == "ok"
         assert allowed.wait_for_count("POST /clicks/hit") == 1
         assert _act(alice, {"action": "title", "tabId": tab})["status"] == "ok"  # reads are never held
 
@@ -242,23 +255,25 @@ def test_a_held_step_stops_the_call_and_stays_held_on_resume_until_confirmed_and
     allowed.reset()
     with asking.client() as client:
         new_tab = {"action": "newTab", "url": allowed.url("/clicks")}
-        held = _act(client, new_tab)
-        tab = _act(client, new_tab, confirm_token=held["state"]["confirm_token"])["tabId"]
+        held = _act(client, new_tab, 403)
+        tab = _act(client, new_tab, confirm_token=_held(held))["tabId"]
         body = _batch(client, [{"action": "title"}, {"action": "click", "selector": "#hit"}, {"action": "title"}], tab)
         assert [p["status"] for p in body["progress"]] == ["ok", "held", "skipped"]
         token = body["results"][1]["state"]["confirm_token"]
 
-        assert client.post("/api/resume", json={"call": body["call"], "resume_token": body["resume_token"],
-                                                "confirm_token": token}).json()["code"] == "unknown_parameter"
-        again = client.post("/api/resume", json={"call": body["call"], "resume_token": body["resume_token"]}).json()
+        refused = _answer(client.post("/api/resume", json={"call": body["call"], "resume_token": body["resume_token"],
+                                                            "confirm_token": token}), 400)
+        assert refused["code"] == "unknown_parameter"
+        again = _answer(client.post("/api/resume", json={"call": body["call"],
+                                                          "resume_token": body["resume_token"]}), 200)
         assert [p["status"] for p in again["progress"]] == ["ok", "held", "skipped"]
         assert allowed.count("POST /clicks/hit") == 0
 
         fresh = again["results"][1]["state"]["confirm_token"]
         confirmed = _act(client, {"action": "click", "tabId": tab, "selector": "#hit"}, confirm_token=fresh)
         assert confirmed["status"] == "ok"
-        done = client.post("/api/resume", json={"call": again["call"], "resume_token": again["resume_token"],
-                                                "observed": {"1": "applied"}}).json()
+        done = _answer(client.post("/api/resume", json={"call": again["call"], "resume_token": again["resume_token"],
+                                                         "observed": {"1": "applied"}}), 200)
         assert done["status"] == "ok"
         assert allowed.wait_for_count("POST /clicks/hit") == 1
         time.sleep(0.3)
