@@ -105,9 +105,10 @@ def open_tab(client: httpx.Client, url: str, node: Node, **session: str) -> int:
 
 
 def approved_tab(client: httpx.Client, url: str, node: Node) -> int:
-    """A new tab of an agent that asks before acting: held first, then opened with the hold's confirm token."""
+    """A new tab of an agent that asks before acting: held first (403 ``needs_user``), then opened with the
+    hold's confirm token."""
     body = {"op": "open", "url": url, "node": node.config.name}
-    asked = answer(client.post("/api/tabs", json=body))
+    asked = answer(client.post("/api/tabs", json=body), 403)
     assert (asked["status"], asked["code"]) == ("held", "needs_user"), asked
     opened = answer(client.post("/api/tabs", json={**body, "confirm_token": asked["state"]["confirm_token"]}))
     assert opened["status"] == "ok", opened
@@ -123,10 +124,11 @@ def create(client: httpx.Client, tabs: list[int], goal: str = "Hit the button", 
     return task
 
 
-def hit(client: httpx.Client, tab: int, **extra: Any) -> dict[str, Any]:
-    """A direct click on the /clicks page's #hit (one POST /clicks/hit when it runs)."""
+def hit(client: httpx.Client, tab: int, status: int = 200, **extra: Any) -> dict[str, Any]:
+    """A direct click on the /clicks page's #hit (one POST /clicks/hit when it runs), answered with ``status``
+    (a direct route answers an error outcome with its code's status: ``task_leased`` 409...)."""
     return answer(client.post("/api/act", json={"command": {"action": "click", "tabId": tab, "selector": "#hit"},
-                                                **extra}))
+                                                **extra}), status)
 
 
 def state(client: httpx.Client, task: str) -> str:

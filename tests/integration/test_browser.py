@@ -351,7 +351,11 @@ def test_fill_on_a_readonly_disabled_or_missing_field_fails_with_nothing_sent(
         act: Act, tab: int, site: TestSite) -> None:
     goto(act, tab, site.url("/form"))
     done(act({"action": "js", "code": _WATCHED_FIELDS}, tab))
-    outcomes = {selector: act({"action": "fill", "selector": selector, "value": SECRET}, tab, timeout=0.5)
+    # Each fill retries its check until its timeout. Playwright checks at 0, 20, 120 and 220 ms (each check
+    # taking d ms), then every 500 ms: a timeout that ends during a check is rightly unknown (the check and
+    # the fill are one evaluation), one before the first check not_actionable. 0.7 s ends in the first long
+    # wait (from 220 + 4d to 720 + 4d ms) for checks of up to 120 ms beside CPU hogs; 0.5 s did for 70 ms.
+    outcomes = {selector: act({"action": "fill", "selector": selector, "value": SECRET}, tab, timeout=0.7)
                 for selector in ("#ro", "#off", "#nope")}
     codes = {}
     for selector, outcome in outcomes.items():

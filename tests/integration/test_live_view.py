@@ -115,7 +115,7 @@ def test_a_person_signs_in_through_live_view_hands_back_and_the_agents_resume_fi
         wait_for_frames(page, shown)
 
         refused = alice.post("/api/act", json={"command": {"action": "click", "selector": "#order", "tabId": tab}})
-        assert refused.status_code == 200 and refused.json()["code"] == "tab_claimed", refused.text
+        assert refused.status_code == 409 and refused.json()["code"] == "tab_claimed", refused.text
         assert refused.json()["state"] == {"tabId": tab, "by": "user", "reason": "live_view"}
         read = alice.post("/api/act", json={"command": {"action": "title", "tabId": tab}}).json()
         assert (read["status"], read["title"]) == ("ok", "Account")  # reads go on

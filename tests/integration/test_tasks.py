@@ -65,7 +65,7 @@ def test_the_owner_writes_and_a_follower_observes_its_writes_refused_with_nothin
         assert hit(owner, tab)["status"] == "ok"
         assert site.wait_for_count(HIT, 1) == 1
         for other in (follower, sessionless):
-            direct = hit(other, tab)
+            direct = hit(other, tab, 409)
             assert (direct["status"], direct["code"]) == ("failed", "task_leased"), direct
             assert direct["state"] == {"taskId": task["id"], "tabId": tab}
             batch = answer(other.post("/api/batch", json={"tabId": tab, "commands": [
@@ -117,7 +117,7 @@ def test_a_task_may_hold_the_agent_s_tab_on_another_node_of_the_fleet(fleet: Fle
     with api(fleet.bases[0], session=s1) as owner, api(fleet.bases[1], session=s2) as follower:
         tab = open_tab(owner, site.url("/clicks"), fleet.nodes[1], session=f"far-{s1}")  # through node 0, on node 1
         task = create(owner, [tab], "Hit it on the other node")["id"]
-        assert hit(follower, tab)["code"] == "task_leased"
+        assert hit(follower, tab, 409)["code"] == "task_leased"
         assert hit(owner, tab)["status"] == "ok"
         assert site.wait_for_count(HIT, 1) == 1
         assert state(follower, task) == "follower"
@@ -192,10 +192,10 @@ def test_two_sessions_racing_a_takeover_through_two_nodes_exactly_one_wins(fleet
     winner, loser = names[won], names[1 - won]
     with api(fleet.bases[won], session=winner) as ours, api(fleet.bases[1 - won], session=loser) as theirs:
         assert state(ours, task) == "owner" and state(theirs, task) == "follower"
-        assert hit(theirs, tab)["code"] == "task_leased"
+        assert hit(theirs, tab, 409)["code"] == "task_leased"
         assert hit(ours, tab)["status"] == "ok"
         assert site.wait_for_count(HIT, 1) == 1
-        assert hit(theirs, tab)["code"] == "task_leased"
+        assert hit(theirs, tab, 409)["code"] == "task_leased"
         assert hit(ours, tab)["status"] == "ok"
         assert site.wait_for_count(HIT, 2) == 2
     assert site.counts() == {HIT: 2}
@@ -285,7 +285,8 @@ def test_the_canaries_are_in_no_task_record(fleet: Fleet, site: TestSite, nats_a
         tab = approved_tab(owner, site.url("/form"), fleet.nodes[0])
         task = create(owner, [tab], "Fill the form")["id"]
         fill = {"action": "fill", "tabId": tab, "selector": "#name", "value": typed}
-        held = answer(owner.post("/api/act", json={"command": fill}))
+        held = answer(owner.post("/api/act", json={"command": fill}), 403)
+        assert (held["status"], held["code"]) == ("held", "needs_user"), held
         confirm = held["state"]["confirm_token"]
         assert answer(owner.post("/api/act", json={"command": fill, "confirm_token": confirm}))["status"] == "ok"
         batch = answer(owner.post("/api/batch", json={"tabId": tab, "commands": [
@@ -311,16 +312,16 @@ def test_an_approval_given_to_one_session_never_authorizes_a_call_of_another(fle
     s1, s2 = sessions(2)
     with api(fleet.bases[0], "carol", s1) as asker, api(fleet.bases[0], "carol", s2) as other:
         tab = approved_tab(asker, site.url("/clicks"), fleet.nodes[0])
-        held = hit(asker, tab)
+        held = hit(asker, tab, 403)
         assert (held["status"], held["code"]) == ("held", "needs_user"), held
         token = held["state"]["confirm_token"]
-        again = hit(other, tab, confirm_token=token)
+        again = hit(other, tab, 403, confirm_token=token)
         assert (again["status"], again["code"]) == ("held", "confirm_token_invalid"), again
-        assert hit(other, tab, confirm_token=token)["code"] == "confirm_token_invalid"
+        assert hit(other, tab, 403, confirm_token=token)["code"] == "confirm_token_invalid"
         assert site.count(HIT) == 0
         assert hit(asker, tab, confirm_token=token)["status"] == "ok"
         assert site.wait_for_count(HIT, 1) == 1
-        assert hit(asker, tab, confirm_token=token)["code"] == "confirm_token_invalid"  # once
+        assert hit(asker, tab, 403, confirm_token=token)["code"] == "confirm_token_invalid"  # once
     assert site.counts() == {HIT: 1}
 
 
@@ -329,10 +330,10 @@ def test_a_takeover_approved_for_one_session_is_not_another_s(fleet: Fleet, site
     with api(fleet.bases[0], "carol", s1) as owner, api(fleet.bases[1], "carol", s2) as heir, \
             api(fleet.bases[1], "carol", s3) as other:
         task = create(owner, [approved_tab(owner, site.url("/clicks"), fleet.nodes[0])], "Ask to take it")["id"]
-        held = answer(heir.post(f"/api/tasks/{task}/takeover", json={"force": True}))
+        held = answer(heir.post(f"/api/tasks/{task}/takeover", json={"force": True}), 403)
         assert (held["status"], held["code"]) == ("held", "needs_user"), held
         token = held["state"]["confirm_token"]
-        again = answer(other.post(f"/api/tasks/{task}/takeover", json={"force": True, "confirm_token": token}))
+        again = answer(other.post(f"/api/tasks/{task}/takeover", json={"force": True, "confirm_token": token}), 403)
         assert (again["status"], again["code"]) == ("held", "confirm_token_invalid"), again
         assert state(owner, task) == "owner"  # nothing taken
         taken = answer(heir.post(f"/api/tasks/{task}/takeover", json={"force": True, "confirm_token": token}))
@@ -352,17 +353,16 @@ def test_an_operator_revokes_a_task_and_its_owner_s_next_write_is_refused(fleet:
         refused(operator.get(f"/api/tasks/{task}"), "unauthorized")  # an operator's token deletes, nothing else
         revoked = answer(operator.delete(f"/api/tasks/{task}"))["task"]
         assert (revoked["status"], revoked["state"]) == ("revoked", "revoked"), revoked
-        write = hit(owner, tab)
+        write = hit(owner, tab, 410)
         assert (write["status"], write["code"], write["state"]) == ("failed", "task_revoked",
                                                                     {"taskId": task, "tabId": tab}), write
-        assert ERROR_CODES[write["code"]].http_status == 410
         assert task not in [t["id"] for t in answer(owner.get("/api/tasks"))["tasks"]]
         assert answer(owner.post("/api/act", json={"command": {"action": "title", "tabId": tab}}))["status"] == "ok"
 
         expire(operator, other_task)
         assert state(heir, other_task) == "expired"
         assert state(owner, other_task) == "expired"  # its owner still reads it: an expired lease is no refusal
-        assert hit(owner, other_tab)["code"] == "task_expired"
+        assert hit(owner, other_tab, 409)["code"] == "task_expired"
         assert answer(heir.post(f"/api/tasks/{other_task}/takeover", json={}))["task"]["state"] == "owner"
         assert hit(heir, other_tab)["status"] == "ok"
         assert site.wait_for_count(HIT, 2) == 2
@@ -382,7 +382,7 @@ def test_another_agent_that_took_the_tab_over_writes_through_no_lease_and_is_tol
         for expired_code in ("task_leased", "task_expired"):
             for other in (posing, bob):  # alice's session name, or none: bob's all the same
                 direct = other.post("/api/act", json={"command": {"action": "click", "tabId": tab, "selector": "#hit"}})
-                body = direct.json()
+                body = answer(direct, 409)  # a direct route: the code's status
                 assert (body["status"], body["code"], body["state"]) == (
                     "failed", expired_code, {"tabId": tab, "owner": "another agent"}), body
                 batch = answer(other.post("/api/batch", json={"tabId": tab, "commands": [
