@@ -117,7 +117,7 @@ async def run(rounds: int, steps: int) -> dict[str, list[float]]:
             tab = answer["tabId"]
             async with over_http(node) as http, over_stdio(node) as stdio:
                 ways = [("http", http), ("stdio", stdio)]
-                for way, session in ways:  # warm-up, untimed
+                for _, session in ways:  # warm-up, untimed
                     await latencies(session, tab, 2)
                 for round_ in range(rounds):
                     for way, session in ways if round_ % 2 == 0 else ways[::-1]:

@@ -81,11 +81,10 @@ async def test_the_read_timeout_bounds_the_answer_s_start_and_each_chunk() -> No
     async with _client(silent) as client:
         with pytest.raises(httpx.ReadTimeout):
             await client.get("/", timeout=0.2)
-    async with _client(stalls) as client:
-        async with client.stream("GET", "/", timeout=0.2) as response:
-            with pytest.raises(httpx.ReadTimeout):
-                async for _ in response.aiter_lines():
-                    pass
+    async with _client(stalls) as client, client.stream("GET", "/", timeout=0.2) as response:
+        with pytest.raises(httpx.ReadTimeout):
+            async for _ in response.aiter_lines():
+                pass
 
 
 async def test_an_app_that_fails_answers_500_before_its_answer_and_breaks_the_body_after() -> None:
