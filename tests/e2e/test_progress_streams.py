@@ -71,8 +71,10 @@ async def test_an_11_step_call_s_notifications_arrive_as_its_steps_finish_and_th
     ended = [result["value"] / 1000 for result in body["results"]]
     latency = [arrived[n + 1] - ended[n] for n in range(11)]
     assert statistics.median(latency) < 0.5, latency
-    # the heartbeat during the slow step, ~10 s into the call, says the ten steps done
+    # the heartbeat (10 s into the call: during the slow step) counts the steps done when it was sent
     ticks = heard.ticks()
-    assert len(ticks) == 1 and 10 < ticks[0][0] < 11, heard.notes
-    assert ticks[0][1] == "10 of 11 steps done; running" and arrived[10] < ticks[0][2] < arrived[11], heard.notes
+    assert any(arrived[10] < at < arrived[11] for _, _, at in ticks), heard.notes
+    for progress, message, at in ticks:
+        done = sum(1 for step in arrived.values() if step < at)
+        assert message == f"{done} of 11 steps done; running" and done < progress < done + 1, heard.notes
 
