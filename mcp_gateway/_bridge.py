@@ -1,7 +1,8 @@
 """The gateway's side of the bridge's HTTP API: one agent's requests, each with its own timeout.
 
 Over loopback (``kitsune mcp --bridge URL``, or the embedded bridge) or in-process through the
-ASGI app itself (``/mcp`` on ``kitsune serve``): either way a request passes the bridge's whole
+ASGI app itself (``/mcp`` on ``kitsune serve``, its answers streamed: ``_inprocess``): either way
+the same code reads a call's progress lines as they come, and a request passes the bridge's whole
 middleware (bearer token, capability groups), so the gateway can do nothing its caller could not.
 Transport failures come back as results, never exceptions: a request that may have reached the
 bridge before it failed reports ``status: "unknown"``, one that cannot have reached it ``failed``.

@@ -3,8 +3,9 @@
 The bridge's middleware authenticates ``/mcp`` like every API route, so a request reaching
 :class:`McpEndpoint` already names its agent. Each MCP session belongs to the agent that opened
 it (a request with another agent's token answers 404 for it). Tools run as the caller's agent: the
-gateway sends their requests in-process to the bridge's own ASGI app (no socket, no second port)
-with the caller's bearer token, so they pass authentication, capability groups, policy, tab
+gateway sends their requests in-process to the bridge's own ASGI app (no socket, no second port;
+each answer streamed as the app sends it, so a container call's steps are told as they finish:
+``_inprocess``) with the caller's bearer token, so they pass authentication, capability groups, policy, tab
 ownership and the audit log exactly as the agent's own API requests would. They name the host and
 port the agent reached, so a Live View link the bridge makes for them names that node. A direct call's
 checkpoint belongs to the MCP session that made it: another client (another session, even of the
@@ -37,6 +38,7 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 from mcp_gateway._bridge import Bridge
 from mcp_gateway._caller import Caller
 from mcp_gateway._handshake import instructions
+from mcp_gateway._inprocess import InProcessTransport
 from mcp_gateway._leases import DEFAULT_TTL, Leases
 from mcp_gateway._tasks import open_tasks
 from mcp_gateway.server import Gateway, approval_wait_from_env
@@ -139,7 +141,7 @@ class McpEndpoint:
     async def _start(self, app: ASGIApp) -> None:
         if self._started is None:
             self._started = asyncio.Event()
-            self._http = httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url="http://kitsune.internal")
+            self._http = httpx.AsyncClient(transport=InProcessTransport(app), base_url="http://kitsune.internal")
             # a context of its own: the first request's (its agent, its log context) is not the manager's
             self._task = asyncio.create_task(self._run(self._started), name="kitsune-mcp-sessions",
                                              context=contextvars.Context())
