@@ -55,7 +55,7 @@ from messages.contract import CALL_TIMEOUT
 from messages.errors import KitsuneError, invalid_call
 from messages.paths import ROOT
 from messages.results import Done
-from messages.schema import batch_schema, command_schema, parallel_schema
+from messages.schema import published_schema
 
 __all__ = ["create_app"]
 
@@ -297,7 +297,7 @@ class Api:
     # the rest
 
     async def schema(self, request: Request) -> Response:
-        return json_response({"command": command_schema(), "batch": batch_schema(), "parallel": parallel_schema()})
+        return json_response(published_schema())
 
     async def caps(self, request: Request) -> Response:
         caps = self.node.policy_of(self.agent(request)).caps  # the calling agent's, as they are now
