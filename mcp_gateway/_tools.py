@@ -229,10 +229,10 @@ def _task_create_schema() -> dict[str, Any]:
 _SUMMARY = {"type": "string", "description": "Where the task stands (4 KiB; no secrets: they become [redacted])."}
 
 _TAKEOVER_DESCRIPTION = (
-    "Take over your agent's task, atomically: this session becomes its owner (a live owner's answers task_leased "
-    "unless force; a lost race task_takeover_conflict: read it again). Returns its checkpoint (context, not "
-    "authority), its tabs re-observed, and in_flight: calls whose outcome is unknown. Look at the page before "
-    "resuming one (browser_resume with observed); never retry a write blindly.")
+    "Take over your agent's task: this session becomes its owner. Explicit and atomic (a live owner's answers "
+    "task_leased unless force; a lost race task_takeover_conflict: read it again). Returns its checkpoint (context, "
+    "not authority), its tabs (re-observed now) and in_flight: calls whose outcome is unknown (session lost "
+    "mid-execution). Look at the page before resuming one with its resume_token; never retry a write blindly.")
 
 _CORE = frozenset({"core"})
 _AUTOMATION = frozenset({"automation"})
@@ -290,13 +290,14 @@ TOOLS: dict[str, ToolSpec] = {spec.name: spec for spec in [
              "Ask the user what only a person can do or decide (sign in, a human check, a choice): returns the "
              "answer; waits for it.", _ask_user_schema(), read_only=True),
     ToolSpec("browser_site_tools", _CORE,
-             "List the tools the page declares (WebMCP): returns name, description, input schema and frame of each; "
-             "call one with browser_call_site_tool.",
+             "List the tools the page declares (WebMCP; the page's, not MCP tools): returns name, description, input "
+             "schema and frame of each; call one with browser_call_site_tool.",
              _direct("siteTools", confirmable=False), read_only=True),
     ToolSpec("browser_call_site_tool", _CORE,
-             "Call a tool the page declares, with input its schema accepts (else invalid_input, nothing runs): "
-             "returns its last output, followed across pages. An unknown outcome may have taken effect: look "
-             "before calling again.",
+             "Call a tool the page declares by its name, with input its schema accepts (else invalid_input, nothing "
+             "runs): returns its last output, followed by the node across pages. An unknown outcome (the page "
+             "navigated mid-execution, a continuation expired, it threw or timed out) may have taken effect: look "
+             "first, never blindly call again.",
              _direct("callSiteTool", confirmable=True, extra={"name": _described(
                  "callSiteTool", "name", "The tool's name, as browser_site_tools lists it.")}), confirmable=True),
     ToolSpec("browser_live_view", _CORE,
@@ -305,8 +306,9 @@ TOOLS: dict[str, ToolSpec] = {spec.name: spec for spec in [
              "the tab answer tab_claimed.",
              _live_view_schema(), confirmable=True),  # not read-only: a link that acts lets a person write
     ToolSpec("browser_task_create", _CORE,
-             "Start a task (a goal in some of your tabs) this session owns, so other sessions of your agent only "
-             "read its tabs: returns the task. Checkpoint it as you go and complete it when done.",
+             "Start a task (a goal in some of your tabs) this session owns: returns the task. Other sessions of your "
+             "agent follow (they read, their writes answer task_leased); a lost session's task goes on with an "
+             "explicit browser_task_takeover. Checkpoint it as you go, complete it when done.",
              _task_create_schema()),
     ToolSpec("browser_task_get", _CORE,
              "Read a task (without taskId: your agent's tasks): returns goal, tabs, lease, checkpoint and state "
