@@ -11,22 +11,20 @@ without nulls), and tokens estimated at 4 bytes each. The servers:
 
 Goal (issue 30): Kitsune's list at most Playwright MCP's (ratio <= 1.0).
 
-    .venv/bin/python bench/tool_list.py [--playwright-mcp PATH]
+    PYTHONPATH=. .venv/bin/python bench/tool_list.py [--playwright-mcp PATH]
 """
 
 from __future__ import annotations
 
 import argparse
 import os
-import sys
 import tempfile
 from pathlib import Path
 
 import anyio
 from mcp import ClientSession, StdioServerParameters, stdio_client
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-from first_answer import CHROMIUM, KITSUNE, playwright_mcp  # noqa: E402 (the launchers, shared)
+from bench.first_answer import CHROMIUM, KITSUNE, playwright_mcp
 
 VERSION = "0.0.86"
 """The Playwright MCP release the issue measured."""

@@ -37,7 +37,7 @@ _COMMON = frozenset({"tabId", "timeout", "label"})
 
 def compact(schema: dict[str, Any]) -> dict[str, Any]:
     """``schema`` (an object's) as a model reads it: the kept keywords only, common parameters undescribed."""
-    out = _compacted(schema)
+    out: dict[str, Any] = _compacted(schema)
     for name in _SAID_ONCE & set(out.get("properties", {})):
         out["properties"][name].pop("description", None)
     return out
