@@ -38,14 +38,16 @@ KITSUNE = Path(sys.executable).parent / "kitsune"
 CHROMIUM = "/usr/bin/chromium"
 
 
-def playwright_mcp(given: str | None, folder: Path) -> Path | None:
-    """Playwright MCP's launcher: ``given``, or the npm package installed into ``folder`` (None if it cannot be)."""
+def playwright_mcp(given: str | None, folder: Path, version: str | None = None) -> Path | None:
+    """Playwright MCP's launcher: ``given``, or the npm package (its ``version``, else the latest) installed into
+    ``folder`` (None if it cannot be)."""
     if given:
         return Path(given)
     npm = shutil.which("npm")
     if npm is None:
         return None
-    installed = subprocess.run([npm, "install", "--no-audit", "--no-fund", "--prefix", str(folder), "@playwright/mcp"],
+    package = "@playwright/mcp" + (f"@{version}" if version else "")
+    installed = subprocess.run([npm, "install", "--no-audit", "--no-fund", "--prefix", str(folder), package],
                                capture_output=True, text=True, timeout=600, check=False)
     launcher = folder / "node_modules" / ".bin" / "playwright-mcp"
     if installed.returncode != 0 or not launcher.exists():

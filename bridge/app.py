@@ -38,7 +38,7 @@ from bridge.policy import USER
 from bridge.query import query_int, query_number
 from bridge.responses import json_response, outcome_response
 from bridge.tasks.routes import task_routes
-from core.calls import CallResponse
+from core.calls import CallResponse, last_opened_tab
 from messages import strict_json
 from messages.commands import (
     BLOCKS,
@@ -55,7 +55,7 @@ from messages.contract import CALL_TIMEOUT
 from messages.errors import KitsuneError, invalid_call
 from messages.paths import ROOT
 from messages.results import Done
-from messages.schema import batch_schema, command_schema, parallel_schema
+from messages.schema import published_schema
 
 __all__ = ["create_app"]
 
@@ -161,6 +161,7 @@ class Api:
 
         async def answer(message: RunCall | ResumeCall) -> CallResponse:
             response = await self.node.run_async(message)
+            await self._follow_opened(agent, response.body)
             return replace(response, body=await with_live_view(response.body, agent, base, self.node.live))
 
         if NDJSON not in request.headers.get("accept", ""):
@@ -168,6 +169,13 @@ class Api:
             return json_response(response.body, response.http_status)
         return StreamingResponse(progress_lines(lambda heard: answer(replace(message, listener=heard))),
                                  media_type=NDJSON)
+
+    async def _follow_opened(self, agent: str, body: dict[str, Any]) -> None:
+        """Make the last tab a call opened (and that is still open) the agent's current tab, so that a direct
+        tool after the call acts there, as after a direct newTab."""
+        opened = last_opened_tab(body)
+        if opened is not None and opened in await self.node.open_tab_ids(frozenset({opened})):
+            await self.node.member.set_current(agent, opened)
 
     # tabs
 
@@ -297,7 +305,7 @@ class Api:
     # the rest
 
     async def schema(self, request: Request) -> Response:
-        return json_response({"command": command_schema(), "batch": batch_schema(), "parallel": parallel_schema()})
+        return json_response(published_schema())
 
     async def caps(self, request: Request) -> Response:
         caps = self.node.policy_of(self.agent(request)).caps  # the calling agent's, as they are now

@@ -24,7 +24,7 @@ from messages.steplog import StepRecord
 
 V = TypeVar("V")
 
-__all__ = ["CallAudit", "CallResponse", "Calls", "Listener", "SequentialIds"]
+__all__ = ["CallAudit", "CallResponse", "Calls", "Listener", "SequentialIds", "last_opened_tab"]
 
 Listener = Callable[[Event], None]
 """Hears one call's events as they happen, on the emitting thread."""
@@ -36,6 +36,32 @@ class CallResponse:
 
     body: dict[str, Any]
     http_status: int = 200
+
+
+def last_opened_tab(body: Mapping[str, Any]) -> int | None:
+    """The tab the last ``newTab`` that succeeded in a call's answer opened (path order; None when none did):
+    it becomes the agent's current tab, as a direct newTab's does. Steps inside if, while, try and retry are
+    not looked into (their progress records do not list their steps)."""
+    opened = list(_opened(body.get("progress"), body.get("results")))
+    return opened[-1] if opened else None
+
+
+def _opened(records: Any, results: Any) -> Any:
+    """The tabs ``newTab`` steps among ``records`` (progress records) opened, by their ``results``."""
+    if not isinstance(records, list) or not isinstance(results, list):
+        return
+    for record, result in zip(records, results, strict=False):  # trailing steps that never ran have no result
+        if not isinstance(record, dict) or not isinstance(result, dict):
+            continue
+        nested = result.get("state") if "error" in result else result  # a failed block's results are its state's
+        nested = nested if isinstance(nested, dict) else {}
+        if record.get("action") == "newTab" and record.get("status") == "ok" and isinstance(result.get("tabId"), int):
+            yield result["tabId"]
+        elif record.get("action") == "sequence":
+            yield from _opened(record.get("steps"), nested.get("results"))
+        elif record.get("action") == "parallel" and isinstance(record.get("sequences"), list):
+            for steps, outs in zip(record["sequences"], nested.get("sequences") or [], strict=False):
+                yield from _opened(steps, outs)
 
 
 class CallAudit(Protocol):

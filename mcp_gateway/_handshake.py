@@ -29,10 +29,12 @@ from pathlib import Path
 from typing import Any, BinaryIO
 
 from mcp_gateway._embedded import EmbeddedBridge
-from mcp_gateway._tools import ToolSpec, enabled_tools
+from mcp_gateway._listing import SCHEMA_URI
+from mcp_gateway._tools import TOOLS, ToolSpec, enabled_tools
 
 __all__ = ["GROUPS", "HANDSHAKE_VERSIONS", "INSTRUCTIONS", "Front", "TokenRefused", "bridge_caps", "bridge_tasks",
-           "caps_from_env", "initialize_result", "instructions", "new_session", "read_token", "run", "tools_result"]
+           "caps_from_env", "initialize_result", "instructions", "new_session", "read_token", "resources_result", "run",
+           "tools_result"]
 
 GROUPS = frozenset({"core", "automation"})
 """Every capability group."""
@@ -42,8 +44,18 @@ HANDSHAKE_VERSIONS = ("2024-11-05", "2025-03-26", "2025-06-18", "2025-11-25")
 ``mcp_types.version.HANDSHAKE_PROTOCOL_VERSIONS``, which cannot be read without loading the SDK's
 types; a test holds them equal). A client asking for another gets the newest."""
 
-INSTRUCTIONS = ("Browser tools on real Chromium tabs. A result with call and resume_token can be continued "
-                "with browser_resume; nothing that ran ok is sent again.")
+_LOOP = ("take a browser_snapshot, act on an element by its ref, read the diff the write returns"
+         if "browser_snapshot" in TOOLS else "read the page (browser_page_text, browser_find), act on what you found, "
+                                             "read what changed")
+"""The working loop the instructions teach (by ref once the snapshot tool is there)."""
+
+INSTRUCTIONS = (
+    f"Browser tools on real Chromium tabs. The loop: {_LOOP}; when the steps are known, send them in one "
+    "browser_batch. A tool acts on tabId, "
+    "else your current tab (the last you opened or selected, a batch's newTab included); timeout is in seconds "
+    "(30 by default). A write held for approval answers needs_user: with the user's approval call it again with "
+    "its state.confirm_token. A result with call and resume_token is continued with browser_resume; nothing "
+    "that ran ok is sent again. The whole command grammar is the resource kitsune://schema.")
 """What the server tells clients about its tools (``initialize``'s instructions, before their tasks)."""
 
 _OPEN = ("owner", "follower", "expired")
@@ -146,15 +158,25 @@ def initialize_result(requested: object, tasks: list[dict[str, Any]] | None = No
     """The result of ``initialize`` for a client asking for protocol version ``requested`` (``tasks``: the
     agent's, when the bridge said them)."""
     return {"protocolVersion": requested if requested in HANDSHAKE_VERSIONS else HANDSHAKE_VERSIONS[-1],
-            "capabilities": {"tools": {"listChanged": False}},
+            "capabilities": {"resources": {"subscribe": False, "listChanged": False},
+                             "tools": {"listChanged": False}},
             "serverInfo": {"name": "kitsune", "title": "Kitsune", "version": version("kitsune")},
             "instructions": instructions(tasks)}
 
 
 def _listed(spec: ToolSpec) -> dict[str, Any]:
-    annotations = {"readOnlyHint": spec.read_only, "destructiveHint": not spec.read_only, "openWorldHint": True}
-    return {"name": spec.name, "description": spec.description, "inputSchema": spec.input_schema,
-            "annotations": annotations}
+    listed = {"name": spec.name, "description": spec.description, "inputSchema": spec.listed}
+    if spec.read_only:  # the hints' defaults say the rest: a write may be destructive and reaches the open web
+        listed["annotations"] = {"readOnlyHint": True}
+    return listed
+
+
+def resources_result() -> dict[str, Any]:
+    """The result of ``resources/list``: the command grammar's whole JSON Schema."""
+    return {"resources": [{"uri": SCHEMA_URI, "name": "schema", "title": "Kitsune command grammar",
+                           "description": "The JSON Schema of a command, a batch body and a parallel body, as "
+                                          "GET /api/schema publishes it; the bridge's parser checks every call.",
+                           "mimeType": "application/json"}]}
 
 
 def tools_result(caps: frozenset[str]) -> dict[str, Any]:

@@ -11,6 +11,7 @@ import copy
 from dataclasses import dataclass
 from typing import Any
 
+from mcp_gateway._listing import compact, container_schema
 from messages.schema import batch_schema, command_schema, parallel_schema
 
 __all__ = ["TOOLS", "ToolSpec", "enabled_tools"]
@@ -19,8 +20,7 @@ _REFERENCE = {"$ref": "#/$defs/reference"}
 
 _CONFIRM_TOKEN = {
     "type": "string",
-    "description": "The confirm token of a hold (state.confirm_token of a needs_user result), after the "
-                   "user approved exactly this call. Only clients without elicitation see one.",
+    "description": "A hold's state.confirm_token, once the user approved exactly this call.",
 }
 
 _TAB = {"type": "integer", "description": "Tab to act on; the current tab when absent."}
@@ -38,6 +38,22 @@ class ToolSpec:
     read_only: bool = False
     confirmable: bool = False
     """Whether it takes ``confirm_token``: only then can its holds be approved and checkpointed."""
+    listed_schema: dict[str, Any] | None = None
+    """The input schema ``tools/list`` shows, when it is not ``input_schema`` made short (``_listing``)."""
+
+    @property
+    def listed(self) -> dict[str, Any]:
+        """The input schema ``tools/list`` shows: short, as a model reads it (the checks use ``input_schema``)."""
+        if self.listed_schema is not None:
+            return self.listed_schema
+        found = _LISTED.get(self.name)
+        if found is None:
+            found = _LISTED[self.name] = compact(self.input_schema)
+        return found
+
+
+_LISTED: dict[str, dict[str, Any]] = {}
+"""Each tool's listed schema, made once."""
 
 
 def _without_references(schema: Any) -> Any:
@@ -126,30 +142,27 @@ def _fill_form_schema() -> dict[str, Any]:
 
 def _resume_schema() -> dict[str, Any]:
     return _object({
-        "call": {"type": "integer", "description": "The call id of the result that stopped (its `call`)."},
-        "resume_token": {"type": "string", "description": "Its latest `resume_token`."},
+        "call": {"type": "integer", "description": "The stopped result's call."},
+        "resume_token": {"type": "string", "description": "Its latest resume_token."},
         "observed": {
             "type": ["object", "null"], "additionalProperties": {"enum": ["applied", "not_applied"]},
-            "description": "Container calls only: step paths (\"2\", \"0.1.3\") of unknown, held or failed steps "
-                           "mapped to what you saw on the page. A direct call has no steps to observe."},
+            "description": "Container calls: step paths (\"2\", \"0.1.3\") of unknown, held or failed steps mapped "
+                           "to what you saw on the page."},
         "wait": {"type": "number", "minimum": 0, "default": 120,
-                 "description": "Direct calls only: seconds to wait for the user or the page (0 to 300; larger "
-                                "values are capped at 300; an approval prompt stays open at most 115)."},
+                 "description": "Direct calls: seconds to wait for the user or the page (at most 300)."},
     }, ["call", "resume_token"])
 
 
 def _tabs_schema() -> dict[str, Any]:
     return _object({
         "op": {"enum": ["list", "new", "select", "close", "takeover"], "default": "list",
-               "description": "list the tabs; open a new one (it becomes current); make one current; close one; "
-                              "take one over (a user's or another agent's tab becomes yours)."},
+               "description": "new and select make the tab current; takeover makes a user's or another agent's tab "
+                              "yours."},
         "tabId": {"type": "integer", "description": "The tab to select, close or take over."},
-        "url": {"type": "string", "description": "For new: the URL to open (about:blank when absent)."},
+        "url": {"type": "string", "description": "For new (about:blank when absent)."},
         "session": _described(
-            "newTab", "session", "For new: the browser session (cookies, storage) to open it in, one of your reuse "
-            "sessions by name, made on first use; your \"default\" session when absent. (\"call\", a one-shot "
-            "session, is for a newTab inside browser_batch or browser_parallel: a direct call refuses it, except "
-            "with the confirm_token of such a newTab's hold, which opens it in that call's session.)"),
+            "newTab", "session", "For new: your browser session (cookies, storage) by name, made on first use; "
+            "\"default\" when absent."),
         "confirm_token": dict(_CONFIRM_TOKEN),
     }, [])
 
@@ -163,9 +176,8 @@ def _described(action: str, parameter: str, description: str) -> dict[str, Any]:
 def _sessions_schema() -> dict[str, Any]:
     schema = _object({
         "op": {"enum": ["list", "close"], "default": "list",
-               "description": "list your sessions (name, mode, tabs, created, last used) and the tombstones of "
-                              "closed ones (closed at, reason); close one: its tabs close, and a later request "
-                              "naming it answers session_expired. Closing a tombstone forgets it (the name is free)."},
+               "description": "close: its tabs close and later requests naming it answer session_expired; closing "
+                              "a tombstone frees the name."},
         "name": _described("keepSession", "name", "For close: the session's name."),
     }, [])
     schema["allOf"] = [{"if": {"properties": {"op": {"const": "close"}}, "required": ["op"]},
@@ -175,13 +187,13 @@ def _sessions_schema() -> dict[str, Any]:
 
 def _ask_user_schema() -> dict[str, Any]:
     return _object({
-        "question": {"type": "string", "minLength": 1, "description": "What to ask the user, in one or two sentences."},
+        "question": {"type": "string", "minLength": 1, "description": "One or two sentences."},
         "reason": {"enum": ["sign_in", "human_check", "other"], "default": "other",
-                   "description": "sign_in or human_check when the user must do it in the tab: without a prompt "
-                                  "the gateway then watches the tab for the hint to go away."},
+                   "description": "sign_in, human_check: the user acts in the tab, which is watched for the hint "
+                                  "to go."},
         "tabId": {"type": "integer", "description": "The tab it is about; the current tab when absent."},
         "wait": {"type": "number", "minimum": 0, "default": 120,
-                 "description": "Seconds the prompt stays open (larger values are capped at 120)."},
+                 "description": "Seconds the prompt stays open (at most 120)."},
     }, ["question"])
 
 
@@ -189,15 +201,13 @@ def _live_view_schema() -> dict[str, Any]:
     return _object({
         "tabId": {"type": "integer", "description": "The tab to show; the current tab when absent."},
         "control": {"type": "boolean", "description": (
-            "Whether the person who opens the link may act in the tab. Absent: what your policy gives (view-only "
-            "under ask_before_act or read_only). true under ask_before_act asks the user's approval first (as a "
-            "write does); under read_only it is refused. false: a view-only link.")},
+            "Whether the person may act in the tab (absent: what your policy gives; true under ask_before_act "
+            "asks the user's approval, under read_only it is refused).")},
         "confirm_token": dict(_CONFIRM_TOKEN),
     }, [])
 
 
-_TASK_ID = {"type": "string", "minLength": 1, "description": "The task's id (t-...), as browser_task_create or "
-                                                          "browser_task_get gave it."}
+_TASK_ID = {"type": "string", "minLength": 1, "description": "The task's id (t-...)."}
 
 
 def _task_schema(**properties: dict[str, Any]) -> dict[str, Any]:
@@ -206,135 +216,113 @@ def _task_schema(**properties: dict[str, Any]) -> dict[str, Any]:
 
 def _task_create_schema() -> dict[str, Any]:
     return _object({
-        "goal": {"type": "string", "minLength": 1, "description": "What the task is to achieve, in a sentence."},
+        "goal": {"type": "string", "minLength": 1, "description": "What it is to achieve, in a sentence."},
         "tabs": {"type": "array", "items": {"type": "integer"}, "uniqueItems": True,
-                 "description": "Your open tabs the task works in (a tab is in one open task at most)."},
+                 "description": "Your open tabs it works in (one open task per tab)."},
         "resume": {"enum": ["ask", "auto", "off"], "default": "ask",
-                   "description": "What a takeover does with a call left in flight: ask returns its resume token "
-                                  "for you to choose; auto resumes it where the resume rules allow (never past an "
-                                  "approval); off gives the context alone."},
-        "scope": {"enum": ["tab", "browser", "remote"], "default": "browser",
-                  "description": "Where the task is shared: tab (one tab), browser (across your tabs) or remote."},
+                   "description": "What a takeover does with a call left in flight: return its resume token (ask), "
+                                  "resume it where the rules allow (auto), or nothing (off)."},
+        "scope": {"enum": ["tab", "browser", "remote"], "default": "browser"},
     }, ["goal"])
 
 
-_SUMMARY = {"type": "string", "description": "Your summary of where the task stands (kept to 4 KiB). No secrets: "
-                                            "token-shaped strings and values typed in the task become [redacted]."}
+_SUMMARY = {"type": "string", "description": "Where the task stands (4 KiB; no secrets: they become [redacted])."}
 
 _TAKEOVER_DESCRIPTION = (
-    "Take over a task of your agent: this session becomes its owner. Explicit and atomic (one attempt: a race lost "
-    "answers task_takeover_conflict; read the task again, never retry blindly). A task whose owner is alive answers "
-    "task_leased unless force is true (use it only when you know that session is gone); an expired one is taken "
-    "without force; a completed or revoked one answers task_closed. The answer carries the checkpoint (context, "
-    "not authority: what the old session saw and did), tabs (re-observed now: url, title, needs_user) and "
-    "in_flight: the old session's calls whose outcome is unknown (session lost mid-execution). Look at the tabs "
-    "before anything else: a call in flight may have taken effect or not. Resume one with browser_resume(call, "
-    "resume_token, observed) only after you saw on the page whether it did; never retry a write blindly. With "
-    "resume auto, a call that needed no observation was resumed (resumed); one that could not be carries "
-    "not_resumed (why: observed_required lists its steps) and its resume_token. It may "
-    "be held for approval like a write (confirm_token).")
+    "Take over your agent's task: this session becomes its owner. Explicit and atomic (a live owner's answers "
+    "task_leased unless force; a lost race task_takeover_conflict: read it again). Returns its checkpoint (context, "
+    "not authority), its tabs (re-observed now) and in_flight: calls whose outcome is unknown (session lost "
+    "mid-execution). Look at the page before resuming one with its resume_token; never retry a write blindly.")
 
 _CORE = frozenset({"core"})
 _AUTOMATION = frozenset({"automation"})
 
 TOOLS: dict[str, ToolSpec] = {spec.name: spec for spec in [
     ToolSpec("browser_batch", _AUTOMATION,
-             "Run browser commands in order on real Chromium tabs (see the command schema). A call that does not "
-             "finish ok returns call and resume_token: continue it with browser_resume.",
-             _container(batch_schema())),
+             "Run commands in order in one call: returns results, progress and a one-line summary (a few hundred "
+             "bytes per step); one call instead of a tool call per step when the steps are known. A call that "
+             "stops returns call and resume_token for browser_resume.",
+             _container(batch_schema()), listed_schema=container_schema("batch")),
     ToolSpec("browser_parallel", _AUTOMATION,
-             "Run sequences of browser commands concurrently, each on its own tabs. A call that does not finish ok "
-             "returns call and resume_token: continue it with browser_resume.",
-             _container(parallel_schema())),
+             "Run lists of commands concurrently, each on its own tabs: returns each sequence's results and "
+             "progress, as browser_batch.",
+             _container(parallel_schema()), listed_schema=container_schema("parallel")),
     ToolSpec("browser_workflow", _AUTOMATION,
-             "Run a named workflow file of the bridge with variables. A call that does not finish ok returns call "
-             "and resume_token: continue it with browser_resume.",
+             "Run one of the node's workflow files with variables: returns what browser_batch returns.",
              _object({"workflow": {"type": "string", "description": "The workflow's name."},
                       "variables": {"type": "object", "description": "Values of the workflow's variables."},
                       **{k: v for k, v in _container(batch_schema())["properties"].items() if k != "commands"}},
-                     ["workflow"])),
+                     ["workflow"]), listed_schema=container_schema("workflow")),
     ToolSpec("browser_resume", _CORE | _AUTOMATION,
-             "Continue a call that stopped: a container call (browser_batch, browser_parallel, browser_workflow) "
-             "from its checkpoint, or a direct call that stopped on needs_user from its held request. Nothing that "
-             "ran ok is sent again.",
+             "Continue a stopped call (a container's checkpoint, or a direct call held on needs_user): returns its "
+             "answer; nothing that ran ok is sent again.",
              _resume_schema()),
-    ToolSpec("browser_navigate", _CORE, "Load a URL in a tab.", _direct("navigate", confirmable=True),
-             confirmable=True),
-    ToolSpec("browser_click", _CORE, "Click the element a selector finds.", _direct("click", confirmable=True),
+    ToolSpec("browser_navigate", _CORE, "Load a URL in a tab: returns the final url and HTTP status.",
+             _direct("navigate", confirmable=True), confirmable=True),
+    ToolSpec("browser_click", _CORE, "Click an element: returns ok (one write).", _direct("click", confirmable=True),
              confirmable=True),
     ToolSpec("browser_type", _CORE,
-             "Type text into an element key by key; with submit, press Enter after it (a second request: a hold "
-             "at the Enter resumes without typing again).",
+             "Type text into an element key by key (submit: then Enter, a second write): returns ok.",
              _direct("type", confirmable=True), confirmable=True),
     ToolSpec("browser_fill_form", _CORE,
-             "Fill form fields in order, one request per field (a hold stops at its field and a resume restarts "
-             "there).", _fill_form_schema(), confirmable=True),
-    ToolSpec("browser_select", _CORE, "Choose options of a <select> by value or label.",
+             "Fill fields in order, one write per field (a hold stops at its field): returns each field's result.",
+             _fill_form_schema(), confirmable=True),
+    ToolSpec("browser_select", _CORE, "Choose options of a <select> by value or label: returns those selected.",
              _direct("select", confirmable=True), confirmable=True),
-    ToolSpec("browser_press", _CORE, "Press a key or chord (Enter, Control+A) on an element or the page.",
+    ToolSpec("browser_press", _CORE, "Press a key or chord (Enter, Control+A) on an element or the page: returns ok.",
              _direct("press", confirmable=True), confirmable=True),
-    ToolSpec("browser_page_text", _CORE, "Read the visible text of the page or of one element.",
+    ToolSpec("browser_page_text", _CORE,
+             "Read the visible text of the page or an element: returns it, up to maxChars (the costly read).",
              _direct("pageText", confirmable=False), read_only=True),
-    ToolSpec("browser_find", _CORE, "Find elements by selector or visible text.",
+    ToolSpec("browser_find", _CORE, "Find elements by selector or visible text: returns up to limit matches.",
              _direct("find", confirmable=False), read_only=True),
-    ToolSpec("browser_screenshot", _CORE, "Take a PNG screenshot of the viewport, the full page or one element.",
+    ToolSpec("browser_screenshot", _CORE,
+             "Screenshot the viewport, full page or an element: returns a PNG image (costly; prefer text).",
              _direct("screenshot", confirmable=False), read_only=True),
     ToolSpec("browser_tabs", _CORE,
-             "List, open, select, close or take over tabs. A tab you open is yours and becomes current; writing "
-             "to a user's tab needs a takeover first. A tab opens in one of your browser sessions (session).",
+             "List, open, select, close or take over tabs: returns the tabs or the tab acted on. A tab you open is "
+             "yours and current; a user's tab needs a takeover before you write to it.",
              _tabs_schema(), confirmable=True),
     ToolSpec("browser_sessions", _CORE,
-             "List or close your browser sessions: each has its own cookies and storage, and its tabs. Closing one "
-             "closes its tabs.", _sessions_schema()),
+             "List or close your browser sessions (each its own cookies, storage and tabs): returns them.",
+             _sessions_schema()),
     ToolSpec("browser_ask_user", _CORE,
-             "Ask the user something only a person can do or decide (sign in, solve a human check, choose). With a "
-             "client prompt the user answers there; otherwise ask in your reply.", _ask_user_schema(),
-             read_only=True),
+             "Ask the user what only a person can do or decide (sign in, a human check, a choice): returns the "
+             "answer; waits for it.", _ask_user_schema(), read_only=True),
     ToolSpec("browser_site_tools", _CORE,
-             "List the tools the page in a tab declares itself (WebMCP, navigator.modelContext): name, description, "
-             "input schema, and frame (\"main\", or \"iframe\" for a same-origin frame). They are the page's, "
-             "not MCP tools: call one by its name with browser_call_site_tool.",
+             "List the tools the page declares (WebMCP; the page's, not MCP tools): returns name, description, input "
+             "schema and frame of each; call one with browser_call_site_tool.",
              _direct("siteTools", confirmable=False), read_only=True),
     ToolSpec("browser_call_site_tool", _CORE,
-             "Call a tool the page declares (see browser_site_tools) by its name, with input its input schema "
-             "accepts: a mismatch answers invalid_input with state.path and runs nothing. A tool that goes on "
-             "across pages or frames is followed by the node to its end: you get the last output and the "
-             "documents it crossed. An unknown outcome (status unknown: the page navigated mid-execution, a "
-             "continuation expired, the tool threw or timed out) may have taken effect: observe the page or site "
-             "first and call it again only if it did not, never blindly.",
+             "Call a tool the page declares by its name, with input its schema accepts (else invalid_input, nothing "
+             "runs): returns its last output, followed by the node across pages. An unknown outcome (the page "
+             "navigated mid-execution, a continuation expired, it threw or timed out) may have taken effect: look "
+             "first, never blindly call again.",
              _direct("callSiteTool", confirmable=True, extra={"name": _described(
                  "callSiteTool", "name", "The tool's name, as browser_site_tools lists it.")}), confirmable=True),
     ToolSpec("browser_live_view", _CORE,
-             "A Live View link to one of your tabs: a person opens it in their browser to see the tab live and act "
-             "in it (sign in, pass a human check, fix a form). Show it to the user, then stop on an approval or "
-             "browser_ask_user (or a browser_resume of a stop), and go on when they are done: their \"Done — hand "
-             "back\" ends a waiting browser_ask_user or resume at once. The link works for 5 minutes, one person "
-             "at a time; while they hold the tab, your writes to it answer tab_claimed. needs_user answers carry "
-             "such a link already (live_view). The answer's control says whether the link acts or only shows the "
-             "tab; under ask_before_act ask for control: true when the person must act (the user approves it).",
+             "A Live View link (5 minutes, one person) for the user to see and act in a tab (sign in, a human "
+             "check): returns url and control. Show it, then wait with browser_ask_user; meanwhile your writes to "
+             "the tab answer tab_claimed.",
              _live_view_schema(), confirmable=True),  # not read-only: a link that acts lets a person write
     ToolSpec("browser_task_create", _CORE,
-             "Start a task: a goal you work on in some of your tabs. This MCP session owns it: only the owner's writes "
-             "reach its tabs, and its lease is renewed while this client runs. Other sessions of your agent follow: "
-             "they read its tabs and state, their writes to its tabs answer task_leased. If this client is lost, a "
-             "new session continues the task with an explicit browser_task_takeover. Checkpoint it as you go "
-             "(browser_task_checkpoint) and complete it when done.", _task_create_schema()),
+             "Start a task (a goal in some of your tabs) this session owns: returns the task. Other sessions of your "
+             "agent follow (they read, their writes answer task_leased); a lost session's task goes on with an "
+             "explicit browser_task_takeover. Checkpoint it as you go, complete it when done.",
+             _task_create_schema()),
     ToolSpec("browser_task_get", _CORE,
-             "Read a task: goal, tabs, lease, checkpoint, and its state for this session: owner (yours), follower "
-             "(another live session owns it: read, do not write), expired (its owner is gone: take it over to go on), "
-             "completed or revoked. Without taskId: your agent's tasks; after a reconnect, look here for the task you "
-             "were doing.", _object({"taskId": dict(_TASK_ID)}, []), read_only=True),
+             "Read a task (without taskId: your agent's tasks): returns goal, tabs, lease, checkpoint and state "
+             "(owner, follower: read only, expired: take it over, completed, revoked).",
+             _object({"taskId": dict(_TASK_ID)}, []), read_only=True),
     ToolSpec("browser_task_checkpoint", _CORE,
-             "Owner only: record the task's progress. The node re-observes its first tab (URL, title, headings) and "
-             "keeps its last steps and events with your summary: what a session taking the task over will read.",
+             "Owner: record the task's progress with your summary, and the page re-observed: what a taker reads.",
              _task_schema(summary=dict(_SUMMARY))),
     ToolSpec("browser_task_complete", _CORE,
-             "Owner only: mark the task completed, with a final summary. Its lease ends and its tabs are free.",
+             "Owner: complete the task with a final summary; its lease ends and its tabs are free.",
              _task_schema(summary=dict(_SUMMARY))),
     ToolSpec("browser_task_takeover", _CORE, _TAKEOVER_DESCRIPTION,
              _task_schema(force={"type": "boolean", "default": False,
-                                 "description": "Take it even though its owner's lease is live (that session "
-                                                "loses it)."},
+                                 "description": "Take it from a live owner (only when you know it is gone)."},
                           confirm_token=dict(_CONFIRM_TOKEN)), confirmable=True),
 ]}
 """Every tool, by name."""

@@ -21,6 +21,7 @@ elicitation: a hold answers ``needs_user`` with the confirm token, never a promp
 
 from __future__ import annotations
 
+import json
 import logging
 import math
 import os
@@ -33,12 +34,16 @@ import jsonschema  # type: ignore[import-untyped]
 import mcp_types as types
 from mcp.server.context import ServerRequestContext
 from mcp.server.lowlevel.server import Server
+from mcp.shared.exceptions import MCPError
+from mcp_types import INVALID_PARAMS
 
+from mcp_gateway._arguments import unknown_parameter
 from mcp_gateway._ask import ask_user
 from mcp_gateway._caller import Caller
 from mcp_gateway._containers import run_container
 from mcp_gateway._direct import DirectCalls
-from mcp_gateway._handshake import instructions, tools_result
+from mcp_gateway._handshake import instructions, resources_result, tools_result
+from mcp_gateway._listing import SCHEMA_URI
 from mcp_gateway._results import error, to_call_tool_result
 from mcp_gateway._resume import resume
 from mcp_gateway._sessions import sessions
@@ -46,6 +51,7 @@ from mcp_gateway._tabs import live_view, tabs
 from mcp_gateway._tasks import TASK_TOOLS, task_call
 from mcp_gateway._tools import TOOLS
 from messages.contract import APPROVAL_PROMPT_MAX, CALL_TIMEOUT
+from messages.schema import published_schema
 from messages.schema_errors import without_value
 
 __all__ = ["Gateway", "Identify", "approval_wait_from_env"]
@@ -111,8 +117,20 @@ class Gateway:
                 result = error("internal", f"The gateway failed ({type(e).__name__})")
             return to_call_tool_result(result)
 
+        async def list_resources(ctx: ServerRequestContext[Any, Any],
+                                 params: types.PaginatedRequestParams | None) -> types.ListResourcesResult:
+            return types.ListResourcesResult.model_validate(resources_result())
+
+        async def read_resource(ctx: ServerRequestContext[Any, Any],
+                                params: types.ReadResourceRequestParams) -> types.ReadResourceResult:
+            if params.uri != SCHEMA_URI:
+                raise MCPError(INVALID_PARAMS, f"No resource {params.uri!r} (there is {SCHEMA_URI})")
+            return types.ReadResourceResult(contents=[types.TextResourceContents(
+                uri=SCHEMA_URI, mime_type="application/json", text=json.dumps(published_schema()))])
+
         return Server(name, version=version("kitsune"), title="Kitsune", instructions=instructions(None),
-                      on_list_tools=list_tools, on_call_tool=call_tool)
+                      on_list_tools=list_tools, on_call_tool=call_tool, on_list_resources=list_resources,
+                      on_read_resource=read_resource)
 
     def heard_bridge_caps(self, agent: str, groups: frozenset[str]) -> None:
         """Keep the bridge's groups for ``agent`` as if asked now (the handshake asked already)."""
@@ -169,6 +187,12 @@ class Gateway:
         if problem is None:
             return None
         where = "/".join(str(p) for p in problem.path)
+        if problem.validator == "additionalProperties" and isinstance(problem.instance, dict):
+            known = problem.schema.get("properties", {})
+            key = sorted(k for k in problem.instance if k not in known)[0]
+            named = "/".join([*(str(p) for p in problem.path), key])
+            return error("unknown_parameter", f"{where + ': ' if where else ''}{unknown_parameter(name, key, known)}",
+                         param=named)
         if problem.validator == "anyOf":  # the schema says what it needs: "needs selector or text"
             rule = problem.schema.get("description") or "matches none of the schema's choices"
         else:  # never the value itself, which may be a typed value

@@ -18,7 +18,7 @@ from messages.commands import ACTIONS, BLOCKS, MAX_REFERENCE, MAX_TAB_ID, MAX_TE
 from messages.contract import CALL_TIMEOUT, MAX_CALL_TIMEOUT
 from messages.references import Ref, Template
 
-__all__ = ["batch_schema", "command_schema", "parallel_schema"]
+__all__ = ["batch_schema", "command_schema", "parallel_schema", "published_schema"]
 
 _SCHEMA = "https://json-schema.org/draft/2020-12/schema"
 _STEP_AND_PATH = r"[0-9]+(\.[A-Za-z0-9_\-]+)*\}"
@@ -175,3 +175,8 @@ def parallel_schema() -> dict[str, Any]:
         "properties": {"sequences": sequences, **_CALL_OPTIONS},
         "required": ["sequences"], "additionalProperties": False, "$defs": _definitions(),
     }
+
+
+def published_schema() -> dict[str, Any]:
+    """The whole grammar as ``GET /api/schema`` and the MCP resource ``kitsune://schema`` publish it."""
+    return {"command": command_schema(), "batch": batch_schema(), "parallel": parallel_schema()}

@@ -4,16 +4,19 @@ which stops keep one, waits and their caps, confirm-token continuations. No netw
 from __future__ import annotations
 
 import hashlib
+import json
 from typing import Any, Literal
 
 import mcp_types as types
 import pytest
 
+from core.calls import last_opened_tab
 from mcp_gateway import _pages, _progress
 from mcp_gateway._bridge import Bridge
 from mcp_gateway._caller import Caller
 from mcp_gateway._checkpoints import Continuations, DirectCheckpoint, DirectCheckpoints
 from mcp_gateway._direct import DirectCalls
+from mcp_gateway._handshake import tools_result
 from mcp_gateway._pages import PAGE_STATE_CHECKS
 from mcp_gateway._results import to_call_tool_result
 from mcp_gateway._tools import TOOLS, enabled_tools
@@ -355,3 +358,38 @@ async def test_browser_sessions_lists_closes_and_relays_the_bridge_s_refusal() -
     assert unnamed["code"] == "invalid_parameter" and "'name'" in unnamed["error"]
     assert [(method, path) for method, path, _ in bridge.requests if path != "/api/caps"] == [
         ("GET", "/api/sessions"), ("DELETE", "/api/sessions/shop"), ("DELETE", "/api/sessions/shop")]
+
+
+def test_a_refused_argument_names_the_key_and_the_one_the_tool_takes() -> None:
+    gateway = Gateway(frozenset({"core", "automation"}))
+    refused = gateway._invalid("browser_tabs", {"action": "list"})
+    assert refused is not None and refused["code"] == "unknown_parameter" and refused["state"] == {"param": "action"}
+    assert refused["error"] == "unknown parameter 'action'; browser_tabs takes 'op'"
+    close = gateway._invalid("browser_screenshot", {"full_page": True})
+    assert close is not None and close["error"].endswith("browser_screenshot takes 'fullPage'")
+    nested = gateway._invalid("browser_fill_form", {"fields": [{"selector": "#a", "vaule": "x"}]})
+    assert nested is not None and nested["state"] == {"param": "fields/0/vaule"} and "takes 'value'" in nested["error"]
+    unknown = gateway._invalid("browser_navigate", {"url": "http://a.test", "zzz": 1})
+    assert unknown is not None and "'url'" in unknown["error"] and "'waitUntil'" in unknown["error"]  # what it takes
+
+
+def test_the_tool_list_is_short_and_every_direct_tool_is_still_checked_against_its_whole_schema() -> None:
+    listed = tools_result(frozenset({"core", "automation"}))
+    assert len(json.dumps(listed, separators=(",", ":")).encode()) <= 19_000  # Playwright MCP 0.0.86: 21,266
+    click = next(t for t in listed["tools"] if t["name"] == "browser_click")["inputSchema"]
+    assert "maximum" not in click["properties"]["clickCount"]  # listed short ...
+    refused = Gateway(frozenset({"core"}))._invalid("browser_click", {"selector": "#a", "clickCount": 9})
+    assert refused is not None and refused["state"] == {"param": "clickCount"}  # ... checked whole
+
+
+def test_the_last_tab_a_call_opened_becomes_current() -> None:
+    body = {"progress": [{"action": "newTab", "status": "ok"},
+                         {"action": "sequence", "status": "ok", "steps": [{"action": "newTab", "status": "ok"}]},
+                         {"action": "parallel", "status": "failed", "sequences": [
+                             [{"action": "newTab", "status": "ok"}], [{"action": "newTab", "status": "failed"}]]}],
+            "results": [{"ok": True, "tabId": 1}, {"ok": True, "results": [{"ok": True, "tabId": 2}]},
+                        {"error": "e", "code": "timeout", "state": {"sequences": [[{"ok": True, "tabId": 3}],
+                                                                                  [{"error": "e", "code": "x"}]]}}]}
+    assert last_opened_tab(body) == 3
+    assert last_opened_tab({"progress": [{"action": "title", "status": "ok"}], "results": [{"ok": True}]}) is None
+    assert last_opened_tab({"error": "bad", "code": "invalid_call"}) is None
