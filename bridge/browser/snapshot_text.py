@@ -19,7 +19,8 @@ _REF = re.compile(r"\[ref=((?:f[0-9]+)?e[0-9]+)\]")
 _TAGGED_REF = re.compile(r"\[ref=(t[0-9]+d[0-9]+(?:f[0-9]+)?e[0-9]+)\]")
 _LINE = re.compile(r"^(?P<indent>\s*)- (?P<role>[a-z/][\w/-]*)(?: \"(?P<name>(?:[^\"\\]|\\.)*)\")?")
 _VALUE = re.compile(r"^(?P<head>\s*- textbox\b.*?\]): (?P<value>.+)$")
-_BOX = re.compile(r" \[box=[^\]]*\]")
+_BOX = re.compile(r" \[box=[^\]]*\]| \[active\]")
+"""What a diff does not count as a change: boxes, and where the focus is."""
 
 ACTIONABLE = frozenset({
     "button", "link", "textbox", "searchbox", "checkbox", "radio", "combobox", "listbox", "option", "menuitem",
@@ -128,7 +129,7 @@ def cut(lines: list[Line], offset: int, max_chars: int) -> Cut:
 
 
 def _elements(lines: list[Line]) -> dict[str, str]:
-    """Each ref's element as its lines say it (its own line and its properties, without boxes)."""
+    """Each ref's element as its lines say it (its own line and its properties, without boxes or focus)."""
     out: dict[str, str] = {}
     owner: list[tuple[int, str]] = []  # (indent, ref) of the elements above
     for line in lines:
