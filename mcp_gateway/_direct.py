@@ -69,7 +69,7 @@ def commands_of(tool: str, args: Mapping[str, Any], tab: int | None) -> list[dic
         submit = bool(own.pop("submit", False))
         typed = [{"action": "type", **own, **common}]
         if submit:
-            target = {k: own[k] for k in ("selector", "ref") if k in own}
+            target: dict[str, Any] = {k: own[k] for k in ("selector", "ref") if k in own}
             typed.append({"action": "press", "key": "Enter", **target, **common})
         return typed
     if tool == "browser_fill_form":

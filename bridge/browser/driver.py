@@ -34,8 +34,8 @@ from bridge.browser.quotas import Quotas
 from bridge.browser.reads import evaluate_settled
 from bridge.browser.run import Action, Caller, Run
 from bridge.browser.sessions import Session, Sessions
-from bridge.browser.snapshots import RefBook, resolve_ref
 from bridge.browser.site_tools import SiteTools
+from bridge.browser.snapshots import RefBook, resolve_ref
 from bridge.browser.tabs import TabRegistry
 from bridge.proxy import Endpoint
 from bridge.url_policy import UrlPolicy

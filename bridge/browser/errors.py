@@ -80,7 +80,7 @@ class Step:
         return self.command.action
 
     target: str | None = None
-    """The Playwright selector of the command's ``ref``, once resolved (:func:`~bridge.browser.snapshots.resolve_ref`)."""
+    """The Playwright selector of the command's ``ref``, once resolved (``snapshots.resolve_ref``)."""
 
     @property
     def selector(self) -> str | None:

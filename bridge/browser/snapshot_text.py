@@ -61,9 +61,8 @@ def redact_values(text: str, secrets: Iterable[str]) -> str:
     out = []
     for line in text.split("\n"):
         match = _VALUE.match(line)
-        if match is not None and _unquoted(match.group("value")) in hidden:
-            line = f"{match.group('head')}: {REDACTED}"
-        out.append(line)
+        hide = match is not None and _unquoted(match.group("value")) in hidden
+        out.append(f"{match.group('head')}: {REDACTED}" if hide and match is not None else line)
     return "\n".join(out)
 
 

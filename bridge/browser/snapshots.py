@@ -84,7 +84,7 @@ async def resolve_ref(run: Run, ref: str) -> str:
     this session got from the current document of this tab and its element is still there."""
     book = run.refs
     issued = book.current(run.tab, run.owner) if book is not None else None
-    if issued is None or not ref.startswith(issued.tag) or not ref[len(issued.tag):][:1] in ("e", "f"):
+    if issued is None or not ref.startswith(issued.tag) or ref[len(issued.tag):][:1] not in ("e", "f"):
         why = "is not one of this tab's refs for this session" if issued is None or not ref.startswith(
             f"t{run.tab}d") else "belongs to an earlier snapshot's document"
         raise _stale(ref, why, run.tab)

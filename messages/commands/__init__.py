@@ -13,11 +13,11 @@ from messages.commands._actions import (
     MAX_KEY,
     MAX_NAME,
     MAX_NODE_NAME,
-    MAX_REFERENCE,
     MAX_REF,
+    MAX_REFERENCE,
     MAX_SELECTOR,
-    MAX_SNAPSHOT_CHARS,
     MAX_SESSION_NAME,
+    MAX_SNAPSHOT_CHARS,
     MAX_TAB_ID,
     MAX_TEXT,
     MAX_URL,
@@ -49,8 +49,8 @@ from messages.commands._actions import (
     Press,
     Screenshot,
     Select,
-    Snapshot,
     SiteTools,
+    Snapshot,
     Storage,
     SubmitForm,
     SwitchTab,
@@ -69,7 +69,8 @@ from messages.commands._parse import CallKind, CallSpec, Limits, parse_body, par
 from messages.commands._tree import Child, children, is_write, leaf_paths, secret_values, tabs_named
 
 __all__ = [
-    "ACTIONS", "BLOCKS", "MAX_JS", "MAX_KEY", "MAX_NAME", "MAX_NODE_NAME", "MAX_REF", "MAX_REFERENCE", "MAX_SELECTOR", "MAX_SNAPSHOT_CHARS",
+    "ACTIONS", "BLOCKS", "MAX_JS", "MAX_KEY", "MAX_NAME", "MAX_NODE_NAME", "MAX_REF", "MAX_REFERENCE",
+    "MAX_SELECTOR", "MAX_SNAPSHOT_CHARS",
     "MAX_SESSION_NAME", "MAX_TAB_ID", "MAX_TEXT", "MAX_URL", "NODE_NAME", "REF", "SESSION_NAME",
     "SITE_TOOL_NAME", "Broadcast", "CallKind", "CallSiteTool", "CallSpec", "Check", "Child", "Click", "Clipboard",
     "ClipboardOp", "CloseTab", "Command", "Cookie", "Cookies", "Download", "Fill", "Find", "Flag", "GetTabs",
