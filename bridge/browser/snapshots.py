@@ -13,18 +13,20 @@ snapshot of the new document, which makes a new tag first: a ref is never resolv
 from __future__ import annotations
 
 import itertools
+import re
 from dataclasses import dataclass, field
 from typing import Any, cast
 
 from playwright.async_api import Error as PlaywrightError
-from playwright.async_api import Locator
+from playwright.async_api import Locator, Page
 
 from bridge.browser.errors import Stop
+from bridge.browser.page_js import HEADINGS
 from bridge.browser.run import Result, Run
 from bridge.browser.snapshot_text import Line, cut, diff, interactive, lines_of, redact_values, tagged
 from messages.commands import Snapshot
 
-__all__ = ["DOCUMENT", "Owner", "RefBook", "resolve_ref", "snapshot", "take"]
+__all__ = ["DOCUMENT", "Owner", "RefBook", "describe", "resolve_ref", "snapshot", "take"]
 
 Owner = tuple[str | None, str | None]
 """Whose refs: (agent, agent's session)."""
@@ -34,6 +36,7 @@ DOCUMENT = ("() => globalThis[Symbol.for('kitsune.siteTools')]?.doc ?? (globalTh
 """The main frame's document identity: the site tools' per-document nonce (or one of its own where the init
 script did not run)."""
 _PASSWORDS = "() => [...document.querySelectorAll('input[type=password]')].slice(0, 200).map((e) => e.value)"
+_NOT_IN_OUTLINE = re.compile(r" \[(?:ref|cursor|active)[^\]]*\]|\[active\] ")
 _MAX_FRAMES = 50
 """Frames whose password fields are read (the snapshot itself includes every frame Playwright reaches)."""
 
@@ -99,15 +102,24 @@ async def resolve_ref(run: Run, ref: str) -> str:
     return selector
 
 
-async def _secrets(run: Run) -> list[str]:
-    """The values of the password fields of the tab's frames (never shown)."""
+async def _secrets(page: Page) -> list[str]:
+    """The values of the password fields of the tab's frames (never shown); unbounded: the caller bounds it."""
     values: list[str] = []
-    for frame in run.page.frames[:_MAX_FRAMES]:
+    for frame in page.frames[:_MAX_FRAMES]:
         try:
-            values.extend(await run.within(frame.evaluate(_PASSWORDS)))
+            values.extend(await frame.evaluate(_PASSWORDS))
         except PlaywrightError:
             continue
     return values
+
+
+async def describe(page: Page, lines: int = 40) -> dict[str, list[str]]:
+    """A page as a task's checkpoint describes it: its headings, and its outline: the interactive snapshot's
+    first ``lines`` lines, without refs (a ref is no one else's). Unbounded in time: the caller bounds it."""
+    found = await page.evaluate(HEADINGS)
+    raw = redact_values(await page.aria_snapshot(mode="ai"), await _secrets(page))
+    outline = [_NOT_IN_OUTLINE.sub("", line.text) for line in interactive(lines_of(tagged(raw, "t0d0")))]
+    return {"headings": [str(text) for text in found] if isinstance(found, list) else [], "outline": outline[:lines]}
 
 
 async def take(run: Run, command: Snapshot) -> tuple[list[Line], _Issued, bool]:
@@ -123,7 +135,7 @@ async def take(run: Run, command: Snapshot) -> tuple[list[Line], _Issued, bool]:
     if command.depth is not None:
         options["depth"] = command.depth
     raw = await (target.aria_snapshot(**options) if target is not None else run.page.aria_snapshot(**options))
-    secrets = await _secrets(run)
+    secrets = await run.within(_secrets(run.page))
     if await run.within(run.page.main_frame.evaluate(DOCUMENT)) != document:
         raise Stop("navigated", "snapshot: the page navigated while it was read; take it again", retryable=True)
     assert run.refs is not None
