@@ -8,7 +8,7 @@ from typing import Any
 import mcp_types as types
 import orjson
 
-__all__ = ["error", "to_call_tool_result"]
+__all__ = ["error", "page_texts", "to_call_tool_result"]
 
 
 def error(code: str, message: str, **state: Any) -> dict[str, Any]:
@@ -27,7 +27,7 @@ def _headline(result: Mapping[str, Any]) -> str:
     return f"ok ({result.get('status', 'ok')})"
 
 
-def _page_texts(result: dict[str, Any]) -> tuple[dict[str, Any], list[str]]:
+def page_texts(result: dict[str, Any]) -> tuple[dict[str, Any], list[str]]:
     """A snapshot's or a diff's text as lines of its own (not a JSON string), and the result without it (nor
     its elements, which the text lists)."""
     texts: list[str] = []
@@ -54,7 +54,7 @@ def to_call_tool_result(result: dict[str, Any]) -> types.CallToolResult:
     lines = [_headline(structured)]
     if isinstance(structured.get("hint"), str):
         lines.append(str(structured["hint"]))
-    shown, texts = _page_texts(structured)
+    shown, texts = page_texts(structured)
     lines.append(orjson.dumps(shown, option=orjson.OPT_INDENT_2, default=str).decode())
     lines.extend(texts)
     content.append(types.TextContent(text="\n".join(lines)))
