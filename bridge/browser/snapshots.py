@@ -47,6 +47,9 @@ class _Issued:
 
     document: str
     tag: str
+    frames: tuple[str, ...] = ()
+    """The documents of the page's frames when the refs were issued: a frame's ref (``f1e3``) is stale once
+    they changed (a frame's new document numbers its elements again)."""
     lines: list[Line] = field(default_factory=list)
 
 
@@ -57,14 +60,14 @@ class RefBook:
         self._issued: dict[tuple[int, Owner], _Issued] = {}
         self._counters: dict[int, itertools.count[int]] = {}
 
-    def issue(self, tab: int, owner: Owner, document: str) -> tuple[_Issued, bool]:
-        """The refs of ``owner`` on ``tab`` for ``document`` (a new tag when the document changed), and
-        whether it is the same document as the last snapshot's."""
+    def issue(self, tab: int, owner: Owner, document: str, frames: tuple[str, ...]) -> tuple[_Issued, bool]:
+        """The refs of ``owner`` on ``tab`` for ``document`` and its frames' documents (a new tag when one of
+        them changed), and whether they are the same as the last snapshot's."""
         issued = self._issued.get((tab, owner))
-        if issued is not None and issued.document == document:
+        if issued is not None and (issued.document, issued.frames) == (document, frames):
             return issued, True
         counter = self._counters.setdefault(tab, itertools.count(1))
-        issued = self._issued[(tab, owner)] = _Issued(document, f"t{tab}d{next(counter)}")
+        issued = self._issued[(tab, owner)] = _Issued(document, f"t{tab}d{next(counter)}", frames)
         return issued, False
 
     def current(self, tab: int, owner: Owner) -> _Issued | None:
@@ -93,6 +96,8 @@ async def resolve_ref(run: Run, ref: str) -> str:
         raise _stale(ref, why, run.tab)
     if await run.within(run.page.main_frame.evaluate(DOCUMENT)) != issued.document:
         raise _stale(ref, "belongs to a document this tab has left", run.tab)
+    if "f" in ref[len(issued.tag):] and await run.within(_frames(run.page)) != issued.frames:
+        raise _stale(ref, "belongs to a frame whose document changed", run.tab)
     selector = f"aria-ref={ref[len(issued.tag):]}"
     locator = run.page.locator(selector)
     if await run.within(locator.count()) == 0:  # another snapshot (a subtree's) may have replaced the last one
@@ -111,6 +116,17 @@ async def _secrets(page: Page) -> list[str]:
         except PlaywrightError:
             continue
     return values
+
+
+async def _frames(page: Page) -> tuple[str, ...]:
+    """The documents of the page's frames (not the main one); unbounded: the caller bounds it."""
+    found = []
+    for frame in page.frames[1:_MAX_FRAMES]:
+        try:
+            found.append(str(await frame.evaluate(DOCUMENT)))
+        except PlaywrightError:
+            found.append("")
+    return tuple(found)
 
 
 async def describe(page: Page, lines: int = 40) -> dict[str, list[str]]:
@@ -135,11 +151,11 @@ async def take(run: Run, command: Snapshot) -> tuple[list[Line], _Issued, bool]:
     if command.depth is not None:
         options["depth"] = command.depth
     raw = await (target.aria_snapshot(**options) if target is not None else run.page.aria_snapshot(**options))
-    secrets = await run.within(_secrets(run.page))
+    secrets, frames = await run.within(_secrets(run.page)), await run.within(_frames(run.page))
     if await run.within(run.page.main_frame.evaluate(DOCUMENT)) != document:
         raise Stop("navigated", "snapshot: the page navigated while it was read; take it again", retryable=True)
     assert run.refs is not None
-    issued, same = run.refs.issue(run.tab, run.owner, document)
+    issued, same = run.refs.issue(run.tab, run.owner, document, frames)
     return lines_of(redact_values(tagged(raw, issued.tag), secrets)), issued, same
 
 

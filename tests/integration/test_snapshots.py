@@ -129,3 +129,19 @@ def test_a_password_field_never_shows_its_value(act: Act, tab: int, site: TestSi
     shot = snap(act, tab)
     assert PASSWORD not in str(shot) and 'textbox "Password"' in shot["snapshot"]
     assert PASSWORD not in str(snap(act, tab, since="last"))
+
+
+def test_a_frame_s_ref_is_stale_once_its_frame_has_another_document(act: Act, tab: int, site: TestSite) -> None:
+    done(act({"action": "navigate", "url": site.url("/form")}, tab))
+    done(act({"action": "js", "code": "document.body.insertAdjacentHTML('beforeend', '<iframe id=f srcdoc=\"<button "
+                                      "onclick=&quot;parent.hits=(parent.hits||0)+1&quot;>Inside</button>\">"
+                                      "</iframe>'); new Promise((r) => document.getElementById('f').onload = r)"}, tab))
+    inside = ref_of(snap(act, tab)["snapshot"], 'button "Inside"')
+    assert "f" in inside[inside.index("d") + 1:]  # a frame's ref, addressable like the top document's
+    done(act({"action": "click", "ref": inside}, tab))
+    assert done(act({"action": "js", "code": "window.hits"}, tab))["value"] == 1
+    done(act({"action": "js", "code": "const f = document.getElementById('f'); f.srcdoc = f.srcdoc + ' '; "
+                                      "new Promise((r) => f.onload = r)"}, tab))
+    outcome = act({"action": "click", "ref": inside}, tab)
+    assert isinstance(outcome, Failed) and outcome.failure.code == "stale_ref"
+    assert done(act({"action": "js", "code": "window.hits"}, tab))["value"] == 1
