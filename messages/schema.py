@@ -113,8 +113,9 @@ def _param_schema(param: Param) -> dict[str, Any]:
     for key in ("minimum", "maximum"):
         if key in param.meta:
             bounded[key] = param.meta[key]
-    if "pattern" in param.meta:
-        schema["pattern"] = f"^{param.meta['pattern']}$"
+    if "pattern" in param.meta:  # a text that may hold references is checked once they are resolved
+        takes_references = Template in typing.get_args(param.type)
+        schema["pattern"] = f"^(?:{param.meta['pattern']})$" + (r"|\$\{\$" if takes_references else "")
     if param.meta.get("min_items"):
         schema["minItems"] = param.meta["min_items"]
     if not param.required and param.default not in (None, ()):
