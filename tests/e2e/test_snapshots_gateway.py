@@ -26,7 +26,8 @@ async def test_browser_snapshot_gives_refs_and_a_click_by_ref_answers_the_diff(p
     tab = open_tab(plain, site.url("/clicks"))
     async with over_http(plain) as session:
         listed = {tool.name: tool for tool in (await session.list_tools()).tools}
-        assert listed["browser_snapshot"].annotations is not None and listed["browser_snapshot"].annotations.read_only_hint
+        annotations = listed["browser_snapshot"].annotations
+        assert annotations is not None and annotations.read_only_hint
         assert "ref" in listed["browser_click"].input_schema["properties"]
         result = await session.call_tool("browser_snapshot", {"tabId": tab})
         text = result.content[0].text  # type: ignore[union-attr]
