@@ -111,7 +111,7 @@ def _describe(command: Mapping[str, Any]) -> str:
     if action in _PHRASES:
         return _PHRASES[action]
     parts = []
-    for key in ("url", "selector", "key", "name", "taskId"):
+    for key in ("url", "selector", "ref", "key", "name", "taskId"):
         if isinstance(command.get(key), str):
             parts.append(f"{key} {command[key]!r}")
     if isinstance(command.get("values"), list):
