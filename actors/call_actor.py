@@ -136,7 +136,7 @@ class BusDriver:
             subject = self._subjects.tab(tab_id)
         writes = is_write(command)
         request = TabRequest(command, timeout, time.time() + timeout, CALL.get(), STEP.get() if writes else None,
-                             agent=self._agent)
+                             agent=self._agent, session=SESSION.get())
         try:
             if tab_id is not None and (outcome := self._local(tab_id, request)) is not None:
                 return outcome

@@ -34,7 +34,8 @@ class TabDriver(Protocol):
 
     async def execute(self, command: Command, tab_id: int | None, timeout: float, *,
                       pause: Pause | None = None, agent: str | None = None, call: int | None = None,
-                      path: str | None = None, within: float | None = None) -> Outcome:
+                      path: str | None = None, within: float | None = None,
+                      session: str | None = None) -> Outcome:
         """Run ``command`` within ``within`` seconds (``timeout`` when None); messages name ``timeout``, the
         step's own (a request that spent time on its way has less left than its timeout)."""
         ...
@@ -181,7 +182,8 @@ class TabActor(LoopActor):
             async with asyncio.timeout(left + SETTLE):
                 return await self._browser.execute(command, self.tab_id, timeout, pause=pause,
                                                    agent=ticket.request.agent, call=ticket.request.call,
-                                                   path=ticket.request.path, within=left)
+                                                   path=ticket.request.path, within=left,
+                                                   session=ticket.request.session)
         except TimeoutError:
             failure = Failure(f"Command timed out after {timeout:g}s", "timeout", False)
             return Unknown(failure) if is_write(command) else Failed(Failure(failure.error, "timeout", True))

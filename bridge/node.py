@@ -30,8 +30,8 @@ from actors.loop import IoLoop, ask_from_loop
 from actors.sequence_actor import ActorSequences, BarrierActor
 from actors.tab_actor import not_sent
 from actors.threads import SystemClock
-from bridge.browser.page_js import HEADINGS
 from bridge.browser.sessions import ONE_SHOT, SessionChange
+from bridge.browser.snapshots import describe
 from bridge.console import console_serving
 from bridge.fleet.beat import Heartbeat, LoopWatch
 from bridge.fleet.calls import CallForwarding
@@ -391,13 +391,12 @@ class Node:
         """A new resume token for ``agent``'s checkpoint of ``call``, wherever the fleet holds it."""
         return await self.resumes.reissue(call, agent)
 
-    async def headings(self, tab: int) -> list[str]:
-        """The headings of a tab of this node's page (none for another node's tab, or a page that does not answer)."""
+    async def page_view(self, tab: int) -> dict[str, list[str]]:
+        """A tab's headings and outline (none for another node's tab, or a page that does not answer)."""
         try:
-            found = await asyncio.wait_for(self.browser.page(tab).evaluate(HEADINGS), 2.0)
+            return await asyncio.wait_for(describe(self.browser.page(tab)), 3.0)
         except (KitsuneError, PlaywrightError, TimeoutError):
-            return []
-        return [str(text) for text in found] if isinstance(found, list) else []
+            return {"headings": [], "outline": []}
 
     async def _run_here(self, message: RunCall | ResumeCall) -> CallResponse:
         assert self.calls is not None

@@ -64,19 +64,21 @@ def commands_of(tool: str, args: Mapping[str, Any], tab: int | None) -> list[dic
         common["tabId"] = tab
     if args.get("timeout") is not None:
         common["timeout"] = args["timeout"]
-    own = {k: v for k, v in args.items() if k not in ("tabId", "timeout", "confirm_token")}
+    own = {k: v for k, v in args.items() if k not in ("tabId", "timeout", "confirm_token", "snapshot")}
     if tool == "browser_type":
         submit = bool(own.pop("submit", False))
         typed = [{"action": "type", **own, **common}]
         if submit:
-            typed.append({"action": "press", "key": "Enter", "selector": own["selector"], **common})
+            target: dict[str, Any] = {k: own[k] for k in ("selector", "ref") if k in own}
+            typed.append({"action": "press", "key": "Enter", **target, **common})
         return typed
     if tool == "browser_fill_form":
-        return [{"action": "fill", "selector": f["selector"], "value": f["value"], **common} for f in own["fields"]]
+        return [{"action": "fill", **{k: f[k] for k in ("selector", "ref") if k in f}, "value": f["value"], **common}
+                for f in own["fields"]]
     action = {"browser_navigate": "navigate", "browser_click": "click", "browser_select": "select",
               "browser_press": "press", "browser_page_text": "pageText", "browser_find": "find",
               "browser_screenshot": "screenshot", "browser_site_tools": "siteTools",
-              "browser_call_site_tool": "callSiteTool"}[tool]
+              "browser_call_site_tool": "callSiteTool", "browser_snapshot": "snapshot"}[tool]
     return [{"action": action, **own, **common}]
 
 
@@ -109,7 +111,7 @@ def _describe(command: Mapping[str, Any]) -> str:
     if action in _PHRASES:
         return _PHRASES[action]
     parts = []
-    for key in ("url", "selector", "key", "name", "taskId"):
+    for key in ("url", "selector", "ref", "key", "name", "taskId"):
         if isinstance(command.get(key), str):
             parts.append(f"{key} {command[key]!r}")
     if isinstance(command.get("values"), list):
@@ -229,7 +231,7 @@ class DirectCalls:
             if outcome.kind == "stop" and (outcome.stop == "page" or plan.tool.confirmable):
                 return await self._stopped(caller, plan, index, done, outcome)
             return self._ended(plan, done, outcome.result, command)
-        return self._ended(plan, done, last, None)
+        return await _with_diff(caller, plan, self._ended(plan, done, last, None))
 
     def _ended(self, plan: Plan, done: list[dict[str, Any]], result: dict[str, Any],
                failed: dict[str, Any] | None) -> dict[str, Any]:
@@ -348,6 +350,28 @@ class DirectCalls:
                 if left <= 0:
                     return False
                 seen = await handback_or_sleep(caller.bridge, tab, seen, min(POLL_EVERY, left))
+
+
+DIFF_TOOLS = frozenset({"browser_click", "browser_type", "browser_fill_form", "browser_select", "browser_press"})
+"""Direct writes that answer what changed on the page after them (``snapshot: "diff"``, their default)."""
+DIFF_MAX_CHARS = 4000
+"""The bound of that diff (or of the snapshot that stands for it after a navigation)."""
+
+
+async def _with_diff(caller: Caller, plan: Plan, result: dict[str, Any]) -> dict[str, Any]:
+    """A direct write's result with what changed since this session's last snapshot of the tab (a read after
+    the write: ``snapshot {since: "last"}``); a failed read leaves the write's result as it is."""
+    if plan.tool.name not in DIFF_TOOLS or plan.arguments.get("snapshot", "diff") != "diff" or "error" in result:
+        return result
+    tab = plan.commands[-1].get("tabId")
+    command = {"action": "snapshot", "since": "last", "maxChars": DIFF_MAX_CHARS, **({} if tab is None else
+                                                                                     {"tabId": tab})}
+    answer = await caller.bridge.post("/api/act", {"command": command}, timeout=act_timeout(command))
+    if "error" in answer:
+        return result
+    seen = {k: answer[k] for k in ("diff", "snapshot", "document", "documentChanged", "truncated", "nextOffset")
+            if k in answer}
+    return {**result, "page": seen}
 
 
 async def _page_block(caller: Caller, command: Mapping[str, Any], answer: dict[str, Any]) -> Outcome | None:

@@ -53,7 +53,8 @@ INSTRUCTIONS = (
     f"Browser tools on real Chromium tabs. The loop: {_LOOP}; when the steps are known, send them in one "
     "browser_batch. A tool acts on tabId, "
     "else your current tab (the last you opened or selected, a batch's newTab included); timeout is in seconds "
-    "(30 by default). A write held for approval answers needs_user: with the user's approval call it again with "
+    "(30 by default). A direct write answers what changed on the page since your last snapshot (its page; "
+    "snapshot=none: not). A write held for approval answers needs_user: with the user's approval call it again with "
     "its state.confirm_token. A result with call and resume_token is continued with browser_resume; nothing "
     "that ran ok is sent again. The whole command grammar is the resource kitsune://schema.")
 """What the server tells clients about its tools (``initialize``'s instructions, before their tasks)."""

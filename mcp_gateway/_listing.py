@@ -28,7 +28,7 @@ _KEPT = frozenset({"type", "enum", "const", "default", "required", "properties",
                    "additionalProperties"})
 """The schema keywords a listed schema keeps."""
 
-_SAID_ONCE = frozenset({"tabId", "timeout", "confirm_token"})
+_SAID_ONCE = frozenset({"tabId", "timeout", "confirm_token", "snapshot"})
 """Parameters the server's instructions describe once for every tool: listed without a description."""
 
 _COMMON = frozenset({"tabId", "timeout", "label"})

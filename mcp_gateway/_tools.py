@@ -128,15 +128,21 @@ def _container(schema: dict[str, Any]) -> dict[str, Any]:
     return {k: v for k, v in schema.items() if k not in ("$schema", "title")}
 
 
+_SNAPSHOT_AFTER = {"snapshot": {"enum": ["diff", "none"], "default": "diff",
+                                 "description": "diff: the answer's page says what changed since your last "
+                                                "snapshot of the tab (the whole snapshot after a navigation)."}}
+
+
 def _fill_form_schema() -> dict[str, Any]:
     fill, _ = _action_properties("fill")
-    field = _object({"selector": fill["selector"], "value": fill["value"]}, ["selector", "value"])
+    field = _object({"selector": fill["selector"], "ref": fill["ref"], "value": fill["value"]}, ["value"])
+    field["allOf"] = copy.deepcopy(command_schema()["$defs"]["fill"]["allOf"])
     return _object({
         "fields": {"type": "array", "minItems": 1, "items": field,
                    "description": "The fields in order; each is one fill request, so a hold stops at its field."},
         "tabId": dict(_TAB),
         "timeout": {"type": "number", "minimum": 0, "description": "Seconds each field may take (default 30)."},
-        "confirm_token": dict(_CONFIRM_TOKEN),
+        "confirm_token": dict(_CONFIRM_TOKEN), **copy.deepcopy(_SNAPSHOT_AFTER),
     }, ["fields"])
 
 
@@ -259,18 +265,22 @@ TOOLS: dict[str, ToolSpec] = {spec.name: spec for spec in [
              _resume_schema()),
     ToolSpec("browser_navigate", _CORE, "Load a URL in a tab: returns the final url and HTTP status.",
              _direct("navigate", confirmable=True), confirmable=True),
-    ToolSpec("browser_click", _CORE, "Click an element: returns ok (one write).", _direct("click", confirmable=True),
-             confirmable=True),
+    ToolSpec("browser_snapshot", _CORE,
+             "The tab's accessibility tree as text, each element you can act on with a ref (pass it as ref to the "
+             "other tools instead of a selector): returns it up to maxChars; since=last returns only what changed.",
+             _direct("snapshot", confirmable=False), read_only=True),
+    ToolSpec("browser_click", _CORE, "Click the element a selector or ref names: returns ok and what changed (one "
+             "write).", _direct("click", confirmable=True, extra=_SNAPSHOT_AFTER), confirmable=True),
     ToolSpec("browser_type", _CORE,
-             "Type text into an element key by key (submit: then Enter, a second write): returns ok.",
-             _direct("type", confirmable=True), confirmable=True),
+             "Type text into an element key by key (submit: then Enter, a second write): returns ok and what "
+             "changed.", _direct("type", confirmable=True, extra=_SNAPSHOT_AFTER), confirmable=True),
     ToolSpec("browser_fill_form", _CORE,
-             "Fill fields in order, one write per field (a hold stops at its field): returns each field's result.",
-             _fill_form_schema(), confirmable=True),
+             "Fill fields in order, one write per field (a hold stops at its field): returns each field's result "
+             "and what changed.", _fill_form_schema(), confirmable=True),
     ToolSpec("browser_select", _CORE, "Choose options of a <select> by value or label: returns those selected.",
-             _direct("select", confirmable=True), confirmable=True),
+             _direct("select", confirmable=True, extra=_SNAPSHOT_AFTER), confirmable=True),
     ToolSpec("browser_press", _CORE, "Press a key or chord (Enter, Control+A) on an element or the page: returns ok.",
-             _direct("press", confirmable=True), confirmable=True),
+             _direct("press", confirmable=True, extra=_SNAPSHOT_AFTER), confirmable=True),
     ToolSpec("browser_page_text", _CORE,
              "Read the visible text of the page or an element: returns it, up to maxChars (the costly read).",
              _direct("pageText", confirmable=False), read_only=True),

@@ -65,7 +65,7 @@ ERROR_CODES: Mapping[str, ErrorCode] = {code.name: code for code in [
     *_codes(400, True, "not_found", "not_actionable", "not_editable", "option_not_found"),
     *_codes(403, False, "read_only", "url_denied", "needs_user", "confirm_token_invalid"),
     *_codes(409, False, "tab_owned", "tab_claimed"),
-    *_codes(409, True, "navigated", "skipped"),
+    *_codes(409, True, "navigated", "skipped", "stale_ref"),
     *_codes(502, False, "download_failed", "storage_failed"),
     *_codes(502, True, "navigation_failed"),
     *_codes(504, False, "container_timeout"),

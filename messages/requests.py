@@ -73,6 +73,8 @@ class TabRequest:
     """Names a request sent over the bus, so its sender can withdraw it (:class:`TabCancel`)."""
     agent: str | None = None
     """The agent whose call sent it: a ``newTab`` opens in that agent's session (None: a user tab)."""
+    session: str | None = None
+    """The agent's session the call is for (``X-Kitsune-Session``): refs belong to (agent, session)."""
 
     def seconds_left(self, wall_clock: float) -> float:
         """Seconds left on arrival, ``wall_clock`` being ``time.time()`` then: the earlier of both ends."""
@@ -81,7 +83,7 @@ class TabRequest:
     def to_json(self) -> dict[str, Any]:
         body: dict[str, Any] = {"command": command_to_json(self.command), "timeout": self.timeout,
                                 "deadline": self.deadline}
-        for key in ("call", "path", "id", "agent"):
+        for key in ("call", "path", "id", "agent", "session"):
             if (value := getattr(self, key)) is not None:
                 body[key] = value
         return body
@@ -91,7 +93,8 @@ class TabRequest:
         call, path, id_, agent = data.get("call"), data.get("path"), data.get("id"), data.get("agent")
         return cls(parse_command(data["command"]), float(data["timeout"]), float(data.get("deadline", 0.0)),
                    int(call) if call is not None else None, str(path) if path is not None else None,
-                   str(id_) if id_ is not None else None, str(agent) if agent is not None else None)
+                   str(id_) if id_ is not None else None, str(agent) if agent is not None else None,
+                   str(data["session"]) if data.get("session") is not None else None)
 
 
 @dataclass(frozen=True, slots=True)

@@ -51,8 +51,9 @@ def _op_form(ops: list[str], needs: tuple[str, ...] = (), **properties: Any) -> 
 
 
 _CHECKS: dict[str, dict[str, Any]] = {
-    "find": {"description": "needs selector or text", **_needs_one_of("selector", "text")},
-    "waitFor": {"description": "needs selector, url or loadState", **_needs_one_of("selector", "url", "loadState")},
+    "find": {"description": "needs selector, ref or text", **_needs_one_of("selector", "ref", "text")},
+    "waitFor": {"description": "needs selector, ref, url or loadState",
+                **_needs_one_of("selector", "ref", "url", "loadState")},
     "cookies": {"description": "op set needs cookies",
                 "anyOf": [_op_form(["get", "clear"]), _op_form(["set"], ("cookies",), cookies={"minItems": 1})]},
     "storage": {"description": "op remove needs key, op set needs key and value",
@@ -91,9 +92,18 @@ def _definitions() -> dict[str, Any]:
             "required": ["action", *(p.json_name for p in parameters(cls) if p.required)],
             "additionalProperties": False,
         }
-        if action in _CHECKS:
-            defs[action]["allOf"] = [_CHECKS[action]]
+        rules = [_CHECKS[action]] if action in _CHECKS else []
+        if "ref" in properties:  # a target by selector or by a snapshot's ref, never both
+            rules.append({"description": "selector or ref, not both", "not": {"required": ["selector", "ref"]}})
+            if action in _TARGET_NEEDED:
+                rules.append({"description": "needs selector or ref", **_needs_one_of("selector", "ref")})
+        if rules:
+            defs[action]["allOf"] = rules
     return defs
+
+
+_TARGET_NEEDED = frozenset({"click", "type", "fill", "select", "check", "download"})
+"""Actions that need an element: by ``selector`` or by ``ref``."""
 
 
 def _param_schema(param: Param) -> dict[str, Any]:
@@ -103,8 +113,9 @@ def _param_schema(param: Param) -> dict[str, Any]:
     for key in ("minimum", "maximum"):
         if key in param.meta:
             bounded[key] = param.meta[key]
-    if "pattern" in param.meta:
-        schema["pattern"] = f"^{param.meta['pattern']}$"
+    if "pattern" in param.meta:  # a text that may hold references is checked once they are resolved
+        takes_references = Template in typing.get_args(param.type)
+        schema["pattern"] = f"^(?:{param.meta['pattern']})$" + (r"|\$\{\$" if takes_references else "")
     if param.meta.get("min_items"):
         schema["minItems"] = param.meta["min_items"]
     if not param.required and param.default not in (None, ()):

@@ -6,6 +6,7 @@ from __future__ import annotations
 from bridge.browser import elements, navigation, reads, scripts
 from bridge.browser.run import Action
 from bridge.browser.site_tools.actions import call_site_tool, site_tools
+from bridge.browser.snapshots import snapshot
 from messages.commands import (
     CallSiteTool,
     Check,
@@ -24,6 +25,7 @@ from messages.commands import (
     Screenshot,
     Select,
     SiteTools,
+    Snapshot,
     Storage,
     SubmitForm,
     SwitchTab,
@@ -41,7 +43,7 @@ ACTIONS: dict[type[Command], Action] = {
     Click: elements.click, Type: elements.type_text, Fill: elements.fill, Select: elements.select,
     Press: elements.press, Check: elements.check, SubmitForm: elements.submit_form, Download: elements.download,
     PageText: reads.page_text, Find: reads.find, Url: reads.url, Title: reads.title, Screenshot: reads.screenshot,
-    WaitFor: reads.wait_for,
+    WaitFor: reads.wait_for, Snapshot: snapshot,
     Js: scripts.js, WaitForResult: scripts.wait_for_result, Cookies: scripts.cookies, Storage: scripts.storage,
     Clipboard: scripts.clipboard, SiteTools: site_tools, CallSiteTool: call_site_tool,
 }

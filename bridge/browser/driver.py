@@ -35,10 +35,21 @@ from bridge.browser.reads import evaluate_settled
 from bridge.browser.run import Action, Caller, Run
 from bridge.browser.sessions import Session, Sessions
 from bridge.browser.site_tools import SiteTools
+from bridge.browser.snapshots import RefBook, resolve_ref
 from bridge.browser.tabs import TabRegistry
 from bridge.proxy import Endpoint
 from bridge.url_policy import UrlPolicy
-from messages.commands import BLOCKS, Command, GetTabs, KeepSession, NewTab, SyncBarrier, is_write, own_references
+from messages.commands import (
+    BLOCKS,
+    Command,
+    GetTabs,
+    KeepSession,
+    NewTab,
+    Snapshot,
+    SyncBarrier,
+    is_write,
+    own_references,
+)
 from messages.errors import KitsuneError
 from messages.results import Done, Failed, Failure, Outcome, Unknown
 
@@ -54,9 +65,14 @@ _NOBODY = Caller()
 
 
 async def _perform(run: Run, action: Action) -> Outcome:
-    """Run an action within the command's time (and a backstop); every failure as an outcome."""
+    """Run an action within the command's time (and a backstop); every failure as an outcome. A command that
+    names a ``ref`` (not a snapshot's own) has it resolved first: ``stale_ref``, with nothing sent, when it is
+    not this session's ref of the tab's current document."""
+    ref = getattr(run.command, "ref", None)
     try:
         async with asyncio.timeout(run.remaining() + _GRACE):
+            if isinstance(ref, str) and not isinstance(run.command, Snapshot):
+                run.target = await resolve_ref(run, ref)
             value, warning = await action(run)
     except Stop as stop:
         return stopped(run, stop)
@@ -93,6 +109,8 @@ class ChromiumBrowser:
         """Each agent's tabs and sessions, the node's caps and the fair share: checked before a tab opens."""
         self._tabs.agent_of = lambda page: session.agent if (session := self.sessions.of_page(page)) else None
         self._tabs.admits_page = self.quotas.admits_page
+        self.refs = RefBook()
+        """The refs each session holds on each tab (``snapshot``)."""
 
     @property
     def url_policy(self) -> Callable[[str | None], UrlPolicy] | None:
@@ -171,6 +189,7 @@ class ChromiumBrowser:
     async def close_tab(self, tab_id: int) -> None:
         """Close a tab now (a command running on it ends ``tab_closed``); closing a closed tab does nothing."""
         await self._tabs.close(tab_id)
+        self.refs.forget(tab_id)
 
     def tab_ids(self) -> frozenset[int]:
         """Ids of the open tabs (safe to call from any thread)."""
@@ -218,7 +237,7 @@ class ChromiumBrowser:
     async def execute(self, command: Command, tab_id: int | None, timeout: float, *,
                       pause: Callable[[float], Awaitable[None]] | None = None,
                       agent: str | None = None, call: int | None = None, path: str | None = None,
-                      within: float | None = None) -> Outcome:
+                      within: float | None = None, session: str | None = None) -> Outcome:
         """Run one action (never a block) on a tab (the current one when None) within ``timeout`` seconds.
 
         Never raises for what happens in the browser: every failure is an outcome. Actions on one
@@ -226,12 +245,14 @@ class ChromiumBrowser:
         awaited between the polls of a ``waitForResult``), and reads beside them. A ``newTab`` opens
         in a session of ``agent`` (a user tab when None) for ``call``; ``path`` is the step's (site tools' events).
         ``within``, when given, is the time it has (less than ``timeout`` after its way to this node); its
-        messages name ``timeout``, the step's own ("Command timed out after 30s").
+        messages name ``timeout``, the step's own ("Command timed out after 30s"). ``session`` is the agent's
+        session (``X-Kitsune-Session``): refs belong to (agent, session).
         """
         try:
             with self._tabs.spares.busy():
                 return await self._execute(command, tab_id, float(timeout), pause or asyncio.sleep,
-                                           Caller(agent, call, path), float(timeout if within is None else within))
+                                           Caller(agent, call, path, session),
+                                           float(timeout if within is None else within))
         except KitsuneError as e:
             return Failed(Failure.of(e))
         except Exception as e:  # a bug here must still answer as an outcome, never as an exception
@@ -273,7 +294,7 @@ class ChromiumBrowser:
              caller: Caller = _NOBODY) -> Run:
         return Run(command, tab, timeout, write, sent, page=page, deadline=deadline, tabs=self._tabs,
                    guard=self._guard, downloads=self.downloads_dir, pause=pause, site_tools=self.site_tools,
-                   caller=caller)
+                   caller=caller, refs=self.refs)
 
     async def _new_tab(self, command: NewTab, timeout: float, agent: str | None, call: int | None,
                        within: float) -> Outcome:

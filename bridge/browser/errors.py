@@ -79,9 +79,16 @@ class Step:
     def action(self) -> str:
         return self.command.action
 
+    target: str | None = None
+    """The Playwright selector of the command's ``ref``, once resolved (``snapshots.resolve_ref``)."""
+
     @property
     def selector(self) -> str | None:
+        if self.target is not None:
+            return self.target
         selector = getattr(self.command, "selector", None)
+        if selector is None and self.action == "submitForm" and getattr(self.command, "ref", None) is None:
+            return "form"
         return selector if isinstance(selector, str) else None
 
 

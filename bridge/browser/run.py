@@ -11,7 +11,7 @@ import asyncio
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from playwright.async_api import Error as PlaywrightError
 from playwright.async_api import Locator, Page
@@ -21,6 +21,9 @@ from bridge.browser.errors import Step, Stop, absent, closed_message, pointer_se
 from bridge.browser.guard import UrlGuard
 from bridge.browser.site_tools.runtime import SiteTools
 from bridge.browser.tabs import TabRegistry
+
+if TYPE_CHECKING:
+    from bridge.browser.snapshots import RefBook
 
 __all__ = ["Action", "Caller", "Result", "Run"]
 
@@ -38,6 +41,8 @@ class Caller:
     call: int | None = None
     path: str | None = None
     """The step's progress path in that call."""
+    session: str | None = None
+    """The agent's session (``X-Kitsune-Session``): whose refs a snapshot gives and a command may name."""
 
 
 @dataclass(slots=True, kw_only=True)
@@ -57,6 +62,13 @@ class Run(Step):
     site_tools: SiteTools | None = None
     """The tools the browser's pages declare (``siteTools``, ``callSiteTool``)."""
     caller: Caller = Caller()
+    refs: RefBook | None = None
+    """The refs each session holds on each tab (``snapshot``, and every command that names a ``ref``)."""
+
+    @property
+    def owner(self) -> tuple[str | None, str | None]:
+        """Whose refs this run gives and takes: (agent, session)."""
+        return self.caller.agent, self.caller.session
 
     def remaining(self) -> float:
         return max(0.0, self.deadline - asyncio.get_running_loop().time())

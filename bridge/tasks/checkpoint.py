@@ -43,6 +43,8 @@ SUMMARY_BYTES = 4 * 1024
 """The agent's summary, at most (UTF-8)."""
 GOAL_CHARS, TITLE_CHARS, URL_CHARS, HEADING_CHARS = MAX_GOAL, 200, 400, 200
 HEADINGS, STEPS, EVENTS = 10, 20, 20
+OUTLINE, OUTLINE_CHARS = 40, 160
+"""The page's outline (its interactive snapshot, refs left out): lines, and characters a line, at most."""
 MIN_SECRET = 4
 """Secrets shorter than this are not searched for."""
 REDACTED = "[redacted]"
@@ -90,7 +92,7 @@ def build_checkpoint(goal: object, began: object, page: object, steps: object, e
                      summary: object, status: object, secrets: Iterable[str]) -> dict[str, Any]:
     """The checkpoint of a task, from what the node knows of it (any value: the shapes are checked here).
 
-    ``began`` and ``page`` are ``{"url", "title"}`` and ``{"url", "title", "headings"}``; ``steps``
+    ``began`` and ``page`` are ``{"url", "title"}`` and ``{"url", "title", "headings", "outline"}``; ``steps``
     and ``events`` are oldest first (the newest :data:`STEPS` and :data:`EVENTS` are kept)."""
     clean = _Scrubber(secrets)
     begun, seen = _mapping(began), _mapping(page)
@@ -99,7 +101,9 @@ def build_checkpoint(goal: object, began: object, page: object, steps: object, e
         "goal": _text(goal, clean, GOAL_CHARS),
         "began": {"url": _url(begun.get("url"), clean), "title": _text(begun.get("title"), clean, TITLE_CHARS)},
         "page": {"url": _url(seen.get("url"), clean), "title": _text(seen.get("title"), clean, TITLE_CHARS),
-                 "headings": [h for h in (_text(h, clean, HEADING_CHARS) for h in _items(headings)) if h][:HEADINGS]},
+                 "headings": [h for h in (_text(h, clean, HEADING_CHARS) for h in _items(headings)) if h][:HEADINGS],
+                 "outline": [o for o in (_text(o, clean, OUTLINE_CHARS) for o in _items(seen.get("outline"))) if o
+                             ][:OUTLINE]},
         "steps": [s for s in map(_step, _items(steps)) if s is not None][-STEPS:],
         "events": [e for e in (_event(e, clean) for e in _items(events)) if e is not None][-EVENTS:],
         "summary": _cut_bytes(clean(summary) if isinstance(summary, str) else "", SUMMARY_BYTES),
@@ -110,10 +114,12 @@ def build_checkpoint(goal: object, began: object, page: object, steps: object, e
 
 def _bounded(out: dict[str, Any]) -> dict[str, Any]:
     """``out`` within :data:`MAX_BYTES`: the oldest of the longer list of steps and events dropped
-    while it is over, then the summary cut to what fits."""
+    while it is over, then the page's outline from its end, then the summary cut to what fits."""
     while _size(out) > MAX_BYTES and (out["steps"] or out["events"]):
         longer = "steps" if len(out["steps"]) >= len(out["events"]) else "events"
         out[longer] = out[longer][1:]
+    while _size(out) > MAX_BYTES and out["page"]["outline"]:
+        out["page"]["outline"] = out["page"]["outline"][:-1]
     if _size(out) > MAX_BYTES:
         summary = out["summary"].encode()
         low, high = 0, len(summary)  # the longest prefix that fits: low fits, high + 1 does not

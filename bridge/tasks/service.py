@@ -74,7 +74,7 @@ class _Node(Protocol):
 
     async def reissue(self, call: int, agent: str) -> str | None: ...
 
-    async def headings(self, tab: int) -> list[str]: ...
+    async def page_view(self, tab: int) -> dict[str, list[str]]: ...
 
     async def open_tab_ids(self, wanted: frozenset[int] = frozenset()) -> frozenset[int]: ...
 
@@ -382,7 +382,7 @@ class Tasks:
         page: dict[str, Any] = {}
         if first is not None:
             page = {"url": first.get("url"), "title": first.get("title"),
-                    "headings": await self._node.headings(first["tabId"])}
+                    **await self._node.page_view(first["tabId"])}
         return build_checkpoint(task.goal, previous.get("began") or page, page, previous.get("steps", []),
                                 previous.get("events", []), summary if summary else previous.get("summary", ""),
                                 task.status, self._secrets.get(task.id, ()))

@@ -44,12 +44,32 @@ MAX_NODE_NAME = 64
 NODE_NAME = r"[A-Za-z0-9][A-Za-z0-9_-]{0,63}"
 """A session's name (``call`` asks for a one-shot session)."""
 SITE_TOOL_NAME = r"[A-Za-z0-9_.-]{1,128}"
+REF = r"t[0-9]{1,16}d[0-9]{1,12}(?:f[0-9]{1,9})?e[0-9]{1,9}"
+"""An element's ref, as a ``snapshot`` gives it (``t3d2e13``: tab 3, its ref document 2, Playwright's ``e13``)."""
+MAX_REF = 64
+MAX_SNAPSHOT_CHARS = 200_000
+"""The most characters one snapshot answers (``maxChars``' bound)."""
 """The name of a tool a page declares (``navigator.modelContext.registerTool``)."""
 
 
 def _param(doc: str, default: Any = dataclasses.MISSING, **meta: Any) -> Any:
     """A parameter field: ``doc`` for the schema, ``secret``/``javascript`` for redaction."""
     return field(default=default, metadata={"doc": doc, **meta})
+
+
+def _ref(what: str = "The element") -> Any:
+    return _param(f"{what}, by a snapshot's ref (instead of selector).", None, max_length=MAX_REF,
+                  pattern=REF)
+
+
+def _one_target(command: Any, path: str, *, required: bool) -> None:
+    """``selector`` and ``ref`` are not both given (``invalid_parameter``); with ``required``, one of them is
+    (``missing_parameter``, as for any parameter a command needs)."""
+    if command.selector is not None and command.ref is not None:
+        raise invalid_call("invalid_parameter", path, f"{command.action} takes selector or ref, not both",
+                           param="ref")
+    if required and command.selector is None and command.ref is None:
+        raise invalid_call("missing_parameter", path, f"{command.action} needs selector or ref", param="selector")
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -86,9 +106,13 @@ class Click(Command):
     """Click the element a selector finds."""
 
     action = "click"
-    selector: Text = _param("CSS or Playwright selector of the element.", max_length=MAX_SELECTOR)
+    selector: Text | None = _param("CSS or Playwright selector of the element (or ref).", None, max_length=MAX_SELECTOR)
+    ref: Text | None = _ref()
     button: Literal["left", "right", "middle"] = _param("Mouse button.", "left")
     click_count: int = _param("Number of clicks (2 for a double click).", 1, minimum=1, maximum=3)
+
+    def check(self, path: str) -> None:
+        _one_target(self, path, required=True)
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -96,9 +120,13 @@ class Type(Command):
     """Type text into an element key by key, optionally pressing Enter after."""
 
     action = "type"
-    selector: Text = _param("Element to type into.", max_length=MAX_SELECTOR)
+    selector: Text | None = _param("Element to type into (or ref).", None, max_length=MAX_SELECTOR)
+    ref: Text | None = _ref()
     text: Text = _param("The text to type (a typed value: redacted everywhere).", secret=True, max_length=MAX_TEXT)
     submit: Flag = _param("Press Enter after typing.", False)
+
+    def check(self, path: str) -> None:
+        _one_target(self, path, required=True)
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -106,8 +134,12 @@ class Fill(Command):
     """Replace the value of an input, textarea or contenteditable."""
 
     action = "fill"
-    selector: Text = _param("Element to fill.", max_length=MAX_SELECTOR)
+    selector: Text | None = _param("Element to fill (or ref).", None, max_length=MAX_SELECTOR)
+    ref: Text | None = _ref()
     value: Text = _param("The value (a typed value: redacted everywhere).", secret=True, max_length=MAX_TEXT)
+
+    def check(self, path: str) -> None:
+        _one_target(self, path, required=True)
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -115,9 +147,13 @@ class Select(Command):
     """Choose options of a <select> by value or label."""
 
     action = "select"
-    selector: Text = _param("The <select> element.", max_length=MAX_SELECTOR)
+    selector: Text | None = _param("The <select> element (or ref).", None, max_length=MAX_SELECTOR)
+    ref: Text | None = _ref()
     values: tuple[Text, ...] = _param("Option values or labels to select.", min_items=1,
                                         max_length=MAX_SELECTOR)
+
+    def check(self, path: str) -> None:
+        _one_target(self, path, required=True)
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -128,6 +164,10 @@ class Press(Command):
     key: Text = _param("Key name as Playwright spells it.", max_length=MAX_KEY)
     selector: Text | None = _param("Element to focus first; the focused element when absent.", None,
                                    max_length=MAX_SELECTOR)
+    ref: Text | None = _ref()
+
+    def check(self, path: str) -> None:
+        _one_target(self, path, required=False)
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -135,8 +175,12 @@ class Check(Command):
     """Check or uncheck a checkbox or radio button."""
 
     action = "check"
-    selector: Text = _param("The checkbox or radio button.", max_length=MAX_SELECTOR)
+    selector: Text | None = _param("The checkbox or radio button (or ref).", None, max_length=MAX_SELECTOR)
+    ref: Text | None = _ref()
     checked: Flag = _param("True to check, false to uncheck.", True)
+
+    def check(self, path: str) -> None:
+        _one_target(self, path, required=True)
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -144,7 +188,12 @@ class SubmitForm(Command):
     """Submit a form (as its submit button would)."""
 
     action = "submitForm"
-    selector: Text = _param("The form, or an element inside it.", "form", max_length=MAX_SELECTOR)
+    selector: Text | None = _param("The form, or an element inside it (the page's first form when neither this "
+                                   "nor ref is given).", None, max_length=MAX_SELECTOR)
+    ref: Text | None = _ref("The form or an element inside it")
+
+    def check(self, path: str) -> None:
+        _one_target(self, path, required=False)
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -154,7 +203,34 @@ class PageText(Command):
     action = "pageText"
     writes = False
     selector: Text | None = _param("Element to read; the whole page when absent.", None, max_length=MAX_SELECTOR)
+    ref: Text | None = _ref("The element to read")
     max_chars: int = _param("Longest text returned.", 20000, minimum=1, maximum=1_000_000)
+
+    def check(self, path: str) -> None:
+        _one_target(self, path, required=False)
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class Snapshot(Command):
+    """Read the tab's accessibility tree as text, frames included; each element one can act on carries a ref
+    (``[ref=t3d2e13]``) that every command taking ``selector`` takes as ``ref``."""
+
+    action = "snapshot"
+    writes = False
+    selector: Text | None = _param("Element whose subtree to read; the whole page when absent.", None,
+                                   max_length=MAX_SELECTOR)
+    ref: Text | None = _ref("The element whose subtree to read")
+    depth: int | None = _param("Deepest level of the tree shown.", None, minimum=1, maximum=1000)
+    max_chars: int = _param("Longest text returned, cut at an element boundary.", 20000, minimum=200,
+                            maximum=MAX_SNAPSHOT_CHARS)
+    offset: int = _param("Elements (lines) to skip first: where a cut snapshot says to go on.", 0, minimum=0,
+                         maximum=10_000_000)
+    interactive: Flag = _param("Only the elements one can act on, with their headings and landmarks.", False)
+    boxes: Flag = _param("Add each element's box [box=x,y,width,height] (viewport CSS pixels).", False)
+    since: Literal["last"] | None = _param('"last": only what changed since this session\'s last snapshot of this '
+                                           "tab.", None)
+
+    def check(self, path: str) -> None:
+        _one_target(self, path, required=False)
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -164,12 +240,14 @@ class Find(Command):
     action = "find"
     writes = False
     selector: Text | None = _param("CSS or Playwright selector.", None, max_length=MAX_SELECTOR)
+    ref: Text | None = _ref("The element to look in")
     text: Text | None = _param("Visible text to look for.", None, max_length=MAX_SELECTOR)
     limit: int = _param("Most matches returned.", 20, minimum=1, maximum=500)
 
     def check(self, path: str) -> None:
-        if self.selector is None and self.text is None:
-            raise invalid_call("missing_parameter", path, "find needs selector or text", param="selector")
+        _one_target(self, path, required=False)
+        if self.selector is None and self.text is None and self.ref is None:
+            raise invalid_call("missing_parameter", path, "find needs selector, ref or text", param="selector")
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -195,7 +273,11 @@ class Screenshot(Command):
     action = "screenshot"
     writes = False
     selector: Text | None = _param("Element to capture.", None, max_length=MAX_SELECTOR)
+    ref: Text | None = _ref("The element to capture")
     full_page: Flag = _param("Capture the whole scrollable page.", False)
+
+    def check(self, path: str) -> None:
+        _one_target(self, path, required=False)
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -205,14 +287,16 @@ class WaitFor(Command):
     action = "waitFor"
     writes = False
     selector: Text | None = _param("Element to wait for.", None, max_length=MAX_SELECTOR)
+    ref: Text | None = _ref("The element to wait for")
     state: Literal["attached", "detached", "visible", "hidden"] = _param("Element state.", "visible")
     url: Text | None = _param("URL (glob) to wait for.", None, max_length=MAX_URL)
     load_state: Literal["load", "domcontentloaded", "networkidle"] | None = _param("Load state.", None)
 
     def check(self, path: str) -> None:
-        if self.selector is None and self.url is None and self.load_state is None:
+        _one_target(self, path, required=False)
+        if self.selector is None and self.ref is None and self.url is None and self.load_state is None:
             raise invalid_call(
-                "missing_parameter", path, "waitFor needs selector, url or loadState", param="selector"
+                "missing_parameter", path, "waitFor needs selector, ref, url or loadState", param="selector"
             )
 
 
@@ -366,7 +450,11 @@ class Download(Command):
     """Click an element that starts a download and save the file; returns name, size, SHA-256."""
 
     action = "download"
-    selector: Text = _param("Element whose click starts the download.", max_length=MAX_SELECTOR)
+    selector: Text | None = _param("Element whose click starts the download (or ref).", None, max_length=MAX_SELECTOR)
+    ref: Text | None = _ref()
+
+    def check(self, path: str) -> None:
+        _one_target(self, path, required=True)
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -393,7 +481,7 @@ class CallSiteTool(Command):
 
 ACTION_CLASSES: tuple[type[Command], ...] = (
     Navigate, Click, Type, Fill, Select, Press, Check, SubmitForm, PageText, Find, Url, Title,
-    Screenshot, WaitFor, Js, WaitForResult, SyncBarrier, NewTab, CloseTab, SwitchTab, GetTabs,
+    Screenshot, WaitFor, Snapshot, Js, WaitForResult, SyncBarrier, NewTab, CloseTab, SwitchTab, GetTabs,
     KeepSession, Cookies, Storage, Clipboard, Download, SiteTools, CallSiteTool,
 )
 """Every action (not the blocks), in the order of the contract."""

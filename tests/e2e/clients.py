@@ -21,6 +21,7 @@ from mcp import ClientSession, StdioServerParameters, stdio_client
 from mcp.client.session import ClientRequestContext
 from mcp.client.streamable_http import streamable_http_client
 
+from mcp_gateway._results import page_texts
 from tests.integration.serving import KITSUNE, TOKENS, Served
 
 __all__ = ["Asker", "act", "audit_of", "call", "open_tab", "over_http", "over_stdio", "process_tree", "processes",
@@ -87,7 +88,10 @@ async def call(session: ClientSession, name: str, arguments: dict[str, Any], **o
     result = await session.call_tool(name, arguments, **options)
     assert isinstance(result.structured_content, dict), result
     texts = [c.text for c in result.content if isinstance(c, types.TextContent)]
-    assert len(texts) == 1 and json.loads(texts[0][texts[0].index("\n{") + 1:]) == result.structured_content
+    assert len(texts) == 1
+    shown, pages = page_texts(result.structured_content)  # a snapshot's text is shown as text, after the JSON
+    said, end = json.JSONDecoder().raw_decode(texts[0][texts[0].index("\n{") + 1:])
+    assert said == shown and texts[0][texts[0].index("\n{") + 1 + end:].strip() == "\n".join(pages).strip()
     assert result.is_error == ("error" in result.structured_content)
     return result.structured_content
 

@@ -16,7 +16,8 @@ from tests.site import TestSite
 
 pytestmark = pytest.mark.anyio
 
-CORE = {"browser_resume", "browser_navigate", "browser_click", "browser_type", "browser_fill_form", "browser_select",
+CORE = {"browser_snapshot",
+        "browser_resume", "browser_navigate", "browser_click", "browser_type", "browser_fill_form", "browser_select",
         "browser_press", "browser_page_text", "browser_find", "browser_screenshot", "browser_tabs", "browser_sessions",
         "browser_ask_user", "browser_live_view", "browser_site_tools", "browser_call_site_tool", "browser_task_create",
         "browser_task_get", "browser_task_checkpoint", "browser_task_complete", "browser_task_takeover"}
@@ -29,8 +30,9 @@ async def test_the_tool_list_shows_only_the_enabled_groups_with_input_schemas_fr
         tools = {tool.name: tool for tool in (await session.list_tools()).tools}
         assert set(tools) == CORE
         click = tools["browser_click"].input_schema
-        assert click["required"] == ["selector"]
-        assert {"selector", "tabId", "timeout", "button", "clickCount", "confirm_token"} == set(click["properties"])
+        assert "required" not in click  # a selector or a ref: the bridge checks that exactly one is given
+        assert {"selector", "ref", "tabId", "timeout", "button", "clickCount", "confirm_token", "snapshot"} == set(
+            click["properties"])
         assert click["properties"]["clickCount"]["type"] == "integer"  # from the command schema, made short
         resume = tools["browser_resume"].input_schema
         assert resume["required"] == ["call", "resume_token"] and {"observed", "wait"} <= set(resume["properties"])

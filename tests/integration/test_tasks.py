@@ -137,6 +137,8 @@ def test_the_checkpoint_describes_the_task_s_page_with_its_headings(fleet: Fleet
         page = answer(owner.post(f"/api/tasks/{task['id']}/checkpoint", json={}))["task"]["checkpoint"]["page"]
         assert (page["url"], page["title"]) == (site.url("/text"), "Text"), page
         assert TEXT_HEADING in page["headings"], page  # the contract: "the first tab's URL, title and headings"
+        assert any(f'heading "{TEXT_HEADING}"' in line for line in page["outline"]), page  # and its snapshot's
+        assert not any("[ref=" in line for line in page["outline"]), page  # without refs: they are no one else's
 
 
 def _race(bases: tuple[str, str], task: str, names: list[str]) -> list[httpx.Response]:

@@ -45,6 +45,7 @@ from messages.commands import (
     Select,
     Sequence,
     SiteTools,
+    Snapshot,
     Storage,
     SubmitForm,
     SwitchTab,
@@ -113,6 +114,11 @@ EXAMPLES: dict[str, tuple[dict[str, Any], Command]] = {
     "pageText": (
         {"action": "pageText", "selector": "main", "maxChars": 500},
         PageText(selector="main", max_chars=500),
+    ),
+    "snapshot": (
+        {"action": "snapshot", "ref": "t3d2f1e4", "depth": 3, "maxChars": 5000, "offset": 40, "interactive": True,
+         "boxes": True, "since": "last"},
+        Snapshot(ref="t3d2f1e4", depth=3, max_chars=5000, offset=40, interactive=True, boxes=True, since="last"),
     ),
     "find": (
         {"action": "find", "text": "Sign in", "limit": 5},
@@ -194,7 +200,7 @@ EXAMPLES: dict[str, tuple[dict[str, Any], Command]] = {
     ),
 }
 
-READS = {"pageText", "find", "url", "title", "screenshot", "waitFor", "getTabs",
+READS = {"pageText", "snapshot", "find", "url", "title", "screenshot", "waitFor", "getTabs",
          "keepSession",  # keepSession is Kitsune's own: it keeps a session under a name and changes no page
          "siteTools"}  # lists what the page declares; callSiteTool runs the page's code: a write
 
@@ -211,7 +217,7 @@ def reject(commands: list[Any], limits: Limits | None = None) -> KitsuneError:
 
 def test_every_action_and_block_has_an_example() -> None:
     assert set(EXAMPLES) == set(ACTIONS)
-    assert len(ACTIONS) == 35
+    assert len(ACTIONS) == 36
     assert {cls.action for cls in BLOCKS} == {
         "sequence", "parallel", "if", "while", "try", "retry", "broadcast"}
 
@@ -238,7 +244,7 @@ def test_parameters_left_out_take_their_defaults() -> None:
     assert parse_command({"action": "click", "selector": "a"}) == Click(
         selector="a", button="left", click_count=1, tab_id=None, timeout=None, label=None)
     assert parse_command({"action": "navigate", "url": "about:blank"}) == Navigate(url="about:blank", wait_until="load")
-    assert parse_command({"action": "submitForm"}) == SubmitForm(selector="form")
+    assert parse_command({"action": "submitForm"}) == SubmitForm()  # the page's first form (selector "form")
     loop = parse_command({"action": "while", "condition": "x", "body": [READ]})
     assert isinstance(loop, While) and loop.max_iterations == 100
 
@@ -375,8 +381,8 @@ BAD_CALLS: list[tuple[str, list[Any], str, dict[str, Any]]] = [
     ("missing selector", [{"action": "click"}], "missing_parameter", {"path": "0", "param": "selector"}),
     ("missing url", [READ, READ, {"action": "navigate"}], "missing_parameter", {"path": "2", "param": "url"}),
     ("missing code", [{"action": "js"}], "missing_parameter", {"path": "0", "param": "code"}),
-    ("null for a required parameter", [{"action": "click", "selector": None}],
-     "invalid_parameter", {"path": "0", "param": "selector"}),
+    ("null for a required parameter", [{"action": "fill", "selector": "#a", "value": None}],
+     "invalid_parameter", {"path": "0", "param": "value"}),
     ("find with neither selector nor text", [{"action": "find"}],
      "missing_parameter", {"path": "0", "param": "selector"}),
     ("waitFor with nothing to wait for", [{"action": "waitFor", "state": "hidden"}],
@@ -632,8 +638,8 @@ def test_secret_values_are_typed_text_and_javascript_bodies() -> None:
 
 
 def test_actions_without_typed_values_have_no_secrets() -> None:
-    for action in ("navigate", "click", "select", "press", "check", "submitForm", "pageText", "find", "url",
-                   "title", "screenshot", "waitFor", "syncBarrier", "newTab", "closeTab", "switchTab",
+    for action in ("navigate", "click", "select", "press", "check", "submitForm", "pageText", "snapshot", "find",
+                   "url", "title", "screenshot", "waitFor", "syncBarrier", "newTab", "closeTab", "switchTab",
                    "getTabs", "download", "keepSession"):
         assert secret_values(EXAMPLES[action][1]) == [], action
 
@@ -745,3 +751,16 @@ def test_a_cookie_with_every_field_parses() -> None:
               "secure": True, "sameSite": "Lax", "partitionKey": "https://a.example"}
     parsed = parse_command({"action": "cookies", "op": "set", "cookies": [cookie]})
     assert parsed == Cookies(op="set", cookies=({**cookie, "expires": 1.0},))  # type: ignore[typeddict-item]
+
+
+def test_a_command_that_takes_a_selector_takes_a_ref_instead_never_both() -> None:
+    assert parse_command({"action": "click", "ref": "t3d2e13"}) == Click(ref="t3d2e13")
+    assert parse_command({"action": "fill", "ref": "t3d2f1e4", "value": "x"}) == Fill(ref="t3d2f1e4", value="x")
+    assert parse_command({"action": "pageText", "ref": "t3d2e1"}) == PageText(ref="t3d2e1")
+    both = reject([{"action": "click", "selector": "#go", "ref": "t3d2e13"}])
+    assert (both.code, (both.state or {}).get("param")) == ("invalid_parameter", "ref")
+    neither = reject([{"action": "fill", "value": "x"}])
+    assert (neither.code, (neither.state or {}).get("param")) == ("missing_parameter", "selector")
+    bare = reject([{"action": "click", "ref": "e13"}])  # Playwright's own ref, without its tab and document
+    assert (bare.code, (bare.state or {}).get("param")) == ("invalid_parameter", "ref")
+    assert parse_call("batch", [{"action": "snapshot"}, {"action": "click", "ref": "${$0.document}e13"}]).commands

@@ -180,11 +180,32 @@ def _cases(action: str) -> Iterator[dict[str, Any]]:
     """Every combination of the examples of the action's own parameters; each common parameter's examples alone."""
     own = [p for p in parameters(ACTIONS[action]) if p.name not in COMMON]
     choices = [_examples(p) if p.required else [ABSENT, *_examples(p)] for p in own]
-    for values in itertools.product(*choices):
+    for picks in _covering(tuple(range(len(c))) for c in choices):
+        values = [choice[i] for choice, i in zip(choices, picks, strict=True)]
         yield {"action": action, **{p.json_name: v for p, v in zip(own, values, strict=True) if v is not ABSENT}}
     for param in parameters(ACTIONS[action]):
         if param.name in COMMON:
             yield from ({**_minimal(action), param.json_name: value} for value in _examples(param))
+
+
+MAX_COMBINATIONS = 500
+"""Past this many combinations of an action's examples, the cases cover every pair of them instead (the checks
+across parameters are about pairs: selector and ref, op and key...)."""
+
+
+def _covering(ranges: Iterator[tuple[int, ...]]) -> Iterator[tuple[int, ...]]:
+    """Every combination of the indexes, or, when there are more than :data:`MAX_COMBINATIONS`, the first of
+    them that covers each pair of (parameter, index) not covered yet."""
+    every = list(itertools.product(*ranges))
+    if len(every) <= MAX_COMBINATIONS:
+        yield from every
+        return
+    seen: set[tuple[int, int, int, int]] = set()
+    for picks in every:
+        pairs = {(a, picks[a], b, picks[b]) for a in range(len(picks)) for b in range(a + 1, len(picks))}
+        if not pairs <= seen:
+            seen |= pairs
+            yield picks
 
 
 def _minimal(action: str) -> dict[str, Any]:

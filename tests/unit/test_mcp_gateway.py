@@ -148,6 +148,8 @@ class ScriptedBridge(Bridge):
         self.requests: list[tuple[str, str, Any]] = []
         self.streamed: list[str] = []
         """The paths asked for their progress lines (``stream``)."""
+        self.snapshots: list[dict[str, Any]] = []
+        """The snapshot reads a direct write sent after it (``since: last``), apart from :meth:`acts`."""
 
     async def get(self, path: str, *, timeout: float, params: dict[str, Any] | None = None) -> dict[str, Any]:
         return self._answer("GET", path, params)
@@ -163,6 +165,10 @@ class ScriptedBridge(Bridge):
         return self._answer("POST", path, body)
 
     def _answer(self, method: str, path: str, body: Any) -> dict[str, Any]:
+        command = body.get("command") if isinstance(body, dict) else None
+        if isinstance(command, dict) and command.get("action") == "snapshot" and command.get("since") == "last":
+            self.snapshots.append(body["command"])  # a direct write's diff: a read after it, kept apart
+            return dict(self.routes.get("snapshot", {"error": "no", "code": "x"}))
         self.requests.append((method, path, body))
         key = f"{method} {path}"
         answers = self.routes.get(key)
@@ -316,7 +322,7 @@ async def test_a_direct_tool_keeps_its_action_s_rules_across_parameters_and_send
     bridge = ScriptedBridge({"POST /api/act": [_ok(1)]})
     gateway = Gateway(frozenset({"core"}))
     result = await gateway.call(Caller("a", bridge), "browser_find", {"tabId": 3})
-    assert result["code"] == "invalid_parameter" and "selector or text" in result["error"] and bridge.acts() == []
+    assert result["code"] == "invalid_parameter" and "selector, ref or text" in result["error"] and bridge.acts() == []
     assert (await gateway.call(Caller("a", bridge), "browser_find", {"text": "Buy", "tabId": 3}))["ok"]
 
 
@@ -393,3 +399,22 @@ def test_the_last_tab_a_call_opened_becomes_current() -> None:
     assert last_opened_tab(body) == 3
     assert last_opened_tab({"progress": [{"action": "title", "status": "ok"}], "results": [{"ok": True}]}) is None
     assert last_opened_tab({"error": "bad", "code": "invalid_call"}) is None
+
+
+async def test_a_direct_write_answers_what_changed_after_it_unless_told_not_to() -> None:
+    diff = {"ok": True, "status": "ok", "diff": '~ - textbox "Name" [ref=t3d1e5]: Ada', "document": "t3d1",
+            "changes": 1, "truncated": False}
+    bridge = ScriptedBridge({"POST /api/act": [_ok(1), _ok(2), _ok(3)], "snapshot": diff})
+    gateway = Gateway(frozenset({"core"}))
+    clicked = await gateway.call(Caller("a", bridge), "browser_click", {"tabId": 3, "ref": "t3d1e7"})
+    assert bridge.acts()[0]["command"] == {"action": "click", "ref": "t3d1e7", "tabId": 3}
+    assert bridge.snapshots == [{"action": "snapshot", "since": "last", "maxChars": 4000, "tabId": 3}]
+    assert clicked["page"]["diff"] == diff["diff"] and clicked["page"]["document"] == "t3d1"
+    quiet = await gateway.call(Caller("a", bridge), "browser_click", {"tabId": 3, "ref": "t3d1e7", "snapshot": "none"})
+    assert "page" not in quiet and len(bridge.snapshots) == 1 and "snapshot" not in bridge.acts()[1]["command"]
+    filled = await gateway.call(Caller("a", bridge), "browser_fill_form",
+                                {"tabId": 3, "fields": [{"ref": "t3d1e5", "value": "Ada"}]})
+    assert bridge.acts()[2]["command"] == {"action": "fill", "ref": "t3d1e5", "value": "Ada", "tabId": 3}
+    assert filled["page"]["diff"] == diff["diff"] and len(bridge.snapshots) == 2
+    both = await gateway.call(Caller("a", bridge), "browser_click", {"tabId": 3, "ref": "t3d1e7", "selector": "#a"})
+    assert both["code"] == "invalid_parameter" and len(bridge.acts()) == 3

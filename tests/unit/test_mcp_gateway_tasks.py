@@ -133,7 +133,8 @@ async def test_container_calls_resumes_and_direct_calls_carry_the_session_too() 
         await gateway.call(caller, "browser_batch", {"commands": [{"action": "title"}]})
         await gateway.call(caller, "browser_resume", {"call": 1, "resume_token": "r"})
         await gateway.call(caller, "browser_click", {"selector": "#x", "tabId": 3})
-    assert [path for _, path, _ in recorded.sent()] == ["/api/batch", "/api/resume", "/api/act"]
+    # the click, then its diff (a snapshot read): both in the session whose last snapshot it compares with
+    assert [path for _, path, _ in recorded.sent()] == ["/api/batch", "/api/resume", "/api/act", "/api/act"]
     assert recorded.sessions() == {SESSION}
 
 

@@ -71,7 +71,8 @@ class RecordingTab:
 
     async def execute(self, command: Command, tab_id: int | None, timeout: float, *,
                       pause: Pause | None = None, agent: str | None = None, call: int | None = None,
-                      path: str | None = None, within: float | None = None) -> Outcome:
+                      path: str | None = None, within: float | None = None,
+                      session: str | None = None) -> Outcome:
         label = _label(command)
         self.timeouts.append((timeout, within))
         record = Ran(label, is_write(command))

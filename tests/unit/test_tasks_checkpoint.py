@@ -16,6 +16,8 @@ from bridge.tasks.checkpoint import (
     HEADING_CHARS,
     HEADINGS,
     MAX_BYTES,
+    OUTLINE,
+    OUTLINE_CHARS,
     REDACTED,
     STEP_FIELDS,
     STEPS,
@@ -58,8 +60,9 @@ def walk(value: Any, key: str = "") -> Iterator[tuple[str, Any]]:
 def assert_safe(out: dict[str, Any], secrets: list[str]) -> None:
     assert len(orjson.dumps(out)) <= MAX_BYTES
     assert set(out) == {"goal", "began", "page", "steps", "events", "summary", "status"}
-    assert set(out["began"]) == {"url", "title"} and set(out["page"]) == {"url", "title", "headings"}
+    assert set(out["began"]) == {"url", "title"} and set(out["page"]) == {"url", "title", "headings", "outline"}
     assert len(out["page"]["headings"]) <= HEADINGS and all(len(h) <= HEADING_CHARS for h in out["page"]["headings"])
+    assert len(out["page"]["outline"]) <= OUTLINE and all(len(o) <= OUTLINE_CHARS for o in out["page"]["outline"])
     assert len(out["steps"]) <= STEPS and len(out["events"]) <= EVENTS
     assert all(set(s) <= set(STEP_FIELDS) for s in out["steps"])
     assert all({"time", "kind"} <= set(e) <= set(EVENT_FIELDS) for e in out["events"])
@@ -97,7 +100,8 @@ def leaky_inputs(draw: st.DrawFn) -> tuple[dict[str, Any], list[str]]:
                    **{k: named[k] | leaky for k in ("action", "status", "code")}})
     event = record({"time": st.floats() | ints | leaky, "call": ints, "tabId": ints, "url": url | leaky,
                     **{k: named[k] | leaky for k in ("kind", "status", "code")}})
-    page = record({"url": url | leaky, "title": leaky, "headings": st.lists(leaky, max_size=14) | leaky})
+    page = record({"url": url | leaky, "title": leaky, "headings": st.lists(leaky, max_size=14) | leaky,
+                   "outline": st.lists(leaky, max_size=50) | leaky})
     arguments = {"goal": leaky, "began": page | leaky, "page": page | leaky,
                  "steps": st.lists(step | leaky, max_size=30) | leaky, "events": st.lists(event | leaky, max_size=30),
                  "summary": st.builds("".join, st.lists(text, max_size=60)) | leaky,
@@ -123,13 +127,15 @@ def test_no_secret_survives_a_scrub_even_one_overlapping_the_replacement(text: s
 
 def test_the_worst_text_in_every_field_still_fits_with_the_summary_cut_last() -> None:
     wide = "\U0001f98a"  # 4 bytes of UTF-8, one character
-    page = {"url": "https://shop.test/" + wide * 500, "title": wide * 500, "headings": [wide * 500] * 20}
+    page = {"url": "https://shop.test/" + wide * 500, "title": wide * 500, "headings": [wide * 500] * 20,
+            "outline": [wide * 500] * 60}
     step = {"call": 2**53 - 1, "path": "1.2.3", "action": "callSiteTool", "tabId": 2**53 - 1, "status": "unknown",
             "code": "live_view_token_invalid"}
     events = [{"time": float(i), "kind": "navigated", "url": "https://shop.test/" + wide * 500} for i in range(30)]
     out = build_checkpoint(wide * 9000, page, page, [step] * 30, events, wide * 9000, "active", ["K9secret"])
     assert_safe(out, ["K9secret"])
     assert out["steps"] == [] and out["events"] == []  # all dropped before the summary is cut
+    assert out["page"]["outline"] == []  # and the page's outline too
     assert 0 < len(out["summary"]) < 1024
     assert out["page"]["headings"] == [wide * HEADING_CHARS] * HEADINGS  # the fixed fields keep their limits
 
@@ -171,3 +177,13 @@ def test_urls_lose_user_query_and_fragment_and_a_data_url_its_body() -> None:
     assert clean_url("https://shop.test/reset/" + "a" * 30) == f"https://shop.test/reset/{REDACTED}"
     assert clean_url("https://shop.test/users/K9typed/", ["K9typed"]) == f"https://shop.test/users/{REDACTED}/"
     assert clean_url("http://shop.test:99999/") == "" and clean_url(42) == ""
+
+
+def test_the_page_s_outline_is_kept_bounded_and_scrubbed() -> None:
+    outline = ['- heading "Checkout" [level=1]', '- textbox "Card": 4111K9secret', "- button " + "go " * 200]
+    page = {"url": "https://shop.test/", "title": "Shop", "headings": ["Checkout"], "outline": outline * 20}
+    out = build_checkpoint("goal", page, page, [], [], "so far", "active", ["4111K9secret"])
+    assert_safe(out, ["4111K9secret"])
+    kept = out["page"]["outline"]
+    assert len(kept) == OUTLINE and kept[:2] == ['- heading "Checkout" [level=1]', '- textbox "Card": [redacted]']
+    assert kept[2] == ("- button " + "go " * 200)[:OUTLINE_CHARS]

@@ -1,0 +1,195 @@
+"""``snapshot`` and refs: the tab's accessibility tree (Playwright's ai mode) and the refs it gives, bound to
+the document, the tab and the session that took it.
+
+A :class:`RefBook` keeps, per tab and per session (agent, ``X-Kitsune-Session``), the document its refs
+belong to (the document's own nonce, which the site-tools init script gives every document) and a tag
+unique to that tab, session and document (``t3d2``). A command that names a ref is resolved here before
+anything is sent: a ref of another tag (an earlier document, another tab, another session) or of a
+document that is gone answers ``stale_ref`` with nothing sent. Playwright's ``aria-ref=`` locator resolves
+only against the last snapshot of that document's frame, so after a navigation it finds nothing until a
+snapshot of the new document, which makes a new tag first: a ref is never resolved in another document.
+"""
+
+from __future__ import annotations
+
+import itertools
+import re
+from dataclasses import dataclass, field
+from typing import Any, cast
+
+from playwright.async_api import Error as PlaywrightError
+from playwright.async_api import Locator, Page
+
+from bridge.browser.errors import Stop
+from bridge.browser.page_js import HEADINGS
+from bridge.browser.run import Result, Run
+from bridge.browser.snapshot_text import Line, cut, diff, interactive, lines_of, redact_values, tagged
+from messages.commands import Snapshot
+
+__all__ = ["DOCUMENT", "Owner", "RefBook", "describe", "resolve_ref", "snapshot", "take"]
+
+Owner = tuple[str | None, str | None]
+"""Whose refs: (agent, agent's session)."""
+
+DOCUMENT = ("() => globalThis[Symbol.for('kitsune.siteTools')]?.doc ?? (globalThis[Symbol.for('kitsune.doc')] ??="
+            " Math.random().toString(36).slice(2) + Date.now().toString(36))")
+"""The main frame's document identity: the site tools' per-document nonce (or one of its own where the init
+script did not run)."""
+_PASSWORDS = "() => [...document.querySelectorAll('input[type=password]')].slice(0, 200).map((e) => e.value)"
+_NOT_IN_OUTLINE = re.compile(r" \[(?:ref|cursor|active)[^\]]*\]|\[active\] ")
+_MAX_FRAMES = 50
+"""Frames whose password fields are read (the snapshot itself includes every frame Playwright reaches)."""
+
+
+@dataclass(slots=True)
+class _Issued:
+    """The refs a session holds on a tab: the document they belong to, their tag, the last snapshot's lines."""
+
+    document: str
+    tag: str
+    frames: tuple[str, ...] = ()
+    """The documents of the page's frames when the refs were issued: a frame's ref (``f1e3``) is stale once
+    they changed (a frame's new document numbers its elements again)."""
+    lines: list[Line] = field(default_factory=list)
+
+
+class RefBook:
+    """The refs each session holds on each tab (used on the loop only)."""
+
+    def __init__(self) -> None:
+        self._issued: dict[tuple[int, Owner], _Issued] = {}
+        self._counters: dict[int, itertools.count[int]] = {}
+
+    def issue(self, tab: int, owner: Owner, document: str, frames: tuple[str, ...]) -> tuple[_Issued, bool]:
+        """The refs of ``owner`` on ``tab`` for ``document`` and its frames' documents (a new tag when one of
+        them changed), and whether they are the same as the last snapshot's."""
+        issued = self._issued.get((tab, owner))
+        if issued is not None and (issued.document, issued.frames) == (document, frames):
+            return issued, True
+        counter = self._counters.setdefault(tab, itertools.count(1))
+        issued = self._issued[(tab, owner)] = _Issued(document, f"t{tab}d{next(counter)}", frames)
+        return issued, False
+
+    def current(self, tab: int, owner: Owner) -> _Issued | None:
+        return self._issued.get((tab, owner))
+
+    def forget(self, tab: int) -> None:
+        """A tab closed: its refs go."""
+        for key in [key for key in self._issued if key[0] == tab]:
+            del self._issued[key]
+        self._counters.pop(tab, None)
+
+
+def _stale(ref: str, why: str, tab: int) -> Stop:
+    return Stop("stale_ref", f"ref {ref} {why}; take a new snapshot; nothing was sent", retryable=True,
+                took_effect=False, state={"ref": ref, "tabId": tab})
+
+
+async def resolve_ref(run: Run, ref: str) -> str:
+    """The Playwright selector of ``ref`` in the run's tab: ``stale_ref`` (nothing sent) unless it is a ref
+    this session got from the current document of this tab and its element is still there."""
+    book = run.refs
+    issued = book.current(run.tab, run.owner) if book is not None else None
+    if issued is None or not ref.startswith(issued.tag) or ref[len(issued.tag):][:1] not in ("e", "f"):
+        why = "is not one of this tab's refs for this session" if issued is None or not ref.startswith(
+            f"t{run.tab}d") else "belongs to an earlier snapshot's document"
+        raise _stale(ref, why, run.tab)
+    if await run.within(run.page.main_frame.evaluate(DOCUMENT)) != issued.document:
+        raise _stale(ref, "belongs to a document this tab has left", run.tab)
+    if "f" in ref[len(issued.tag):] and await run.within(_frames(run.page)) != issued.frames:
+        raise _stale(ref, "belongs to a frame whose document changed", run.tab)
+    selector = f"aria-ref={ref[len(issued.tag):]}"
+    locator = run.page.locator(selector)
+    if await run.within(locator.count()) == 0:  # another snapshot (a subtree's) may have replaced the last one
+        await run.within(run.page.aria_snapshot(mode="ai", timeout=run.ms()))
+        if await run.within(locator.count()) == 0:
+            raise _stale(ref, "names an element that is no longer in the page", run.tab)
+    return selector
+
+
+async def _secrets(page: Page) -> list[str]:
+    """The values of the password fields of the tab's frames (never shown); unbounded: the caller bounds it."""
+    values: list[str] = []
+    for frame in page.frames[:_MAX_FRAMES]:
+        try:
+            values.extend(await frame.evaluate(_PASSWORDS))
+        except PlaywrightError:
+            continue
+    return values
+
+
+async def _frames(page: Page) -> tuple[str, ...]:
+    """The documents of the page's frames (not the main one); unbounded: the caller bounds it."""
+    found = []
+    for frame in page.frames[1:_MAX_FRAMES]:
+        try:
+            found.append(str(await frame.evaluate(DOCUMENT)))
+        except PlaywrightError:
+            found.append("")
+    return tuple(found)
+
+
+async def describe(page: Page, lines: int = 40) -> dict[str, list[str]]:
+    """A page as a task's checkpoint describes it: its headings, and its outline: the interactive snapshot's
+    first ``lines`` lines, without refs (a ref is no one else's). Unbounded in time: the caller bounds it."""
+    found = await page.evaluate(HEADINGS)
+    raw = redact_values(await page.aria_snapshot(mode="ai"), await _secrets(page))
+    outline = [_NOT_IN_OUTLINE.sub("", line.text) for line in interactive(lines_of(tagged(raw, "t0d0")))]
+    return {"headings": [str(text) for text in found] if isinstance(found, list) else [], "outline": outline[:lines]}
+
+
+async def take(run: Run, command: Snapshot) -> tuple[list[Line], _Issued, bool]:
+    """The snapshot's lines (refs tagged, password values hidden), its refs' record, and whether its document
+    is the one of this session's last snapshot of the tab."""
+    document = await run.within(run.page.main_frame.evaluate(DOCUMENT))
+    target: Locator | None = None
+    if command.ref is not None:
+        target = run.page.locator(await resolve_ref(run, str(command.ref)))
+    elif run.selector is not None:
+        target = run.locator().first
+    options: dict[str, Any] = {"mode": "ai", "timeout": run.ms(), "boxes": command.boxes is True}
+    if command.depth is not None:
+        options["depth"] = command.depth
+    raw = await (target.aria_snapshot(**options) if target is not None else run.page.aria_snapshot(**options))
+    secrets, frames = await run.within(_secrets(run.page)), await run.within(_frames(run.page))
+    if await run.within(run.page.main_frame.evaluate(DOCUMENT)) != document:
+        raise Stop("navigated", "snapshot: the page navigated while it was read; take it again", retryable=True)
+    assert run.refs is not None
+    issued, same = run.refs.issue(run.tab, run.owner, document, frames)
+    return lines_of(redact_values(tagged(raw, issued.tag), secrets)), issued, same
+
+
+def _elements(lines: list[Line]) -> list[dict[str, Any]]:
+    return [{"ref": line.ref, "role": line.role, **({"name": line.name} if line.name else {})}
+            for line in lines if line.ref is not None and (line.role in ("button", "link", "textbox", "checkbox",
+                                                                          "radio", "combobox", "searchbox") or
+                                                           "[cursor=pointer]" in line.text)]
+
+
+async def snapshot(run: Run) -> Result:
+    command = cast(Snapshot, run.command)
+    lines, issued, same = await take(run, command)
+    previous, issued.lines = issued.lines, lines
+    shown = interactive(lines) if command.interactive is True else lines
+    head: dict[str, Any] = {"url": run.page.url, "document": issued.tag}
+    if command.since == "last":
+        if same and previous:
+            changes = diff(interactive(previous) if command.interactive is True else previous, shown)
+            text = "\n".join(changes) if changes else "(no change)"
+            bounded = cut(lines_of(text) if changes else [Line(text, 0, "", None, None)], 0, command.max_chars)
+            return {**head, "diff": bounded.text, "changes": len(changes),
+                    **_rest(bounded.next_offset, len(changes), "diff")}, None
+        head["documentChanged"] = True  # no earlier snapshot of this document: the whole snapshot
+    bounded = cut(shown, command.offset, command.max_chars)
+    text = bounded.text
+    if bounded.next_offset is not None:
+        text += (f"\n# cut at line {bounded.next_offset} of {len(shown)}: snapshot with offset={bounded.next_offset} "
+                 "for the rest, or narrow it (selector, ref, interactive, depth)")
+    return {**head, "snapshot": text, "elements": _elements(shown[command.offset:command.offset + bounded.shown]),
+            **_rest(bounded.next_offset, len(shown), "snapshot")}, None
+
+
+def _rest(next_offset: int | None, total: int, what: str) -> dict[str, Any]:
+    if next_offset is None:
+        return {"truncated": False}
+    return {"truncated": True, "nextOffset": next_offset, "lines": total}
