@@ -30,7 +30,6 @@ import argparse
 import asyncio
 import os
 import statistics
-import subprocess
 import sys
 import tempfile
 import threading
@@ -43,12 +42,12 @@ from typing import Any
 from urllib.parse import parse_qs
 
 import httpx
-import yaml
 from mcp import ClientSession, StdioServerParameters, stdio_client
 from playwright.async_api import Page, async_playwright
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # the repo root
 
+from bench.shared import KITSUNE, ServedNode
 from bridge.browser import find_chromium
 
 FIELDS = 20
@@ -57,7 +56,6 @@ WARMUP = 2
 GAP = 0.5
 GOAL = 1.10
 TOKEN = "bench-token-0123456789abcdef0123"
-KITSUNE = Path(sys.executable).parent / "kitsune"
 
 
 def value(round_: int, field: int) -> str:
@@ -125,35 +123,10 @@ def thanks_of(results: list[dict[str, Any]]) -> str:
     return text
 
 
-class Node:
-    """A ``kitsune serve`` with embedded NATS and its own Chromium, for one agent."""
-
-    def __init__(self, directory: Path) -> None:
-        config = directory / "kitsune.yaml"
-        config.write_text(yaml.safe_dump({"agents": [{"name": "bench", "token": TOKEN}], "caps": ["core", "automation"],
-                                          "audit_file": str(directory / "audit.jsonl")}))
-        self.token_file = directory / "token"
-        self.token_file.write_text(TOKEN)
-        self._log = (directory / "serve.log").open("w")
-        self.process = subprocess.Popen([str(KITSUNE), "serve", "--port", "0", "--config", str(config),
-                                         "--state-dir", str(directory / "state")],
-                                        stdout=subprocess.PIPE, stderr=self._log, text=True)
-        assert self.process.stdout is not None
-        for line in self.process.stdout:
-            if line.startswith("kitsune serving "):
-                self.base = line.split()[2]
-                return
-        raise SystemExit(f"kitsune serve did not start: {(directory / 'serve.log').read_text()}")
-
-    def stop(self) -> None:
-        self.process.terminate()
-        self.process.wait(timeout=30)
-
-
 async def run(rounds: int, gap: float) -> dict[str, list[float]]:
     site = FormSite()
     directory = Path(tempfile.mkdtemp(prefix="kitsune-bench-form-"))
-    node = Node(directory)
+    node = ServedNode(directory, TOKEN)
     parameters = StdioServerParameters(
         command=str(KITSUNE), args=["mcp", "--bridge", node.base, "--token-file", str(node.token_file)],
         env={**os.environ, "KITSUNE_CAPS": "core,automation"})

@@ -18,7 +18,6 @@ from __future__ import annotations
 import argparse
 import os
 import statistics
-import subprocess
 import sys
 import tempfile
 import time
@@ -29,49 +28,21 @@ from pathlib import Path
 import anyio
 import httpx
 import httpx2
-import yaml
 from mcp import ClientSession, StdioServerParameters, stdio_client
 from mcp.client.streamable_http import streamable_http_client
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # the repo root, for tests and bench
 
-from bench.shared import load_line, p95
+from bench.shared import KITSUNE, ServedNode, load_line, p95
 from tests.site import TestSite
 
-KITSUNE = Path(sys.executable).parent / "kitsune"
 TOKEN = "bench-progress-token-0123456789abcdef"
 STEP = "await new Promise(r => setTimeout(r, 100)); return Date.now()"
 GOAL_MS = 50.0
 
 
-class Node:
-    """A ``kitsune serve`` with embedded NATS and its own Chromium, for one agent."""
-
-    def __init__(self, directory: Path) -> None:
-        config = directory / "kitsune.yaml"
-        config.write_text(yaml.safe_dump({"agents": [{"name": "bench", "token": TOKEN}],
-                                          "caps": ["core", "automation"],
-                                          "audit_file": str(directory / "audit.jsonl")}))
-        self.token_file = directory / "token"
-        self.token_file.write_text(TOKEN)
-        self._log = (directory / "serve.log").open("w")
-        self.process = subprocess.Popen([str(KITSUNE), "serve", "--port", "0", "--config", str(config),
-                                         "--state-dir", str(directory / "state")],
-                                        stdout=subprocess.PIPE, stderr=self._log, text=True)
-        assert self.process.stdout is not None
-        for line in self.process.stdout:
-            if line.startswith("kitsune serving "):
-                self.base = line.split()[2]
-                return
-        raise SystemExit(f"kitsune serve did not start: {(directory / 'serve.log').read_text()}")
-
-    def stop(self) -> None:
-        self.process.terminate()
-        self.process.wait(timeout=30)
-
-
 @asynccontextmanager
-async def over_http(node: Node) -> AsyncIterator[ClientSession]:
+async def over_http(node: ServedNode) -> AsyncIterator[ClientSession]:
     async with httpx2.AsyncClient(headers={"Authorization": f"Bearer {TOKEN}"}, timeout=120) as http, \
             streamable_http_client(node.base + "/mcp", http_client=http) as (read, write), \
             ClientSession(read, write) as session:
@@ -80,7 +51,7 @@ async def over_http(node: Node) -> AsyncIterator[ClientSession]:
 
 
 @asynccontextmanager
-async def over_stdio(node: Node) -> AsyncIterator[ClientSession]:
+async def over_stdio(node: ServedNode) -> AsyncIterator[ClientSession]:
     parameters = StdioServerParameters(
         command=str(KITSUNE), args=["mcp", "--bridge", node.base, "--token-file", str(node.token_file)],
         env={**os.environ, "KITSUNE_CAPS": "core,automation"})
@@ -108,7 +79,7 @@ async def latencies(session: ClientSession, tab: int, steps: int) -> list[float]
 
 async def run(rounds: int, steps: int) -> dict[str, list[float]]:
     directory = Path(tempfile.mkdtemp(prefix="kitsune-bench-progress-"))
-    node = Node(directory)
+    node = ServedNode(directory, TOKEN)
     found: dict[str, list[float]] = {"http": [], "stdio": []}
     try:
         with TestSite() as site:

@@ -7,17 +7,23 @@ from __future__ import annotations
 import itertools
 import secrets
 import statistics
+import subprocess
+import sys
 import threading
 import time
 from collections.abc import Awaitable, Callable, Sequence
 from pathlib import Path
 from typing import Any
 
+import yaml
+
 from bridge.browser import ChromiumBrowser
 from bridge.node import Browser, Node, NodeConfig
 from messages.commands import Command
 from messages.events import Event, StepStarted
 from messages.results import Outcome
+
+KITSUNE = Path(sys.executable).parent / "kitsune"
 
 Plan = list[tuple[str, str | None]]
 """A batch's steps as (action, selector)."""
@@ -106,3 +112,28 @@ def load_line(before: tuple[float, ...], after: tuple[float, ...]) -> str:
 def p95(values: Sequence[float]) -> float:
     """The 95th percentile of ``values`` (inclusive method: within their range even for a few values)."""
     return statistics.quantiles(values, n=20, method="inclusive")[-1]
+
+
+class ServedNode:
+    """A ``kitsune serve`` with embedded NATS and its own Chromium, for one agent (``bench``, with ``token``)."""
+
+    def __init__(self, directory: Path, token: str) -> None:
+        config = directory / "kitsune.yaml"
+        config.write_text(yaml.safe_dump({"agents": [{"name": "bench", "token": token}], "caps": ["core", "automation"],
+                                          "audit_file": str(directory / "audit.jsonl")}))
+        self.token_file = directory / "token"
+        self.token_file.write_text(token)
+        self._log = (directory / "serve.log").open("w")
+        self.process = subprocess.Popen([str(KITSUNE), "serve", "--port", "0", "--config", str(config),
+                                         "--state-dir", str(directory / "state")],
+                                        stdout=subprocess.PIPE, stderr=self._log, text=True)
+        assert self.process.stdout is not None
+        for line in self.process.stdout:
+            if line.startswith("kitsune serving "):
+                self.base = line.split()[2]
+                return
+        raise SystemExit(f"kitsune serve did not start: {(directory / 'serve.log').read_text()}")
+
+    def stop(self) -> None:
+        self.process.terminate()
+        self.process.wait(timeout=30)
