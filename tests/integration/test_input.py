@@ -295,7 +295,9 @@ def fuzz_routes(client: httpx.Client) -> list[tuple[str, st.SearchStrategy[Any]]
 def test_fuzzed_bodies_never_answer_5xx_never_hang_and_write_nothing(
         client: httpx.Client, node: Node, clicks_tab: int, site: TestSite,
         fuzz_routes: list[tuple[str, st.SearchStrategy[Any]]]) -> None:
-    """Generated bodies run as a read-only agent on the site's page: reads do real work, writes are refused."""
+    """Generated bodies run as a read-only agent on the site's page: reads do real work, writes are refused. The one
+    5xx allowed is a direct read's own timeout running out (``timeout: 0.0``): 504 ``timeout``, nothing sent, as a
+    direct route answers every error with its code's status."""
     seen: dict[int, int] = {}
     policy = node.policy
     node.policy = dataclasses.replace(policy, read_only=True)
@@ -315,7 +317,7 @@ def test_fuzzed_bodies_never_answer_5xx_never_hang_and_write_nothing(
         started = time.monotonic()
         answer = client.post(path, content=json.dumps(body), headers={"content-type": "application/json"})
         took = time.monotonic() - started
-        assert answer.status_code < 500, (path, answer.text[:500])
+        assert answer.status_code < 500 or _own_timeout(answer), (path, answer.text[:500])
         assert took < ANSWER_BOUND, (path, took)
         seen[answer.status_code] = seen.get(answer.status_code, 0) + 1
 
@@ -325,3 +327,10 @@ def test_fuzzed_bodies_never_answer_5xx_never_hang_and_write_nothing(
         node.policy = policy
     assert site.count("ANY") == 0
     assert seen.get(200, 0) > 0 and seen.get(400, 0) > 0, seen  # reads ran, and bad bodies were refused
+
+
+def _own_timeout(answer: httpx.Response) -> bool:
+    """Whether ``answer`` is a direct call's step that ran out of its own time before it started (nothing sent)."""
+    body = answer.json()
+    return (answer.status_code == 504 and body.get("code") == "timeout"
+            and isinstance(body.get("state"), dict) and body["state"].get("sent") is False)
