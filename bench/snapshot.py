@@ -281,7 +281,7 @@ async def _session(stack: AsyncExitStack, parameters: StdioServerParameters) -> 
     return session
 
 
-async def run(rounds: int, launcher: Path, show: bool) -> tuple[Bench, Site]:
+async def run(rounds: int, launcher: Path, show: bool, folder: Path) -> tuple[Bench, Site]:
     site = Site()
     directory = Path(tempfile.mkdtemp(prefix="kitsune-bench-snapshot-"))
     node = Node(directory)
@@ -289,7 +289,7 @@ async def run(rounds: int, launcher: Path, show: bool) -> tuple[Bench, Site]:
     kitsune = StdioServerParameters(command=str(KITSUNE), env={**inherited, "KITSUNE_CAPS": "core"},
                                     args=["mcp", "--bridge", node.base, "--token-file", str(node.token_file)])
     root = ["--no-sandbox"] if os.geteuid() == 0 else []  # Chromium's sandbox refuses root; Kitsune does the same
-    playwright = StdioServerParameters(command=str(launcher),
+    playwright = StdioServerParameters(command=str(launcher), cwd=folder,  # it writes snapshots to files there
                                        args=["--executable-path", CHROMIUM, "--headless", "--isolated", *root])
     try:
         async with AsyncExitStack() as stack:
@@ -353,7 +353,7 @@ def main() -> None:
         launcher = playwright_mcp(given, Path(folder), VERSION)
         if launcher is None:
             raise SystemExit("Playwright MCP is not available here: nothing to compare with")
-        bench, site = anyio.run(run, args.rounds, launcher, args.show)
+        bench, site = anyio.run(run, args.rounds, launcher, args.show, Path(folder))
     report(bench, site, args.rounds, load_before)
 
 
