@@ -14,7 +14,8 @@ stdio with the ``mcp`` SDK's own client:
 
 Bytes are what a model reads: the text of the tool result's content (Kitsune also sends the same fields
 as structured content; the whole result's JSON is given too). Time is the tool call's wall time at the
-client, median of interleaved rounds (the order alternates each round). Addressable: refs of
+client, median of interleaved rounds (the order alternates each round); its ratio is the median of the
+paired ratios (Kitsune / Playwright MCP in the same round). Addressable: refs of
 interactive roles (links, buttons, fields...) in the text, against the page's count. A diff: on the form,
 after one field was filled, Kitsune's ``snapshot {since: "last"}`` and a direct write's own answer (its
 ``page`` diff), as a fraction of the full snapshot's bytes; Playwright MCP's ``browser_type`` answer
@@ -324,7 +325,8 @@ def report(bench: Bench, site: Site, rounds: int, load_before: tuple[float, ...]
         print("  side                  |   bytes |   whole | x PW bytes | median ms | x PW time | refs | cut")
         for side in SIDES:
             s = bench.samples[(name, side)]
-            ratio, slower = s.bytes / theirs.bytes, med(s.times) / med(theirs.times)
+            ratio = s.bytes / theirs.bytes
+            slower = med([t / p for t, p in zip(s.times, theirs.times, strict=True)])  # paired by round
             print(f"  {side:21s} | {s.bytes:7d} | {s.whole:7d} | {ratio:10.2f} | {med(s.times) * 1000:9.1f} | "
                   f"{slower:9.2f} | {s.refs:4d} | {'yes' if s.truncated else 'no'}")
             if side in met:
