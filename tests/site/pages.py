@@ -25,6 +25,7 @@ HIDDEN_TEXT = "This paragraph is hidden."
 TITLES = {
     "/": "Kitsune test site",
     "/form": "Form",
+    "/form20": "Sign-up",
     "/slow": "Slow",
     "/checkout/shipping": "Shipping",
     "/checkout/billing": "Billing",
@@ -99,6 +100,47 @@ def thanks(fields: dict[str, list[str]], count: int) -> str:
     body = (f"<h1>Thanks</h1>\n<p>Submission number <span id=\"thanks-count\">{count}</span>.</p>\n"
             f"<dl id=\"thanks\">\n{rows}\n</dl>\n<p><a id=\"back\" href=\"/form\">Back to the form</a></p>")
     return document("Thanks", body)
+
+
+LONG_FORM_FIELDS = (
+    ("first_name", "First name"), ("last_name", "Last name"), ("email", "Email"), ("phone", "Phone"),
+    ("company", "Company"), ("job_title", "Job title"), ("street", "Street address"), ("street2", "Address line 2"),
+    ("city", "City"), ("region", "State or region"), ("postal_code", "Postal code"), ("website", "Website"),
+    ("username", "Username"), ("referral", "Referral code"), ("team_size", "Team size"),
+    ("use_case", "What will you use it for?"), ("heard_from", "How did you hear about us?"), ("notes", "Notes"),
+)
+"""The sign-up form's text fields (name, label): with ``country`` (a select) and ``terms`` (a checkbox), 20."""
+LONG_FORM_COUNTRIES = (("fr", "France"), ("de", "Germany"), ("jp", "Japan"), ("br", "Brazil"))
+LONG_FORM_SIZE = len(LONG_FORM_FIELDS) + 2
+
+
+def form20() -> str:
+    """/form20: a sign-up form of 20 labelled fields (18 text fields, a country select, a terms checkbox)."""
+    kinds = {"email": "email", "phone": "tel", "website": "url"}
+    rows = [f'  <p><label for="{name}">{escape(label)}</label> <input id="{name}" name="{name}" '
+            f'type="{kinds.get(name, "text")}"></p>' if name != "notes" else
+            f'  <p><label for="{name}">{escape(label)}</label> <textarea id="{name}" name="{name}"></textarea></p>'
+            for name, label in LONG_FORM_FIELDS]
+    options = "".join(f'<option value="{code}">{escape(label)}</option>' for code, label in LONG_FORM_COUNTRIES)
+    body = f"""<h1>Create your account</h1>
+<form id="form20" method="POST" action="/form20">
+{chr(10).join(rows)}
+  <p><label for="country">Country</label> <select id="country" name="country">{options}</select></p>
+  <p><input id="terms" name="terms" type="checkbox" value="accepted"> <label for="terms">I accept the terms</label></p>
+  <p><button id="sign-up" type="submit">Create account</button></p>
+</form>"""
+    return document(TITLES["/form20"], body)
+
+
+def form20_thanks(fields: dict[str, list[str]], count: int) -> str:
+    """The answer to a POST /form20: how many fields arrived, each value, and the submission's number."""
+    names = [name for name, _ in LONG_FORM_FIELDS] + ["country", "terms"]
+    rows = "\n".join(f'<dt>{name}</dt><dd id="got-{name}">{escape(", ".join(fields.get(name, [])))}</dd>'
+                     for name in names)
+    received = sum(1 for name in names if any(fields.get(name, [])))
+    body = (f"<h1>Welcome aboard</h1>\n<p id=\"received\">{received} of {LONG_FORM_SIZE} fields received, "
+            f"submission number {count}.</p>\n<dl>\n{rows}\n</dl>")
+    return document("Welcome", body)
 
 
 def slow() -> str:

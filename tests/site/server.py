@@ -266,6 +266,7 @@ class _Handler(BaseHTTPRequestHandler):
     GET_PAGES: ClassVar[dict[str, Any]] = {
         "/": pages.index,
         "/form": pages.form,
+        "/form20": pages.form20,
         "/slow": pages.slow,
         "/checkout/shipping": pages.shipping,
         "/links": pages.links,
@@ -462,6 +463,8 @@ class _Handler(BaseHTTPRequestHandler):
         fields = fields or {}
         if path == "/form":
             self._html(pages.thanks(fields, n))
+        elif path == "/form20":
+            self._html(pages.form20_thanks(fields, n))
         elif path == "/slow":
             self.site._sleep_slow()
             self._html(pages.done(_first(fields, "item"), n))
