@@ -45,10 +45,10 @@ import anyio
 import mcp_types as types
 from mcp import ClientSession, StdioServerParameters, stdio_client
 
-from bench.first_answer import CHROMIUM, KITSUNE, playwright_mcp
-from bench.form20 import FIELDS, FormSite, Node, batch, value
-from bench.shared import load_line
-from bench.snapshot import INSTALLED, VERSION
+from bench.first_answer import CHROMIUM, KITSUNE
+from bench.form20 import FIELDS, TOKEN, FormSite, batch, value
+from bench.shared import ServedNode, load_line
+from bench.snapshot import INSTALLED, VERSION, pinned_playwright_mcp
 from tests.site import TestSite
 from tests.site.pages import LONG_FORM_FIELDS
 
@@ -219,7 +219,7 @@ async def _session(stack: AsyncExitStack, parameters: StdioServerParameters) -> 
 async def run(launcher: Path, folder: Path) -> dict[str, dict[str, Conversation]]:
     form, site = FormSite(), TestSite()
     site.start()
-    node = Node(Path(tempfile.mkdtemp(prefix="kitsune-bench-context-")))
+    node = ServedNode(Path(tempfile.mkdtemp(prefix="kitsune-bench-context-")), TOKEN)
     inherited = {"PYTHONPATH": os.environ["PYTHONPATH"]} if os.environ.get("PYTHONPATH") else {}
     kitsune = StdioServerParameters(command=str(KITSUNE), env={**inherited, "KITSUNE_CAPS": "core,automation"},
                                     args=["mcp", "--bridge", node.base, "--token-file", str(node.token_file)])
@@ -271,10 +271,7 @@ def main() -> None:
     args = parser.parse_args()
     load_before = os.getloadavg()
     with tempfile.TemporaryDirectory(prefix="kitsune-bench-") as folder:
-        given = args.playwright_mcp or (str(INSTALLED) if INSTALLED.exists() else None)
-        launcher = playwright_mcp(given, Path(folder), VERSION)
-        if launcher is None:
-            raise SystemExit("Playwright MCP is not available here: nothing to compare with")
+        launcher = pinned_playwright_mcp(args.playwright_mcp, Path(folder))
         done = anyio.run(run, launcher, Path(folder))
     report(done, load_before)
 

@@ -51,8 +51,8 @@ import mcp_types as types
 from mcp import ClientSession, StdioServerParameters, stdio_client
 
 from bench.first_answer import CHROMIUM, KITSUNE, playwright_mcp
-from bench.form20 import TOKEN, Node
-from bench.shared import load_line
+from bench.form20 import TOKEN
+from bench.shared import ServedNode, load_line
 
 VERSION = "0.0.86"
 INSTALLED = Path("/tmp/pwmcp/node_modules/.bin/playwright-mcp")
@@ -285,7 +285,7 @@ async def _session(stack: AsyncExitStack, parameters: StdioServerParameters) -> 
 async def run(rounds: int, launcher: Path, show: bool, folder: Path) -> tuple[Bench, Site]:
     site = Site()
     directory = Path(tempfile.mkdtemp(prefix="kitsune-bench-snapshot-"))
-    node = Node(directory)
+    node = ServedNode(directory, TOKEN)
     inherited = {"PYTHONPATH": os.environ["PYTHONPATH"]} if os.environ.get("PYTHONPATH") else {}
     kitsune = StdioServerParameters(command=str(KITSUNE), env={**inherited, "KITSUNE_CAPS": "core"},
                                     args=["mcp", "--bridge", node.base, "--token-file", str(node.token_file)])
@@ -342,6 +342,14 @@ def report(bench: Bench, site: Site, rounds: int, load_before: tuple[float, ...]
               f"{pages['bytes']}; time <= {GOALS['time']}x: {pages['time']}")
     print(f"  diff after one field <= {GOALS['diff']:.0%} of the full snapshot: {'met' if diff_met else 'NOT met'}")
 
+def pinned_playwright_mcp(given: str | None, folder: Path) -> Path:
+    """Playwright MCP ``VERSION``'s launcher: ``given``, the one at ``INSTALLED``, else npm's into ``folder``."""
+    launcher = playwright_mcp(given or (str(INSTALLED) if INSTALLED.exists() else None), folder, VERSION)
+    if launcher is None:
+        raise SystemExit("Playwright MCP is not available here: nothing to compare with")
+    return launcher
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
     parser.add_argument("--rounds", type=int, default=ROUNDS, help="measured rounds of each side on each page")
@@ -351,10 +359,7 @@ def main() -> None:
     args = parser.parse_args()
     load_before = os.getloadavg()
     with tempfile.TemporaryDirectory(prefix="kitsune-bench-") as folder:
-        given = args.playwright_mcp or (str(INSTALLED) if INSTALLED.exists() else None)
-        launcher = playwright_mcp(given, Path(folder), VERSION)
-        if launcher is None:
-            raise SystemExit("Playwright MCP is not available here: nothing to compare with")
+        launcher = pinned_playwright_mcp(args.playwright_mcp, Path(folder))
         bench, site = anyio.run(run, args.rounds, launcher, args.show, Path(folder))
     report(bench, site, args.rounds, load_before)
 
