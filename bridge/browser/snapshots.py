@@ -23,7 +23,8 @@ from playwright.async_api import Locator, Page
 from bridge.browser.errors import Stop
 from bridge.browser.page_js import HEADINGS
 from bridge.browser.run import Result, Run
-from bridge.browser.snapshot_text import Line, cut, diff, interactive, lines_of, redact_values, tagged
+from bridge.browser.snapshot_text import Line, cut, plain
+from bridge.browser.snapshot_tree import Element, diff, interactive, parse, render
 from messages.commands import Snapshot
 
 __all__ = ["DOCUMENT", "Owner", "RefBook", "describe", "resolve_ref", "snapshot", "take"]
@@ -35,22 +36,24 @@ DOCUMENT = ("() => globalThis[Symbol.for('kitsune.siteTools')]?.doc ?? (globalTh
             " Math.random().toString(36).slice(2) + Date.now().toString(36))")
 """The main frame's document identity: the site tools' per-document nonce (or one of its own where the init
 script did not run)."""
-_PASSWORDS = "() => [...document.querySelectorAll('input[type=password]')].slice(0, 200).map((e) => e.value)"
-_NOT_IN_OUTLINE = re.compile(r" \[(?:ref|cursor|active)[^\]]*\]|\[active\] ")
+_STATE = (f"() => [({DOCUMENT})(),"
+          " [...document.querySelectorAll('input[type=password]')].slice(0, 200).map((e) => e.value)]")
+"""A frame's document and the values of its password fields (never shown), in one round trip."""
+_NOT_IN_OUTLINE = re.compile(r" \[(?:ref|active)[^\]]*\]")
 _MAX_FRAMES = 50
-"""Frames whose password fields are read (the snapshot itself includes every frame Playwright reaches)."""
+"""Frames whose documents and password fields are read (the snapshot includes every frame Playwright reaches)."""
 
 
 @dataclass(slots=True)
 class _Issued:
-    """The refs a session holds on a tab: the document they belong to, their tag, the last snapshot's lines."""
+    """The refs a session holds on a tab: the document they belong to, their tag, the last snapshot's tree."""
 
     document: str
     tag: str
     frames: tuple[str, ...] = ()
     """The documents of the page's frames when the refs were issued: a frame's ref (``f1e3``) is stale once
     they changed (a frame's new document numbers its elements again)."""
-    lines: list[Line] = field(default_factory=list)
+    tree: list[Element] = field(default_factory=list)
 
 
 class RefBook:
@@ -96,7 +99,7 @@ async def resolve_ref(run: Run, ref: str) -> str:
         raise _stale(ref, why, run.tab)
     if await run.within(run.page.main_frame.evaluate(DOCUMENT)) != issued.document:
         raise _stale(ref, "belongs to a document this tab has left", run.tab)
-    if "f" in ref[len(issued.tag):] and await run.within(_frames(run.page)) != issued.frames:
+    if "f" in ref[len(issued.tag):] and (await run.within(_state(run.page)))[1] != issued.frames:
         raise _stale(ref, "belongs to a frame whose document changed", run.tab)
     selector = f"aria-ref={ref[len(issued.tag):]}"
     locator = run.page.locator(selector)
@@ -107,39 +110,33 @@ async def resolve_ref(run: Run, ref: str) -> str:
     return selector
 
 
-async def _secrets(page: Page) -> list[str]:
-    """The values of the password fields of the tab's frames (never shown); unbounded: the caller bounds it."""
-    values: list[str] = []
-    for frame in page.frames[:_MAX_FRAMES]:
-        try:
-            values.extend(await frame.evaluate(_PASSWORDS))
-        except PlaywrightError:
-            continue
-    return values
-
-
-async def _frames(page: Page) -> tuple[str, ...]:
-    """The documents of the page's frames (not the main one); unbounded: the caller bounds it."""
-    found = []
+async def _state(page: Page) -> tuple[str, tuple[str, ...], list[str]]:
+    """The main frame's document, the documents of the other frames, and the values of the frames' password
+    fields (never shown); unbounded: the caller bounds it."""
+    document, secrets = await page.main_frame.evaluate(_STATE)
+    frames = []
     for frame in page.frames[1:_MAX_FRAMES]:
         try:
-            found.append(str(await frame.evaluate(DOCUMENT)))
+            found, values = await frame.evaluate(_STATE)
         except PlaywrightError:
-            found.append("")
-    return tuple(found)
+            found, values = "", []
+        frames.append(str(found))
+        secrets.extend(values)
+    return str(document), tuple(frames), secrets
 
 
 async def describe(page: Page, lines: int = 40) -> dict[str, list[str]]:
     """A page as a task's checkpoint describes it: its headings, and its outline: the interactive snapshot's
     first ``lines`` lines, without refs (a ref is no one else's). Unbounded in time: the caller bounds it."""
     found = await page.evaluate(HEADINGS)
-    raw = redact_values(await page.aria_snapshot(mode="ai"), await _secrets(page))
-    outline = [_NOT_IN_OUTLINE.sub("", line.text) for line in interactive(lines_of(tagged(raw, "t0d0")))]
+    raw = await page.aria_snapshot(mode="ai")
+    _, _, secrets = await _state(page)
+    outline = [_NOT_IN_OUTLINE.sub("", line.text) for line in interactive(parse(raw, "", secrets))]
     return {"headings": [str(text) for text in found] if isinstance(found, list) else [], "outline": outline[:lines]}
 
 
-async def take(run: Run, command: Snapshot) -> tuple[list[Line], _Issued, bool]:
-    """The snapshot's lines (refs tagged, password values hidden), its refs' record, and whether its document
+async def take(run: Run, command: Snapshot) -> tuple[list[Element], _Issued, bool]:
+    """The snapshot's tree (refs tagged, password values hidden), its refs' record, and whether its document
     is the one of this session's last snapshot of the tab."""
     document = await run.within(run.page.main_frame.evaluate(DOCUMENT))
     target: Locator | None = None
@@ -151,32 +148,30 @@ async def take(run: Run, command: Snapshot) -> tuple[list[Line], _Issued, bool]:
     if command.depth is not None:
         options["depth"] = command.depth
     raw = await (target.aria_snapshot(**options) if target is not None else run.page.aria_snapshot(**options))
-    secrets, frames = await run.within(_secrets(run.page)), await run.within(_frames(run.page))
-    if await run.within(run.page.main_frame.evaluate(DOCUMENT)) != document:
+    after, frames, secrets = await run.within(_state(run.page))
+    if after != document:
         raise Stop("navigated", "snapshot: the page navigated while it was read; take it again", retryable=True)
     assert run.refs is not None
     issued, same = run.refs.issue(run.tab, run.owner, document, frames)
-    return lines_of(redact_values(tagged(raw, issued.tag), secrets)), issued, same
+    return parse(raw, issued.tag, secrets), issued, same
 
 
 def _elements(lines: list[Line]) -> list[dict[str, Any]]:
     return [{"ref": line.ref, "role": line.role, **({"name": line.name} if line.name else {})}
-            for line in lines if line.ref is not None and (line.role in ("button", "link", "textbox", "checkbox",
-                                                                          "radio", "combobox", "searchbox") or
-                                                           "[cursor=pointer]" in line.text)]
+            for line in lines if line.ref is not None]
 
 
 async def snapshot(run: Run) -> Result:
     command = cast(Snapshot, run.command)
-    lines, issued, same = await take(run, command)
-    previous, issued.lines = issued.lines, lines
-    shown = interactive(lines) if command.interactive is True else lines
+    tree, issued, same = await take(run, command)
+    previous, issued.tree = issued.tree, tree
+    shown = interactive(tree) if command.interactive is True else render(tree)
     head: dict[str, Any] = {"url": run.page.url, "document": issued.tag}
     if command.since == "last":
         if same and previous:
-            changes = diff(interactive(previous) if command.interactive is True else previous, shown)
+            changes = diff(previous, tree, only_interactive=command.interactive is True)
             text = "\n".join(changes) if changes else "(no change)"
-            bounded = cut(lines_of(text) if changes else [Line(text, 0, "", None, None)], 0, command.max_chars)
+            bounded = cut(plain(text), 0, command.max_chars)
             return {**head, "diff": bounded.text, "changes": len(changes),
                     **_rest(bounded.next_offset, len(changes), "diff")}, None
         head["documentChanged"] = True  # no earlier snapshot of this document: the whole snapshot

@@ -1,8 +1,10 @@
-"""The text of a snapshot, pure: Kitsune's refs, password values hidden, the interactive view, the cut, the diff."""
+"""The text of a snapshot, pure: Kitsune's refs, password values hidden, the compact text a model reads, the
+interactive view, the cut, the diff."""
 
 from __future__ import annotations
 
-from bridge.browser.snapshot_text import REDACTED, cut, diff, interactive, lines_of, redact_values, tagged
+from bridge.browser.snapshot_text import REDACTED, Line, cut
+from bridge.browser.snapshot_tree import diff, interactive, parse, render
 
 RAW = """- generic [active] [ref=e1]:
   - heading "Form" [level=1] [ref=e2]
@@ -14,41 +16,103 @@ RAW = """- generic [active] [ref=e1]:
       - button "Submit" [ref=e7] [cursor=pointer]
     - iframe [ref=e8]:
       - button "Inside" [ref=f1e2]
-    - paragraph [ref=e9]: Some text"""
+    - paragraph [ref=e9]: Some text
+    - 'heading "Step 2: pay" [level=2] [ref=e10]'
+    - list [ref=e11]:
+      - listitem [ref=e12]:
+        - link "Shoes" [ref=e13] [cursor=pointer]:
+          - /url: /item/1
+        - text: $10.00
+        - combobox "Size" [ref=e14]:
+          - option "S" [selected]
+          - option "M"
+        - textbox "Note" [ref=e15]:
+          - /placeholder: Say more
+        - generic [ref=e16] [cursor=pointer]: Clickable"""
+
+
+def _refs(raw: str, tag: str, role: str) -> list[str]:
+    return [line.ref or "" for line in render(parse(raw, tag)) if line.role == role]
 
 
 def test_refs_carry_their_tag_and_frame_refs_keep_their_frame() -> None:
-    text = tagged(RAW, "t3d2")
-    assert '[ref=t3d2e5]' in text and '[ref=t3d2f1e2]' in text and "[ref=e" not in text
-    assert [line.ref for line in lines_of(text) if line.role == "button"] == ["t3d2e7", "t3d2f1e2"]
+    text = "\n".join(line.text for line in render(parse(RAW, "t3d2")))
+    assert "[ref=t3d2e5]" in text and "[ref=t3d2f1e2]" in text and "[ref=e" not in text
+    assert _refs(RAW, "t3d2", "button") == ["t3d2e7", "t3d2f1e2"]
 
 
 def test_a_password_value_never_shows_even_quoted() -> None:
-    text = redact_values(tagged(RAW, "t1d1"), ["s3cret: yes", ""])
+    text = "\n".join(line.text for line in render(parse(RAW, "t1d1", ["s3cret: yes", ""])))
     assert "s3cret" not in text and f'textbox "Password" [ref=t1d1e6]: {REDACTED}' in text
     assert 'textbox "Name" [ref=t1d1e5]: Ada' in text
 
 
+def _text(lines: list[Line]) -> list[str]:
+    return [line.text for line in lines]
+
+
+def test_the_text_keeps_refs_on_what_one_acts_on_and_drops_what_a_model_cannot_use() -> None:
+    shown = _text(render(parse(RAW, "t1d1")))
+    assert shown == [
+        '- heading "Form" [level=1] [ref=t1d1e2]',
+        '- main [ref=t1d1e3]',
+        '  - textbox "Name" [ref=t1d1e5]: Ada',
+        '  - textbox "Password" [ref=t1d1e6]: "s3cret: yes"',
+        '  - button "Submit" [ref=t1d1e7]',
+        '  - iframe [ref=t1d1e8]',
+        '    - button "Inside" [ref=t1d1f1e2]',
+        '  - paragraph: Some text',
+        '  - heading "Step 2: pay" [level=2] [ref=t1d1e10]',
+        '  - list [ref=t1d1e11]',
+        '    - listitem',
+        '      - link "Shoes" [ref=t1d1e13] [url=/item/1]',
+        '      - text: $10.00',
+        '      - combobox "Size" [ref=t1d1e14]',
+        '        - options: "S" [selected], "M"',
+        '      - textbox "Note" [ref=t1d1e15] [placeholder=Say more]',
+        '      - generic [ref=t1d1e16]: Clickable',
+    ]  # no wrapper generic, no label repeating its field's name, no cursor, a YAML-quoted line unquoted,
+    # a ref on what one acts on and on the regions one reads a part of the page by, not on a listitem
+
+
 def test_interactive_keeps_what_one_acts_on_and_its_headings_and_landmarks() -> None:
-    kept = [line.text.strip() for line in interactive(lines_of(tagged(RAW, "t1d1")))]
-    assert kept[0].startswith('- heading "Form"') and "- main [ref=t1d1e3]:" in kept
-    assert not [line for line in kept if "paragraph" in line or "text: Name" in line]
+    kept = _text(interactive(parse(RAW, "t1d1")))
+    assert kept[:3] == ['- heading "Form" [level=1] [ref=t1d1e2]', "- main [ref=t1d1e3]",
+                        '  - textbox "Name" [ref=t1d1e5]: Ada']
+    assert '  - heading "Step 2: pay" [level=2] [ref=t1d1e10]' in kept
+    assert '  - link "Shoes" [ref=t1d1e13] [url=/item/1]' in kept
+    assert not [line for line in kept if "paragraph" in line or "listitem" in line or "$10.00" in line]
+    assert sum("[ref=" in line for line in kept) == 8 + 3  # every element one acts on (the frame's too), and
+    # the headings and landmarks
+
+
+def test_a_landmark_with_nothing_to_act_on_and_no_heading_is_left_out() -> None:
+    raw = '- navigation [ref=e1]:\n  - text: nothing here\n- main [ref=e2]:\n  - button "Go" [ref=e3]'
+    assert _text(interactive(parse(raw, "t1d1"))) == ["- main [ref=t1d1e2]",
+                                                                         '  - button "Go" [ref=t1d1e3]']
 
 
 def test_a_cut_keeps_whole_lines_and_says_where_the_rest_starts() -> None:
-    lines = lines_of(tagged(RAW, "t1d1"))
+    lines = render(parse(RAW, "t1d1"))
     first = cut(lines, 0, 120)
     assert first.next_offset == first.shown and len(first.text) <= 120
     assert first.text.split("\n") == [line.text for line in lines[: first.shown]]
     rest = cut(lines, first.next_offset or 0, 10_000)
-    assert rest.next_offset is None and first.text + "\n" + rest.text == tagged(RAW, "t1d1")
+    assert rest.next_offset is None and first.text + "\n" + rest.text == "\n".join(line.text for line in lines)
 
 
 def test_a_diff_names_added_removed_and_changed_elements_by_ref_not_focus_moves() -> None:
-    before = lines_of(tagged(RAW, "t1d1"))
+    before = parse(RAW, "t1d1")
     after_raw = RAW.replace("- generic [active] [ref=e1]", "- generic [ref=e1]").replace(
         'textbox "Name" [ref=e5]: Ada', 'textbox "Name" [active] [ref=e5]: Grace').replace(
-        '      - button "Submit" [ref=e7] [cursor=pointer]\n', "") + '\n    - link "More" [ref=e10]'
-    changes = diff(before, lines_of(tagged(after_raw, "t1d1")))
-    assert changes == ['~ - textbox "Name" [ref=t1d1e5]: Grace', '+ - link "More" [ref=t1d1e10]',
-                       '- - button "Submit" [ref=t1d1e7] [cursor=pointer]']
+        '      - button "Submit" [ref=e7] [cursor=pointer]\n', "") + '\n    - link "More" [ref=e20]'
+    changes = diff(before, parse(after_raw, "t1d1"))
+    assert changes == ['~ - textbox "Name" [ref=t1d1e5]: Grace', '+ - link "More" [ref=t1d1e20]',
+                       '- - button "Submit" [ref=t1d1e7]']
+
+
+def test_a_diff_sees_a_text_appear_in_an_element_without_a_ref_of_its_own() -> None:
+    before = parse(RAW, "t1d1")
+    after = parse(RAW.replace("- paragraph [ref=e9]: Some text", "- paragraph [ref=e9]: Saved"), "t1d1")
+    assert diff(before, after) == ["~ - paragraph: Saved"]
+    assert diff(before, after, only_interactive=True) == []

@@ -1,0 +1,258 @@
+"""The snapshot a model reads, pure: Playwright's ai-mode tree, with every element's ref (the diff's keys)
+written with the tag of the document that issued it and password values hidden, written compactly. No IO here.
+
+Playwright writes an element as ``- button "Save" [ref=e13]`` (``f1e4`` in a frame); Kitsune writes the ref
+with the tag of the document that issued it (``t3d2e13``: tab 3, its ref document 2), so a ref names its tab
+and document and a ref of another one is told apart before anything is sent.
+
+Playwright gives every element a ref and a line of its own; a model pays for each byte of it. The text
+written here keeps what a model needs to read the page and act on it, and nothing it cannot use:
+
+- a ref only on what one acts on (links, buttons, fields, ... and elements drawn with a pointer cursor)
+  and on the regions one reads a part of the page by (headings, landmarks, lists and tables);
+- no line for an unnamed ``generic``, ``group`` or ``paragraph`` that only holds others (its children
+  take its place), nor for a text that only repeats a neighbour's name (a field's label);
+- a link's target on its own line (``- link "Home" [ref=t1d1e4] [url=/home]``), a select's options on one
+  (``- options: "A" [selected], "B"``), no ``[cursor=pointer]`` (the ref says it).
+
+An element keeps its role, name, states (``[checked]``, ``[level=2]``, ...) and text, in the page's order
+and nesting.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Collection
+from dataclasses import dataclass, field
+
+from bridge.browser.snapshot_text import REDACTED, Line
+
+__all__ = ["ACTIONABLE", "CONTEXT", "Element", "diff", "interactive", "parse", "render"]
+
+ACTIONABLE = frozenset({
+    "button", "link", "textbox", "searchbox", "checkbox", "radio", "combobox", "listbox", "option", "menuitem",
+    "menuitemcheckbox", "menuitemradio", "tab", "switch", "slider", "spinbutton", "treeitem", "iframe",
+})
+"""Roles one acts on: their elements carry a ref (an ``option`` of a select is chosen through its select)."""
+CONTEXT = frozenset({
+    "heading", "banner", "navigation", "main", "contentinfo", "complementary", "form", "region", "search",
+    "dialog", "alertdialog", "alert", "tablist", "menu", "menubar", "toolbar",
+})
+"""Headings and landmarks: what ``interactive`` keeps around the actionable elements. They carry a ref too, as
+lists and tables do: one reads the part of a page under it (``snapshot {ref}``)."""
+_REGIONS = CONTEXT | {"list", "table"}
+_WRAPPERS = frozenset({"generic", "group", "none", "presentation", "paragraph"})
+"""Roles whose unnamed elements only hold others: their children take their place."""
+_HEAD = re.compile(r'^(?P<role>/?[a-z][\w-]*)(?: "(?P<name>(?:[^"\\]|\\.)*)")?(?P<attrs>(?: \[[^\]]*\])*)'
+                   r"(?::(?: (?P<value>.*))?)?$")
+_ATTR = re.compile(r"\[([^\]]*)\]")
+_IGNORED = frozenset({"cursor=pointer", "active"})
+"""States a diff does not count as a change (where the pointer or the focus is; nor boxes)."""
+
+
+@dataclass(slots=True)
+class Element:
+    """One element of the tree: its role, name, states, text and children; ``ref`` is Playwright's (tagged)."""
+
+    role: str
+    name: str | None
+    states: tuple[str, ...]
+    ref: str | None
+    value: str | None
+    pointer: bool = False
+    url: str | None = None
+    props: list[str] = field(default_factory=list)
+    children: list[Element] = field(default_factory=list)
+
+    @property
+    def actionable(self) -> bool:
+        return self.ref is not None and (self.role in ACTIONABLE or self.pointer)
+
+    @property
+    def shows_ref(self) -> bool:
+        return self.actionable or (self.ref is not None and self.role in _REGIONS)
+
+    def head(self) -> str:
+        """The element's own line, without indent: role, name, states, ref (when one acts on it), url, text."""
+        parts = [self.role if self.name is None else f'{self.role} "{self.name}"']
+        parts.extend(f"[{state}]" for state in self.states if state != "cursor=pointer")
+        if self.shows_ref:
+            parts.append(f"[ref={self.ref}]")
+        if self.url is not None:
+            parts.append(f"[url={self.url}]")
+        parts.extend(f"[{prop}]" for prop in self.props)
+        return " ".join(parts) + ("" if self.value is None else f": {self.value}")
+
+
+def _unquoted(value: str) -> str:
+    if value.startswith('"') and value.endswith('"'):
+        try:
+            return str(json.loads(value))
+        except ValueError:
+            return value
+    return value
+
+
+def _element(body: str, tag: str, secrets: Collection[str]) -> Element:
+    """The element of a line's content after ``- `` (unquoted where Playwright quoted it as YAML)."""
+    if body.startswith("'") and (body.endswith("'") or body.endswith("':")):
+        colon = body.endswith(":")
+        body = body[1:-2 if colon else -1].replace("''", "'") + (":" if colon else "")
+    match = _HEAD.match(body)
+    if match is None:
+        return Element("text", None, (), None, body)
+    role, value, ref = match.group("role"), match.group("value"), None
+    states = _ATTR.findall(match.group("attrs")) if match.group("attrs") else []
+    for at, state in enumerate(states):
+        if state.startswith("ref="):
+            ref = tag + state[4:]
+            del states[at]
+            break
+    if role == "textbox" and value is not None and secrets and _unquoted(value) in secrets:
+        value = REDACTED
+    return Element(role, match.group("name"), tuple(states), ref, value, "cursor=pointer" in states)
+
+
+def parse(raw: str, tag: str, secrets: Collection[str] = ()) -> list[Element]:
+    """The tree of Playwright's ai-mode snapshot text, each ref written with ``tag`` (``e13`` as ``t3d2e13``),
+    the value of a textbox that is one of ``secrets`` (a password field's) written :data:`REDACTED`."""
+    hidden = {secret for secret in secrets if secret}
+    roots: list[Element] = []
+    stack: list[tuple[int, Element]] = []
+    for text in raw.split("\n"):
+        body = text.lstrip(" ")
+        if not body.startswith("- "):
+            continue
+        indent = len(text) - len(body)
+        element = _element(body[2:], tag, hidden)
+        while stack and stack[-1][0] >= indent:
+            stack.pop()
+        parent = stack[-1][1] if stack else None
+        if element.role.startswith("/") and parent is not None:  # a property: /url, /placeholder
+            if element.role == "/url":
+                parent.url = element.value
+            else:
+                parent.props.append(f"{element.role[1:]}={element.value}")
+            continue
+        (parent.children if parent is not None else roots).append(element)
+        stack.append((indent, element))
+    return roots
+
+
+def _label(element: Element, siblings: list[Element], at: int) -> bool:
+    """A text that only repeats the name of the element beside it (a field's label)."""
+    if element.role != "text" or element.children:
+        return False
+    near = [siblings[i] for i in (at - 1, at + 1) if 0 <= i < len(siblings)]
+    return any(other.name is not None and other.name == element.value for other in near)
+
+
+def _options(element: Element) -> Element | None:
+    """A select's options as one line."""
+    options = [child for child in element.children if child.role == "option" and not child.children]
+    if not options or len(options) != len(element.children):
+        return None
+    said = ", ".join(f'"{o.name or ""}"' + "".join(f" [{s}]" for s in o.states) for o in options)
+    return Element("options", None, (), None, said)
+
+
+def _shown(element: Element, siblings: list[Element], at: int) -> bool:
+    return not _label(element, siblings, at)
+
+
+def _wrapper(element: Element) -> bool:
+    return (element.role in _WRAPPERS and element.name is None and element.value is None and not element.pointer
+            and not element.props and set(element.states) <= {"active"} and bool(element.children))
+
+
+def render(roots: list[Element]) -> list[Line]:
+    """The tree as a model reads it (see the module's docstring)."""
+    out: list[Line] = []
+
+    def walk(elements: list[Element], depth: int) -> None:
+        for at, element in enumerate(elements):
+            if not _shown(element, elements, at):
+                continue
+            if _wrapper(element):
+                walk(element.children, depth)
+                continue
+            out.append(_line(element, depth))
+            options = _options(element)
+            if options is not None:
+                out.append(_line(options, depth + 1))
+            else:
+                walk(element.children, depth + 1)
+
+    walk(roots, 0)
+    return out
+
+
+def _line(element: Element, depth: int) -> Line:
+    return Line(f"{'  ' * depth}- {element.head()}", 2 * depth, element.role, element.name,
+                element.ref if element.shows_ref else None)
+
+
+def interactive(roots: list[Element]) -> list[Line]:
+    """Only the elements one acts on, with the headings and the landmarks they sit in."""
+    out: list[Line] = []
+
+    def walk(elements: list[Element], depth: int) -> int:
+        found = 0
+        for element in elements:
+            if element.actionable:
+                out.append(_line(element, depth))
+                options = _options(element)
+                if options is not None:
+                    out.append(_line(options, depth + 1))
+                found += 1
+            elif element.role == "heading":
+                out.append(_line(element, depth))
+            elif element.role in CONTEXT:
+                at = len(out)
+                out.append(_line(element, depth))
+                if walk(element.children, depth + 1) == 0 and not _has_heading(out, at):
+                    del out[at:]
+                found += 1
+            else:
+                found += walk(element.children, depth)
+        return found
+
+    walk(roots, 0)
+    return out
+
+
+def _has_heading(out: list[Line], at: int) -> bool:
+    return any(line.role == "heading" for line in out[at + 1:])
+
+
+def _states(element: Element) -> str:
+    """The element's own state as a diff compares it: its line and its options, texts and properties."""
+    own = Element(element.role, element.name,
+                  tuple(s for s in element.states if s not in _IGNORED and not s.startswith("box=")),
+                  element.ref, element.value, element.pointer, element.url, element.props)
+    texts = [f"  - {child.head()}" for child in element.children if child.ref is None and not child.children]
+    return "\n".join([f"- {own.head()}", *texts])
+
+
+def _by_ref(roots: list[Element], only_interactive: bool) -> dict[str, str]:
+    out: dict[str, str] = {}
+
+    def walk(elements: list[Element]) -> None:
+        for element in elements:
+            if element.ref is not None and (not only_interactive or element.actionable or element.role in CONTEXT):
+                out[element.ref] = _states(element)
+            walk(element.children)
+
+    walk(roots)
+    return out
+
+
+def diff(before: list[Element], after: list[Element], only_interactive: bool = False) -> list[str]:
+    """What changed from ``before`` to ``after``, element by element (of the interactive view's, with
+    ``only_interactive``): ``+`` added, ``-`` removed, ``~`` changed (its new state), in the order of ``after``
+    (removed ones last); where the focus is does not count."""
+    old, new = _by_ref(before, only_interactive), _by_ref(after, only_interactive)
+    out = [("+ " if ref not in old else "~ ") + text for ref, text in new.items() if old.get(ref) != text]
+    out.extend("- " + text.split("\n")[0] for ref, text in old.items() if ref not in new)
+    return out
