@@ -24,29 +24,44 @@ def _headline(result: Mapping[str, Any]) -> str:
         return f"{result.get('code')}: {result['error']}"
     if isinstance(result.get("summary"), str):
         return str(result["summary"])
-    return f"ok ({result.get('status', 'ok')})"
+    status = result.get("status", "ok")
+    return "ok" if status == "ok" else f"ok ({status})"
+
+
+_SAID_BY_THE_TEXT = ("snapshot", "diff", "elements", "document")
+"""A snapshot's fields its text says (``document``: the tag every ref carries), left out of the JSON line."""
+
+
+def _unsaid(holder: dict[str, Any]) -> dict[str, Any]:
+    return {k: v for k, v in holder.items() if k not in _SAID_BY_THE_TEXT and not (k == "truncated" and v is False)}
 
 
 def page_texts(result: dict[str, Any]) -> tuple[dict[str, Any], list[str]]:
-    """A snapshot's or a diff's text as lines of its own (not a JSON string), and the result without it (nor
-    its elements, which the text lists)."""
+    """A snapshot's or a diff's text as lines of its own (not a JSON string), and the result without what the
+    text says (nor ``truncated: false``: no cut line says it)."""
     texts: list[str] = []
-    shown = {k: v for k, v in result.items() if k not in ("snapshot", "diff", "elements")}
-    for holder, out in ((result, shown), (result.get("page"), None)):
+    snapshot = any(isinstance(result.get(key), str) for key in ("diff", "snapshot"))
+    shown = _unsaid(result) if snapshot else dict(result)
+    for holder in (result, result.get("page")):
         if not isinstance(holder, dict):
             continue
         for key in ("diff", "snapshot"):
             if isinstance(holder.get(key), str):
                 texts.append(f"{'changes' if key == 'diff' else 'snapshot'}:\n{holder[key]}")
-        if out is None:
-            shown["page"] = {k: v for k, v in holder.items() if k not in ("snapshot", "diff")}
+        if holder is not result:
+            page = _unsaid(holder)
+            if page:
+                shown["page"] = page
+            else:
+                shown.pop("page", None)
     return shown, texts
 
 
 def to_call_tool_result(result: dict[str, Any]) -> types.CallToolResult:
-    """A result as MCP carries it: structured, readable as text, a screenshot as an image."""
+    """A result as MCP carries it: structured, readable as text, a screenshot as an image (a snapshot's
+    ``elements`` are left out: its text lists them with their refs)."""
     content: list[types.ContentBlock] = []
-    structured = dict(result)
+    structured = {k: v for k, v in result.items() if k != "elements"}
     image = structured.pop("image", None)
     if isinstance(image, str):
         content.append(types.ImageContent(data=image, mime_type=str(structured.get("mimeType", "image/png"))))
@@ -55,7 +70,7 @@ def to_call_tool_result(result: dict[str, Any]) -> types.CallToolResult:
     if isinstance(structured.get("hint"), str):
         lines.append(str(structured["hint"]))
     shown, texts = page_texts(structured)
-    lines.append(orjson.dumps(shown, option=orjson.OPT_INDENT_2, default=str).decode())
+    lines.append(orjson.dumps(shown, default=str).decode())
     lines.extend(texts)
     content.append(types.TextContent(text="\n".join(lines)))
     return types.CallToolResult(content=content, structured_content=structured, is_error="error" in structured)
