@@ -42,6 +42,8 @@ CONTEXT = frozenset({
 """Headings and landmarks: what ``interactive`` keeps around the actionable elements. They carry a ref too, as
 lists and tables do: one reads the part of a page under it (``snapshot {ref}``)."""
 _REGIONS = CONTEXT | {"list", "table"}
+_SELECTS = frozenset({"combobox", "listbox"})
+"""Roles whose options are written on one line."""
 _WRAPPERS = frozenset({"generic", "group", "none", "presentation", "paragraph"})
 """Roles whose unnamed elements only hold others: their children take their place."""
 _HEAD = re.compile(r'^(?P<role>/?[a-z][\w-]*)(?: "(?P<name>(?:[^"\\]|\\.)*)")?(?P<attrs>(?: \[[^\]]*\])*)'
@@ -64,25 +66,28 @@ class Element:
     url: str | None = None
     props: list[str] = field(default_factory=list)
     children: list[Element] = field(default_factory=list)
+    actionable: bool = field(init=False)
+    """Whether one acts on it (then it shows its ref)."""
+    shown_ref: str | None = field(init=False)
+    """The ref its line shows: one acts on it, or it is a region one reads a part of the page by."""
 
-    @property
-    def actionable(self) -> bool:
-        return self.ref is not None and (self.role in ACTIONABLE or self.pointer)
-
-    @property
-    def shows_ref(self) -> bool:
-        return self.actionable or (self.ref is not None and self.role in _REGIONS)
+    def __post_init__(self) -> None:
+        self.actionable = self.ref is not None and (self.role in ACTIONABLE or self.pointer)
+        self.shown_ref = self.ref if self.actionable or self.role in _REGIONS else None
 
     def head(self) -> str:
-        """The element's own line, without indent: role, name, states, ref (when one acts on it), url, text."""
-        parts = [self.role if self.name is None else f'{self.role} "{self.name}"']
-        parts.extend(f"[{state}]" for state in self.states if state != "cursor=pointer")
-        if self.shows_ref:
-            parts.append(f"[ref={self.ref}]")
+        """The element's own line, without indent: role, name, states, ref (when it shows it), url, text."""
+        head = self.role if self.name is None else f'{self.role} "{self.name}"'
+        for state in self.states:
+            if state != "cursor=pointer":
+                head += f" [{state}]"
+        if self.shown_ref is not None:
+            head += f" [ref={self.shown_ref}]"
         if self.url is not None:
-            parts.append(f"[url={self.url}]")
-        parts.extend(f"[{prop}]" for prop in self.props)
-        return " ".join(parts) + ("" if self.value is None else f": {self.value}")
+            head += f" [url={self.url}]"
+        for prop in self.props:
+            head += f" [{prop}]"
+        return head if self.value is None else f"{head}: {self.value}"
 
 
 def _unquoted(value: str) -> str:
@@ -150,6 +155,8 @@ def _label(element: Element, siblings: list[Element], at: int) -> bool:
 
 def _options(element: Element) -> Element | None:
     """A select's options as one line."""
+    if element.role not in _SELECTS:
+        return None
     options = [child for child in element.children if child.role == "option" and not child.children]
     if not options or len(options) != len(element.children):
         return None
@@ -157,13 +164,9 @@ def _options(element: Element) -> Element | None:
     return Element("options", None, (), None, said)
 
 
-def _shown(element: Element, siblings: list[Element], at: int) -> bool:
-    return not _label(element, siblings, at)
-
-
 def _wrapper(element: Element) -> bool:
     return (element.role in _WRAPPERS and element.name is None and element.value is None and not element.pointer
-            and not element.props and set(element.states) <= {"active"} and bool(element.children))
+            and not element.props and bool(element.children) and set(element.states) <= {"active"})
 
 
 def render(roots: list[Element]) -> list[Line]:
@@ -172,7 +175,7 @@ def render(roots: list[Element]) -> list[Line]:
 
     def walk(elements: list[Element], depth: int) -> None:
         for at, element in enumerate(elements):
-            if not _shown(element, elements, at):
+            if _label(element, elements, at):
                 continue
             if _wrapper(element):
                 walk(element.children, depth)
@@ -189,8 +192,7 @@ def render(roots: list[Element]) -> list[Line]:
 
 
 def _line(element: Element, depth: int) -> Line:
-    return Line(f"{'  ' * depth}- {element.head()}", 2 * depth, element.role, element.name,
-                element.ref if element.shows_ref else None)
+    return Line(f"{'  ' * depth}- {element.head()}", 2 * depth, element.role, element.name, element.shown_ref)
 
 
 def interactive(roots: list[Element]) -> list[Line]:
