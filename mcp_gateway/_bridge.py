@@ -10,12 +10,12 @@ bridge before it failed reports ``status: "unknown"``, one that cannot have reac
 
 from __future__ import annotations
 
-import json
 from collections.abc import Awaitable, Callable
 from contextlib import suppress
 from typing import Any
 
 import httpx
+import orjson
 
 from mcp_gateway._embedded import BridgeNotStarted
 
@@ -37,8 +37,8 @@ def _failure(message: str, code: str, *, sent: bool) -> dict[str, Any]:
 
 def _answer(status: int, content: bytes, *, sent: bool) -> dict[str, Any]:
     try:
-        answer = json.loads(content)
-    except ValueError:
+        answer = orjson.loads(content)
+    except orjson.JSONDecodeError:
         answer = None
     if not isinstance(answer, dict):
         return _failure(f"The bridge answered HTTP {status} without a JSON object", "bridge_error",
@@ -94,7 +94,7 @@ class Bridge:
                     return _answer(response.status_code, await response.aread(), sent=True)
                 lines = response.aiter_lines()
                 async for line in lines:
-                    record = json.loads(line) if line.strip() else {}
+                    record = orjson.loads(line) if line.strip() else {}
                     if isinstance(record.get("result"), dict):
                         with suppress(httpx.HTTPError):  # read to the end, so the connection serves the next call
                             async for _ in lines:

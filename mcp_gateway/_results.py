@@ -58,10 +58,9 @@ def page_texts(result: dict[str, Any]) -> tuple[dict[str, Any], list[str]]:
 
 
 def to_call_tool_result(result: dict[str, Any]) -> types.CallToolResult:
-    """A result as MCP carries it: structured, readable as text, a screenshot as an image (a snapshot's
-    ``elements`` are left out: its text lists them with their refs)."""
+    """A result as MCP carries it: structured, readable as text, a screenshot as an image."""
     content: list[types.ContentBlock] = []
-    structured = {k: v for k, v in result.items() if k != "elements"}
+    structured = dict(result)
     image = structured.pop("image", None)
     if isinstance(image, str):
         content.append(types.ImageContent(data=image, mime_type=str(structured.get("mimeType", "image/png"))))

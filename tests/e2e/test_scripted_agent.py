@@ -88,8 +88,12 @@ class Agent:
 
     async def look(self) -> None:
         shot = await self.use("browser_snapshot", {"tabId": self.tab})
-        assert not shot["truncated"] and "elements" not in shot  # the text lists them, once
+        assert not shot["truncated"]
         self.page = shot["snapshot"]
+        listed = {(e["role"], e.get("name", "")): e["ref"] for e in shot["elements"]}
+        for element in elements_in(self.page):  # the elements list says what the text says
+            if element.role in ("textbox", "combobox", "checkbox", "button"):
+                assert listed[(element.role, element.name)] == element.ref
 
     def ref(self, role: str, name: str) -> str:
         return pick(self.page, role, name)
