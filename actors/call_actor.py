@@ -15,12 +15,12 @@ import orjson
 
 from actors.bus import Bus, BusError
 from actors.event_store import EventStore
-from actors.log_context import AGENT, CALL, SESSION, STEP
 from actors.loop import Answering, IoLoop
 from actors.pipeline import OrderedWriter, Pending
 from actors.tab_actor import not_sent
 from core.calls import Calls, Listener
 from core.checkpoints import WorkflowSource
+from core.log_context import AGENT, CALL, SESSION, STEP
 from core.ports import Recorded, not_recorded, wait_recorded
 from messages.codec import decode_outcome, encode
 from messages.commands import CallSpec, Command, GetTabs, NewTab, is_write

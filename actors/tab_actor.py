@@ -23,14 +23,14 @@ from messages.contract import SETTLE
 from messages.requests import TabCancel, TabRequest
 from messages.results import Failed, Failure, Outcome, Unknown, outcome_to_json
 
-__all__ = ["Interrupt", "ServedRequests", "TabActor", "TabDriver", "Ticket", "not_sent"]
+__all__ = ["Interrupt", "Pause", "ServedRequests", "TabActor", "TabDriver", "Ticket", "not_sent"]
 
 Pause = Callable[[float], Awaitable[None]]
 """Awaited by a write between its rounds (a ``waitForResult`` between polls) instead of a sleep."""
 
 
 class TabDriver(Protocol):
-    """What a tab actor needs of the browser driver (``bridge.browser.ChromiumBrowser``)."""
+    """What a tab actor needs of the browser driver (``driver.ChromiumBrowser``)."""
 
     async def execute(self, command: Command, tab_id: int | None, timeout: float, *,
                       pause: Pause | None = None, agent: str | None = None, call: int | None = None,

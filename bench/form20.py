@@ -8,7 +8,7 @@ The ways, run in turn each round (the order alternates) so that the machine's no
 - ``raw``: raw Playwright (async API) on Debian's Chromium, launched in this process: a new page,
   ``goto``, 20 ``fill``, a click on submit awaited with its navigation, ``inner_text``. The limit.
 - ``raw+a``: the same on a page opened ahead, in the gap before it (untimed): what Kitsune's spare
-  windows do for a ``newTab`` (``bridge/browser/spares.py``), done by hand.
+  windows do for a ``newTab`` (``driver/spares.py``), done by hand.
 - ``http``: one ``POST /api/batch`` to a ``kitsune serve`` (embedded NATS, its own Chromium).
 - ``mcp``: one ``browser_batch`` tool call through ``kitsune mcp --bridge`` to the same node,
   over stdio with the ``mcp`` SDK's own client: what an MCP client does.
@@ -48,7 +48,7 @@ from playwright.async_api import Page, async_playwright
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # the repo root
 
 from bench.shared import KITSUNE, ServedNode
-from bridge.browser import find_chromium
+from driver import find_chromium
 
 FIELDS = 20
 ROUNDS = 15

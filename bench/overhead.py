@@ -8,7 +8,7 @@ stored before it is sent, the tab actor's mailbox -> Playwright driver -> back; 
 node's own, so the request does not cross NATS) and through raw Playwright (async API, the same system
 Chromium launched with the same flags by a second ``ChromiumBrowser``, its own page in its own
 window, ``page.click``/``page.title``/``page.inner_text`` awaited directly). Both Chromiums reach
-the site through their node's forward proxy (``bridge/proxy.py``), as every Kitsune Chromium does;
+the site through their node's forward proxy (``driver/proxy.py``), as every Kitsune Chromium does;
 the batch's steps send no request (the clicks only count in the page), so the proxy carries the
 page load alone, and the Kitsune side's pages also pass the URL hook (``context.route``).
 
@@ -53,7 +53,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # the repo root, f
 
 from actors.loop import IoLoop
 from bench.shared import StepClock, TimedBrowser, alternating, commands, kind, load_line, start_node
-from bridge.browser import ChromiumBrowser
+from driver import ChromiumBrowser
 from messages.commands import parse_body
 from tests.site import TestSite
 

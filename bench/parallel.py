@@ -27,8 +27,8 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # the repo root, for tests.site
 
-from bridge.browser import ChromiumBrowser
 from bridge.node import Node, NodeConfig
+from driver import ChromiumBrowser
 from messages.commands import parse_body
 from tests.site import TestSite
 

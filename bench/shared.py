@@ -17,8 +17,8 @@ from typing import Any
 
 import yaml
 
-from bridge.browser import ChromiumBrowser
 from bridge.node import Browser, Node, NodeConfig
+from driver import ChromiumBrowser
 from messages.commands import Command
 from messages.events import Event, StepStarted
 from messages.results import Outcome

@@ -58,9 +58,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # the repo root, f
 
 from actors.loop import IoLoop
 from bench.shared import load_line, p95, start_node
-from bridge.browser import ChromiumBrowser
-from bridge.browser.page_js import NO_SERVICE_WORKERS
 from bridge.node import Node
+from driver import ChromiumBrowser
+from driver.page_js import NO_SERVICE_WORKERS
 from messages.commands import parse_body, parse_command
 from messages.results import Done
 from tests.site import TestSite
@@ -82,7 +82,7 @@ SIDES = ("raw", "driver", "node")
 WORKS = ("search", "checkout", "load")
 CONTEXT_OPTIONS: dict[str, Any] = {"permissions": ["clipboard-read", "clipboard-write"], "accept_downloads": True,
                                    "service_workers": "block"}
-"""The options a Kitsune browser context is made with (bridge/browser/launch.py), for the raw one."""
+"""The options a Kitsune browser context is made with (driver/launch.py), for the raw one."""
 
 STAND_IN = """(() => {
   const INPUT = "bench.input";

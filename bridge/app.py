@@ -21,7 +21,7 @@ from starlette.responses import Response, StreamingResponse
 from starlette.routing import BaseRoute, Route
 
 from actors.call_actor import ResumeCall, RunCall
-from bridge.approvals import names_one_shot, open_approved
+from bridge.approvals import open_approved
 from bridge.call_progress import NDJSON, progress_lines
 from bridge.config import BridgeConfig
 from bridge.console import console_routes
@@ -34,11 +34,12 @@ from bridge.live.stops import with_live_view
 from bridge.live.views import MAX_HANDBACK_WAIT
 from bridge.metrics import HttpMetrics, scrape_tokens
 from bridge.node import Node
-from bridge.policy import USER
 from bridge.query import query_int, query_number
 from bridge.responses import json_response, outcome_response
 from bridge.tasks.routes import task_routes
 from core.calls import CallResponse, last_opened_tab
+from core.policy import USER
+from core.session_names import names_one_shot
 from messages import strict_json
 from messages.commands import (
     BLOCKS,

@@ -1,7 +1,7 @@
 """Approving a held one-shot ``newTab`` of a container call (README: Sessions, Agents and policy).
 
 Under ask-before-act a container call's ``newTab {"session": "call"}`` is held with a confirm token
-bound to that call's own session ``call:<id>`` and to the step (:class:`bridge.policy.HeldStep`);
+bound to that call's own session ``call:<id>`` and to the step (:class:`core.policy.HeldStep`);
 its hold names both (``state.session``, ``state.call``). A direct call cannot ask for a one-shot
 session, so ``POST /api/tabs {"op": "open", "session": "call"}`` (or ``"call:<id>"``) with that
 token approves it: the tab opens in the held call's session, in the call's name (made if absent, the
@@ -14,12 +14,11 @@ or a call whose checkpoint is gone, is refused with nothing opened.
 
 from __future__ import annotations
 
-import re
 import threading
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
-from bridge.browser.sessions import ONE_SHOT, one_shot_name
+from core.session_names import ONE_SHOT, one_shot_name
 from messages.commands import parse_command
 from messages.errors import KitsuneError
 from messages.results import Done, Outcome
@@ -27,15 +26,7 @@ from messages.results import Done, Outcome
 if TYPE_CHECKING:
     from bridge.node import Node
 
-__all__ = ["ApprovedTabs", "names_one_shot", "open_approved"]
-
-_ONE_SHOT_NAME = re.compile(r"call:\d+")
-
-
-def names_one_shot(session: Any) -> bool:
-    """Whether an ``open`` names a one-shot session: ``"call"``, or a call's ``"call:<id>"``."""
-    return session == ONE_SHOT or (isinstance(session, str) and _ONE_SHOT_NAME.fullmatch(session) is not None)
-
+__all__ = ["ApprovedTabs", "open_approved"]
 
 class ApprovedTabs:
     """The tabs opened by approving held ``newTab`` steps, by call and step path: each until the resume

@@ -69,9 +69,9 @@ from pydantic import ValidationError
 from actors.nats_connection import NatsAuth
 from bridge.config_document import AgentEntry, Environment, OperatorEntry, Settings, StringPath
 from bridge.config_env import closest_key, refused_variables
-from bridge.policy import CAPABILITY_GROUPS, Policy
 from bridge.tasks.records import TaskLimits
-from bridge.url_policy import UrlPolicy
+from core.policy import CAPABILITY_GROUPS, Policy
+from core.url_policy import UrlPolicy
 from messages.contract import (
     CHECKPOINT_CAPACITY,
     CHECKPOINT_TOTAL_CAPACITY,

@@ -16,13 +16,13 @@ from starlette.middleware.base import BaseHTTPMiddleware, RequestResponseEndpoin
 from starlette.requests import Request
 from starlette.responses import Response
 
-from actors.log_context import AGENT, SESSION
 from bridge.auth import bearer_token
 from bridge.config import BridgeConfig
 from bridge.console.limits import LoginLimiter
 from bridge.console.routes import client_address, rate_limited
 from bridge.node import Node
 from bridge.responses import json_response
+from core.log_context import AGENT, SESSION
 from messages.errors import KitsuneError
 from messages.tokens import matching_index
 

@@ -1,7 +1,7 @@
 """Structured logs of ``kitsune serve``: one JSON object per line.
 
 Each line has ``time`` (UTC, ISO 8601), ``level``, ``logger`` and ``message``, and ``call`` and
-``agent`` when the line is about one (``actors.log_context``). An exception adds its type only:
+``agent`` when the line is about one (``core.log_context``). An exception adds its type only:
 its text and traceback may hold what a page or a caller sent, so they are never written. Log
 messages name codes, paths and types, never a token or a typed value (the callers' rule); this
 formatter adds nothing else.
@@ -16,7 +16,7 @@ from typing import Any, TextIO
 
 import orjson
 
-from actors.log_context import AGENT, CALL
+from core.log_context import AGENT, CALL
 
 __all__ = ["JsonFormatter", "configure_logging"]
 

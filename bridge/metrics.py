@@ -45,8 +45,8 @@ from starlette.routing import Match
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from actors.bus import Bus, NatsBus
-from actors.log_context import AGENT
 from bridge.auth import bearer_token
+from core.log_context import AGENT
 from messages.commands import ACTIONS
 from messages.errors import ERROR_CODES, KitsuneError
 from messages.events import (
@@ -68,8 +68,8 @@ from messages.steplog import StepLogBuilder
 from messages.tokens import matching_index
 
 if TYPE_CHECKING:
-    from bridge.browser.sessions import SessionChange
     from bridge.config import BridgeConfig
+    from driver.sessions import SessionChange
 
 __all__ = ["CODES", "HttpMetrics", "NodeMetrics", "ScrapedNode", "bounded", "scrape_tokens"]
 

@@ -25,13 +25,11 @@ from actors.bus import Bus, LocalBus, NatsBus, Subscription
 from actors.call_actor import BusDriver, CallActor, EventSink, ResumeCall, RunCall
 from actors.checkpoint_actor import CheckpointActor, CheckpointsPort
 from actors.event_store import EventStore, JetStreamEventStore, LocalEventStore
-from actors.log_context import CALL, SESSION, STEP
 from actors.loop import IoLoop, ask_from_loop
 from actors.sequence_actor import ActorSequences, BarrierActor
 from actors.tab_actor import not_sent
+from actors.tab_actors import TabActors
 from actors.threads import SystemClock
-from bridge.browser.sessions import ONE_SHOT, SessionChange
-from bridge.browser.snapshots import describe
 from bridge.console import console_serving
 from bridge.fleet.beat import Heartbeat, LoopWatch
 from bridge.fleet.calls import CallForwarding
@@ -44,9 +42,6 @@ from bridge.metrics import NodeMetrics
 from bridge.nats_admin import provision
 from bridge.nats_server import EmbeddedNats
 from bridge.node_config import Browser, NodeConfig
-from bridge.node_tabs import TabActors
-from bridge.policy import ConfirmTokens, HeldStep, Policy, PolicyDriver
-from bridge.proxy import endpoints_of
 from bridge.quota_metrics import set_quotas
 from bridge.session_keeper import SessionKeeper
 from bridge.site_tool_records import SiteToolRecords
@@ -57,6 +52,12 @@ from bridge.workflows import WorkflowLibrary
 from core.calls import CallResponse, Calls
 from core.checkpoints import CheckpointStore, DropReason, WorkflowSource
 from core.engine import Driver, EngineConfig, Ports
+from core.log_context import CALL, SESSION, STEP
+from core.policy import ConfirmTokens, HeldStep, Policy, PolicyDriver
+from core.session_names import ONE_SHOT
+from driver.proxy import endpoints_of
+from driver.sessions import SessionChange
+from driver.snapshots import describe
 from messages.codec import decode, encode
 from messages.commands import CallSpec, Command, NewTab, secret_values
 from messages.errors import KitsuneError

@@ -12,12 +12,13 @@ from typing import Any, Protocol
 from playwright.async_api import Page
 
 from actors.nats_connection import NatsAuth
-from bridge.browser.quotas import Quotas
-from bridge.browser.sessions import Sessions
-from bridge.browser.site_tools import SiteTools
+from actors.tab_actor import Pause
 from bridge.config import SessionTimes
 from bridge.tasks.records import TaskLimits
-from bridge.url_policy import UrlPolicy
+from core.url_policy import UrlPolicy
+from driver.quotas import Quotas
+from driver.sessions import Sessions
+from driver.site_tools import SiteTools
 from messages.commands import Command
 from messages.contract import (
     CHECKPOINT_CAPACITY,
@@ -38,7 +39,7 @@ __all__ = ["Browser", "NodeConfig"]
 
 
 class Browser(Protocol):
-    """What the node needs of the browser driver (``bridge.browser.ChromiumBrowser``)."""
+    """What the node needs of the browser driver (``driver.ChromiumBrowser``)."""
 
     url_policy: Callable[[str | None], UrlPolicy] | None
     """An agent's URL lists (the node's for None), which the browser enforces on every request of every
@@ -55,8 +56,8 @@ class Browser(Protocol):
     async def stop(self) -> None: ...
 
     async def execute(self, command: Command, tab_id: int | None, timeout: float, *,
-                      agent: str | None = None, call: int | None = None, path: str | None = None,
-                      within: float | None = None, session: str | None = None) -> Outcome: ...
+                      pause: Pause | None = None, agent: str | None = None, call: int | None = None,
+                      path: str | None = None, within: float | None = None, session: str | None = None) -> Outcome: ...
 
     async def new_tab(self, url: str | None = None) -> int: ...
 

@@ -1,4 +1,4 @@
-"""A node's tenant quotas set from its configuration, and their refusals counted (``bridge.browser.quotas``)."""
+"""A node's tenant quotas set from its configuration, and their refusals counted (``driver.quotas``)."""
 
 from __future__ import annotations
 
@@ -6,10 +6,10 @@ from collections.abc import Callable
 
 from prometheus_client import CollectorRegistry, Counter
 
-from bridge.browser.quotas import Quotas
 from bridge.node_config import NodeConfig
-from bridge.policy import Policy
+from core.policy import Policy
 from core.quotas import Quota
+from driver.quotas import Quotas
 
 __all__ = ["set_quotas"]
 

@@ -24,8 +24,8 @@ from typing import Any
 from actors.audit_actor import Auditor
 from actors.loop import IoLoop
 from bridge.approvals import ApprovedTabs
-from bridge.browser.sessions import SessionChange, Sessions
 from bridge.config import SessionTimes
+from driver.sessions import SessionChange, Sessions
 from messages.events import Event, SessionChanged
 
 __all__ = ["SessionKeeper"]

@@ -15,7 +15,7 @@ from typing import Any
 from prometheus_client import CollectorRegistry, Counter
 
 from actors.audit_actor import Auditor
-from bridge.browser.site_tools import SiteToolHooks, SiteTools
+from driver.site_tools import SiteToolHooks, SiteTools
 from messages.events import Event, SiteToolCalled, SiteToolEvent
 
 __all__ = ["SiteToolRecords"]

@@ -16,12 +16,12 @@ from typing import Any
 import uvicorn
 
 from actors.nats_connection import display_url
-from bridge.browser import ChromiumBrowser, find_chromium
 from bridge.config import BridgeConfig, load_config
 from bridge.config_env import stray_variables
 from bridge.logs import configure_logging
 from bridge.node import Node, NodeConfig
 from bridge.workflows import WorkflowLibrary
+from driver import ChromiumBrowser, find_chromium
 from kitsune.app import create_app
 from kitsune.token_file import kept_token, publish_token
 from messages.errors import KitsuneError

@@ -46,9 +46,9 @@ from actors.bus import Bus, BusError, Subscription
 from actors.call_actor import RunCall
 from actors.loop import IoLoop
 from actors.tab_actor import not_sent
-from bridge.policy import Policy
 from core.calls import CallResponse
 from core.checkpoints import WorkflowSource
+from core.policy import Policy
 from messages.codec import decode, encode
 from messages.commands import CallSpec, Command, NewTab, children, command_to_json, parse_command, tabs_named
 from messages.contract import SETTLE

@@ -2,7 +2,7 @@
 
 Each node is the one authority on its own tabs. A claim, a release or a takeover of a tab goes
 to the node that holds the tab (``<fleet>.node.<name>.claims``), which decides it under its lock
-against its :class:`~core.claims.ClaimTable` and :class:`~bridge.policy.TabOwners`, and records it
+against its :class:`~core.claims.ClaimTable` and :class:`~core.policy.TabOwners`, and records it
 in the registry (a compare-and-set on the tab's key) before it answers. Every write reaching one
 of its tabs, from any node, is admitted against the same tables (:meth:`FleetMember.admission`):
 a claim or a takeover, once answered, holds for every later write, wherever it comes from, and a
@@ -24,10 +24,11 @@ import orjson
 
 from actors.bus import Bus, BusError
 from actors.loop import IoLoop
-from bridge.browser.sessions import ONE_SHOT, SessionChange
 from bridge.fleet.registry import FleetRegistry, NodeEntry, TabEntry, agent_key
-from bridge.policy import CLOSED, ELSEWHERE, USER, Policy, TabOwners, owned_by_another
 from core.claims import Claim, ClaimTable
+from core.policy import CLOSED, ELSEWHERE, USER, Policy, TabOwners, owned_by_another
+from core.session_names import ONE_SHOT, one_shot_name
+from driver.sessions import SessionChange
 from messages.codec import decode_outcome, encode
 from messages.commands import GetTabs, NewTab, is_write
 from messages.contract import SETTLE
@@ -429,7 +430,7 @@ def session_name(session: str | None, call: int | None) -> str:
     """The name a ``newTab``'s session has on its node: ``default`` when absent, ``call:<id>`` for one-shot."""
     if session is None:
         return "default"
-    return f"call:{call}" if session == ONE_SHOT else session
+    return one_shot_name(call) if session == ONE_SHOT and call is not None else session
 
 
 def _failure(body: dict[str, Any] | None) -> Failure | None:

@@ -29,7 +29,7 @@ from typing import Any
 import orjson
 
 from bridge.live.views import OPERATOR, LiveViews
-from bridge.policy import ConfirmTokens, Policy
+from core.policy import ConfirmTokens, Policy
 from messages.errors import KitsuneError
 
 __all__ = ["grant_link"]

@@ -28,7 +28,7 @@ from bridge.fleet.asking import ask_node
 from bridge.live.inputs import InputAudit
 from bridge.live.links import Control, Link, LiveLinks, LiveRefusal
 from bridge.live.viewer import PING_EVERY, LocalViewer, RelayedViewer, Send, Viewer
-from bridge.policy import Policy, TabOwners, owned_by_another
+from core.policy import Policy, TabOwners, owned_by_another
 from messages.commands import is_write
 from messages.contract import LIVE_VIEW_LINKS, LIVE_VIEW_LINKS_PER_AGENT
 from messages.errors import KitsuneError

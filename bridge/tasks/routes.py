@@ -11,9 +11,9 @@ from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import BaseRoute, Route
 
-from bridge.policy import ConfirmTokens, Policy
 from bridge.responses import json_response, outcome_response
 from bridge.tasks.service import Tasks
+from core.policy import ConfirmTokens, Policy
 from messages.errors import KitsuneError
 
 __all__ = ["task_routes"]

@@ -16,7 +16,7 @@ from typing import Any, TypeVar
 
 import pytest
 
-from bridge.browser import ChromiumBrowser
+from driver import ChromiumBrowser
 from messages.commands import Command, parse_command
 from messages.results import Outcome
 from tests.site import TestSite

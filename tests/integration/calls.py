@@ -6,8 +6,8 @@ import secrets
 from collections.abc import Iterator
 from typing import Any
 
-from bridge.browser import ChromiumBrowser
 from bridge.node import Node
+from driver import ChromiumBrowser
 from messages.commands import parse_body
 from tests.nats_access import NatsAccess
 

@@ -6,8 +6,8 @@ from collections.abc import Iterator
 
 import pytest
 
-from bridge.browser import ChromiumBrowser
 from bridge.node import Node
+from driver import ChromiumBrowser
 from tests.nats_access import NatsAccess
 from tests.site import TestSite
 

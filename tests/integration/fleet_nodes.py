@@ -9,9 +9,9 @@ from typing import Any
 
 import pytest
 
-from bridge.browser import ChromiumBrowser
 from bridge.config import load_config
 from bridge.node import Node
+from driver import ChromiumBrowser
 from tests.integration.serving import app_over
 from tests.nats_cluster import ClusterAccess
 

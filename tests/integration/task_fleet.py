@@ -14,9 +14,9 @@ import httpx
 import pytest
 import yaml
 
-from bridge.browser import ChromiumBrowser
 from bridge.config import BridgeConfig, load_config
 from bridge.node import Node
+from driver import ChromiumBrowser
 from messages.errors import ERROR_CODES
 from tests.integration.fleet_nodes import sees, until
 from tests.integration.serving import TOKENS, app_over

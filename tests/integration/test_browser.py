@@ -20,8 +20,8 @@ import pytest
 
 from actors.loop import IoLoop
 from actors.tab_actor import TabActor, Ticket
-from bridge.browser import ChromiumBrowser, find_chromium, spares
-from bridge.browser.reads import evaluate_settled
+from driver import ChromiumBrowser, find_chromium, spares
+from driver.reads import evaluate_settled
 from messages.commands import Click, Js, NewTab, Url, parse_command
 from messages.errors import KitsuneError
 from messages.requests import TabRequest

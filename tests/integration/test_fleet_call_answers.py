@@ -18,8 +18,8 @@ from actors.bus import BusError, NatsBus
 from actors.call_actor import RunCall
 from actors.loop import IoLoop
 from bridge.fleet.calls import CallForwarding
-from bridge.policy import Policy
 from core.calls import CallResponse
+from core.policy import Policy
 from kitsune.fleet import FLEET
 from messages.commands import CallSpec, parse_command
 from messages.errors import KitsuneError

@@ -25,10 +25,10 @@ import pytest
 from websockets.exceptions import ConnectionClosed
 from websockets.sync.client import ClientConnection, connect
 
-from bridge.browser import ChromiumBrowser
 from bridge.config import load_config
 from bridge.live.links import REVOKED_CLOSE
 from bridge.node import Node
+from driver import ChromiumBrowser
 from tests.integration.fleet_nodes import until
 from tests.integration.serving import app_over
 from tests.nats_access import NatsAccess

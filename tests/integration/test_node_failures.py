@@ -16,9 +16,9 @@ from typing import Any
 import pykka
 import pytest
 
-from bridge.browser import ChromiumBrowser
 from bridge.nats_server import EmbeddedNats
 from bridge.node import Node, NodeConfig
+from driver import ChromiumBrowser
 from messages.commands import parse_body
 from messages.errors import KitsuneError
 from tests.integration.calls import batch

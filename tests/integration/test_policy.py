@@ -15,7 +15,7 @@ import httpx
 import pytest
 
 from bridge.node import Node
-from bridge.policy import Policy
+from core.policy import Policy
 from messages.commands import Click, parse_body
 from messages.results import Failed, Failure
 from tests.integration.serving import Served, open_tab, serve

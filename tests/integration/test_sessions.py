@@ -18,8 +18,8 @@ from typing import Any
 import httpx
 import pytest
 
-from bridge.browser import ChromiumBrowser
 from bridge.node import Node
+from driver import ChromiumBrowser
 from messages.commands import parse_body, parse_command
 from messages.results import Done, Failed
 from tests.integration.serving import TOKENS, Served, serve

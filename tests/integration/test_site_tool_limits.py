@@ -22,8 +22,8 @@ from typing import Any
 import httpx
 import pytest
 
-from bridge.browser.site_tools import declarations
 from bridge.node import Node
+from driver.site_tools import declarations
 from tests.integration.calls import batch
 from tests.integration.serving import open_tab, serve
 from tests.nats_access import NatsAccess

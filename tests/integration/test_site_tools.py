@@ -23,9 +23,9 @@ import httpx
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
-from bridge.browser import ChromiumBrowser
 from bridge.config import load_config
 from bridge.node import Node
+from driver import ChromiumBrowser
 from messages.errors import KitsuneError
 from messages.events import Event
 from tests.integration.calls import batch

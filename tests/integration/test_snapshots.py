@@ -9,7 +9,7 @@ from __future__ import annotations
 import re
 from typing import Any
 
-from bridge.browser import ChromiumBrowser
+from driver import ChromiumBrowser
 from messages.commands import parse_command
 from messages.results import Done, Failed, Outcome
 from tests.integration.browser_fixtures import *  # noqa: F403 - the fixtures, used by name

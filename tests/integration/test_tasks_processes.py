@@ -19,9 +19,9 @@ from dataclasses import dataclass
 import httpx
 import pytest
 
-from bridge.browser import ChromiumBrowser
 from bridge.config import load_config
 from bridge.node import Node
+from driver import ChromiumBrowser
 from tests.integration.fleet_nodes import until
 from tests.integration.serving import TOKENS, Served, app_over, serve
 from tests.nats_access import NatsAccess

@@ -3,7 +3,7 @@
 The allowed site is served on 127.0.0.3. The forbidden host is a listener on 127.0.0.1 that counts
 every TCP connection and UDP packet (``tests/site/forbidden.py``), and the rules deny it: each test
 asserts it got nothing at all, not even a connection. Every page request goes through the node's
-proxy (``bridge/proxy.py``); the proxy is also attacked directly, with raw sockets.
+proxy (``driver/proxy.py``); the proxy is also attacked directly, with raw sockets.
 """
 
 from __future__ import annotations
@@ -19,9 +19,9 @@ from urllib.parse import urlencode
 import httpx
 import pytest
 
-from bridge.browser import ChromiumBrowser
-from bridge.proxy import PolicyProxy
-from bridge.url_policy import UrlPolicy
+from core.url_policy import UrlPolicy
+from driver import ChromiumBrowser
+from driver.proxy import PolicyProxy
 from messages.commands import Navigate
 from messages.results import Done, Failed, Outcome
 from tests.integration.browser_fixtures import Act, LoopThread, Run, act, loop_thread, run

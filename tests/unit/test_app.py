@@ -20,8 +20,8 @@ from bridge.config import Agent, BridgeConfig
 from bridge.gate import GROUPS
 from bridge.live.views import LiveViews, Pages
 from bridge.node import Node
-from bridge.policy import USER, Policy, TabOwners
 from core.calls import CallResponse
+from core.policy import USER, Policy, TabOwners
 from kitsune import app as kitsune_app
 from messages.commands import Command
 from messages.errors import ERROR_CODES, KitsuneError

@@ -14,7 +14,7 @@ from playwright._impl._errors import TargetClosedError
 from playwright.async_api import Error as PlaywrightError
 from playwright.async_api import TimeoutError as PlaywrightTimeoutError
 
-from bridge.browser.errors import (
+from driver.errors import (
     Step,
     Stop,
     absent,

@@ -13,10 +13,10 @@ from actors.call_actor import RunCall
 from actors.loop import IoLoop
 from bridge.fleet import calls
 from bridge.fleet.calls import CallForwarding, ForwardedCall, rules_digest, tabs_known
-from bridge.policy import Policy
-from bridge.url_policy import UrlPolicy
 from core.calls import CallResponse
 from core.checkpoints import WorkflowSource
+from core.policy import Policy
+from core.url_policy import UrlPolicy
 from messages.commands import CallSpec, parse_body
 from messages.events import Event
 from messages.requests import Subjects

@@ -8,11 +8,11 @@ from pathlib import Path
 
 import pytest
 
-from bridge.browser import ChromiumBrowser
 from bridge.config import BridgeConfig, SessionTimes, load_config
 from bridge.node import Node, NodeConfig
-from bridge.policy import Policy
-from bridge.url_policy import UrlPolicy
+from core.policy import Policy
+from core.url_policy import UrlPolicy
+from driver import ChromiumBrowser
 from messages.contract import CHECKPOINT_CAPACITY, CHECKPOINT_TTL
 from messages.errors import KitsuneError
 

@@ -12,7 +12,7 @@ import pytest
 from bridge.live.inputs import InputAudit
 from bridge.live.links import REVOKED_CLOSE, LiveLinks, LiveRefusal
 from bridge.live.views import LiveViews, Pages
-from bridge.policy import Policy, TabOwners
+from core.policy import Policy, TabOwners
 from messages.errors import KitsuneError
 from messages.requests import Subjects
 

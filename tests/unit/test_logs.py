@@ -7,8 +7,8 @@ import io
 import json
 import logging
 
-from actors.log_context import AGENT, CALL
 from bridge.logs import JsonFormatter, configure_logging
+from core.log_context import AGENT, CALL
 
 
 def _record(message: str, *args: object, exc: BaseException | None = None) -> logging.LogRecord:

@@ -31,12 +31,12 @@ from actors.checkpoint_actor import CheckpointActor, CheckpointsPort
 from actors.threads import ThreadedSequences
 from bridge.config import Agent, BridgeConfig, load_config
 from bridge.metrics import HttpMetrics, NodeMetrics, scrape_tokens
-from bridge.policy import ConfirmTokens, Policy, PolicyDriver, TabOwners
-from bridge.url_policy import UrlPolicy
 from core.calls import Calls, SequentialIds
 from core.checkpoints import CheckpointStore
 from core.claims import ClaimTable
 from core.engine import Driver, Ports
+from core.policy import ConfirmTokens, Policy, PolicyDriver, TabOwners
+from core.url_policy import UrlPolicy
 from messages.commands import parse_call
 from messages.errors import KitsuneError
 from messages.events import Event

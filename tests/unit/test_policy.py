@@ -7,9 +7,9 @@ from typing import Any
 
 import pytest
 
-from bridge.policy import USER, ConfirmTokens, Policy, PolicyDriver, TabOwners
-from bridge.url_policy import UrlPolicy
+from core.policy import USER, ConfirmTokens, Policy, PolicyDriver, TabOwners
 from core.ports import Recorded, wait_recorded
+from core.url_policy import UrlPolicy
 from messages.commands import Click, Command, Navigate, NewTab, Title
 from messages.errors import KitsuneError
 from messages.results import Done, Failed, HeldForApproval, Outcome

@@ -11,11 +11,11 @@ from typing import Any
 
 import pytest
 
-from bridge.browser.site_tools import declarations
-from bridge.browser.site_tools.continuations import Continuations, Refusal
-from bridge.browser.site_tools.declarations import DeclarationRate, Refused, Room, declared, listed
-from bridge.browser.site_tools.input_schema import InputChecker
-from bridge.browser.site_tools.schema_check import check
+from driver.site_tools import declarations
+from driver.site_tools.continuations import Continuations, Refusal
+from driver.site_tools.declarations import DeclarationRate, Refused, Room, declared, listed
+from driver.site_tools.input_schema import InputChecker
+from driver.site_tools.schema_check import check
 from messages.errors import KitsuneError
 
 SHOP = "http://127.0.0.1:8001"

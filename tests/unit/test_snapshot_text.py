@@ -3,8 +3,8 @@ interactive view, the cut, the diff."""
 
 from __future__ import annotations
 
-from bridge.browser.snapshot_text import REDACTED, Line, cut
-from bridge.browser.snapshot_tree import diff, interactive, parse, render
+from driver.snapshot_text import REDACTED, Line, cut
+from driver.snapshot_tree import diff, interactive, parse, render
 
 RAW = """- generic [active] [ref=e1]:
   - heading "Form" [level=1] [ref=e2]

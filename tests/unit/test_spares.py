@@ -1,4 +1,4 @@
-"""The spare windows' bookkeeping (bridge/browser/spares.py), with a CDP session and pages faked.
+"""The spare windows' bookkeeping (driver/spares.py), with a CDP session and pages faked.
 
 The real windows are tested in tests/integration/test_browser.py; here what the browser cannot be made
 to do on cue: a context closing while its spare is on its way.
@@ -10,7 +10,7 @@ import asyncio
 from collections.abc import Callable
 from typing import Any, cast
 
-from bridge.browser.spares import SpareWindows
+from driver.spares import SpareWindows
 
 
 class FakeCdp:

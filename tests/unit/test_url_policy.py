@@ -9,7 +9,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from bridge.url_policy import Denial, UrlPolicy, normalize_host
+from core.url_policy import Denial, UrlPolicy, normalize_host
 from messages.errors import KitsuneError
 
 POLICY = UrlPolicy.from_config(allow=["allowed.test"], deny=["127.0.0.1", "127.0.0.0/8", "denied.test"])

@@ -1,7 +1,7 @@
 """The run context of one action on one tab, and the waits the actions share.
 
 An action is a plain async function from a :class:`Run` to its value and warning
-(:data:`Action`); it raises :class:`~bridge.browser.errors.Stop` for a failure it names itself,
+(:data:`Action`); it raises :class:`~driver.errors.Stop` for a failure it names itself,
 and lets Playwright's errors and timeouts through for the driver to classify.
 """
 
@@ -17,13 +17,13 @@ from playwright.async_api import Error as PlaywrightError
 from playwright.async_api import Locator, Page
 from playwright.async_api import TimeoutError as PlaywrightTimeoutError
 
-from bridge.browser.errors import Step, Stop, absent, closed_message, pointer_sent
-from bridge.browser.guard import UrlGuard
-from bridge.browser.site_tools.runtime import SiteTools
-from bridge.browser.tabs import TabRegistry
+from driver.errors import Step, Stop, absent, closed_message, pointer_sent
+from driver.guard import UrlGuard
+from driver.site_tools.runtime import SiteTools
+from driver.tabs import TabRegistry
 
 if TYPE_CHECKING:
-    from bridge.browser.snapshots import RefBook
+    from driver.snapshots import RefBook
 
 __all__ = ["Action", "Caller", "Result", "Run"]
 
@@ -114,7 +114,7 @@ class Run(Step):
 
         ``sent`` is True while it runs (a timeout of the backstop, which has no call log, is
         Unknown); a failure whose call log shows the input was never dispatched is Failed, with
-        nothing sent (see :func:`~bridge.browser.errors.pointer_sent`).
+        nothing sent (see :func:`~driver.errors.pointer_sent`).
         """
         self.sent = True
         try:

@@ -21,7 +21,6 @@ from __future__ import annotations
 import asyncio
 import collections
 import contextlib
-import re
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
@@ -30,30 +29,20 @@ from typing import Any, Literal
 from playwright.async_api import BrowserContext, Page
 from playwright.async_api import Error as PlaywrightError
 
-from bridge.browser.launch import Chromium
-from bridge.browser.tabs import TabRegistry
 from core.quotas import Held
+from core.session_names import ONE_SHOT, names_one_shot, one_shot_call, one_shot_name
+from driver.launch import Chromium
+from driver.tabs import TabRegistry
 from messages.contract import CHECKPOINT_TTL
 from messages.errors import KitsuneError
 
-__all__ = ["ONE_SHOT", "CloseReason", "Session", "SessionChange", "SessionMode", "SessionTable", "Sessions",
-           "Tombstone", "one_shot_name"]
+__all__ = ["CloseReason", "Session", "SessionChange", "SessionMode", "SessionTable", "Sessions", "Tombstone"]
 
 SessionMode = Literal["reuse", "one-shot", "dynamic"]
 CloseReason = Literal["closed", "swept", "call_ended", "browser_restarted"]
 
 DEFAULT = "default"
 """The reuse session a ``newTab`` naming none opens in."""
-ONE_SHOT = "call"
-"""The name a ``newTab`` gives for a fresh one-shot session of its call."""
-_ONE_SHOT_NAME = re.compile(r"call:(\d+)")
-
-
-def one_shot_name(call: int) -> str:
-    """The name of a call's one-shot session (no reuse name holds a colon)."""
-    return f"call:{call}"
-
-
 @dataclass(slots=True, eq=False)
 class Session:
     """One agent's browser context and what is known of its life."""
@@ -137,7 +126,7 @@ class SessionTable:
         self._one_shot_calls: set[int] = set()
         """The calls that have a one-shot session open."""
         self.held = Held()
-        """The sessions each agent holds (``bridge.browser.quotas``)."""
+        """The sessions each agent holds (``driver.quotas``)."""
 
     def __iter__(self) -> Iterator[Session]:
         return iter(list(self._open.values()))
@@ -165,9 +154,9 @@ class SessionTable:
 
     def add(self, agent: str, name: str, context: BrowserContext, context_id: str, call: int | None) -> Session:
         """Record a session just made for ``agent`` (one-shot when ``name`` is a call's)."""
-        one_shot = _ONE_SHOT_NAME.fullmatch(name)
-        session = Session(agent, name, "one-shot" if one_shot else "reuse", context, context_id,
-                          call=int(one_shot.group(1)) if one_shot else None, opened_in=call,
+        one_shot = one_shot_call(name)
+        session = Session(agent, name, "one-shot" if one_shot is not None else "reuse", context, context_id,
+                          call=one_shot, opened_in=call,
                           created=self.wall(), used=self.clock())
         self._open[(agent, name)] = session
         self._by_context[id(context)] = session
@@ -203,7 +192,7 @@ class SessionTable:
         if session.mode != "one-shot":
             raise KitsuneError("session_not_promotable", f"Session {session.name!r} is a {session.mode} session; only "
                                'a one-shot session ("call") is kept under a name', state={"session": session.name})
-        if name == ONE_SHOT or _ONE_SHOT_NAME.fullmatch(name):
+        if names_one_shot(name):
             raise KitsuneError("invalid_parameter", f"keepSession: {name!r} is reserved for one-shot sessions")
         key = (session.agent, name)
         if key in self._open:

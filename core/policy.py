@@ -17,11 +17,11 @@ from typing import Any, Protocol
 
 import orjson
 
-from actors.log_context import CALL, STEP
-from bridge.browser.sessions import ONE_SHOT, one_shot_name
-from bridge.url_policy import UrlPolicy
 from core.engine import Driver
+from core.log_context import CALL, STEP
 from core.ports import Recorded
+from core.session_names import ONE_SHOT, one_shot_name
+from core.url_policy import UrlPolicy
 from messages.commands import Command, Navigate, NewTab, command_to_json, is_write
 from messages.contract import CHECKPOINT_CAPACITY, CONFIRM_TTL, QUOTA_SESSIONS, QUOTA_TABS
 from messages.errors import KitsuneError

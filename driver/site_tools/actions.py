@@ -8,11 +8,11 @@ from typing import Any, cast
 
 from playwright.async_api import Error as PlaywrightError
 
-from bridge.browser.errors import Stop
-from bridge.browser.run import Result, Run
-from bridge.browser.site_tools.chains import Document
-from bridge.browser.site_tools.input_schema import invalid_schema
-from bridge.browser.site_tools.runtime import SiteTools, bare_url
+from driver.errors import Stop
+from driver.run import Result, Run
+from driver.site_tools.chains import Document
+from driver.site_tools.input_schema import invalid_schema
+from driver.site_tools.runtime import SiteTools, bare_url
 from messages.commands import CallSiteTool
 from messages.errors import KitsuneError
 from messages.events import SiteToolCalled

@@ -26,7 +26,7 @@ import re
 from collections.abc import Collection
 from dataclasses import dataclass, field
 
-from bridge.browser.snapshot_text import REDACTED, Line
+from driver.snapshot_text import REDACTED, Line
 
 __all__ = ["ACTIONABLE", "CONTEXT", "Element", "diff", "interactive", "parse", "render"]
 

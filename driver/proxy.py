@@ -32,7 +32,7 @@ import socket
 from collections.abc import Callable, Iterable
 from urllib.parse import urlsplit
 
-from bridge.url_policy import Address, Denial, UrlPolicy, target_of
+from core.url_policy import Address, Denial, UrlPolicy, target_of
 
 __all__ = ["PROXY_HEADER", "Endpoint", "PolicyProxy", "endpoints_of"]
 

@@ -24,21 +24,21 @@ from typing import Any
 from playwright.async_api import CDPSession, Page
 from playwright.async_api import Error as PlaywrightError
 
-from bridge.browser.actions import ACTIONS
-from bridge.browser.errors import Stop, closed, is_closed_error, stopped, timed_out, translate
-from bridge.browser.guard import UrlGuard
-from bridge.browser.launch import Chromium
-from bridge.browser.navigation import goto
-from bridge.browser.page_js import NEEDS_USER
-from bridge.browser.quotas import Quotas
-from bridge.browser.reads import evaluate_settled
-from bridge.browser.run import Action, Caller, Run
-from bridge.browser.sessions import Session, Sessions
-from bridge.browser.site_tools import SiteTools
-from bridge.browser.snapshots import RefBook, resolve_ref
-from bridge.browser.tabs import TabRegistry
-from bridge.proxy import Endpoint
-from bridge.url_policy import UrlPolicy
+from core.url_policy import UrlPolicy
+from driver.actions import ACTIONS
+from driver.errors import Stop, closed, is_closed_error, stopped, timed_out, translate
+from driver.guard import UrlGuard
+from driver.launch import Chromium
+from driver.navigation import goto
+from driver.page_js import NEEDS_USER
+from driver.proxy import Endpoint
+from driver.quotas import Quotas
+from driver.reads import evaluate_settled
+from driver.run import Action, Caller, Run
+from driver.sessions import Session, Sessions
+from driver.site_tools import SiteTools
+from driver.snapshots import RefBook, resolve_ref
+from driver.tabs import TabRegistry
 from messages.commands import (
     BLOCKS,
     Command,

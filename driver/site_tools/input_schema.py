@@ -1,6 +1,6 @@
 """A site tool's input checked against the input schema its page declared, before anything runs, off the loop.
 
-The check runs in a process of the node's own (:mod:`~bridge.browser.site_tools.schema_check`), one request at
+The check runs in a process of the node's own (:mod:`~driver.site_tools.schema_check`), one request at
 a time, within :data:`CHECK_SECONDS`: a check that takes longer (a page's ``pattern`` that backtracks on this
 input) is killed with its process, which the next check starts again. The node's loop only writes the request
 and waits: nothing a page declares runs on it. The failure names the JSON pointer of the bad value and the rule
@@ -16,7 +16,7 @@ from typing import Any
 
 import orjson
 
-from bridge.browser.site_tools.schema_check import FRAME
+from driver.site_tools.schema_check import FRAME
 from messages.errors import KitsuneError
 
 __all__ = ["CHECK_SECONDS", "InputChecker"]
@@ -25,7 +25,7 @@ CHECK_SECONDS = 2.0
 """Seconds at most for checking one input against its tool's schema (the checker's start not counted)."""
 _START_SECONDS = 15.0
 """Seconds at most for the checker process to start and answer its first request."""
-_WORKER = [sys.executable, "-m", "bridge.browser.site_tools.schema_check"]
+_WORKER = [sys.executable, "-m", "driver.site_tools.schema_check"]
 
 
 class InputChecker:

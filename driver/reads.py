@@ -9,9 +9,9 @@ from playwright.async_api import Error as PlaywrightError
 from playwright.async_api import Page
 from playwright.async_api import TimeoutError as PlaywrightTimeoutError
 
-from bridge.browser.errors import Stop, is_navigation_error
-from bridge.browser.page_js import BODY_TEXT, FIND
-from bridge.browser.run import Result, Run
+from driver.errors import Stop, is_navigation_error
+from driver.page_js import BODY_TEXT, FIND
+from driver.run import Result, Run
 from messages.commands import Find, PageText, Screenshot, WaitFor
 
 __all__ = ["evaluate_settled", "find", "page_text", "screenshot", "title", "url", "wait_for"]

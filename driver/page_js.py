@@ -30,7 +30,7 @@ HEADINGS = _load("headings")
 """The page's first ten headings (h1-h3), as text: what a task's checkpoint describes a page by."""
 MODEL_CONTEXT = _load("model_context")
 """The init script of every document: ``navigator.modelContext`` (WebMCP site tools), speaking to the node only
-through its binding (``bridge.browser.site_tools``)."""
+through its binding (``driver.site_tools``)."""
 NEEDS_USER = _load("needs_user")
 """Looks for a needs-user hint in a page: an explicit marker, a human check, a sign-in form."""
 NO_SERVICE_WORKERS = _load("no_service_workers")

@@ -12,9 +12,9 @@ from typing import Any, cast
 from playwright.async_api import Error as PlaywrightError
 from playwright.async_api import TimeoutError as PlaywrightTimeoutError
 
-from bridge.browser.errors import Stop, agent_js_stop, first_line, is_closed_error
-from bridge.browser.page_js import CLIPBOARD_READ, CLIPBOARD_WRITE, SCRATCH_CLOSE, SCRATCH_OPEN, STORAGE
-from bridge.browser.run import Result, Run
+from driver.errors import Stop, agent_js_stop, first_line, is_closed_error
+from driver.page_js import CLIPBOARD_READ, CLIPBOARD_WRITE, SCRATCH_CLOSE, SCRATCH_OPEN, STORAGE
+from driver.run import Result, Run
 from messages.commands import Clipboard, Cookies, Js, Storage, WaitForResult
 
 __all__ = ["clipboard", "cookies", "js", "storage", "wait_for_result"]

@@ -12,24 +12,21 @@ from __future__ import annotations
 import asyncio
 import contextlib
 from collections.abc import Awaitable, Callable
-from typing import TYPE_CHECKING, Any, cast
+from typing import Any, Protocol, cast
 
 import orjson
 import pykka
 
 from actors.bus import Bus, Subscription
 from actors.loop import IoLoop, ask_from_loop
-from actors.tab_actor import Interrupt, ServedRequests, TabActor, Ticket, not_sent
+from actors.tab_actor import Interrupt, ServedRequests, TabActor, TabDriver, Ticket, not_sent
 from messages.codec import encode
 from messages.commands import CloseTab
 from messages.contract import SETTLE
 from messages.requests import Subjects, TabCancel, TabRequest
 from messages.results import Done, Failed, Failure, Outcome
 
-if TYPE_CHECKING:
-    from bridge.node import Browser
-
-__all__ = ["Admission", "TabActors", "tab_closed"]
+__all__ = ["Admission", "TabActors", "TabsDriver", "tab_closed"]
 
 Admission = Callable[[int, TabRequest], Outcome | None]
 """Why a request may not run on a tab of this node (a claim or an owner of the fleet's), or None."""
@@ -37,10 +34,16 @@ TabsChanged = Callable[[frozenset[int], frozenset[int]], Awaitable[None]]
 """Told the tabs that opened and those that closed, once their actors are attached or stopped."""
 
 
+class TabsDriver(TabDriver, Protocol):
+    """What the tab actors need of the browser driver: its tabs' commands, and which tabs are open."""
+
+    def tab_ids(self) -> frozenset[int]: ...
+
+
 class TabActors:
     """The actors of a node's open tabs (on the node's loop, but :meth:`ask`, from a call's thread)."""
 
-    def __init__(self, browser: Browser, io: IoLoop, subjects: Subjects, *,
+    def __init__(self, browser: TabsDriver, io: IoLoop, subjects: Subjects, *,
                  on_change: TabsChanged, admission: Admission = lambda tab, request: None) -> None:
         self._browser = browser
         self._io = io

@@ -6,7 +6,7 @@ The binding tells the node which page and frame called it; a message must also c
 that frame's current document, so a document that is gone (or one that forges another's name)
 speaks for nobody. A document's origin is taken from its frame's URL as the node sees it, never from
 the page. The continuation rules (once, same origin, same tab, within the lifetime, revoked when the
-call ends another way) are enforced here and in :mod:`~bridge.browser.site_tools.continuations`.
+call ends another way) are enforced here and in :mod:`~driver.site_tools.continuations`.
 """
 
 from __future__ import annotations
@@ -21,11 +21,11 @@ from urllib.parse import urlsplit
 from playwright.async_api import BrowserContext, Frame, Page
 from playwright.async_api import Error as PlaywrightError
 
-from bridge.browser.errors import Stop
-from bridge.browser.page_js import MODEL_CONTEXT
-from bridge.browser.site_tools.chains import Chain, Document, Invocation
-from bridge.browser.site_tools.continuations import Continuation, Continuations, Refusal
-from bridge.browser.site_tools.declarations import (
+from driver.errors import Stop
+from driver.page_js import MODEL_CONTEXT
+from driver.site_tools.chains import Chain, Document, Invocation
+from driver.site_tools.continuations import Continuation, Continuations, Refusal
+from driver.site_tools.declarations import (
     MAX_FRAME_SCHEMA_BYTES,
     MAX_FRAME_TOOLS,
     MAX_TAB_DOCUMENTS,
@@ -37,7 +37,7 @@ from bridge.browser.site_tools.declarations import (
     rate_refused,
     tab_documents_refused,
 )
-from bridge.browser.site_tools.input_schema import InputChecker
+from driver.site_tools.input_schema import InputChecker
 from messages.contract import CONTINUATION_TTL
 from messages.events import (
     ContinuationExpired,

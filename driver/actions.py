@@ -3,10 +3,10 @@ getTabs are not in it: the engine runs blocks, and the driver itself opens and l
 
 from __future__ import annotations
 
-from bridge.browser import elements, navigation, reads, scripts
-from bridge.browser.run import Action
-from bridge.browser.site_tools.actions import call_site_tool, site_tools
-from bridge.browser.snapshots import snapshot
+from driver import elements, navigation, reads, scripts
+from driver.run import Action
+from driver.site_tools.actions import call_site_tool, site_tools
+from driver.snapshots import snapshot
 from messages.commands import (
     CallSiteTool,
     Check,

@@ -19,10 +19,10 @@ from pathlib import Path
 from playwright.async_api import Browser, BrowserContext, CDPSession, Playwright, async_playwright
 from playwright.async_api import Error as PlaywrightError
 
-from bridge.browser.errors import first_line
-from bridge.browser.guard import UrlGuard
-from bridge.browser.site_tools import SiteTools
-from bridge.browser.tabs import TabRegistry
+from driver.errors import first_line
+from driver.guard import UrlGuard
+from driver.site_tools import SiteTools
+from driver.tabs import TabRegistry
 from messages.errors import KitsuneError
 
 __all__ = ["CHROMIUM_FLAGS", "Chromium", "find_chromium"]

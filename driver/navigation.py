@@ -15,8 +15,8 @@ from urllib.parse import urlsplit
 from playwright.async_api import Error as PlaywrightError
 from playwright.async_api import TimeoutError as PlaywrightTimeoutError
 
-from bridge.browser.errors import ERROR_PAGE, Stop, is_closed_error, navigation_stop, net_error, unresolved
-from bridge.browser.run import Result, Run
+from driver.errors import ERROR_PAGE, Stop, is_closed_error, navigation_stop, net_error, unresolved
+from driver.run import Result, Run
 from messages.commands import Navigate
 
 __all__ = ["close_tab", "goto", "navigate", "switch_tab"]

@@ -1,8 +1,8 @@
 """The URL guard: what the browser may reach, enforced where it goes.
 
-Chromium reaches the network only through the node's own forward proxies (:mod:`bridge.proxy`),
+Chromium reaches the network only through the node's own forward proxies (:mod:`driver.proxy`),
 which judge scheme, host, port and every resolved address of each connection against the URL
-lists (:mod:`bridge.url_policy`) and refuse the node's own endpoints: the proxy is the boundary.
+lists (:mod:`core.url_policy`) and refuse the node's own endpoints: the proxy is the boundary.
 The user context goes through the node's proxy, with the node's lists; the contexts of an agent's
 sessions through that agent's, with its lists (each agent may have its own).
 In front of them, each browser context's route and WebSocket hooks refuse what its lists refuse
@@ -18,9 +18,9 @@ from typing import Any
 
 from playwright.async_api import BrowserContext, Route, WebSocketRoute
 
-from bridge.browser.page_js import NO_SERVICE_WORKERS
-from bridge.proxy import PROXY_HEADER, Endpoint, PolicyProxy
-from bridge.url_policy import UrlPolicy
+from core.url_policy import UrlPolicy
+from driver.page_js import NO_SERVICE_WORKERS
+from driver.proxy import PROXY_HEADER, Endpoint, PolicyProxy
 
 __all__ = ["UrlGuard"]
 

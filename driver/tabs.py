@@ -18,8 +18,8 @@ from typing import Any
 from playwright.async_api import BrowserContext, CDPSession, Page
 from playwright.async_api import Error as PlaywrightError
 
-from bridge.browser.spares import SpareWindows, close_soon
 from core.quotas import Held
+from driver.spares import SpareWindows, close_soon
 from messages.errors import KitsuneError
 from messages.results import Failed, Failure, Unknown
 
@@ -44,7 +44,7 @@ class TabRegistry:
         self.spares = SpareWindows()
         """The spare window of each context that opens tabs."""
         self.held = Held()
-        """The tabs each agent holds (``bridge.browser.quotas``), as they appear and go."""
+        """The tabs each agent holds (``driver.quotas``), as they appear and go."""
         self.agent_of: Callable[[Page], str | None] = lambda page: None
         """The agent whose session a page lives in (None: a user tab)."""
         self.admits_page: Callable[[str | None], bool] = lambda agent: True

@@ -19,9 +19,9 @@ from playwright.async_api import Download as PlaywrightDownload
 from playwright.async_api import Error as PlaywrightError
 from playwright.async_api import TimeoutError as PlaywrightTimeoutError
 
-from bridge.browser.errors import Stop, fill_unmet_state, is_closed_error, is_navigation_error, not_editable
-from bridge.browser.page_js import SELECT_OPTIONS, SUBMIT_FORM
-from bridge.browser.run import Result, Run
+from driver.errors import Stop, fill_unmet_state, is_closed_error, is_navigation_error, not_editable
+from driver.page_js import SELECT_OPTIONS, SUBMIT_FORM
+from driver.run import Result, Run
 from messages.commands import Check, Click, Fill, Press, Select, Type
 
 __all__ = ["check", "click", "download", "fill", "press", "select", "submit_form", "type_text"]
@@ -54,7 +54,7 @@ async def fill(run: Run) -> Result:
     """Fill in one Playwright call, which waits for the element to be visible, enabled and editable.
 
     When it fails, its call log tells whether it got past those checks (see
-    :func:`~bridge.browser.errors.fill_unmet_state`): a field that stayed readonly or disabled is
+    :func:`~driver.errors.fill_unmet_state`): a field that stayed readonly or disabled is
     ``not_editable``, one that never appeared or never showed is ``not_found``/``not_actionable``,
     with nothing sent.
     """

@@ -10,7 +10,7 @@
 - :mod:`.page_js`: the driver's own in-page JavaScript, from ``js/*.js``.
 """
 
-from bridge.browser.driver import ChromiumBrowser
-from bridge.browser.launch import CHROMIUM_FLAGS, find_chromium
+from driver.chromium import ChromiumBrowser
+from driver.launch import CHROMIUM_FLAGS, find_chromium
 
 __all__ = ["CHROMIUM_FLAGS", "ChromiumBrowser", "find_chromium"]

@@ -15,9 +15,9 @@ import itertools
 from dataclasses import dataclass, field
 from typing import Any
 
-from bridge.browser.errors import Stop
-from bridge.browser.site_tools.continuations import Continuation
-from bridge.browser.site_tools.declarations import DeclarationRate
+from driver.errors import Stop
+from driver.site_tools.continuations import Continuation
+from driver.site_tools.declarations import DeclarationRate
 
 __all__ = ["Chain", "Document", "Invocation"]
 

@@ -20,11 +20,11 @@ from typing import Any, cast
 from playwright.async_api import Error as PlaywrightError
 from playwright.async_api import Locator, Page
 
-from bridge.browser.errors import Stop
-from bridge.browser.page_js import HEADINGS
-from bridge.browser.run import Result, Run
-from bridge.browser.snapshot_text import Line, cut, plain
-from bridge.browser.snapshot_tree import Element, diff, interactive, parse, render
+from driver.errors import Stop
+from driver.page_js import HEADINGS
+from driver.run import Result, Run
+from driver.snapshot_text import Line, cut, plain
+from driver.snapshot_tree import Element, diff, interactive, parse, render
 from messages.commands import Snapshot
 
 __all__ = ["DOCUMENT", "Owner", "RefBook", "describe", "resolve_ref", "snapshot", "take"]
