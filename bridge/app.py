@@ -26,6 +26,7 @@ from bridge.call_progress import NDJSON, progress_lines
 from bridge.config import BridgeConfig
 from bridge.console import console_routes
 from bridge.console.limits import LoginLimiter
+from bridge.fleet.member import seen_by
 from bridge.gate import GROUPS, Gate
 from bridge.http_edges import BearerChallenge, error_handlers
 from bridge.live import live_routes
@@ -46,6 +47,7 @@ from messages.commands import (
     CallSpec,
     CloseTab,
     NewTab,
+    SwitchTab,
     parse_body,
     parse_call,
     parse_command,
@@ -172,8 +174,8 @@ class Api:
                                  media_type=NDJSON)
 
     async def _follow_opened(self, agent: str, body: dict[str, Any]) -> None:
-        """Make the last tab a call opened (and that is still open) the agent's current tab, so that a direct
-        tool after the call acts there, as after a direct newTab."""
+        """Make the last tab a call opened or switched to (and that is still open) the agent's current tab, so
+        that a direct tool after the call acts there, as after a direct newTab."""
         opened = last_opened_tab(body)
         if opened is not None and opened in await self.node.open_tab_ids(frozenset({opened})):
             await self.node.member.set_current(agent, opened)
@@ -182,13 +184,7 @@ class Api:
 
     async def list_tabs(self, request: Request) -> Response:
         agent = self.agent(request)
-        tabs = []
-        for tab in await self.node.describe_tabs():
-            owner = tab.pop("owner", None)
-            session = tab.pop("session", None)  # named to its own agent only
-            tabs.append({**tab, "owner": "you" if owner == agent else ("user" if owner is None else "agent"),
-                         "current": self.node.member.current(agent) == tab["tabId"],
-                         "session": session["name"] if session is not None and session["agent"] == agent else None})
+        tabs = seen_by(agent, self.node.member.current(agent), await self.node.describe_tabs())
         return json_response({"tabs": tabs, "current": self.node.member.current(agent),
                       "closed_sessions": self.node.sessions.listing(agent)["tombstones"]})
 
@@ -299,7 +295,7 @@ class Api:
                                                 token)
         else:
             outcome, call = await self.node.act(agent, command, tab if command.acts_on_tab else None, token)
-        if isinstance(outcome, Done) and isinstance(command, NewTab):
+        if isinstance(outcome, Done) and isinstance(command, NewTab | SwitchTab):  # it is the agent's current tab
             await self.node.member.set_current(agent, outcome.value["tabId"])
         return outcome_response(outcome, call)
 

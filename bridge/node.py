@@ -33,7 +33,7 @@ from actors.threads import SystemClock
 from bridge.console import console_serving
 from bridge.fleet.beat import Heartbeat, LoopWatch
 from bridge.fleet.calls import CallForwarding
-from bridge.fleet.member import FleetMember
+from bridge.fleet.member import FleetMember, seen_by
 from bridge.fleet.metrics import FleetMetrics
 from bridge.fleet.registry import FleetRegistry
 from bridge.fleet.resume import ResumeRoutes
@@ -493,7 +493,8 @@ class Node:
         return encode(outcome)
 
     async def _serve_tabs(self, data: bytes) -> bytes:
-        """A ``getTabs`` of a call: the fleet's tabs (their owners unnamed, as an agent sees them)."""
-        tabs = await self.describe_tabs()
-        return encode(Done({"tabs": [{k: v for k, v in tab.items() if k != "owner"} for tab in tabs]}))
+        """A ``getTabs`` of a call: the fleet's tabs as its agent sees them (``GET /api/tabs``'s)."""
+        agent = decode(TabRequest, data).agent
+        return encode(Done({"tabs": seen_by(agent, self.member.current(agent) if agent else None,
+                                            await self.describe_tabs())}))
 

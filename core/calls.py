@@ -39,15 +39,16 @@ class CallResponse:
 
 
 def last_opened_tab(body: Mapping[str, Any]) -> int | None:
-    """The tab the last ``newTab`` that succeeded in a call's answer opened (path order; None when none did):
-    it becomes the agent's current tab, as a direct newTab's does. Steps inside if, while, try and retry are
-    not looked into (their progress records do not list their steps)."""
+    """The tab the last ``newTab`` or ``switchTab`` that succeeded in a call's answer opened or switched to
+    (path order; None when none did): it becomes the agent's current tab, as after a direct newTab. Steps
+    inside if, while, try and retry are not looked into (their progress records do not list their steps)."""
     opened = list(_opened(body.get("progress"), body.get("results")))
     return opened[-1] if opened else None
 
 
 def _opened(records: Any, results: Any) -> Any:
-    """The tabs ``newTab`` steps among ``records`` (progress records) opened, by their ``results``."""
+    """The tabs ``newTab`` and ``switchTab`` steps among ``records`` (progress records) opened or switched to, by
+    their ``results``."""
     if not isinstance(records, list) or not isinstance(results, list):
         return
     for record, result in zip(records, results, strict=False):  # trailing steps that never ran have no result
@@ -55,7 +56,8 @@ def _opened(records: Any, results: Any) -> Any:
             continue
         nested = result.get("state") if "error" in result else result  # a failed block's results are its state's
         nested = nested if isinstance(nested, dict) else {}
-        if record.get("action") == "newTab" and record.get("status") == "ok" and isinstance(result.get("tabId"), int):
+        if (record.get("action") in ("newTab", "switchTab") and record.get("status") == "ok"
+                and isinstance(result.get("tabId"), int)):
             yield result["tabId"]
         elif record.get("action") == "sequence":
             yield from _opened(record.get("steps"), nested.get("results"))

@@ -133,11 +133,6 @@ class ChromiumBrowser:
         self._guard.own_endpoints = endpoints
 
     @property
-    def current_tab(self) -> int | None:
-        """The tab newTab or switchTab made current (None after it closed)."""
-        return self._tabs.current
-
-    @property
     def restarts(self) -> int:
         """How many times the browser died and was restarted."""
         return self._chromium.restarts
@@ -177,7 +172,7 @@ class ChromiumBrowser:
     # -- tabs ----------------------------------------------------------------------------------
 
     async def new_tab(self, url: str | None = None) -> int:
-        """Open a tab in its own window (at ``url`` when given), make it current; its id.
+        """Open a tab in its own window (at ``url`` when given); its id.
 
         Raises :class:`KitsuneError` when the tab cannot be opened or ``url`` cannot be loaded.
         """
@@ -201,7 +196,7 @@ class ChromiumBrowser:
         return self._tabs.page(tab_id)
 
     async def tabs(self) -> list[dict[str, Any]]:
-        """The open tabs: ``[{"tabId", "url", "title", "current", "session"}]`` in id order (the session's
+        """The open tabs: ``[{"tabId", "url", "title", "session"}]`` in id order (the session's
         agent and name, or None for a user tab). A tab whose session has ended is not listed, even while
         its page is still closing: the session's tombstone and its tabs are never seen together."""
         described = [tab for tab in await self._tabs.describe() if self.sessions.expired(tab["tabId"]) is None]
@@ -239,7 +234,8 @@ class ChromiumBrowser:
                       pause: Callable[[float], Awaitable[None]] | None = None,
                       agent: str | None = None, call: int | None = None, path: str | None = None,
                       within: float | None = None, session: str | None = None) -> Outcome:
-        """Run one action (never a block) on a tab (the current one when None) within ``timeout`` seconds.
+        """Run one action (never a block) on a tab within ``timeout`` seconds (a tab's current tab is its agent's,
+        which the node keeps: here a command for a tab that names none finds no tab).
 
         Never raises for what happens in the browser: every failure is an outcome. Actions on one
         tab are not serialized here: its tab actor runs its writes one at a time (``pause`` is
@@ -275,9 +271,9 @@ class ChromiumBrowser:
             return await self._new_tab(command, timeout, caller.agent, caller.call, within)
         if isinstance(command, GetTabs):
             return Done({"tabs": await self.tabs()})
-        tab = tab_id if tab_id is not None else self._tabs.current
+        tab = tab_id
         if tab is None:
-            return Failed(Failure(f"{action}: there is no current tab; open one or name a tabId", "no_tab", False))
+            return Failed(Failure(f"{action}: no tab named; open one or name a tabId", "no_tab", False))
         page = self._tabs.get(tab)
         if page is None or page.is_closed():
             expired = self.sessions.expired(tab)
@@ -323,7 +319,6 @@ class ChromiumBrowser:
                                            spare=command.url is not None and not one_shot)
         if not isinstance(tab, int):
             return tab
-        self._tabs.current = tab
         page = self._tabs.get(tab)
         if page is None:
             return Unknown(Failure(f"newTab: tab {tab} closed as it opened", "tab_closed", False, {"tabId": tab}))

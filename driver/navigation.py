@@ -101,5 +101,4 @@ async def close_tab(run: Run) -> Result:
 async def switch_tab(run: Run) -> Result:
     run.sent = True
     await run.within(run.page.bring_to_front())
-    run.tabs.current = run.tab
     return {"tabId": run.tab}, None

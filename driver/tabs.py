@@ -32,8 +32,6 @@ class TabRegistry:
     def __init__(self, name: Callable[[], int]) -> None:
         self.name = name
         """Names each new page, popups included, at once."""
-        self.current: int | None = None
-        """The tab newTab or switchTab made current (None after it closed)."""
         self.context: BrowserContext | None = None
         """The browser context of the user tabs (None while the browser is down)."""
         self._pages: dict[int, Page] = {}
@@ -87,8 +85,6 @@ class TabRegistry:
             self._page_tabs.pop(id(page), None)
             self.held.left(self._agents.pop(tab, None))
         self._target_ids.pop(tab, None)
-        if self.current == tab:
-            self.current = None
 
     def forget_all(self) -> None:
         """Forget every tab and spare window (the browser is gone or going)."""
@@ -135,7 +131,7 @@ class TabRegistry:
         self.forget(tab_id)
 
     async def describe(self) -> list[dict[str, Any]]:
-        """The open tabs: ``[{"tabId", "url", "title", "current"}]`` in id order."""
+        """The open tabs: ``[{"tabId", "url", "title"}]`` in id order."""
 
         async def describe(tab: int, page: Page) -> dict[str, Any] | None:
             try:
@@ -144,7 +140,7 @@ class TabRegistry:
                 title = ""
             if page.is_closed():
                 return None
-            return {"tabId": tab, "url": page.url, "title": title, "current": tab == self.current}
+            return {"tabId": tab, "url": page.url, "title": title}
 
         found = await asyncio.gather(*(describe(tab, page) for tab, page in sorted(self._pages.items())))
         return [tab for tab in found if tab is not None]

@@ -39,7 +39,7 @@ from messages.results import Done, Failed, Failure, Outcome
 if TYPE_CHECKING:
     from bridge.node import Browser
 
-__all__ = ["FleetClaims", "FleetMember", "FleetOwners"]
+__all__ = ["FleetClaims", "FleetMember", "FleetOwners", "seen_by"]
 
 log = logging.getLogger(__name__)
 
@@ -437,3 +437,13 @@ def _failure(body: dict[str, Any] | None) -> Failure | None:
     if body is None:
         return None
     return Failure(str(body["error"]), str(body["code"]), bool(body["retryable"]), body.get("state"))
+
+
+def seen_by(agent: str | None, current: int | None, tabs: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The fleet's ``tabs`` as ``agent`` sees them: each tab's owner ``you``, ``user`` or ``agent`` (another,
+    unnamed), its session's name for its own agent only, and whether it is the agent's ``current`` tab."""
+    return [{**{k: v for k, v in tab.items() if k not in ("owner", "session")},
+             "owner": "user" if tab.get("owner") is None else ("you" if tab["owner"] == agent else "agent"),
+             "current": tab["tabId"] == current,
+             "session": tab["session"]["name"] if tab.get("session") and tab["session"]["agent"] == agent else None}
+            for tab in tabs]

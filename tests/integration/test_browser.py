@@ -71,7 +71,6 @@ def test_every_tab_has_a_window_of_its_own_and_ids_are_never_reused(
         chromium: ChromiumBrowser, run: Run[Any]) -> None:
     first, second = run(chromium.new_tab()), run(chromium.new_tab())
     assert second > first >= 1
-    assert chromium.current_tab == second
 
     async def window(tab_id: int) -> int:
         session = await chromium.page(tab_id).context.new_cdp_session(chromium.page(tab_id))
@@ -80,7 +79,6 @@ def test_every_tab_has_a_window_of_its_own_and_ids_are_never_reused(
     assert run(window(first)) != run(window(second))
     run(chromium.close_tab(second))
     assert second not in chromium.tab_ids() and first in chromium.tab_ids()
-    assert chromium.current_tab is None
     third = run(chromium.new_tab())
     assert third > second
     run(chromium.close_tab(first))
@@ -470,14 +468,12 @@ def test_wait_for_result_polls_until_truthy(act: Act, tab: int, site: TestSite) 
 def test_tab_actions_new_switch_list_and_close(act: Act, chromium: ChromiumBrowser, site: TestSite, tab: int) -> None:
     opened = done(act({"action": "newTab", "url": site.url("/links")}, None))
     other = opened["tabId"]
-    assert opened == {"tabId": other, "url": site.url("/links")} and chromium.current_tab == other
-    assert done(act({"action": "title"}, None)) == {"title": "Links"}  # no tab named: the current one
+    assert opened == {"tabId": other, "url": site.url("/links")}
+    assert done(act({"action": "title"}, other)) == {"title": "Links"}
     assert done(act({"action": "switchTab"}, tab)) == {"tabId": tab}
-    assert chromium.current_tab == tab
     listed = {t["tabId"]: t for t in done(act({"action": "getTabs"}, None))["tabs"]}
-    assert listed[other] == {"tabId": other, "url": site.url("/links"), "title": "Links", "current": False,
-                             "session": None}  # a user tab: in no agent's session
-    assert listed[tab]["current"] is True
+    assert listed[other] == {"tabId": other, "url": site.url("/links"), "title": "Links",
+                             "session": None}  # a user tab: in no agent's session; the current tab is an agent's
 
     assert done(act({"action": "closeTab"}, other)) == {"tabId": other}
     assert other not in chromium.tab_ids()
@@ -486,9 +482,7 @@ def test_tab_actions_new_switch_list_and_close(act: Act, chromium: ChromiumBrows
     write = act({"action": "click", "selector": "a"}, other)
     assert isinstance(write, Failed) and write.failure.code == "tab_closed"
 
-    done(act({"action": "closeTab"}, None))  # the current tab
-    assert chromium.current_tab is None
-    none = act({"action": "url"}, None)
+    none = act({"action": "url"}, None)  # the driver keeps no current tab: the node keeps each agent's
     assert isinstance(none, Failed) and none.failure.code == "no_tab"
 
 
@@ -507,7 +501,6 @@ def test_pages_the_site_opens_get_tab_ids(act: Act, chromium: ChromiumBrowser, t
         assert done(act({"action": "title"}, popup)) == {"title": "Popup child"}
         assert text_of(act, popup, "#child") == "I am the popup child."
         run(chromium.close_tab(popup))
-    assert chromium.current_tab == tab
 
 
 def test_through_its_tab_actor_a_tabs_writes_run_one_at_a_time_and_its_reads_beside_them(
@@ -693,7 +686,7 @@ def test_a_killed_browser_restarts_and_its_tabs_end_closed(loop_thread: LoopThre
         assert isinstance(closed, Failed) and closed.failure.code == "tab_closed"
         opened = done(run(browser.execute(NewTab(url=site.url("/links")), None, 10)))
         assert opened["tabId"] > first
-        assert done(run(browser.execute(parse_command({"action": "title"}), None, 5))) == {"title": "Links"}
+        assert done(run(browser.execute(parse_command({"action": "title"}), opened["tabId"], 5))) == {"title": "Links"}
         new_pid = run(browser.browser_pid())
         assert new_pid is not None and new_pid != pid
     finally:

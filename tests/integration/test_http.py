@@ -207,6 +207,20 @@ def test_tabs_routes_open_list_select_close(alice: httpx.Client, site: TestSite)
     assert other not in [t["tabId"] for t in alice.get("/api/tabs").json()["tabs"]]
 
 
+def test_a_batchs_get_tabs_marks_its_own_agents_current_tab_and_names_only_its_sessions(
+        alice: httpx.Client, bob: httpx.Client, site: TestSite) -> None:
+    first, mine = open_tab(alice, site.url("/text")), open_tab(alice, site.url("/clicks"))
+    theirs = open_tab(bob, site.url("/form"))  # the tab opened last, in another agent's session
+    listed = alice.post("/api/batch", json={"commands": [{"action": "getTabs"}]}).json()["results"][0]["tabs"]
+    seen = {t["tabId"]: t for t in listed}
+    assert (seen[mine]["current"], seen[mine]["owner"], seen[first]["current"]) == (True, "you", False)
+    assert (seen[theirs]["current"], seen[theirs]["owner"], seen[theirs]["session"]) == (False, "agent", None)
+    assert listed == alice.get("/api/tabs").json()["tabs"]  # the same listing as GET /api/tabs
+    switched = alice.post("/api/batch", json={"commands": [{"action": "switchTab", "tabId": first}]}).json()
+    assert switched["status"] == "ok" and alice.get("/api/tabs").json()["current"] == first  # a switch makes it current
+    assert bob.get("/api/tabs").json()["current"] == theirs  # each agent's own
+
+
 def test_another_agent_may_read_a_tab_but_its_writes_answer_tab_owned_until_takeover(
         alice: httpx.Client, bob: httpx.Client, site: TestSite) -> None:
     tab = open_tab(alice, site.url("/clicks"))
