@@ -14,7 +14,7 @@ from typing import Any
 from mcp_gateway._listing import compact, container_schema
 from messages.schema import batch_schema, command_schema, parallel_schema
 
-__all__ = ["TOOLS", "ToolSpec", "enabled_tools"]
+__all__ = ["FORM_FIELDS", "TOOLS", "ToolSpec", "enabled_tools"]
 
 _REFERENCE = {"$ref": "#/$defs/reference"}
 
@@ -133,13 +133,27 @@ _SNAPSHOT_AFTER = {"snapshot": {"enum": ["diff", "none"], "default": "diff",
                                                 "snapshot of the tab (the whole snapshot after a navigation)."}}
 
 
+FORM_FIELDS = {"value": "fill", "values": "select", "checked": "check"}
+"""A ``browser_fill_form`` field's command, by the key its value is given under (that command's own parameter)."""
+
+_FIELD_VALUES = {"value": "Text to fill (a typed value: redacted everywhere).",
+                 "values": "A select's options to choose, by value or label.",
+                 "checked": "A checkbox or radio: true checks it, false unchecks it."}
+
+
 def _fill_form_schema() -> dict[str, Any]:
     fill, _ = _action_properties("fill")
-    field = _object({"selector": fill["selector"], "ref": fill["ref"], "value": fill["value"]}, ["value"])
-    field["allOf"] = copy.deepcopy(command_schema()["$defs"]["fill"]["allOf"])
+    given = {key: {k: v for k, v in _action_properties(action)[0][key].items() if k != "default"}
+             for key, action in FORM_FIELDS.items()}
+    field = _object({"selector": fill["selector"], "ref": fill["ref"],
+                     **{key: {**given[key], "description": said} for key, said in _FIELD_VALUES.items()}}, [])
+    field["allOf"] = [*copy.deepcopy(command_schema()["$defs"]["fill"]["allOf"]),
+                      {"description": "a field takes one of value, values, checked",
+                       "oneOf": [{"required": [key]} for key in FORM_FIELDS]}]
     return _object({
         "fields": {"type": "array", "minItems": 1, "items": field,
-                   "description": "The fields in order; each is one fill request, so a hold stops at its field."},
+                   "description": "The fields in order; each is one request (fill, select or check), so a hold "
+                                  "stops at its field."},
         "tabId": dict(_TAB),
         "timeout": {"type": "number", "minimum": 0, "description": "Seconds each field may take (default 30)."},
         "confirm_token": dict(_CONFIRM_TOKEN), **copy.deepcopy(_SNAPSHOT_AFTER),
@@ -169,7 +183,7 @@ def _tabs_schema() -> dict[str, Any]:
         "session": _described(
             "newTab", "session", "For new: your browser session (cookies, storage) by name, made on first use; "
             "\"default\" when absent."),
-        "confirm_token": dict(_CONFIRM_TOKEN),
+        "confirm_token": dict(_CONFIRM_TOKEN), **copy.deepcopy(_SNAPSHOT_AFTER),
     }, [])
 
 
@@ -263,8 +277,8 @@ TOOLS: dict[str, ToolSpec] = {spec.name: spec for spec in [
              "Continue a stopped call (a container's checkpoint, or a direct call held on needs_user): returns its "
              "answer; nothing that ran ok is sent again.",
              _resume_schema()),
-    ToolSpec("browser_navigate", _CORE, "Load a URL in a tab: returns the final url and HTTP status.",
-             _direct("navigate", confirmable=True), confirmable=True),
+    ToolSpec("browser_navigate", _CORE, "Load a URL in a tab: returns the final url, HTTP status and the page's "
+             "snapshot.", _direct("navigate", confirmable=True, extra=_SNAPSHOT_AFTER), confirmable=True),
     ToolSpec("browser_snapshot", _CORE,
              "The tab's accessibility tree as text, each element you can act on with a ref (pass it as ref to the "
              "other tools instead of a selector): returns it up to maxChars; since=last returns only what changed.",

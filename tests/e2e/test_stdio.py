@@ -130,7 +130,7 @@ async def test_type_with_submit_held_at_its_enter_presses_enter_alone_with_the_e
         assert site.count("POST /form") == 0
         done = await call(session, "browser_type", {**arguments, "confirm_token": enter["state"]["confirm_token"]})
         assert done["status"] == "ok", done
-        assert [s["action"] for s in done["steps"]] == ["type", "press"]
+        assert "steps" not in done  # both requests ok: the page's diff says what they did
     assert site.wait_for_count("POST /form") == 1
     assert site.last_form["name"] == ["Ada"]  # typed once
 
