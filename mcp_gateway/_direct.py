@@ -16,7 +16,7 @@ from mcp_gateway._caller import Caller
 from mcp_gateway._checkpoints import Continuations, DirectCheckpoint, DirectCheckpoints, StopKind
 from mcp_gateway._live import handback_or_sleep, handbacks, live_view_link, with_link
 from mcp_gateway._pages import PAGE_FAILURES, PAGE_STATE_CHECKS, POLL_EVERY, PageCheck, current_tab
-from mcp_gateway._tools import FORM_FIELDS, ToolSpec
+from mcp_gateway._tools import FORM_FIELDS, PAGE_MAX_CHARS, ToolSpec
 from messages.contract import APPROVAL_PROMPT_MAX, CONFIRM_TTL, SETTLE, STEP_TIMEOUT
 
 __all__ = ["DirectCalls", "Outcome", "Plan", "commands_of", "hint", "unkept_stop", "with_page"]
@@ -356,20 +356,18 @@ DIFF_TOOLS = frozenset({"browser_navigate", "browser_click", "browser_type", "br
                         "browser_press"})
 """Direct writes that answer the page after them (``snapshot: "diff"``, their default): what changed since this
 session's last snapshot of the tab, or the whole snapshot of a document it has not seen (after a navigation)."""
-DIFF_MAX_CHARS = 4000
-"""The bound of that diff or snapshot: past it the text is cut at an element's line and says where to read on."""
 
 
 async def with_page(caller: Caller, tab: int | None, result: dict[str, Any]) -> dict[str, Any]:
     """A write's ``result`` with the page after it as its ``page`` (a read: ``snapshot {since: "last"}`` of ``tab``,
-    the current tab when None); as it is when that read failed."""
-    command = {"action": "snapshot", "since": "last", "maxChars": DIFF_MAX_CHARS, **({} if tab is None else
+    the current tab when None; ``truncated`` only when it was cut); as it is when that read failed."""
+    command = {"action": "snapshot", "since": "last", "maxChars": PAGE_MAX_CHARS, **({} if tab is None else
                                                                                      {"tabId": tab})}
     answer = await caller.bridge.post("/api/act", {"command": command}, timeout=act_timeout(command))
     if "error" in answer:
         return result
     return {**result, "page": {k: answer[k] for k in ("diff", "snapshot", "document", "documentChanged", "truncated",
-                                                      "nextOffset") if k in answer}}
+                                                      "nextOffset") if answer.get(k) not in (None, False)}}
 
 
 async def _with_diff(caller: Caller, plan: Plan, result: dict[str, Any]) -> dict[str, Any]:

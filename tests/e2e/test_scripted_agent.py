@@ -94,7 +94,7 @@ class Agent:
     def seen(self, page: dict[str, Any]) -> str:
         """What changed as a write's answer says it: a diff, or the new document's whole snapshot."""
         if "snapshot" in page:
-            assert page["documentChanged"] is True and not page["truncated"]
+            assert page["documentChanged"] is True and "truncated" not in page  # not cut
             self.page = page["snapshot"]
             return str(page["snapshot"])
         return str(page["diff"])

@@ -381,11 +381,19 @@ def test_a_refused_argument_names_the_key_and_the_one_the_tool_takes() -> None:
 
 def test_the_tool_list_is_short_and_every_direct_tool_is_still_checked_against_its_whole_schema() -> None:
     listed = tools_result(frozenset({"core", "automation"}))
-    assert len(json.dumps(listed, separators=(",", ":")).encode()) <= 19_000  # Playwright MCP 0.0.86: 21,266
+    assert len(json.dumps(listed, separators=(",", ":")).encode()) <= 12_000  # Playwright MCP 0.0.86: 21,266
+    assert '"additionalProperties":false' not in json.dumps(listed, separators=(",", ":"))
     click = next(t for t in listed["tools"] if t["name"] == "browser_click")["inputSchema"]
     assert "maximum" not in click["properties"]["clickCount"]  # listed short ...
-    refused = Gateway(frozenset({"core"}))._invalid("browser_click", {"selector": "#a", "clickCount": 9})
+    gateway = Gateway(frozenset({"core"}))
+    refused = gateway._invalid("browser_click", {"selector": "#a", "clickCount": 9})
     assert refused is not None and refused["state"] == {"param": "clickCount"}  # ... checked whole
+    field = {"ref": "t1d1e2", "value": "a", "zzz": 1}
+    closed: list[tuple[str, dict[str, Any]]] = [("browser_click", {"ref": "t1d1e2", "zzz": 1}),  # listed open
+                                                ("browser_fill_form", {"fields": [field]})]
+    for tool, arguments in closed:
+        unknown = gateway._invalid(tool, arguments)
+        assert unknown is not None and unknown["code"] == "unknown_parameter" and "'zzz'" in unknown["error"]
 
 
 def test_the_last_tab_a_call_opened_becomes_current() -> None:
@@ -431,7 +439,7 @@ async def test_a_navigation_and_a_tab_opened_at_a_url_answer_the_page_they_arriv
     gateway = Gateway(frozenset({"core"}))
     caller = Caller("a", bridge)
     went = await gateway.call(caller, "browser_navigate", {"url": "https://a.test/", "tabId": 4})
-    assert went["page"] == {k: v for k, v in _ARRIVED.items() if k not in ("ok", "status", "url")}
+    assert went["page"] == {k: v for k, v in _ARRIVED.items() if k in ("document", "documentChanged", "snapshot")}
     assert bridge.snapshots == [{"action": "snapshot", "since": "last", "maxChars": 4000, "tabId": 4}]
     opened = await gateway.call(caller, "browser_tabs", {"op": "new", "url": "https://a.test/"})
     assert opened["tabId"] == 4 and opened["page"]["snapshot"] == _ARRIVED["snapshot"]
@@ -489,3 +497,14 @@ async def test_a_field_its_element_refuses_stops_the_form_there_saying_which_fie
     assert stopped["code"] == "wrong_element" and "page" not in stopped and len(bridge.acts()) == 2
     assert stopped["steps"] == [{"action": "fill", "status": "ok", "call": 1},
                                 {"action": "select", "status": "failed", "call": 2}]
+
+
+async def test_a_page_cut_past_its_bound_says_so_and_where_to_read_on() -> None:
+    cut = {**_ARRIVED, "snapshot": '- heading "Shop" [level=1] [ref=t4d1e2]\n# cut at line 1 of 90: snapshot with '
+           "offset=1 for the rest, or narrow it (selector, ref, interactive, depth)", "truncated": True,
+           "nextOffset": 1, "lines": 90}
+    bridge = ScriptedBridge({"POST /api/act": [_ok(1)], "snapshot": cut})
+    went = await Gateway(frozenset({"core"})).call(Caller("a", bridge), "browser_navigate",
+                                                   {"url": "https://a.test/", "tabId": 4})
+    assert (went["page"]["truncated"], went["page"]["nextOffset"]) == (True, 1)
+    assert "snapshot with offset=1 for the rest" in went["page"]["snapshot"]
