@@ -371,6 +371,7 @@ async def with_page(caller: Caller, tab: int | None, result: dict[str, Any]) -> 
 
 
 async def _with_diff(caller: Caller, plan: Plan, result: dict[str, Any]) -> dict[str, Any]:
+    """A direct write's result with the page after it, unless it failed or was told ``snapshot: "none"``."""
     if plan.tool.name not in DIFF_TOOLS or plan.arguments.get("snapshot", "diff") != "diff" or "error" in result:
         return result
     return await with_page(caller, plan.commands[-1].get("tabId"), result)

@@ -151,7 +151,7 @@ def _fill_form_schema() -> dict[str, Any]:
     return _object({
         "fields": {"type": "array", "minItems": 1, "items": field},
         "tabId": dict(_TAB),
-        "timeout": {"type": "number", "minimum": 0},  # each field's
+        "timeout": {"type": "number", "minimum": 0},  # seconds each field's request may take
         "confirm_token": dict(_CONFIRM_TOKEN), **copy.deepcopy(_SNAPSHOT_AFTER),
     }, ["fields"])
 
