@@ -11,15 +11,14 @@ same on both sides.
 The tasks, each done by a scripted agent on each server in the same run (every write checked at the site):
 
 - ``form20``: bench/form20.py's 20-field form. Kitsune: one ``browser_batch`` (the steps known, by
-  selector) and, by ref, ``browser_tabs new``, ``browser_snapshot``, ``browser_fill_form``, ``browser_click``.
-  Playwright MCP: ``browser_navigate`` (its answer holds the snapshot), ``browser_fill_form``,
-  ``browser_click``.
+  selector) and, by ref, ``browser_tabs new`` (its answer holds the page's snapshot), ``browser_fill_form``,
+  ``browser_click``. Playwright MCP: ``browser_navigate``, ``browser_fill_form``, ``browser_click`` (and a
+  ``browser_snapshot`` after each of its answers that only links the snapshot to a file).
 - ``sign-up``: the test site's /form20 (18 text fields, a select, a checkbox), as
-  tests/e2e/test_scripted_agent.py's agent does it by ref (Kitsune has no one-call form fill for a select
-  and a checkbox: ``browser_select`` and ``browser_click`` follow). Playwright MCP: navigate, one
-  ``browser_fill_form`` of all 20, click.
-- ``checkout``: the test site's three pages (shipping, billing, confirmation) by ref: open, (snapshot,)
-  fill the address, click, fill the card, click.
+  tests/e2e/test_scripted_agent.py's agent does it by ref: open, one ``browser_fill_form`` of all 20 (text
+  ``value``, the select's ``values``, the checkbox ``checked``), click. Playwright MCP the same way.
+- ``checkout``: the test site's three pages (shipping, billing, confirmation) by ref: open, fill the
+  address, click, fill the card, click.
 
 Servers: ``kitsune mcp --bridge`` to a ``kitsune serve`` with every group on (``core,automation``), and
 Playwright MCP 0.0.86 on the same Debian Chromium, headless, both over stdio with the SDK's own client.
@@ -105,10 +104,10 @@ Task = Callable[[Conversation], Awaitable[None]]
 
 
 async def kitsune_open(c: Conversation, url: str) -> int:
+    """A new tab at ``url``, whose answer is the page's snapshot."""
     opened = await c.use("browser_tabs", {"op": "new", "url": url})
-    tab = int(json.JSONDecoder().raw_decode(opened[opened.index("\n{") + 1:])[0]["tabId"])
-    await c.use("browser_snapshot", {"tabId": tab})
-    return tab
+    assert c.page == opened, opened
+    return int(json.JSONDecoder().raw_decode(opened[opened.index("\n{") + 1:])[0]["tabId"])
 
 
 async def their_look(c: Conversation, answer: str) -> str:
@@ -160,9 +159,9 @@ def tasks(form: FormSite, site: TestSite) -> dict[str, dict[str, Task]]:
 
     async def ref_sign_up(c: Conversation) -> None:
         tab = await kitsune_open(c, site.url("/form20"))
-        await c.use("browser_fill_form", {"tabId": tab, "fields": _fields(SIGN_UP, c.page)})
-        await c.use("browser_select", {"tabId": tab, "ref": pick(c.page, "combobox", "Country"), "values": ["Japan"]})
-        await c.use("browser_click", {"tabId": tab, "ref": pick(c.page, "checkbox", "I accept the terms")})
+        fields = [*_fields(SIGN_UP, c.page), {"ref": pick(c.page, "combobox", "Country"), "values": ["Japan"]},
+                  {"ref": pick(c.page, "checkbox", "I accept the terms"), "checked": True}]
+        await c.use("browser_fill_form", {"tabId": tab, "fields": fields})
         done = await c.use("browser_click", {"tabId": tab, "ref": pick(c.page, "button", "Create account")})
         assert "20 of 20 fields received" in done, done
         await _close(c, tab)

@@ -236,7 +236,7 @@ class Bench:
         return took, result, text_of(result)
 
     async def page(self, url: str, name: str, rounds: int) -> None:
-        await call(self.kitsune, "browser_navigate", {"tabId": self.tab, "url": url})
+        await call(self.kitsune, "browser_navigate", {"tabId": self.tab, "url": url, "snapshot": "none"})
         await call(self.playwright, "browser_navigate", {"url": url})
         for r in range(rounds + 1):  # the first round warms up, unmeasured
             for side in SIDES if r % 2 == 0 else SIDES[::-1]:
@@ -251,7 +251,7 @@ class Bench:
 
     async def one_field(self, url: str, rounds: int) -> None:
         """On the form: a full snapshot, one field filled, then what each side shows of the change."""
-        await call(self.kitsune, "browser_navigate", {"tabId": self.tab, "url": url})
+        await call(self.kitsune, "browser_navigate", {"tabId": self.tab, "url": url, "snapshot": "none"})
         await call(self.playwright, "browser_navigate", {"url": url})
         for r in range(rounds):
             value = f"changed in round {r}"

@@ -16,10 +16,10 @@ from mcp_gateway._caller import Caller
 from mcp_gateway._checkpoints import Continuations, DirectCheckpoint, DirectCheckpoints, StopKind
 from mcp_gateway._live import handback_or_sleep, handbacks, live_view_link, with_link
 from mcp_gateway._pages import PAGE_FAILURES, PAGE_STATE_CHECKS, POLL_EVERY, PageCheck, current_tab
-from mcp_gateway._tools import ToolSpec
+from mcp_gateway._tools import FORM_FIELDS, PAGE_MAX_CHARS, ToolSpec
 from messages.contract import APPROVAL_PROMPT_MAX, CONFIRM_TTL, SETTLE, STEP_TIMEOUT
 
-__all__ = ["DirectCalls", "Outcome", "Plan", "commands_of", "hint", "unkept_stop"]
+__all__ = ["DirectCalls", "Outcome", "Plan", "commands_of", "hint", "unkept_stop", "with_page"]
 
 
 @dataclass
@@ -73,13 +73,19 @@ def commands_of(tool: str, args: Mapping[str, Any], tab: int | None) -> list[dic
             typed.append({"action": "press", "key": "Enter", **target, **common})
         return typed
     if tool == "browser_fill_form":
-        return [{"action": "fill", **{k: f[k] for k in ("selector", "ref") if k in f}, "value": f["value"], **common}
-                for f in own["fields"]]
+        return [_field_command(f, common) for f in own["fields"]]
     action = {"browser_navigate": "navigate", "browser_click": "click", "browser_select": "select",
               "browser_press": "press", "browser_page_text": "pageText", "browser_find": "find",
               "browser_screenshot": "screenshot", "browser_site_tools": "siteTools",
               "browser_call_site_tool": "callSiteTool", "browser_snapshot": "snapshot"}[tool]
     return [{"action": action, **own, **common}]
+
+
+def _field_command(given: Mapping[str, Any], common: Mapping[str, Any]) -> dict[str, Any]:
+    """The one request a form field sends: fill a text field, select options, check or uncheck."""
+    key = next(k for k in FORM_FIELDS if k in given)
+    return {"action": FORM_FIELDS[key], **{k: given[k] for k in ("selector", "ref") if k in given},
+            key: given[key], **common}
 
 
 def act_timeout(command: Mapping[str, Any]) -> float:
@@ -107,7 +113,7 @@ _PHRASES = {"liveViewControl": "make a Live View link that acts (whoever opens i
 
 def _describe(command: Mapping[str, Any]) -> str:
     """A command as a person reads it in a prompt; typed values are counted, never shown."""
-    action = str(command["action"])
+    action = "uncheck" if command["action"] == "check" and command.get("checked") is False else str(command["action"])
     if action in _PHRASES:
         return _PHRASES[action]
     parts = []
@@ -239,15 +245,9 @@ class DirectCalls:
             result = {**result, "hint": _unknown_site_tool_hint(result)}
         if len(plan.commands) == 1:
             return result
-        steps = [*done]
-        if failed is not None:
-            steps.append(_step(failed, result))
-        if failed is None:
-            body: dict[str, Any] = {"ok": True, "status": "ok", "call": result.get("call")}
-        else:
-            body = dict(result)
-        body["steps"] = steps
-        return body
+        if failed is None:  # every request ran ok: the page's diff says what they did, no step echoes it
+            return {"ok": True, "status": "ok", "call": result.get("call")}
+        return {**result, "steps": [*done, _step(failed, result)]}
 
     async def act(self, caller: Caller, command: dict[str, Any], confirm_token: str | None) -> dict[str, Any]:
         """One request to ``POST /api/act``."""
@@ -352,26 +352,29 @@ class DirectCalls:
                 seen = await handback_or_sleep(caller.bridge, tab, seen, min(POLL_EVERY, left))
 
 
-DIFF_TOOLS = frozenset({"browser_click", "browser_type", "browser_fill_form", "browser_select", "browser_press"})
-"""Direct writes that answer what changed on the page after them (``snapshot: "diff"``, their default)."""
-DIFF_MAX_CHARS = 4000
-"""The bound of that diff (or of the snapshot that stands for it after a navigation)."""
+DIFF_TOOLS = frozenset({"browser_navigate", "browser_click", "browser_type", "browser_fill_form", "browser_select",
+                        "browser_press"})
+"""Direct writes that answer the page after them (``snapshot: "diff"``, their default): what changed since this
+session's last snapshot of the tab, or the whole snapshot of a document it has not seen (after a navigation)."""
 
 
-async def _with_diff(caller: Caller, plan: Plan, result: dict[str, Any]) -> dict[str, Any]:
-    """A direct write's result with what changed since this session's last snapshot of the tab (a read after
-    the write: ``snapshot {since: "last"}``); a failed read leaves the write's result as it is."""
-    if plan.tool.name not in DIFF_TOOLS or plan.arguments.get("snapshot", "diff") != "diff" or "error" in result:
-        return result
-    tab = plan.commands[-1].get("tabId")
-    command = {"action": "snapshot", "since": "last", "maxChars": DIFF_MAX_CHARS, **({} if tab is None else
+async def with_page(caller: Caller, tab: int | None, result: dict[str, Any]) -> dict[str, Any]:
+    """A write's ``result`` with the page after it as its ``page`` (a read: ``snapshot {since: "last"}`` of ``tab``,
+    the current tab when None; ``truncated`` only when it was cut); as it is when that read failed."""
+    command = {"action": "snapshot", "since": "last", "maxChars": PAGE_MAX_CHARS, **({} if tab is None else
                                                                                      {"tabId": tab})}
     answer = await caller.bridge.post("/api/act", {"command": command}, timeout=act_timeout(command))
     if "error" in answer:
         return result
-    seen = {k: answer[k] for k in ("diff", "snapshot", "document", "documentChanged", "truncated", "nextOffset")
-            if k in answer}
-    return {**result, "page": seen}
+    return {**result, "page": {k: answer[k] for k in ("diff", "snapshot", "document", "documentChanged", "truncated",
+                                                      "nextOffset") if answer.get(k) not in (None, False)}}
+
+
+async def _with_diff(caller: Caller, plan: Plan, result: dict[str, Any]) -> dict[str, Any]:
+    """A direct write's result with the page after it, unless it failed or was told ``snapshot: "none"``."""
+    if plan.tool.name not in DIFF_TOOLS or plan.arguments.get("snapshot", "diff") != "diff" or "error" in result:
+        return result
+    return await with_page(caller, plan.commands[-1].get("tabId"), result)
 
 
 async def _page_block(caller: Caller, command: Mapping[str, Any], answer: dict[str, Any]) -> Outcome | None:

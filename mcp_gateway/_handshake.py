@@ -28,7 +28,7 @@ from pathlib import Path
 from typing import Any, BinaryIO
 
 from mcp_gateway._listing import SCHEMA_URI
-from mcp_gateway._tools import TOOLS, ToolSpec, enabled_tools
+from mcp_gateway._tools import PAGE_MAX_CHARS, ToolSpec, enabled_tools
 
 __all__ = ["GROUPS", "HANDSHAKE_VERSIONS", "INSTRUCTIONS", "Front", "TokenRefused", "bridge_caps", "bridge_tasks",
            "caps_from_env", "initialize_result", "instructions", "new_session", "read_token", "resources_result",
@@ -42,19 +42,16 @@ HANDSHAKE_VERSIONS = ("2024-11-05", "2025-03-26", "2025-06-18", "2025-11-25")
 ``mcp_types.version.HANDSHAKE_PROTOCOL_VERSIONS``, which cannot be read without loading the SDK's
 types; a test holds them equal). A client asking for another gets the newest."""
 
-_LOOP = ("take a browser_snapshot, act on an element by its ref, read the diff the write returns"
-         if "browser_snapshot" in TOOLS else "read the page (browser_page_text, browser_find), act on what you found, "
-                                             "read what changed")
-"""The working loop the instructions teach (by ref once the snapshot tool is there)."""
-
 INSTRUCTIONS = (
-    f"Browser tools on real Chromium tabs. The loop: {_LOOP}; when the steps are known, send them in one "
-    "browser_batch. A tool acts on tabId, "
-    "else your current tab (the last you opened or selected, a batch's newTab included); timeout is in seconds "
-    "(30 by default). A direct write answers what changed on the page since your last snapshot (its page; "
-    "snapshot=none: not). A write held for approval answers needs_user: with the user's approval call it again with "
-    "its state.confirm_token. A result with call and resume_token is continued with browser_resume; nothing "
-    "that ran ok is sent again. The whole command grammar is the resource kitsune://schema.")
+    "Browser tools on real Chromium tabs. The loop: open a tab at a url or navigate (the answer is the page's "
+    "snapshot), act on an element by its ref, read what changed in the write's answer; when the steps are known, "
+    "send them in one browser_batch. An element is a ref from a snapshot or a selector (CSS or Playwright), not both. "
+    "A tool acts on tabId, else your current tab (the last you opened or selected, a batch's newTab included); "
+    "timeout is in seconds (30 by default). A direct write answers the page after it: what changed since your last "
+    f"snapshot, or the whole snapshot after a navigation, cut past {PAGE_MAX_CHARS:,} characters where it says how "
+    "to read on (snapshot=none: nothing). A write held for approval answers needs_user: with the user's approval "
+    "call it again with its state.confirm_token. A result with call and resume_token is continued with "
+    "browser_resume; nothing that ran ok is sent again. The whole command grammar is the resource kitsune://schema.")
 """What the server tells clients about its tools (``initialize``'s instructions, before their tasks)."""
 
 _OPEN = ("owner", "follower", "expired")

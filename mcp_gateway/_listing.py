@@ -2,14 +2,15 @@
 
 A model gets the tool list with every request, so each byte is paid on every turn. The listed
 schema keeps what a model needs to write a call (names, types, enums, required, defaults, short
-descriptions) and leaves out what only a checker needs (string bounds, patterns, the rules across
-parameters, the reference grammar): the gateway still checks a direct tool's arguments against
-its whole schema (``ToolSpec.input_schema``) and the bridge's parser checks a container's body, so
-nothing the short schema leaves out is accepted unchecked.
+descriptions where a name does not say it all) and leaves out what only a checker needs (string
+bounds, patterns, closed objects' ``additionalProperties: false``, the rules across parameters, the
+reference grammar): the gateway still checks a direct tool's arguments against its whole schema
+(``ToolSpec.input_schema``) and the bridge's parser checks a container's body, so nothing the short
+schema leaves out is accepted unchecked.
 
-The container tools share one short command definition: the action names, each action's
-parameters on one line, and the whole grammar as the ``kitsune://schema`` resource (also
-``GET /api/schema``).
+``browser_batch`` describes the command language in a few lines (every action with its parameters);
+``browser_parallel`` takes lists of those commands; the whole grammar is the ``kitsune://schema``
+resource (also ``GET /api/schema``).
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ from typing import Any
 
 from messages.commands import ACTIONS, BLOCKS, Parallel, parameters
 from messages.contract import CALL_TIMEOUT
+from messages.schema import command_schema
 
 __all__ = ["SCHEMA_URI", "compact", "container_schema", "grammar"]
 
@@ -26,10 +28,17 @@ SCHEMA_URI = "kitsune://schema"
 
 _KEPT = frozenset({"type", "enum", "const", "default", "required", "properties", "items", "description",
                    "additionalProperties"})
-"""The schema keywords a listed schema keeps."""
+"""The schema keywords a listed schema keeps (``additionalProperties`` only where it types an object's values:
+a closed object's ``false`` is the gateway's check, not what a model needs to write a call)."""
 
-_SAID_ONCE = frozenset({"tabId", "timeout", "confirm_token", "snapshot"})
+_SAID_ONCE = frozenset({"tabId", "timeout", "confirm_token", "snapshot", "selector", "ref"})
 """Parameters the server's instructions describe once for every tool: listed without a description."""
+
+_SELF_EVIDENT = frozenset({"url", "waitUntil", "button", "clickCount", "text", "submit", "values", "key", "limit",
+                           "fullPage", "maxChars", "depth", "since", "name", "input", "question", "goal", "force",
+                           "call", "resume_token", "taskId", "summary"})
+"""Parameters whose name, type and enum (with their tool's description) say what they are: listed without a
+description."""
 
 _COMMON = frozenset({"tabId", "timeout", "label"})
 """Parameters every command takes, named once in the grammar rather than on each action."""
@@ -37,10 +46,7 @@ _COMMON = frozenset({"tabId", "timeout", "label"})
 
 def compact(schema: dict[str, Any]) -> dict[str, Any]:
     """``schema`` (an object's) as a model reads it: the kept keywords only, common parameters undescribed."""
-    out: dict[str, Any] = _compacted(schema)
-    for name in _SAID_ONCE & set(out.get("properties", {})):
-        out["properties"][name].pop("description", None)
-    return out
+    return dict(_compacted(schema))
 
 
 def _compacted(schema: Any) -> Any:
@@ -48,15 +54,15 @@ def _compacted(schema: Any) -> Any:
         return schema
     out: dict[str, Any] = {}
     for key, value in schema.items():
-        if key not in _KEPT:
+        if key not in _KEPT or (key == "additionalProperties" and not isinstance(value, dict)):
             continue
         if key == "properties":
-            out[key] = {name: _compacted(v) for name, v in value.items()}
+            out[key] = {name: _parameter(name, v) for name, v in value.items()}
         elif key in ("items", "additionalProperties") and isinstance(value, dict):
             kept = _compacted(value)
             if kept:  # an object's values of any JSON (a $ref to jsonValue) say nothing more than "object"
                 out[key] = kept
-        else:
+        elif key != "default" or value not in (False, 0):  # a flag's false, an offset's 0: what absence says
             out[key] = value
     if "anyOf" in schema and "type" not in out and "enum" not in out:  # a reference or a value: the value's type
         types = sorted({t for m in schema["anyOf"] if isinstance(m, dict) and isinstance(t := m.get("type"), str)})
@@ -65,45 +71,55 @@ def _compacted(schema: Any) -> Any:
     return out
 
 
+def _parameter(name: str, schema: Any) -> Any:
+    listed = _compacted(schema)
+    if name in _SAID_ONCE | _SELF_EVIDENT and isinstance(listed, dict):
+        listed.pop("description", None)
+    return listed
+
+
 def _signature(action: str) -> str:
-    """``click(selector, button?, clickCount?)``: an action and its own parameters, ``?`` when optional."""
-    names = [p.json_name + ("" if p.required else "?") for p in parameters(ACTIONS[action])
-             if p.json_name not in _COMMON]
-    return f"{action}({', '.join(names)})"
+    """``click(E, button?, clickCount?)``: an action and its own parameters, ``?`` when optional; ``E`` is the
+    element (selector or ref), unmarked when the action needs one."""
+    names = [p.json_name for p in parameters(ACTIONS[action]) if p.json_name not in _COMMON]
+    optional = {p.json_name for p in parameters(ACTIONS[action]) if not p.required}
+    shown = []
+    for name in names:
+        if name == "selector" and "ref" in names:
+            shown.append("E" if _needs_element(action) else "E?")
+        elif name != "ref" or "selector" not in names:
+            shown.append(name + ("?" if name in optional else ""))
+    return f"{action}({', '.join(shown)})"
+
+
+def _needs_element(action: str) -> bool:
+    """Whether ``action`` needs selector or ref (its schema's rule across them)."""
+    one_of = [{"required": ["selector"]}, {"required": ["ref"]}]
+    return any(rule.get("anyOf") == one_of for rule in command_schema()["$defs"][action].get("allOf", []))
 
 
 def grammar() -> str:
     """The command language in a few lines: every action and block with its parameters."""
     actions = " ".join(_signature(a) for a, cls in ACTIONS.items() if cls not in BLOCKS)
-    blocks = " ".join(_signature(cls.action) for cls in BLOCKS if cls is not Parallel)
-    return (f"A command is {{\"action\": NAME, ...its parameters}}; every one also takes tabId?, timeout?, label?. "
-            f"Actions: {actions}. Blocks (steps are lists of commands): {blocks}; parallel(sequences) at the top "
-            f"level only. ${{$N.path}} in a value reads earlier step N's result. Whole JSON Schema: resource "
-            f"{SCHEMA_URI} (GET /api/schema); the bridge checks every call whole and answers a bad command's path.")
+    blocks = " ".join(_signature(cls.action) + (" (top level only)" if cls is Parallel else "") for cls in BLOCKS)
+    return (f"{{\"action\": NAME, ...its parameters}}; each also takes tabId?, timeout?, label?; E: selector or ref. "
+            f"{actions}. Blocks (steps: lists of commands): {blocks}. ${{$N.path}} in a value reads step N's result. "
+            f"Whole schema: resource {SCHEMA_URI}.")
 
 
-_CALL_OPTIONS: dict[str, Any] = {
-    "tabId": {"type": "integer", "description": "Default tab of steps that name none (your current tab)."},
-    "stopOnWarning": {"type": "boolean", "default": False},
-    "timeout": {"type": "number", "default": CALL_TIMEOUT, "description": "The call's deadline, seconds."},
-}
+_CALL_OPTIONS: dict[str, Any] = {"tabId": {"type": "integer"}, "stopOnWarning": {"type": "boolean"},
+                                 "timeout": {"type": "number", "default": CALL_TIMEOUT}}
+"""A container call's options (tabId: the default tab of steps that name none; timeout: the call's deadline)."""
 
 
 def container_schema(kind: str) -> dict[str, Any]:
-    """The listed input schema of a ``batch``, ``parallel`` or ``workflow`` call."""
+    """The listed input schema of a ``batch``, ``parallel`` or ``workflow`` call (``parallel``'s commands are
+    those ``batch``'s grammar describes)."""
     if kind == "workflow":
-        return {"type": "object", "properties": {
-            "workflow": {"type": "string", "description": "The workflow's name."},
-            "variables": {"type": "object", "description": "Values of its variables."}, **_CALL_OPTIONS},
-            "required": ["workflow"], "additionalProperties": False}
-    command: dict[str, Any] = {"type": "object", "properties": {"action": {"enum": list(ACTIONS)}},
-                               "required": ["action"]}
-    if kind == "batch":
-        command["description"] = grammar()
-        steps = {"commands": {"type": "array", "items": {"$ref": "#/$defs/command"}}}
+        steps: dict[str, Any] = {"workflow": {"type": "string"}, "variables": {"type": "object"}}
+    elif kind == "batch":
+        steps = {"commands": {"type": "array", "items": {"type": "object"}, "description": grammar()}}
     else:
-        command["description"] = "A command as browser_batch describes it."
-        steps = {"sequences": {"type": "array", "items": {"type": "array", "items": {"$ref": "#/$defs/command"}},
-                               "description": "Lists of commands, each run on its own tabs."}}
-    return {"type": "object", "properties": {**steps, **_CALL_OPTIONS}, "required": [*steps],
-            "additionalProperties": False, "$defs": {"command": command}}
+        steps = {"sequences": {"type": "array", "items": {"type": "array", "items": {"type": "object"}},
+                               "description": "Lists of browser_batch commands."}}
+    return {"type": "object", "properties": {**steps, **_CALL_OPTIONS}, "required": [next(iter(steps))]}

@@ -1,13 +1,14 @@
-"""``browser_tabs``: list, select and take over tabs, open and close them; ``browser_live_view``: a tab's Live View
-link. Their holds (ask-before-act: opening or closing a tab, a link that controls) keep no checkpoint: a held
-request is asked about in the client's prompt, or answered with its confirm token (``DirectCalls.settle``)."""
+"""``browser_tabs``: list, select and take over tabs, open them (at a URL: answering the page) and close them;
+``browser_live_view``: a tab's Live View link. Their holds (ask-before-act: opening or closing a tab, a link that
+controls) keep no checkpoint: a held request is asked about in the client's prompt, or answered with its confirm
+token (``DirectCalls.settle``)."""
 
 from __future__ import annotations
 
 from typing import Any
 
 from mcp_gateway._caller import Caller
-from mcp_gateway._direct import DirectCalls, act_timeout, unkept_stop
+from mcp_gateway._direct import DirectCalls, act_timeout, unkept_stop, with_page
 from mcp_gateway._live import LINK_TIMEOUT
 from mcp_gateway._pages import current_tab
 from mcp_gateway._results import error
@@ -48,7 +49,16 @@ async def tabs(direct: DirectCalls, caller: Caller, args: dict[str, Any]) -> dic
                                   resend=resend)
     if outcome.kind == "stop":
         return unkept_stop(caller, outcome, "A tab handoff request", "browser_tabs")
-    return outcome.result
+    return await _with_page(caller, args, outcome.result)
+
+
+async def _with_page(caller: Caller, args: dict[str, Any], result: dict[str, Any]) -> dict[str, Any]:
+    """A tab opened at a URL answers the page it arrived on, as a navigation does (``snapshot: "none"``: not)."""
+    tab = result.get("tabId")
+    if args.get("op") != "new" or not args.get("url") or args.get("snapshot", "diff") != "diff" or "error" in result \
+            or not isinstance(tab, int):
+        return result
+    return await with_page(caller, tab, result)
 
 
 async def live_view(direct: DirectCalls, caller: Caller, args: dict[str, Any]) -> dict[str, Any]:

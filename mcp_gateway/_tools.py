@@ -14,16 +14,15 @@ from typing import Any
 from mcp_gateway._listing import compact, container_schema
 from messages.schema import batch_schema, command_schema, parallel_schema
 
-__all__ = ["TOOLS", "ToolSpec", "enabled_tools"]
+__all__ = ["FORM_FIELDS", "PAGE_MAX_CHARS", "TOOLS", "ToolSpec", "enabled_tools"]
 
 _REFERENCE = {"$ref": "#/$defs/reference"}
 
-_CONFIRM_TOKEN = {
-    "type": "string",
-    "description": "A hold's state.confirm_token, once the user approved exactly this call.",
-}
+_CONFIRM_TOKEN = {"type": "string"}
+"""A hold's ``state.confirm_token``, once the user approved exactly this call (the instructions say so once)."""
 
-_TAB = {"type": "integer", "description": "Tab to act on; the current tab when absent."}
+_TAB = {"type": "integer"}
+"""The tab to act on; the current tab when absent (the instructions say so once)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -128,48 +127,53 @@ def _container(schema: dict[str, Any]) -> dict[str, Any]:
     return {k: v for k, v in schema.items() if k not in ("$schema", "title")}
 
 
-_SNAPSHOT_AFTER = {"snapshot": {"enum": ["diff", "none"], "default": "diff",
-                                 "description": "diff: the answer's page says what changed since your last "
-                                                "snapshot of the tab (the whole snapshot after a navigation)."}}
+_SNAPSHOT_AFTER = {"snapshot": {"enum": ["diff", "none"]}}
+"""Whether a write answers the page after it (``diff``, the default: what changed since your last snapshot of the
+tab, the whole snapshot after a navigation); the instructions say so once."""
+
+PAGE_MAX_CHARS = 4000
+"""The bound of a write's page (a diff, or the snapshot after a navigation): past it the text is cut at an
+element's line and says where to read on."""
+
+
+FORM_FIELDS = {"value": "fill", "values": "select", "checked": "check"}
+"""A ``browser_fill_form`` field's command, by the key its value is given under (that command's own parameter)."""
 
 
 def _fill_form_schema() -> dict[str, Any]:
     fill, _ = _action_properties("fill")
-    field = _object({"selector": fill["selector"], "ref": fill["ref"], "value": fill["value"]}, ["value"])
-    field["allOf"] = copy.deepcopy(command_schema()["$defs"]["fill"]["allOf"])
+    given = {key: {k: v for k, v in _action_properties(action)[0][key].items() if k not in ("default", "description")}
+             for key, action in FORM_FIELDS.items()}
+    field = _object({"selector": fill["selector"], "ref": fill["ref"], **given}, [])
+    field["allOf"] = [*copy.deepcopy(command_schema()["$defs"]["fill"]["allOf"]),
+                      {"description": "a field takes one of value, values, checked",
+                       "oneOf": [{"required": [key]} for key in FORM_FIELDS]}]
     return _object({
-        "fields": {"type": "array", "minItems": 1, "items": field,
-                   "description": "The fields in order; each is one fill request, so a hold stops at its field."},
+        "fields": {"type": "array", "minItems": 1, "items": field},
         "tabId": dict(_TAB),
-        "timeout": {"type": "number", "minimum": 0, "description": "Seconds each field may take (default 30)."},
+        "timeout": {"type": "number", "minimum": 0},  # seconds each field's request may take
         "confirm_token": dict(_CONFIRM_TOKEN), **copy.deepcopy(_SNAPSHOT_AFTER),
     }, ["fields"])
 
 
 def _resume_schema() -> dict[str, Any]:
     return _object({
-        "call": {"type": "integer", "description": "The stopped result's call."},
-        "resume_token": {"type": "string", "description": "Its latest resume_token."},
+        "call": {"type": "integer"},
+        "resume_token": {"type": "string"},
         "observed": {
             "type": ["object", "null"], "additionalProperties": {"enum": ["applied", "not_applied"]},
-            "description": "Container calls: step paths (\"2\", \"0.1.3\") of unknown, held or failed steps mapped "
-                           "to what you saw on the page."},
-        "wait": {"type": "number", "minimum": 0, "default": 120,
-                 "description": "Direct calls: seconds to wait for the user or the page (at most 300)."},
+            "description": "Containers: what you saw of each unknown, held or failed step, by path."},
+        "wait": {"type": "number", "minimum": 0, "default": 120, "description": "Direct calls: seconds, at most 300."},
     }, ["call", "resume_token"])
 
 
 def _tabs_schema() -> dict[str, Any]:
     return _object({
-        "op": {"enum": ["list", "new", "select", "close", "takeover"], "default": "list",
-               "description": "new and select make the tab current; takeover makes a user's or another agent's tab "
-                              "yours."},
-        "tabId": {"type": "integer", "description": "The tab to select, close or take over."},
-        "url": {"type": "string", "description": "For new (about:blank when absent)."},
-        "session": _described(
-            "newTab", "session", "For new: your browser session (cookies, storage) by name, made on first use; "
-            "\"default\" when absent."),
-        "confirm_token": dict(_CONFIRM_TOKEN),
+        "op": {"enum": ["list", "new", "select", "close", "takeover"], "default": "list"},
+        "tabId": dict(_TAB),
+        "url": {"type": "string", "description": "For new."},
+        "session": _described("newTab", "session", "For new: your browser session by name (\"default\")."),
+        "confirm_token": dict(_CONFIRM_TOKEN), **copy.deepcopy(_SNAPSHOT_AFTER),
     }, [])
 
 
@@ -182,9 +186,8 @@ def _described(action: str, parameter: str, description: str) -> dict[str, Any]:
 def _sessions_schema() -> dict[str, Any]:
     schema = _object({
         "op": {"enum": ["list", "close"], "default": "list",
-               "description": "close: its tabs close and later requests naming it answer session_expired; closing "
-                              "a tombstone frees the name."},
-        "name": _described("keepSession", "name", "For close: the session's name."),
+               "description": "close: its tabs close; a tombstone's frees the name."},
+        "name": _action_properties("keepSession")[0]["name"],
     }, [])
     schema["allOf"] = [{"if": {"properties": {"op": {"const": "close"}}, "required": ["op"]},
                         "then": {"required": ["name"]}}]
@@ -193,27 +196,23 @@ def _sessions_schema() -> dict[str, Any]:
 
 def _ask_user_schema() -> dict[str, Any]:
     return _object({
-        "question": {"type": "string", "minLength": 1, "description": "One or two sentences."},
+        "question": {"type": "string", "minLength": 1},
         "reason": {"enum": ["sign_in", "human_check", "other"], "default": "other",
-                   "description": "sign_in, human_check: the user acts in the tab, which is watched for the hint "
-                                  "to go."},
-        "tabId": {"type": "integer", "description": "The tab it is about; the current tab when absent."},
-        "wait": {"type": "number", "minimum": 0, "default": 120,
-                 "description": "Seconds the prompt stays open (at most 120)."},
+                   "description": "sign_in, human_check: answered once the tab no longer shows it."},
+        "tabId": dict(_TAB),
+        "wait": {"type": "number", "minimum": 0, "default": 120, "description": "Seconds, at most 120."},
     }, ["question"])
 
 
 def _live_view_schema() -> dict[str, Any]:
     return _object({
-        "tabId": {"type": "integer", "description": "The tab to show; the current tab when absent."},
-        "control": {"type": "boolean", "description": (
-            "Whether the person may act in the tab (absent: what your policy gives; true under ask_before_act "
-            "asks the user's approval, under read_only it is refused).")},
+        "tabId": dict(_TAB),
+        "control": {"type": "boolean", "description": "The person may act (absent: as your policy says)."},
         "confirm_token": dict(_CONFIRM_TOKEN),
     }, [])
 
 
-_TASK_ID = {"type": "string", "minLength": 1, "description": "The task's id (t-...)."}
+_TASK_ID = {"type": "string", "minLength": 1}
 
 
 def _task_schema(**properties: dict[str, Any]) -> dict[str, Any]:
@@ -222,117 +221,99 @@ def _task_schema(**properties: dict[str, Any]) -> dict[str, Any]:
 
 def _task_create_schema() -> dict[str, Any]:
     return _object({
-        "goal": {"type": "string", "minLength": 1, "description": "What it is to achieve, in a sentence."},
-        "tabs": {"type": "array", "items": {"type": "integer"}, "uniqueItems": True,
-                 "description": "Your open tabs it works in (one open task per tab)."},
+        "goal": {"type": "string", "minLength": 1},
+        "tabs": {"type": "array", "items": {"type": "integer"}, "uniqueItems": True},
         "resume": {"enum": ["ask", "auto", "off"], "default": "ask",
-                   "description": "What a takeover does with a call left in flight: return its resume token (ask), "
-                                  "resume it where the rules allow (auto), or nothing (off)."},
+                   "description": "A takeover's calls in flight: tokens, resumed, or none."},
         "scope": {"enum": ["tab", "browser", "remote"], "default": "browser"},
     }, ["goal"])
 
 
-_SUMMARY = {"type": "string", "description": "Where the task stands (4 KiB; no secrets: they become [redacted])."}
-
-_TAKEOVER_DESCRIPTION = (
-    "Take over your agent's task: this session becomes its owner. Explicit and atomic (a live owner's answers "
-    "task_leased unless force; a lost race task_takeover_conflict: read it again). Returns its checkpoint (context, "
-    "not authority), its tabs (re-observed now) and in_flight: calls whose outcome is unknown (session lost "
-    "mid-execution). Look at the page before resuming one with its resume_token; never retry a write blindly.")
+_SUMMARY = {"type": "string"}
+"""Where the task stands (4 KiB; secrets become [redacted])."""
 
 _CORE = frozenset({"core"})
 _AUTOMATION = frozenset({"automation"})
 
 TOOLS: dict[str, ToolSpec] = {spec.name: spec for spec in [
     ToolSpec("browser_batch", _AUTOMATION,
-             "Run commands in order in one call: returns results, progress and a one-line summary (a few hundred "
-             "bytes per step); one call instead of a tool call per step when the steps are known. A call that "
-             "stops returns call and resume_token for browser_resume.",
+             "Run commands in order in one call when the steps are known: returns each result and a summary, a few "
+             "hundred bytes a step; a stop returns call and resume_token.",
              _container(batch_schema()), listed_schema=container_schema("batch")),
     ToolSpec("browser_parallel", _AUTOMATION,
-             "Run lists of commands concurrently, each on its own tabs: returns each sequence's results and "
-             "progress, as browser_batch.",
+             "Run lists of commands concurrently, each on its own tabs: returns each list's results as browser_batch.",
              _container(parallel_schema()), listed_schema=container_schema("parallel")),
     ToolSpec("browser_workflow", _AUTOMATION,
-             "Run one of the node's workflow files with variables: returns what browser_batch returns.",
+             "Run a workflow file of the node with its variables: returns what browser_batch returns.",
              _object({"workflow": {"type": "string", "description": "The workflow's name."},
                       "variables": {"type": "object", "description": "Values of the workflow's variables."},
                       **{k: v for k, v in _container(batch_schema())["properties"].items() if k != "commands"}},
                      ["workflow"]), listed_schema=container_schema("workflow")),
     ToolSpec("browser_resume", _CORE | _AUTOMATION,
-             "Continue a stopped call (a container's checkpoint, or a direct call held on needs_user): returns its "
-             "answer; nothing that ran ok is sent again.",
-             _resume_schema()),
-    ToolSpec("browser_navigate", _CORE, "Load a URL in a tab: returns the final url and HTTP status.",
-             _direct("navigate", confirmable=True), confirmable=True),
+             "Continue a stopped call: returns its answer; nothing that ran ok is sent again.", _resume_schema()),
+    ToolSpec("browser_navigate", _CORE, "Load a URL: returns the final url, HTTP status and the page's snapshot.",
+             _direct("navigate", confirmable=True, extra=_SNAPSHOT_AFTER), confirmable=True),
     ToolSpec("browser_snapshot", _CORE,
-             "The tab's accessibility tree as text, each element you can act on with a ref (pass it as ref to the "
-             "other tools instead of a selector): returns it up to maxChars; since=last returns only what changed.",
-             _direct("snapshot", confirmable=False), read_only=True),
-    ToolSpec("browser_click", _CORE, "Click the element a selector or ref names: returns ok and what changed (one "
-             "write).", _direct("click", confirmable=True, extra=_SNAPSHOT_AFTER), confirmable=True),
-    ToolSpec("browser_type", _CORE,
-             "Type text into an element key by key (submit: then Enter, a second write): returns ok and what "
-             "changed.", _direct("type", confirmable=True, extra=_SNAPSHOT_AFTER), confirmable=True),
+             "Read the page's accessibility tree: returns it as text, a ref on each element to act on, up to "
+             "maxChars; since=last only what changed.", _direct("snapshot", confirmable=False), read_only=True),
+    ToolSpec("browser_click", _CORE, "Click an element: returns what changed.",
+             _direct("click", confirmable=True, extra=_SNAPSHOT_AFTER), confirmable=True),
+    ToolSpec("browser_type", _CORE, "Type text key by key (submit: then Enter): returns what changed.",
+             _direct("type", confirmable=True, extra=_SNAPSHOT_AFTER), confirmable=True),
     ToolSpec("browser_fill_form", _CORE,
-             "Fill fields in order, one write per field (a hold stops at its field): returns each field's result "
-             "and what changed.", _fill_form_schema(), confirmable=True),
-    ToolSpec("browser_select", _CORE, "Choose options of a <select> by value or label: returns those selected.",
+             "Set fields in order, one write each: value fills text, values chooses a select's options, checked "
+             "(true/false) a checkbox or radio. Returns what changed.", _fill_form_schema(), confirmable=True),
+    ToolSpec("browser_select", _CORE, "Choose a select's options by value or label: returns what changed.",
              _direct("select", confirmable=True, extra=_SNAPSHOT_AFTER), confirmable=True),
-    ToolSpec("browser_press", _CORE, "Press a key or chord (Enter, Control+A) on an element or the page: returns ok.",
+    ToolSpec("browser_press", _CORE, "Press a key or chord (Enter, Control+A): returns what changed.",
              _direct("press", confirmable=True, extra=_SNAPSHOT_AFTER), confirmable=True),
-    ToolSpec("browser_page_text", _CORE,
-             "Read the visible text of the page or an element: returns it, up to maxChars (the costly read).",
+    ToolSpec("browser_page_text", _CORE, "The visible text of the page or an element: returns it (costly).",
              _direct("pageText", confirmable=False), read_only=True),
     ToolSpec("browser_find", _CORE, "Find elements by selector or visible text: returns up to limit matches.",
              _direct("find", confirmable=False), read_only=True),
-    ToolSpec("browser_screenshot", _CORE,
-             "Screenshot the viewport, full page or an element: returns a PNG image (costly; prefer text).",
+    ToolSpec("browser_screenshot", _CORE, "Screenshot the viewport, page or an element: returns a PNG (costly).",
              _direct("screenshot", confirmable=False), read_only=True),
     ToolSpec("browser_tabs", _CORE,
-             "List, open, select, close or take over tabs: returns the tabs or the tab acted on. A tab you open is "
-             "yours and current; a user's tab needs a takeover before you write to it.",
-             _tabs_schema(), confirmable=True),
+             "List, open (at a url: returns its snapshot), select, close or take over tabs: one you open is yours "
+             "and current.", _tabs_schema(), confirmable=True),
     ToolSpec("browser_sessions", _CORE,
              "List or close your browser sessions (each its own cookies, storage and tabs): returns them.",
              _sessions_schema()),
     ToolSpec("browser_ask_user", _CORE,
-             "Ask the user what only a person can do or decide (sign in, a human check, a choice): returns the "
-             "answer; waits for it.", _ask_user_schema(), read_only=True),
+             "Ask the user what only a person can do or decide (sign in, a human check): waits, returns the answer.",
+             _ask_user_schema(), read_only=True),
     ToolSpec("browser_site_tools", _CORE,
-             "List the tools the page declares (WebMCP; the page's, not MCP tools): returns name, description, input "
-             "schema and frame of each; call one with browser_call_site_tool.",
+             "The tools the page declares (WebMCP; the page's, not MCP tools): returns their names, descriptions and "
+             "input schemas.",
              _direct("siteTools", confirmable=False), read_only=True),
     ToolSpec("browser_call_site_tool", _CORE,
-             "Call a tool the page declares by its name, with input its schema accepts (else invalid_input, nothing "
-             "runs): returns its last output, followed by the node across pages. An unknown outcome (the page "
-             "navigated mid-execution, a continuation expired, it threw or timed out) may have taken effect: look "
-             "first, never blindly call again.",
-             _direct("callSiteTool", confirmable=True, extra={"name": _described(
-                 "callSiteTool", "name", "The tool's name, as browser_site_tools lists it.")}), confirmable=True),
+             "Call a tool browser_site_tools lists by its name, with input its schema accepts (else invalid_input, "
+             "nothing runs): returns its last output, followed by the node across pages. An unknown outcome "
+             "(navigated mid-execution, continuation expired) may have acted: look first, never blindly call again.",
+             _direct("callSiteTool", confirmable=True), confirmable=True),
     ToolSpec("browser_live_view", _CORE,
-             "A Live View link (5 minutes, one person) for the user to see and act in a tab (sign in, a human "
-             "check): returns url and control. Show it, then wait with browser_ask_user; meanwhile your writes to "
-             "the tab answer tab_claimed.",
+             "A Live View link (5 minutes) for the user to see and act in a tab: returns url; show it, then wait "
+             "with browser_ask_user.",
              _live_view_schema(), confirmable=True),  # not read-only: a link that acts lets a person write
     ToolSpec("browser_task_create", _CORE,
-             "Start a task (a goal in some of your tabs) this session owns: returns the task. Other sessions of your "
-             "agent follow (they read, their writes answer task_leased); a lost session's task goes on with an "
-             "explicit browser_task_takeover. Checkpoint it as you go, complete it when done.",
+             "Start a task this session owns (a goal in your tabs): returns it. Your agent's other sessions follow "
+             "(read only) until an explicit browser_task_takeover. Checkpoint as you go, complete when done.",
              _task_create_schema()),
     ToolSpec("browser_task_get", _CORE,
-             "Read a task (without taskId: your agent's tasks): returns goal, tabs, lease, checkpoint and state "
-             "(owner, follower: read only, expired: take it over, completed, revoked).",
+             "Read a task (no taskId: your agent's): returns goal, tabs, lease, checkpoint and state (owner, follower: "
+             "read only, expired: take it over, completed, revoked).",
              _object({"taskId": dict(_TASK_ID)}, []), read_only=True),
     ToolSpec("browser_task_checkpoint", _CORE,
-             "Owner: record the task's progress with your summary, and the page re-observed: what a taker reads.",
+             "Owner: record the task's progress, with the page re-observed: returns the task.",
              _task_schema(summary=dict(_SUMMARY))),
     ToolSpec("browser_task_complete", _CORE,
-             "Owner: complete the task with a final summary; its lease ends and its tabs are free.",
-             _task_schema(summary=dict(_SUMMARY))),
-    ToolSpec("browser_task_takeover", _CORE, _TAKEOVER_DESCRIPTION,
-             _task_schema(force={"type": "boolean", "default": False,
-                                 "description": "Take it from a live owner (only when you know it is gone)."},
+             "Owner: complete the task; its lease ends: returns it.", _task_schema(summary=dict(_SUMMARY))),
+    ToolSpec("browser_task_takeover", _CORE,
+             "Take over your agent's task, explicit and atomic (a live owner's answers task_leased unless force): "
+             "returns its checkpoint (context, not authority), its tabs re-observed and in_flight calls of unknown "
+             "outcome (session lost mid-execution): look before resuming one with its resume_token; never retry a "
+             "write blindly.",
+             _task_schema(force={"type": "boolean", "default": False},
                           confirm_token=dict(_CONFIRM_TOKEN)), confirmable=True),
 ]}
 """Every tool, by name."""

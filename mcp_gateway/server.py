@@ -193,8 +193,8 @@ class Gateway:
             named = "/".join([*(str(p) for p in problem.path), key])
             return error("unknown_parameter", f"{where + ': ' if where else ''}{unknown_parameter(name, key, known)}",
                          param=named)
-        if problem.validator == "anyOf":  # the schema says what it needs: "needs selector or text"
-            rule = problem.schema.get("description") or "matches none of the schema's choices"
+        if problem.validator in ("anyOf", "oneOf", "not"):  # the schema says what it needs: "needs selector or text"
+            rule = problem.schema.get("description") or without_value(problem)[1]
         else:  # never the value itself, which may be a typed value
             rule = without_value(problem)[1] if problem.validator != "required" else problem.message
         return error("invalid_parameter", f"{name}: {where + ': ' if where else ''}{rule}", param=where or None)

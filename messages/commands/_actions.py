@@ -222,10 +222,10 @@ class Snapshot(Command):
     depth: int | None = _param("Deepest level of the tree shown.", None, minimum=1, maximum=1000)
     max_chars: int = _param("Longest text returned, cut at an element boundary.", 20000, minimum=200,
                             maximum=MAX_SNAPSHOT_CHARS)
-    offset: int = _param("Elements (lines) to skip first: where a cut snapshot says to go on.", 0, minimum=0,
+    offset: int = _param("Lines to skip first (a cut snapshot says where to go on).", 0, minimum=0,
                          maximum=10_000_000)
-    interactive: Flag = _param("Only the elements one can act on, with their headings and landmarks.", False)
-    boxes: Flag = _param("Add each element's box [box=x,y,width,height] (viewport CSS pixels).", False)
+    interactive: Flag = _param("Only elements one can act on, with their headings and landmarks.", False)
+    boxes: Flag = _param("Add each element's [box=x,y,width,height] (CSS pixels).", False)
     since: Literal["last"] | None = _param('"last": only what changed since this session\'s last snapshot of this '
                                            "tab.", None)
 
@@ -475,8 +475,8 @@ class CallSiteTool(Command):
 
     action = "callSiteTool"
     name: str = _param("The tool's name, as siteTools lists it.", max_length=MAX_NAME, pattern=SITE_TOOL_NAME)
-    input: JsonObject | None = _param("The tool's input: an object its input schema accepts ({} when absent; a "
-                                      "typed value: redacted everywhere).", None, secret=True, max_length=MAX_TEXT)
+    input: JsonObject | None = _param("An object the tool's input schema accepts ({} when absent; a typed "
+                                      "value: redacted everywhere).", None, secret=True, max_length=MAX_TEXT)
 
 
 ACTION_CLASSES: tuple[type[Command], ...] = (

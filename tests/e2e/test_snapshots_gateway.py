@@ -43,3 +43,21 @@ async def test_browser_snapshot_gives_refs_and_a_click_by_ref_answers_the_diff(p
         assert site.wait_for_count("POST /clicks/hit", 2) == 2
     time.sleep(0.3)
     assert site.count("POST /clicks/hit") == 2
+
+
+async def test_a_navigation_answers_the_page_it_arrives_on_whose_refs_act(plain: Served, site: TestSite) -> None:
+    tab = open_tab(plain, site.url("/form"))
+    async with over_http(plain) as session:
+        result = await session.call_tool("browser_navigate", {"tabId": tab, "url": site.url("/clicks")})
+        assert "\nsnapshot:\n" in result.content[0].text  # type: ignore[union-attr]
+        went = await call(session, "browser_navigate", {"tabId": tab, "url": site.url("/clicks")})
+        assert went["page"]["documentChanged"] is True and "truncated" not in went["page"]
+        hit = ref_of(went["page"]["snapshot"], "Hit the server")
+        assert (await call(session, "browser_click", {"tabId": tab, "ref": hit}))["status"] == "ok"
+        assert site.wait_for_count("POST /clicks/hit") == 1
+        quiet = await call(session, "browser_navigate", {"tabId": tab, "url": site.url("/clicks"), "snapshot": "none"})
+        assert quiet["status"] == "ok" and "page" not in quiet
+        stale = await call(session, "browser_click", {"tabId": tab, "ref": hit})  # a ref of the left document
+        assert stale["code"] == "stale_ref"
+    time.sleep(0.3)
+    assert site.count("POST /clicks/hit") == 1

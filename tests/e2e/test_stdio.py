@@ -44,9 +44,10 @@ async def test_the_tool_list_shows_only_the_enabled_groups_with_input_schemas_fr
         tools = {tool.name: tool for tool in (await session.list_tools()).tools}
         assert set(tools) == CORE | AUTOMATION
         batch = tools["browser_batch"].input_schema  # short: the whole grammar is the resource
-        assert batch["properties"]["commands"]["items"] == {"$ref": "#/$defs/command"}
-        assert set(batch["$defs"]["command"]["properties"]["action"]["enum"]) == set(ACTIONS)
-        assert "kitsune://schema" in batch["$defs"]["command"]["description"]
+        commands = batch["properties"]["commands"]
+        assert commands["items"] == {"type": "object"}
+        assert all(f" {action}(" in commands["description"] for action in ACTIONS)  # every action, with its parameters
+        assert "kitsune://schema" in commands["description"]
 
 
 async def test_a_bad_batch_is_the_bridge_s_refusal_naming_the_command_with_nothing_sent(
@@ -130,7 +131,7 @@ async def test_type_with_submit_held_at_its_enter_presses_enter_alone_with_the_e
         assert site.count("POST /form") == 0
         done = await call(session, "browser_type", {**arguments, "confirm_token": enter["state"]["confirm_token"]})
         assert done["status"] == "ok", done
-        assert [s["action"] for s in done["steps"]] == ["type", "press"]
+        assert "steps" not in done  # both requests ok: the page's diff says what they did
     assert site.wait_for_count("POST /form") == 1
     assert site.last_form["name"] == ["Ada"]  # typed once
 

@@ -15,7 +15,7 @@ from mcp_gateway import _pages, _progress
 from mcp_gateway._bridge import Bridge
 from mcp_gateway._caller import Caller
 from mcp_gateway._checkpoints import Continuations, DirectCheckpoint, DirectCheckpoints
-from mcp_gateway._direct import DirectCalls
+from mcp_gateway._direct import DirectCalls, _describe
 from mcp_gateway._handshake import tools_result
 from mcp_gateway._pages import PAGE_STATE_CHECKS
 from mcp_gateway._results import to_call_tool_result
@@ -298,7 +298,7 @@ async def test_a_resume_restarts_a_multi_request_tool_at_its_held_request() -> N
     checkpoint = gateway.checkpoints.find("a", 2)
     assert checkpoint is not None and checkpoint.step == 1 and "confirm_token" not in repr(checkpoint)
     done = await gateway.call(caller, "browser_resume", {"call": 2, "resume_token": stopped["resume_token"]})
-    assert done["status"] == "ok" and [s["call"] for s in done["steps"]] == [1, 4]
+    assert (done["status"], done["call"]) == ("ok", 4) and "steps" not in done  # all ok: no step echoes a field
     assert [body["command"]["selector"] for body in bridge.acts()] == ["#a", "#b", "#b", "#b"]
     assert gateway.checkpoints.find("a", 2) is None
 
@@ -381,11 +381,19 @@ def test_a_refused_argument_names_the_key_and_the_one_the_tool_takes() -> None:
 
 def test_the_tool_list_is_short_and_every_direct_tool_is_still_checked_against_its_whole_schema() -> None:
     listed = tools_result(frozenset({"core", "automation"}))
-    assert len(json.dumps(listed, separators=(",", ":")).encode()) <= 19_000  # Playwright MCP 0.0.86: 21,266
+    assert len(json.dumps(listed, separators=(",", ":")).encode()) <= 12_000  # Playwright MCP 0.0.86: 21,266
+    assert '"additionalProperties":false' not in json.dumps(listed, separators=(",", ":"))
     click = next(t for t in listed["tools"] if t["name"] == "browser_click")["inputSchema"]
     assert "maximum" not in click["properties"]["clickCount"]  # listed short ...
-    refused = Gateway(frozenset({"core"}))._invalid("browser_click", {"selector": "#a", "clickCount": 9})
+    gateway = Gateway(frozenset({"core"}))
+    refused = gateway._invalid("browser_click", {"selector": "#a", "clickCount": 9})
     assert refused is not None and refused["state"] == {"param": "clickCount"}  # ... checked whole
+    field = {"ref": "t1d1e2", "value": "a", "zzz": 1}
+    closed: list[tuple[str, dict[str, Any]]] = [("browser_click", {"ref": "t1d1e2", "zzz": 1}),  # listed open
+                                                ("browser_fill_form", {"fields": [field]})]
+    for tool, arguments in closed:
+        unknown = gateway._invalid(tool, arguments)
+        assert unknown is not None and unknown["code"] == "unknown_parameter" and "'zzz'" in unknown["error"]
 
 
 def test_the_last_tab_a_call_opened_becomes_current() -> None:
@@ -418,3 +426,85 @@ async def test_a_direct_write_answers_what_changed_after_it_unless_told_not_to()
     assert filled["page"]["diff"] == diff["diff"] and len(bridge.snapshots) == 2
     both = await gateway.call(Caller("a", bridge), "browser_click", {"tabId": 3, "ref": "t3d1e7", "selector": "#a"})
     assert both["code"] == "invalid_parameter" and len(bridge.acts()) == 3
+
+
+_ARRIVED = {"ok": True, "status": "ok", "url": "https://a.test/", "document": "t4d1", "documentChanged": True,
+            "snapshot": '- heading "Shop" [level=1] [ref=t4d1e2]', "truncated": False}
+"""A ``snapshot {since: "last"}`` of a document the session has not read: the whole snapshot."""
+
+
+async def test_a_navigation_and_a_tab_opened_at_a_url_answer_the_page_they_arrive_on_unless_told_not_to() -> None:
+    bridge = ScriptedBridge({"POST /api/act": [_ok(1), _ok(2)], "snapshot": _ARRIVED,
+                             "POST /api/tabs": {"ok": True, "status": "ok", "call": 3, "tabId": 4}})
+    gateway = Gateway(frozenset({"core"}))
+    caller = Caller("a", bridge)
+    went = await gateway.call(caller, "browser_navigate", {"url": "https://a.test/", "tabId": 4})
+    assert went["page"] == {k: v for k, v in _ARRIVED.items() if k in ("document", "documentChanged", "snapshot")}
+    assert bridge.snapshots == [{"action": "snapshot", "since": "last", "maxChars": 4000, "tabId": 4}]
+    opened = await gateway.call(caller, "browser_tabs", {"op": "new", "url": "https://a.test/"})
+    assert opened["tabId"] == 4 and opened["page"]["snapshot"] == _ARRIVED["snapshot"]
+    assert bridge.snapshots[1] == {"action": "snapshot", "since": "last", "maxChars": 4000, "tabId": 4}
+    quiet = [await gateway.call(caller, "browser_navigate", {"url": "https://a.test/", "snapshot": "none"}),
+             await gateway.call(caller, "browser_tabs", {"op": "new", "url": "https://a.test/", "snapshot": "none"}),
+             await gateway.call(caller, "browser_tabs", {"op": "new"})]  # about:blank: nothing to show
+    assert [("page" in answer, answer["status"]) for answer in quiet] == [(False, "ok")] * 3
+    assert len(bridge.snapshots) == 2 and len(bridge.acts()) == 2
+
+
+async def test_a_form_fills_selects_and_checks_each_field_in_one_request_and_answers_no_echo_of_them() -> None:
+    diff = {"ok": True, "status": "ok", "diff": '~ - checkbox "Terms" [checked] [ref=t3d1e9]', "document": "t3d1"}
+    bridge = ScriptedBridge({"POST /api/act": [_ok(1), {**_ok(2), "selected": ["jp"]}, {**_ok(3), "checked": True},
+                                               {**_ok(4), "checked": False}], "snapshot": diff})
+    fields = [{"ref": "t3d1e5", "value": "Ada"}, {"ref": "t3d1e7", "values": ["Japan"]},
+              {"selector": "#terms", "checked": True}, {"ref": "t3d1e11", "checked": False}]
+    filled = await Gateway(frozenset({"core"})).call(Caller("a", bridge), "browser_fill_form",
+                                                     {"tabId": 3, "fields": fields})
+    assert [body["command"] for body in bridge.acts()] == [
+        {"action": "fill", "ref": "t3d1e5", "value": "Ada", "tabId": 3},
+        {"action": "select", "ref": "t3d1e7", "values": ["Japan"], "tabId": 3},
+        {"action": "check", "selector": "#terms", "checked": True, "tabId": 3},
+        {"action": "check", "ref": "t3d1e11", "checked": False, "tabId": 3}]
+    assert filled == {"ok": True, "status": "ok", "call": 4, "page": {"diff": diff["diff"], "document": "t3d1"}}
+    said = [_describe(body["command"]) for body in bridge.acts()[1:]]  # as an approval prompt names each
+    assert said == ["select (ref 't3d1e7'; values Japan)", "check (selector '#terms')", "uncheck (ref 't3d1e11')"]
+
+
+@pytest.mark.parametrize(("field", "param", "said"), [
+    ({"ref": "t3d1e9", "checked": "yes"}, "fields/1/checked", "type boolean"),
+    ({"ref": "t3d1e5", "value": True}, "fields/1/value", "type string"),
+    ({"ref": "t3d1e7", "values": "Japan"}, "fields/1/values", "type array"),
+    ({"ref": "t3d1e9", "value": "x", "checked": True}, "fields/1", "a field takes one of value, values, checked"),
+    ({"ref": "t3d1e9"}, "fields/1", "a field takes one of value, values, checked"),
+    ({"ref": "t3d1e9", "selector": "#a", "checked": True}, "fields/1", "selector or ref, not both"),
+    ({"ref": "t3d1e7", "option": "Japan"}, "fields/1/option", "unknown parameter 'option'; browser_fill_form takes "
+                                                             "'values'"),
+])
+async def test_a_form_field_of_the_wrong_shape_is_refused_naming_it_with_nothing_sent(
+        field: dict[str, Any], param: str, said: str) -> None:
+    bridge = ScriptedBridge({"POST /api/act": _ok(1)})
+    refused = await Gateway(frozenset({"core"})).call(Caller("a", bridge), "browser_fill_form", {
+        "tabId": 3, "fields": [{"ref": "t3d1e5", "value": "Ada"}, field]})
+    assert refused["code"] in ("invalid_parameter", "unknown_parameter") and refused["state"] == {"param": param}
+    assert said in refused["error"] and bridge.acts() == []
+
+
+async def test_a_field_its_element_refuses_stops_the_form_there_saying_which_fields_ran() -> None:
+    wrong = {"error": "select: 't3d1e9' is not a <select>; nothing was sent", "code": "wrong_element",
+             "retryable": False, "status": "failed", "call": 2}
+    bridge = ScriptedBridge({"POST /api/act": [_ok(1), wrong, _ok(3)]})
+    stopped = await Gateway(frozenset({"core"})).call(Caller("a", bridge), "browser_fill_form", {"tabId": 3, "fields": [
+        {"ref": "t3d1e5", "value": "Ada"}, {"ref": "t3d1e9", "values": ["Japan"]}, {"ref": "t3d1e11", "value": "b"}]})
+    assert stopped["code"] == "wrong_element" and "page" not in stopped and len(bridge.acts()) == 2
+    assert stopped["steps"] == [{"action": "fill", "status": "ok", "call": 1},
+                                {"action": "select", "status": "failed", "call": 2}]
+
+
+async def test_a_page_cut_past_its_bound_says_so_and_where_to_read_on() -> None:
+    cut = {**_ARRIVED, "snapshot": '- heading "Shop" [level=1] [ref=t4d1e2]\n# cut at line 1 of 90: snapshot with '
+           "offset=1 for the rest, or narrow it (selector, ref, interactive, depth)", "truncated": True,
+           "nextOffset": 1, "lines": 90}
+    bridge = ScriptedBridge({"POST /api/act": [_ok(1)], "snapshot": cut})
+    went = await Gateway(frozenset({"core"})).call(Caller("a", bridge), "browser_navigate",
+                                                   {"url": "https://a.test/", "tabId": 4})
+    assert (went["page"]["truncated"], went["page"]["nextOffset"]) == (True, 1)
+    assert "snapshot with offset=1 for the rest" in went["page"]["snapshot"]

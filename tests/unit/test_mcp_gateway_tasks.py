@@ -81,12 +81,12 @@ def test_the_task_tools_are_core_tools_and_the_takeover_takes_a_confirm_token() 
 
 
 def test_the_descriptions_teach_owner_followers_explicit_takeover_and_unknown_calls() -> None:
-    assert "Other sessions of your agent follow" in TOOLS["browser_task_create"].description
+    assert "other sessions follow (read only)" in TOOLS["browser_task_create"].description
     assert "explicit browser_task_takeover" in TOOLS["browser_task_create"].description
     for words in ("owner", "follower", "expired", "completed", "revoked"):
         assert words in TOOLS["browser_task_get"].description, words
     takeover = TOOLS["browser_task_takeover"].description
-    for words in ("Explicit and atomic", "task_leased unless force", "tabs (re-observed now", "in_flight",
+    for words in ("explicit and atomic", "task_leased unless force", "tabs re-observed", "in_flight",
                   "session lost mid-execution", "resume_token", "never retry a write blindly",
                   "context, not authority"):
         assert words in takeover, words
