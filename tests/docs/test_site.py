@@ -1,10 +1,12 @@
 """The documentation site builds in strict mode (a broken link or anchor, or a page missing from the
 navigation, fails the run), and its reference, generated at build time, holds every action with its
-parameters and every error code with its HTTP status."""
+parameters and every error code with its HTTP status. Every file of the repository the docs and the
+README name is there."""
 
 from __future__ import annotations
 
 import os
+import re
 import subprocess
 import sys
 from collections.abc import Iterator
@@ -81,3 +83,11 @@ def test_every_action_and_its_parameters_are_in_the_reference(site: Path) -> Non
     named = {row[0] for row in page.rows if row}
     assert set(ACTIONS) <= set(page.ids)
     assert {param.json_name for cls in ACTIONS.values() for param in parameters(cls)} <= named
+
+
+def test_every_repository_path_the_docs_and_the_readme_name_is_there() -> None:
+    folders = {path.name for path in ROOT.iterdir() if path.is_dir() and not path.name.startswith(".")}
+    texts = [ROOT / "README.md", *sorted((ROOT / "docs").rglob("*.md"))]
+    named = {(text.relative_to(ROOT), path) for text in texts
+             for path in re.findall(r"`([\w.-]+/[\w./-]*)`", text.read_text()) if path.split("/")[0] in folders}
+    assert {(text, path) for text, path in named if not (ROOT / path).exists()} == set()
