@@ -6,7 +6,7 @@ import ast
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
-PACKAGES = ("messages", "core", "actors", "bridge", "mcp_gateway", "kitsune")
+PACKAGES = ("messages", "core", "actors", "driver", "bridge", "mcp_gateway", "kitsune")
 MODULE_LINES = 500
 FUNCTION_LINES = 60
 

@@ -11,7 +11,7 @@ import pytest
 from messages.errors import ERROR_CODES, UNKNOWN_CODE_STATUS, KitsuneError
 
 ROOT = Path(__file__).resolve().parents[2]
-LAYERS = ("messages", "core", "actors", "bridge", "mcp_gateway", "kitsune")
+LAYERS = ("messages", "core", "actors", "driver", "bridge", "mcp_gateway", "kitsune")
 _STRINGS = r'(?:[rbf]{0,2}"(?:[^"\\\n]|\\.)*"\s*)+'
 _CODE = r'"([a-z][a-z0-9_]*)"'
 CODE_LITERALS = [
