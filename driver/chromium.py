@@ -34,10 +34,11 @@ from driver.page_js import NEEDS_USER
 from driver.proxy import Endpoint
 from driver.quotas import Quotas
 from driver.reads import evaluate_settled
+from driver.refs import RefBook
 from driver.run import Action, Caller, Run
 from driver.sessions import Session, Sessions
 from driver.site_tools import SiteTools
-from driver.snapshots import RefBook, resolve_ref
+from driver.snapshots import resolve_ref
 from driver.tabs import TabRegistry
 from messages.commands import (
     BLOCKS,

@@ -23,7 +23,7 @@ from driver.site_tools.runtime import SiteTools
 from driver.tabs import TabRegistry
 
 if TYPE_CHECKING:
-    from driver.snapshots import RefBook
+    from driver.refs import RefBook
 
 __all__ = ["Action", "Caller", "Result", "Run"]
 

@@ -1,9 +1,8 @@
 """``snapshot`` and refs: the tab's accessibility tree (Playwright's ai mode) and the refs it gives, bound to
 the document, the tab and the session that took it.
 
-A :class:`RefBook` keeps, per tab and per session (agent, ``X-Kitsune-Session``), the document its refs
-belong to (the document's own nonce, which the site-tools init script gives every document) and a tag
-unique to that tab, session and document (``t3d2``). A command that names a ref is resolved here before
+The :class:`~driver.refs.RefBook` keeps the refs each session holds on each tab, tagged with the document
+they belong to (``t3d2``). A command that names a ref is resolved here before
 anything is sent: a ref of another tag (an earlier document, another tab, another session) or of a
 document that is gone answers ``stale_ref`` with nothing sent. Playwright's ``aria-ref=`` locator resolves
 only against the last snapshot of that document's frame, so after a navigation it finds nothing until a
@@ -12,9 +11,7 @@ snapshot of the new document, which makes a new tag first: a ref is never resolv
 
 from __future__ import annotations
 
-import itertools
 import re
-from dataclasses import dataclass, field
 from typing import Any, cast
 
 from playwright.async_api import Error as PlaywrightError
@@ -22,15 +19,13 @@ from playwright.async_api import Locator, Page
 
 from driver.errors import Stop
 from driver.page_js import HEADINGS
+from driver.refs import Issued
 from driver.run import Result, Run
 from driver.snapshot_text import Line, cut, plain
 from driver.snapshot_tree import Element, diff, interactive, parse, render
 from messages.commands import Snapshot
 
-__all__ = ["DOCUMENT", "Owner", "RefBook", "describe", "resolve_ref", "snapshot", "take"]
-
-Owner = tuple[str | None, str | None]
-"""Whose refs: (agent, agent's session)."""
+__all__ = ["DOCUMENT", "describe", "resolve_ref", "snapshot", "take"]
 
 DOCUMENT = ("() => globalThis[Symbol.for('kitsune.siteTools')]?.doc ?? (globalThis[Symbol.for('kitsune.doc')] ??="
             " Math.random().toString(36).slice(2) + Date.now().toString(36))")
@@ -42,45 +37,6 @@ _STATE = (f"() => [({DOCUMENT})(),"
 _NOT_IN_OUTLINE = re.compile(r" \[(?:ref|active)[^\]]*\]")
 _MAX_FRAMES = 50
 """Frames whose documents and password fields are read (the snapshot includes every frame Playwright reaches)."""
-
-
-@dataclass(slots=True)
-class _Issued:
-    """The refs a session holds on a tab: the document they belong to, their tag, the last snapshot's tree."""
-
-    document: str
-    tag: str
-    frames: tuple[str, ...] = ()
-    """The documents of the page's frames when the refs were issued: a frame's ref (``f1e3``) is stale once
-    they changed (a frame's new document numbers its elements again)."""
-    tree: list[Element] = field(default_factory=list)
-
-
-class RefBook:
-    """The refs each session holds on each tab (used on the loop only)."""
-
-    def __init__(self) -> None:
-        self._issued: dict[tuple[int, Owner], _Issued] = {}
-        self._counters: dict[int, itertools.count[int]] = {}
-
-    def issue(self, tab: int, owner: Owner, document: str, frames: tuple[str, ...]) -> tuple[_Issued, bool]:
-        """The refs of ``owner`` on ``tab`` for ``document`` and its frames' documents (a new tag when one of
-        them changed), and whether they are the same as the last snapshot's."""
-        issued = self._issued.get((tab, owner))
-        if issued is not None and (issued.document, issued.frames) == (document, frames):
-            return issued, True
-        counter = self._counters.setdefault(tab, itertools.count(1))
-        issued = self._issued[(tab, owner)] = _Issued(document, f"t{tab}d{next(counter)}", frames)
-        return issued, False
-
-    def current(self, tab: int, owner: Owner) -> _Issued | None:
-        return self._issued.get((tab, owner))
-
-    def forget(self, tab: int) -> None:
-        """A tab closed: its refs go."""
-        for key in [key for key in self._issued if key[0] == tab]:
-            del self._issued[key]
-        self._counters.pop(tab, None)
 
 
 def _stale(ref: str, why: str, tab: int) -> Stop:
@@ -135,7 +91,7 @@ async def describe(page: Page, lines: int = 40) -> dict[str, list[str]]:
     return {"headings": [str(text) for text in found] if isinstance(found, list) else [], "outline": outline[:lines]}
 
 
-async def take(run: Run, command: Snapshot) -> tuple[list[Element], _Issued, bool]:
+async def take(run: Run, command: Snapshot) -> tuple[list[Element], Issued, bool]:
     """The snapshot's tree (refs tagged, password values hidden), its refs' record, and whether its document
     is the one of this session's last snapshot of the tab."""
     document = await run.within(run.page.main_frame.evaluate(DOCUMENT))

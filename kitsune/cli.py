@@ -92,7 +92,7 @@ def main(argv: list[str] | None = None) -> int:
         from kitsune.provision import run as run_provision  # noqa: PLC0415 (loaded by the command that runs it)
         return run_provision(args)
     if args.command == "mcp":
-        from mcp_gateway._handshake import run  # noqa: PLC0415 (loaded by the command that runs it)
+        from mcp_gateway.command import run  # noqa: PLC0415 (loaded by the command that runs it)
         return run(bridge=args.bridge, token_file=args.token_file, config=args.config, nats_url=args.nats_url)
     _parser().print_help()
     return 0

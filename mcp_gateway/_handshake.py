@@ -5,7 +5,8 @@ servers waits for each one's ``initialize`` and first ``tools/list``. So ``kitsu
 with a :class:`Front` that needs only the standard library and the tool table: a thread reads
 stdin's newline-delimited JSON-RPC and answers ``initialize`` (the version negotiated as the SDK's
 server does) and, once it answered that, ``tools/list``; meanwhile the bridge's groups are
-resolved and the SDK and the gateway load (``mcp_gateway.stdio``). Every other line waits.
+resolved and the SDK and the gateway load (``mcp_gateway.stdio``, started by ``mcp_gateway.command``).
+Every other line waits.
 
 The hand-over: the gateway's SDK server reads the front's lines in order, first the ``initialize``
 the front answered (its answer is dropped: the client has it) and whatever followed except the
@@ -19,8 +20,6 @@ import json
 import os
 import queue
 import secrets
-import signal
-import sys
 import threading
 import urllib.error
 import urllib.request
@@ -28,12 +27,11 @@ from importlib.metadata import version
 from pathlib import Path
 from typing import Any, BinaryIO
 
-from mcp_gateway._embedded import EmbeddedBridge
 from mcp_gateway._listing import SCHEMA_URI
 from mcp_gateway._tools import TOOLS, ToolSpec, enabled_tools
 
 __all__ = ["GROUPS", "HANDSHAKE_VERSIONS", "INSTRUCTIONS", "Front", "TokenRefused", "bridge_caps", "bridge_tasks",
-           "caps_from_env", "initialize_result", "instructions", "new_session", "read_token", "resources_result", "run",
+           "caps_from_env", "initialize_result", "instructions", "new_session", "read_token", "resources_result",
            "tools_result"]
 
 GROUPS = frozenset({"core", "automation"})
@@ -305,58 +303,3 @@ def _claimed(fd: int, diversion: int) -> int:
     os.dup2(diversion, fd)
     os.close(diversion)
     return private
-
-
-def run(*, bridge: str | None, token_file: str | None, config: str | None, nats_url: str | None) -> int:
-    """``kitsune mcp``: the front first, then the bridge's groups, then the gateway; the exit status."""
-    try:
-        caps = caps_from_env(GROUPS)
-        token = read_token(token_file) if bridge else ""
-    except (OSError, ValueError) as e:
-        print(f"kitsune mcp: {e}", file=sys.stderr)
-        return 1
-    session = new_session()
-    front = Front.on_stdio(tasks_pending=bool(bridge))  # an embedded bridge has not started: no tasks to name
-    front.start()
-    embedded = None if bridge else EmbeddedBridge(config=config, nats_url=nats_url)
-    try:
-        if embedded is not None:
-            embedded.launch()  # NATS and Chromium start while the front answers and the SDK loads
-        listed = None
-        if bridge:
-            front.know_tasks(bridge_tasks(bridge, token, session))
-            try:
-                listed, problem = bridge_caps(bridge, token, session)
-            except TokenRefused as refused:  # no call of this process could ever pass: said, and it ends
-                print(f"kitsune mcp: {refused}", file=sys.stderr, flush=True)
-                return 1
-            if problem is not None:  # said at start (MCP clients show standard error); calls answer bridge_unavailable
-                print(f"kitsune mcp: {problem}; tools answer bridge_unavailable until it does", file=sys.stderr,
-                      flush=True)
-            front.know_caps(caps if listed is None else caps & listed)
-            known = None  # the gateway asks the bridge again once what it heard here is 30 s old
-        else:
-            known = _configured_caps(config)
-            if known is None:
-                return 1
-            front.know_caps(caps & known)
-        from mcp_gateway.stdio import serve  # noqa: PLC0415 (the SDK: loaded while the front answers)
-        return serve(front, caps=caps, known=known, bridge=bridge, token=token, embedded=embedded, listed=listed,
-                     session=session)
-    finally:
-        if embedded is not None:
-            signal.signal(signal.SIGTERM, signal.SIG_IGN)  # stopping the bridge is not to be cut short
-            embedded.stop()
-
-
-def _configured_caps(config: str | None) -> frozenset[str] | None:
-    """The embedded bridge's groups from its configuration; None (said on standard error) when it is invalid."""
-    from bridge.config import load_config  # noqa: PLC0415 (after the front started: it takes 0.4 s)
-    from messages.errors import KitsuneError  # noqa: PLC0415 (with it)
-    try:
-        return load_config(Path(config) if config else None).caps
-    except (OSError, ValueError) as e:
-        print(f"kitsune mcp: {e}", file=sys.stderr)
-    except KitsuneError as e:
-        print(f"kitsune mcp: {e.message}", file=sys.stderr)
-    return None

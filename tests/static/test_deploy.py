@@ -9,6 +9,7 @@ import json
 import re
 import shlex
 import subprocess
+import tomllib
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
@@ -126,6 +127,13 @@ def test_the_image_serves_on_all_addresses_with_its_config_and_checks_healthz_on
     copied = {destination: source for source, destination in
               (copy.split() for copy in _instructions("COPY") if len(copy.split()) == 2)}
     assert copied[args.config] == "deploy/kitsune.yaml"
+
+
+def test_the_image_copies_every_package_the_distribution_ships() -> None:
+    shipped = {pattern.rstrip("*") for pattern in tomllib.loads((ROOT / "pyproject.toml").read_text())[
+        "tool"]["setuptools"]["packages"]["find"]["include"]}
+    sources = {source.rstrip("/") for copy in _instructions("COPY") for source in copy.split()[:-1]}
+    assert shipped and shipped <= sources
 
 
 def test_the_build_context_keeps_what_the_image_copies() -> None:
