@@ -1,4 +1,4 @@
-"""The README's screenshots are there, as ``scripts/screenshots`` makes them: PNGs of a 1280x800 viewport, small."""
+"""The docs' screenshots are there, as ``scripts/screenshots`` makes them: PNGs of a 1280x800 viewport, small."""
 
 from __future__ import annotations
 
@@ -16,7 +16,7 @@ PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"
 
 @pytest.mark.parametrize("name", SCREENSHOTS)
 def test_each_screenshot_is_a_small_1280x800_png(name: str) -> None:
-    data = (ROOT / "docs" / name).read_bytes()
+    data = (ROOT / "docs" / "img" / name).read_bytes()
     assert data[:8] == PNG_SIGNATURE and data[12:16] == b"IHDR"
     assert struct.unpack(">II", data[16:24]) == (1280, 800)
     assert len(data) <= MAX_BYTES
