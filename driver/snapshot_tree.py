@@ -49,6 +49,8 @@ _WRAPPERS = frozenset({"generic", "group", "none", "presentation", "paragraph"})
 _HEAD = re.compile(r'^(?P<role>/?[a-z][\w-]*)(?: "(?P<name>(?:[^"\\]|\\.)*)")?(?P<attrs>(?: \[[^\]]*\])*)'
                    r"(?::(?: (?P<value>.*))?)?$")
 _ATTR = re.compile(r"\[([^\]]*)\]")
+_LINES = re.compile(r"^( *)- (.*)$", re.MULTILINE)
+"""A line of Playwright's text: its indent, and its content after ``- ``."""
 _IGNORED = frozenset({"cursor=pointer", "active"})
 """States a diff does not count as a change (where the pointer or the focus is; nor boxes)."""
 
@@ -107,16 +109,17 @@ def _element(body: str, tag: str, secrets: Collection[str]) -> Element:
     match = _HEAD.match(body)
     if match is None:
         return Element("text", None, (), None, body)
-    role, value, ref = match.group("role"), match.group("value"), None
-    states = _ATTR.findall(match.group("attrs")) if match.group("attrs") else []
+    role, name, attrs, value = match.groups()
+    ref = None
+    states = _ATTR.findall(attrs) if attrs else []
     for at, state in enumerate(states):
         if state.startswith("ref="):
             ref = tag + state[4:]
             del states[at]
             break
-    if role == "textbox" and value is not None and secrets and _unquoted(value) in secrets:
+    if value is not None and role == "textbox" and secrets and _unquoted(value) in secrets:
         value = REDACTED
-    return Element(role, match.group("name"), tuple(states), ref, value, "cursor=pointer" in states)
+    return Element(role, name, tuple(states), ref, value, "cursor=pointer" in states)
 
 
 def parse(raw: str, tag: str, secrets: Collection[str] = ()) -> list[Element]:
@@ -125,16 +128,13 @@ def parse(raw: str, tag: str, secrets: Collection[str] = ()) -> list[Element]:
     hidden = {secret for secret in secrets if secret}
     roots: list[Element] = []
     stack: list[tuple[int, Element]] = []
-    for text in raw.split("\n"):
-        body = text.lstrip(" ")
-        if not body.startswith("- "):
-            continue
-        indent = len(text) - len(body)
-        element = _element(body[2:], tag, hidden)
+    for line in _LINES.finditer(raw):
+        indent = len(line.group(1))
+        element = _element(line.group(2), tag, hidden)
         while stack and stack[-1][0] >= indent:
             stack.pop()
         parent = stack[-1][1] if stack else None
-        if element.role.startswith("/") and parent is not None:  # a property: /url, /placeholder
+        if parent is not None and element.role[0] == "/":  # a property: /url, /placeholder
             if element.role == "/url":
                 parent.url = element.value
             else:
@@ -147,7 +147,7 @@ def parse(raw: str, tag: str, secrets: Collection[str] = ()) -> list[Element]:
 
 def _label(element: Element, siblings: list[Element], at: int) -> bool:
     """A text that only repeats the name of the element beside it (a field's label)."""
-    if element.role != "text" or element.children:
+    if element.children:
         return False
     near = [siblings[i] for i in (at - 1, at + 1) if 0 <= i < len(siblings)]
     return any(other.name is not None and other.name == element.value for other in near)
@@ -155,8 +155,6 @@ def _label(element: Element, siblings: list[Element], at: int) -> bool:
 
 def _options(element: Element) -> Element | None:
     """A select's options as one line."""
-    if element.role not in _SELECTS:
-        return None
     options = [child for child in element.children if child.role == "option" and not child.children]
     if not options or len(options) != len(element.children):
         return None
@@ -175,16 +173,17 @@ def render(roots: list[Element]) -> list[Line]:
 
     def walk(elements: list[Element], depth: int) -> None:
         for at, element in enumerate(elements):
-            if _label(element, elements, at):
+            role = element.role  # the role first: most elements are none of these, and this runs per element
+            if role == "text" and _label(element, elements, at):
                 continue
-            if _wrapper(element):
+            if role in _WRAPPERS and _wrapper(element):
                 walk(element.children, depth)
                 continue
             out.append(_line(element, depth))
-            options = _options(element)
+            options = _options(element) if role in _SELECTS else None
             if options is not None:
                 out.append(_line(options, depth + 1))
-            else:
+            elif element.children:
                 walk(element.children, depth + 1)
 
     walk(roots, 0)
@@ -204,7 +203,7 @@ def interactive(roots: list[Element]) -> list[Line]:
         for element in elements:
             if element.actionable:
                 out.append(_line(element, depth))
-                options = _options(element)
+                options = _options(element) if element.role in _SELECTS else None
                 if options is not None:
                     out.append(_line(options, depth + 1))
                 found += 1
