@@ -16,17 +16,17 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Mapping
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
+from core.policy import ConfirmTokens, HeldStep
 from core.session_names import ONE_SHOT, one_shot_name
-from messages.commands import parse_command
+from driver.sessions import Sessions
+from messages.commands import Command, parse_command
 from messages.errors import KitsuneError
 from messages.results import Done, Outcome
 
-if TYPE_CHECKING:
-    from bridge.node import Node
+__all__ = ["ApprovedTabs", "Approving", "open_approved"]
 
-__all__ = ["ApprovedTabs", "open_approved"]
 
 class ApprovedTabs:
     """The tabs opened by approving held ``newTab`` steps, by call and step path: each until the resume
@@ -50,7 +50,36 @@ class ApprovedTabs:
                 del self._tabs[key]
 
 
-async def open_approved(node: Node, agent: str, body: dict[str, Any], token: str | None) -> tuple[Outcome, int]:
+class _KeptSessions(Protocol):
+    @property
+    def sessions(self) -> Sessions: ...
+
+    @property
+    def approved(self) -> ApprovedTabs: ...
+
+
+class _Resumes(Protocol):
+    def holds(self, call: int) -> bool: ...
+
+
+class Approving(Protocol):
+    """What approving a held ``newTab`` needs of the node: its confirm tokens, its checkpoints, its sessions,
+    and a direct action in the held call's name."""
+
+    @property
+    def confirms(self) -> ConfirmTokens: ...
+
+    @property
+    def resumes(self) -> _Resumes: ...
+
+    @property
+    def sessions(self) -> _KeptSessions: ...
+
+    async def act(self, agent: str, command: Command, tab: int | None, confirm_token: str | None = None,
+                  held: HeldStep | None = None) -> tuple[Outcome, int]: ...
+
+
+async def open_approved(node: Approving, agent: str, body: dict[str, Any], token: str | None) -> tuple[Outcome, int]:
     """``POST /api/tabs {"op": "open", "session": "call" | "call:<id>", "confirm_token"}``: open the tab of a
     held one-shot ``newTab`` in its call's session; the outcome and the direct call's id."""
     if token is None:
