@@ -24,6 +24,9 @@ class Issued:
     frames: tuple[str, ...] = ()
     """The documents of the page's frames when the refs were issued: a frame's ref (``f1e3``) is stale once
     they changed (a frame's new document numbers its elements again)."""
+    navigations: int = 0
+    """How many times the tab's main frame had navigated when they were last seen current: while it has not
+    navigated since, their document is still the tab's."""
     tree: list[Element] = field(default_factory=list)
 
 
@@ -34,14 +37,17 @@ class RefBook:
         self._issued: dict[tuple[int, Owner], Issued] = {}
         self._counters: dict[int, itertools.count[int]] = {}
 
-    def issue(self, tab: int, owner: Owner, document: str, frames: tuple[str, ...]) -> tuple[Issued, bool]:
+    def issue(self, tab: int, owner: Owner, document: str, frames: tuple[str, ...],
+              navigations: int) -> tuple[Issued, bool]:
         """The refs of ``owner`` on ``tab`` for ``document`` and its frames' documents (a new tag when one of
-        them changed), and whether they are the same as the last snapshot's."""
+        them changed), seen current after the tab's ``navigations``, and whether they are the same as the last
+        snapshot's."""
         issued = self._issued.get((tab, owner))
         if issued is not None and (issued.document, issued.frames) == (document, frames):
+            issued.navigations = navigations
             return issued, True
         counter = self._counters.setdefault(tab, itertools.count(1))
-        issued = self._issued[(tab, owner)] = Issued(document, f"t{tab}d{next(counter)}", frames)
+        issued = self._issued[(tab, owner)] = Issued(document, f"t{tab}d{next(counter)}", frames, navigations)
         return issued, False
 
     def current(self, tab: int, owner: Owner) -> Issued | None:

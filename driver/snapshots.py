@@ -53,7 +53,8 @@ async def resolve_ref(run: Run, ref: str) -> str:
         why = "is not one of this tab's refs for this session" if issued is None or not ref.startswith(
             f"t{run.tab}d") else "belongs to an earlier snapshot's document"
         raise _stale(ref, why, run.tab)
-    if await run.within(run.page.main_frame.evaluate(DOCUMENT)) != issued.document:
+    if (run.tabs.navigations(run.tab) != issued.navigations  # else the same document, no round trip to ask
+            and await run.within(run.page.main_frame.evaluate(DOCUMENT)) != issued.document):
         raise _stale(ref, "belongs to a document this tab has left", run.tab)
     if "f" in ref[len(issued.tag):] and (await run.within(_state(run.page)))[1] != issued.frames:
         raise _stale(ref, "belongs to a frame whose document changed", run.tab)
@@ -94,7 +95,7 @@ async def describe(page: Page, lines: int = 40) -> dict[str, list[str]]:
 async def take(run: Run, command: Snapshot) -> tuple[list[Element], Issued, bool]:
     """The snapshot's tree (refs tagged, password values hidden), its refs' record, and whether its document
     is the one of this session's last snapshot of the tab."""
-    document = await run.within(run.page.main_frame.evaluate(DOCUMENT))
+    navigations = run.tabs.navigations(run.tab)
     target: Locator | None = None
     if command.ref is not None:
         target = run.page.locator(await resolve_ref(run, str(command.ref)))
@@ -104,11 +105,11 @@ async def take(run: Run, command: Snapshot) -> tuple[list[Element], Issued, bool
     if command.depth is not None:
         options["depth"] = command.depth
     raw = await (target.aria_snapshot(**options) if target is not None else run.page.aria_snapshot(**options))
-    after, frames, secrets = await run.within(_state(run.page))
-    if after != document:
+    document, frames, secrets = await run.within(_state(run.page))
+    if run.tabs.navigations(run.tab) != navigations:  # what was read may be of the document before
         raise Stop("navigated", "snapshot: the page navigated while it was read; take it again", retryable=True)
     assert run.refs is not None
-    issued, same = run.refs.issue(run.tab, run.owner, document, frames)
+    issued, same = run.refs.issue(run.tab, run.owner, document, frames, navigations)
     return parse(raw, issued.tag, secrets), issued, same
 
 

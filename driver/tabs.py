@@ -15,7 +15,7 @@ import contextlib
 from collections.abc import Callable
 from typing import Any
 
-from playwright.async_api import BrowserContext, CDPSession, Page
+from playwright.async_api import BrowserContext, CDPSession, Frame, Page
 from playwright.async_api import Error as PlaywrightError
 
 from core.quotas import Held
@@ -35,6 +35,7 @@ class TabRegistry:
         self.context: BrowserContext | None = None
         """The browser context of the user tabs (None while the browser is down)."""
         self._pages: dict[int, Page] = {}
+        self._navigations: dict[int, int] = {}
         self._open: frozenset[int] = frozenset()  # a snapshot of the keys of _pages, safe to read from any thread
         self._page_tabs: dict[int, int] = {}  # id(page) -> tab id
         self._target_ids: dict[int, str] = {}  # tab id -> CDP target id
@@ -74,6 +75,7 @@ class TabRegistry:
         self.held.arrived(agent)
         page.on("close", lambda _page: self.forget(tab))
         page.on("crash", lambda _page: self._crashed(tab))
+        page.on("framenavigated", lambda frame: self._navigated(tab, frame))
         event, self._page_added = self._page_added, asyncio.Event()
         event.set()
         return tab
@@ -85,6 +87,17 @@ class TabRegistry:
             self._page_tabs.pop(id(page), None)
             self.held.left(self._agents.pop(tab, None))
         self._target_ids.pop(tab, None)
+        self._navigations.pop(tab, None)
+
+    def _navigated(self, tab: int, frame: Frame) -> None:
+        if frame.parent_frame is None:
+            self._navigations[tab] = self._navigations.get(tab, 0) + 1
+
+    def navigations(self, tab: int) -> int:
+        """How many times the tab's main frame navigated so far. Playwright tells a navigation before it answers
+        any request to the page that ran after it: the same count before and after a read means it read one
+        document, with no round trip to ask which."""
+        return self._navigations.get(tab, 0)
 
     def forget_all(self) -> None:
         """Forget every tab and spare window (the browser is gone or going)."""
