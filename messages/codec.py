@@ -147,7 +147,7 @@ def _stranger(kind: Any) -> str:
     if kind is None:
         return "an untyped message (no kind)"
     if isinstance(kind, str) and kind in KINDS:
-        return f"a {kind} message, which this subject does not take"
+        return f"a message of kind {kind!r}, which this subject does not take"
     return "a message of an unknown kind"
 
 
