@@ -46,7 +46,7 @@ def typed(subject: str, handlers: Mapping[type[Any], Handle], *, limit: int = SM
     async def handle(data: bytes) -> bytes | None:
         try:
             message = reader.read(data)
-            handler = by_type.get(type(message)) or next(h for cls, h in handlers.items() if isinstance(message, cls))
+            handler = by_type.get(type(message)) or _handler_of(message, handlers, by_type)
             answer = await handler(message)
         except Refused as e:
             log.warning("refused a message on %s: %s", subject, e.message)
@@ -60,6 +60,12 @@ def typed(subject: str, handlers: Mapping[type[Any], Handle], *, limit: int = SM
         return encode(answer)
 
     return handle
+
+
+def _handler_of(message: Any, handlers: Mapping[type[Any], Handle], by_type: dict[type[Any], Handle]) -> Handle:
+    """The handler of a message whose type is a subclass of one the subject takes (an event), remembered."""
+    handler = by_type[type(message)] = next(h for cls, h in handlers.items() if isinstance(message, cls))
+    return handler
 
 
 def taking(command: type[Command],

@@ -395,7 +395,7 @@ def _reply(forward: asyncio.Future[bytes]) -> CallAnswered | CallDeclined | Erro
     except BusError as e:
         return None if e.code == "no_responders" else _LOST
     answer = _answer(data)
-    return answer if not isinstance(answer, CallGone) else _LOST
+    return answer if not isinstance(answer, CallGone) else _LOST  # a call is never answered gone: lost on its way
 
 
 def _answer(data: bytes) -> CallAnswered | CallDeclined | CallGone | ErrorAnswer:
