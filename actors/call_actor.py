@@ -11,12 +11,11 @@ from collections.abc import Callable, Coroutine, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-import orjson
-
 from actors.bus import Bus, BusError
 from actors.event_store import EventStore
 from actors.loop import Answering, IoLoop
 from actors.pipeline import OrderedWriter, Pending
+from actors.serving import ask
 from actors.tab_actor import not_sent
 from core.calls import Calls, Listener
 from core.checkpoints import WorkflowSource
@@ -27,8 +26,9 @@ from messages.commands import CallSpec, Command, GetTabs, NewTab, is_write
 from messages.contract import SETTLE
 from messages.errors import KitsuneError
 from messages.events import CallEnded, Event, StepDispatched
-from messages.requests import Subjects, TabCancel, TabRequest
-from messages.results import Failed, Failure, Outcome, Unknown, outcome_from_json
+from messages.fleet import ResumeRequest
+from messages.requests import RequestEnded, RequestRunning, RequestWithdrawn, Subjects, TabCancel, TabRequest
+from messages.results import Failed, Failure, Outcome, Unknown
 
 __all__ = ["BusDriver", "CallActor", "EventSink", "LocalTabs", "ResumeCall", "RunCall"]
 
@@ -54,14 +54,18 @@ class RunCall:
 class ResumeCall:
     """Resume a checkpointed call (spec: browser_resume)."""
 
-    call: Any
-    resume_token: Any
-    observed: Any = None
-    agent: str | None = None
+    request: ResumeRequest
+    """The resume, as it was asked for (its session's leases pass its resumed steps)."""
     listener: Listener | None = None
     """Hears this resume's events as they happen (a streaming request's progress)."""
-    session: str | None = None
-    """The agent's session it runs for: its resumed steps pass that session's leases."""
+
+    @property
+    def agent(self) -> str | None:
+        return self.request.agent
+
+    @property
+    def session(self) -> str | None:
+        return self.request.session
 
 
 class CallActor(Answering):
@@ -72,14 +76,16 @@ class CallActor(Answering):
         self._calls = calls
 
     def handle(self, message: Any) -> Any:
-        AGENT.set(getattr(message, "agent", None))  # this call's log lines name its agent (and call: EventSink)
-        SESSION.set(getattr(message, "session", None))  # and its ports (Node.ports_for) the agent's session
+        if isinstance(message, RunCall | ResumeCall):
+            AGENT.set(message.agent)  # this call's log lines name its agent (and call: EventSink)
+            SESSION.set(message.session)  # and its ports (Node.ports_for) the agent's session
         if isinstance(message, RunCall):
             response = self._calls.run(message.spec, message.workflow, message.agent, message.listener, message.call)
             log.info("%s call ended %s", message.spec.kind, response.body.get("status"))
             return response
         if isinstance(message, ResumeCall):
-            response = self._calls.resume(message.call, message.resume_token, message.observed, message.agent,
+            request = message.request
+            response = self._calls.resume(request.call, request.resume_token, request.observed, request.agent,
                                           message.listener)
             log.info("resume ended %s", response.body.get("status"))
             return response
@@ -164,15 +170,13 @@ class BusDriver:
         if request.id is None or not self._bus.connected:
             return None
         try:
-            reply = orjson.loads(self._io.run(self._bus.request(subject, encode(TabCancel(request.id)), SETTLE),
-                                              timeout=2 * SETTLE))
-        except (BusError, TimeoutError, orjson.JSONDecodeError):
+            answer = self._io.run(ask(self._bus, subject, TabCancel(request.id), SETTLE, RequestWithdrawn, RequestEnded,
+                                      RequestRunning), timeout=2 * SETTLE)
+        except (KitsuneError, TimeoutError):  # a BusError, or an answer it cannot read
             return None
-        if reply.get("withdrawn") is True:
+        if isinstance(answer, RequestWithdrawn):
             return not_sent(request.command, tab_id, "no answer came in time and the tab's node withdrew it")
-        if isinstance(reply.get("outcome"), dict):
-            return outcome_from_json(reply["outcome"])
-        return None
+        return answer.outcome if isinstance(answer, RequestEnded) else None
 
     def list_tabs(self) -> frozenset[int]:
         try:

@@ -20,8 +20,8 @@ from typing import Any, Protocol
 from actors.loop import IoLoop, Later, LoopActor
 from messages.commands import Command, WaitForResult, is_write
 from messages.contract import SETTLE
-from messages.requests import TabCancel, TabRequest
-from messages.results import Failed, Failure, Outcome, Unknown, outcome_to_json
+from messages.requests import RequestEnded, RequestRunning, RequestWithdrawn, TabCancel, TabRequest
+from messages.results import Failed, Failure, Outcome, Unknown
 
 __all__ = ["Interrupt", "Pause", "ServedRequests", "TabActor", "TabDriver", "Ticket", "not_sent"]
 
@@ -228,15 +228,15 @@ class ServedRequests:
         if request.id is not None:
             self._remember(request.id, outcome)
 
-    def withdraw(self, cancel: TabCancel) -> dict[str, Any]:
-        """Withdraw a request; the :class:`TabCancel` reply."""
+    def withdraw(self, cancel: TabCancel) -> RequestWithdrawn | RequestRunning | RequestEnded:
+        """Withdraw a request; the answer to ``cancel``."""
         entry = self._entries.get(cancel.id)
         if isinstance(entry, Ticket):
-            return {"withdrawn": True} if entry.withdraw() else {"running": True}
+            return RequestWithdrawn() if entry.withdraw() else RequestRunning()
         if entry is None:  # withdrawn already, or not arrived (yet): it never starts now
             self._remember(cancel.id, None)
-            return {"withdrawn": True}
-        return {"outcome": outcome_to_json(entry)}
+            return RequestWithdrawn()
+        return RequestEnded(entry)
 
     def _remember(self, key: str, entry: Ticket | Outcome | None) -> None:
         self._entries[key] = entry

@@ -1,8 +1,8 @@
 """A node's tabs: an actor for each open page, served over NATS to the calls of other nodes.
 
 Calls on this node ask a tab's actor directly (:meth:`TabActors.ask`); calls on other nodes send
-their requests to ``<fleet>.tab.<id>.do``, where the node admits each one once, runs it in the
-actor, and lets its sender withdraw it (:class:`actors.tab_actor.ServedRequests`). The actors
+their requests to ``<fleet>.tab.<id>.do`` (``TabRequest``, ``TabCancel``), where the node admits each
+one once, runs it in the actor, and lets its sender withdraw it (:class:`actors.tab_actor.ServedRequests`). The actors
 follow the browser's pages (:meth:`TabActors.reconcile`), popups and crashed tabs included, and
 the fleet's registry is told of every tab that opens or closes (``on_change``).
 """
@@ -14,17 +14,17 @@ import contextlib
 from collections.abc import Awaitable, Callable
 from typing import Any, Protocol, cast
 
-import orjson
 import pykka
 
 from actors.bus import Bus, Subscription
 from actors.loop import IoLoop, ask_from_loop
+from actors.serving import typed
 from actors.tab_actor import Interrupt, ServedRequests, TabActor, TabDriver, Ticket, not_sent
-from messages.codec import encode
 from messages.commands import CloseTab
 from messages.contract import SETTLE
 from messages.requests import Subjects, TabCancel, TabRequest
 from messages.results import Done, Failed, Failure, Outcome
+from messages.wire import LARGE, Message
 
 __all__ = ["Admission", "TabActors", "TabsDriver", "tab_closed"]
 
@@ -126,16 +126,12 @@ class TabActors:
         assert self.bus is not None, "the node is not connected"
         actor = TabActor.start(tab_id, self._browser, self._io)
 
-        async def serve(data: bytes) -> bytes:  # a request from a call on another node, or its withdrawal
-            message = orjson.loads(data)
-            if "cancel" in message:
-                return orjson.dumps(self._served.withdraw(TabCancel.from_json(message)))
-            request = TabRequest.from_json(message)
+        async def run(request: TabRequest) -> Outcome:  # a request from a call on another node
             if (refused := self._admission(tab_id, request)) is not None:
-                return encode(refused)
+                return refused
             ticket = self._served.admit(request)
             if ticket is None:
-                return encode(not_sent(request.command, tab_id, "its caller withdrew it before it arrived"))
+                return not_sent(request.command, tab_id, "its caller withdrew it before it arrived")
             try:
                 outcome: Outcome = await ask_from_loop(actor, ticket)
             except pykka.ActorDeadError:
@@ -143,9 +139,15 @@ class TabActors:
             self._served.ended(request, outcome)
             if _changes_tabs(request, outcome):
                 await self.reconcile()
-            return encode(outcome)
+            return outcome
 
-        subscription = await self.bus.subscribe(self._subjects.tab(tab_id), serve, concurrent=True)
+        async def withdraw(cancel: TabCancel) -> Message:  # its caller's, when the answer did not come in time
+            return self._served.withdraw(cancel)
+
+        subject = self._subjects.tab(tab_id)
+        subscription = await self.bus.subscribe(
+            subject, typed(subject, {TabRequest: run, TabCancel: withdraw}, limit=LARGE, outcomes=True),
+            concurrent=True)
         self._tabs[tab_id] = (actor, subscription)
 
 

@@ -11,7 +11,7 @@ import subprocess
 import sys
 import threading
 import time
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -65,12 +65,10 @@ class TimedBrowser(ChromiumBrowser):
         super().__init__()
         self.timings: list[float] = []
 
-    async def execute(self, command: Command, tab_id: int | None, timeout: float, *,
-                      pause: Callable[[float], Awaitable[None]] | None = None,
-                      agent: str | None = None, call: int | None = None, path: str | None = None) -> Outcome:
+    async def execute(self, command: Command, tab_id: int | None, timeout: float, **options: Any) -> Outcome:
         started = time.perf_counter()
         try:
-            return await super().execute(command, tab_id, timeout, pause=pause, agent=agent, call=call, path=path)
+            return await super().execute(command, tab_id, timeout, **options)
         finally:
             self.timings.append((time.perf_counter() - started) * 1000)
 

@@ -56,6 +56,7 @@ from messages.commands import (
 )
 from messages.contract import CALL_TIMEOUT
 from messages.errors import KitsuneError, invalid_call
+from messages.fleet import ResumeRequest
 from messages.paths import ROOT
 from messages.results import Done
 from messages.schema import published_schema
@@ -150,13 +151,8 @@ class Api:
                                                 session=self.session(request)))
 
     async def resume(self, request: Request) -> Response:
-        body = await self.body(request)
-        unknown = sorted(set(body) - {"call", "resume_token", "observed"})
-        if unknown:
-            raise invalid_call("unknown_parameter", "", f"a resume takes no {unknown[0]!r}", param=unknown[0])
-        return await self._run(request, ResumeCall(body.get("call"), body.get("resume_token"),
-                                                   body.get("observed"), self.agent(request),
-                                                   session=self.session(request)))
+        resume = ResumeRequest.from_body(await self.body(request), self.agent(request), self.session(request))
+        return await self._run(request, ResumeCall(resume))
 
     async def _run(self, request: Request, message: RunCall | ResumeCall) -> Response:
         """The call's answer; asked with ``Accept: application/x-ndjson``, a line per finished step first."""

@@ -27,6 +27,7 @@ from actors.checkpoint_actor import CheckpointActor, CheckpointsPort
 from actors.event_store import EventStore, JetStreamEventStore, LocalEventStore
 from actors.loop import IoLoop, ask_from_loop
 from actors.sequence_actor import ActorSequences, BarrierActor
+from actors.serving import taking, typed
 from actors.tab_actor import not_sent
 from actors.tab_actors import TabActors
 from actors.threads import SystemClock
@@ -58,10 +59,10 @@ from core.session_names import ONE_SHOT
 from driver.proxy import endpoints_of
 from driver.sessions import SessionChange
 from driver.snapshots import describe
-from messages.codec import decode, encode
-from messages.commands import CallSpec, Command, NewTab, secret_values
+from messages.commands import CallSpec, Command, GetTabs, NewTab, secret_values
 from messages.errors import KitsuneError
 from messages.events import Event
+from messages.fleet import ResumeRequest
 from messages.requests import Subjects, TabRequest
 from messages.results import Done, Failed, Failure, Outcome, status_of
 from messages.steplog import StepLog, fold
@@ -291,14 +292,14 @@ class Node:
         if self._heartbeat is not None:
             self._heartbeat.start()  # off this loop
         await self.tasks.store.start()
-        serving = {self.subjects.node(self.config.name, "open"): self._serve_open,
-                   self.subjects.node(self.config.name, "tabs"): self.member.serve_tabs,
-                   self.subjects.node(self.config.name, "claims"): self.member.serve_claims,
-                   self.forwarding.subject: self.forwarding.serve, **self.live.serving(),
+        opening = self.subjects.node(self.config.name, "open")
+        serving = {opening: typed(opening, {TabRequest: taking(NewTab, self._serve_open)}, outcomes=True),
+                   **self.member.serving(), **self.forwarding.serving(), **self.live.serving(),
                    **console_serving(self)}
         for subject, handler in serving.items():
             self._subscriptions.append(await self.bus.subscribe(subject, handler, concurrent=True))
-        self._subscriptions.append(await self.bus.subscribe(self.subjects.tabs, self._serve_tabs, queue="tabs",
+        listing = typed(self.subjects.tabs, {TabRequest: taking(GetTabs, self._serve_tabs)}, outcomes=True)
+        self._subscriptions.append(await self.bus.subscribe(self.subjects.tabs, listing, queue="tabs",
                                                             concurrent=True))
         await self.tabs.reconcile()
 
@@ -364,9 +365,9 @@ class Node:
         sent there one by one (``run_async``, the API's, sends a call on another node's tabs there whole)."""
         return self._on_call_actor(RunCall(spec, workflow, agent))
 
-    def resume(self, call: Any, resume_token: Any, observed: Any = None, agent: str | None = None) -> CallResponse:
+    def resume(self, call: int, resume_token: str, observed: Any = None, agent: str | None = None) -> CallResponse:
         """Resume a checkpointed call where its checkpoint is held (from a thread)."""
-        return self.io.run(self.run_async(ResumeCall(call, resume_token, observed, agent)))
+        return self.io.run(self.run_async(ResumeCall(ResumeRequest(call, resume_token, observed, agent))))
 
     def _on_call_actor(self, message: RunCall | ResumeCall) -> CallResponse:
         assert self.calls is not None
@@ -482,19 +483,16 @@ class Node:
         await self.tabs.reconcile()
         return tab_id
 
-    async def _serve_open(self, data: bytes) -> bytes:
-        request = decode(TabRequest, data)
-        assert isinstance(request.command, NewTab)
+    async def _serve_open(self, request: TabRequest) -> Outcome:
         left = request.seconds_left(time.time())
         if left <= 0:  # it waited past its deadline on the way: never opened late
-            return encode(not_sent(request.command, None, "its deadline passed before it arrived"))
+            return not_sent(request.command, None, "its deadline passed before it arrived")
         outcome = await self.browser.execute(request.command, None, left, agent=request.agent, call=request.call)
         await self.tabs.reconcile()
-        return encode(outcome)
+        return outcome
 
-    async def _serve_tabs(self, data: bytes) -> bytes:
+    async def _serve_tabs(self, request: TabRequest) -> Outcome:
         """A ``getTabs`` of a call: the fleet's tabs as its agent sees them (``GET /api/tabs``'s)."""
-        agent = decode(TabRequest, data).agent
-        return encode(Done({"tabs": seen_by(agent, self.member.current(agent) if agent else None,
-                                            await self.describe_tabs())}))
+        agent = request.agent
+        return Done({"tabs": seen_by(agent, self.member.current(agent) if agent else None, await self.describe_tabs())})
 

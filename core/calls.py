@@ -132,7 +132,7 @@ class Calls:
         self._on_end(call, report.log.status, report.log.status != "ok")
         return CallResponse(body)
 
-    def resume(self, call: Any, token: Any, observed: Any = None, agent: str | None = None,
+    def resume(self, call: int, token: str, observed: Any = None, agent: str | None = None,
                listener: Listener | None = None) -> CallResponse:
         """Continue a checkpointed call (spec: browser_resume); raise its errors before sending anything."""
         try:
@@ -162,12 +162,8 @@ class Calls:
 
         return heard
 
-    def _resume(self, call: Any, token: Any, observed: Any, agent: str | None,
+    def _resume(self, call: int, token: str, observed: Any, agent: str | None,
                 listener: Listener | None) -> CallResponse:
-        if isinstance(call, bool) or not isinstance(call, int):
-            raise KitsuneError("invalid_parameter", "call must be an integer", state={"param": "call"})
-        if not isinstance(token, str):
-            raise KitsuneError("invalid_parameter", "resume_token must be a string", state={"param": "resume_token"})
         checkpoint = self._store.take(call, token, agent)  # another agent's is not found
         try:
             if checkpoint.workflow is not None and \

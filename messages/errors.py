@@ -58,6 +58,7 @@ ERROR_CODES: Mapping[str, ErrorCode] = {code.name: code for code in [
             "bridge_unavailable", "fleet_full", "fleet_unavailable"),
     *_codes(504, False, "bus_timeout", "bridge_timeout"),
     *_codes(502, False, "bridge_error"),
+    *_codes(502, False, "invalid_message"),  # another node refused what this one sent it (``messages.wire``)
     # A step's failure, answered inside its call's result.
     *_codes(400, False, "reference_unresolved", "no_tab", "tab_closed", "ambiguous_selector", "invalid_selector",
             "wrong_element", "not_select", "no_form", "invalid_form", "js_error", "js_syntax_error",

@@ -7,8 +7,10 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from messages.commands import Command, command_to_json, parse_command
+from messages.results import Outcome, outcome_from_json, outcome_to_json
+from messages.wire import KIND, Message, checked
 
-__all__ = ["NODE_OPS", "Subjects", "TabCancel", "TabRequest"]
+__all__ = ["NODE_OPS", "RequestEnded", "RequestRunning", "RequestWithdrawn", "Subjects", "TabCancel", "TabRequest"]
 
 NODE_OPS = ("open", "tabs", "claims", "call")
 """What a request to ``<fleet>.node.<name>.<op>`` asks of that node (:meth:`Subjects.node`)."""
@@ -22,22 +24,24 @@ class Subjects:
     """The fleet's name, the first token of its subjects."""
 
     def tab(self, tab_id: int) -> str:
-        """Where the actor of tab ``tab_id`` takes its requests (and their cancellations)."""
+        """Where the actor of tab ``tab_id`` takes :class:`TabRequest` (answered an outcome) and :class:`TabCancel`."""
         return f"{self.fleet}.tab.{tab_id}.do"
 
     @property
     def tabs(self) -> str:
-        """Request (a ``getTabs``): the open tabs; the reply is ``Done({"tabs": [...]})``."""
+        """A call's ``getTabs`` (a :class:`TabRequest`): the open tabs, answered ``Done({"tabs": [...]})``."""
         return f"{self.fleet}.tabs.list"
 
     def node(self, name: str, op: str) -> str:
-        """Where node ``name`` takes fleet requests ``op``: ``open`` (a ``newTab`` placed there), ``tabs``
-        (its own tabs), ``claims`` (claims and takeovers of its tabs), ``call`` (a call on its tabs)."""
+        """Where node ``name`` takes fleet requests ``op``: ``open`` (a :class:`TabRequest` of a ``newTab``
+        placed there), ``tabs`` (one of a ``getTabs``: its own tabs), ``claims`` (``messages.fleet``'s
+        ``TakeOver``, ``ClaimTab``, ``ReleaseClaims``), ``call`` (``ForwardedCall``, ``AskCallStatus``,
+        ``AskCallResult``), ``live`` (``messages.live``'s requests), ``console`` (``AskNodePart``, ``AskThumbnail``)."""
         return f"{self.fleet}.node.{name}.{op}"
 
     def live(self, viewer: str, direction: str) -> str:
         """A Live View relayed from the node a person reached to the tab's node: ``in`` carries their
-        messages to the tab's node, ``out`` its frames and messages back."""
+        messages to the tab's node, ``out`` its frames and messages back (``messages.live``)."""
         return f"{self.fleet}.live.{viewer}.{direction}"
 
     def relay(self, key: str) -> str:
@@ -45,7 +49,8 @@ class Subjects:
         return f"{self.fleet}.relay.{key}"
 
     def checkpoint(self, call: int) -> str:
-        """Where the node holding call ``call``'s checkpoint takes resumes of it, while it holds it."""
+        """Where the node holding call ``call``'s checkpoint takes resumes of it while it holds it
+        (``messages.fleet``'s ``ResumeRequest``, ``ReissueToken``, ``PingHolder``)."""
         return f"{self.fleet}.ckpt.{call}"
 
 
@@ -98,19 +103,35 @@ class TabRequest:
 
 
 @dataclass(frozen=True, slots=True)
-class TabCancel:
-    """Withdraw a request sent over the bus whose answer did not come in time.
-
-    The reply says what became of it: ``{"withdrawn": true}`` (it never started and never will:
-    nothing was sent), ``{"outcome": ...}`` (it ended, with this outcome), or ``{"running": true}``.
-    """
+class TabCancel(Message):
+    """Withdraw a request sent over the bus whose answer did not come in time; answered
+    :class:`RequestWithdrawn` (it never started and never will: nothing was sent), :class:`RequestEnded`
+    or :class:`RequestRunning`."""
 
     id: str
     """The :attr:`TabRequest.id` of the request."""
 
+
+@dataclass(frozen=True, slots=True)
+class RequestWithdrawn(Message):
+    """A request withdrawn before it started: it never runs, nothing was sent."""
+
+
+@dataclass(frozen=True, slots=True)
+class RequestRunning(Message):
+    """A request that started: its outcome is its own answer's."""
+
+
+@dataclass(frozen=True, slots=True)
+class RequestEnded(Message):
+    """A request that ended before it could be withdrawn."""
+
+    outcome: Outcome
+    """How it ended."""
+
     def to_json(self) -> dict[str, Any]:
-        return {"cancel": self.id}
+        return {KIND: self.KIND, "outcome": outcome_to_json(self.outcome)}
 
     @classmethod
-    def from_json(cls, data: Mapping[str, Any]) -> TabCancel:
-        return cls(str(data["cancel"]))
+    def from_json(cls, data: Mapping[str, Any]) -> RequestEnded:
+        return cls(outcome_from_json(checked(data, "outcome", dict[str, Any])))

@@ -15,20 +15,20 @@ from __future__ import annotations
 import asyncio
 import base64
 import time
-from collections.abc import Awaitable, Callable
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeVar
 
-import orjson
-
+from actors.bus import Handler
+from actors.serving import typed
 from bridge.console.thumbs import Thumbnails
 from bridge.fleet.asking import ask_node
 from bridge.tasks.records import Task
-from messages.errors import KitsuneError
+from messages.fleet import AskNodePart, AskThumbnail, NodePart, Thumbnail
+from messages.wire import Message
 
 if TYPE_CHECKING:
     from bridge.node import Node
 
-__all__ = ["GOAL_SHOWN", "PART_TIMEOUT", "Handler", "console_serving", "fleet_state", "node_part", "task_rows",
+__all__ = ["GOAL_SHOWN", "PART_TIMEOUT", "console_serving", "fleet_state", "node_part", "task_rows",
            "thumbnail"]
 
 PART_TIMEOUT = 5.0
@@ -37,24 +37,24 @@ GOAL_SHOWN = 120
 """Characters of a task's goal the console shows, at most."""
 _PARTS = ("calls", "checkpoints", "sessions", "tombstones")
 
-Handler = Callable[[bytes], Awaitable[bytes]]
+A = TypeVar("A")
 
 
-async def node_part(node: Node) -> dict[str, Any]:
+async def node_part(node: Node) -> NodePart:
     """What ``node`` alone knows: its calls in flight, checkpoints, sessions, tombstones, Live View holders."""
     checkpoints = await asyncio.to_thread(node.checkpoints.describe, 10) if node.checkpoints is not None else []
     sessions = node.sessions.sessions
     table = sessions.table
     now, wall = table.clock(), table.wall()
-    return {
-        "calls": node.metrics.running_calls(),
-        "checkpoints": checkpoints,
-        "sessions": [{"agent": s.agent, "name": s.name, "mode": s.mode, "tabs": sessions.tabs_of(s),
-                      "age": round(wall - s.created, 1), "idle": round(now - s.used, 1)} for s in table],
-        "tombstones": [{"agent": t.agent, "name": t.name, "mode": t.mode, "reason": t.reason,
-                        "closed": round(wall - t.closed_at, 1)} for t in table.tombstones()],
-        "held": [{"tabId": c.link.tab, "by": c.link.agent} for c in node.live.links.controls()],
-    }
+    return NodePart(
+        calls=node.metrics.running_calls(),
+        checkpoints=checkpoints,
+        sessions=[{"agent": s.agent, "name": s.name, "mode": s.mode, "tabs": sessions.tabs_of(s),
+                   "age": round(wall - s.created, 1), "idle": round(now - s.used, 1)} for s in table],
+        tombstones=[{"agent": t.agent, "name": t.name, "mode": t.mode, "reason": t.reason,
+                     "closed": round(wall - t.closed_at, 1)} for t in table.tombstones()],
+        held=[{"tabId": c.link.tab, "by": c.link.agent} for c in node.live.links.controls()],
+    )
 
 
 async def fleet_state(node: Node) -> dict[str, Any]:
@@ -69,12 +69,12 @@ async def fleet_state(node: Node) -> dict[str, Any]:
                              **{section: [] for section in _PARTS}}
     held: dict[int, str] = {}
     for name, part in zip(names, parts, strict=True):
-        if not isinstance(part, dict):
+        if not isinstance(part, NodePart):
             state["missing"].append(name)
             continue
         for section in _PARTS:
-            state[section] += [{"node": name, **row} for row in part[section]]
-        held |= {int(h["tabId"]): str(h["by"]) for h in part["held"]}
+            state[section] += [{"node": name, **row} for row in getattr(part, section)]
+        held |= {int(h["tabId"]): str(h["by"]) for h in part.held}
     state["tabs"] = [_tab_row(tab, held) for tab in tabs]
     state["tasks"] = task_rows(node)
     return state
@@ -103,10 +103,10 @@ def _tab_row(tab: dict[str, Any], held: dict[int, str]) -> dict[str, Any]:
             "held_by": held.get(tab_id)}
 
 
-async def _part_of(node: Node, name: str) -> dict[str, Any]:
+async def _part_of(node: Node, name: str) -> NodePart:
     if name == node.config.name:
         return await node_part(node)
-    return await _ask(node, name, {"op": "part"})
+    return await _ask(node, name, AskNodePart(), NodePart)
 
 
 async def thumbnail(node: Node, thumbnails: Thumbnails, tab: int) -> bytes:
@@ -114,28 +114,22 @@ async def thumbnail(node: Node, thumbnails: Thumbnails, tab: int) -> bytes:
     holder = await node.member.holder(tab)
     if holder == node.config.name:
         return await thumbnails.of(tab)
-    reply = await _ask(node, holder, {"op": "thumb", "tab": tab})
-    return base64.b64decode(reply["jpeg"])
+    return base64.b64decode((await _ask(node, holder, AskThumbnail(tab), Thumbnail)).jpeg)
 
 
-async def _ask(node: Node, name: str, body: dict[str, Any]) -> dict[str, Any]:
-    return await ask_node(node.bus, node.subjects.node(name, "console"), name, body, PART_TIMEOUT)
+async def _ask(node: Node, name: str, request: Message, answer: type[A]) -> A:
+    return await ask_node(node.bus, node.subjects.node(name, "console"), name, request, PART_TIMEOUT, answer)
 
 
 def console_serving(node: Node) -> dict[str, Handler]:
     """The subject ``node`` answers the consoles of the fleet on (its part, its tabs' thumbnails)."""
     thumbnails = Thumbnails(node.browser)
 
-    async def serve(data: bytes) -> bytes:
-        body = orjson.loads(data)
-        try:
-            if body.get("op") == "part":
-                return orjson.dumps(await node_part(node))
-            if body.get("op") == "thumb":
-                jpeg = await thumbnails.of(int(body["tab"]))
-                return orjson.dumps({"jpeg": base64.b64encode(jpeg).decode()})
-        except KitsuneError as e:
-            return orjson.dumps({"error": e.to_json()})
-        return orjson.dumps({"error": {"code": "invalid_call", "error": f"no console op {body.get('op')!r}"}})
+    async def part(request: AskNodePart) -> NodePart:
+        return await node_part(node)
 
-    return {node.subjects.node(node.config.name, "console"): serve}
+    async def thumb(request: AskThumbnail) -> Thumbnail:
+        return Thumbnail(base64.b64encode(await thumbnails.of(request.tab)).decode())
+
+    subject = node.subjects.node(node.config.name, "console")
+    return {subject: typed(subject, {AskNodePart: part, AskThumbnail: thumb})}

@@ -2,24 +2,22 @@
 
 from __future__ import annotations
 
-from typing import Any
-
-import orjson
+from typing import TypeVar
 
 from actors.bus import Bus, BusError
+from actors.serving import ask
 from messages.errors import KitsuneError
+from messages.wire import Message
 
 __all__ = ["ask_node"]
 
+A = TypeVar("A")
 
-async def ask_node(bus: Bus, subject: str, node: str, body: dict[str, Any], timeout: float) -> dict[str, Any]:
-    """Node ``node``'s answer on ``subject``: ``fleet_unavailable`` when it does not answer, its own
-    error (``{"error": {code, error, state}}``) raised as a :class:`KitsuneError`."""
+
+async def ask_node(bus: Bus, subject: str, node: str, request: Message, timeout: float, *answers: type[A]) -> A:
+    """Node ``node``'s answer to ``request`` on ``subject``, one of ``answers``: ``fleet_unavailable`` when it
+    does not answer, its own error (an ``ErrorAnswer``) raised as the :class:`KitsuneError` it was."""
     try:
-        reply: dict[str, Any] = orjson.loads(await bus.request(subject, orjson.dumps(body), timeout))
+        return await ask(bus, subject, request, timeout, *answers)
     except BusError as e:
         raise KitsuneError("fleet_unavailable", f"Node {node} did not answer ({e.code})", retryable=True) from e
-    if "error" in reply:
-        error = reply["error"]
-        raise KitsuneError(error["code"], error["error"], state=error.get("state"))
-    return reply

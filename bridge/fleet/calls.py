@@ -18,8 +18,8 @@ progress, a task following its session) hears the call's events relayed as they 
 
 When the answer is lost (this node's NATS connection dropped, a server died), the tab's node still
 runs the call to its end, and keeps its ended response (without its resume token) for
-:data:`ENDED_KEPT` seconds (:data:`ENDED_BYTES` of them at most): this node asks for it (``status``,
-then ``result``, which gives a new token for the call's checkpoint; the lost one no longer works).
+:data:`ENDED_KEPT` seconds (:data:`ENDED_BYTES` of them at most): this node asks for it (``AskCallStatus``,
+then ``AskCallResult``, which gives a new token for the call's checkpoint; the lost one no longer works).
 When the tab's node is gone (the fleet judged it lost), or the call's deadline passed, the answer is
 ``fleet_unavailable`` (503) with the call's id and its steps as its events recorded them: a write
 sent without an answer on record is ``unknown``, never ``ok``; not retryable, as what ran may have
@@ -38,27 +38,38 @@ import secrets
 import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, replace
-from typing import Any
+from typing import Any, cast
 
 import orjson
 
-from actors.bus import Bus, BusError, Subscription
+from actors.bus import Bus, BusError, Handler, Subscription
 from actors.call_actor import RunCall
 from actors.loop import IoLoop
+from actors.serving import ask, typed
 from actors.tab_actor import not_sent
 from core.calls import CallResponse
 from core.checkpoints import WorkflowSource
 from core.policy import Policy
-from messages.codec import decode, encode
-from messages.commands import CallSpec, Command, NewTab, children, command_to_json, parse_command, tabs_named
+from messages.codec import encode, read_answer
+from messages.commands import CallSpec, Command, NewTab, children, tabs_named
 from messages.contract import SETTLE
 from messages.errors import KitsuneError
 from messages.events import CallEnded, Event
+from messages.fleet import (
+    AskCallResult,
+    AskCallStatus,
+    CallAnswered,
+    CallDeclined,
+    CallGone,
+    CallStatus,
+    ForwardedCall,
+)
 from messages.requests import Subjects, TabRequest
 from messages.results import Outcome
 from messages.steplog import fold
+from messages.wire import LARGE, ErrorAnswer
 
-__all__ = ["ENDED_KEPT", "CallForwarding", "ForwardedCall", "rules_digest", "tabs_known"]
+__all__ = ["ENDED_KEPT", "CallForwarding", "rules_digest", "tabs_known"]
 
 log = logging.getLogger(__name__)
 
@@ -104,46 +115,6 @@ def _opens_tab(command: Command) -> bool:
     return isinstance(command, NewTab) or any(_opens_tab(child.command) for child in children(command))
 
 
-@dataclass(frozen=True, slots=True)
-class ForwardedCall:
-    """A call sent whole to the node of its tabs; the reply is ``{"body", "status"}`` (its response),
-    ``{"error"}`` (the error it raised) or ``{"declined"}`` (run it where it came from)."""
-
-    call: int
-    """Its id: the forwarding node recorded it."""
-    spec: CallSpec
-    """What to run, its default tab filled in."""
-    workflow: WorkflowSource | None
-    """The workflow file it ran, for a workflow call (the tab's node must have the same)."""
-    agent: str | None
-    """The agent who asked, as the forwarding node authenticated it."""
-    session: str | None
-    """The agent's session it runs for (its tasks' leases)."""
-    rules: str
-    """:func:`rules_digest` of the agent's rules on the forwarding node."""
-    relay: str | None
-    """Where its events go as they happen (a streamed call), or None."""
-    origin: str
-    """The node that sent it (when it leaves the fleet, the call's later steps are not sent)."""
-
-    def to_json(self) -> dict[str, Any]:
-        spec = self.spec
-        return {"op": "run", "call": self.call, "agent": self.agent, "session": self.session, "rules": self.rules,
-                "relay": self.relay, "origin": self.origin,
-                "workflow": [self.workflow.name, self.workflow.sha256] if self.workflow else None,
-                "spec": {"kind": spec.kind, "commands": [command_to_json(c) for c in spec.commands],
-                         "tabId": spec.default_tab, "stopOnWarning": spec.stop_on_warning, "timeout": spec.timeout}}
-
-    @classmethod
-    def from_json(cls, data: dict[str, Any]) -> ForwardedCall:
-        spec, workflow = data["spec"], data.get("workflow")
-        commands = tuple(parse_command(raw, str(i)) for i, raw in enumerate(spec["commands"]))
-        return cls(int(data["call"]), CallSpec(spec["kind"], commands, spec.get("tabId"), bool(spec["stopOnWarning"]),
-                                               float(spec["timeout"])),
-                   WorkflowSource(*workflow) if workflow else None, data.get("agent"), data.get("session"),
-                   str(data["rules"]), data.get("relay"), str(data["origin"]))
-
-
 class CallForwarding:
     """Calls of this node on another node's tabs sent there, and the calls other nodes send here.
 
@@ -182,10 +153,11 @@ class CallForwarding:
         self._ended_bytes = 0
         """Their replies' size, encoded."""
 
-    @property
-    def subject(self) -> str:
-        """Where this node takes the calls other nodes send it."""
-        return self._subjects.node(self.name, "call")
+    def serving(self) -> dict[str, Handler]:
+        """Where this node takes the calls other nodes send it, and their questions about them."""
+        subject = self._subjects.node(self.name, "call")
+        return {subject: typed(subject, {ForwardedCall: self._serve_call, AskCallStatus: self._status_of,
+                                         AskCallResult: self._result_of}, limit=LARGE)}
 
     def target(self, spec: CallSpec, agent: str | None) -> str | None:
         """The other node that holds every tab ``spec`` acts on; None when it runs here. An agent whose
@@ -209,7 +181,8 @@ class CallForwarding:
         call = await asyncio.to_thread(self._record, message.spec, message.agent)
         here = replace(message, call=call)
         relay = self._subjects.relay(secrets.token_hex(12)) if message.listener is not None else None
-        request = ForwardedCall(call, message.spec, message.workflow, message.agent, message.session,
+        workflow = (message.workflow.name, message.workflow.sha256) if message.workflow is not None else None
+        request = ForwardedCall(call, message.spec, workflow, message.agent, message.session,
                                 self._rules_of(message.agent), relay, self.name)
         heard = await self._relayed(relay, message) if relay is not None else None
         try:
@@ -219,11 +192,11 @@ class CallForwarding:
         finally:
             if heard is not None:
                 await heard[0].unsubscribe()
-        if reply is None or "declined" in reply:
+        if reply is None or isinstance(reply, CallDeclined):
             return await self._run_here(here)
-        if "error" in reply:
-            raise KitsuneError.from_json(reply["error"])
-        return CallResponse(reply["body"], reply["status"])
+        if isinstance(reply, ErrorAnswer):
+            raise reply.error
+        return CallResponse(reply.body, reply.status)
 
     async def _relayed(self, relay: str, message: RunCall) -> tuple[Subscription, asyncio.Future[None]]:
         """Hear the call's events on ``relay`` (told to ``message``'s listener); a future done at its end."""
@@ -231,21 +204,20 @@ class CallForwarding:
         listener = message.listener
         ended: asyncio.Future[None] = asyncio.get_running_loop().create_future()
 
-        async def heard(data: bytes) -> None:
-            event = decode(Event, data)
+        async def heard(event: Event) -> None:
             listener(event)
             if isinstance(event, CallEnded) and not ended.done():
                 ended.set_result(None)
-        return await self.bus.subscribe(relay, heard), ended
+        return await self.bus.subscribe(relay, typed(relay, {Event: heard}, limit=LARGE)), ended
 
-    async def _forward(self, node: str, request: ForwardedCall) -> dict[str, Any] | None:
+    async def _forward(self, node: str, request: ForwardedCall) -> CallAnswered | CallDeclined | ErrorAnswer | None:
         """The reply of ``node`` to the call (None: nothing reached it, run it here), or, when the reply
         was lost, what the call's node or its events say of it."""
         assert self.bus is not None
         subject = self._subjects.node(node, "call")
         loop = asyncio.get_running_loop()
         deadline = loop.time() + request.spec.timeout + FORWARD_MARGIN
-        forward = asyncio.ensure_future(self.bus.request(subject, orjson.dumps(request.to_json()),
+        forward = asyncio.ensure_future(self.bus.request(subject, encode(request),
                                                          request.spec.timeout + FORWARD_MARGIN))
         gone = False  # the call's node is gone, or never had the call: it will never run it
         try:
@@ -258,9 +230,9 @@ class CallForwarding:
                     continue
                 seen = await self._look(subject, request.call)
                 if seen == "ended" and lost:
-                    ended: dict[str, Any] = orjson.loads(await self.bus.request(subject, orjson.dumps(
-                        {"op": "result", "call": request.call}), LOOK_TIMEOUT + SETTLE))
-                    if "gone" not in ended:
+                    ended = _answer(await self.bus.request(subject, encode(AskCallResult(request.call)),
+                                                           LOOK_TIMEOUT + SETTLE))
+                    if not isinstance(ended, CallGone):
                         return ended
                     break
                 if (seen == "gone" and node not in self._alive()) or (seen == "unknown" and lost):
@@ -277,13 +249,14 @@ class CallForwarding:
         (nobody on its subject), or ``busy`` (no answer in time)."""
         assert self.bus is not None
         try:
-            answer = orjson.loads(await self.bus.request(subject, orjson.dumps({"op": "status", "call": call}),
-                                                         LOOK_TIMEOUT))
+            answer = await ask(self.bus, subject, AskCallStatus(call), LOOK_TIMEOUT, CallStatus)
         except BusError as e:
             return "gone" if e.code == "no_responders" else "busy"
-        return str(answer.get("status", "unknown"))
+        except KitsuneError:  # an answer it cannot read says nothing of the call
+            return "busy"
+        return answer.status
 
-    async def _unavailable(self, node: str, call: int, *, gone: bool) -> dict[str, Any]:
+    async def _unavailable(self, node: str, call: int, *, gone: bool) -> CallAnswered:
         """The reply for a call whose node is gone (``gone``: or never had it), or whose deadline passed,
         without its response."""
         body: dict[str, Any] = {"call": call}
@@ -301,34 +274,29 @@ class CallForwarding:
                                           "its steps are as its events recorded them (a write sent with no answer "
                                           "on record is unknown), and its checkpoint is not reachable"),
                              retryable=never_ran, state={"node": node})
-        return {"body": {**error.to_json(), **body}, "status": error.http_status}
+        return CallAnswered({**error.to_json(), **body}, error.http_status)
 
     # calls other nodes send here
 
-    async def serve(self, data: bytes) -> bytes:
-        """A request of another node: run a call (``run``), how a call it sent is (``status``), the response
-        of one that ended (``result``, with a new resume token when it kept a checkpoint)."""
-        payload = orjson.loads(data)
-        call = int(payload["call"])
-        if payload.get("op") == "status":
-            return orjson.dumps({"status": "running" if call in self._running else
-                                 "ended" if call in self._ended else "unknown"})
-        if payload.get("op") == "result":
-            return orjson.dumps(await self._result(call))
-        request = ForwardedCall.from_json(payload)
+    async def _serve_call(self, request: ForwardedCall) -> CallDeclined | bytes:
+        """Run a call another node sent (unless it runs under other rules here, or another workflow)."""
         if request.rules != self._rules_of(request.agent):
-            return orjson.dumps({"declined": "rules"})
-        if request.workflow is not None and self._workflow_sha256(request.workflow.name) != request.workflow.sha256:
-            return orjson.dumps({"declined": "workflow"})
-        self._running[call] = request.origin
+            return CallDeclined("rules")
+        if request.workflow is not None and self._workflow_sha256(request.workflow[0]) != request.workflow[1]:
+            return CallDeclined("workflow")
+        self._running[request.call] = request.origin
         try:
-            reply = await self._run_forwarded(request)
-            encoded = orjson.dumps(reply)
-            self._keep_ended(request, reply, len(encoded))
+            answer = await self._run_forwarded(request)
+            encoded = encode(answer)  # once: its size is what the kept copy counts
+            self._keep_ended(request, answer, len(encoded))
         finally:
-            del self._running[call]
-            self._orphans.discard(call)
+            del self._running[request.call]
+            self._orphans.discard(request.call)
         return encoded
+
+    async def _status_of(self, request: AskCallStatus) -> CallStatus:
+        call = request.call
+        return CallStatus("running" if call in self._running else "ended" if call in self._ended else "unknown")
 
     def _rules_of(self, agent: str | None) -> str:
         return rules_digest(self._policy_of(agent), self._step_timeout)
@@ -348,17 +316,18 @@ class CallForwarding:
         return not_sent(request.command, tab, f"node {self._running.get(request.call)}, which sent its call, "
                         "left the fleet")
 
-    async def _run_forwarded(self, request: ForwardedCall) -> dict[str, Any]:
+    async def _run_forwarded(self, request: ForwardedCall) -> CallAnswered | ErrorAnswer:
         listener = self._relay(request.relay) if request.relay is not None else None
+        workflow = WorkflowSource(*request.workflow) if request.workflow is not None else None
         try:
-            response = await self._run_here(RunCall(request.spec, request.workflow, request.agent, listener,
+            response = await self._run_here(RunCall(request.spec, workflow, request.agent, listener,
                                                     request.session, call=request.call))
         except KitsuneError as e:
-            return {"error": e.to_json()}
+            return ErrorAnswer(e)
         except Exception as e:  # the forwarding node answers it as its HTTP API would: a 500
             log.error("a forwarded call failed: %s", type(e).__name__)
-            return {"error": KitsuneError("internal_error", "The call failed on the node of its tabs").to_json()}
-        return {"body": response.body, "status": response.http_status}
+            return ErrorAnswer(KitsuneError("internal_error", "The call failed on the node of its tabs"))
+        return CallAnswered(response.body, response.http_status)
 
     def _relay(self, subject: str) -> Callable[[Event], None]:
         """A listener that sends each event to ``subject``, in the order heard (from any thread)."""
@@ -373,29 +342,29 @@ class CallForwarding:
             loop.call_soon_threadsafe(send, encode(event))
         return relay
 
-    def _keep_ended(self, request: ForwardedCall, reply: dict[str, Any], size: int) -> None:
-        """Keep ``reply`` (``size`` bytes encoded) a while for a caller that loses it; a resume token is not
+    def _keep_ended(self, request: ForwardedCall, answer: CallAnswered | ErrorAnswer, size: int) -> None:
+        """Keep ``answer`` (``size`` bytes encoded) a while for a caller that loses it; a resume token is not
         kept (a new one is made)."""
         now = time.monotonic()
         while self._ended and (self._ended_bytes + size > ENDED_BYTES
                                or next(iter(self._ended.values())).when < now - ENDED_KEPT):
             self._ended_bytes -= self._ended.popitem(last=False)[1].size
-        body = reply.get("body", {})
-        self._ended[request.call] = _Ended(now, request.agent, "resume_token" in body, {
-            **reply, **({"body": {k: v for k, v in body.items() if k != "resume_token"}} if body else {})}, size)
+        had_token = isinstance(answer, CallAnswered) and "resume_token" in answer.body
+        if isinstance(answer, CallAnswered):
+            answer = replace(answer, body={k: v for k, v in answer.body.items() if k != "resume_token"})
+        self._ended[request.call] = _Ended(now, request.agent, had_token, answer, size)
         self._ended_bytes += size
 
-    async def _result(self, call: int) -> dict[str, Any]:
-        """The ended response of ``call``, once (``{"gone"}`` when it is not kept)."""
-        ended = self._ended.pop(call, None)
+    async def _result_of(self, request: AskCallResult) -> CallAnswered | ErrorAnswer | CallGone:
+        """The ended response of a call, once."""
+        ended = self._ended.pop(request.call, None)
         if ended is None:
-            return {"gone": True}
+            return CallGone()
         self._ended_bytes -= ended.size
-        if not ended.had_token:
-            return ended.reply
-        token = await asyncio.to_thread(self._reissue_here, call, ended.agent)
-        body = ended.reply["body"] | ({"resume_token": token} if token is not None else {})
-        return {**ended.reply, "body": body}
+        if not isinstance(ended.answer, CallAnswered) or not ended.had_token:
+            return ended.answer
+        token = await asyncio.to_thread(self._reissue_here, request.call, ended.agent)
+        return replace(ended.answer, body=ended.answer.body | ({"resume_token": token} if token is not None else {}))
 
 
 @dataclass(frozen=True, slots=True)
@@ -406,10 +375,10 @@ class _Ended:
     agent: str | None
     had_token: bool
     """Whether its response carried a resume token (a new one is made for it)."""
-    reply: dict[str, Any]
-    """Its reply, without the token."""
+    answer: CallAnswered | ErrorAnswer
+    """Its answer, without the token."""
     size: int
-    """Its reply's size, encoded."""
+    """Its answer's size, encoded."""
 
 
 class _Lost:
@@ -419,10 +388,19 @@ class _Lost:
 _LOST = _Lost()
 
 
-def _reply(forward: asyncio.Future[bytes]) -> dict[str, Any] | _Lost | None:
+def _reply(forward: asyncio.Future[bytes]) -> CallAnswered | CallDeclined | ErrorAnswer | _Lost | None:
     """A finished forward's reply; None when nobody took it (nothing was sent: run it here)."""
     try:
-        reply: dict[str, Any] = orjson.loads(forward.result())
+        data = forward.result()
     except BusError as e:
         return None if e.code == "no_responders" else _LOST
-    return reply
+    answer = _answer(data)
+    return answer if not isinstance(answer, CallGone) else _LOST  # a call is never answered gone: lost on its way
+
+
+def _answer(data: bytes) -> CallAnswered | CallDeclined | CallGone | ErrorAnswer:
+    """The tab's node's answer to a forwarded call, or to the question how it ended; its error as an answer."""
+    try:
+        return cast(CallAnswered | CallDeclined | CallGone, read_answer(data, CallAnswered, CallDeclined, CallGone))
+    except KitsuneError as e:
+        return ErrorAnswer(e)

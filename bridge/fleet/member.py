@@ -1,7 +1,8 @@
 """This node as a member of its fleet: the tab registry kept up, requests placed, claims and owners.
 
 Each node is the one authority on its own tabs. A claim, a release or a takeover of a tab goes
-to the node that holds the tab (``<fleet>.node.<name>.claims``), which decides it under its lock
+to the node that holds the tab (``<fleet>.node.<name>.claims``: ``ClaimTab``, ``ReleaseClaims``,
+``TakeOver``), which decides it under its lock
 against its :class:`~core.claims.ClaimTable` and :class:`~core.policy.TabOwners`, and records it
 in the registry (a compare-and-set on the tab's key) before it answers. Every write reaching one
 of its tabs, from any node, is admitted against the same tables (:meth:`FleetMember.admission`):
@@ -18,12 +19,12 @@ import logging
 import threading
 from collections.abc import Callable
 from dataclasses import replace
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeVar
 
-import orjson
-
-from actors.bus import Bus, BusError
+from actors.bus import Bus, Handler
 from actors.loop import IoLoop
+from actors.serving import taking, typed
+from bridge.fleet.asking import ask_node
 from bridge.fleet.registry import FleetRegistry, NodeEntry, TabEntry, agent_key
 from core.claims import Claim, ClaimTable
 from core.policy import CLOSED, ELSEWHERE, USER, Policy, TabOwners, owned_by_another
@@ -33,8 +34,10 @@ from messages.codec import decode_outcome, encode
 from messages.commands import GetTabs, NewTab, is_write
 from messages.contract import SETTLE
 from messages.errors import KitsuneError
+from messages.fleet import Acknowledged, ClaimDecided, ClaimTab, ReleaseClaims, TakeOver, TookOver
 from messages.requests import Subjects, TabRequest
 from messages.results import Done, Failed, Failure, Outcome
+from messages.wire import Message
 
 if TYPE_CHECKING:
     from bridge.node import Browser
@@ -42,6 +45,8 @@ if TYPE_CHECKING:
 __all__ = ["FleetClaims", "FleetMember", "FleetOwners", "seen_by"]
 
 log = logging.getLogger(__name__)
+
+A = TypeVar("A")
 
 _LIST_TIMEOUT = 5.0
 
@@ -222,8 +227,15 @@ class FleetMember:
             tab.update(node=self.name, owner=None if owner in (USER, CLOSED) else owner)
         return tabs
 
-    async def serve_tabs(self, data: bytes) -> bytes:
-        return encode(Done({"tabs": self._own(await self._browser.tabs())}))
+    def serving(self) -> dict[str, Handler]:
+        """The subjects this node answers as a member: the listing of its tabs, their claims and takeovers."""
+        tabs, claims = self._subjects.node(self.name, "tabs"), self._subjects.node(self.name, "claims")
+        return {tabs: typed(tabs, {TabRequest: taking(GetTabs, self._list_own)}, outcomes=True),
+                claims: typed(claims, {TakeOver: self._take_over_for, ClaimTab: self._claim_for,
+                                       ReleaseClaims: self._release_for})}
+
+    async def _list_own(self, request: TabRequest) -> Outcome:
+        return Done({"tabs": self._own(await self._browser.tabs())})
 
     async def open_ids(self, wanted: frozenset[int] = frozenset()) -> frozenset[int]:
         """Ids of the fleet's open tabs: this node's, and the others' of the registry; a ``wanted`` tab
@@ -265,20 +277,19 @@ class FleetMember:
                 self.taken_over(tab, agent)
                 await self._rerecord(tab)
             return previous
-        reply = await self._ask(holder, {"op": "own", "tab": tab, "agent": agent})
-        return str(reply["previous"])
+        return (await self._ask(holder, TakeOver(tab, agent), TookOver)).previous
 
-    async def serve_claims(self, data: bytes) -> bytes:
-        """A claim, release or takeover of one of this node's tabs, from another node's call."""
-        body = orjson.loads(data)
-        op = body["op"]
-        if op == "own":
-            return orjson.dumps({"previous": await self.take_over(int(body["tab"]), str(body["agent"]))})
-        if op == "claim":
-            failure = await self._claim(int(body["call"]), str(body["owner"]), int(body["tab"]), str(body["node"]))
-            return orjson.dumps({"failure": failure.to_json() if failure is not None else None})
-        await self._release(int(body["call"]), body.get("owner"))
-        return orjson.dumps({})
+    # another node's requests: a takeover, claim or release of one of this node's tabs, by its calls
+
+    async def _take_over_for(self, request: TakeOver) -> TookOver:
+        return TookOver(await self.take_over(request.tab, request.agent))
+
+    async def _claim_for(self, request: ClaimTab) -> ClaimDecided:
+        return ClaimDecided(await self._claim(request.call, request.owner, request.tab, request.node))
+
+    async def _release_for(self, request: ReleaseClaims) -> Acknowledged:
+        await self._release(request.call, request.owner)
+        return Acknowledged()
 
     def owner_of(self, tab: int) -> str | None:
         """The agent ``tab`` belongs to: this node's record for its own tabs, the registry's for the others;
@@ -301,18 +312,17 @@ class FleetMember:
         if node == self.name:
             return self._io.run(self._claim(call, owner, tab, self.name), timeout=10)
         try:
-            reply = self._io.run(self._ask(node, {"op": "claim", "call": call, "owner": owner, "tab": tab,
-                                                  "node": self.name}), timeout=10)
+            decided = self._io.run(self._ask(node, ClaimTab(call, owner, tab, self.name), ClaimDecided), timeout=10)
         except KitsuneError as e:
             return Failure.of(e)
-        return _failure(reply.get("failure"))
+        return decided.failure
 
     def release_on(self, node: str, call: int, owner: str | None) -> None:
         """Have ``node`` release the claims of this node's call (of one sequence, or all), from its thread."""
         if node == self.name:
             self._io.run(self._release(call, owner), timeout=10)
         else:
-            self._io.run(self._ask(node, {"op": "release", "call": call, "owner": owner}), timeout=10)
+            self._io.run(self._ask(node, ReleaseClaims(call, owner), Acknowledged), timeout=10)
 
     async def _claim(self, call: int, owner: str, tab: int, node: str) -> Failure | None:
         async with self._deciding:
@@ -361,14 +371,9 @@ class FleetMember:
             raise KitsuneError("unknown_tab", f"No open tab {tab}", state={"tabId": tab})
         return entry.node
 
-    async def _ask(self, node: str, body: dict[str, Any]) -> dict[str, Any]:
+    async def _ask(self, node: str, request: Message, answer: type[A]) -> A:
         assert self.bus is not None
-        try:
-            reply = await self.bus.request(self._subjects.node(node, "claims"), orjson.dumps(body), 5.0)
-        except BusError as e:
-            raise KitsuneError("fleet_unavailable", f"Node {node} did not answer ({e.code})", retryable=True) from e
-        answer: dict[str, Any] = orjson.loads(reply)
-        return answer
+        return await ask_node(self.bus, self._subjects.node(node, "claims"), node, request, 5.0, answer)
 
     @staticmethod
     async def _quietly(write: Any) -> None:
@@ -432,11 +437,6 @@ def session_name(session: str | None, call: int | None) -> str:
         return "default"
     return one_shot_name(call) if session == ONE_SHOT and call is not None else session
 
-
-def _failure(body: dict[str, Any] | None) -> Failure | None:
-    if body is None:
-        return None
-    return Failure(str(body["error"]), str(body["code"]), bool(body["retryable"]), body.get("state"))
 
 
 def seen_by(agent: str | None, current: int | None, tabs: list[dict[str, Any]]) -> list[dict[str, Any]]:

@@ -5,8 +5,8 @@ values, which live in that node's memory only (spec: Checkpoints). So resumes ar
 and checkpoints are not replicated. While a node holds a call's checkpoint (from when its store
 keeps it until it drops it, a resume in progress included), the node takes resumes of that call on
 ``<fleet>.ckpt.<call>``. A node asked to resume a call it does not hold forwards the request there
-(call, token, observed and the agent that asked) and answers what the holder answers: the same
-body and HTTP status, the same errors. With nobody on that subject (``no_responders``) it answers
+(its ``messages.fleet.ResumeRequest``, as parsed where it came in) and answers what the holder answers:
+the same body and HTTP status, the same errors. With nobody on that subject (``no_responders``) it answers
 ``checkpoint_not_found`` at once, from its own store: the call finished ok, its checkpoint expired
 or was pushed out, or the node that held it stopped or died, losing it (it was never replicated,
 by design).
@@ -35,21 +35,22 @@ import asyncio
 import logging
 import threading
 from collections.abc import Awaitable, Callable
-from dataclasses import dataclass
-from typing import Any
+from typing import TypeVar
 
-import orjson
-
-from actors.bus import Bus, BusError, Subscription
+from actors.bus import Bus, BusError, Handler, Subscription
 from actors.call_actor import ResumeCall
 from actors.loop import IoLoop
+from actors.serving import typed
 from core.calls import CallResponse
 from core.checkpoints import Checkpoint, Checkpoints, DropReason
+from messages.codec import encode, read_answer
 from messages.contract import RESUME_DEADLINE, SETTLE
 from messages.errors import KitsuneError
+from messages.fleet import Acknowledged, CallAnswered, PingHolder, Reissued, ReissueToken, ResumeRequest
 from messages.requests import Subjects
+from messages.wire import LARGE, Message
 
-__all__ = ["FORWARD_TIMEOUT", "ForwardedResume", "ResumeRoutes"]
+__all__ = ["FORWARD_TIMEOUT", "ResumeRoutes"]
 
 log = logging.getLogger(__name__)
 
@@ -70,37 +71,12 @@ HOLDER_GONE_GRACE = 2.0
 """Seconds a forwarded resume still waits for its answer once nobody holds its checkpoint's subject
 (a holder that finished the resume drops the checkpoint, and its subject, as it answers)."""
 
-PING = orjson.dumps({"op": "ping"})
-
 SUBSCRIBE_TIMEOUT = 10.0
 """Seconds a call's answer waits, at most, for its checkpoint's subject to be subscribed."""
 
+_PING = encode(PingHolder())
 
-@dataclass(frozen=True, slots=True)
-class ForwardedResume:
-    """A resume sent to the node that holds the call's checkpoint; the reply is ``{"body", "status"}``
-    (the holder's response) or ``{"error"}`` (the error it raised)."""
-
-    call: int
-    """The call whose checkpoint is resumed."""
-    resume_token: str
-    """The token as the caller gave it (the holder compares its hash)."""
-    observed: Any
-    """What the caller observed of steps, as it gave it (the holder checks it)."""
-    agent: str | None
-    """The agent who asked, as the forwarding node authenticated it."""
-    session: str | None = None
-    """The agent's session it asked for (its tasks' leases)."""
-
-    def to_json(self) -> dict[str, Any]:
-        return {"call": self.call, "resume_token": self.resume_token, "observed": self.observed, "agent": self.agent,
-                "session": self.session}
-
-    @classmethod
-    def from_json(cls, data: dict[str, Any]) -> ForwardedResume:
-        agent, session = data.get("agent"), data.get("session")
-        return cls(int(data["call"]), str(data["resume_token"]), data.get("observed"),
-                   str(agent) if agent is not None else None, str(session) if session is not None else None)
+A = TypeVar("A")
 
 
 class ResumeRoutes:
@@ -159,37 +135,36 @@ class ResumeRoutes:
     # resumes
 
     async def resume(self, message: ResumeCall) -> CallResponse:
-        """Resume here when this node holds the checkpoint (or the request is malformed: refused here),
-        else at the node that holds it; its errors are raised as that node raised them."""
-        call, token = message.call, message.resume_token
-        if self.bus is None or isinstance(call, bool) or not isinstance(call, int) or not isinstance(token, str) \
-                or self.holds(call):
+        """Resume here when this node holds the checkpoint, else at the node that holds it; its errors are
+        raised as that node raised them."""
+        request = message.request
+        if self.bus is None or self.holds(request.call):
             return await self._run_here(message)
-        request = ForwardedResume(call, token, message.observed, message.agent, message.session)
-        reply = await self._ask_holder(call, orjson.dumps(request.to_json()))
+        reply = await self._ask_holder(request.call, request)
         if reply is None:  # no node holds it: this one answers checkpoint_not_found, and counts it
             return await self._run_here(message)
-        answer = orjson.loads(reply)
-        if "error" in answer:
-            raise KitsuneError.from_json(answer["error"])
-        return CallResponse(answer["body"], answer["status"])
+        answer = read_answer(reply, CallAnswered)
+        return CallResponse(answer.body, answer.status)
 
     async def reissue(self, call: int, agent: str | None) -> str | None:
         """A new resume token for ``agent``'s checkpoint of ``call`` wherever the fleet holds it (the old
         token stops working); None when no node holds one."""
         if self.bus is None or self.holds(call):
             return await asyncio.to_thread(self._reissue_here, call, agent)
-        reply = await self._ask_holder(call, orjson.dumps({"op": "reissue", "call": call, "agent": agent}))
-        token = orjson.loads(reply).get("resume_token") if reply is not None else None
-        return token if isinstance(token, str) else None
+        reply = await self._ask_holder(call, ReissueToken(call, agent))
+        try:
+            return read_answer(reply, Reissued).resume_token if reply is not None else None
+        except KitsuneError:  # the holder could not make one: as if it held none
+            return None
 
-    async def _ask_holder(self, call: int, request: bytes) -> bytes | None:
+    async def _ask_holder(self, call: int, request: Message) -> bytes | None:
         """The reply of the node holding ``call``'s checkpoint to ``request``; None when no node holds it,
         ``fleet_unavailable`` when the holder does not answer or is gone before it answers."""
         assert self.bus is not None
         if not await self._held_somewhere(call, patience=HOLDER_PATIENCE):
             return None
-        forward = asyncio.ensure_future(self.bus.request(self._subjects.checkpoint(call), request, FORWARD_TIMEOUT))
+        forward = asyncio.ensure_future(self.bus.request(self._subjects.checkpoint(call), encode(request),
+                                                         FORWARD_TIMEOUT))
         try:
             while not (await asyncio.wait({forward}, timeout=HOLDER_PING_INTERVAL))[0]:
                 if not await self._held_somewhere(call, patience=None):
@@ -214,7 +189,7 @@ class ResumeRoutes:
         deadline = loop.time() + (patience or 0.0)
         while True:
             try:
-                await self.bus.request(self._subjects.checkpoint(call), PING, HOLDER_PING_TIMEOUT)
+                await self.bus.request(self._subjects.checkpoint(call), _PING, HOLDER_PING_TIMEOUT)
                 return True
             except BusError as e:
                 if e.code == "no_responders":
@@ -227,27 +202,22 @@ class ResumeRoutes:
                     raise KitsuneError("fleet_unavailable", f"The node holding call {call}'s checkpoint did not "
                                        f"answer within {patience:g} s", retryable=True) from e
 
-    async def _serve(self, data: bytes) -> bytes:
-        """A resume another node forwarded: run here, under this node's rules (or a new token asked for)."""
-        try:
-            payload = orjson.loads(data)
-            if payload.get("op") == "ping":
-                return b"{}"
-            if payload.get("op") == "reissue":
-                agent = payload.get("agent")
-                token = await asyncio.to_thread(self._reissue_here, int(payload["call"]),
-                                                str(agent) if agent is not None else None)
-                return orjson.dumps({"resume_token": token})
-            request = ForwardedResume.from_json(payload)
-            response = await self._run_here(ResumeCall(request.call, request.resume_token, request.observed,
-                                                       request.agent, session=request.session))
-        except KitsuneError as e:
-            return orjson.dumps({"error": e.to_json()})
-        except Exception as e:  # the forwarding node answers it as this one's HTTP API would: a 500
-            log.error("a forwarded resume failed: %s", type(e).__name__)
-            return orjson.dumps({"error": KitsuneError("internal_error", "The resume failed on the node "
-                                                       "holding its checkpoint").to_json()})
-        return orjson.dumps({"body": response.body, "status": response.http_status})
+    # another node's requests to this node, holding the checkpoint
+
+    def _serving(self, subject: str) -> Handler:
+        return typed(subject, {PingHolder: self._pinged, ResumeRequest: self._resume_for,
+                               ReissueToken: self._reissue_for}, limit=LARGE)
+
+    async def _pinged(self, ping: PingHolder) -> Acknowledged:
+        return Acknowledged()
+
+    async def _resume_for(self, request: ResumeRequest) -> CallAnswered:
+        """A resume another node forwarded: run here, under this node's rules."""
+        response = await _guarded(self._run_here(ResumeCall(request)))
+        return CallAnswered(response.body, response.http_status)
+
+    async def _reissue_for(self, request: ReissueToken) -> Reissued:
+        return Reissued(await _guarded(asyncio.to_thread(self._reissue_here, request.call, request.agent)))
 
     async def _sync(self, call: int) -> None:
         """Subscribe ``call``'s subject while its checkpoint is held here, and only then (on the loop)."""
@@ -256,8 +226,9 @@ class ResumeRoutes:
             held = self.holds(call) and not self._stopped
             if held and subscription is None and self.bus is not None:
                 try:
-                    self._subscriptions[call] = await self.bus.subscribe(self._subjects.checkpoint(call),
-                                                                         self._serve, concurrent=True)
+                    subject = self._subjects.checkpoint(call)
+                    self._subscriptions[call] = await self.bus.subscribe(subject, self._serving(subject),
+                                                                         concurrent=True)
                 except BusError as e:
                     log.warning("a checkpoint can be resumed through this node only (%s)", e.code)
             elif not held and subscription is not None:
@@ -272,6 +243,18 @@ class ResumeRoutes:
             self._subscriptions.clear()
         for subscription in subscriptions:
             await subscription.unsubscribe()
+
+
+async def _guarded(work: Awaitable[A]) -> A:
+    """What ``work`` gives; an unexpected failure is logged and raised as ``internal_error``: the forwarding
+    node answers it as this node's HTTP API would, a 500."""
+    try:
+        return await work
+    except KitsuneError:
+        raise
+    except Exception as e:
+        log.error("a forwarded resume failed: %s", type(e).__name__)
+        raise KitsuneError("internal_error", "The resume failed on the node holding its checkpoint") from e
 
 
 class _Reachable:

@@ -8,7 +8,7 @@ that was refused, with its ``code``), and last ``ended`` with a code, a message 
 close code. Every input that is sent, or refused on a view-only link, passes
 :class:`~bridge.live.inputs.InputAudit` first. A :class:`LocalViewer` drives the tab's page; a
 :class:`RelayedViewer`, on the node the person reached, carries the same messages over NATS to the
-node that holds the tab (``<fleet>.live.<id>.in`` and ``.out``).
+node that holds the tab (``<fleet>.live.<id>.in`` and ``.out``: ``messages.live``).
 """
 
 from __future__ import annotations
@@ -17,21 +17,37 @@ import asyncio
 import contextlib
 import logging
 from collections.abc import Awaitable, Callable
-from typing import Any, Protocol
+from typing import Any, Protocol, TypeVar
 
-import orjson
 from playwright.async_api import Error as PlaywrightError
 from playwright.async_api import Page
 
 from actors.bus import Bus, BusError, Subscription
+from actors.serving import ask, typed
 from bridge.live.inputs import InputAudit
 from bridge.live.links import Control, LiveLinks, LiveRefusal
 from bridge.live.screencast import Screencast
+from messages.codec import encode
+from messages.errors import KitsuneError
+from messages.live import (
+    FromPerson,
+    OpenView,
+    PingViewer,
+    ToPerson,
+    ViewEnded,
+    ViewerAlive,
+    ViewerLeft,
+    ViewOpened,
+    ViewRefused,
+)
 from messages.requests import Subjects
+from messages.wire import LARGE, Message
 
 __all__ = ["HANDED_BACK", "PING_EVERY", "LocalViewer", "RelayedViewer", "Send", "Viewer"]
 
 log = logging.getLogger(__name__)
+
+A = TypeVar("A")
 
 Send = Callable[[dict[str, Any]], Awaitable[None]]
 """Sends one message to the person."""
@@ -160,30 +176,30 @@ class RelayedViewer:
 
     async def start(self, tab: int, token: str) -> None:
         """Ask the tab's node to open it; :class:`LiveRefusal` as it answers."""
-        self._out = await self._bus.subscribe(self._subjects.live(self._id, "out"), self._heard)
+        out = self._subjects.live(self._id, "out")
+        self._out = await self._bus.subscribe(out, typed(out, {ToPerson: self._to_person, ViewEnded: self._ended_there},
+                                                         limit=LARGE))
         try:
-            reply = await self._ask({"op": "open", "tab": tab, "token": token, "viewer": self._id}, 15.0)
-        except BusError as e:
+            reply = await self._ask(OpenView(tab, token, self._id), 15.0, ViewOpened, ViewRefused)
+        except KitsuneError as e:
             await self.close()
-            raise LiveRefusal("node_unavailable", f"The node of tab {tab} did not answer ({e.code})", 1011, 503) \
-                from e
-        if "refused" in reply:
+            if isinstance(e, BusError):
+                raise LiveRefusal("node_unavailable", f"The node of tab {tab} did not answer ({e.code})", 1011,
+                                  503) from e
+            raise LiveRefusal(e.code, e.message, 1011, e.http_status) from e
+        if isinstance(reply, ViewRefused):
             await self.close()
-            refused = reply["refused"]
-            raise LiveRefusal(refused["code"], refused["message"], refused["close_code"], refused["http_status"])
+            raise LiveRefusal(reply.code, reply.message, reply.close_code, reply.http_status)
         self._pinging = asyncio.create_task(self._ping())
 
-    async def _ask(self, body: dict[str, Any], timeout: float) -> dict[str, Any]:
-        reply: dict[str, Any] = orjson.loads(await self._bus.request(self._subjects.node(self._node, "live"),
-                                                                     orjson.dumps(body), timeout))
-        return reply
+    async def _ask(self, request: Message, timeout: float, *answers: type[A]) -> A:
+        return await ask(self._bus, self._subjects.node(self._node, "live"), request, timeout, *answers)
 
-    async def _heard(self, data: bytes) -> None:
-        message = orjson.loads(data)
-        if message.get("type") == "ended":
-            self._end((message["code"], message["message"], message["close_code"]))
-        else:
-            await self._send(message)
+    async def _to_person(self, message: ToPerson) -> None:
+        await self._send(message.message)
+
+    async def _ended_there(self, ended: ViewEnded) -> None:
+        self._end((ended.code, ended.message, ended.close_code))
 
     def _end(self, ending: Ending) -> None:
         if self._ending is None:
@@ -194,8 +210,8 @@ class RelayedViewer:
         while not self._ended.is_set():
             await asyncio.sleep(PING_EVERY)
             try:
-                alive = (await self._ask({"op": "ping", "viewer": self._id}, PING_EVERY)).get("alive")
-            except BusError:
+                alive = (await self._ask(PingViewer(self._id), PING_EVERY, ViewerAlive)).alive
+            except KitsuneError:  # no answer, or none it can read
                 alive = False
             if not alive:
                 self._end(("node_unavailable", "The node that holds this tab is gone; this Live View has ended.",
@@ -203,7 +219,7 @@ class RelayedViewer:
 
     async def deliver(self, message: dict[str, Any]) -> None:
         try:
-            await self._bus.publish(self._subjects.live(self._id, "in"), orjson.dumps(message))
+            await self._bus.publish(self._subjects.live(self._id, "in"), encode(FromPerson(message)))
         except BusError as e:
             log.error("a Live View message could not be relayed (%s)", e.code)
 
@@ -216,7 +232,7 @@ class RelayedViewer:
         if self._pinging is not None:
             self._pinging.cancel()
         with contextlib.suppress(BusError):  # the tab's node lets go of it (it may have ended it already)
-            await self._bus.publish(self._subjects.live(self._id, "in"), orjson.dumps({"type": "bye"}))
+            await self._bus.publish(self._subjects.live(self._id, "in"), encode(ViewerLeft()))
         self._ended.set()
         out, self._out = self._out, None
         if out is not None:

@@ -6,7 +6,7 @@ controls, and refuses the agents' writes to a tab a person controls (:meth:`Live
 A link follows its agent's hold on the tab: a takeover revokes the links of the agent that lost it
 (:meth:`LiveViews.taken_over`), and whether a link controls is the policy's (``bridge.live.grants``), as
 it is when a connection opens and at each input, unless a person granted it (:meth:`LiveViews.may_control`).
-Another node forwards ``issue`` and ``handbacks`` to it over ``<fleet>.node.<name>.live``, and
+Another node forwards its requests there over ``<fleet>.node.<name>.live`` (``messages.live``), and
 relays a person's connection there (:class:`~bridge.live.viewer.RelayedViewer`), so a link works
 whichever node the person reaches.
 """
@@ -18,23 +18,42 @@ import contextlib
 import logging
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 
-import orjson
 from playwright.async_api import Page
 
-from actors.bus import Bus, BusError, Subscription
+from actors.bus import Bus, BusError, Handler, Subscription
+from actors.serving import typed
 from bridge.fleet.asking import ask_node
 from bridge.live.inputs import InputAudit
 from bridge.live.links import Control, Link, LiveLinks, LiveRefusal
 from bridge.live.viewer import PING_EVERY, LocalViewer, RelayedViewer, Send, Viewer
 from core.policy import Policy, TabOwners, owned_by_another
+from messages.codec import encode
 from messages.commands import is_write
 from messages.contract import LIVE_VIEW_LINKS, LIVE_VIEW_LINKS_PER_AGENT
 from messages.errors import KitsuneError
+from messages.live import (
+    AskHandbacks,
+    AskPageHint,
+    FromPerson,
+    Handbacks,
+    IssueLink,
+    LinkIssued,
+    OpenView,
+    PageHint,
+    PingViewer,
+    ToPerson,
+    ViewEnded,
+    ViewerAlive,
+    ViewerLeft,
+    ViewOpened,
+    ViewRefused,
+)
 from messages.requests import Subjects, TabRequest
 from messages.results import Failed, Failure, Outcome
 from messages.tokens import new_token
+from messages.wire import LARGE, Message
 
 if TYPE_CHECKING:
     from actors.audit_actor import Auditor
@@ -42,6 +61,8 @@ if TYPE_CHECKING:
 __all__ = ["MAX_HANDBACK_WAIT", "OPERATOR", "LiveViews", "Pages"]
 
 log = logging.getLogger(__name__)
+
+A = TypeVar("A")
 
 OPERATOR = "operator:"
 """The prefix of the name a console operator's links are made for (``operator:<name>``)."""
@@ -107,9 +128,8 @@ class LiveViews:
         if node == self.name:
             token, expires_in = self._issue_here(tab, agent, control, granted)
         else:
-            reply = await self._ask(node, {"op": "issue", "tab": tab, "agent": agent, "control": control,
-                                           "granted": granted}, 5.0)
-            token, expires_in = reply["token"], reply["expires_in"]
+            issued = await self._ask(node, IssueLink(tab, agent, control, granted), 5.0, LinkIssued)
+            token, expires_in = issued.token, issued.expires_in
         base = self._public_url or base_url.rstrip("/")
         return {"tabId": tab, "url": f"{base}/live/{tab}#t={token}", "expires_in": expires_in, "control": control}
 
@@ -136,7 +156,7 @@ class LiveViews:
         node = await self._node_of(tab)
         if node == self.name:
             return await self._browser.needs_user(tab)
-        return await self._ask(node, {"op": "hint", "tab": tab}, 15.0)
+        return (await self._ask(node, AskPageHint(tab), 15.0, PageHint)).hint
 
     def _issue_here(self, tab: int, agent: str, control: bool, granted: bool) -> tuple[str, float]:
         if tab not in self._browser.tab_ids():
@@ -170,12 +190,16 @@ class LiveViews:
     async def handbacks(self, tab: int, since: int | None, wait: float) -> dict[str, Any]:
         """``{tabId, handbacks, held}``; with ``since``, once the count is past it or ``wait`` seconds passed."""
         node = await self._node_of(tab)
-        if node != self.name:
-            return await self._ask(node, {"op": "handbacks", "tab": tab, "since": since, "wait": wait}, wait + 5.0)
-        count = self.links.handbacks(tab)
-        if since is not None and wait > 0:
-            count = await self.links.wait_handback(tab, since, min(wait, MAX_HANDBACK_WAIT))
-        return {"tabId": tab, "handbacks": count, "held": self.links.controlled(tab)}
+        asked = AskHandbacks(tab, since, wait)
+        seen = await self._handbacks_for(asked) if node == self.name else \
+            await self._ask(node, asked, wait + 5.0, Handbacks)
+        return {"tabId": tab, "handbacks": seen.count, "held": seen.held}
+
+    async def _handbacks_for(self, asked: AskHandbacks) -> Handbacks:
+        count = self.links.handbacks(asked.tab)
+        if asked.since is not None and asked.wait > 0:
+            count = await self.links.wait_handback(asked.tab, asked.since, min(asked.wait, MAX_HANDBACK_WAIT))
+        return Handbacks(count, self.links.controlled(asked.tab))
 
     # the agents' writes
 
@@ -251,67 +275,60 @@ class LiveViews:
         with contextlib.suppress(TimeoutError):
             await asyncio.wait_for(self._none_open.wait(), _STOP_WAIT)
 
-    def serving(self) -> dict[str, Callable[[bytes], Awaitable[bytes | None]]]:
+    def serving(self) -> dict[str, Handler]:
         """The subjects this node answers for its Live Views."""
-        return {self._subjects.node(self.name, "live"): self._serve}
+        subject = self._subjects.node(self.name, "live")
+        return {subject: typed(subject, {IssueLink: self._issue_for, AskPageHint: self._hint_for,
+                                         AskHandbacks: self._handbacks_for, OpenView: self._open_for,
+                                         PingViewer: self._ping_for})}
 
     # other nodes' requests
 
-    async def _ask(self, node: str, body: dict[str, Any], timeout: float) -> dict[str, Any]:
+    async def _ask(self, node: str, request: Message, timeout: float, answer: type[A]) -> A:
         assert self.bus is not None
-        return await ask_node(self.bus, self._subjects.node(node, "live"), node, body, timeout)
+        return await ask_node(self.bus, self._subjects.node(node, "live"), node, request, timeout, answer)
 
-    async def _serve(self, data: bytes) -> bytes:
-        body = orjson.loads(data)
-        op = body.get("op")
-        try:
-            if op == "issue":
-                token, expires_in = self._issue_here(int(body["tab"]), str(body["agent"]), body.get("control") is True,
-                                                     body.get("granted") is True)
-                return orjson.dumps({"token": token, "expires_in": expires_in})
-            if op == "hint":
-                return orjson.dumps(await self._browser.needs_user(int(body["tab"])))
-            if op == "handbacks":
-                return orjson.dumps(await self.handbacks(int(body["tab"]), body.get("since"), float(body["wait"])))
-            if op == "open":
-                return orjson.dumps(await self._serve_open(int(body["tab"]), body.get("token"), str(body["viewer"])))
-            if op == "ping":
-                relayed = self._relayed.get(str(body.get("viewer")))
-                if relayed is not None:
-                    relayed[2][0] = time.monotonic()
-                return orjson.dumps({"alive": relayed is not None})
-        except KitsuneError as e:
-            return orjson.dumps({"error": e.to_json()})
-        return orjson.dumps({"error": {"code": "invalid_call", "error": f"no Live View op {op!r}"}})
+    async def _issue_for(self, request: IssueLink) -> LinkIssued:
+        return LinkIssued(*self._issue_here(request.tab, request.agent, request.control, request.granted))
 
-    async def _serve_open(self, tab: int, token: object, viewer_id: str) -> dict[str, Any]:
+    async def _hint_for(self, request: AskPageHint) -> PageHint:
+        return PageHint(await self._browser.needs_user(request.tab))
+
+    async def _ping_for(self, request: PingViewer) -> ViewerAlive:
+        relayed = self._relayed.get(request.viewer)
+        if relayed is not None:
+            relayed[2][0] = time.monotonic()
+        return ViewerAlive(relayed is not None)
+
+    async def _open_for(self, request: OpenView) -> ViewOpened | ViewRefused:
+        """A person's connection to one of this node's tabs, reached through another node: relayed."""
         assert self.bus is not None
-        bus, out = self.bus, self._subjects.live(viewer_id, "out")
+        bus, viewer_id, out = self.bus, request.viewer, self._subjects.live(request.viewer, "out")
 
         async def send(message: dict[str, Any]) -> None:
-            await bus.publish(out, orjson.dumps(message))
+            await bus.publish(out, encode(ToPerson(message)))
 
         try:
-            viewer = await self._open_here(tab, token, send)
+            viewer = await self._open_here(request.tab, request.token, send)
         except LiveRefusal as e:
-            return {"refused": {"code": e.code, "message": e.message, "close_code": e.close_code,
-                                "http_status": e.http_status}}
+            return ViewRefused(e.code, e.message, e.close_code, e.http_status)
 
-        async def heard(data: bytes) -> None:
-            message = orjson.loads(data)
-            if message.get("type") == "bye":
-                viewer.control.end("viewer_gone", "The viewer left", 1000)
-            else:
-                await viewer.deliver(message)
+        async def heard(message: FromPerson) -> None:
+            await viewer.deliver(message.message)
 
-        subscription = await bus.subscribe(self._subjects.live(viewer_id, "in"), heard)
+        async def left(message: ViewerLeft) -> None:
+            viewer.control.end("viewer_gone", "The viewer left", 1000)
+
+        person = self._subjects.live(viewer_id, "in")
+        subscription = await bus.subscribe(person, typed(person, {FromPerson: heard, ViewerLeft: left},
+                                                         limit=LARGE))
         self._relayed[viewer_id] = (viewer, subscription, [time.monotonic()])
-        watch = asyncio.create_task(self._relay_until_ended(viewer_id, send))
+        watch = asyncio.create_task(self._relay_until_ended(viewer_id, out))
         self._watching.add(watch)
         watch.add_done_callback(self._watching.discard)
-        return {"ok": True}
+        return ViewOpened()
 
-    async def _relay_until_ended(self, viewer_id: str, send: Send) -> None:
+    async def _relay_until_ended(self, viewer_id: str, out: str) -> None:
         """Watch a relayed viewer: it ends on its own, or when its relay stops pinging; then tell the relay."""
         viewer, subscription, heard_at = self._relayed[viewer_id]
         while not viewer.control.ended.is_set():
@@ -322,6 +339,7 @@ class LiveViews:
         code, message, close_code = await viewer.ended()
         del self._relayed[viewer_id]
         with contextlib.suppress(BusError):
-            await send({"type": "ended", "code": code, "message": message, "close_code": close_code})
+            assert self.bus is not None
+            await self.bus.publish(out, encode(ViewEnded(code, message, close_code)))
             await subscription.unsubscribe()
         await viewer.close()

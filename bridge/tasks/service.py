@@ -41,6 +41,7 @@ from core.calls import CallResponse
 from messages.commands import secret_values
 from messages.errors import KitsuneError
 from messages.events import CallStarted, Event
+from messages.fleet import ResumeRequest
 from messages.results import Failure
 from messages.steplog import StepLog
 
@@ -220,7 +221,7 @@ class Tasks:
         if isinstance(message, RunCall):
             for task in owned:
                 self._remember(task.id, [v for c in message.spec.commands for v in secret_values(c)])
-        calls: list[int] = [message.call] if isinstance(message, ResumeCall) and isinstance(message.call, int) else []
+        calls: list[int] = [message.request.call] if isinstance(message, ResumeCall) else []
         for call in calls:
             self._started(owned, call)
         heard = message.listener
@@ -365,7 +366,7 @@ class Tasks:
         if task.resume == "ask":
             return {**lost, "resume_token": token}
         try:
-            response = await self._node.run_async(ResumeCall(call, token, None, task.agent, session=session))
+            response = await self._node.run_async(ResumeCall(ResumeRequest(call, token, None, task.agent, session)))
         except KitsuneError as e:  # refused: nothing was sent, the checkpoint is as it was (unless it is gone)
             return {**lost, **({} if e.code in _GONE else {"resume_token": token}), "not_resumed": e.to_json()}
         body = response.body

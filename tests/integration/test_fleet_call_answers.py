@@ -24,6 +24,7 @@ from kitsune.fleet import FLEET
 from messages.commands import CallSpec, parse_command
 from messages.errors import KitsuneError
 from messages.events import Event
+from messages.fleet import ForwardedCall
 from messages.requests import Subjects
 from tests.nats_cluster import ClusterAccess
 
@@ -43,7 +44,7 @@ class LosingAnswers:
         return self._bus.connected
 
     async def request(self, subject: str, data: bytes, timeout: float) -> bytes:
-        if orjson.loads(data).get("op") != "run":
+        if orjson.loads(data).get("kind") != ForwardedCall.KIND:
             return await self._bus.request(subject, data, timeout)
         sending = asyncio.ensure_future(self._bus.request(subject, data, timeout))
         self._sent.add(sending)
@@ -88,7 +89,8 @@ def test_a_lost_answer_is_asked_for_again_and_comes_with_a_new_resume_token(nats
     async def scenario() -> CallResponse | None:
         there, here = await nats_cluster.bus("node-t2"), await nats_cluster.bus("node-t1")
         receiver = _end("node-t2", there, alive={"node-t1", "node-t2"}, run_here=run_there)
-        serving = await there.subscribe(receiver.subject, receiver.serve, concurrent=True)
+        (subject, serve), = receiver.serving().items()
+        serving = await there.subscribe(subject, serve, concurrent=True)
         losing = LosingAnswers(here)
         try:
             return await _end("node-t1", losing, alive={"node-t1", "node-t2"}).run(RunCall(SPEC, agent="alice"))
@@ -118,7 +120,8 @@ def test_a_lost_answer_whose_node_is_gone_is_fleet_unavailable_not_a_guess(nats_
             raise AssertionError("not reached")
 
         receiver = _end("node-t2", there, alive=alive, run_here=dies_there)
-        serving = await there.subscribe(receiver.subject, receiver.serve, concurrent=True)
+        (subject, serve), = receiver.serving().items()
+        serving = await there.subscribe(subject, serve, concurrent=True)
 
         async def death() -> None:
             await started.wait()

@@ -21,9 +21,10 @@ import orjson
 import pytest
 
 from actors.bus import BusError
-from bridge.fleet.resume import PING
 from bridge.node import Node
 from kitsune.fleet import FLEET
+from messages.codec import encode
+from messages.fleet import PingHolder, ResumeRequest
 from tests.integration.browser_fixtures import LoopThread
 from tests.integration.fleet_nodes import apps_over, sees, two_nodes, until
 from tests.integration.serving import TOKENS, serve
@@ -67,9 +68,9 @@ def _probed(cluster: ClusterAccess, call: int) -> dict[str, Any] | None:
     async def probe() -> dict[str, Any] | None:
         client = await cluster.client()
         try:
-            request = {"call": call, "resume_token": "probe", "observed": None, "agent": "alice"}
+            request = ResumeRequest(call, "probe", None, "alice")
             answer: dict[str, Any] = orjson.loads((await client.request(
-                f"{FLEET}.ckpt.{call}", orjson.dumps(request), timeout=10)).data)
+                f"{FLEET}.ckpt.{call}", encode(request), timeout=10)).data)
             return answer
         except nats.errors.NoRespondersError:
             return None
@@ -91,7 +92,7 @@ def _silent_holder(cluster: ClusterAccess, call: int, *, answers_pings: bool) ->
 
         async def handle(message: Any) -> None:
             received.append(orjson.loads(message.data))
-            if received[-1].get("op") != "ping":
+            if received[-1].get("kind") != PingHolder.KIND:
                 await subscription.unsubscribe()
             elif answers_pings:
                 await message.respond(b"{}")
@@ -110,7 +111,7 @@ def _reaches(node: Node, call: int) -> bool:
     """Whether ``node``'s requests on ``call``'s subject reach someone (the cluster routed the interest)."""
     assert node.resumes.bus is not None
     try:
-        node.io.run(node.resumes.bus.request(f"{FLEET}.ckpt.{call}", PING, 0.5), timeout=5)
+        node.io.run(node.resumes.bus.request(f"{FLEET}.ckpt.{call}", encode(PingHolder()), 0.5), timeout=5)
     except BusError as e:
         return e.code != "no_responders"
     return True
@@ -191,7 +192,7 @@ def test_a_holder_that_does_not_answer_is_fleet_unavailable_within_seconds_not_t
         refused = _resume(on_r2, call, "a-token")  # the client waits 60 s; the forward alone would wait 155 s
         assert refused.status_code == 503, refused.text
         assert (refused.json()["code"], refused.json()["retryable"]) == ("fleet_unavailable", True)
-    resumes = [r for r in received if r.get("op") != "ping"]
+    resumes = [r for r in received if r.get("kind") != PingHolder.KIND]
     if answers_pings:  # pinged, sent the resume once, then found gone
         assert [(r["call"], r["resume_token"], r["agent"]) for r in resumes] == [(call, "a-token", "alice")]
     else:  # pinged again and again, and never sent the resume

@@ -115,7 +115,8 @@ class FakeNode:
         calls = self.world.calls
         if isinstance(message, RunCall):
             return calls.run(message.spec, message.workflow, message.agent)
-        return calls.resume(message.call, message.resume_token, message.observed, message.agent)
+        request = message.request
+        return calls.resume(request.call, request.resume_token, request.observed, request.agent)
 
     async def act(self, agent: str, command: Command, tab: int | None,
                   confirm_token: str | None = None) -> tuple[Outcome, int]:

@@ -6,20 +6,22 @@ import asyncio
 import dataclasses
 from typing import Any
 
-import orjson
 import pytest
 
+from actors.bus import Handler
 from actors.call_actor import RunCall
 from actors.loop import IoLoop
 from bridge.fleet import calls
-from bridge.fleet.calls import CallForwarding, ForwardedCall, rules_digest, tabs_known
+from bridge.fleet.calls import CallForwarding, rules_digest, tabs_known
 from core.calls import CallResponse
-from core.checkpoints import WorkflowSource
 from core.policy import Policy
 from core.url_policy import UrlPolicy
+from messages.codec import decode, encode, read_answer
 from messages.commands import CallSpec, parse_body
 from messages.events import Event
+from messages.fleet import AskCallResult, AskCallStatus, CallAnswered, CallStatus, ForwardedCall
 from messages.requests import Subjects
+from messages.wire import Message
 
 
 def _spec(body: dict[str, Any], kind: str = "batch") -> CallSpec:
@@ -58,10 +60,9 @@ def test_a_forwarded_call_arrives_as_it_was_sent_typed_values_included() -> None
     spec = _spec({"tabId": 9, "stopOnWarning": True, "timeout": 30, "commands": [
         {"action": "type", "selector": "#q", "text": "s3cret"},
         {"action": "retry", "attempts": 2, "body": [{"action": "click", "selector": "#go"}]}]})
-    sent = ForwardedCall(17, spec, WorkflowSource("checkout", "ab" * 32), "alice", "s1", "digest",
-                         "kitsune.relay.x", "node-a")
-    assert ForwardedCall.from_json(sent.to_json()) == sent
-    assert ForwardedCall.from_json(dataclasses.replace(sent, workflow=None, relay=None).to_json()).workflow is None
+    sent = ForwardedCall(17, spec, ("checkout", "ab" * 32), "alice", "s1", "digest", "kitsune.relay.x", "node-a")
+    assert decode(ForwardedCall, encode(sent)) == sent
+    assert decode(ForwardedCall, encode(dataclasses.replace(sent, workflow=None, relay=None))).workflow is None
 
 
 def test_the_rules_digest_is_the_same_for_the_same_rules_and_differs_for_any_other() -> None:
@@ -79,7 +80,7 @@ def test_the_rules_digest_is_the_same_for_the_same_rules_and_differs_for_any_oth
 
 
 def test_ended_responses_are_kept_up_to_a_size_the_oldest_going_first(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(calls, "ENDED_BYTES", 400)
+    monkeypatch.setattr(calls, "ENDED_BYTES", 450)
 
     async def run_here(message: RunCall) -> CallResponse:
         return CallResponse({"status": "failed", "call": message.call, "text": "x" * 100, "resume_token": "t"})
@@ -87,20 +88,27 @@ def test_ended_responses_are_kept_up_to_a_size_the_oldest_going_first(monkeypatc
     async def no_events(call: int) -> list[Event]:
         return []
 
-    async def scenario() -> tuple[list[str], dict[str, Any]]:
+    async def scenario() -> tuple[list[str], CallAnswered]:
         kept = CallForwarding("node-b", IoLoop(asyncio.get_running_loop()), Subjects(), node_of=lambda tab: None,
                               alive=frozenset, record=lambda spec, agent: 0, run_here=run_here,
                               policy_of=lambda agent: Policy(), step_timeout=30.0, workflow_sha256=lambda name: None,
                               reissue_here=lambda call, agent: f"new-{call}", events_of=no_events)
         spec = _spec({"tabId": 1, "commands": [{"action": "title"}]})
+        (serve,) = kept.serving().values()
         for call in (1, 2, 3):
             sent = ForwardedCall(call, spec, None, "alice", None, rules_digest(Policy(), 30.0), None, "node-a")
-            reply = orjson.loads(await kept.serve(orjson.dumps(sent.to_json())))
-            assert reply["body"]["resume_token"] == "t"  # its caller gets it; the kept copy has none
-        statuses = [orjson.loads(await kept.serve(orjson.dumps({"op": "status", "call": c})))["status"]
-                    for c in (1, 2, 3)]
-        return statuses, orjson.loads(await kept.serve(orjson.dumps({"op": "result", "call": 3})))
+            reply = read_answer(await _answered(serve, sent), CallAnswered)
+            assert reply.body["resume_token"] == "t"  # its caller gets it; the kept copy has none
+        statuses: list[str] = [read_answer(await _answered(serve, AskCallStatus(c)), CallStatus).status
+                               for c in (1, 2, 3)]
+        return statuses, read_answer(await _answered(serve, AskCallResult(3)), CallAnswered)
 
     statuses, result = asyncio.run(scenario())
-    assert statuses == ["unknown", "ended", "ended"]  # two fit in 400 bytes: the first went
-    assert result["body"]["resume_token"] == "new-3" and result["status"] == 200
+    assert statuses == ["unknown", "ended", "ended"]  # two fit in 450 bytes: the first went
+    assert result.body["resume_token"] == "new-3" and result.status == 200
+
+
+async def _answered(serve: Handler, request: Message) -> bytes:
+    answer = await serve(encode(request))
+    assert answer is not None
+    return answer

@@ -24,8 +24,8 @@ from actors.loop import IoLoop
 from actors.tab_actor import Interrupt, Pause, ServedRequests, TabActor, Ticket
 from messages.commands import Command, is_write, parse_command
 from messages.contract import SETTLE
-from messages.requests import TabCancel, TabRequest
-from messages.results import Done, Failed, Outcome, Unknown, outcome_from_json
+from messages.requests import RequestEnded, RequestRunning, RequestWithdrawn, TabCancel, TabRequest
+from messages.results import Done, Failed, Outcome, Unknown
 
 
 @dataclass
@@ -260,19 +260,18 @@ def test_an_interrupt_ends_running_writes_unknown_and_refuses_the_rest(
 def test_a_request_over_the_bus_can_be_withdrawn_before_it_arrives_while_queued_and_after_it_ended() -> None:
     served = ServedRequests(capacity=3)
     early = TabRequest(click(5), 5.0, time.time() + 5.0, id="a")
-    assert served.withdraw(TabCancel("a")) == {"withdrawn": True}
+    assert served.withdraw(TabCancel("a")) == RequestWithdrawn()
     assert served.admit(early) is None  # it came after its withdrawal: never run
     queued = TabRequest(click(5), 5.0, time.time() + 5.0, id="b")
     admitted = served.admit(queued)
     assert admitted is not None
-    assert served.withdraw(TabCancel("b")) == {"withdrawn": True} and not admitted.start()
+    assert served.withdraw(TabCancel("b")) == RequestWithdrawn() and not admitted.start()
     running = TabRequest(click(5), 5.0, time.time() + 5.0, id="c")
     started = served.admit(running)
     assert started is not None and started.start()
-    assert served.withdraw(TabCancel("c")) == {"running": True}
+    assert served.withdraw(TabCancel("c")) == RequestRunning()
     served.ended(running, Done({"x": 1}))
-    reply = served.withdraw(TabCancel("c"))
-    assert outcome_from_json(reply["outcome"]) == Done({"x": 1})
+    assert served.withdraw(TabCancel("c")) == RequestEnded(Done({"x": 1}))
     late = TabRequest(click(5), 5.0, time.time() - 1.0, id="d")  # its deadline passed on the way
     arrived = served.admit(late)
     assert arrived is not None and not arrived.start()
