@@ -15,20 +15,25 @@ from __future__ import annotations
 import asyncio
 import base64
 import time
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import Any, Protocol, TypeVar
 
-from actors.bus import Handler
+from actors.bus import Bus, Handler
+from actors.checkpoint_actor import CheckpointsPort
 from actors.serving import typed
 from bridge.console.thumbs import Thumbnails
 from bridge.fleet.asking import ask_node
+from bridge.fleet.member import FleetMember
+from bridge.live import LiveViews
+from bridge.metrics import NodeMetrics
+from bridge.node_config import Browser, NodeConfig
+from bridge.session_keeper import SessionKeeper
 from bridge.tasks.records import Task
+from bridge.tasks.service import Tasks
 from messages.fleet import AskNodePart, AskThumbnail, NodePart, Thumbnail
+from messages.requests import Subjects
 from messages.wire import Message
 
-if TYPE_CHECKING:
-    from bridge.node import Node
-
-__all__ = ["GOAL_SHOWN", "PART_TIMEOUT", "console_serving", "fleet_state", "node_part", "task_rows",
+__all__ = ["GOAL_SHOWN", "PART_TIMEOUT", "ConsoleNode", "console_serving", "fleet_state", "node_part", "task_rows",
            "thumbnail"]
 
 PART_TIMEOUT = 5.0
@@ -40,7 +45,34 @@ _PARTS = ("calls", "checkpoints", "sessions", "tombstones")
 A = TypeVar("A")
 
 
-async def node_part(node: Node) -> NodePart:
+class ConsoleNode(Protocol):
+    """What the console reads of its node: the parts it shows, and the fleet it asks for the rest."""
+
+    @property
+    def config(self) -> NodeConfig: ...
+    @property
+    def browser(self) -> Browser: ...
+    @property
+    def bus(self) -> Bus: ...
+    @property
+    def subjects(self) -> Subjects: ...
+    @property
+    def member(self) -> FleetMember: ...
+    @property
+    def checkpoints(self) -> CheckpointsPort | None: ...
+    @property
+    def sessions(self) -> SessionKeeper: ...
+    @property
+    def metrics(self) -> NodeMetrics: ...
+    @property
+    def live(self) -> LiveViews: ...
+    @property
+    def tasks(self) -> Tasks: ...
+
+    async def describe_tabs(self) -> list[dict[str, Any]]: ...
+
+
+async def node_part(node: ConsoleNode) -> NodePart:
     """What ``node`` alone knows: its calls in flight, checkpoints, sessions, tombstones, Live View holders."""
     checkpoints = await asyncio.to_thread(node.checkpoints.describe, 10) if node.checkpoints is not None else []
     sessions = node.sessions.sessions
@@ -57,7 +89,7 @@ async def node_part(node: Node) -> NodePart:
     )
 
 
-async def fleet_state(node: Node) -> dict[str, Any]:
+async def fleet_state(node: ConsoleNode) -> dict[str, Any]:
     """The fleet as the console shows it: nodes, tabs, every node's part (each row with its node), and its tasks."""
     nodes = node.member.nodes()
     names = [entry["name"] for entry in nodes]
@@ -80,7 +112,7 @@ async def fleet_state(node: Node) -> dict[str, Any]:
     return state
 
 
-def task_rows(node: Node) -> list[dict[str, Any]]:
+def task_rows(node: ConsoleNode) -> list[dict[str, Any]]:
     """Every task of the fleet (the node's mirror), newest first: what an operator may see of it."""
     now = time.time()  # a lease ends on the wall clock (``bridge.tasks``)
     return [_task_row(task, now) for task in node.tasks.store.listed()]
@@ -103,13 +135,13 @@ def _tab_row(tab: dict[str, Any], held: dict[int, str]) -> dict[str, Any]:
             "held_by": held.get(tab_id)}
 
 
-async def _part_of(node: Node, name: str) -> NodePart:
+async def _part_of(node: ConsoleNode, name: str) -> NodePart:
     if name == node.config.name:
         return await node_part(node)
     return await _ask(node, name, AskNodePart(), NodePart)
 
 
-async def thumbnail(node: Node, thumbnails: Thumbnails, tab: int) -> bytes:
+async def thumbnail(node: ConsoleNode, thumbnails: Thumbnails, tab: int) -> bytes:
     """The JPEG of ``tab``, taken by its node; ``unknown_tab`` when it is open nowhere in the fleet."""
     holder = await node.member.holder(tab)
     if holder == node.config.name:
@@ -117,11 +149,11 @@ async def thumbnail(node: Node, thumbnails: Thumbnails, tab: int) -> bytes:
     return base64.b64decode((await _ask(node, holder, AskThumbnail(tab), Thumbnail)).jpeg)
 
 
-async def _ask(node: Node, name: str, request: Message, answer: type[A]) -> A:
+async def _ask(node: ConsoleNode, name: str, request: Message, answer: type[A]) -> A:
     return await ask_node(node.bus, node.subjects.node(name, "console"), name, request, PART_TIMEOUT, answer)
 
 
-def console_serving(node: Node) -> dict[str, Handler]:
+def console_serving(node: ConsoleNode) -> dict[str, Handler]:
     """The subject ``node`` answers the consoles of the fleet on (its part, its tabs' thumbnails)."""
     thumbnails = Thumbnails(node.browser)
 

@@ -16,7 +16,7 @@ import logging
 import time
 from collections.abc import Awaitable, Callable
 from importlib import resources
-from typing import TYPE_CHECKING, Any
+from typing import Any
 from urllib.parse import parse_qs, urlsplit
 
 import orjson
@@ -26,15 +26,12 @@ from starlette.routing import BaseRoute, Route
 
 from bridge.config import BridgeConfig
 from bridge.console.auth import COOKIE, SESSION_SECONDS, Operators
-from bridge.console.fleet import fleet_state, thumbnail
+from bridge.console.fleet import ConsoleNode, fleet_state, thumbnail
 from bridge.console.limits import LoginLimiter
 from bridge.console.page import console_page, login_page, message_page
 from bridge.console.thumbs import THUMB_SECONDS, Thumbnails
 from bridge.live import OPERATOR
 from messages.errors import KitsuneError
-
-if TYPE_CHECKING:
-    from bridge.node import Node
 
 __all__ = ["MAX_LOGIN_BYTES", "console_routes"]
 
@@ -101,7 +98,7 @@ def client_address(request: Request) -> str:
 class Console:
     """The console of one node's app."""
 
-    def __init__(self, node: Node, operators: Operators, limiter: LoginLimiter) -> None:
+    def __init__(self, node: ConsoleNode, operators: Operators, limiter: LoginLimiter) -> None:
         self.node = node
         self.operators = operators
         self.limiter = limiter
@@ -219,7 +216,7 @@ async def _secret_of(request: Request) -> str:
     return fields.get("secret", [""])[0]
 
 
-def console_routes(node: Node, config: BridgeConfig, clock: Callable[[], float] = time.monotonic, *,
+def console_routes(node: ConsoleNode, config: BridgeConfig, clock: Callable[[], float] = time.monotonic, *,
                    limiter: LoginLimiter | None = None) -> list[BaseRoute]:
     """The operator console of ``node``'s app: its page, sign-in and out, state, thumbnails, Live View links
     (sessions and, unless ``limiter`` is the app's, the sign-in limit on ``clock``, monotonic seconds)."""

@@ -35,7 +35,7 @@ TOKEN = "edge-operator-token-0123456789"
 def _served(config_extra: dict[str, Any]) -> Iterator[str]:
     config = load_config(None, {"KITSUNE_OPERATORS": f'[{{"name": "sre", "token": "{TOKEN}"}}]',
                                 "KITSUNE_AGENTS": "a=agent-token-0123456789", **config_extra})
-    app = Starlette(routes=console_routes(SimpleNamespace(browser=None), config))  # type: ignore[arg-type]
+    app = Starlette(routes=console_routes(SimpleNamespace(browser=None), config))
     port = free_port()
     server = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=port, log_config=None, lifespan="off",
                                            **proxy_options(config)))
