@@ -107,12 +107,11 @@ class Reader:
     plain type among them, if there is one), of at most ``limit`` bytes; anything else is :class:`Refused`."""
 
     def __init__(self, types: Iterable[type[Any]], limit: int = SMALL) -> None:
-        self.types = tuple(types)
-        """What the subject takes."""
+        taken = tuple(types)
         self.limit = limit
         """Bytes a message may have."""
-        self._kinds = {cls.KIND: cls for cls in self.types if issubclass(cls, Message)}
-        plain = [cls for cls in self.types if not issubclass(cls, Message)]
+        self._kinds = {cls.KIND: cls for cls in taken if issubclass(cls, Message)}
+        plain = [cls for cls in taken if not issubclass(cls, Message)]
         if len(plain) > 1:
             raise TypeError("a subject takes one plain message type at most")
         self._plain = plain[0] if plain else None

@@ -1,9 +1,9 @@
-"""The requests one node of a fleet sends another, and their answers, by the subject they travel on.
+"""The requests one node of a fleet sends another, and their answers, by the subject they travel on
+(:class:`messages.requests.Subjects`; Live View's are ``messages.live``).
 
-Subjects are :class:`messages.requests.Subjects`'. A request that raised an error is answered
-:class:`~messages.wire.ErrorAnswer` (read back, it is raised); the answers here are the others.
-The nodes of a fleet trust each other (their NATS credentials authenticate them): an agent a request
-names is the one its sending node authenticated.
+A request that raised an error is answered :class:`~messages.wire.ErrorAnswer` (read back, it is raised);
+the answers here are the others. The nodes of a fleet trust each other (their NATS credentials
+authenticate them): an agent a request names is the one its sending node authenticated.
 """
 
 from __future__ import annotations
