@@ -93,7 +93,7 @@ async def navigate(run: Run) -> Result:
 
 async def close_tab(run: Run) -> Result:
     run.sent = True
-    await run.page.close()
+    await run.within(run.page.close())
     run.tabs.forget(run.tab)
     return {"tabId": run.tab}, None
 

@@ -35,6 +35,8 @@ _STATE = (f"() => [({DOCUMENT})(),"
           " [...document.querySelectorAll('input[type=password]')].slice(0, 200).map((e) => e.value)]")
 """A frame's document and the values of its password fields (never shown), in one round trip."""
 _NOT_IN_OUTLINE = re.compile(r" \[(?:ref|active)[^\]]*\]")
+_TYPED = re.compile(r"^ *- textbox\b[^\n]*: ", re.MULTILINE)
+"""A textbox with a value in Playwright's text: its value may be a password field's, which must be read to hide."""
 _MAX_FRAMES = 50
 """Frames whose documents and password fields are read (the snapshot includes every frame Playwright reaches)."""
 
@@ -105,10 +107,17 @@ async def take(run: Run, command: Snapshot) -> tuple[list[Element], Issued, bool
     if command.depth is not None:
         options["depth"] = command.depth
     raw = await (target.aria_snapshot(**options) if target is not None else run.page.aria_snapshot(**options))
-    document, frames, secrets = await run.within(_state(run.page))
+    assert run.refs is not None
+    known = run.refs.current(run.tab, run.owner)
+    state: tuple[str, tuple[str, ...], list[str]]
+    if (known is not None and known.navigations == navigations == run.tabs.navigations(run.tab)
+            and len(run.page.frames) == 1 and _TYPED.search(raw) is None):
+        state = (known.document, (), [])  # its document still, no frame, no value to hide: no round trip
+    else:
+        state = await run.within(_state(run.page))
+    document, frames, secrets = state
     if run.tabs.navigations(run.tab) != navigations:  # what was read may be of the document before
         raise Stop("navigated", "snapshot: the page navigated while it was read; take it again", retryable=True)
-    assert run.refs is not None
     issued, same = run.refs.issue(run.tab, run.owner, document, frames, navigations)
     return parse(raw, issued.tag, secrets), issued, same
 

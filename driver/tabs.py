@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import logging
 from collections.abc import Callable
 from typing import Any
 
@@ -23,7 +24,12 @@ from driver.spares import SpareWindows, close_soon
 from messages.errors import KitsuneError
 from messages.results import Failed, Failure, Unknown
 
-__all__ = ["TabRegistry"]
+__all__ = ["CLOSE_WAIT", "TabRegistry"]
+
+log = logging.getLogger(__name__)
+
+CLOSE_WAIT = 10.0
+"""Seconds a closing tab's page has to say it closed."""
 
 
 class TabRegistry:
@@ -135,12 +141,17 @@ class TabRegistry:
         return not page.is_closed() and self._pages.get(tab) is page
 
     async def close(self, tab_id: int) -> None:
-        """Close a tab now; closing a closed tab does nothing."""
+        """Close a tab now, waiting at most :data:`CLOSE_WAIT` seconds for its page to say it closed (a page
+        whose renderer does not answer is forgotten all the same); closing a closed tab does nothing."""
         page = self._pages.get(tab_id)
         if page is None:
             return
-        with contextlib.suppress(PlaywrightError):
-            await page.close()
+        try:
+            await asyncio.wait_for(page.close(), CLOSE_WAIT)
+        except TimeoutError:
+            log.warning("tab %d did not say it closed within %gs; forgotten", tab_id, CLOSE_WAIT)
+        except PlaywrightError:
+            pass
         self.forget(tab_id)
 
     async def describe(self) -> list[dict[str, Any]]:
