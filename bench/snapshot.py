@@ -11,6 +11,8 @@ stdio with the ``mcp`` SDK's own client:
   to read on), ``full`` (maxChars 200,000, the most it gives at once) and ``interactive`` (only what one
   acts on with its headings and landmarks, maxChars 200,000).
 - Playwright MCP 0.0.86 on the same Debian Chromium, headless (``browser_snapshot``).
+- Playwright's own ``aria_snapshot(mode="ai")`` from this process (Python, as the node calls it), on a
+  Chromium of its own: the floor under a Python tool, which Playwright MCP (Node.js, in-process) is not.
 
 Bytes are what a model reads: the text of the tool result's content (Kitsune also sends the same fields
 as structured content; the whole result's JSON is given too). Time is the tool call's wall time at the
@@ -49,6 +51,7 @@ import anyio
 import httpx
 import mcp_types as types
 from mcp import ClientSession, StdioServerParameters, stdio_client
+from playwright.async_api import Page, async_playwright
 
 from bench.first_answer import CHROMIUM, KITSUNE, playwright_mcp
 from bench.form20 import TOKEN
@@ -192,7 +195,8 @@ class Sample:
         self.times.append(took)
         self.bytes = len(text.encode())
         self.whole = whole(result) if result is not None else self.bytes
-        shown = text if result is not None else str(json.loads(text)["snapshot"])  # the HTTP API's JSON
+        http = result is None and text.startswith("{")  # the HTTP API's JSON, else Playwright's own text
+        shown = str(json.loads(text)["snapshot"]) if http else text
         self.refs, self.truncated = addressable(shown), "# cut at line" in shown
 
 
@@ -207,14 +211,17 @@ async def call(session: ClientSession, tool: str, arguments: dict[str, Any]) -> 
 
 KITSUNE_SHOTS: dict[str, dict[str, Any]] = {"default": {}, "full": {"maxChars": BIG},
                                             "interactive": {"interactive": True, "maxChars": BIG}}
-SIDES = [*(f"kitsune {shot}" for shot in KITSUNE_SHOTS), "kitsune http full", "playwright"]
+SIDES = [*(f"kitsune {shot}" for shot in KITSUNE_SHOTS), "kitsune http full", "playwright python", "playwright"]
+"""``playwright python``: Playwright's own ``aria_snapshot(mode="ai")`` from this process (Python, as the node
+reads it) on a Chromium of its own: the floor under any Python tool, beside Playwright MCP (Node.js)."""
 
 
 class Bench:
     """Both servers' sessions, the node's HTTP API and the tab Kitsune reads."""
 
-    def __init__(self, kitsune: ClientSession, playwright: ClientSession, http: httpx.AsyncClient, tab: int) -> None:
-        self.kitsune, self.playwright, self.http, self.tab = kitsune, playwright, http, tab
+    def __init__(self, kitsune: ClientSession, playwright: ClientSession, http: httpx.AsyncClient, tab: int,
+                 raw: Page) -> None:
+        self.kitsune, self.playwright, self.http, self.tab, self.raw = kitsune, playwright, http, tab, raw
         self.samples: dict[tuple[str, str], Sample] = {}
         self.diffs: dict[str, list[float]] = {}
         self.texts: dict[tuple[str, str], str] = {}
@@ -223,6 +230,10 @@ class Bench:
         if side == "playwright":
             took, result = await call(self.playwright, "browser_snapshot", {})
             return took, result, text_of(result)
+        if side == "playwright python":
+            started = time.perf_counter()
+            text = await self.raw.aria_snapshot(mode="ai")
+            return time.perf_counter() - started, None, text
         if side == "kitsune http full":
             started = time.perf_counter()
             answer = await self.http.post("/api/act", json={"command": {"action": "snapshot", "tabId": self.tab,
@@ -238,6 +249,7 @@ class Bench:
     async def page(self, url: str, name: str, rounds: int) -> None:
         await call(self.kitsune, "browser_navigate", {"tabId": self.tab, "url": url, "snapshot": "none"})
         await call(self.playwright, "browser_navigate", {"url": url})
+        await self.raw.goto(url)
         for r in range(rounds + 1):  # the first round warms up, unmeasured
             for side in SIDES if r % 2 == 0 else SIDES[::-1]:
                 took, result, text = await self.shoot(side)
@@ -297,9 +309,12 @@ async def run(rounds: int, launcher: Path, show: bool, folder: Path) -> tuple[Be
             http = await stack.enter_async_context(httpx.AsyncClient(
                 base_url=node.base, headers={"Authorization": f"Bearer {TOKEN}"}, timeout=300))
             k_session, p_session = await _session(stack, kitsune), await _session(stack, playwright)
+            raw = await stack.enter_async_context(async_playwright())
+            browser = await raw.chromium.launch(executable_path=CHROMIUM, args=root)
+            stack.push_async_callback(browser.close)
             _, opened = await call(k_session, "browser_tabs", {"op": "new", "url": "about:blank"})
             assert isinstance(opened.structured_content, dict)
-            bench = Bench(k_session, p_session, http, int(opened.structured_content["tabId"]))
+            bench = Bench(k_session, p_session, http, int(opened.structured_content["tabId"]), await browser.new_page())
             for name in PAGES:
                 await bench.page(f"{site.base}/{name}", name, rounds)
                 print(f"measured {name}", flush=True)
