@@ -27,7 +27,7 @@ from bridge.config import BridgeConfig
 from bridge.console import console_routes
 from bridge.console.limits import LoginLimiter
 from bridge.fleet.member import seen_by
-from bridge.gate import GROUPS, Gate
+from bridge.gate import Gate
 from bridge.http_edges import BearerChallenge, error_handlers
 from bridge.live import live_routes
 from bridge.live.grants import grant_link
@@ -37,6 +37,7 @@ from bridge.metrics import HttpMetrics, scrape_tokens
 from bridge.node import Node
 from bridge.query import query_int, query_number
 from bridge.responses import json_response, outcome_response
+from bridge.route_groups import AUTOMATION, CORE, GroupedRoute, grouped
 from bridge.tasks.routes import task_routes
 from core.calls import CallResponse, last_opened_tab
 from core.policy import USER
@@ -303,7 +304,7 @@ class Api:
     async def caps(self, request: Request) -> Response:
         caps = self.node.policy_of(self.agent(request)).caps  # the calling agent's, as they are now
         enabled = sorted(caps)
-        routes = sorted(path for path, groups in GROUPS.items() if groups & caps)
+        routes = sorted(path for path, groups in grouped(request.app.routes).items() if groups & caps)
         return json_response({"caps": enabled, "routes": routes})
 
     async def fleet(self, request: Request) -> Response:
@@ -337,20 +338,20 @@ def create_app(node: Node, config: BridgeConfig, mounts: Sequence[BaseRoute] = (
     api = Api(node, config)
     limiter = LoginLimiter()
     routes: list[BaseRoute] = [
-        Route("/api/batch", api.batch, methods=["POST"]),
-        Route("/api/parallel", api.parallel, methods=["POST"]),
-        Route("/api/workflow", api.workflow, methods=["POST"]),
-        Route("/api/resume", api.resume, methods=["POST"]),
-        Route("/api/tabs", api.list_tabs, methods=["GET"]),
-        Route("/api/tabs", api.change_tabs, methods=["POST"]),
-        Route("/api/needs-user", api.needs_user, methods=["GET"]),
-        Route("/api/sessions", api.list_sessions, methods=["GET"]),
-        Route("/api/sessions/{name}", api.close_session, methods=["DELETE"]),
-        Route("/api/act", api.act, methods=["POST"]),
+        GroupedRoute("/api/batch", api.batch, methods=["POST"], groups=AUTOMATION),
+        GroupedRoute("/api/parallel", api.parallel, methods=["POST"], groups=AUTOMATION),
+        GroupedRoute("/api/workflow", api.workflow, methods=["POST"], groups=AUTOMATION),
+        GroupedRoute("/api/resume", api.resume, methods=["POST"], groups=CORE | AUTOMATION),
+        GroupedRoute("/api/tabs", api.list_tabs, methods=["GET"], groups=CORE),
+        GroupedRoute("/api/tabs", api.change_tabs, methods=["POST"], groups=CORE),
+        GroupedRoute("/api/needs-user", api.needs_user, methods=["GET"], groups=CORE),
+        GroupedRoute("/api/sessions", api.list_sessions, methods=["GET"], groups=CORE),
+        GroupedRoute("/api/sessions/{name}", api.close_session, methods=["DELETE"], groups=CORE),
+        GroupedRoute("/api/act", api.act, methods=["POST"], groups=CORE),
         Route("/api/schema", api.schema, methods=["GET"]),
         Route("/api/caps", api.caps, methods=["GET"]),
         Route("/api/fleet", api.fleet, methods=["GET"]),
-        Route("/api/live/handbacks", api.handbacks, methods=["GET"]),
+        GroupedRoute("/api/live/handbacks", api.handbacks, methods=["GET"], groups=CORE),
         Route("/healthz", api.healthz, methods=["GET"]),
         *task_routes(api, node),
         *live_routes(node.live),

@@ -22,41 +22,18 @@ from bridge.console.limits import LoginLimiter
 from bridge.console.routes import client_address, rate_limited
 from bridge.node import Node
 from bridge.responses import json_response
+from bridge.route_groups import groups_of
 from core.log_context import AGENT, SESSION
 from messages.errors import KitsuneError
 from messages.tokens import matching_index
 
-__all__ = ["GROUPS", "Gate"]
+__all__ = ["Gate"]
 
 log = logging.getLogger(__name__)
 
 PUBLIC = frozenset({"/healthz"})
 PUBLIC_PREFIXES = ("/live/", "/console")
 """Pages that authenticate by themselves: Live View by its link's token, the console its operators."""
-GROUPS: dict[str, frozenset[str]] = {
-    "/api/batch": frozenset({"automation"}),
-    "/api/parallel": frozenset({"automation"}),
-    "/api/workflow": frozenset({"automation"}),
-    "/api/resume": frozenset({"core", "automation"}),
-    "/api/tabs": frozenset({"core"}),
-    "/api/needs-user": frozenset({"core"}),
-    "/api/sessions": frozenset({"core"}),
-    "/api/act": frozenset({"core"}),
-    "/api/live/handbacks": frozenset({"core"}),
-    "/api/tasks": frozenset({"core"}),
-}
-"""The capability groups each route belongs to; routes not listed are always on."""
-
-
-def _groups_of(path: str) -> frozenset[str] | None:
-    """The groups of a route or of the nearest route above it (``/api/tasks/{id}/takeover``: ``/api/tasks``')."""
-    while path:
-        if path in GROUPS:
-            return GROUPS[path]
-        path = path.rpartition("/")[0]
-    return None
-
-
 def _error(error: KitsuneError) -> Response:
     return json_response(error.to_json(), error.http_status)
 
@@ -130,7 +107,7 @@ class Gate(BaseHTTPMiddleware):
                 AGENT.set(agent)  # this request's log lines name its agent
                 request.state.session = _session(request)
                 SESSION.set(request.state.session)  # and its calls' ports the agent's session
-            groups = _groups_of(path)
+            groups = groups_of(request.scope, request.app.routes)
             if groups is not None and not groups & self._node.policy_of(request.state.agent).caps:
                 return _error(KitsuneError("capability_disabled", f"{path} is in the {'/'.join(sorted(groups))} "
                                            "capability group, which is not enabled (KITSUNE_CAPS)"))

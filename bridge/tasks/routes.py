@@ -9,9 +9,10 @@ from typing import Any, Protocol
 import orjson
 from starlette.requests import Request
 from starlette.responses import Response
-from starlette.routing import BaseRoute, Route
+from starlette.routing import BaseRoute
 
 from bridge.responses import json_response, outcome_response
+from bridge.route_groups import CORE, GroupedRoute
 from bridge.tasks.service import Tasks
 from core.policy import ConfirmTokens, Policy
 from messages.errors import KitsuneError
@@ -44,9 +45,9 @@ def task_routes(api: _Api, node: _Node) -> list[BaseRoute]:
     """The task routes over ``api`` and the node's tasks."""
     routes = _TaskRoutes(api, node)
     return [
-        Route("/api/tasks", routes.collection, methods=["GET", "POST"]),
-        Route("/api/tasks/{task}", routes.one, methods=["GET", "DELETE"]),
-        Route("/api/tasks/{task}/{op}", routes.op, methods=["POST"]),
+        GroupedRoute("/api/tasks", routes.collection, methods=["GET", "POST"], groups=CORE),
+        GroupedRoute("/api/tasks/{task}", routes.one, methods=["GET", "DELETE"], groups=CORE),
+        GroupedRoute("/api/tasks/{task}/{op}", routes.op, methods=["POST"], groups=CORE),
     ]
 
 
