@@ -28,7 +28,7 @@ from dataclasses import dataclass, field
 
 from driver.snapshot_text import REDACTED, Line
 
-__all__ = ["ACTIONABLE", "CONTEXT", "Element", "diff", "interactive", "parse", "render"]
+__all__ = ["ACTIONABLE", "CONTEXT", "MAX_DEPTH", "Element", "diff", "interactive", "parse", "render"]
 
 ACTIONABLE = frozenset({
     "button", "link", "textbox", "searchbox", "checkbox", "radio", "combobox", "listbox", "option", "menuitem",
@@ -43,6 +43,8 @@ CONTEXT = frozenset({
 lists and tables do: one reads the part of a page under it (``snapshot {ref}``)."""
 _REGIONS = CONTEXT | {"list", "table"}
 _SELECTS = frozenset({"combobox", "listbox"})
+MAX_DEPTH = 100
+"""The tree's depth at most (the walks over it recurse): a page's deeper elements are written at this depth."""
 """Roles whose options are written on one line."""
 _WRAPPERS = frozenset({"generic", "group", "none", "presentation", "paragraph"})
 """Roles whose unnamed elements only hold others: their children take their place."""
@@ -132,6 +134,8 @@ def parse(raw: str, tag: str, secrets: Collection[str] = ()) -> list[Element]:
         indent = len(line.group(1))
         element = _element(line.group(2), tag, hidden)
         while stack and stack[-1][0] >= indent:
+            stack.pop()
+        if len(stack) > MAX_DEPTH:  # a page nested deeper: its elements there are siblings at the bound
             stack.pop()
         parent = stack[-1][1] if stack else None
         if parent is not None and element.role[0] == "/":  # a property: /url, /placeholder

@@ -4,7 +4,7 @@ interactive view, the cut, the diff."""
 from __future__ import annotations
 
 from driver.snapshot_text import REDACTED, Line, cut
-from driver.snapshot_tree import diff, interactive, parse, render
+from driver.snapshot_tree import MAX_DEPTH, diff, interactive, parse, render
 
 RAW = """- generic [active] [ref=e1]:
   - heading "Form" [level=1] [ref=e2]
@@ -116,3 +116,13 @@ def test_a_diff_sees_a_text_appear_in_an_element_without_a_ref_of_its_own() -> N
     after = parse(RAW.replace("- paragraph [ref=e9]: Some text", "- paragraph [ref=e9]: Saved"), "t1d1")
     assert diff(before, after) == ["~ - paragraph: Saved"]
     assert diff(before, after, only_interactive=True) == []
+
+
+def test_a_page_nested_past_any_bound_is_written_at_the_bound_whole() -> None:
+    deep = "\n".join(f"{'  ' * level}- group \"g{level}\" [ref=e{level}]:" for level in range(5000))
+    raw = deep + f"\n{'  ' * 5000}- button \"Go\" [ref=e5000]"
+    lines = render(parse(raw, "t1d1"))  # the walks recurse: a page must not make them past Python's limit
+    assert len(lines) == 5001 and max(line.indent for line in lines) == 2 * MAX_DEPTH
+    assert lines[-1].ref == "t1d1e5000" and [line.ref for line in interactive(parse(raw, "t1d1"))] == ["t1d1e5000"]
+    assert diff(parse(raw, "t1d1"), parse(raw.replace('"Go"', '"Stop"'), "t1d1")) == [
+        '~ - button "Stop" [ref=t1d1e5000]']
