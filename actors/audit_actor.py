@@ -84,7 +84,7 @@ class LocalAuditLog:
 
 
 def audit_config() -> StreamConfig:
-    """The audit stream as a node makes it (and ``bridge.nats_admin`` provisions it)."""
+    """The audit stream as a node makes it (and ``actors.nats_admin`` provisions it)."""
     return StreamConfig(name=AUDIT_STREAM, subjects=[AUDIT_SUBJECT], storage=StorageType.FILE)
 
 

@@ -79,7 +79,7 @@ class LocalEventStore:
 
 
 def events_config(max_age_seconds: float = CHECKPOINT_TTL) -> StreamConfig:
-    """The events stream as a node makes it (and ``bridge.nats_admin`` provisions it)."""
+    """The events stream as a node makes it (and ``actors.nats_admin`` provisions it)."""
     return StreamConfig(name=EVENTS_STREAM, subjects=[EVENTS_SUBJECTS], storage=StorageType.MEMORY,
                         max_age=float(max_age_seconds))
 

@@ -13,8 +13,8 @@ An existing stream is raised to that number, never lowered: a member down for a 
 cost a stream its replicas. INFO is read when the client connects, so a node that joined a
 cluster still forming raises its streams when it reconnects.
 
-Only an administrator changes a stream that is there (``admin=True``: ``bridge.nats_admin``); a
-node's user may make a missing one but not update, purge or delete one (``bridge.nats_server``), so
+Only an administrator changes a stream that is there (``admin=True``: ``actors.nats_admin``); a
+node's user may make a missing one but not update, purge or delete one (``actors.nats_server``), so
 a node that finds one otherwise than it would make it says so in its log and uses it as it is.
 """
 

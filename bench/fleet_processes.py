@@ -35,8 +35,8 @@ import httpx
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # the repo root, for tests and bench
 
+from actors.nats_server import EmbeddedNats
 from bench.shared import load_line
-from bridge.nats_server import EmbeddedNats
 from tests.integration.serving import Served, serve
 from tests.nats_access import NatsAccess
 from tests.site import TestSite

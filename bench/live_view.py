@@ -58,8 +58,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # the repo root, f
 
 from bench.shared import load_line, p95, start_node
 from bridge.config import load_config
-from bridge.live.screencast import input_event
 from driver import ChromiumBrowser
+from driver.screencast import input_event
 from tests.integration.serving import app_over
 from tests.site import TestSite
 
@@ -72,7 +72,7 @@ STILL = 0.15
 RAMP_UP = 0.3
 FPS_SECONDS = 3.0
 SCREENCAST = {"format": "jpeg", "quality": 70, "maxWidth": 1600, "maxHeight": 1200}
-"""Live View's screencast parameters (bridge/live/screencast.py), for the raw side."""
+"""Live View's screencast parameters (driver/screencast.py), for the raw side."""
 AGENT, TOKEN = "bench", "live-view-bench-token-0123456789"
 SIDES = ("live", "relayed", "raw")
 

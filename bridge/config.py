@@ -69,8 +69,8 @@ from pydantic import ValidationError
 from actors.nats_connection import NatsAuth
 from bridge.config_document import AgentEntry, Environment, OperatorEntry, Settings, StringPath
 from bridge.config_env import closest_key, refused_variables
-from bridge.tasks.records import TaskLimits
 from core.policy import CAPABILITY_GROUPS, Policy
+from core.tasks import TaskLimits
 from core.url_policy import UrlPolicy
 from messages.contract import (
     CHECKPOINT_CAPACITY,

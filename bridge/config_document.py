@@ -18,9 +18,9 @@ from pydantic.fields import FieldInfo
 from pydantic_settings import BaseSettings, EnvSettingsSource, PydanticBaseSettingsSource, SettingsConfigDict
 from pydantic_settings.sources.utils import parse_env_vars
 
-from bridge.tasks.records import MAX_GOAL, MAX_PER_AGENT
-from bridge.tasks.records import MAX_TABS as MAX_TABS_PER_TASK
 from core.policy import CAPABILITY_GROUPS
+from core.tasks import MAX_GOAL, MAX_PER_AGENT
+from core.tasks import MAX_TABS as MAX_TABS_PER_TASK
 from messages.commands import NODE_NAME
 from messages.contract import (
     CHECKPOINT_CAPACITY,

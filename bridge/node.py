@@ -26,10 +26,13 @@ from actors.call_actor import BusDriver, CallActor, EventSink, ResumeCall, RunCa
 from actors.checkpoint_actor import CheckpointActor, CheckpointsPort
 from actors.event_store import EventStore, JetStreamEventStore, LocalEventStore
 from actors.loop import IoLoop, ask_from_loop
+from actors.nats_admin import provision
+from actors.nats_server import EmbeddedNats
 from actors.sequence_actor import ActorSequences, BarrierActor
 from actors.serving import taking, typed
 from actors.tab_actor import not_sent
 from actors.tab_actors import TabActors
+from actors.tab_ids import TabIds, kv_reserve, local_reserve
 from actors.threads import SystemClock
 from bridge.console import console_serving
 from bridge.fleet.beat import Heartbeat, LoopWatch
@@ -40,22 +43,19 @@ from bridge.fleet.registry import FleetRegistry
 from bridge.fleet.resume import ResumeRoutes
 from bridge.live import LiveViews
 from bridge.metrics import NodeMetrics
-from bridge.nats_admin import provision
-from bridge.nats_server import EmbeddedNats
 from bridge.node_config import Browser, NodeConfig
 from bridge.quota_metrics import set_quotas
 from bridge.session_keeper import SessionKeeper
 from bridge.site_tool_records import SiteToolRecords
-from bridge.tab_ids import TabIds, kv_reserve, local_reserve
 from bridge.tasks.service import Tasks
 from bridge.tasks.store import JetStreamTaskStore, LocalTaskStore
-from bridge.workflows import WorkflowLibrary
 from core.calls import CallResponse, Calls
 from core.checkpoints import CheckpointStore, DropReason, WorkflowSource
 from core.engine import Driver, EngineConfig, Ports
 from core.log_context import CALL, SESSION, STEP
 from core.policy import ConfirmTokens, HeldStep, Policy, PolicyDriver
 from core.session_names import ONE_SHOT
+from core.workflows import WorkflowLibrary
 from driver.proxy import endpoints_of
 from driver.sessions import SessionChange
 from driver.snapshots import describe

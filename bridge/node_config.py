@@ -14,7 +14,7 @@ from playwright.async_api import Page
 from actors.nats_connection import NatsAuth
 from actors.tab_actor import Pause
 from bridge.config import SessionTimes
-from bridge.tasks.records import TaskLimits
+from core.tasks import TaskLimits
 from core.url_policy import UrlPolicy
 from driver.quotas import Quotas
 from driver.sessions import Sessions

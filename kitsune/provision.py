@@ -1,7 +1,7 @@
 """``kitsune provision``: a joined cluster's streams and KV buckets made or brought up to date by its administrator.
 
 A node's NATS user may make a missing stream but never update, purge or delete one
-(``bridge.nats_server.node_permissions``); this command is how a stream changes (a cluster grown
+(``actors.nats_server.node_permissions``); this command is how a stream changes (a cluster grown
 to three servers, a stream made by an older version). It connects as the administrator user of
 deploy/nats (``kitsune-admin``, its password in ``NATS_ADMIN_PASSWORD``, or a ``.creds`` file),
 with the TLS options of ``--config``'s ``nats`` section, and never as a node.
@@ -16,10 +16,10 @@ import sys
 from dataclasses import replace
 from pathlib import Path
 
+from actors.nats_admin import provision
 from actors.nats_connection import NatsAuth, display_url
+from actors.nats_server import ADMIN_USER
 from bridge.config import load_config
-from bridge.nats_admin import provision
-from bridge.nats_server import ADMIN_USER
 from messages.errors import KitsuneError
 
 __all__ = ["ADMIN_PASSWORD_ENV", "admin_auth", "run"]

@@ -146,7 +146,7 @@ class LiveViewEntry(AuditEntry):
     tab_id: int
     detail: Mapping[str, Any] = field(default_factory=dict)
     """``control`` of a link or connection; of an input, its ``input`` event type and for a named key its
-    ``key`` and ``modifiers`` (typed text only as ``"[redacted]"``: ``bridge.live.inputs``)."""
+    ``key`` and ``modifiers`` (typed text only as ``"[redacted]"``: ``driver.live_inputs``)."""
 
     def _fields(self) -> dict[str, Any]:
         return {"op": self.op, "tabId": self.tab_id, **self.detail}

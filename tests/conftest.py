@@ -21,7 +21,7 @@ import pykka
 import pytest
 
 from actors.nats_connection import NatsAuth
-from bridge.nats_server import EmbeddedNats
+from actors.nats_server import EmbeddedNats
 from messages.errors import KitsuneError
 from tests.nats_access import PASSWORD_ENV, NatsAccess
 from tests.site import TestSite

@@ -31,7 +31,7 @@ class NatsAccess:
     url: str
     auth: NatsAuth
     admin: NatsAuth | None = None
-    """The administrator's credentials (streams changed or provisioned: ``bridge.nats_admin``), if known."""
+    """The administrator's credentials (streams changed or provisioned: ``actors.nats_admin``), if known."""
 
     def node_config(self, **fields: Any) -> NodeConfig:
         """A node configuration joining this server."""

@@ -27,8 +27,8 @@ from bridge.live import LiveViews
 from bridge.metrics import NodeMetrics
 from bridge.node_config import Browser, NodeConfig
 from bridge.session_keeper import SessionKeeper
-from bridge.tasks.records import Task
 from bridge.tasks.service import Tasks
+from core.tasks import Task
 from messages.fleet import AskNodePart, AskThumbnail, NodePart, Thumbnail
 from messages.requests import Subjects
 from messages.wire import Message

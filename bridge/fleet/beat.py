@@ -31,8 +31,9 @@ import nats
 import nats.errors
 from prometheus_client import CollectorRegistry, Histogram
 
+from actors.buckets import NODES_BUCKET
 from actors.nats_connection import NatsAuth
-from bridge.fleet.registry import HEARTBEAT, NODES_BUCKET, NodeEntry
+from bridge.fleet.registry import HEARTBEAT, NodeEntry
 
 __all__ = ["LAG_BUCKETS", "LOOP_DEAD_AFTER", "STALL", "TICK", "Heartbeat", "LoopWatch"]
 

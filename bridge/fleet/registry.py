@@ -32,25 +32,19 @@ import nats.errors
 import nats.js.errors
 import orjson
 from nats.aio.client import Client
-from nats.js.api import KeyValueConfig, StorageType
 from nats.js.kv import KeyValue
 
+from actors.buckets import nodes_bucket, tabs_bucket
 from actors.jetstream import ensure_bucket, patiently
 
-__all__ = ["HEARTBEAT", "NODES_BUCKET", "NODE_LOST_AFTER", "TABS_BUCKET", "FleetRegistry", "NodeEntry",
-           "TabEntry", "agent_key",
-           "nodes_bucket", "tabs_bucket"]
+__all__ = ["HEARTBEAT", "NODE_LOST_AFTER", "FleetRegistry", "NodeEntry", "TabEntry", "agent_key"]
 
 log = logging.getLogger(__name__)
 
-TABS_BUCKET = "KITSUNE_TABS"
-NODES_BUCKET = "KITSUNE_NODES"
 HEARTBEAT = 2.0
 """Seconds between a node's heartbeats."""
 NODE_LOST_AFTER = 8.0
 """A node whose heartbeat is this many seconds behind this node's own has left the fleet."""
-NODE_TTL = 30.0
-"""Seconds a heartbeat stays in its bucket (a lost node's vanishes by itself)."""
 _CHECK = 1.0
 """Seconds between two looks for lost nodes."""
 _DELETED = ("DEL", "PURGE")
@@ -104,15 +98,6 @@ class NodeEntry:
         return cls(str(body["node"]), int(body["tabs"]), int(body["max_tabs"]), body.get("http"),
                    float(body.get("loop_lag") or 0.0))
 
-
-def tabs_bucket() -> KeyValueConfig:
-    """The tabs bucket as a node makes it (and ``bridge.nats_admin`` provisions it)."""
-    return KeyValueConfig(bucket=TABS_BUCKET, storage=StorageType.FILE)
-
-
-def nodes_bucket() -> KeyValueConfig:
-    """The heartbeats' bucket as a node makes it (and ``bridge.nats_admin`` provisions it)."""
-    return KeyValueConfig(bucket=NODES_BUCKET, storage=StorageType.MEMORY, ttl=NODE_TTL)
 
 
 def agent_key(agent: str) -> str:

@@ -19,7 +19,7 @@ own link must not carry its writes around its policy. So:
   keeps no control through an older link (``LiveViews.may_control``).
 
 Whatever a person does through a link that controls is audited under the link's agent, click by
-click and key by key, without a typed value (``bridge.live.inputs``).
+click and key by key, without a typed value (``driver.live_inputs``).
 """
 
 from __future__ import annotations

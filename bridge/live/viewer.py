@@ -1,12 +1,12 @@
 """One person's Live View connection to a tab of this node, and its relay from another node.
 
 A viewer speaks JSON messages. From the person: ``ack`` (a frame was shown), the input messages of
-:func:`~bridge.live.screencast.input_event`, ``done`` (hand the tab back), ``ping``. To the person:
+:func:`~driver.screencast.input_event`, ``done`` (hand the tab back), ``ping``. To the person:
 ``ready`` (with ``control``: false for a view-only link; again when a link's control ends because its
 agent's policy no longer gives it), ``frame``, ``error`` (an input message
 that was refused, with its ``code``), and last ``ended`` with a code, a message and the WebSocket
 close code. Every input that is sent, or refused on a view-only link, passes
-:class:`~bridge.live.inputs.InputAudit` first. A :class:`LocalViewer` drives the tab's page; a
+:class:`~driver.live_inputs.InputAudit` first. A :class:`LocalViewer` drives the tab's page; a
 :class:`RelayedViewer`, on the node the person reached, carries the same messages over NATS to the
 node that holds the tab (``<fleet>.live.<id>.in`` and ``.out``: ``messages.live``).
 """
@@ -24,9 +24,9 @@ from playwright.async_api import Page
 
 from actors.bus import Bus, BusError, Subscription
 from actors.serving import ask, typed
-from bridge.live.inputs import InputAudit
 from bridge.live.links import Control, LiveLinks, LiveRefusal
-from bridge.live.screencast import Screencast
+from driver.live_inputs import InputAudit
+from driver.screencast import Screencast
 from messages.codec import encode
 from messages.errors import KitsuneError
 from messages.live import (

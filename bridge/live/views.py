@@ -25,10 +25,10 @@ from playwright.async_api import Page
 from actors.bus import Bus, BusError, Handler, Subscription
 from actors.serving import typed
 from bridge.fleet.asking import ask_node
-from bridge.live.inputs import InputAudit
 from bridge.live.links import Control, Link, LiveLinks, LiveRefusal
 from bridge.live.viewer import PING_EVERY, LocalViewer, RelayedViewer, Send, Viewer
 from core.policy import Policy, TabOwners, owned_by_another
+from driver.live_inputs import InputAudit
 from messages.codec import encode
 from messages.commands import is_write
 from messages.contract import LIVE_VIEW_LINKS, LIVE_VIEW_LINKS_PER_AGENT

@@ -4,7 +4,7 @@
   task's; the bucket's own record then decides (a decisive read: a takeover or a revocation made
   through another node holds for the next write here). The owner is (agent, session): another agent's
   write is refused whatever session it names, and told of no task. The owner's write renews its lease.
-- Bounds (:class:`~bridge.tasks.records.TaskLimits`): an agent's active and expired tasks
+- Bounds (:class:`~core.tasks.TaskLimits`): an agent's active and expired tasks
   (``quota_exceeded``; it keeps as many completed or revoked ones at most, the oldest deleted as it
   creates more), a goal's length, a task's tabs; a new task's tabs are found open in one read of what
   the node knows of the fleet, never one bucket read per tab.
@@ -33,11 +33,11 @@ from typing import Any, Protocol
 from actors.audit_actor import Auditor
 from actors.call_actor import ResumeCall, RunCall
 from actors.loop import IoLoop
-from bridge.tasks import records
-from bridge.tasks.checkpoint import build_checkpoint
-from bridge.tasks.records import Task, TaskLimits
 from bridge.tasks.store import TaskStore
+from core import tasks as records
 from core.calls import CallResponse
+from core.task_checkpoint import build_checkpoint
+from core.tasks import Task, TaskLimits
 from messages.commands import secret_values
 from messages.errors import KitsuneError
 from messages.events import CallStarted, Event

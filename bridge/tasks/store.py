@@ -1,13 +1,13 @@
 """Where tasks live: the fleet's JetStream KV bucket ``KITSUNE_TASKS``, or this process's memory.
 
-The bucket holds ``<fleet>.task.<id>``, one :class:`~bridge.tasks.records.Task` each (history 1,
+The bucket holds ``<fleet>.task.<id>``, one :class:`~core.tasks.Task` each (history 1,
 replicas as :func:`actors.jetstream.ensure_bucket` makes them), and ``<fleet>.tasktab.<tab>``: the
 id of the task that claimed the tab, made only if absent, so that two tasks created on one tab at
 the same instant, through two nodes, cannot both succeed. A new task is written first, then claims
 its tabs; a claim whose task is gone or over is stale and taken over by compare-and-set, so a node
 that dies half-way leaves nothing that blocks a tab. Every change is a compare-and-set
 on the key's revision: :meth:`TaskStore.change` reads the task, applies a pure transition of
-:mod:`bridge.tasks.records` and writes the result with the revision it read; when another writer
+:mod:`core.tasks` and writes the result with the revision it read; when another writer
 came first it reads again and retries, up to ``attempts`` times. Reads that decide (``get``,
 ``change``) go to the bucket; the quick ones (:meth:`TaskStore.tasks_of_tab`,
 :meth:`TaskStore.of_agent`) read a mirror a KV watch keeps, as
@@ -30,19 +30,18 @@ from typing import Any, Protocol
 import nats.errors
 import nats.js.errors
 from nats.aio.client import Client
-from nats.js.api import KeyValueConfig, StorageType
 from nats.js.kv import KeyValue
 
+from actors.buckets import tasks_bucket
 from actors.jetstream import ensure_bucket, patiently
-from bridge.tasks.records import TASK_ID, Task, lapsed
+from core.tasks import TASK_ID, Task, lapsed
 from messages.errors import KitsuneError
 
-__all__ = ["ATTEMPTS", "SWEEP_EVERY", "TASKS_BUCKET", "TOMBSTONE_TTL", "JetStreamTaskStore", "LocalTaskStore",
-           "TaskStore", "Transition", "tasks_bucket"]
+__all__ = ["ATTEMPTS", "SWEEP_EVERY", "TOMBSTONE_TTL", "JetStreamTaskStore", "LocalTaskStore",
+           "TaskStore", "Transition"]
 
 log = logging.getLogger(__name__)
 
-TASKS_BUCKET = "KITSUNE_TASKS"
 ATTEMPTS = 5
 """Reads and writes a change makes at most while other writers come first."""
 SWEEP_EVERY = 2.0
@@ -340,10 +339,6 @@ class LocalTaskStore(_Store):
         self._revision += 1
         del table[key]
 
-
-def tasks_bucket() -> KeyValueConfig:
-    """The tasks bucket as a node makes it (and ``bridge.nats_admin`` provisions it)."""
-    return KeyValueConfig(bucket=TASKS_BUCKET, history=1, storage=StorageType.FILE)
 
 
 class JetStreamTaskStore(_Store):

@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 
-from bridge.nats_server import free_port
+from actors.nats_server import free_port
 
 KITSUNE = Path(sys.executable).parent / "kitsune"
 

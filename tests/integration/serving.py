@@ -18,8 +18,8 @@ import uvicorn
 import yaml
 from starlette.types import ASGIApp
 
+from actors.nats_server import free_port
 from bridge.config import BridgeConfig
-from bridge.nats_server import free_port
 from bridge.node import Node
 from kitsune.app import create_app
 from kitsune.serve import proxy_options

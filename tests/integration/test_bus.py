@@ -15,7 +15,7 @@ from collections.abc import AsyncIterator, Awaitable, Callable
 import pytest
 
 from actors.bus import Bus, BusError, LocalBus, NatsBus
-from bridge.nats_server import EmbeddedNats
+from actors.nats_server import EmbeddedNats
 from tests.nats_access import NatsAccess
 
 pytestmark = pytest.mark.anyio

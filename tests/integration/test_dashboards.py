@@ -28,7 +28,7 @@ import pytest
 import yaml
 from prometheus_client.parser import text_string_to_metric_families
 
-from bridge.nats_server import free_port
+from actors.nats_server import free_port
 from tests.integration.serving import TOKENS, Served, open_tab, serve
 from tests.metric_labels import unbounded_labels
 from tests.nats_access import NatsAccess

@@ -10,7 +10,7 @@ from nats.js.api import StorageType
 
 from actors.bus import NatsBus
 from actors.event_store import EVENTS_STREAM, EventStore, JetStreamEventStore, LocalEventStore
-from bridge.nats_admin import provision
+from actors.nats_admin import provision
 from messages.events import (
     CallEnded,
     CallStarted,

@@ -9,8 +9,9 @@ from collections.abc import Iterator
 
 import pytest
 
+from actors.buckets import FLEET_BUCKET
+from actors.tab_ids import BLOCK, kv_reserve
 from bridge.node import Node
-from bridge.tab_ids import BLOCK, FLEET_BUCKET, kv_reserve
 from tests.integration.calls import batch, two_nodes
 from tests.nats_access import NatsAccess
 from tests.site import TestSite

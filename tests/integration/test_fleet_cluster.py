@@ -19,12 +19,12 @@ from nats.aio.client import Client
 from nats.js.api import KeyValueConfig
 
 from actors.audit_actor import AUDIT_STREAM, JetStreamAuditLog
+from actors.buckets import FLEET_BUCKET
 from actors.bus import BusError, NatsBus
 from actors.event_store import EVENTS_STREAM, JetStreamEventStore
 from actors.jetstream import _made_here, ensure_bucket, stream_replicas
-from bridge.nats_admin import provision
+from actors.nats_admin import provision
 from bridge.node import Node
-from bridge.tab_ids import FLEET_BUCKET
 from driver import ChromiumBrowser
 from kitsune.fleet import FLEET
 from messages.errors import KitsuneError

@@ -28,9 +28,9 @@ import pytest
 from actors.bus import NatsBus
 from actors.call_actor import RunCall
 from actors.loop import IoLoop
+from actors.nats_server import free_port, nats_server_binary, server_answers
 from bridge.fleet.calls import CallForwarding
 from bridge.live.viewer import RelayedViewer
-from bridge.nats_server import free_port, nats_server_binary, server_answers
 from bridge.node import Node, NodeConfig
 from core.calls import CallResponse
 from core.policy import Policy

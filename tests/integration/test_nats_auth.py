@@ -12,13 +12,13 @@ import nats.js.errors
 import pytest
 
 from actors.audit_actor import AUDIT_STREAM, AUDIT_SUBJECT, JetStreamAuditLog
+from actors.buckets import NODES_BUCKET, nodes_bucket
 from actors.bus import BusError, NatsBus
 from actors.event_store import EVENTS_STREAM, JetStreamEventStore
 from actors.jetstream import ensure_bucket
+from actors.nats_admin import provision
 from actors.nats_connection import NatsAuth
-from bridge.fleet.registry import NODES_BUCKET, nodes_bucket
-from bridge.nats_admin import provision
-from bridge.nats_server import NODE_USER, EmbeddedNats
+from actors.nats_server import NODE_USER, EmbeddedNats
 from messages.errors import KitsuneError
 
 pytestmark = pytest.mark.anyio

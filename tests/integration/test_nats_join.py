@@ -36,12 +36,12 @@ from cryptography.hazmat.primitives.asymmetric import ec
 from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
 
 from actors.audit_actor import AUDIT_STREAM
+from actors.buckets import FLEET_BUCKET
 from actors.bus import BusError, NatsBus
 from actors.event_store import EVENTS_STREAM
 from actors.nats_connection import NatsAuth
-from bridge.nats_server import free_port, nats_server_binary, node_permissions, server_answers
+from actors.nats_server import free_port, nats_server_binary, node_permissions, server_answers
 from bridge.node import Node, NodeConfig
-from bridge.tab_ids import FLEET_BUCKET
 from driver import ChromiumBrowser
 from messages.commands import parse_body
 from tests.integration.serving import KITSUNE

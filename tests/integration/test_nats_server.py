@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from bridge.nats_server import EmbeddedNats
+from actors.nats_server import EmbeddedNats
 from messages.errors import KitsuneError
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -127,7 +127,7 @@ def test_a_server_started_from_a_thread_outlives_that_thread() -> None:
 def test_the_server_dies_with_its_parent() -> None:
     parent = textwrap.dedent("""
         import os, signal
-        from bridge.nats_server import EmbeddedNats
+        from actors.nats_server import EmbeddedNats
         server = EmbeddedNats()
         server.start()
         print(server.pid, flush=True)

@@ -16,7 +16,7 @@ from typing import Any
 import pykka
 import pytest
 
-from bridge.nats_server import EmbeddedNats
+from actors.nats_server import EmbeddedNats
 from bridge.node import Node, NodeConfig
 from driver import ChromiumBrowser
 from messages.commands import parse_body

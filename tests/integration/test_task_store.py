@@ -14,7 +14,9 @@ from typing import Any
 import pytest
 from nats.aio.client import Client
 
-from bridge.tasks.records import (
+from actors.buckets import TASKS_BUCKET
+from bridge.tasks.store import JetStreamTaskStore, LocalTaskStore, TaskStore
+from core.tasks import (
     Task,
     call_started,
     completed,
@@ -24,7 +26,6 @@ from bridge.tasks.records import (
     revoked,
     taken_over,
 )
-from bridge.tasks.store import TASKS_BUCKET, JetStreamTaskStore, LocalTaskStore, TaskStore
 from messages.errors import KitsuneError
 from tests.nats_access import NatsAccess
 

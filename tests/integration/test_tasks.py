@@ -23,8 +23,8 @@ import httpx
 import orjson
 import pytest
 
-from bridge.tasks.records import TaskLimits
-from bridge.tasks.store import TASKS_BUCKET
+from actors.buckets import TASKS_BUCKET
+from core.tasks import TaskLimits
 from messages.errors import ERROR_CODES
 from tests.integration.fleet_nodes import until
 from tests.integration.task_fleet import (

@@ -16,8 +16,8 @@ from typing import Any
 
 import yaml
 
+from actors.nats_server import ADMIN_USER, NODE_USER, nats_server_binary, node_permissions
 from bridge.config import BridgeConfig, load_config
-from bridge.nats_server import ADMIN_USER, NODE_USER, nats_server_binary, node_permissions
 from kitsune.cli import _parser
 from kitsune.fleet import FLEET, NATS_CONFIG, NODE_PASSWORD_ENV, ROUTE_USER, NatsMember, nats_environment
 from messages.contract import CHECKPOINT_TTL

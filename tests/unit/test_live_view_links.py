@@ -9,10 +9,10 @@ from typing import Any, cast
 
 import pytest
 
-from bridge.live.inputs import InputAudit
 from bridge.live.links import REVOKED_CLOSE, LiveLinks, LiveRefusal
 from bridge.live.views import LiveViews, Pages
 from core.policy import Policy, TabOwners
+from driver.live_inputs import InputAudit
 from messages.errors import KitsuneError
 from messages.requests import Subjects
 

@@ -6,7 +6,7 @@ import asyncio
 
 import pytest
 
-from bridge.tab_ids import BLOCK, TabIds, local_reserve
+from actors.tab_ids import BLOCK, TabIds, local_reserve
 from messages.errors import KitsuneError
 
 pytestmark = pytest.mark.anyio

@@ -9,7 +9,7 @@ import orjson
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from bridge.tasks.checkpoint import (
+from core.task_checkpoint import (
     EVENT_FIELDS,
     EVENT_KINDS,
     EVENTS,
@@ -27,7 +27,7 @@ from bridge.tasks.checkpoint import (
     clean_url,
     scrub,
 )
-from bridge.tasks.records import STATUSES as TASK_STATUSES
+from core.tasks import STATUSES as TASK_STATUSES
 from messages.commands import ACTIONS
 from messages.errors import ERROR_CODES
 from messages.results import STATUSES as STEP_STATUSES

@@ -10,7 +10,7 @@ import orjson
 import pytest
 
 from bridge.config import load_config
-from bridge.tasks.records import (
+from core.tasks import (
     MAX_GOAL,
     MAX_TABS,
     InFlight,

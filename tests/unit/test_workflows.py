@@ -1,4 +1,4 @@
-"""Workflows (spec: Workflows, Errors) and their files (bridge/workflows.py).
+"""Workflows (spec: Workflows, Errors) and their files (core/workflows.py).
 
 A workflow checkpoint keeps the SHA-256 of the file it ran and the call's default tab; a resume
 runs the stored commands, so the variables cannot change, and a changed or missing file is
@@ -17,11 +17,11 @@ from typing import Any
 import pytest
 
 from actors.threads import ThreadedSequences
-from bridge.workflows import Workflow, WorkflowLibrary, parse_workflow
 from core.calls import Calls, SequentialIds
 from core.checkpoints import WorkflowSource
 from core.engine import Ports
 from core.ports import Recorded
+from core.workflows import Workflow, WorkflowLibrary, parse_workflow
 from messages.commands import Command, parse_call
 from messages.errors import KitsuneError
 from messages.results import Outcome

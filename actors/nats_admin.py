@@ -1,7 +1,7 @@
 """The administrator's part of NATS: the fleet's streams and KV buckets made or changed as they should be.
 
 A node's user may make a stream or bucket that is missing, publish to it and read it, but never
-update, purge or delete one (``bridge.nats_server.node_permissions``): a node's credential must not
+update, purge or delete one (``actors.nats_server.node_permissions``): a node's credential must not
 be able to shrink the fleet's audit log. Changing one (a new maximum age of the events, more
 replicas once a cluster has grown) is this module's, with an administrator's credential that no node
 holds:
@@ -20,13 +20,11 @@ import nats.errors
 from nats.js.api import KeyValueConfig, StreamConfig
 
 from actors.audit_actor import audit_config
+from actors.buckets import fleet_bucket, nodes_bucket, tabs_bucket, tasks_bucket
 from actors.event_store import events_config
 from actors.jetstream import ensure_bucket, ensure_stream
 from actors.nats_connection import NatsAuth, display_url
-from bridge.fleet.registry import nodes_bucket, tabs_bucket
-from bridge.nats_server import ADMIN_USER
-from bridge.tab_ids import fleet_bucket
-from bridge.tasks.store import tasks_bucket
+from actors.nats_server import ADMIN_USER
 from messages.contract import CHECKPOINT_TTL
 from messages.errors import KitsuneError
 

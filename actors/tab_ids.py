@@ -17,17 +17,16 @@ from collections.abc import Awaitable, Callable, Iterator
 
 import nats.js.errors
 from nats.aio.client import Client
-from nats.js.api import KeyValueConfig, StorageType
 from nats.js.kv import KeyValue
 
+from actors.buckets import fleet_bucket
 from actors.jetstream import ensure_bucket, patiently
 from messages.errors import KitsuneError
 
-__all__ = ["BLOCK", "FLEET_BUCKET", "TabIds", "fleet_bucket", "kv_reserve", "local_reserve"]
+__all__ = ["BLOCK", "TabIds", "kv_reserve", "local_reserve"]
 
 log = logging.getLogger(__name__)
 
-FLEET_BUCKET = "KITSUNE_FLEET"
 BLOCK = 64
 """Ids reserved at a time."""
 
@@ -88,10 +87,6 @@ def local_reserve() -> Reserve:
         return next(counter)
     return reserve
 
-
-def fleet_bucket() -> KeyValueConfig:
-    """The tab-id bucket as a node makes it (and ``bridge.nats_admin`` provisions it)."""
-    return KeyValueConfig(bucket=FLEET_BUCKET, storage=StorageType.FILE)
 
 
 def kv_reserve(client: Client, fleet: str) -> Reserve:

@@ -91,7 +91,7 @@ class Task:
     updated: float
     in_flight: tuple[InFlight, ...] = ()
     checkpoint: dict[str, Any] | None = field(default=None, hash=False)
-    """What :func:`bridge.tasks.checkpoint.build_checkpoint` made last; ``None`` before the first."""
+    """What :func:`core.task_checkpoint.build_checkpoint` made last; ``None`` before the first."""
 
     def live(self, now: float) -> bool:
         """Active, with a lease that has not passed."""
@@ -273,7 +273,7 @@ def acknowledged(task: Task) -> Task | None:
 
 
 def with_checkpoint(task: Task, checkpoint: Mapping[str, Any], now: float) -> Task:
-    """The task with a checkpoint the node built (never the agent: see :mod:`bridge.tasks.checkpoint`)."""
+    """The task with a checkpoint the node built (never the agent: see :mod:`core.task_checkpoint`)."""
     return dataclasses.replace(task, checkpoint=dict(checkpoint), updated=now)
 
 

@@ -13,7 +13,7 @@ The passwords are written only to the server's configuration file, mode 0600 in 
 directory, and are never logged. The node's user may publish and subscribe only to what a node uses
 (:func:`node_permissions`): it may make its streams and buckets but never update, purge or delete
 them. The administrator's may do anything; only the process that owns the server holds it, and uses
-it once at start to provision the streams (``bridge.nats_admin``).
+it once at start to provision the streams (``actors.nats_admin``).
 """
 
 from __future__ import annotations
@@ -40,11 +40,9 @@ from types import TracebackType
 from typing import IO, Any
 
 from actors.audit_actor import AUDIT_STREAM, AUDIT_SUBJECT
+from actors.buckets import FLEET_BUCKET, NODES_BUCKET, TABS_BUCKET, TASKS_BUCKET
 from actors.event_store import EVENTS_STREAM, EVENTS_SUBJECTS
 from actors.nats_connection import NatsAuth
-from bridge.fleet.registry import NODES_BUCKET, TABS_BUCKET
-from bridge.tab_ids import FLEET_BUCKET
-from bridge.tasks.store import TASKS_BUCKET
 from messages.errors import KitsuneError
 from messages.tokens import new_token
 
@@ -53,7 +51,7 @@ __all__ = ["ADMIN_USER", "NODE_USER", "EmbeddedNats", "die_with_parent", "free_p
 
 NODE_USER = "kitsune-node"
 ADMIN_USER = "kitsune-admin"
-"""The administrator user (``bridge.nats_admin``), of the embedded server and of deploy/nats."""
+"""The administrator user (``actors.nats_admin``), of the embedded server and of deploy/nats."""
 
 _log = logging.getLogger(__name__)
 

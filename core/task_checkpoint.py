@@ -28,8 +28,8 @@ from urllib.parse import urlsplit
 
 import orjson
 
-from bridge.tasks.records import MAX_GOAL
-from bridge.tasks.records import STATUSES as TASK_STATUSES
+from core.tasks import MAX_GOAL
+from core.tasks import STATUSES as TASK_STATUSES
 from messages.commands import ACTIONS
 from messages.errors import ERROR_CODES
 from messages.results import STATUSES as STEP_STATUSES

@@ -1,0 +1,35 @@
+"""The fleet's key-value buckets in JetStream, as a node makes them and ``actors.nats_admin`` provisions them."""
+
+from __future__ import annotations
+
+from nats.js.api import KeyValueConfig, StorageType
+
+__all__ = ["FLEET_BUCKET", "NODES_BUCKET", "NODE_TTL", "TABS_BUCKET", "TASKS_BUCKET", "fleet_bucket",
+           "nodes_bucket", "tabs_bucket", "tasks_bucket"]
+
+FLEET_BUCKET = "KITSUNE_FLEET"
+"""The fleet's counters (the next block of tab ids)."""
+TABS_BUCKET = "KITSUNE_TABS"
+"""The fleet's tabs: each tab's node, owner and session."""
+NODES_BUCKET = "KITSUNE_NODES"
+"""The nodes' heartbeats."""
+TASKS_BUCKET = "KITSUNE_TASKS"
+"""The agents' tasks and their leases."""
+NODE_TTL = 30.0
+"""Seconds a heartbeat stays in its bucket (a lost node's vanishes by itself)."""
+
+
+def fleet_bucket() -> KeyValueConfig:
+    return KeyValueConfig(bucket=FLEET_BUCKET, storage=StorageType.FILE)
+
+
+def tabs_bucket() -> KeyValueConfig:
+    return KeyValueConfig(bucket=TABS_BUCKET, storage=StorageType.FILE)
+
+
+def nodes_bucket() -> KeyValueConfig:
+    return KeyValueConfig(bucket=NODES_BUCKET, storage=StorageType.MEMORY, ttl=NODE_TTL)
+
+
+def tasks_bucket() -> KeyValueConfig:
+    return KeyValueConfig(bucket=TASKS_BUCKET, history=1, storage=StorageType.FILE)
