@@ -89,8 +89,6 @@ class NodeConfig:
     """Join this NATS server or cluster (comma-separated URLs); None starts an embedded one."""
     nats_auth: NatsAuth = NatsAuth()
     """Credentials and TLS options for ``nats_url`` (an embedded server makes its own)."""
-    local_bus: bool = False
-    """Use the in-process bus and stores instead of NATS (tests of the actors alone)."""
     fleet: str = "kitsune"
     """The fleet this node serves tabs in (the first token of its NATS subjects)."""
     audit_file: Path | None = None

@@ -20,6 +20,7 @@ from bridge.config import BridgeConfig, load_config
 from bridge.config_env import stray_variables
 from bridge.logs import configure_logging
 from bridge.node import Node, NodeConfig
+from bridge.wiring import start_node
 from core.workflows import WorkflowLibrary
 from driver import ChromiumBrowser, find_chromium
 from kitsune.app import create_app
@@ -92,11 +93,10 @@ async def _serve_http(args: argparse.Namespace, config: BridgeConfig) -> int:
                           live_view_max_links=config.live_view_max_links,
                           continuation_ttl=config.continuation_ttl,
                           task_lease_ttl=config.task_lease_ttl, task_limits=config.task_limits)
-    node = Node(ChromiumBrowser(), settings, policy=config.node_policy(), agent_policies=config.agent_policies(),
-                workflows=WorkflowLibrary(config.workflows) if config.workflows else None,
-                loop=asyncio.get_running_loop())
     try:
-        await node.astart()
+        node = await start_node(ChromiumBrowser(), settings, policy=config.node_policy(),
+                                agent_policies=config.agent_policies(),
+                                workflows=WorkflowLibrary(config.workflows) if config.workflows else None)
     except KitsuneError as e:
         print(f"kitsune: cannot start: {e.message}", file=sys.stderr)
         return 1

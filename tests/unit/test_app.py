@@ -14,6 +14,7 @@ from typing import Any, cast
 import pytest
 from starlette.testclient import TestClient
 
+from actors.bus import LocalBus
 from actors.call_actor import ResumeCall, RunCall
 from bridge.app import create_app
 from bridge.config import Agent, BridgeConfig
@@ -104,7 +105,7 @@ class FakeNode:
         self.member = FakeMember()
         self.browser = cast(Pages, None)
         """No browser: the console's thumbnails take it (no test here asks for one)."""
-        self.live = LiveViews("fake", self.browser, Subjects(), self.owners, ttl=300.0, node_of=_nowhere,
+        self.live = LiveViews("fake", self.browser, LocalBus(), Subjects(), self.owners, ttl=300.0, node_of=_nowhere,
                               policy_of=self.policy_of, auditor=cast(Any, None))
         """Mounts the Live View routes (no test here opens one: tests/integration/test_live_view.py does)."""
 
