@@ -165,10 +165,6 @@ class ChromiumBrowser:
             shutil.rmtree(self.downloads_dir, ignore_errors=True)
             self.downloads_dir = None
 
-    async def browser_pid(self) -> int | None:
-        """The process id of the running Chromium (its browser process), or None."""
-        return await self._chromium.pid()
-
     # -- tabs ----------------------------------------------------------------------------------
 
     async def new_tab(self, url: str | None = None) -> int:

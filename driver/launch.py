@@ -238,16 +238,3 @@ class Chromium:
         if self._tabs.context is None or self._cdp is None or self._context_id is None:
             raise self._failure or KitsuneError("browser_unavailable", "The browser is not running", retryable=True)
         return self._cdp, self._context_id
-
-    async def pid(self) -> int | None:
-        """The process id of the running Chromium (its browser process), or None."""
-        if self._cdp is None:
-            return None
-        try:
-            info = await self._cdp.send("SystemInfo.getProcessInfo")
-        except PlaywrightError:
-            return None
-        for process in info.get("processInfo", []):
-            if process.get("type") == "browser":
-                return int(process["id"])
-        return None

@@ -1,5 +1,6 @@
 """Calls on a started node from a thread that is not its loop's, through the API's own entry
-(``Node.run_async``), for the tests and benchmarks that drive a node without HTTP."""
+(``Node.run_async``), for the tests and benchmarks that drive a node without HTTP; and what they
+read of its Chromium."""
 
 from __future__ import annotations
 
@@ -9,6 +10,7 @@ from actors.call_actor import ResumeCall, RunCall
 from bridge.node import Node
 from core.calls import CallResponse
 from core.checkpoints import WorkflowSource
+from driver import ChromiumBrowser
 from messages.commands import CallSpec
 from messages.fleet import ResumeRequest
 
@@ -33,3 +35,15 @@ def open_user_tab(node: Node, url: str | None = None) -> int:
         await node.open_tab_ids()  # finds the new tab and gives it its actor
         return tab
     return node.io.run(opened(), timeout=60)
+
+
+async def chromium_pid(browser: ChromiumBrowser, tab: int) -> int:
+    """The process id of the Chromium that shows ``tab`` (its browser process), read over CDP."""
+    chromium = browser.page(tab).context.browser
+    assert chromium is not None
+    cdp = await chromium.new_browser_cdp_session()
+    try:
+        info = await cdp.send("SystemInfo.getProcessInfo")
+    finally:
+        await cdp.detach()
+    return next(int(process["id"]) for process in info["processInfo"] if process["type"] == "browser")

@@ -29,6 +29,7 @@ from messages.results import Done, Failed, Outcome, Unknown
 from tests.integration.browser_fixtures import *  # noqa: F403 - the fixtures, used by name
 from tests.integration.browser_fixtures import Act, LoopThread, Run
 from tests.integration.fleet_nodes import until
+from tests.nodes import chromium_pid
 from tests.site import HIDDEN_TEXT, REPORT_CONTENT, REPORT_NAME, TEXT_ITEMS, TEXT_PARAGRAPHS, TestSite
 
 SECRET = "hunter2-correct-horse"
@@ -668,8 +669,8 @@ def test_a_killed_browser_restarts_and_its_tabs_end_closed(loop_thread: LoopThre
     run(browser.start())
     try:
         first = run(browser.new_tab(site.url("/text")))
-        pid = run(browser.browser_pid())
-        assert pid is not None and not _gone(pid)
+        pid = run(chromium_pid(browser, first))
+        assert not _gone(pid)
         in_flight = loop_thread.submit(browser.execute(Js(code="new Promise(() => {})"), first, 20))
         read = loop_thread.submit(browser.execute(Url(), first, 20))
         time.sleep(0.3)
@@ -687,12 +688,12 @@ def test_a_killed_browser_restarts_and_its_tabs_end_closed(loop_thread: LoopThre
         opened = done(run(browser.execute(NewTab(url=site.url("/links")), None, 10)))
         assert opened["tabId"] > first
         assert done(run(browser.execute(parse_command({"action": "title"}), opened["tabId"], 5))) == {"title": "Links"}
-        new_pid = run(browser.browser_pid())
-        assert new_pid is not None and new_pid != pid
+        new_pid = run(chromium_pid(browser, opened["tabId"]))
+        assert new_pid != pid
     finally:
         run(browser.stop())
     assert _gone(pid)
-    assert new_pid is not None and _gone(new_pid)
+    assert _gone(new_pid)
 
 
 # --- spare windows ----------------------------------------------------------------------------

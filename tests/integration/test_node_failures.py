@@ -11,7 +11,7 @@ import signal
 import threading
 import time
 from collections.abc import Callable
-from typing import Any
+from typing import Any, cast
 
 import pykka
 import pytest
@@ -24,7 +24,7 @@ from messages.commands import parse_body
 from messages.errors import KitsuneError
 from tests.integration.calls import batch
 from tests.nats_access import NatsAccess
-from tests.nodes import open_user_tab, run_call
+from tests.nodes import chromium_pid, open_user_tab, run_call
 from tests.site import TestSite
 
 
@@ -130,7 +130,7 @@ def test_a_browser_that_dies_is_restarted_its_tabs_closed_and_writes_in_flight_u
         thread, body = _in_background(lambda: batch(node, [
             {"action": "submitForm", "selector": "#slow-form", "timeout": 8}], tabId=tab))
         site.wait_for_count("POST /slow")
-        os.kill(node.io.run(browser.browser_pid()), signal.SIGKILL)
+        os.kill(node.io.run(chromium_pid(browser, tab)), signal.SIGKILL)
         thread.join(timeout=60)
 
         assert body["progress"][0]["status"] == "unknown", body["results"]
@@ -158,7 +158,7 @@ def test_a_stopped_node_leaves_no_actor_thread_page_or_browser(nats_access: Nats
     assert body["status"] == "ok"
     actors = [*node._actors, *node.tabs.refs()]
     assert len(actors) >= 5  # checkpoints, barriers, audit, and a tab actor for each of the two tabs
-    browser_pid = node.io.run(node.browser.browser_pid())  # type: ignore[attr-defined]
+    browser_pid = node.io.run(chromium_pid(cast(ChromiumBrowser, node.browser), tab))
 
     node.stop()
 

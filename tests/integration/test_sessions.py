@@ -25,7 +25,7 @@ from messages.commands import parse_body, parse_command
 from messages.results import Done, Failed
 from tests.integration.serving import TOKENS, Served, serve
 from tests.nats_access import NatsAccess
-from tests.nodes import open_user_tab, resume_call, run_call
+from tests.nodes import chromium_pid, open_user_tab, resume_call, run_call
 from tests.site import TestSite
 
 SIGN_IN = "GET /cookies/set"
@@ -366,7 +366,7 @@ def test_a_browser_that_dies_tombstones_every_session_and_its_tabs_end_tab_close
         tab = _run(node, "alice", _sign_in(site, "alice", "shop"))["results"][0]["tabId"]
         _run(node, "bob", _sign_in(site, "bob"))
         browser: Any = node.browser
-        os.kill(node.io.run(browser.browser_pid()), signal.SIGKILL)
+        os.kill(node.io.run(chromium_pid(browser, tab)), signal.SIGKILL)
         _eventually(lambda: browser.restarts == 1)
         for agent, name in (("alice", "shop"), ("bob", "default")):
             listed = node.sessions.listing(agent)
