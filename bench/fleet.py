@@ -55,14 +55,13 @@ from contextlib import ExitStack
 from pathlib import Path
 from typing import Any, Literal
 
-from tests.nodes import open_user_tab, run_call
-
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # the repo root, for tests.site and bench
 
 from bench.shared import StepClock, TimedBrowser, alternating, commands, kind, load_line, start_node
 from bridge.fleet.registry import TabEntry
 from bridge.node import Node
 from messages.commands import parse_body
+from tests.nodes import open_user_tab, run_call
 from tests.site import TestSite
 
 STEPS = 40

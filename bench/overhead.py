@@ -49,14 +49,13 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
-from tests.nodes import open_user_tab, run_call
-
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # the repo root, for tests.site
 
 from actors.loop import IoLoop
 from bench.shared import StepClock, TimedBrowser, alternating, commands, kind, load_line, start_node
 from driver import ChromiumBrowser
 from messages.commands import parse_body
+from tests.nodes import open_user_tab, run_call
 from tests.site import TestSite
 
 STEPS = 200

@@ -26,13 +26,13 @@ from pathlib import Path
 from typing import Any
 
 from bridge.wiring import run_node
-from tests.nodes import open_user_tab, run_call
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # the repo root, for tests.site
 
 from bridge.node import NodeConfig
 from driver import ChromiumBrowser
 from messages.commands import parse_body
+from tests.nodes import open_user_tab, run_call
 from tests.site import TestSite
 
 TABS = 8

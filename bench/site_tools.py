@@ -54,8 +54,6 @@ from typing import Any, Protocol, TypeVar
 
 from playwright.async_api import Page
 
-from tests.nodes import open_user_tab, run_call
-
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # the repo root, for tests and bench
 
 from actors.loop import IoLoop
@@ -65,6 +63,7 @@ from driver import ChromiumBrowser
 from driver.page_js import NO_SERVICE_WORKERS
 from messages.commands import parse_body, parse_command
 from messages.results import Done
+from tests.nodes import open_user_tab, run_call
 from tests.site import TestSite
 
 ROUNDS = 5
