@@ -46,13 +46,13 @@ from bridge.session_keeper import SessionKeeper
 from bridge.site_tool_records import SiteToolRecords
 from bridge.tasks.service import Tasks
 from bridge.tasks.store import JetStreamTaskStore
+from bridge.workflows import WorkflowLibrary
 from core.calls import CallResponse, Calls
 from core.checkpoints import CheckpointStore, DropReason
 from core.engine import Driver, EngineConfig, Ports
 from core.log_context import CALL, SESSION, STEP
 from core.policy import ConfirmTokens, HeldStep, Policy, PolicyDriver
 from core.session_names import ONE_SHOT
-from core.workflows import WorkflowLibrary
 from driver.proxy import endpoints_of
 from driver.sessions import SessionChange
 from driver.snapshots import describe

@@ -15,8 +15,8 @@ from actors.loop import IoLoop
 from bridge.connection import connect
 from bridge.node import Node
 from bridge.node_config import Browser, NodeConfig
+from bridge.workflows import WorkflowLibrary
 from core.policy import Policy
-from core.workflows import WorkflowLibrary
 
 __all__ = ["run_node", "start_node"]
 

@@ -1,4 +1,4 @@
-"""Stored workflows: named command lists with variables, in YAML or JSON files.
+"""Stored workflows: named command lists with variables, in YAML or JSON files (read by ``bridge.workflows``).
 
 A workflow file::
 
@@ -22,7 +22,6 @@ import hashlib
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 
 import yaml
@@ -32,11 +31,13 @@ from messages.commands import CallSpec, Limits, parse_call
 from messages.contract import CALL_TIMEOUT
 from messages.errors import KitsuneError
 
-__all__ = ["Workflow", "WorkflowLibrary", "parse_workflow"]
+__all__ = ["NAME", "SUFFIXES", "Workflow", "parse_workflow"]
 
-_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,99}$")
+NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,99}$")
+"""What a workflow's name may be (its file's, without the suffix)."""
 _VARIABLE = re.compile(r"\{\{\s*([A-Za-z_][A-Za-z0-9_]*)\s*\}\}")
-_SUFFIXES = (".yaml", ".yml", ".json")
+SUFFIXES = (".yaml", ".yml", ".json")
+"""The suffixes of workflow files."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -139,34 +140,3 @@ def parse_workflow(name: str, data: bytes) -> Workflow:
     description = document.get("description", "")
     return Workflow(name, description if isinstance(description, str) else "", variables, commands,
                     hashlib.sha256(data).hexdigest())
-
-
-class WorkflowLibrary:
-    """The workflow files of one directory, named by file name without suffix."""
-
-    def __init__(self, directory: Path) -> None:
-        self._directory = directory
-
-    def _path(self, name: str) -> Path | None:
-        if not isinstance(name, str) or not _NAME.fullmatch(name):
-            raise KitsuneError("invalid_parameter", "workflow names are letters, digits, '_', '-' and '.'",
-                               state={"param": "workflow"})
-        return next((p for p in (self._directory / (name + s) for s in _SUFFIXES) if p.is_file()), None)
-
-    def load(self, name: str) -> Workflow:
-        """Read and parse a workflow; ``workflow_not_found`` when there is no such file."""
-        path = self._path(name)
-        if path is None:
-            raise KitsuneError("workflow_not_found", f"No workflow named {name!r}", state={"workflow": name})
-        return parse_workflow(name, path.read_bytes())
-
-    def sha256(self, name: str) -> str | None:
-        """The file's current SHA-256, or None when it is gone."""
-        path = self._path(name)
-        return hashlib.sha256(path.read_bytes()).hexdigest() if path is not None else None
-
-    def names(self) -> list[str]:
-        """Every workflow in the directory."""
-        if not self._directory.is_dir():
-            return []
-        return sorted(p.stem for p in self._directory.iterdir() if p.suffix in _SUFFIXES and _NAME.fullmatch(p.stem))

@@ -21,7 +21,7 @@ from bridge.config_env import stray_variables
 from bridge.logs import configure_logging
 from bridge.node import Node, NodeConfig
 from bridge.wiring import start_node
-from core.workflows import WorkflowLibrary
+from bridge.workflows import WorkflowLibrary
 from driver import ChromiumBrowser, find_chromium
 from kitsune.app import create_app
 from kitsune.token_file import kept_token, publish_token

@@ -17,11 +17,12 @@ from typing import Any
 import pytest
 
 from actors.threads import ThreadedSequences
+from bridge.workflows import WorkflowLibrary
 from core.calls import Calls, SequentialIds
 from core.checkpoints import WorkflowSource
 from core.engine import Ports
 from core.ports import Recorded
-from core.workflows import Workflow, WorkflowLibrary, parse_workflow
+from core.workflows import Workflow, parse_workflow
 from messages.commands import Command, parse_call
 from messages.errors import KitsuneError
 from messages.results import Outcome
