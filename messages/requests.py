@@ -12,7 +12,7 @@ from messages.wire import KIND, Message, checked
 
 __all__ = ["NODE_OPS", "RequestEnded", "RequestRunning", "RequestWithdrawn", "Subjects", "TabCancel", "TabRequest"]
 
-NODE_OPS = ("open", "tabs", "claims", "call")
+NODE_OPS = ("open", "tabs", "claims", "call", "live", "console")
 """What a request to ``<fleet>.node.<name>.<op>`` asks of that node (:meth:`Subjects.node`)."""
 
 

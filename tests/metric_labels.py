@@ -15,6 +15,7 @@ from prometheus_client.parser import text_string_to_metric_families
 from bridge.metrics import CODES
 from bridge.site_tool_records import CALL_OUTCOMES, CONTINUATION_OUTCOMES
 from messages.commands import ACTIONS
+from messages.requests import NODE_OPS
 from messages.results import STATUSES
 
 ROUTES = frozenset({"/api/batch", "/api/parallel", "/api/workflow", "/api/resume", "/api/tabs", "/api/needs-user",
@@ -33,7 +34,7 @@ FIXED: dict[str, frozenset[str]] = {
                          "sign_in", "human_check", "closed", "swept", "call_ended", "browser_restarted",
                          "other"}),
     "mode": frozenset({"reuse", "one-shot", "dynamic", "other"}),
-    "subject": frozenset({"tab", "tabs", "open", "claims", "call", "resume", "other"}),
+    "subject": frozenset({"tab", "tabs", "resume", "other", *NODE_OPS}),
     "route": ROUTES,
     "method": frozenset({"GET", "POST", "PUT", "PATCH", "DELETE", "HEAD", "OPTIONS", "other"}),
     "actor": frozenset({"CheckpointActor", "BarrierActor", "AuditActor", "TabActor"}),
