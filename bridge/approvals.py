@@ -1,4 +1,4 @@
-"""Approving a held one-shot ``newTab`` of a container call (README: Sessions, Agents and policy).
+"""Approving a held one-shot ``newTab`` of a container call (docs/guides/sessions.md and security.md).
 
 Under ask-before-act a container call's ``newTab {"session": "call"}`` is held with a confirm token
 bound to that call's own session ``call:<id>`` and to the step (:class:`core.policy.HeldStep`);

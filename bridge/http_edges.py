@@ -51,7 +51,7 @@ async def _not_there(request: Request, error: Exception) -> Response:
         refused = KitsuneError("method_not_allowed", f"{request.url.path} does not take {request.method}",
                                state={"method": request.method})
     else:
-        refused = KitsuneError("route_not_found", f"No route {request.url.path}: see the README's HTTP API",
+        refused = KitsuneError("route_not_found", f"No route {request.url.path}: see docs/guides/http-api.md",
                                state={"path": request.url.path})
     return json_response(refused.to_json(), refused.http_status)
 

@@ -31,7 +31,7 @@ def _parser() -> argparse.ArgumentParser:
     serve.add_argument("--host", default="127.0.0.1", help="address to listen on (default: loopback only)")
     serve.add_argument("--port", type=int, default=8765, help="port to listen on (default 8765; 0 picks one)")
     serve.add_argument("--config", help="configuration file (YAML or JSON): agents, policy, limits, NATS; "
-                                        "KITSUNE_<KEY> variables override it (see README)")
+                                        "KITSUNE_<KEY> variables override it (see docs/guides/running.md)")
     serve.add_argument("--state-dir", default=str(Path.home() / ".kitsune"),
                        help="where a generated agent token is written (default ~/.kitsune)")
     serve.add_argument("--nats-url", help="join this NATS server or cluster (comma-separated URLs) "

@@ -7,7 +7,7 @@ administrator (``actors.nats_admin``: no node may change them) and N ``kitsune s
 then prints their addresses and where their tokens are. Every node has the same agent ``default``
 and scrape token, generated at each start.
 On SIGINT or SIGTERM it stops the nodes, then the servers; if one of them exits, it stops the rest.
-The nodes are named ``node-1`` .. ``node-N`` and act as one fleet (README, Fleet).
+The nodes are named ``node-1`` .. ``node-N`` and act as one fleet (docs/guides/fleet.md).
 """
 
 from __future__ import annotations
