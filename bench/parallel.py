@@ -27,7 +27,8 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # the repo root, for tests.site
 
-from bridge.node import Node, NodeConfig
+from bridge.node import Node
+from core.settings import NodeConfig
 from driver import ChromiumBrowser
 from messages.commands import parse_body
 from tests.site import TestSite
@@ -49,7 +50,7 @@ def main() -> None:
     args = parser.parse_args()
     load_before = os.getloadavg()
     with TestSite() as site:
-        node = Node(ChromiumBrowser(), NodeConfig(nats_url=None)).start()
+        node = Node(ChromiumBrowser(), NodeConfig()).start()
         try:
             tabs = [node.open_tab(site.url("/clicks")) for _ in range(TABS)]
             batch = parse_body("batch", {"commands": clicks(tabs[0], CLICKS)})

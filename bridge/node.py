@@ -34,6 +34,7 @@ from actors.tab_actor import not_sent
 from actors.tab_actors import TabActors
 from actors.tab_ids import TabIds, kv_reserve, local_reserve
 from actors.threads import SystemClock
+from bridge.browser import Browser
 from bridge.console import console_serving
 from bridge.fleet.beat import Heartbeat, LoopWatch
 from bridge.fleet.calls import CallForwarding
@@ -43,7 +44,6 @@ from bridge.fleet.registry import FleetRegistry
 from bridge.fleet.resume import ResumeRoutes
 from bridge.live import LiveViews
 from bridge.metrics import NodeMetrics
-from bridge.node_config import Browser, NodeConfig
 from bridge.quota_metrics import set_quotas
 from bridge.session_keeper import SessionKeeper
 from bridge.site_tool_records import SiteToolRecords
@@ -55,6 +55,7 @@ from core.engine import Driver, EngineConfig, Ports
 from core.log_context import CALL, SESSION, STEP
 from core.policy import ConfirmTokens, HeldStep, Policy, PolicyDriver
 from core.session_names import ONE_SHOT
+from core.settings import NodeConfig
 from core.workflows import WorkflowLibrary
 from driver.proxy import endpoints_of
 from driver.sessions import SessionChange
@@ -67,7 +68,7 @@ from messages.requests import Subjects, TabRequest
 from messages.results import Done, Failed, Failure, Outcome, status_of
 from messages.steplog import StepLog, fold
 
-__all__ = ["Browser", "Node", "NodeConfig"]  # Browser and NodeConfig live in bridge.node_config
+__all__ = ["Browser", "Node"]  # Browser lives in bridge.browser
 
 log = logging.getLogger(__name__)
 
@@ -124,24 +125,23 @@ class Node:
         self.loop_watch = LoopWatch(self.metrics.registry, self.member.heartbeat)  # read by the heartbeat thread
         self.fleet_metrics = FleetMetrics(self.member, config.fleet, self.metrics.registry)
         """Its identity and its view of the fleet, in the same registry (``bridge.fleet.metrics``)."""
-        self.site_tools = SiteToolRecords(browser.site_tools, config.continuation_ttl, self.metrics.registry)
+        self.site_tools = SiteToolRecords(browser.site_tools, config.site_tools, self.metrics.registry)
         """The events, audit and metrics of its pages' site tools."""
         set_quotas(browser.quotas, config, self.policy_of, self.metrics.registry)
         self.calls: Calls | None = None
         self._interrupted = False
-        self.tasks = Tasks(LocalTaskStore(), self.io, self, lease_ttl=config.task_lease_ttl, limits=config.task_limits,
+        self.tasks = Tasks(LocalTaskStore(), self.io, self, config.tasks,
                            owner_of=self.member.owner_of)
         """The agents' tasks (``bridge.tasks``): leases every write to their tabs passes (in the fleet's KV)."""
         self.sessions = SessionKeeper(browser.sessions, self.io, dataclasses.replace(
-            config.sessions, max_exec_idle=max(config.sessions.max_exec_idle, config.checkpoint_ttl)),
+            config.sessions, max_exec_idle=max(config.sessions.max_exec_idle, config.checkpoints.ttl)),
             on_change=self._session_changed)
         """The agents' sessions as the node keeps them: recorded, ended with their calls, swept."""
 
     def _live_views(self) -> LiveViews:
         c = self.config
-        return LiveViews(c.name, self.browser, self.subjects, self.owners, ttl=c.live_view_ttl, auditor=self.auditor,
-                         public_url=c.live_view_public_url, policy_of=self.policy_of, node_of=self.member.holder,
-                         limits=(c.live_view_max_links_per_agent, c.live_view_max_links))
+        return LiveViews(c.name, self.browser, self.subjects, self.owners, c.live_view, auditor=self.auditor,
+                         policy_of=self.policy_of, node_of=self.member.holder)
 
     def _call_forwarding(self) -> CallForwarding:
         forwarding = CallForwarding(
@@ -167,7 +167,7 @@ class Node:
             await self._connect()
             checkpoints = CheckpointActor.start(CheckpointStore(
                 SystemClock(), capacity_of=self.checkpoint_capacity_of,
-                total_capacity=self.config.max_checkpoints_total, ttl=self.config.checkpoint_ttl,
+                total_capacity=self.config.checkpoints.total, ttl=self.config.checkpoints.ttl,
                 on_drop=self._checkpoint_dropped, on_keep=self.resumes.kept))
             self.checkpoints = CheckpointsPort(checkpoints)
             barriers = BarrierActor.start()
@@ -236,7 +236,7 @@ class Node:
     def checkpoint_capacity_of(self, agent: str | None) -> int:
         """How many checkpoints of ``agent``'s calls are kept: its own policy's number, else the node's."""
         own = self.agent_policies.get(agent) if agent is not None else None
-        return own.max_checkpoints if own is not None else self.config.max_checkpoints
+        return own.max_checkpoints if own is not None else self.config.checkpoints.per_agent
 
     def ports_for(self, agent: str | None, confirm_token: str | None = None) -> Ports:
         """The ports a call of ``agent`` runs with: its policy in the driver (its session: ``SESSION``), its audit."""
@@ -252,11 +252,11 @@ class Node:
     async def _connect(self) -> None:
         reserve = local_reserve()
         if not self.config.local_bus:
-            url, auth = self.config.nats_url, self.config.nats_auth
+            url, auth = self.config.nats.url, self.config.nats.auth
             if url is None:
                 self.nats = EmbeddedNats(fleet=self.config.fleet)
                 url = await asyncio.to_thread(self.nats.start)
-                await provision(url, self.nats.admin, checkpoint_ttl=self.config.checkpoint_ttl)  # as its owner
+                await provision(url, self.nats.admin, checkpoint_ttl=self.config.checkpoints.ttl)  # as its owner
                 auth = self.nats.auth
             self.browser.own_endpoints.update(endpoints_of(url, 4222))
             nats_bus = await NatsBus.connect(url, auth=auth, name="kitsune-node")
@@ -265,12 +265,12 @@ class Node:
             self.member.registry = FleetRegistry(nats_bus.client, self.config.fleet, self.config.name,
                                                  heartbeat=self.member.heartbeat, on_lost=self._node_lost)
             self._heartbeat = Heartbeat(url, auth, self.member.registry.key, self.loop_watch)
-            self.events = await JetStreamEventStore.create(nats_bus, max_age_seconds=self.config.checkpoint_ttl)
+            self.events = await JetStreamEventStore.create(nats_bus, max_age_seconds=self.config.checkpoints.ttl)
             self.audit_log = await JetStreamAuditLog.create(nats_bus.client)
             self.tasks.store = JetStreamTaskStore(nats_bus.client, self.config.fleet)
 
             async def streams_again() -> None:  # a restarted nats-server may have lost them
-                await JetStreamEventStore.create(nats_bus, max_age_seconds=self.config.checkpoint_ttl)
+                await JetStreamEventStore.create(nats_bus, max_age_seconds=self.config.checkpoints.ttl)
                 await JetStreamAuditLog.create(nats_bus.client)
                 await self.tasks.store.resync()
                 if self.member.registry is not None:

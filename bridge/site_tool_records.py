@@ -15,6 +15,7 @@ from typing import Any
 from prometheus_client import CollectorRegistry, Counter
 
 from actors.audit_actor import Auditor
+from core.settings import SiteToolConfig
 from driver.site_tools import SiteToolHooks, SiteTools
 from messages.events import Event, SiteToolCalled, SiteToolEvent
 
@@ -27,7 +28,7 @@ CONTINUATION_OUTCOMES = ("redeemed", "expired", "revoked", "refused")
 class SiteToolRecords:
     """Records the site tools of one node's browser (owned by the node)."""
 
-    def __init__(self, site_tools: SiteTools, continuation_ttl: float, registry: CollectorRegistry) -> None:
+    def __init__(self, site_tools: SiteTools, config: SiteToolConfig, registry: CollectorRegistry) -> None:
         self.calls = Counter("kitsune_site_tool_calls", "Calls of the tools pages declare (callSiteTool), by "
                              "outcome (ok, unknown, failed)", ["outcome"], registry=registry)
         self.continuations = Counter("kitsune_continuations", "Continuation tokens of site tools, by how they ended "
@@ -39,7 +40,7 @@ class SiteToolRecords:
             self.continuations.labels(outcome)
         self._emit: Callable[[Event], Any] | None = None
         self._auditor: Callable[[str | None], Auditor] | None = None
-        site_tools.continuation_ttl = continuation_ttl
+        site_tools.continuation_ttl = config.continuation_ttl
         site_tools.hooks = SiteToolHooks(event=self._record, continuation=self._continuation_ended,
                                          call_ended=self._call_ended)
 

@@ -17,7 +17,8 @@ import pykka
 import pytest
 
 from actors.nats_server import EmbeddedNats
-from bridge.node import Node, NodeConfig
+from bridge.node import Node
+from core.settings import NatsConfig, NodeConfig
 from driver import ChromiumBrowser
 from messages.commands import parse_body
 from messages.errors import KitsuneError
@@ -58,7 +59,7 @@ def _alive(pid: int) -> bool:
 
 def test_a_write_in_flight_over_nats_when_it_is_lost_ends_unknown_and_the_nodes_reconnect(site: TestSite) -> None:
     server = EmbeddedNats(fleet="lost-nats")  # the node's own permissions, as ``kitsune serve`` embeds it
-    config = NodeConfig(nats_url=server.start(), nats_auth=server.auth, step_timeout=10.0, fleet="lost-nats")
+    config = NodeConfig(nats=NatsConfig(server.start(), server.auth), step_timeout=10.0, fleet="lost-nats")
     tabs = Node(ChromiumBrowser(), config).start()  # the tab's node
     caller = Node(ChromiumBrowser(), config).start()  # a node without tabs: its calls reach the tab over NATS
     revived: EmbeddedNats | None = None
@@ -102,7 +103,7 @@ def test_a_write_in_flight_over_nats_when_it_is_lost_ends_unknown_and_the_nodes_
 
 def test_a_call_on_a_tab_of_the_same_node_is_refused_while_nats_is_down(site: TestSite) -> None:
     server = EmbeddedNats(fleet="nats-down")
-    node = Node(ChromiumBrowser(), NodeConfig(nats_url=server.start(), nats_auth=server.auth, step_timeout=10.0,
+    node = Node(ChromiumBrowser(), NodeConfig(nats=NatsConfig(server.start(), server.auth), step_timeout=10.0,
                                               fleet="nats-down")).start()
     try:
         tab = node.open_tab(site.url("/slow"))
