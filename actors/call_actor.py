@@ -196,8 +196,8 @@ class EventSink:
     round trip to the store, not for one per event queued before it.
     """
 
-    def __init__(self, io: IoLoop, store: EventStore) -> None:
-        self.listeners: list[Callable[[Event], None]] = []
+    def __init__(self, io: IoLoop, store: EventStore, listeners: list[Callable[[Event], None]] | None = None) -> None:
+        self.listeners: list[Callable[[Event], None]] = listeners if listeners is not None else []
         """Called with every event on the emitting thread, as it happens (metrics, benchmarks)."""
         self._writer: OrderedWriter[_Queued, None] = OrderedWriter(
             io, send=lambda queued: store.send(queued[0]), post=lambda queued: store.post(queued[0]),

@@ -43,15 +43,15 @@ class TabsDriver(TabDriver, Protocol):
 class TabActors:
     """The actors of a node's open tabs (on the node's loop, but :meth:`ask`, from a call's thread)."""
 
-    def __init__(self, browser: TabsDriver, io: IoLoop, subjects: Subjects, *,
+    def __init__(self, browser: TabsDriver, io: IoLoop, bus: Bus, subjects: Subjects, *,
                  on_change: TabsChanged, admission: Admission = lambda tab, request: None) -> None:
         self._browser = browser
         self._io = io
         self._subjects = subjects
         self._on_change = on_change
         self._admission = admission
-        self.bus: Bus | None = None
-        """Where the tabs take other nodes' requests (set once the node is connected)."""
+        self._bus = bus
+        """Where the tabs take other nodes' requests."""
         self._tabs: dict[int, tuple[pykka.ActorRef[TabActor], Subscription]] = {}
         self._served = ServedRequests()
         """Requests other nodes' calls sent to this node's tabs (so that they can withdraw them)."""
@@ -123,7 +123,6 @@ class TabActors:
                 await self._on_change(opened, closed)
 
     async def _attach(self, tab_id: int) -> None:
-        assert self.bus is not None, "the node is not connected"
         actor = TabActor.start(tab_id, self._browser, self._io)
 
         async def run(request: TabRequest) -> Outcome:  # a request from a call on another node
@@ -145,7 +144,7 @@ class TabActors:
             return self._served.withdraw(cancel)
 
         subject = self._subjects.tab(tab_id)
-        subscription = await self.bus.subscribe(
+        subscription = await self._bus.subscribe(
             subject, typed(subject, {TabRequest: run, TabCancel: withdraw}, limit=LARGE, outcomes=True),
             concurrent=True)
         self._tabs[tab_id] = (actor, subscription)

@@ -55,6 +55,8 @@ from contextlib import ExitStack
 from pathlib import Path
 from typing import Any, Literal
 
+from tests.nodes import open_user_tab, run_call
+
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # the repo root, for tests.site and bench
 
 from bench.shared import StepClock, TimedBrowser, alternating, commands, kind, load_line, start_node
@@ -87,7 +89,7 @@ def clicks(n: int, tab: int) -> list[dict[str, Any]]:
 
 def ok(node: Node, container: Container, body: dict[str, Any]) -> None:
     """Run a call through ``node``; it must succeed."""
-    answer = node.run(parse_body(container, body)).body
+    answer = run_call(node, parse_body(container, body)).body
     assert answer.get("status") == "ok", answer.get("summary")
 
 
@@ -124,8 +126,8 @@ class Fleet:
         self.a_driver, self.b_driver = drivers
         """Each node's driver: it runs the steps on its node's tabs, whichever node's call sends them."""
         self.clocks = {id(self.a): StepClock(self.a), id(self.b): StepClock(self.b)}
-        self.tabs_a = [self.a.open_tab(site.url("/clicks")) for _ in range(CLIENTS)]
-        self.tabs_b = [self.b.open_tab(site.url("/clicks")) for _ in range(CLIENTS // 2)]
+        self.tabs_a = [open_user_tab(self.a, site.url("/clicks")) for _ in range(CLIENTS)]
+        self.tabs_b = [open_user_tab(self.b, site.url("/clicks")) for _ in range(CLIENTS // 2)]
         self._seen_by_both()
         self.writes = RegistryWrites(self.a, self.b)
 

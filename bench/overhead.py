@@ -49,6 +49,8 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
+from tests.nodes import open_user_tab, run_call
+
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # the repo root, for tests.site
 
 from actors.loop import IoLoop
@@ -84,14 +86,14 @@ class KitsuneSide:
         audit_dir = Path(self._audit.name)
         self.node = start_node(ChromiumBrowser() if remote else self.browser, audit_dir)
         self.tabs_node = start_node(self.browser, audit_dir, joining=self.node) if remote else None
-        self.tab = (self.tabs_node or self.node).open_tab(site.url("/clicks"))
+        self.tab = open_user_tab((self.tabs_node or self.node), site.url("/clicks"))
         self._clock = StepClock(self.node)
         self._body = {"commands": commands(PLAN), "tabId": self.tab}
 
     def round(self) -> Round:
         self._clock.clear()
         self.browser.timings.clear()
-        body = self.node.run(parse_body("batch", self._body)).body
+        body = run_call(self.node, parse_body("batch", self._body)).body
         assert body.get("status") == "ok", body.get("summary")
         assert len(self.browser.timings) == STEPS
         return {"step": self._clock.durations(PLAN), "driver": self.browser.timings[:-1]}

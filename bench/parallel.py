@@ -25,9 +25,11 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from bridge.wiring import run_node
+from tests.nodes import open_user_tab, run_call
+
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # the repo root, for tests.site
 
-from bridge.node import Node
 from core.settings import NodeConfig
 from driver import ChromiumBrowser
 from messages.commands import parse_body
@@ -50,16 +52,16 @@ def main() -> None:
     args = parser.parse_args()
     load_before = os.getloadavg()
     with TestSite() as site:
-        node = Node(ChromiumBrowser(), NodeConfig()).start()
+        node = run_node(ChromiumBrowser(), NodeConfig())
         try:
-            tabs = [node.open_tab(site.url("/clicks")) for _ in range(TABS)]
+            tabs = [open_user_tab(node, site.url("/clicks")) for _ in range(TABS)]
             batch = parse_body("batch", {"commands": clicks(tabs[0], CLICKS)})
             parallel = parse_body("parallel", {"sequences": [clicks(tab, CLICKS_PER_TAB) for tab in tabs]})
 
             def timed(spec: Any) -> Callable[[], float]:
                 def run() -> float:
                     started = time.perf_counter()
-                    body = node.run(spec).body
+                    body = run_call(node, spec).body
                     elapsed = time.perf_counter() - started
                     assert body.get("status") == "ok", body.get("summary")
                     return CLICKS / elapsed

@@ -54,6 +54,8 @@ from typing import Any, Protocol, TypeVar
 
 from playwright.async_api import Page
 
+from tests.nodes import open_user_tab, run_call
+
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # the repo root, for tests and bench
 
 from actors.loop import IoLoop
@@ -174,14 +176,14 @@ class NodeSide(KitsuneTab):
     """``callSiteTool`` as a one-step batch of a whole node, on a tab of its own."""
 
     def __init__(self, node: Node, browser: ChromiumBrowser, site: TestSite) -> None:
-        super().__init__(node.io, browser, node.open_tab(site.url("/shop")), site)
+        super().__init__(node.io, browser, open_user_tab(node, site.url("/shop")), site)
         self.node = node
 
     def call(self, tool: str, value: dict[str, Any]) -> tuple[float, Any]:
         spec = parse_body("batch", {"commands": [{"action": "callSiteTool", "name": tool, "input": value}],
                                     "tabId": self.tab})
         started = time.perf_counter()
-        body = self.node.run(spec).body
+        body = run_call(self.node, spec).body
         ms = (time.perf_counter() - started) * 1000
         assert body.get("status") == "ok", body.get("summary")
         return ms, body["results"][0]["output"]

@@ -137,8 +137,8 @@ class ScrapedNode(Protocol):
     def bus(self) -> Bus: ...
 
     @property
-    def checkpoints(self) -> _Checkpoints | None:
-        """Its checkpoints (through their actor); None before it starts."""
+    def checkpoints(self) -> _Checkpoints:
+        """Its checkpoints (through their actor)."""
         ...
 
     @property
@@ -365,9 +365,8 @@ class _Sampled(Collector):
 
     def collect(self) -> Iterator[Metric]:
         node = self._metrics.node
-        checkpoints = node.checkpoints
         yield _gauge("kitsune_checkpoints_held", "Checkpoints held (being resumed included)",
-                     None if checkpoints is None else _try(lambda: checkpoints.count(timeout=2)))
+                     _try(lambda: node.checkpoints.count(timeout=2)))
         yield _gauge("kitsune_tabs_open", "Open tabs", _try(lambda: len(node.browser.tab_ids())))
         yield _gauge("kitsune_claims_held", "Tabs claimed by parallel sequences of calls in progress",
                      len(node.claims.held()))

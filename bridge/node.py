@@ -1,10 +1,10 @@
 """A Kitsune node: the event loop, NATS, the browser and the actors, wired together.
 
-``Node`` starts an embedded ``nats-server`` unless it is given a URL to join, connects the bus,
-creates the event and audit streams, starts the browser and the long-lived actors (checkpoints,
-claims, barriers, audit), and runs a call actor per container call. Tabs get an actor each: calls
-on this node ask it directly, calls on other nodes over ``kitsune.tab.<id>.do``; ``newTab`` and
-``getTabs`` go to the node itself.
+``bridge.wiring.start_node`` connects first (``bridge.connection``: NATS, embedded or joined, the
+bus, the event and audit streams, the first tab ids), then ``Node`` builds every part whole with
+what it needs, then ``Node.open`` starts them. A call runs on a call actor; tabs get an actor each:
+calls on this node ask it directly, calls on other nodes over ``kitsune.tab.<id>.do``; ``newTab``
+and ``getTabs`` go to the node itself.
 """
 
 from __future__ import annotations
@@ -20,27 +20,24 @@ from typing import Any
 import pykka
 from playwright.async_api import Error as PlaywrightError
 
-from actors.audit_actor import AuditActor, AuditLog, Auditor, AuditTrail, JetStreamAuditLog, LocalAuditLog
-from actors.bus import Bus, LocalBus, NatsBus, Subscription
+from actors.audit_actor import AuditActor, Auditor, AuditTrail, JetStreamAuditLog
+from actors.bus import Subscription
 from actors.call_actor import BusDriver, CallActor, EventSink, ResumeCall, RunCall
 from actors.checkpoint_actor import CheckpointActor, CheckpointsPort
-from actors.event_store import EventStore, JetStreamEventStore, LocalEventStore
+from actors.event_store import JetStreamEventStore
 from actors.loop import IoLoop, ask_from_loop
-from actors.nats_admin import provision
-from actors.nats_server import EmbeddedNats
 from actors.sequence_actor import ActorSequences, BarrierActor
 from actors.serving import taking, typed
 from actors.tab_actor import not_sent
 from actors.tab_actors import TabActors
-from actors.tab_ids import TabIds, kv_reserve, local_reserve
 from actors.threads import SystemClock
 from bridge.browser import Browser
+from bridge.connection import Connection
 from bridge.console import console_serving
 from bridge.fleet.beat import Heartbeat, LoopWatch
 from bridge.fleet.calls import CallForwarding
-from bridge.fleet.member import FleetMember, seen_by
+from bridge.fleet.member import FleetMember, MemberHooks, seen_by
 from bridge.fleet.metrics import FleetMetrics
-from bridge.fleet.registry import FleetRegistry
 from bridge.fleet.resume import ResumeRoutes
 from bridge.live import LiveViews
 from bridge.metrics import NodeMetrics
@@ -48,9 +45,9 @@ from bridge.quota_metrics import set_quotas
 from bridge.session_keeper import SessionKeeper
 from bridge.site_tool_records import SiteToolRecords
 from bridge.tasks.service import Tasks
-from bridge.tasks.store import JetStreamTaskStore, LocalTaskStore
+from bridge.tasks.store import JetStreamTaskStore
 from core.calls import CallResponse, Calls
-from core.checkpoints import CheckpointStore, DropReason, WorkflowSource
+from core.checkpoints import CheckpointStore, DropReason
 from core.engine import Driver, EngineConfig, Ports
 from core.log_context import CALL, SESSION, STEP
 from core.policy import ConfirmTokens, HeldStep, Policy, PolicyDriver
@@ -60,10 +57,9 @@ from core.workflows import WorkflowLibrary
 from driver.proxy import endpoints_of
 from driver.sessions import SessionChange
 from driver.snapshots import describe
-from messages.commands import CallSpec, Command, GetTabs, NewTab, secret_values
+from messages.commands import Command, GetTabs, NewTab, secret_values
 from messages.errors import KitsuneError
 from messages.events import Event
-from messages.fleet import ResumeRequest
 from messages.requests import Subjects, TabRequest
 from messages.results import Done, Failed, Failure, Outcome, status_of
 from messages.steplog import StepLog, fold
@@ -74,120 +70,136 @@ log = logging.getLogger(__name__)
 
 
 class Node:
-    """One Kitsune node. ``start``/``stop`` from any thread but the loop's; calls from threads or the loop."""
+    """One Kitsune node, built whole by ``bridge.wiring.start_node``; calls from threads or the loop."""
 
-    _heartbeat: Heartbeat | None = None
-    """The thread that beats for it in the fleet (``bridge.fleet.beat``), once it joined NATS."""
-    def __init__(self, browser: Browser, config: NodeConfig = NodeConfig(), *, policy: Policy = Policy(),
-                 agent_policies: Mapping[str, Policy] | None = None, workflows: WorkflowLibrary | None = None,
-                 loop: asyncio.AbstractEventLoop | None = None) -> None:
+    def __init__(self, browser: Browser, config: NodeConfig, connection: Connection, io: IoLoop, *,
+                 policy: Policy = Policy(), agent_policies: Mapping[str, Policy] | None = None,
+                 workflows: WorkflowLibrary | None = None) -> None:
         self.config = config
         self.browser = browser
-        self.io = IoLoop(loop)
+        self.io = io
         self.subjects = Subjects(config.fleet)
-        self.nats: EmbeddedNats | None = None
-        self.bus: Bus = LocalBus()
-        self.events: EventStore = LocalEventStore()
-        self.audit_log: AuditLog = LocalAuditLog()
-        self.checkpoints: CheckpointsPort | None = None
-        """The checkpoints, through the actor that owns them (from ``start``)."""
-        self.member = FleetMember(config.name, browser, self.io, self.subjects, max_tabs=config.max_tabs,
-                                  policy_of=self.policy_of)
-        """This node's part in its fleet: the registry of tabs, placement, the owners and claims of its tabs."""
-        self.owners = self.member.owners
-        self.claims = self.member.claims
-        """The tab claims of parallel sequences, each decided by its tab's node (``bridge.fleet.member``)."""
-        self._actors: list[pykka.ActorRef[Any]] = []
-        self.live = self._live_views()
-        """The Live Views of its tabs (``bridge.live``): a person controlling a tab holds the agents' writes."""
-        self.tabs = TabActors(browser, self.io, self.subjects, on_change=self._tabs_changed,
-                              admission=self._admission)
-        """The actors of this node's tabs."""
-        self.resumes = ResumeRoutes(self.io, self.subjects, self._run_here, self._reissue_here)
-        """Resumes of checkpoints wherever in the fleet they are held (``bridge.fleet.resume``)."""
-        self.forwarding = self._call_forwarding()
-        """Calls on another node's tabs, sent there whole, and those sent here (``bridge.fleet.calls``)."""
-        self._subscriptions: list[Subscription] = []
-        self._sink: EventSink | None = None
-        self._audit_trail: AuditTrail | None = None
+        self.nats = connection.nats
+        """The NATS server this node started and owns (None when it joined one)."""
+        self.bus = connection.bus
+        self.events = connection.events
         self.policy = policy
         """The node's policy: that of every agent with no policy of its own, as it is now."""
         self.agent_policies: dict[str, Policy] = dict(agent_policies or {})
         """The policies of agents that have their own, as they are now."""
-        browser.url_policy = lambda agent: self.policy_of(agent).urls
         self.confirms = ConfirmTokens()
         self.workflows = workflows
+        self._wire_browser(connection)
         self.event_listeners: list[Callable[[Event], None]] = []
         """Called with every step-log event as it happens, on the emitting thread."""
         self.metrics = NodeMetrics(self)
         """The node's Prometheus metrics, in a registry of its own (``GET /metrics``)."""
         self.event_listeners.append(self.metrics.on_event)
+        self._sink = EventSink(io, self.events, self.event_listeners)
+        self.audit = AuditActor.start(config.audit_file, self.metrics.audit_recorded)
+        self._audit_trail = AuditTrail(connection.audit_log, io, self.audit)
+        self.member = FleetMember(config.name, browser, io, self.bus, self.subjects, max_tabs=config.max_tabs,
+                                  policy_of=self.policy_of,
+                                  hooks=MemberHooks(self._node_lost, self._origin_of, self._taken_over))
+        """This node's part in its fleet: the registry of tabs, placement, the owners and claims of its tabs."""
+        self.owners = self.member.owners
+        self.claims = self.member.claims
+        """The tab claims of parallel sequences, each decided by its tab's node (``bridge.fleet.member``)."""
         self.loop_watch = LoopWatch(self.metrics.registry, self.member.heartbeat)  # read by the heartbeat thread
+        self._heartbeat = Heartbeat(connection.url, connection.auth, self.member.registry.key, self.loop_watch)
+        """The thread that beats for it in the fleet (``bridge.fleet.beat``)."""
         self.fleet_metrics = FleetMetrics(self.member, config.fleet, self.metrics.registry)
         """Its identity and its view of the fleet, in the same registry (``bridge.fleet.metrics``)."""
-        self.site_tools = SiteToolRecords(browser.site_tools, config.site_tools, self.metrics.registry)
+        self._build_parts()
+
+    def _wire_browser(self, connection: Connection) -> None:
+        """Point the browser at this node: its URL rules, its own endpoints (never reached), the fleet's tab ids."""
+        self.browser.url_policy = lambda agent: self.policy_of(agent).urls
+        self.browser.own_endpoints.update(endpoints_of(connection.url, 4222))
+        self.browser.next_tab_id = connection.tab_ids.take
+
+    def _build_parts(self) -> None:
+        """Build the parts that serve the node's tabs, calls, sessions and tasks, each whole."""
+        c, io = self.config, self.io
+        self.live = LiveViews(c.name, self.browser, self.bus, self.subjects, self.owners, c.live_view,
+                              auditor=self.auditor, policy_of=self.policy_of, node_of=self.member.holder)
+        """The Live Views of its tabs (``bridge.live``): a person controlling a tab holds the agents' writes."""
+        self.tabs = TabActors(self.browser, io, self.bus, self.subjects, on_change=self._tabs_changed,
+                              admission=self._admission)
+        """The actors of this node's tabs."""
+        self.resumes = ResumeRoutes(io, self.bus, self.subjects, self._run_here, self._reissue_here)
+        """Resumes of checkpoints wherever in the fleet they are held (``bridge.fleet.resume``)."""
+        self.forwarding = CallForwarding(
+            c.name, io, self.bus, self.subjects, node_of=self.member.node_of, alive=self._nodes_alive,
+            record=lambda spec, agent: self.auditor(None).call(spec, agent), run_here=self._run_here,
+            policy_of=self.policy_of, step_timeout=c.step_timeout, workflow_sha256=self.workflow_sha256,
+            reissue_here=self._reissue_here, events_of=self.events.read)
+        """Calls on another node's tabs, sent there whole, and those sent here (``bridge.fleet.calls``)."""
+        self.site_tools = SiteToolRecords(self.browser.site_tools, c.site_tools, self.metrics.registry,
+                                          emit=self._sink, auditor=self.auditor)
         """The events, audit and metrics of its pages' site tools."""
-        set_quotas(browser.quotas, config, self.policy_of, self.metrics.registry)
-        self.calls: Calls | None = None
-        self._interrupted = False
-        self.tasks = Tasks(LocalTaskStore(), self.io, self, config.tasks,
+        set_quotas(self.browser.quotas, c, self.policy_of, self.metrics.registry)
+        self.tasks = Tasks(JetStreamTaskStore(self.bus.client, c.fleet), io, self, c.tasks,
                            owner_of=self.member.owner_of)
         """The agents' tasks (``bridge.tasks``): leases every write to their tabs passes (in the fleet's KV)."""
-        self.sessions = SessionKeeper(browser.sessions, self.io, dataclasses.replace(
-            config.sessions, max_exec_idle=max(config.sessions.max_exec_idle, config.checkpoints.ttl)),
-            on_change=self._session_changed)
+        self.sessions = SessionKeeper(self.browser.sessions, io, dataclasses.replace(
+            c.sessions, max_exec_idle=max(c.sessions.max_exec_idle, c.checkpoints.ttl)), emit=self._sink,
+            auditor=self.auditor, on_change=self._session_changed)
         """The agents' sessions as the node keeps them: recorded, ended with their calls, swept."""
+        self._build_calls()
+        self._subscriptions: list[Subscription] = []
+        self._interrupted = False
+        self.bus.on_request = self._bus_request
+        self.bus.on_reconnect = self._streams_again
 
-    def _live_views(self) -> LiveViews:
-        c = self.config
-        return LiveViews(c.name, self.browser, self.subjects, self.owners, c.live_view, auditor=self.auditor,
-                         policy_of=self.policy_of, node_of=self.member.holder)
-
-    def _call_forwarding(self) -> CallForwarding:
-        forwarding = CallForwarding(
-            self.config.name, self.io, self.subjects, node_of=self.member.node_of, alive=self._nodes_alive,
-            record=lambda spec, agent: self.auditor(None).call(spec, agent), run_here=self._run_here,
-            policy_of=self.policy_of, step_timeout=self.config.step_timeout, workflow_sha256=self.workflow_sha256,
-            reissue_here=self._reissue_here,
-            events_of=lambda call: self.events.read(call))  # noqa: PLW0108  (the store is set on connecting)
-        self.member.origin_of = forwarding.origin_of
-        return forwarding
+    def _build_calls(self) -> None:
+        """Build what runs calls: the checkpoints' and barriers' actors, the driver, the engine's calls."""
+        c, io = self.config, self.io
+        checkpoints = CheckpointActor.start(CheckpointStore(
+            SystemClock(), capacity_of=self.checkpoint_capacity_of, total_capacity=c.checkpoints.total,
+            ttl=c.checkpoints.ttl, on_drop=self._checkpoint_dropped, on_keep=self.resumes.kept))
+        barriers = BarrierActor.start()
+        self._actors: list[pykka.ActorRef[Any]] = [checkpoints, barriers, self.audit]
+        self.checkpoints = CheckpointsPort(checkpoints)
+        """The checkpoints, through the actor that owns them."""
+        self._sequences = ActorSequences(barriers)
+        self._driver = BusDriver(io, self.bus, self.subjects, local=self.tabs.ask, place=self.member.place,
+                                 open_tabs=self.open_tab_ids)
+        self.calls = Calls(self.ports_for, self.resumes.reachable(self.checkpoints), audit=self.auditor(None),
+                           sink=self._sink, config=EngineConfig(step_timeout=c.step_timeout),
+                           workflow_sha256=self.workflow_sha256, on_resume=self.metrics.resumed,
+                           on_end=self.sessions.call_ended)
 
     # life cycle
 
-    def start(self) -> Node:
-        """Start NATS (or join it), the browser and the actors (from a thread that is not the loop's)."""
-        self.io.run(self.astart(), timeout=120)
-        return self
+    async def open(self) -> None:
+        """Start the parts (on the loop): the records, the browser, the fleet's registry and heartbeat, the
+        tasks' store, the sessions' sweeper, the subjects it serves; then find the browser's tabs."""
+        self.loop_watch.start()
+        await self._sink.start()
+        await self._audit_trail.start()
+        await self.browser.start()
+        await self.member.registry.start()
+        self._heartbeat.start()  # off this loop
+        await self.tasks.store.start()
+        self.sessions.start()
+        opening = self.subjects.node(self.config.name, "open")
+        serving = {opening: typed(opening, {TabRequest: taking(NewTab, self._serve_open)}, outcomes=True),
+                   **self.member.serving(), **self.forwarding.serving(), **self.live.serving(),
+                   **console_serving(self)}
+        for subject, handler in serving.items():
+            self._subscriptions.append(await self.bus.subscribe(subject, handler, concurrent=True))
+        listing = typed(self.subjects.tabs, {TabRequest: taking(GetTabs, self._serve_tabs)}, outcomes=True)
+        self._subscriptions.append(await self.bus.subscribe(self.subjects.tabs, listing, queue="tabs",
+                                                            concurrent=True))
+        await self.tabs.reconcile()
 
-    async def astart(self) -> None:
-        """The same, on the loop (the HTTP server's lifespan)."""
-        try:
-            self.loop_watch.start()
-            await self._connect()
-            checkpoints = CheckpointActor.start(CheckpointStore(
-                SystemClock(), capacity_of=self.checkpoint_capacity_of,
-                total_capacity=self.config.checkpoints.total, ttl=self.config.checkpoints.ttl,
-                on_drop=self._checkpoint_dropped, on_keep=self.resumes.kept))
-            self.checkpoints = CheckpointsPort(checkpoints)
-            barriers = BarrierActor.start()
-            self.audit = AuditActor.start(self.config.audit_file, self.metrics.audit_recorded)
-            self._audit_trail = AuditTrail(self.audit_log, self.io, self.audit)
-            await self._audit_trail.start()
-            self._actors += [checkpoints, barriers, self.audit]
-            assert self._sink is not None
-            self._driver = BusDriver(self.io, self.bus, self.subjects, local=self.tabs.ask, place=self.member.place,
-                                     open_tabs=self.open_tab_ids)
-            self._sequences = ActorSequences(barriers)
-            self.calls = Calls(self.ports_for, self.resumes.reachable(self.checkpoints), audit=self.auditor(None),
-                               sink=self._sink, config=EngineConfig(step_timeout=self.config.step_timeout),
-                               workflow_sha256=self.workflow_sha256,
-                               on_resume=self.metrics.resumed, on_end=self.sessions.call_ended)
-            self.sessions.start(self._sink, self.auditor)
-            self.site_tools.start(self._sink, self.auditor)
-        except BaseException:
-            await self.astop()
-            raise
+    async def _streams_again(self) -> None:
+        """After a reconnect: the streams, buckets and registry again (a restarted nats-server may have lost them)."""
+        await JetStreamEventStore.create(self.bus, max_age_seconds=self.config.checkpoints.ttl)
+        await JetStreamAuditLog.create(self.bus.client)
+        await self.tasks.store.resync()
+        await self.member.registry.resync()
 
     def _admission(self, tab: int, request: TabRequest) -> Outcome | None:
         """Why a request may not run on a tab of this node now: a person controls it, its call's node left
@@ -203,6 +215,12 @@ class Node:
         self.live.tabs_closed(closed)
         await self.member.tabs_changed(opened, closed)
 
+    def _origin_of(self, call: int) -> str | None:
+        return self.forwarding.origin_of(call)
+
+    def _taken_over(self, tab: int, agent: str) -> None:
+        self.live.taken_over(tab, agent)  # a tab's links follow its owner
+
     def _session_changed(self, change: SessionChange) -> None:
         self.metrics.session_changed(change)
         self.member.session_changed(change)
@@ -217,12 +235,10 @@ class Node:
         self.resumes.dropped(call)
 
     def _reissue_here(self, call: int, agent: str | None) -> str | None:
-        assert self.checkpoints is not None, "the node is not started"
         return self.checkpoints.reissue(call, agent)
 
     def auditor(self, agent: str | None) -> Auditor:
         """The audit of ``agent``'s calls and steps."""
-        assert self._audit_trail is not None, "the node is not started"
         return Auditor(self._audit_trail, agent)
 
     def policy_of(self, agent: str | None) -> Policy:
@@ -230,8 +246,7 @@ class Node:
         return self.policy if agent is None else self.agent_policies.get(agent, self.policy)
 
     def _nodes_alive(self) -> frozenset[str]:
-        registry = self.member.registry
-        return frozenset(registry.alive()) if registry is not None else frozenset({self.config.name})
+        return frozenset(self.member.registry.alive())
 
     def checkpoint_capacity_of(self, agent: str | None) -> int:
         """How many checkpoints of ``agent``'s calls are kept: its own policy's number, else the node's."""
@@ -249,60 +264,6 @@ class Node:
     def workflow_sha256(self, name: str) -> str | None:
         return self.workflows.sha256(name) if self.workflows is not None else None
 
-    async def _connect(self) -> None:
-        reserve = local_reserve()
-        if not self.config.local_bus:
-            url, auth = self.config.nats.url, self.config.nats.auth
-            if url is None:
-                self.nats = EmbeddedNats(fleet=self.config.fleet)
-                url = await asyncio.to_thread(self.nats.start)
-                await provision(url, self.nats.admin, checkpoint_ttl=self.config.checkpoints.ttl)  # as its owner
-                auth = self.nats.auth
-            self.browser.own_endpoints.update(endpoints_of(url, 4222))
-            nats_bus = await NatsBus.connect(url, auth=auth, name="kitsune-node")
-            nats_bus.on_request = self._bus_request
-            self.bus = nats_bus
-            self.member.registry = FleetRegistry(nats_bus.client, self.config.fleet, self.config.name,
-                                                 heartbeat=self.member.heartbeat, on_lost=self._node_lost)
-            self._heartbeat = Heartbeat(url, auth, self.member.registry.key, self.loop_watch)
-            self.events = await JetStreamEventStore.create(nats_bus, max_age_seconds=self.config.checkpoints.ttl)
-            self.audit_log = await JetStreamAuditLog.create(nats_bus.client)
-            self.tasks.store = JetStreamTaskStore(nats_bus.client, self.config.fleet)
-
-            async def streams_again() -> None:  # a restarted nats-server may have lost them
-                await JetStreamEventStore.create(nats_bus, max_age_seconds=self.config.checkpoints.ttl)
-                await JetStreamAuditLog.create(nats_bus.client)
-                await self.tasks.store.resync()
-                if self.member.registry is not None:
-                    await self.member.registry.resync()
-            nats_bus.on_reconnect = streams_again
-            reserve = kv_reserve(nats_bus.client, self.config.fleet)
-            self.forwarding.bus = nats_bus
-        self.member.bus = self.tabs.bus = self.resumes.bus = self.live.bus = self.bus
-        self.member.taken_over = self.live.taken_over  # a tab's links follow its owner
-        self._sink = EventSink(self.io, self.events)
-        self._sink.listeners = self.event_listeners
-        await self._sink.start()
-        tab_ids = TabIds(reserve)
-        await tab_ids.start()
-        self.browser.next_tab_id = tab_ids.take
-        await self.browser.start()
-        if self.member.registry is not None:
-            await self.member.registry.start()
-        if self._heartbeat is not None:
-            self._heartbeat.start()  # off this loop
-        await self.tasks.store.start()
-        opening = self.subjects.node(self.config.name, "open")
-        serving = {opening: typed(opening, {TabRequest: taking(NewTab, self._serve_open)}, outcomes=True),
-                   **self.member.serving(), **self.forwarding.serving(), **self.live.serving(),
-                   **console_serving(self)}
-        for subject, handler in serving.items():
-            self._subscriptions.append(await self.bus.subscribe(subject, handler, concurrent=True))
-        listing = typed(self.subjects.tabs, {TabRequest: taking(GetTabs, self._serve_tabs)}, outcomes=True)
-        self._subscriptions.append(await self.bus.subscribe(self.subjects.tabs, listing, queue="tabs",
-                                                            concurrent=True))
-        await self.tabs.reconcile()
-
     def stop(self) -> None:
         """Stop everything this node started; checkpoints are dropped with their actor (reason ``shutdown``)."""
         self.io.run(self.astop(), timeout=120)
@@ -315,7 +276,7 @@ class Node:
         cancelled, and barriers release their sequences: every call ends within moments. A write
         that was running ends ``unknown``, and the audit log records that (``interrupted``).
         """
-        if self._interrupted or self.calls is None:
+        if self._interrupted:
             return
         self._interrupted = True
         await self.live.stop()  # the people in its Live Views are told, before the HTTP server closes their sockets
@@ -340,15 +301,13 @@ class Node:
 
     async def _disconnect(self) -> None:
         """Stop each part in turn; a part that fails to stop is logged, and the others still stop."""
-        beat, self._heartbeat = self._heartbeat, None
         stops: list[Callable[[], Awaitable[Any]]] = [
-            *([functools.partial(asyncio.to_thread, beat.stop)] if beat is not None else []), self.loop_watch.stop,
-            *([self.member.registry.stop] if self.member.registry is not None else []),  # hands its tabs back
+            functools.partial(asyncio.to_thread, self._heartbeat.stop), self.loop_watch.stop,
+            self.member.registry.stop,  # hands its tabs back
             self.tasks.store.stop,
             self.resumes.stop,  # its checkpoints are no longer reached from other nodes
             *(sub.unsubscribe for sub in [*self._subscriptions, *self.tabs.subscriptions()]),
-            *(part.stop for part in (self._sink, self._audit_trail) if part is not None),
-            self.browser.stop, self.bus.close]
+            self._sink.stop, self._audit_trail.stop, self.browser.stop, self.bus.close]
         if self.nats is not None:
             stops.append(functools.partial(asyncio.to_thread, self.nats.stop))
         self._subscriptions.clear()
@@ -359,25 +318,6 @@ class Node:
                 log.error("node stopped with an error (%s)", type(e).__name__)
 
     # calls
-
-    def run(self, spec: CallSpec, workflow: WorkflowSource | None = None, agent: str | None = None) -> CallResponse:
-        """Run a container call on a call actor of this node (from a thread), its steps on other nodes' tabs
-        sent there one by one (``run_async``, the API's, sends a call on another node's tabs there whole)."""
-        return self._on_call_actor(RunCall(spec, workflow, agent))
-
-    def resume(self, call: int, resume_token: str, observed: Any = None, agent: str | None = None) -> CallResponse:
-        """Resume a checkpointed call where its checkpoint is held (from a thread)."""
-        return self.io.run(self.run_async(ResumeCall(ResumeRequest(call, resume_token, observed, agent))))
-
-    def _on_call_actor(self, message: RunCall | ResumeCall) -> CallResponse:
-        assert self.calls is not None
-        actor = CallActor.start(self.calls)
-        try:
-            response = actor.ask(message)
-        finally:
-            actor.stop()
-        assert isinstance(response, CallResponse)
-        return response
 
     async def run_async(self, message: RunCall | ResumeCall) -> CallResponse:
         """Run a call or resume from the loop, without blocking it: a resume where its checkpoint is, a call
@@ -401,7 +341,6 @@ class Node:
             return {"headings": [], "outline": []}
 
     async def _run_here(self, message: RunCall | ResumeCall) -> CallResponse:
-        assert self.calls is not None
         actor = CallActor.start(self.calls)
         try:
             response: CallResponse = await ask_from_loop(actor, message)
@@ -466,22 +405,9 @@ class Node:
 
     # tabs
 
-    def open_tab(self, url: str | None = None) -> int:
-        """Open a tab (in its own window) with its actor; its id."""
-        return self.io.run(self._open(url), timeout=60)
-
     def actor_refs(self) -> list[pykka.ActorRef[Any]]:
         """The node's running actors: the long-lived ones, then one per tab (metrics)."""
         return [*self._actors, *self.tabs.refs()]
-
-    def tab_actors(self) -> list[int]:
-        """Tabs that have an actor."""
-        return self.tabs.ids()
-
-    async def _open(self, url: str | None) -> int:
-        tab_id = await self.browser.new_tab(url)
-        await self.tabs.reconcile()
-        return tab_id
 
     async def _serve_open(self, request: TabRequest) -> Outcome:
         left = request.seconds_left(time.time())

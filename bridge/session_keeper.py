@@ -39,24 +39,25 @@ _ENDED = frozenset({"ok", "failed", "internal_error"})
 class SessionKeeper:
     """Records session changes, ends one-shot sessions with their calls, and sweeps (owned by the node)."""
 
-    def __init__(self, sessions: Sessions, io: IoLoop, times: SessionTimes,
+    def __init__(self, sessions: Sessions, io: IoLoop, times: SessionTimes, *, emit: Callable[[Event], Any],
+                 auditor: Callable[[str], Auditor],
                  on_change: Callable[[SessionChange], None] = lambda change: None) -> None:
         self.sessions = sessions
         self.times = times
         self._io = io
         self._on_change = on_change
         """Told of every change after it is recorded (metrics)."""
-        self._emit: Callable[[Event], Any] | None = None
-        self._auditor: Callable[[str], Auditor] | None = None
+        self._emit = emit
+        """Stores an event of the step log."""
+        self._auditor = auditor
+        """An agent's audit."""
         self._sweeper: asyncio.Task[None] | None = None
         self.approved = ApprovedTabs()
         """Tabs opened by approving held one-shot ``newTab`` steps, for their calls' resumes (``bridge.approvals``)."""
         sessions.on_change = self._record
 
-    def start(self, emit: Callable[[Event], Any], auditor: Callable[[str], Auditor]) -> None:
-        """Record changes from now on (``emit`` stores an event, ``auditor`` gives an agent's audit), and sweep
-        (on the loop)."""
-        self._emit, self._auditor = emit, auditor
+    def start(self) -> None:
+        """Sweep from now on (on the loop)."""
         self._sweeper = asyncio.get_running_loop().create_task(self._sweep_forever())
 
     async def stop(self) -> None:
@@ -98,10 +99,9 @@ class SessionKeeper:
                 log.error("session sweep failed (%s)", type(e).__name__)
 
     def _record(self, change: SessionChange) -> None:
-        if self._emit is not None and change.call is not None:
+        if change.call is not None:
             event = SessionChanged(change.call, change.op, change.agent, change.session, change.mode, change.reason)
             contextvars.Context().run(self._emit, event)  # the sink names the call in its own context, not the loop's
-        if self._auditor is not None:
-            self._auditor(change.agent).session(change.op, change.session, change.mode, change.call,
-                                                reason=change.reason, previous=change.previous)
+        self._auditor(change.agent).session(change.op, change.session, change.mode, change.call,
+                                            reason=change.reason, previous=change.previous)
         self._on_change(change)

@@ -28,7 +28,8 @@ CONTINUATION_OUTCOMES = ("redeemed", "expired", "revoked", "refused")
 class SiteToolRecords:
     """Records the site tools of one node's browser (owned by the node)."""
 
-    def __init__(self, site_tools: SiteTools, config: SiteToolConfig, registry: CollectorRegistry) -> None:
+    def __init__(self, site_tools: SiteTools, config: SiteToolConfig, registry: CollectorRegistry, *,
+                 emit: Callable[[Event], Any], auditor: Callable[[str | None], Auditor]) -> None:
         self.calls = Counter("kitsune_site_tool_calls", "Calls of the tools pages declare (callSiteTool), by "
                              "outcome (ok, unknown, failed)", ["outcome"], registry=registry)
         self.continuations = Counter("kitsune_continuations", "Continuation tokens of site tools, by how they ended "
@@ -38,21 +39,18 @@ class SiteToolRecords:
             self.calls.labels(outcome)
         for outcome in CONTINUATION_OUTCOMES:
             self.continuations.labels(outcome)
-        self._emit: Callable[[Event], Any] | None = None
-        self._auditor: Callable[[str | None], Auditor] | None = None
+        self._emit = emit
+        """Stores an event of the step log."""
+        self._auditor = auditor
+        """An agent's audit."""
         site_tools.continuation_ttl = config.continuation_ttl
         site_tools.hooks = SiteToolHooks(event=self._record, continuation=self._continuation_ended,
                                          call_ended=self._call_ended)
 
-    def start(self, emit: Callable[[Event], Any], auditor: Callable[[str | None], Auditor]) -> None:
-        """Record from now on: ``emit`` stores an event, ``auditor`` gives an agent's audit."""
-        self._emit, self._auditor = emit, auditor
-
     def _record(self, event: SiteToolEvent, agent: str | None) -> None:
-        if self._auditor is not None and isinstance(event, SiteToolCalled):
+        if isinstance(event, SiteToolCalled):
             self._auditor(agent).site_tool(event.tool, event.origin, event.tab_id, event.call, event.path)
-        if self._emit is not None:
-            contextvars.Context().run(self._emit, event)  # the sink names the call in its own context, not the loop's
+        contextvars.Context().run(self._emit, event)  # the sink names the call in its own context, not the loop's
 
     def _continuation_ended(self, outcome: str) -> None:
         self.continuations.labels(outcome).inc()

@@ -143,8 +143,6 @@ class NodeConfig:
     """A step's timeout when its command sets none."""
     audit_file: Path | None = None
     """The audit log's JSON-lines file (the stream alone when None)."""
-    local_bus: bool = False
-    """Use the in-process bus and stores instead of NATS (tests of the actors alone)."""
     nats: NatsConfig = NatsConfig()
     checkpoints: CheckpointConfig = CheckpointConfig()
     sessions: SessionTimes = SessionTimes()

@@ -21,6 +21,7 @@ from bridge.config import load_config
 from bridge.config_env import stray_variables
 from bridge.logs import configure_logging
 from bridge.node import Node
+from bridge.wiring import start_node
 from core.settings import HttpConfig, Settings
 from core.workflows import WorkflowLibrary
 from driver import ChromiumBrowser, find_chromium
@@ -28,7 +29,7 @@ from kitsune.app import create_app
 from kitsune.token_file import kept_token, publish_token
 from messages.errors import KitsuneError
 
-__all__ = ["configured_node", "proxy_options", "serve"]
+__all__ = ["proxy_options", "serve", "start_configured"]
 
 
 def proxy_options(http: HttpConfig) -> dict[str, Any]:
@@ -40,13 +41,14 @@ def proxy_options(http: HttpConfig) -> dict[str, Any]:
     return {"proxy_headers": True, "forwarded_allow_ips": ",".join(http.forwarded_allow_ips)}
 
 
-def configured_node(config: Settings, nats_url: str | None, loop: asyncio.AbstractEventLoop | None = None) -> Node:
-    """The node the settings describe, each part given its section (``nats_url``: ``--nats-url``, over ``nats.url``)."""
+async def start_configured(config: Settings, nats_url: str | None) -> Node:
+    """The node the settings describe, started, each part given its section (``nats_url``: ``--nats-url``,
+    over ``nats.url``)."""
     node = config.node
     if nats_url:
         node = replace(node, nats=replace(node.nats, url=nats_url))
-    return Node(ChromiumBrowser(), node, policy=config.policy, agent_policies=config.agent_policies(),
-                workflows=WorkflowLibrary(config.workflows) if config.workflows else None, loop=loop)
+    return await start_node(ChromiumBrowser(), node, policy=config.policy, agent_policies=config.agent_policies(),
+                            workflows=WorkflowLibrary(config.workflows) if config.workflows else None)
 
 
 def serve(args: argparse.Namespace) -> int:
@@ -93,9 +95,8 @@ class _Server(uvicorn.Server):
 
 
 async def _serve_http(args: argparse.Namespace, config: Settings) -> int:
-    node = configured_node(config, args.nats_url, asyncio.get_running_loop())
     try:
-        await node.astart()
+        node = await start_configured(config, args.nats_url)
     except KitsuneError as e:
         print(f"kitsune: cannot start: {e.message}", file=sys.stderr)
         return 1

@@ -124,14 +124,13 @@ class CallForwarding:
     the digest of a workflow file here.
     """
 
-    def __init__(self, name: str, io: IoLoop, subjects: Subjects, *, node_of: Callable[[int], str | None],
+    def __init__(self, name: str, io: IoLoop, bus: Bus, subjects: Subjects, *, node_of: Callable[[int], str | None],
                  alive: Callable[[], frozenset[str]], record: Callable[[CallSpec, str | None], int],
                  run_here: Callable[[RunCall], Awaitable[CallResponse]],
                  policy_of: Callable[[str | None], Policy], step_timeout: float,
                  workflow_sha256: Callable[[str], str | None], reissue_here: Callable[[int, str | None], str | None],
                  events_of: Callable[[int], Awaitable[list[Event]]]) -> None:
-        self.bus: Bus | None = None
-        """The node's bus, once connected to NATS (None: no fleet, every call runs here)."""
+        self._bus = bus
         self.name = name
         self._io = io
         self._subjects = subjects
@@ -163,7 +162,7 @@ class CallForwarding:
         """The other node that holds every tab ``spec`` acts on; None when it runs here. An agent whose
         writes wait for approval runs its calls here: the confirm tokens of its holds are this node's."""
         alive = self._alive()
-        if self.bus is None or len(alive) < 2 or self._policy_of(agent).ask_before_act:
+        if len(alive) < 2 or self._policy_of(agent).ask_before_act:
             return None  # a fleet of one (the usual node), or an agent whose holds are this node's
         tabs = tabs_known(spec)
         if not tabs:
@@ -200,7 +199,7 @@ class CallForwarding:
 
     async def _relayed(self, relay: str, message: RunCall) -> tuple[Subscription, asyncio.Future[None]]:
         """Hear the call's events on ``relay`` (told to ``message``'s listener); a future done at its end."""
-        assert self.bus is not None and message.listener is not None
+        assert message.listener is not None
         listener = message.listener
         ended: asyncio.Future[None] = asyncio.get_running_loop().create_future()
 
@@ -208,16 +207,15 @@ class CallForwarding:
             listener(event)
             if isinstance(event, CallEnded) and not ended.done():
                 ended.set_result(None)
-        return await self.bus.subscribe(relay, typed(relay, {Event: heard}, limit=LARGE)), ended
+        return await self._bus.subscribe(relay, typed(relay, {Event: heard}, limit=LARGE)), ended
 
     async def _forward(self, node: str, request: ForwardedCall) -> CallAnswered | CallDeclined | ErrorAnswer | None:
         """The reply of ``node`` to the call (None: nothing reached it, run it here), or, when the reply
         was lost, what the call's node or its events say of it."""
-        assert self.bus is not None
         subject = self._subjects.node(node, "call")
         loop = asyncio.get_running_loop()
         deadline = loop.time() + request.spec.timeout + FORWARD_MARGIN
-        forward = asyncio.ensure_future(self.bus.request(subject, encode(request),
+        forward = asyncio.ensure_future(self._bus.request(subject, encode(request),
                                                          request.spec.timeout + FORWARD_MARGIN))
         gone = False  # the call's node is gone, or never had the call: it will never run it
         try:
@@ -226,11 +224,11 @@ class CallForwarding:
                 lost = forward.done()
                 if lost and not isinstance(reply := _reply(forward), _Lost):
                     return reply
-                if not self.bus.connected:
+                if not self._bus.connected:
                     continue
                 seen = await self._look(subject, request.call)
                 if seen == "ended" and lost:
-                    ended = _answer(await self.bus.request(subject, encode(AskCallResult(request.call)),
+                    ended = _answer(await self._bus.request(subject, encode(AskCallResult(request.call)),
                                                            LOOK_TIMEOUT + SETTLE))
                     if not isinstance(ended, CallGone):
                         return ended
@@ -247,9 +245,8 @@ class CallForwarding:
     async def _look(self, subject: str, call: int) -> str:
         """What the call's node says of it: running, ended, unknown (never arrived, or forgotten), gone
         (nobody on its subject), or ``busy`` (no answer in time)."""
-        assert self.bus is not None
         try:
-            answer = await ask(self.bus, subject, AskCallStatus(call), LOOK_TIMEOUT, CallStatus)
+            answer = await ask(self._bus, subject, AskCallStatus(call), LOOK_TIMEOUT, CallStatus)
         except BusError as e:
             return "gone" if e.code == "no_responders" else "busy"
         except KitsuneError:  # an answer it cannot read says nothing of the call
@@ -331,8 +328,7 @@ class CallForwarding:
 
     def _relay(self, subject: str) -> Callable[[Event], None]:
         """A listener that sends each event to ``subject``, in the order heard (from any thread)."""
-        loop, bus = self._io.loop, self.bus
-        assert bus is not None
+        loop, bus = self._io.loop, self._bus
 
         def send(data: bytes) -> None:
             sending = asyncio.ensure_future(bus.publish(subject, data))

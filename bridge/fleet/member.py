@@ -8,8 +8,7 @@ in the registry (a compare-and-set on the tab's key) before it answers. Every wr
 of its tabs, from any node, is admitted against the same tables (:meth:`FleetMember.admission`):
 a claim or a takeover, once answered, holds for every later write, wherever it comes from, and a
 write costs no KV round trip. Claims cost one round trip each way per call (claim, release).
-
-Without NATS (``registry`` None) the node is a fleet of one: the same tables, no registry.
+A node alone is a fleet of one: the same registry, with one node in it.
 """
 
 from __future__ import annotations
@@ -17,11 +16,11 @@ from __future__ import annotations
 import asyncio
 import logging
 import threading
-from collections.abc import Callable
-from dataclasses import replace
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any, TypeVar
 
-from actors.bus import Bus, Handler
+from actors.bus import Handler, NatsBus
 from actors.loop import IoLoop
 from actors.serving import taking, typed
 from bridge.fleet.asking import ask_node
@@ -42,13 +41,25 @@ from messages.wire import Message
 if TYPE_CHECKING:
     from bridge.browser import Browser
 
-__all__ = ["FleetClaims", "FleetMember", "FleetOwners", "seen_by"]
+__all__ = ["FleetClaims", "FleetMember", "FleetOwners", "MemberHooks", "seen_by"]
 
 log = logging.getLogger(__name__)
 
 A = TypeVar("A")
 
 _LIST_TIMEOUT = 5.0
+
+
+@dataclass(frozen=True, slots=True)
+class MemberHooks:
+    """What the member tells the rest of its node, and asks of it."""
+
+    lost: Callable[[str, list[int]], Awaitable[None]]
+    """Another node left the fleet, with its tabs (the registry saw its heartbeat stop)."""
+    origin_of: Callable[[int], str | None]
+    """The node that sent a call running here (``bridge.fleet.calls``): its claims are that node's."""
+    taken_over: Callable[[int, str], None]
+    """One of this node's tabs changed owner (its Live View links follow the owner)."""
 
 
 class FleetOwners(TabOwners):
@@ -71,30 +82,25 @@ class FleetOwners(TabOwners):
 class FleetMember:
     """This node's part in the fleet (on the node's loop, but the engine's claims port, from call threads)."""
 
-    def __init__(self, name: str, browser: Browser, io: IoLoop, subjects: Subjects, *, max_tabs: int,
-                 policy_of: Callable[[str | None], Policy]) -> None:
+    def __init__(self, name: str, browser: Browser, io: IoLoop, bus: NatsBus, subjects: Subjects, *,
+                 max_tabs: int, policy_of: Callable[[str | None], Policy], hooks: MemberHooks) -> None:
         self.name = name
         self.max_tabs = max_tabs
         self._browser = browser
         self._io = io
+        self._bus = bus
         self._subjects = subjects
         self._policy_of = policy_of
-        self.bus: Bus | None = None
-        self.registry: FleetRegistry | None = None
-        """The fleet's registry; None for a node without NATS (a fleet of one)."""
+        self._hooks = hooks
+        self.registry = FleetRegistry(bus.client, subjects.fleet, name, heartbeat=self.heartbeat, on_lost=hooks.lost)
+        """The fleet's registry (of one node when it is alone)."""
         self.table = ClaimTable()
         """The claims of this node's tabs, whichever node's calls made them."""
-        self.owners = FleetOwners(lambda tab: self.registry is None or tab in browser.tab_ids())
+        self.owners = FleetOwners(lambda tab: tab in browser.tab_ids())
         self.claims = FleetClaims(self)
         self._callers: dict[int, str] = {}
         """The node of each call holding a claim on a tab of this node (released if that node is lost)."""
-        self.origin_of: Callable[[int], str | None] = lambda call: None
-        """The node that sent a call running here (``bridge.fleet.calls``): its claims are that node's."""
-        self.taken_over: Callable[[int, str], None] = lambda tab, agent: None
-        """Told on this node when one of its tabs changed owner (its Live View links follow the owner)."""
         self._deciding = asyncio.Lock()
-        self._currents: dict[str, int] = {}
-        """Each agent's current tab, on a node without NATS."""
         self._writing: set[asyncio.Task[None]] = set()
         """Registry writes of session changes under way (a task needs a reference until it ends)."""
 
@@ -109,14 +115,12 @@ class FleetMember:
             session = self._browser.sessions.of_tab(tab)
             if session is not None:  # a popup of an agent's page lives in its session: it is that agent's tab
                 self.owners.give(tab, session.agent)
-            if self.registry is not None:
-                await self._quietly(self.registry.put_tab(TabEntry(tab, self.name, session.agent if session else None,
-                                                                   session.name if session else None)))
+            await self._quietly(self.registry.put_tab(TabEntry(tab, self.name, session.agent if session else None,
+                                                               session.name if session else None)))
         for tab in closed:
             expired = self._browser.sessions.expired(tab)  # closed with its session: a later write is session_expired
             self.owners.closed(tab, expired.error() if expired is not None else None)  # ids are never reused
-            if self.registry is not None:
-                await self._quietly(self.registry.remove_tab(tab))
+            await self._quietly(self.registry.remove_tab(tab))
 
     async def node_lost(self, node: str, tabs: list[int]) -> None:
         """Another node left: its ``tabs`` are closed for good, and its calls' claims on this node's tabs end."""
@@ -128,8 +132,6 @@ class FleetMember:
 
     def session_changed(self, change: SessionChange) -> None:
         """Record where a session lives, or that it ended (on the loop)."""
-        if self.registry is None:
-            return
         if change.op == "opened":
             write = self.registry.put_session(change.agent, change.session)
         elif change.op == "promoted":
@@ -142,7 +144,6 @@ class FleetMember:
         task.add_done_callback(self._writing.discard)
 
     async def _promoted(self, agent: str, previous: str, name: str) -> None:
-        assert self.registry is not None
         await self.registry.put_session(agent, name)
         await self.registry.remove_session(agent, previous)
 
@@ -150,25 +151,17 @@ class FleetMember:
 
     def current(self, agent: str) -> int | None:
         """``agent``'s current tab, as any node of the fleet last set it."""
-        if self.registry is None:
-            return self._currents.get(agent)
         return self.registry.currents.get(agent_key(agent))
 
     async def set_current(self, agent: str, tab: int | None) -> None:
         """Make ``tab`` ``agent``'s current tab fleet-wide (None: none)."""
-        if self.registry is None:
-            if tab is None:
-                self._currents.pop(agent, None)
-            else:
-                self._currents[agent] = tab
-            return
         await self._quietly(self.registry.put_current(agent, tab))  # this node knows it at once; the others soon
 
     # placement and listing
 
     def nodes(self) -> list[dict[str, Any]]:
-        """The fleet's nodes alive, by name: their tabs and room (this node alone without NATS)."""
-        beats = self.registry.alive() if self.registry is not None else {self.name: self.heartbeat()}
+        """The fleet's nodes alive, by name: their tabs and room."""
+        beats = self.registry.alive()
         return [{"name": b.node, "tabs": b.tabs, "max_tabs": b.max_tabs, "self": b.node == self.name}
                 for b in sorted(beats.values(), key=lambda b: b.node)]
 
@@ -176,8 +169,6 @@ class FleetMember:
         """The subject of the node a ``newTab`` of ``call`` opens on (from a call's thread): the node it
         names, its session's node, else the least loaded node with room (this one first among equals)."""
         registry = self.registry
-        if registry is None:
-            return self._subjects.node(self.name, "open")
         alive = registry.alive()
         where = registry.session_node(agent, session_name(command.session, call)) if agent is not None else None
         if command.node is not None:
@@ -202,10 +193,8 @@ class FleetMember:
     async def describe(self) -> list[dict[str, Any]]:
         """Every tab of the fleet, each with its node and owner (its node's answer; the registry's when
         that node does not answer, with no URL or title)."""
-        if self.registry is None or self.bus is None:
-            return self._own(await self._browser.tabs())
         nodes = sorted(self.registry.alive())
-        answers = await asyncio.gather(*(self.bus.request(self._subjects.node(node, "tabs"),
+        answers = await asyncio.gather(*(self._bus.request(self._subjects.node(node, "tabs"),
                                                           encode(TabRequest(GetTabs(), _LIST_TIMEOUT)),
                                                           _LIST_TIMEOUT + SETTLE) for node in nodes),
                                        return_exceptions=True)
@@ -241,8 +230,6 @@ class FleetMember:
         """Ids of the fleet's open tabs: this node's, and the others' of the registry; a ``wanted`` tab
         the mirror lacks is looked up in the bucket (opened a moment ago on another node)."""
         own = self._browser.tab_ids()
-        if self.registry is None:
-            return own
         alive = self.registry.alive()
         ids = {tab for tab, entry in list(self.registry.tabs.items()) if entry.node in alive} | own
         for tab in wanted - ids:
@@ -274,7 +261,7 @@ class FleetMember:
         if holder == self.name:
             async with self._deciding:
                 previous = self.owners.take_over(tab, agent)
-                self.taken_over(tab, agent)
+                self._hooks.taken_over(tab, agent)
                 await self._rerecord(tab)
             return previous
         return (await self._ask(holder, TakeOver(tab, agent), TookOver)).previous
@@ -294,7 +281,7 @@ class FleetMember:
     def owner_of(self, tab: int) -> str | None:
         """The agent ``tab`` belongs to: this node's record for its own tabs, the registry's for the others;
         None for a user tab or one not open."""
-        if self.registry is None or tab in self._browser.tab_ids():
+        if tab in self._browser.tab_ids():
             owner = self.owners.owner(tab)
             return None if owner in (USER, CLOSED, ELSEWHERE) else owner
         entry = self.registry.tabs.get(tab)
@@ -302,7 +289,7 @@ class FleetMember:
 
     def node_of(self, tab: int) -> str | None:
         """The node that holds ``tab``, as this node knows now (None: not open in the fleet)."""
-        if self.registry is None or tab in self._browser.tab_ids():
+        if tab in self._browser.tab_ids():
             return self.name
         entry = self.registry.tabs.get(tab)
         return entry.node if entry is not None else None
@@ -331,7 +318,7 @@ class FleetMember:
             conflict = self.table.claim(call, owner, tab)
             if conflict is not None:
                 return conflict
-            caller = self.origin_of(call) or node
+            caller = self._hooks.origin_of(call) or node
             if caller != self.name:
                 self._callers[call] = caller
             try:
@@ -354,7 +341,7 @@ class FleetMember:
 
     async def _rerecord(self, tab: int) -> None:
         """Write this node's tab ``tab`` to the registry as its tables say it is now."""
-        if self.registry is None or (entry := self.registry.tabs.get(tab)) is None:
+        if (entry := self.registry.tabs.get(tab)) is None:
             return
         owner = self.owners.owner(tab)
         claim = self.table.held().get(tab)
@@ -366,14 +353,13 @@ class FleetMember:
         """The node that holds ``tab``: as this node knows, else as the bucket says; ``unknown_tab`` if none."""
         if (node := self.node_of(tab)) is not None:
             return node
-        entry = await self.registry.lookup(tab) if self.registry is not None else None
+        entry = await self.registry.lookup(tab)
         if entry is None:
             raise KitsuneError("unknown_tab", f"No open tab {tab}", state={"tabId": tab})
         return entry.node
 
     async def _ask(self, node: str, request: Message, answer: type[A]) -> A:
-        assert self.bus is not None
-        return await ask_node(self.bus, self._subjects.node(node, "claims"), node, request, 5.0, answer)
+        return await ask_node(self._bus, self._subjects.node(node, "claims"), node, request, 5.0, answer)
 
     @staticmethod
     async def _quietly(write: Any) -> None:

@@ -46,9 +46,7 @@ class _Member(Protocol):
     def name(self) -> str: ...
 
     @property
-    def registry(self) -> _Registry | None:
-        """None for a node without NATS: a fleet of one."""
-        ...
+    def registry(self) -> _Registry: ...
 
     def heartbeat(self) -> NodeEntry: ...
 
@@ -105,13 +103,10 @@ class FleetMetrics(Collector):
         info.add_metric([self._fleet, member.name, version("kitsune")], 1)
         yield info
         registry = member.registry
-        if registry is None:
-            tabs = {member.name: member.heartbeat().tabs}
-        else:
-            tabs = dict.fromkeys(registry.alive(), 0)
-            for entry in list(registry.tabs.values()):
-                if entry.node in tabs:
-                    tabs[entry.node] += 1
+        tabs = dict.fromkeys(registry.alive(), 0)
+        for entry in list(registry.tabs.values()):
+            if entry.node in tabs:
+                tabs[entry.node] += 1
         yield GaugeMetricFamily("kitsune_fleet_nodes", "Nodes alive in the fleet as this node sees them (itself "
                                 "included)", value=len(tabs))
         per_node = GaugeMetricFamily("kitsune_fleet_tabs", "Open tabs of each node alive, as this node sees the "

@@ -87,10 +87,10 @@ class ResumeRoutes:
     answer, which carries its token, goes out once the fleet can reach its checkpoint.
     """
 
-    def __init__(self, io: IoLoop, subjects: Subjects, run_here: Callable[[ResumeCall], Awaitable[CallResponse]],
+    def __init__(self, io: IoLoop, bus: Bus, subjects: Subjects,
+                 run_here: Callable[[ResumeCall], Awaitable[CallResponse]],
                  reissue_here: Callable[[int, str | None], str | None]) -> None:
-        self.bus: Bus | None = None
-        """The node's bus, once connected."""
+        self._bus = bus
         self._io = io
         self._subjects = subjects
         self._run_here = run_here
@@ -138,7 +138,7 @@ class ResumeRoutes:
         """Resume here when this node holds the checkpoint, else at the node that holds it; its errors are
         raised as that node raised them."""
         request = message.request
-        if self.bus is None or self.holds(request.call):
+        if self.holds(request.call):
             return await self._run_here(message)
         reply = await self._ask_holder(request.call, request)
         if reply is None:  # no node holds it: this one answers checkpoint_not_found, and counts it
@@ -149,7 +149,7 @@ class ResumeRoutes:
     async def reissue(self, call: int, agent: str | None) -> str | None:
         """A new resume token for ``agent``'s checkpoint of ``call`` wherever the fleet holds it (the old
         token stops working); None when no node holds one."""
-        if self.bus is None or self.holds(call):
+        if self.holds(call):
             return await asyncio.to_thread(self._reissue_here, call, agent)
         reply = await self._ask_holder(call, ReissueToken(call, agent))
         try:
@@ -160,10 +160,9 @@ class ResumeRoutes:
     async def _ask_holder(self, call: int, request: Message) -> bytes | None:
         """The reply of the node holding ``call``'s checkpoint to ``request``; None when no node holds it,
         ``fleet_unavailable`` when the holder does not answer or is gone before it answers."""
-        assert self.bus is not None
         if not await self._held_somewhere(call, patience=HOLDER_PATIENCE):
             return None
-        forward = asyncio.ensure_future(self.bus.request(self._subjects.checkpoint(call), encode(request),
+        forward = asyncio.ensure_future(self._bus.request(self._subjects.checkpoint(call), encode(request),
                                                          FORWARD_TIMEOUT))
         try:
             while not (await asyncio.wait({forward}, timeout=HOLDER_PING_INTERVAL))[0]:
@@ -184,12 +183,11 @@ class ResumeRoutes:
         """Whether a node answers a ping on ``call``'s subject (False: nobody is there). Unanswered pings are
         asked again for ``patience`` seconds, then ``fleet_unavailable``; with None (the holder is running
         the resume), a ping that fails for any reason but ``no_responders`` is True: busy, not gone."""
-        assert self.bus is not None
         loop = asyncio.get_running_loop()
         deadline = loop.time() + (patience or 0.0)
         while True:
             try:
-                await self.bus.request(self._subjects.checkpoint(call), _PING, HOLDER_PING_TIMEOUT)
+                await self._bus.request(self._subjects.checkpoint(call), _PING, HOLDER_PING_TIMEOUT)
                 return True
             except BusError as e:
                 if e.code == "no_responders":
@@ -224,10 +222,10 @@ class ResumeRoutes:
         async with self._syncing:
             subscription = self._subscriptions.get(call)
             held = self.holds(call) and not self._stopped
-            if held and subscription is None and self.bus is not None:
+            if held and subscription is None:
                 try:
                     subject = self._subjects.checkpoint(call)
-                    self._subscriptions[call] = await self.bus.subscribe(subject, self._serving(subject),
+                    self._subscriptions[call] = await self._bus.subscribe(subject, self._serving(subject),
                                                                          concurrent=True)
                 except BusError as e:
                     log.warning("a checkpoint can be resumed through this node only (%s)", e.code)

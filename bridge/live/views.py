@@ -85,15 +85,15 @@ class Pages(Protocol):
 class LiveViews:
     """This node's Live Views, and its way to those of the fleet's other nodes (on the node's loop)."""
 
-    def __init__(self, name: str, browser: Pages, subjects: Subjects, owners: TabOwners, config: LiveViewConfig, *,
-                 node_of: Callable[[int], Awaitable[str]], policy_of: Callable[[str | None], Policy],
-                 auditor: Callable[[str | None], Auditor]) -> None:
+    def __init__(self, name: str, browser: Pages, bus: Bus, subjects: Subjects, owners: TabOwners,
+                 config: LiveViewConfig, *, node_of: Callable[[int], Awaitable[str]],
+                 policy_of: Callable[[str | None], Policy], auditor: Callable[[str | None], Auditor]) -> None:
         self.links = LiveLinks(config.ttl, max_per_agent=config.max_links_per_agent, max_links=config.max_links)
         """Its links, as many as the configuration lets one agent, and the node, hold at once."""
         self._public_url = config.public_url
         """What links start with (``live_view.public_url``); the asking request's base URL when None."""
         self.name = name
-        self.bus: Bus | None = None
+        self._bus = bus
         self._browser = browser
         self._subjects = subjects
         self._owners = owners
@@ -221,9 +221,9 @@ class LiveViews:
             raise LiveRefusal("tab_closed", f"Tab {tab} is not open", 4410, 404) from e
         if node == self.name:
             return await self._open_here(tab, token, send)
-        if not isinstance(token, str) or self.bus is None:
+        if not isinstance(token, str):
             raise LiveRefusal("live_view_token_invalid", "This Live View link is not valid", 4401, 403)
-        viewer = RelayedViewer(self.bus, self._subjects, node, new_token(12), send)
+        viewer = RelayedViewer(self._bus, self._subjects, node, new_token(12), send)
         await viewer.start(tab, token)
         return viewer
 
@@ -284,8 +284,7 @@ class LiveViews:
     # other nodes' requests
 
     async def _ask(self, node: str, request: Message, timeout: float, answer: type[A]) -> A:
-        assert self.bus is not None
-        return await ask_node(self.bus, self._subjects.node(node, "live"), node, request, timeout, answer)
+        return await ask_node(self._bus, self._subjects.node(node, "live"), node, request, timeout, answer)
 
     async def _issue_for(self, request: IssueLink) -> LinkIssued:
         return LinkIssued(*self._issue_here(request.tab, request.agent, request.control, request.granted))
@@ -301,8 +300,7 @@ class LiveViews:
 
     async def _open_for(self, request: OpenView) -> ViewOpened | ViewRefused:
         """A person's connection to one of this node's tabs, reached through another node: relayed."""
-        assert self.bus is not None
-        bus, viewer_id, out = self.bus, request.viewer, self._subjects.live(request.viewer, "out")
+        bus, viewer_id, out = self._bus, request.viewer, self._subjects.live(request.viewer, "out")
 
         async def send(message: dict[str, Any]) -> None:
             await bus.publish(out, encode(ToPerson(message)))
@@ -338,7 +336,6 @@ class LiveViews:
         code, message, close_code = await viewer.ended()
         del self._relayed[viewer_id]
         with contextlib.suppress(BusError):
-            assert self.bus is not None
-            await self.bus.publish(out, encode(ViewEnded(code, message, close_code)))
+            await self._bus.publish(out, encode(ViewEnded(code, message, close_code)))
             await subscription.unsubscribe()
         await viewer.close()

@@ -7,6 +7,7 @@ from collections.abc import Iterator
 import pytest
 
 from bridge.node import Node
+from bridge.wiring import run_node
 from driver import ChromiumBrowser
 from tests.nats_access import NatsAccess
 from tests.site import TestSite
@@ -16,7 +17,7 @@ from tests.site import TestSite
 def node(nats_access: NatsAccess, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Node]:
     """One Kitsune node for the session: the shared nats-server, a real Chromium, every actor."""
     browser = ChromiumBrowser(downloads_dir=tmp_path_factory.mktemp("downloads"))
-    started = Node(browser, nats_access.node_config(step_timeout=10.0, fleet="session")).start()
+    started = run_node(browser, nats_access.node_config(step_timeout=10.0, fleet="session"))
     try:
         yield started
     finally:

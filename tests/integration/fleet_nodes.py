@@ -11,6 +11,7 @@ import pytest
 
 from bridge.config import load_config
 from bridge.node import Node
+from bridge.wiring import run_node
 from driver import ChromiumBrowser
 from tests.integration.serving import app_over
 from tests.nats_cluster import ClusterAccess
@@ -28,7 +29,7 @@ def until(condition: Callable[[], Any], timeout: float, what: str) -> Any:
 
 def start_node(cluster: ClusterAccess, name: str, **config: Any) -> Node:
     """A started node named ``name`` of fleet ``kitsune`` on the cluster."""
-    return Node(ChromiumBrowser(), cluster.node_config(name=name, **config)).start()
+    return run_node(ChromiumBrowser(), cluster.node_config(name=name, **config))
 
 
 def sees(node: Node, *names: str) -> bool:

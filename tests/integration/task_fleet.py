@@ -16,6 +16,7 @@ import yaml
 
 from bridge.config import load_config
 from bridge.node import Node
+from bridge.wiring import run_node
 from core.settings import Settings, TaskConfig
 from driver import ChromiumBrowser
 from messages.errors import ERROR_CODES
@@ -58,9 +59,9 @@ def fleet(nats_access: NatsAccess, tmp_path_factory: pytest.TempPathFactory) -> 
     with contextlib.ExitStack() as stack:
         nodes = []
         for _ in range(2):
-            node = Node(ChromiumBrowser(), nats_access.node_config(fleet=name, tasks=TaskConfig(LEASE),
-                                                                   step_timeout=10.0),
-                        agent_policies=config.agent_policies()).start()
+            node = run_node(ChromiumBrowser(), nats_access.node_config(fleet=name, tasks=TaskConfig(LEASE),
+                                                                       step_timeout=10.0),
+                            agent_policies=config.agent_policies())
             stack.callback(node.stop)
             nodes.append(node)
         first, second = nodes

@@ -14,6 +14,7 @@ from actors.tab_ids import BLOCK, kv_reserve
 from bridge.node import Node
 from tests.integration.calls import batch, two_nodes
 from tests.nats_access import NatsAccess
+from tests.nodes import open_user_tab
 from tests.site import TestSite
 
 
@@ -24,17 +25,17 @@ def fleet(nats_access: NatsAccess) -> Iterator[tuple[Node, Node]]:
 
 def test_tabs_opened_on_two_nodes_of_a_fleet_never_share_an_id(fleet: tuple[Node, Node], site: TestSite) -> None:
     first, second = fleet
-    opened = [(first if i % 2 == 0 else second).open_tab(site.url("/clicks")) for i in range(6)]
+    opened = [open_user_tab(first if i % 2 == 0 else second, site.url("/clicks")) for i in range(6)]
     assert len(set(opened)) == len(opened)
-    assert set(first.tab_actors()).isdisjoint(second.tab_actors())
+    assert set(first.tabs.ids()).isdisjoint(second.tabs.ids())
 
 
 def test_a_write_on_another_nodes_tab_goes_over_nats_and_is_done_once(
         fleet: tuple[Node, Node], site: TestSite) -> None:
     first, second = fleet
-    tab = second.open_tab(site.url("/clicks"))
-    first.open_tab(site.url("/clicks"))  # the caller has tabs of its own too
-    assert tab not in first.tab_actors()  # so the request crosses NATS to the other node
+    tab = open_user_tab(second, site.url("/clicks"))
+    open_user_tab(first, site.url("/clicks"))  # the caller has tabs of its own too
+    assert tab not in first.tabs.ids()  # so the request crosses NATS to the other node
     body = batch(first, [{"action": "click", "selector": "#hit"}, {"action": "title"}], tabId=tab)
     assert body["status"] == "ok", body["summary"]
     assert site.wait_for_count("POST /clicks/hit") == 1

@@ -70,11 +70,10 @@ def _end(name: str, bus: Any, *, alive: set[str], run_here: Any = None) -> CallF
         raise AssertionError("the call ran where it came in")
 
     forwarding = CallForwarding(
-        name, IoLoop(asyncio.get_running_loop()), Subjects(FLEET), node_of=lambda tab: "node-t2",
+        name, IoLoop(asyncio.get_running_loop()), bus, Subjects(FLEET), node_of=lambda tab: "node-t2",
         alive=lambda: frozenset(alive), record=lambda spec, agent: CALL, run_here=run_here or never,
         policy_of=lambda agent: Policy(), step_timeout=30.0, workflow_sha256=lambda name: None,
         reissue_here=lambda call, agent: f"reissued-{call}-{agent}", events_of=no_events)
-    forwarding.bus = bus
     return forwarding
 
 

@@ -26,6 +26,7 @@ from actors.jetstream import _made_here, ensure_bucket, stream_replicas
 from actors.nats_admin import provision
 from actors.nats_connection import connect_options
 from bridge.node import Node
+from bridge.wiring import run_node
 from driver import ChromiumBrowser
 from kitsune.fleet import FLEET
 from messages.errors import KitsuneError
@@ -34,6 +35,7 @@ from messages.steplog import StepLog
 from tests.integration.calls import batch
 from tests.nats_access import NatsAccess
 from tests.nats_cluster import ClusterAccess
+from tests.nodes import open_user_tab
 from tests.site import TestSite
 
 HIT = "POST /clicks/hit"
@@ -53,7 +55,7 @@ STREAMS = (EVENTS_STREAM, AUDIT_STREAM, f"KV_{FLEET_BUCKET}")
 
 @pytest.fixture(scope="module")
 def node(nats_cluster: ClusterAccess) -> Iterator[Node]:
-    started = Node(ChromiumBrowser(), nats_cluster.node_config(step_timeout=5.0)).start()
+    started = run_node(ChromiumBrowser(), nats_cluster.node_config(step_timeout=5.0))
     try:
         yield started
     finally:
@@ -130,7 +132,7 @@ def test_a_stream_another_node_made_first_with_other_replicas_is_taken_not_an_er
 
 def test_a_node_whose_server_is_killed_reconnects_to_another_and_its_streams_and_bucket_survive(
         node: Node, nats_cluster: ClusterAccess, site: TestSite) -> None:
-    tab = node.open_tab(site.url("/clicks"))
+    tab = open_user_tab(node, site.url("/clicks"))
     started: list[int] = []
 
     def listen(event: Event) -> None:
@@ -194,7 +196,7 @@ async def _audit_and_bucket_kept(access: ClusterAccess, call: int, tab: int) -> 
 
 def test_a_server_killed_under_a_load_of_writes_answers_every_call_and_sends_no_write_twice(
         node: Node, nats_cluster: ClusterAccess, site: TestSite) -> None:
-    tabs = [node.open_tab(site.url("/clicks")) for _ in range(THREADS)]
+    tabs = [open_user_tab(node, site.url("/clicks")) for _ in range(THREADS)]
     tally = _Tally()
     stop = threading.Event()
     killed_at: list[float] = []

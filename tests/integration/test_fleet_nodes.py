@@ -26,6 +26,7 @@ from tests.integration.calls import batch, parallel
 from tests.integration.fleet_nodes import apps_over, sees, start_node, two_nodes, until
 from tests.integration.serving import serve
 from tests.nats_cluster import ClusterAccess
+from tests.nodes import open_user_tab
 from tests.site import TestSite
 
 TOKENS = {"alice": "alice-fleet-token-0123456789", "bob": "bob-fleet-token-0123456789ab"}
@@ -57,8 +58,8 @@ def open_tab(api: httpx.Client, url: str, **extra: Any) -> int:
 
 def test_every_node_lists_every_tab_of_the_fleet_every_time(fleet: tuple[Node, Node], site: TestSite) -> None:
     first, second = fleet
-    opened = {first.open_tab(site.url("/clicks")): "node-a", second.open_tab(site.url("/clicks")): "node-b",
-              second.open_tab(site.url("/clicks")): "node-b"}
+    opened = {open_user_tab(first, site.url("/clicks")): "node-a", open_user_tab(second, site.url("/clicks")): "node-b",
+              open_user_tab(second, site.url("/clicks")): "node-b"}
     for node in [first, second] * 5:
         listed = {tab["tabId"]: tab["node"] for tab in node.io.run(node.describe_tabs(), timeout=30)}
         assert {tab: listed.get(tab) for tab in opened} == opened
@@ -113,7 +114,7 @@ def test_ownership_and_takeover_hold_through_every_node(apis: tuple[str, str], s
 def test_a_parallels_claim_on_another_nodes_tab_refuses_writes_from_every_node(
         fleet: tuple[Node, Node], site: TestSite) -> None:
     first, second = fleet
-    tab = second.open_tab(site.url("/clicks"))
+    tab = open_user_tab(second, site.url("/clicks"))
     holding = {"action": "js", "code": "await new Promise(r => setTimeout(r, 4000)); return 1"}
     with concurrent.futures.ThreadPoolExecutor(1) as pool:
         running = pool.submit(parallel, first, [[{**CLICK, "tabId": tab}, {**holding, "tabId": tab}]])
@@ -132,7 +133,7 @@ def test_a_parallels_claim_on_another_nodes_tab_refuses_writes_from_every_node(
 
 def test_claims_raced_from_both_nodes_have_one_holder_at_a_time(fleet: tuple[Node, Node], site: TestSite) -> None:
     first, second = fleet
-    tabs = [second.open_tab(site.url("/clicks")), first.open_tab(site.url("/clicks"))]
+    tabs = [open_user_tab(second, site.url("/clicks")), open_user_tab(first, site.url("/clicks"))]
     calls = itertools.count(10_000_000)
     for round_ in range(15):
         tab = tabs[round_ % 2]
@@ -159,7 +160,7 @@ def test_a_node_that_stops_hands_its_tabs_back_at_once(
     leaving = start_node(nats_cluster, "node-c")
     try:
         until(lambda: sees(first, "node-c"), 10, "node-c joining")
-        tab = leaving.open_tab(site.url("/clicks"))
+        tab = open_user_tab(leaving, site.url("/clicks"))
         assert tab in first.io.run(first.open_tab_ids(frozenset({tab})), timeout=30)
     finally:
         leaving.stop()
@@ -177,19 +178,19 @@ def test_new_tabs_go_to_the_named_node_their_sessions_node_or_the_least_loaded(
         listed = alice_a.get("/api/fleet").json()
         assert listed["node"] == "node-a" and {"node-a", "node-b"} <= {n["name"] for n in listed["nodes"]}
         named = open_tab(alice_a, site.url("/clicks"), node="node-b")
-        assert named in second.tab_actors()
+        assert named in second.tabs.ids()
         unknown = alice_a.post("/api/tabs", json={"op": "open", "url": site.url("/clicks"), "node": "node-z"})
         assert unknown.json()["code"] == "unknown_node", unknown.text
         elsewhere = alice_a.post("/api/tabs", json={"op": "open", "url": site.url("/clicks"), "node": "node-a"})
         assert elsewhere.json()["code"] == "invalid_parameter", elsewhere.text  # her default session is on node-b
         shop = open_tab(bob_b, site.url("/clicks"), session="shop", node="node-a")
-        assert shop in first.tab_actors()
+        assert shop in first.tabs.ids()
         for _ in range(2):  # from either node, the session's tabs stay with its browser context
-            assert open_tab(bob_b, site.url("/clicks"), session="shop") in first.tab_actors()
-        counts = {node.config.name: len(node.tab_actors()) for node in fleet}
+            assert open_tab(bob_b, site.url("/clicks"), session="shop") in first.tabs.ids()
+        counts = {node.config.name: len(node.tabs.ids()) for node in fleet}
         fresh = open_tab(alice_a, site.url("/clicks"), session="fresh")
         emptier = min(counts, key=lambda name: (counts[name], name != "node-a"))
-        assert fresh in (first if emptier == "node-a" else second).tab_actors()
+        assert fresh in (first if emptier == "node-a" else second).tabs.ids()
 
 
 
@@ -234,7 +235,7 @@ def test_a_node_whose_loop_stalls_past_the_loss_threshold_stays_in_the_fleet_and
     its tabs; once the loop is free A's tab works through B; A's watchdog logged and measured the stall."""
     first, second = fleet
     assert second.member.registry is not None
-    tab = first.open_tab(site.url("/clicks"))
+    tab = open_user_tab(first, site.url("/clicks"))
     until(lambda: second.member.node_of(tab) == "node-a", 10, "node-b learning node-a's tab")
     stalls = first.loop_watch.stalls
     first.io.loop.call_soon_threadsafe(time.sleep, 12.0)  # a page (or anything) holding node-a's loop

@@ -32,6 +32,7 @@ from actors.nats_server import free_port, nats_server_binary, server_answers
 from bridge.fleet.calls import CallForwarding
 from bridge.live.viewer import RelayedViewer
 from bridge.node import Node
+from bridge.wiring import run_node
 from core.calls import CallResponse
 from core.policy import Policy
 from core.settings import NatsConfig, NodeConfig
@@ -88,7 +89,7 @@ def wide_nats(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
 @pytest.fixture(scope="module")
 def node(wide_nats: str) -> Iterator[Node]:
     config = NodeConfig(nats=NatsConfig(wide_nats), fleet=FLEET, name=NODE, step_timeout=5.0)
-    started = Node(ChromiumBrowser(), config).start()
+    started = run_node(ChromiumBrowser(), config)
     try:
         yield started
     finally:
@@ -321,9 +322,8 @@ def _forwarding(name: str, bus: NatsBus, run_here: Any = None) -> CallForwarding
         return []
 
     forwarding = CallForwarding(
-        name, IoLoop(asyncio.get_running_loop()), SUBJECTS, node_of=lambda tab: "node-b",
+        name, IoLoop(asyncio.get_running_loop()), bus, SUBJECTS, node_of=lambda tab: "node-b",
         alive=lambda: frozenset({"node-a", "node-b"}), record=lambda spec, agent: 4242, run_here=run_here,
         policy_of=lambda agent: Policy(), step_timeout=30.0, workflow_sha256=lambda name: None,
         reissue_here=lambda call, agent: None, events_of=no_events)
-    forwarding.bus = bus
     return forwarding

@@ -28,6 +28,7 @@ from websockets.sync.client import ClientConnection, connect
 from bridge.config import load_config
 from bridge.live.links import REVOKED_CLOSE
 from bridge.node import Node
+from bridge.wiring import run_node
 from driver import ChromiumBrowser
 from tests.integration.fleet_nodes import until
 from tests.integration.serving import app_over
@@ -43,7 +44,7 @@ def node(nats_access: NatsAccess, tmp_path_factory: pytest.TempPathFactory) -> I
     """A node of its own fleet with an audit file (the person's inputs are read there)."""
     config = nats_access.node_config(step_timeout=10.0, fleet=f"livepolicy-{secrets.token_hex(4)}",
                                      audit_file=tmp_path_factory.mktemp("livepolicy") / "audit.jsonl")
-    started = Node(ChromiumBrowser(), config).start()
+    started = run_node(ChromiumBrowser(), config)
     try:
         yield started
     finally:

@@ -41,11 +41,12 @@ from actors.bus import BusError, NatsBus
 from actors.event_store import EVENTS_STREAM
 from actors.nats_connection import connect_options
 from actors.nats_server import free_port, nats_server_binary, node_permissions, server_answers
-from bridge.node import Node
+from bridge.wiring import run_node
 from core.settings import NatsAuth, NatsConfig, NodeConfig
 from driver import ChromiumBrowser
 from messages.commands import parse_body
 from tests.integration.serving import KITSUNE
+from tests.nodes import open_user_tab, run_call
 
 TLS_USER = "tls-client"
 
@@ -266,12 +267,12 @@ def test_a_node_joins_with_its_nkey_seed_makes_its_streams_and_audits_a_call(
     audit_file = tmp_path / "audit.jsonl"
     config = NodeConfig(nats=NatsConfig(nkey_server.url(), NatsAuth(nkey_seed_file=keys.seed_file)),
                         fleet="nkey-joiner", audit_file=audit_file, step_timeout=10.0)
-    node = Node(ChromiumBrowser(downloads_dir=tmp_path / "downloads"), config).start()
+    node = run_node(ChromiumBrowser(downloads_dir=tmp_path / "downloads"), config)
     try:
         assert node.nats is None  # it joined the server: no embedded one
         assert node.healthy() == {"nats": True, "browser": True}
-        tab = node.open_tab()  # over NATS: the node's open request, answered by itself
-        body = node.run(parse_body("batch", {"commands": [{"action": "title"}], "tabId": tab})).body
+        tab = open_user_tab(node)  # over NATS: the node's open request, answered by itself
+        body = run_call(node, parse_body("batch", {"commands": [{"action": "title"}], "tabId": tab})).body
         assert body["status"] == "ok", body["summary"]
         written = _audited(audit_file, 2)  # a read's step entry is not waited for: it may come a little later
         assert [e["kind"] for e in written] == ["call", "step"]
@@ -423,12 +424,12 @@ def test_a_node_joins_with_its_creds_file_makes_its_streams_and_audits_a_call(
     config = NodeConfig(nats=NatsConfig(jwt_server.url(), auth), fleet="jwt-joiner", audit_file=audit_file,
                         step_timeout=10.0)
     with caplog.at_level(logging.DEBUG):
-        node = Node(ChromiumBrowser(downloads_dir=tmp_path / "downloads"), config).start()
+        node = run_node(ChromiumBrowser(downloads_dir=tmp_path / "downloads"), config)
         try:
             assert node.nats is None  # it joined the server: no embedded one
             assert node.healthy() == {"nats": True, "browser": True}
-            tab = node.open_tab()
-            body = node.run(parse_body("batch", {"commands": [{"action": "title"}], "tabId": tab})).body
+            tab = open_user_tab(node)
+            body = run_call(node, parse_body("batch", {"commands": [{"action": "title"}], "tabId": tab})).body
             assert body["status"] == "ok", body["summary"]
             written = _audited(audit_file, 2)
             assert [e["kind"] for e in written] == ["call", "step"]

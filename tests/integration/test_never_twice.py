@@ -17,6 +17,7 @@ from messages.events import Event, StepStarted
 from tests.integration.calls import batch, two_nodes
 from tests.integration.serving import Served, open_tab, serve
 from tests.nats_access import NatsAccess
+from tests.nodes import open_user_tab
 from tests.site import TestSite
 
 HIT = "POST /clicks/hit"
@@ -121,7 +122,7 @@ def fleet(nats_access: NatsAccess) -> Iterator[tuple[Node, Node]]:
 
 def test_a_read_over_nats_runs_beside_a_write_over_nats(fleet: tuple[Node, Node], site: TestSite) -> None:
     first, second = fleet
-    tab = second.open_tab(site.url("/clicks"))
+    tab = open_user_tab(second, site.url("/clicks"))
     reading = _started_listener(first, "0")
     reader, read = _in_background(lambda: batch(
         first, [{"action": "waitFor", "selector": "#never", "timeout": 6}], tabId=tab))
@@ -137,7 +138,7 @@ def test_a_read_over_nats_runs_beside_a_write_over_nats(fleet: tuple[Node, Node]
 def test_a_write_over_nats_past_its_deadline_is_not_sent_and_never_runs_later(
         fleet: tuple[Node, Node], site: TestSite) -> None:
     first, second = fleet
-    tab = second.open_tab(site.url("/clicks"))
+    tab = open_user_tab(second, site.url("/clicks"))
     writer, wrote = _in_background(lambda: batch(second, [{"action": "js", "code": SLOW_JS}], tabId=tab))
     assert site.wait_for_count(BUSY, timeout=30) == 1  # the tab is busy with a write from its own node
     body = batch(first, [CLICK], tabId=tab, timeout=1)

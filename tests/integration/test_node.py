@@ -17,6 +17,7 @@ from bridge.node import Node
 from messages.errors import KitsuneError
 from messages.events import CallStarted, Event, StepStarted
 from tests.integration.calls import batch, parallel
+from tests.nodes import open_user_tab, resume_call
 from tests.site import TestSite
 
 
@@ -40,12 +41,12 @@ def statuses(records: list[dict[str, Any]]) -> list[str]:
 
 def resume_error(node: Node, call: int, token: str, observed: Any = None) -> KitsuneError:
     with pytest.raises(KitsuneError) as caught:
-        node.resume(call, token, observed)
+        resume_call(node, call, token, observed)
     return caught.value
 
 
 def slow_submit_batch(node: Node, site: TestSite) -> tuple[int, dict[str, Any]]:
-    tab = node.open_tab(site.url("/slow"))
+    tab = open_user_tab(node, site.url("/slow"))
     body = batch(node, [
         {"action": "fill", "selector": "#item", "value": "a book"},
         {"action": "submitForm", "selector": "#slow-form", "timeout": 1},
@@ -79,7 +80,7 @@ def test_resume_with_not_applied_sends_the_write_exactly_once_more(node: Node, s
     site.slow_seconds = 0
     batch(node, [{"action": "navigate", "url": site.url("/slow")}], tabId=tab)  # the form is back
 
-    resumed = node.resume(body["call"], body["resume_token"], {"1": "not_applied"}).body
+    resumed = resume_call(node, body["call"], body["resume_token"], {"1": "not_applied"}).body
 
     assert resumed["status"] == "ok", resumed["summary"]
     assert [p.get("resumed") for p in resumed["progress"]] == ["kept", None, None]
@@ -92,7 +93,7 @@ def test_resume_with_applied_sends_nothing_again(node: Node, site: TestSite) -> 
     _, body = slow_submit_batch(node, site)
     site.wait_for_count("POST /slow")
 
-    resumed = node.resume(body["call"], body["resume_token"], {"1": "applied"}).body
+    resumed = resume_call(node, body["call"], body["resume_token"], {"1": "applied"}).body
 
     assert resumed["status"] == "ok", resumed["summary"]
     assert resumed["progress"][1] == {"index": 1, "action": "submitForm", "tabId": body["progress"][1]["tabId"],
@@ -103,7 +104,7 @@ def test_resume_with_applied_sends_nothing_again(node: Node, site: TestSite) -> 
 
 def test_parallel_unknown_write_resumes_with_not_applied_once_and_applied_never(node: Node, site: TestSite) -> None:
     def run_parallel() -> tuple[int, dict[str, Any]]:
-        slow_tab, other_tab = node.open_tab(site.url("/slow")), node.open_tab(site.url("/clicks"))
+        slow_tab, other_tab = open_user_tab(node, site.url("/slow")), open_user_tab(node, site.url("/clicks"))
         body = parallel(node, [
             [{"action": "fill", "tabId": slow_tab, "selector": "#item", "value": "x"},
              {"action": "submitForm", "tabId": slow_tab, "selector": "#slow-form", "timeout": 1}],
@@ -118,7 +119,7 @@ def test_parallel_unknown_write_resumes_with_not_applied_once_and_applied_never(
     assert resume_error(node, first["call"], first["resume_token"]).code == "observed_required"
     site.slow_seconds = 0
     batch(node, [{"action": "navigate", "url": site.url("/slow")}], tabId=slow_tab)
-    resumed = node.resume(first["call"], first["resume_token"], {"0.0.1": "not_applied"}).body
+    resumed = resume_call(node, first["call"], first["resume_token"], {"0.0.1": "not_applied"}).body
     assert resumed["status"] == "ok", resumed["summary"]
     assert statuses(resumed["progress"][0]["sequences"][1]) == ["ok"]
     assert resumed["progress"][0]["sequences"][1][0]["resumed"] == "kept"
@@ -127,7 +128,7 @@ def test_parallel_unknown_write_resumes_with_not_applied_once_and_applied_never(
     site.slow_seconds = 3.0
     _, second = run_parallel()
     site.wait_for_count("POST /slow", at_least=3)
-    resumed = node.resume(second["call"], second["resume_token"], {"0.0.1": "applied"}).body
+    resumed = resume_call(node, second["call"], second["resume_token"], {"0.0.1": "applied"}).body
     assert resumed["status"] == "ok"
     time.sleep(0.5)  # not a wait for something to happen: a window in which nothing MORE may be sent
     assert site.count("POST /slow") == 3
@@ -137,7 +138,7 @@ def test_parallel_unknown_write_resumes_with_not_applied_once_and_applied_never(
 
 
 def test_two_sequences_writing_one_tab_the_second_is_refused_tab_owned(node: Node, site: TestSite) -> None:
-    tab = node.open_tab(site.url("/clicks"))
+    tab = open_user_tab(node, site.url("/clicks"))
     body = parallel(node, [
         [{"action": "click", "tabId": tab, "selector": "#hit"}],
         [{"action": "click", "tabId": tab, "selector": "#hit"}],
@@ -153,7 +154,7 @@ def test_two_sequences_writing_one_tab_the_second_is_refused_tab_owned(node: Nod
 
 def test_a_tab_written_by_another_calls_parallel_in_progress_is_tab_claimed(
         node: Node, site: TestSite, started_calls: list[int]) -> None:
-    tab, other = node.open_tab(site.url("/clicks")), node.open_tab(site.url("/clicks"))
+    tab, other = open_user_tab(node, site.url("/clicks")), open_user_tab(node, site.url("/clicks"))
     holding = threading.Event()
 
     def listen(event: Event) -> None:
@@ -190,7 +191,7 @@ def test_a_tab_written_by_another_calls_parallel_in_progress_is_tab_claimed(
 
 
 def test_a_closed_tab_refuses_its_sequence_on_resume_tab_closed(node: Node, site: TestSite) -> None:
-    tab, kept = node.open_tab(site.url("/clicks")), node.open_tab(site.url("/clicks"))
+    tab, kept = open_user_tab(node, site.url("/clicks")), open_user_tab(node, site.url("/clicks"))
     body = parallel(node, [
         [{"action": "click", "tabId": tab, "selector": "#local"},
          {"action": "click", "tabId": tab, "selector": "#missing", "timeout": 0.5}],
@@ -199,17 +200,17 @@ def test_a_closed_tab_refuses_its_sequence_on_resume_tab_closed(node: Node, site
     assert statuses(body["progress"][0]["sequences"][0]) == ["ok", "failed"]
     batch(node, [{"action": "closeTab", "tabId": tab}])
 
-    resumed = node.resume(body["call"], body["resume_token"]).body
+    resumed = resume_call(node, body["call"], body["resume_token"]).body
 
     assert statuses(resumed["progress"][0]["sequences"][0]) == ["ok", "failed"]
     assert resumed["results"][0]["state"]["sequences"][0][1]["code"] == "tab_closed"
     assert resumed["progress"][0]["sequences"][1][0]["resumed"] == "kept"
     assert site.count("POST /clicks/hit") == 1
-    assert tab not in node.tab_actors()
+    assert tab not in node.tabs.ids()
 
 
 def test_claims_are_released_when_the_call_ends(node: Node, site: TestSite) -> None:
-    tab = node.open_tab(site.url("/clicks"))
+    tab = open_user_tab(node, site.url("/clicks"))
     parallel(node, [[{"action": "click", "tabId": tab, "selector": "#local"}]])
     assert node.claims.held() == {}
 
@@ -218,7 +219,7 @@ def test_claims_are_released_when_the_call_ends(node: Node, site: TestSite) -> N
 
 
 def test_a_batch_of_every_action_against_the_test_site(node: Node, site: TestSite) -> None:
-    tab = node.open_tab(site.url("/form"))
+    tab = open_user_tab(node, site.url("/form"))
     body = batch(node, [
         {"action": "fill", "selector": "#name", "value": "Ada"},                                   # 0
         {"action": "type", "selector": "#email", "text": "ada@example.test"},                      # 1
@@ -282,7 +283,7 @@ def test_a_batch_of_every_action_against_the_test_site(node: Node, site: TestSit
     assert site.count("GET /cookies/set") == 1
     assert {t["tabId"] for t in results[30]["tabs"]} >= {tab, results[21]["tabId"]}
     assert [r["title"] for r in results[32]["results"]] == ["Text", "Download"]
-    assert results[21]["tabId"] not in node.tab_actors()
+    assert results[21]["tabId"] not in node.tabs.ids()
 
 
 # --- the step log rebuilt from the stream ---------------------------------------------------
@@ -290,7 +291,7 @@ def test_a_batch_of_every_action_against_the_test_site(node: Node, site: TestSit
 
 def test_the_step_log_rebuilt_from_the_stream_equals_what_the_call_returned(
         node: Node, site: TestSite, started_calls: list[int]) -> None:
-    tab = node.open_tab(site.url("/clicks"))
+    tab = open_user_tab(node, site.url("/clicks"))
     bodies = [
         batch(node, [{"action": "click", "selector": "#local"}, {"action": "title"}], tabId=tab),
         batch(node, [{"action": "click", "selector": "#local"}, {"action": "click", "selector": "#missing",
@@ -304,13 +305,13 @@ def test_the_step_log_rebuilt_from_the_stream_equals_what_the_call_returned(
 
 def test_no_typed_value_javascript_or_token_reaches_the_event_stream(node: Node, site: TestSite) -> None:
     typed, script = "canary-typed-7d1f", "canary_js_4b2e"
-    tab = node.open_tab(site.url("/slow"))
+    tab = open_user_tab(node, site.url("/slow"))
     body = batch(node, [
         {"action": "fill", "selector": "#item", "value": typed},
         {"action": "js", "code": f"window.{script} = 1"},
         {"action": "submitForm", "selector": "#slow-form", "timeout": 1},
     ], tabId=tab)
-    resumed = node.resume(body["call"], body["resume_token"], {"2": "applied"}).body
+    resumed = resume_call(node, body["call"], body["resume_token"], {"2": "applied"}).body
     assert resumed["status"] == "ok"
 
     stream = b"".join(node.io.run(_raw_events(node, body["call"]), timeout=30))
@@ -320,7 +321,7 @@ def test_no_typed_value_javascript_or_token_reaches_the_event_stream(node: Node,
 
 
 async def _raw_events(node: Node, call: int) -> list[bytes]:
-    js = node.bus.client.jetstream()  # type: ignore[attr-defined]
+    js = node.bus.client.jetstream()
     subscription = await js.pull_subscribe(f"kitsune.events.{call}", stream="KITSUNE_EVENTS")
     messages: list[bytes] = []
     try:

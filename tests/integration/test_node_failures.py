@@ -17,13 +17,14 @@ import pykka
 import pytest
 
 from actors.nats_server import EmbeddedNats
-from bridge.node import Node
+from bridge.wiring import run_node
 from core.settings import NatsConfig, NodeConfig
 from driver import ChromiumBrowser
 from messages.commands import parse_body
 from messages.errors import KitsuneError
 from tests.integration.calls import batch
 from tests.nats_access import NatsAccess
+from tests.nodes import open_user_tab, run_call
 from tests.site import TestSite
 
 
@@ -60,11 +61,11 @@ def _alive(pid: int) -> bool:
 def test_a_write_in_flight_over_nats_when_it_is_lost_ends_unknown_and_the_nodes_reconnect(site: TestSite) -> None:
     server = EmbeddedNats(fleet="lost-nats")  # the node's own permissions, as ``kitsune serve`` embeds it
     config = NodeConfig(nats=NatsConfig(server.start(), server.auth), step_timeout=10.0, fleet="lost-nats")
-    tabs = Node(ChromiumBrowser(), config).start()  # the tab's node
-    caller = Node(ChromiumBrowser(), config).start()  # a node without tabs: its calls reach the tab over NATS
+    tabs = run_node(ChromiumBrowser(), config)  # the tab's node
+    caller = run_node(ChromiumBrowser(), config)  # a node without tabs: its calls reach the tab over NATS
     revived: EmbeddedNats | None = None
     try:
-        tab = tabs.open_tab(site.url("/slow"))
+        tab = open_user_tab(tabs, site.url("/slow"))
         thread, body = _in_background(lambda: batch(caller, [
             {"action": "fill", "selector": "#item", "value": "x"},
             {"action": "submitForm", "selector": "#slow-form", "timeout": 8},
@@ -103,10 +104,10 @@ def test_a_write_in_flight_over_nats_when_it_is_lost_ends_unknown_and_the_nodes_
 
 def test_a_call_on_a_tab_of_the_same_node_is_refused_while_nats_is_down(site: TestSite) -> None:
     server = EmbeddedNats(fleet="nats-down")
-    node = Node(ChromiumBrowser(), NodeConfig(nats=NatsConfig(server.start(), server.auth), step_timeout=10.0,
-                                              fleet="nats-down")).start()
+    node = run_node(ChromiumBrowser(), NodeConfig(nats=NatsConfig(server.start(), server.auth), step_timeout=10.0,
+                                                  fleet="nats-down"))
     try:
-        tab = node.open_tab(site.url("/slow"))
+        tab = open_user_tab(node, site.url("/slow"))
         server.stop()
         bus: Any = node.bus
         _eventually(lambda: not bus.connected)
@@ -122,10 +123,10 @@ def test_a_call_on_a_tab_of_the_same_node_is_refused_while_nats_is_down(site: Te
 
 def test_a_browser_that_dies_is_restarted_its_tabs_closed_and_writes_in_flight_unknown(
         nats_access: NatsAccess, site: TestSite) -> None:
-    node = Node(ChromiumBrowser(), nats_access.node_config(step_timeout=10.0, fleet="browser-dies")).start()
+    node = run_node(ChromiumBrowser(), nats_access.node_config(step_timeout=10.0, fleet="browser-dies"))
     try:
         browser: Any = node.browser
-        tab, other = node.open_tab(site.url("/slow")), node.open_tab(site.url("/clicks"))
+        tab, other = open_user_tab(node, site.url("/slow")), open_user_tab(node, site.url("/clicks"))
         thread, body = _in_background(lambda: batch(node, [
             {"action": "submitForm", "selector": "#slow-form", "timeout": 8}], tabId=tab))
         site.wait_for_count("POST /slow")
@@ -137,9 +138,9 @@ def test_a_browser_that_dies_is_restarted_its_tabs_closed_and_writes_in_flight_u
         closed = batch(node, [{"action": "click", "selector": "#local"}], tabId=other)
         assert closed["progress"][0]["status"] == "failed"
         assert closed["results"][0]["code"] == "tab_closed"
-        assert node.tab_actors() == []
+        assert node.tabs.ids() == []
 
-        fresh = node.open_tab(site.url("/clicks"))
+        fresh = open_user_tab(node, site.url("/clicks"))
         assert batch(node, [{"action": "click", "selector": "#hit"}], tabId=fresh)["status"] == "ok"
         assert site.wait_for_count("POST /clicks/hit") == 1
     finally:
@@ -148,9 +149,9 @@ def test_a_browser_that_dies_is_restarted_its_tabs_closed_and_writes_in_flight_u
 
 def test_a_stopped_node_leaves_no_actor_thread_page_or_browser(nats_access: NatsAccess, site: TestSite) -> None:
     threads_before = set(threading.enumerate())
-    node = Node(ChromiumBrowser(), nats_access.node_config(fleet="clean-stop")).start()
-    tab = node.open_tab(site.url("/clicks"))
-    body = node.run(parse_body("parallel", {"sequences": [
+    node = run_node(ChromiumBrowser(), nats_access.node_config(fleet="clean-stop"))
+    tab = open_user_tab(node, site.url("/clicks"))
+    body = run_call(node, parse_body("parallel", {"sequences": [
         [{"action": "click", "tabId": tab, "selector": "#local"}],
         [{"action": "newTab", "url": site.url("/text")}, {"action": "title", "tabId": "${$0.tabId}"}],
     ]})).body

@@ -24,6 +24,7 @@ from messages.errors import KitsuneError
 from messages.results import Done
 from tests.integration.serving import TOKENS, Served, serve
 from tests.nats_access import NatsAccess
+from tests.nodes import run_call
 from tests.site import TestSite
 
 CAROL = "carol-token-0123456789abcdef"
@@ -164,7 +165,7 @@ def test_an_approved_one_shot_session_is_its_held_calls_kept_for_max_exec_idle_a
     node.agent_policies[agent] = dataclasses.replace(node.policy, ask_before_act=True, max_checkpoints=1)
 
     def held_new_tab() -> dict[str, Any]:
-        body = node.run(parse_body("batch", {"commands": [{"action": "newTab", "url": url, "session": "call"}]}),
+        body = run_call(node, parse_body("batch", {"commands": [{"action": "newTab", "url": url, "session": "call"}]}),
                         agent=agent).body
         assert body["status"] == "held", body
         return body

@@ -15,11 +15,15 @@ import httpx
 import pytest
 
 from bridge.node import Node
+from bridge.wiring import run_node
 from core.policy import Policy
+from driver import ChromiumBrowser
 from messages.commands import Click, parse_body
+from messages.contract import CHECKPOINT_CAPACITY
 from messages.results import Failed, Failure
 from tests.integration.serving import Served, open_tab, serve
 from tests.nats_access import NatsAccess
+from tests.nodes import open_user_tab, resume_call, run_call
 from tests.site import ANY, TestSite
 
 
@@ -191,22 +195,22 @@ def test_read_only_mode_refuses_opening_a_tab_over_http(read_only: Served, allow
 def test_read_only_mode_refuses_every_write_direct_in_a_container_and_in_a_resume(
         node: Node, allowed: TestSite) -> None:
     allowed.reset()
-    tab = node.open_tab(allowed.url("/clicks"))
+    tab = open_user_tab(node, allowed.url("/clicks"))
     node.owners.give(tab, "alice")
     batch = parse_body("batch", {"commands": [{"action": "waitFor", "selector": "#never", "timeout": 0.3},
                                               {"action": "click", "selector": "#hit"}], "tabId": tab})
-    stopped = node.run(batch, agent="alice").body
+    stopped = run_call(node, batch, agent="alice").body
     assert [p["status"] for p in stopped["progress"]] == ["failed", "skipped"]
     node.policy = Policy(read_only=True)
     try:
         outcome, _ = node.io.run(node.act("alice", Click(selector="#hit"), tab))
         assert outcome == Failed(Failure("Read-only mode: writes are refused; nothing was sent", "read_only"))
-        fresh = node.run(parse_body("batch", {"commands": [{"action": "title"}, {"action": "click",
+        fresh = run_call(node, parse_body("batch", {"commands": [{"action": "title"}, {"action": "click",
                                                                                  "selector": "#hit"}],
                                               "tabId": tab}), agent="alice").body
         assert [p["status"] for p in fresh["progress"]] == ["ok", "failed"]
         assert fresh["results"][1]["code"] == "read_only"
-        resumed = node.resume(stopped["call"], stopped["resume_token"], {"0": "applied"}, agent="alice").body
+        resumed = resume_call(node, stopped["call"], stopped["resume_token"], {"0": "applied"}, agent="alice").body
         assert resumed["results"][1]["code"] == "read_only"  # resumed steps pass the policy as it is now
     finally:
         node.policy = Policy()
@@ -278,3 +282,19 @@ def test_a_held_step_stops_the_call_and_stays_held_on_resume_until_confirmed_and
         assert allowed.wait_for_count("POST /clicks/hit") == 1
         time.sleep(0.3)
         assert allowed.count("POST /clicks/hit") == 1
+
+
+def test_the_node_gives_each_agent_its_policy_as_it_is_now_and_the_others_the_nodes(nats_access: NatsAccess) -> None:
+    crawler = Policy(read_only=True, caps=frozenset({"core"}), max_checkpoints=3)
+    node = run_node(ChromiumBrowser(), nats_access.node_config(max_checkpoints=9, fleet="policies"),
+                    policy=Policy(ask_before_act=True), agent_policies={"crawler": crawler})
+    try:
+        assert node.policy_of("crawler").read_only and not node.policy_of("crawler").ask_before_act
+        assert node.policy_of("anyone") == node.policy_of(None) == Policy(ask_before_act=True)
+        node.policy = Policy(read_only=True)
+        node.agent_policies["crawler"] = Policy()
+        assert node.policy_of("anyone").read_only and not node.policy_of("crawler").read_only
+        assert (node.checkpoint_capacity_of("crawler"), node.checkpoint_capacity_of("anyone"),
+                node.checkpoint_capacity_of(None)) == (CHECKPOINT_CAPACITY, 9, 9)
+    finally:
+        node.stop()

@@ -19,11 +19,13 @@ import httpx
 import pytest
 
 from bridge.node import Node
+from bridge.wiring import run_node
 from driver import ChromiumBrowser
 from messages.commands import parse_body, parse_command
 from messages.results import Done, Failed
 from tests.integration.serving import TOKENS, Served, serve
 from tests.nats_access import NatsAccess
+from tests.nodes import open_user_tab, resume_call, run_call
 from tests.site import TestSite
 
 SIGN_IN = "GET /cookies/set"
@@ -281,7 +283,7 @@ def test_each_agents_own_url_lists_bind_what_the_pages_of_its_sessions_reach(
 
 
 def _run(node: Node, agent: str, commands: list[dict[str, Any]]) -> dict[str, Any]:
-    return node.run(parse_body("batch", {"commands": commands}), agent=agent).body
+    return run_call(node, parse_body("batch", {"commands": commands}), agent=agent).body
 
 
 def test_a_one_shot_session_outlives_an_unknown_write_and_a_hold_and_ends_when_the_resume_finishes(
@@ -297,12 +299,12 @@ def test_a_one_shot_session_outlives_an_unknown_write_and_a_hold_and_ends_when_t
         assert [s["name"] for s in node.sessions.listing(agent)["sessions"]] == [name]
 
         node.agent_policies[agent] = dataclasses.replace(node.policy, ask_before_act=True)
-        held = node.resume(first["call"], first["resume_token"], {"2": "not_applied"}, agent=agent).body
+        held = resume_call(node, first["call"], first["resume_token"], {"2": "not_applied"}, agent=agent).body
         assert held["status"] == "held", held
         assert [s["name"] for s in node.sessions.listing(agent)["sessions"]] == [name]  # a hold keeps it too
 
         del node.agent_policies[agent]
-        done = node.resume(held["call"], held["resume_token"], agent=agent).body
+        done = resume_call(node, held["call"], held["resume_token"], agent=agent).body
         assert done["status"] == "ok", done
         assert done["results"][2]["value"] == "sid=holder"  # the same browser all along
         assert site.count(SIGN_IN) == 1
@@ -338,7 +340,7 @@ def test_a_one_shot_session_ends_when_its_checkpoint_is_pushed_out(node: Node, s
 
 def test_a_user_tab_and_its_popups_are_in_no_session_and_read_only_until_taken_over(
         node: Node, site: TestSite) -> None:
-    tab = node.open_tab(site.url("/popups"))  # no agent opened it: the user context
+    tab = open_user_tab(node, site.url("/popups"))  # no agent opened it: the user context
     node.owners.take_over(tab, "alice")
     clicked, _ = node.io.run(node.act("alice", parse_command({"action": "click", "selector": "#open-popup"}), tab))
     assert isinstance(clicked, Done)
@@ -359,7 +361,7 @@ def test_a_user_tab_and_its_popups_are_in_no_session_and_read_only_until_taken_o
 
 def test_a_browser_that_dies_tombstones_every_session_and_its_tabs_end_tab_closed(
         nats_access: NatsAccess, site: TestSite) -> None:
-    node = Node(ChromiumBrowser(), nats_access.node_config(step_timeout=10.0, fleet="sessions-die")).start()
+    node = run_node(ChromiumBrowser(), nats_access.node_config(step_timeout=10.0, fleet="sessions-die"))
     try:
         tab = _run(node, "alice", _sign_in(site, "alice", "shop"))["results"][0]["tabId"]
         _run(node, "bob", _sign_in(site, "bob"))

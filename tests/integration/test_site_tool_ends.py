@@ -18,6 +18,7 @@ from bridge.node import Node
 from messages.events import ContinuationRevoked, Event, SiteToolChainCompleted, SiteToolEvent
 from tests.integration.calls import batch
 from tests.integration.fleet_nodes import until
+from tests.nodes import open_user_tab
 from tests.site import TestSite
 
 
@@ -38,7 +39,7 @@ def site_events(node: Node) -> Iterator[list[SiteToolEvent]]:
 
 def declared(node: Node, site: TestSite, name: str, execute: str) -> int:
     """A tab on the shop's front page whose page also declares tool ``name`` with the JavaScript ``execute``."""
-    tab = node.open_tab(site.url("/shop"))
+    tab = open_user_tab(node, site.url("/shop"))
     register = (f"navigator.modelContext.registerTool({{name: {name!r}, description: 'a test tool', "
                 f"inputSchema: {{type: 'object'}}, execute: {execute}}}); return true")
     body = batch(node, [{"action": "js", "code": register}], tabId=tab)

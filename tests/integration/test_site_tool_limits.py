@@ -27,6 +27,7 @@ from driver.site_tools import declarations
 from tests.integration.calls import batch
 from tests.integration.serving import open_tab, serve
 from tests.nats_access import NatsAccess
+from tests.nodes import open_user_tab
 from tests.site import TestSite
 from tests.site.forbidden import Forbidden
 
@@ -78,7 +79,7 @@ def test_a_schema_that_refers_to_another_resource_is_invalid_never_fetched_never
     with Forbidden() as forbidden:
         refs = {"remote": forbidden.url("/s.json"), "inner": forbidden.url("/defs.json#/x"),
                 "file": secret.as_uri(), "silent": silent}
-        tab = node.open_tab(site.url(PAGE))
+        tab = open_user_tab(node, site.url(PAGE))
         tools = [{"name": name, "inputSchema": {"type": "object", "properties": {"q": {"$ref": ref}}}}
                  for name, ref in refs.items()]
         assert register(node, tab, json.dumps(tools)) == ["ok"] * 4  # kept, to be listed as invalid
@@ -158,7 +159,7 @@ def test_a_backtracking_pattern_and_a_flood_of_declarations_leave_the_loop_free(
     delays the issue measured (4-9 s for a pattern, a 25 s hold for a ``$ref``), so that one long hold cannot hide
     behind the percentile.
     """
-    tab, flood = node.open_tab(site.url(PAGE)), node.open_tab(site.url(PAGE))
+    tab, flood = open_user_tab(node, site.url(PAGE)), open_user_tab(node, site.url(PAGE))
     pattern = {"type": "object", "properties": {"q": {"type": "string", "pattern": r"^(\w+\s?)*$"}}}
     assert register(node, tab, json.dumps([{"name": "hostile", "inputSchema": pattern}])) == ["ok"]
     assert one(node, tab, {"action": "callSiteTool", "name": "hostile", "input": {"q": "warm"}})[0]["status"] == "ok"
@@ -189,7 +190,7 @@ def test_a_backtracking_pattern_and_a_flood_of_declarations_leave_the_loop_free(
 
 def test_each_per_document_limit_is_refused_by_name_and_the_site_tools_answer_is_bounded(
         node: Node, site: TestSite) -> None:
-    tab = node.open_tab(site.url(PAGE))
+    tab = open_user_tab(node, site.url(PAGE))
     deep = "{\"a\":" * 40 + "{}" + "}" * 40
     refused = register(node, tab, f"""[
         {{name: "long", description: "d".repeat({declarations.MAX_DESCRIPTION + 1})}},
@@ -243,7 +244,7 @@ def test_a_tab_s_frames_hold_a_bounded_total_of_tools_and_schema_bytes_each_refu
         node: Node, site: TestSite) -> None:
     big = {"type": "object", "description": "x" * 60_000}
     size = len(json.dumps(big, separators=(",", ":")))
-    tab = node.open_tab(site.url(PAGE))
+    tab = open_user_tab(node, site.url(PAGE))
     assert register(node, tab, f"""Array.from({{length: {declarations.MAX_TOOLS}}}, (_, i) => (
         {{name: "top" + i, inputSchema: {json.dumps(big)}}}))""") == ["ok"] * declarations.MAX_TOOLS
     frames = 6  # each declaring the most one document may: 6 x 64 x 60 kB, where the frames' 4 MiB fit 69
@@ -255,7 +256,7 @@ def test_a_tab_s_frames_hold_a_bounded_total_of_tools_and_schema_bytes_each_refu
     tools = declarations.MAX_TOOLS + fits  # the top document's own, and what the frames hold together
     assert held(node, tab) == {"documents": 1 + frames, "tools": tools, "schema_bytes": tools * size}
 
-    small = node.open_tab(site.url(PAGE))  # the count of tools, with schemas that fit
+    small = open_user_tab(node, site.url(PAGE))  # the count of tools, with schemas that fit
     answers = [a for frame in on_page(node, small, FRAMES.format(count=frames, tools=declarations.MAX_TOOLS,
                                                                    schema="{}")) for a in frame]
     assert answers == ["ok"] * declarations.MAX_FRAME_TOOLS + ["tab_tool_count"] * (
@@ -264,7 +265,7 @@ def test_a_tab_s_frames_hold_a_bounded_total_of_tools_and_schema_bytes_each_refu
 
 
 def test_a_tab_s_documents_are_bounded_and_those_of_removed_frames_dropped(node: Node, site: TestSite) -> None:
-    tab = node.open_tab(site.url(PAGE))
+    tab = open_user_tab(node, site.url(PAGE))
     over = declarations.MAX_TAB_DOCUMENTS + 8
     answers = on_page(node, tab, FRAMES.format(count=over, tools=1, schema="{}"))
     assert sum(answer == ["ok"] for answer in answers) == declarations.MAX_TAB_DOCUMENTS - 1  # with the top one
@@ -292,7 +293,7 @@ def test_a_tab_s_documents_are_bounded_and_those_of_removed_frames_dropped(node:
 
 
 def test_a_site_tool_call_whose_step_time_runs_out_in_the_check_is_counted_failed(node: Node, site: TestSite) -> None:
-    tab = node.open_tab(site.url(PAGE))
+    tab = open_user_tab(node, site.url(PAGE))
     pattern = {"type": "object", "properties": {"q": {"type": "string", "pattern": r"^(\w+\s?)*$"}}}
     assert register(node, tab, json.dumps([{"name": "slow", "inputSchema": pattern}])) == ["ok"]
 

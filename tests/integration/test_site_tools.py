@@ -25,6 +25,7 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from bridge.config import load_config
 from bridge.node import Node
+from bridge.wiring import run_node
 from core.settings import SiteToolConfig
 from driver import ChromiumBrowser
 from messages.errors import KitsuneError
@@ -33,6 +34,7 @@ from tests.integration.calls import batch
 from tests.integration.fleet_nodes import until
 from tests.integration.serving import app_over, open_tab
 from tests.nats_access import NatsAccess
+from tests.nodes import open_user_tab, resume_call
 from tests.site import TestSite
 from tests.site.shop import REJECTED, TOKENS_KEY
 
@@ -57,7 +59,7 @@ def short(nats_access: NatsAccess, tmp_path_factory: pytest.TempPathFactory) -> 
     config = nats_access.node_config(step_timeout=10.0, site_tools=SiteToolConfig(TTL),
                                      fleet=f"tools-{secrets.token_hex(4)}",
                                      audit_file=tmp_path_factory.mktemp("tools") / "audit.jsonl")
-    started = Node(ChromiumBrowser(), config).start()
+    started = run_node(ChromiumBrowser(), config)
     try:
         yield started
     finally:
@@ -142,7 +144,7 @@ def documents(site: TestSite, *paths: str) -> list[dict[str, str]]:
 def test_checkout_returns_the_confirmation_with_its_documents_and_one_post_per_page(
         how: str, node: Node, alice: httpx.Client, site: TestSite) -> None:
     if how == "batch":
-        tab = node.open_tab(site.url("/shop/billing"))
+        tab = open_user_tab(node, site.url("/shop/billing"))
         body, result = one(node, tab, tool("checkout", CHECKOUT))
         assert body["status"] == "ok", body
     else:
@@ -159,7 +161,7 @@ def test_checkout_returns_the_confirmation_with_its_documents_and_one_post_per_p
 
 def test_try_on_completes_in_the_frame_it_creates_and_search_needs_no_continuation(
         node: Node, site: TestSite) -> None:
-    item, shop = node.open_tab(site.url("/shop/item")), node.open_tab(site.url("/shop"))
+    item, shop = open_user_tab(node, site.url("/shop/item")), open_user_tab(node, site.url("/shop"))
     listed = one(node, item, {"action": "siteTools"})[1]
     assert [(t["name"], t["origin"], t["frame"]) for t in listed["tools"]] == [("try_on", site.base, "main")]
     assert listed["url"] == site.url("/shop/item")
@@ -183,7 +185,7 @@ def test_try_on_completes_in_the_frame_it_creates_and_search_needs_no_continuati
 
 def test_a_replayed_token_is_refused(node: Node, site: TestSite) -> None:
     refused = counted(node, "kitsune_continuations_total", outcome="refused")
-    tab = node.open_tab(site.url("/shop/handoff?" + urlencode({"to": "/shop/redeem?twice=1"})))
+    tab = open_user_tab(node, site.url("/shop/handoff?" + urlencode({"to": "/shop/redeem?twice=1"})))
     body, result = one(node, tab, tool("hand_off", {}))
     assert body["status"] == "ok", body
     assert result["output"] == {"redeemed": "/shop/redeem", "again": "NotAllowedError"}
@@ -195,7 +197,7 @@ def test_a_cross_origin_redemption_is_refused_and_the_token_expires(
         short: Node, site: TestSite, other: TestSite) -> None:
     refused = counted(short, "kitsune_continuations_total", outcome="refused")
     expired = counted(short, "kitsune_continuations_total", outcome="expired")
-    tab = short.open_tab(site.url("/shop/handoff?" + urlencode({"to": other.url("/shop/redeem")})))
+    tab = open_user_tab(short, site.url("/shop/handoff?" + urlencode({"to": other.url("/shop/redeem")})))
     started = time.monotonic()
     body, result = one(short, tab, tool("hand_off", {}))
     assert (body["status"], result["code"], result["state"]["reason"]) == (
@@ -208,7 +210,7 @@ def test_a_cross_origin_redemption_is_refused_and_the_token_expires(
 
 
 def test_a_token_redeemed_after_it_expired_is_refused(short: Node, site: TestSite) -> None:
-    tab = short.open_tab(site.url("/shop/hold"))
+    tab = open_user_tab(short, site.url("/shop/hold"))
     body, result = one(short, tab, tool("hold", {}))
     assert (body["status"], result["code"]) == ("unknown", "continuation_expired"), body
     assert body["progress"][0]["status"] == "unknown" and body["resume_token"]
@@ -217,7 +219,7 @@ def test_a_token_redeemed_after_it_expired_is_refused(short: Node, site: TestSit
 
 
 def test_a_tab_lists_only_its_tools_and_a_token_of_another_tab_is_refused(node: Node, site: TestSite) -> None:
-    holding, other = node.open_tab(site.url("/shop/hold")), node.open_tab(site.url("/shop"))
+    holding, other = open_user_tab(node, site.url("/shop/hold")), open_user_tab(node, site.url("/shop"))
     assert [t["name"] for t in one(node, holding, {"action": "siteTools"})[1]["tools"]] == ["hold"]
     assert [t["name"] for t in one(node, other, {"action": "siteTools"})[1]["tools"]] == ["search"]
     with concurrent.futures.ThreadPoolExecutor(1) as apart:
@@ -237,26 +239,26 @@ def test_a_tab_lists_only_its_tools_and_a_token_of_another_tab_is_refused(node: 
 
 def test_a_tool_that_navigates_without_a_token_is_unknown_and_resumes_only_as_observed(
         node: Node, site: TestSite) -> None:
-    tab = node.open_tab(site.url("/shop/leave"))
+    tab = open_user_tab(node, site.url("/shop/leave"))
     body, result = one(node, tab, tool("leave", {"note": "first"}))
     assert (body["status"], result["code"], result["state"]["reason"]) == (
         "unknown", "navigated", "navigated_mid_execution"), body
     assert site.count("POST /shop/leave") == 1
     with pytest.raises(KitsuneError) as caught:
-        node.resume(body["call"], body["resume_token"])
+        resume_call(node, body["call"], body["resume_token"])
     assert (caught.value.code, caught.value.state) == ("observed_required", {
         "steps": [{"step": "0", "action": "callSiteTool", "tabId": tab, "status": "unknown",
                    "accepts": ["applied", "not_applied"]}]})
     assert site.count("POST /shop/leave") == 1
-    resumed = node.resume(body["call"], body["resume_token"], {"0": "not_applied"}).body
+    resumed = resume_call(node, body["call"], body["resume_token"], {"0": "not_applied"}).body
     assert resumed["status"] == "ok", resumed  # called again on the page it left for, which answers there
     assert resumed["results"][0]["output"] == {"left": True, "count": 2}
     assert site.count("POST /shop/leave") == 2
 
-    again = node.open_tab(site.url("/shop/leave"))
+    again = open_user_tab(node, site.url("/shop/leave"))
     body, result = one(node, again, tool("leave", {"note": "second"}))
     assert (body["status"], result["code"]) == ("unknown", "navigated"), body
-    resumed = node.resume(body["call"], body["resume_token"], {"0": "applied"}).body
+    resumed = resume_call(node, body["call"], body["resume_token"], {"0": "applied"}).body
     assert resumed["status"] == "ok" and resumed["progress"][0]["observed"] == "applied", resumed
     time.sleep(0.3)  # not a wait for something to happen: a window in which nothing MORE may be sent
     assert site.count("POST /shop/leave") == 3
@@ -289,7 +291,7 @@ def test_no_token_or_input_reaches_the_audit_file_the_logs_the_events_or_metrics
     seen: list[Event] = []
     short.event_listeners.append(seen.append)
     try:
-        tab, left = short.open_tab(site.url("/shop/billing")), short.open_tab(site.url("/shop/leave"))
+        tab, left = open_user_tab(short, site.url("/shop/billing")), open_user_tab(short, site.url("/shop/leave"))
         body, result = one(short, tab, tool("checkout", canaries))
         unknown, _ = one(short, left, tool("leave", {"note": "canary-note-71aa"}))
     finally:

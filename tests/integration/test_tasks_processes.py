@@ -20,7 +20,7 @@ import httpx
 import pytest
 
 from bridge.config import load_config
-from bridge.node import Node
+from bridge.wiring import run_node
 from driver import ChromiumBrowser
 from tests.integration.fleet_nodes import until
 from tests.integration.serving import TOKENS, Served, app_over, serve
@@ -62,13 +62,12 @@ def pair(tmp_path_factory: pytest.TempPathFactory, nats_access: NatsAccess) -> I
     directory = tmp_path_factory.mktemp("leases")
     a = serve(directory, nats_access, {"caps": ["core", "automation"], "tasks": {"lease_ttl": LEASE}})
     try:
-        b = Node(ChromiumBrowser(), nats_access.node_config(fleet=directory.name, step_timeout=10.0)).start()
+        b = run_node(ChromiumBrowser(), nats_access.node_config(fleet=directory.name, step_timeout=10.0))
         try:
             config = load_config(None, {"KITSUNE_AGENTS": ",".join(f"{n}={t}" for n, t in TOKENS.items()),
                                         "KITSUNE_CAPS": "core,automation"})
             with app_over(b, config) as base:
-                assert b.member.registry is not None
-                until(lambda: len(b.member.registry.alive()) == 2, 10, "node B seeing node A")  # type: ignore[union-attr]
+                until(lambda: len(b.member.registry.alive()) == 2, 10, "node B seeing node A")
                 yield Pair(a, base)
         finally:
             b.stop()

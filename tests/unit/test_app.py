@@ -14,6 +14,7 @@ from typing import Any, cast
 import pytest
 from starlette.testclient import TestClient
 
+from actors.bus import LocalBus
 from actors.call_actor import ResumeCall, RunCall
 from bridge.app import create_app
 from bridge.live.views import LiveViews, Pages
@@ -104,8 +105,8 @@ class FakeNode:
         self.member = FakeMember()
         self.browser = cast(Pages, None)
         """No browser: the console's thumbnails take it (no test here asks for one)."""
-        self.live = LiveViews("fake", self.browser, Subjects(), self.owners, LiveViewConfig(), node_of=_nowhere,
-                              policy_of=self.policy_of, auditor=cast(Any, None))
+        self.live = LiveViews("fake", self.browser, LocalBus(), Subjects(), self.owners, LiveViewConfig(),
+                              node_of=_nowhere, policy_of=self.policy_of, auditor=cast(Any, None))
         """Mounts the Live View routes (no test here opens one: tests/integration/test_live_view.py does)."""
 
     def policy_of(self, agent: str | None) -> Policy:

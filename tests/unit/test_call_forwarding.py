@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from actors.bus import Handler
+from actors.bus import Handler, LocalBus
 from actors.call_actor import RunCall
 from actors.loop import IoLoop
 from bridge.fleet import calls
@@ -89,7 +89,8 @@ def test_ended_responses_are_kept_up_to_a_size_the_oldest_going_first(monkeypatc
         return []
 
     async def scenario() -> tuple[list[str], CallAnswered]:
-        kept = CallForwarding("node-b", IoLoop(asyncio.get_running_loop()), Subjects(), node_of=lambda tab: None,
+        kept = CallForwarding("node-b", IoLoop(asyncio.get_running_loop()), LocalBus(), Subjects(),
+                              node_of=lambda tab: None,
                               alive=frozenset, record=lambda spec, agent: 0, run_here=run_here,
                               policy_of=lambda agent: Policy(), step_timeout=30.0, workflow_sha256=lambda name: None,
                               reissue_here=lambda call, agent: f"new-{call}", events_of=no_events)

@@ -3,17 +3,14 @@ the checkpoint and session limits, and errors that name their path; the node's p
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
 from bridge.config import load_config
-from bridge.node import Node
 from core.policy import Policy
-from core.settings import CheckpointConfig, NodeConfig, SessionTimes, Settings
+from core.settings import CheckpointConfig, SessionTimes, Settings
 from core.url_policy import UrlPolicy
-from driver import ChromiumBrowser
 from messages.contract import CHECKPOINT_CAPACITY, CHECKPOINT_TTL
 from messages.errors import KitsuneError
 
@@ -117,23 +114,3 @@ def test_bad_limits_sessions_and_url_rules_of_the_node_are_refused_with_their_pa
     with pytest.raises(KitsuneError) as caught:
         _load(tmp_path, text)
     assert caught.value.message.startswith(wrong), caught.value.message
-
-
-@pytest.fixture
-def node() -> Iterator[Node]:
-    """A node not started, over a browser not started (its policies need no Chromium, NATS or actor)."""
-    crawler = Policy(read_only=True, caps=frozenset({"core"}), max_checkpoints=3)
-    made = Node(ChromiumBrowser(), NodeConfig(checkpoints=CheckpointConfig(per_agent=9)),
-                policy=Policy(ask_before_act=True), agent_policies={"crawler": crawler})
-    yield made
-    made.io.close()
-
-
-def test_the_node_gives_each_agent_its_policy_as_it_is_now_and_the_others_the_nodes(node: Node) -> None:
-    assert node.policy_of("crawler").read_only and not node.policy_of("crawler").ask_before_act
-    assert node.policy_of("anyone") == node.policy_of(None) == Policy(ask_before_act=True)
-    node.policy = Policy(read_only=True)
-    node.agent_policies["crawler"] = Policy()
-    assert node.policy_of("anyone").read_only and not node.policy_of("crawler").read_only
-    assert (node.checkpoint_capacity_of("crawler"), node.checkpoint_capacity_of("anyone"),
-            node.checkpoint_capacity_of(None)) == (CHECKPOINT_CAPACITY, 9, 9)

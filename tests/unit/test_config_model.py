@@ -1,20 +1,24 @@
-"""One configuration model: every key of the file reaches the settings, and ``kitsune serve`` hands the
-node the loaded settings' sections whole (no copy of a field that a new setting could miss)."""
+"""One configuration model: every key of the file reaches the settings, and ``kitsune serve`` starts the
+node with the loaded settings' sections whole (no copy of a field that a new setting could miss)."""
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Iterator
 from dataclasses import replace
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
+import pytest
 import yaml
 from pydantic import BaseModel
 
+from bridge.browser import Browser
 from bridge.config import load_config
 from bridge.config_document import Document
-from core.settings import Settings
-from kitsune.serve import configured_node
+from bridge.node import Node
+from core.settings import NodeConfig, Settings
+from kitsune import serve
 
 AGENT = {"name": "a", "token": "a" * 16}
 BASE: dict[str, Any] = {"node_name": "kitsune-0", "agents": [AGENT]}
@@ -82,16 +86,22 @@ def test_every_key_of_the_file_reaches_the_settings(tmp_path: Path) -> None:
     assert [key for key, document in changes.items() if _loaded(path, document) == unchanged] == []
 
 
-def test_kitsune_serve_gives_the_node_the_loaded_sections_whole(tmp_path: Path) -> None:
-    settings = _loaded(tmp_path / "k.yaml", {"live_view": {"ttl": 5}, "tasks": {"lease_ttl": 7}, "nats": {
-        "url": "nats://a:4222"}, "agents": [{**AGENT, "read_only": True}], "max_checkpoints": 3})
-    node = configured_node(settings, None)
-    joined = configured_node(settings, "nats://b:4222")  # --nats-url
-    try:
-        assert node.config is settings.node
-        assert (node.policy, node.agent_policies) == (settings.policy, settings.agent_policies())
-        assert (node.live.links.ttl, node.tasks.lease_ttl, node.checkpoint_capacity_of("nobody")) == (5, 7, 3)
-        assert joined.config == replace(settings.node, nats=replace(settings.node.nats, url="nats://b:4222"))
-    finally:
-        node.io.close()
-        joined.io.close()
+def test_kitsune_serve_gives_the_node_the_loaded_sections_whole(tmp_path: Path,
+                                                               monkeypatch: pytest.MonkeyPatch) -> None:
+    settings = _loaded(tmp_path / "k.yaml", {"nats": {"url": "nats://a:4222"}, "workflows": str(tmp_path),
+                                             "agents": [{**AGENT, "read_only": True}]})
+    (tmp_path / "look.yaml").write_text("commands: [{action: url}]\n")
+    started: list[tuple[NodeConfig, dict[str, Any]]] = []
+
+    async def start_node(browser: Browser, config: NodeConfig, **parts: Any) -> Node:
+        started.append((config, parts))
+        return cast(Node, None)
+
+    monkeypatch.setattr(serve, "start_node", start_node)
+    asyncio.run(serve.start_configured(settings, None))
+    asyncio.run(serve.start_configured(settings, "nats://b:4222"))  # --nats-url
+    [(config, parts), (joined, _)] = started
+    assert config is settings.node
+    assert parts["policy"] is settings.policy and parts["agent_policies"] == settings.agent_policies()
+    assert parts["workflows"].load("look").name == "look"  # the library of the configured directory
+    assert joined == replace(settings.node, nats=replace(settings.node.nats, url="nats://b:4222"))

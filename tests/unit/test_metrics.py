@@ -68,9 +68,9 @@ class StandInNode:
 
     browser: StandInBrowser
     claims: ClaimTable
+    checkpoints: CheckpointsPort
     config: StandInConfig = field(default_factory=StandInConfig)
     bus: LocalBus = field(default_factory=LocalBus)
-    checkpoints: CheckpointsPort | None = None
     actors: list[pykka.ActorRef[Any]] = field(default_factory=list)
 
     def actor_refs(self) -> list[pykka.ActorRef[Any]]:
@@ -87,13 +87,13 @@ class Bench:
         self.policy = Policy(urls=UrlPolicy.from_config(deny=["denied.test"]), user_tabs_writable=True)
         self.owners = TabOwners()
         self.confirms = ConfirmTokens()
-        self.node = StandInNode(StandInBrowser(self.driver.tabs), self.claims)
-        self.metrics = NodeMetrics(self.node)
         self.checkpoint_actor = CheckpointActor.start(CheckpointStore(
             self.clock, capacity_of=lambda agent: 3, ttl=60,
             on_drop=lambda call, reason: self.metrics.checkpoint_dropped(reason)))
+        self.checkpoints = CheckpointsPort(self.checkpoint_actor)
+        self.node = StandInNode(StandInBrowser(self.driver.tabs), self.claims, self.checkpoints)
         self.node.actors.append(self.checkpoint_actor)
-        self.checkpoints = self.node.checkpoints = CheckpointsPort(self.checkpoint_actor)
+        self.metrics = NodeMetrics(self.node)
         self.calls = Calls(self.ports, self.checkpoints, audit=SequentialIds(), sink=self.emit,
                            on_resume=self.metrics.resumed)
 

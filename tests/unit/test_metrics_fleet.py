@@ -30,12 +30,19 @@ class StandInRegistry:
 
 @dataclass
 class StandInMember:
+    registry: StandInRegistry
     name: str = "node-a"
-    registry: StandInRegistry | None = None
     own_tabs: int = 0
 
     def heartbeat(self) -> NodeEntry:
         return NodeEntry(self.name, self.own_tabs, 10)
+
+
+def _alone(own_tabs: int = 0) -> StandInMember:
+    """A node alone: a registry of one node, its own tabs in it."""
+    return StandInMember(StandInRegistry({"node-a": NodeEntry("node-a", own_tabs, 10)},
+                                         {tab: TabEntry(tab, "node-a") for tab in range(1, own_tabs + 1)}),
+                         own_tabs=own_tabs)
 
 
 def _samples(registry: CollectorRegistry) -> dict[tuple[str, tuple[tuple[str, str], ...]], float]:
@@ -48,9 +55,9 @@ def _value(registry: CollectorRegistry, name: str, **labels: str) -> float | Non
     return _samples(registry).get((name, tuple(sorted(labels.items()))))
 
 
-def test_a_node_without_nats_is_a_fleet_of_one_named_in_its_info() -> None:
+def test_a_node_alone_is_a_fleet_of_one_named_in_its_info() -> None:
     registry = CollectorRegistry()
-    FleetMetrics(StandInMember(own_tabs=3), "unit", registry)
+    FleetMetrics(_alone(3), "unit", registry)
     assert _value(registry, "kitsune_node_info", fleet="unit", node="node-a", version="0.1.0") == 1
     assert _value(registry, "kitsune_fleet_nodes") == 1
     assert _value(registry, "kitsune_fleet_tabs", node="node-a") == 3
@@ -61,7 +68,7 @@ def test_nodes_alive_and_their_tabs_come_from_the_registry_mirror() -> None:
     mirror = StandInRegistry(beats, {1: TabEntry(1, "node-a"), 2: TabEntry(2, "node-a", "alice", "default"),
                                      3: TabEntry(3, "node-b", claim=(7, "0.1", "node-a")),
                                      4: TabEntry(4, "node-gone")})  # a lost node's tab, not yet deleted
-    member = StandInMember(registry=mirror)
+    member = StandInMember(mirror)
     registry = CollectorRegistry()
     FleetMetrics(member, "unit", registry)
     assert _value(registry, "kitsune_fleet_nodes") == 3
@@ -74,7 +81,7 @@ def test_nodes_alive_and_their_tabs_come_from_the_registry_mirror() -> None:
 
 def test_only_requests_to_another_node_are_cross_node() -> None:
     registry = CollectorRegistry()
-    metrics = FleetMetrics(StandInMember(), "unit", registry)
+    metrics = FleetMetrics(_alone(), "unit", registry)
     for subject in CROSS_NODE_SUBJECTS:  # present before the first request
         assert _value(registry, "kitsune_cross_node_requests_total", subject=subject, outcome="ok") == 0
     metrics.bus_request("unit.tab.12.do", 0.002, "ok")  # another node's tab (this node's go through mailboxes)
@@ -104,7 +111,7 @@ def test_labels_stay_bounded_by_the_fleets_nodes_whatever_the_tabs_and_calls() -
     nodes = ["node-a", "node-b"]
     mirror = StandInRegistry({name: NodeEntry(name, 0, 500) for name in nodes})
     registry = CollectorRegistry()
-    metrics = FleetMetrics(StandInMember(registry=mirror), "unit", registry)
+    metrics = FleetMetrics(StandInMember(mirror), "unit", registry)
     made_up = []
     for tab in range(1, 400):
         agent = f"agent-{secrets.token_hex(6)}"
