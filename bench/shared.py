@@ -38,8 +38,8 @@ def start_node(browser: Browser, audit_dir: Path, *, joining: Node | None = None
     if joining is None:
         return run_node(browser, NodeConfig(audit_file=audit_file))
     assert joining.nats is not None
-    return Node(browser, NodeConfig(nats=NatsConfig(joining.nats.url, joining.nats.auth), fleet=joining.config.fleet,
-                                    audit_file=audit_file)).start()
+    return run_node(browser, NodeConfig(nats=NatsConfig(joining.nats.url, joining.nats.auth),
+                                        fleet=joining.config.fleet, audit_file=audit_file))
 
 
 def alternating(steps: int, reads: Sequence[tuple[str, str | None]]) -> Plan:
