@@ -28,7 +28,8 @@ from nats.aio.client import Client
 from nats.aio.msg import Msg
 from nats.aio.subscription import Subscription as _NatsSubscription
 
-from actors.nats_connection import NatsAuth, display_url
+from actors.nats_connection import connect_options, display_url
+from core.settings import NatsAuth
 from messages.errors import KitsuneError
 
 __all__ = ["Bus", "BusError", "Handler", "LocalBus", "NatsBus", "Subscription"]
@@ -299,7 +300,7 @@ class NatsBus:
                     error_cb=bus._on_error,
                     disconnected_cb=bus._on_disconnected,
                     reconnected_cb=bus._on_reconnected,
-                    **auth.connect_options(),
+                    **connect_options(auth),
                 ),
                 connect_timeout,
             )

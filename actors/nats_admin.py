@@ -23,8 +23,9 @@ from actors.audit_actor import audit_config
 from actors.buckets import fleet_bucket, nodes_bucket, tabs_bucket, tasks_bucket
 from actors.event_store import events_config
 from actors.jetstream import ensure_bucket, ensure_stream
-from actors.nats_connection import NatsAuth, display_url
+from actors.nats_connection import connect_options, display_url
 from actors.nats_server import ADMIN_USER
+from core.settings import NatsAuth
 from messages.contract import CHECKPOINT_TTL
 from messages.errors import KitsuneError
 
@@ -43,7 +44,7 @@ async def provision(url: str, auth: NatsAuth, *, checkpoint_ttl: float = CHECKPO
     ``auth``; the names of the streams. ``nats_unavailable`` if the server cannot be reached or refuses."""
     try:
         client = await nats.connect([u.strip() for u in url.split(",") if u.strip()], allow_reconnect=False,
-                                    connect_timeout=timeout, **auth.connect_options())
+                                    connect_timeout=timeout, **connect_options(auth))
     except (nats.errors.Error, OSError) as e:
         raise KitsuneError("nats_unavailable", f"NATS at {display_url(url)} did not take the administrator "
                            f"({type(e).__name__})") from e

@@ -42,7 +42,7 @@ from typing import IO, Any
 from actors.audit_actor import AUDIT_STREAM, AUDIT_SUBJECT
 from actors.buckets import FLEET_BUCKET, NODES_BUCKET, TABS_BUCKET, TASKS_BUCKET
 from actors.event_store import EVENTS_STREAM, EVENTS_SUBJECTS
-from actors.nats_connection import NatsAuth
+from core.settings import NatsAuth
 from messages.errors import KitsuneError
 from messages.tokens import new_token
 

@@ -29,7 +29,7 @@ from bridge.wiring import run_node
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # the repo root, for tests.site
 
-from bridge.node import NodeConfig
+from core.settings import NodeConfig
 from driver import ChromiumBrowser
 from messages.commands import parse_body
 from tests.nodes import open_user_tab, run_call
@@ -52,7 +52,7 @@ def main() -> None:
     args = parser.parse_args()
     load_before = os.getloadavg()
     with TestSite() as site:
-        node = run_node(ChromiumBrowser(), NodeConfig(nats_url=None))
+        node = run_node(ChromiumBrowser(), NodeConfig())
         try:
             tabs = [open_user_tab(node, site.url("/clicks")) for _ in range(TABS)]
             batch = parse_body("batch", {"commands": clicks(tabs[0], CLICKS)})

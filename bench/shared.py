@@ -17,8 +17,9 @@ from typing import Any
 
 import yaml
 
-from bridge.node import Browser, Node, NodeConfig
+from bridge.node import Browser, Node
 from bridge.wiring import run_node
+from core.settings import NatsConfig, NodeConfig
 from driver import ChromiumBrowser
 from messages.commands import Command
 from messages.events import Event, StepStarted
@@ -35,10 +36,10 @@ def start_node(browser: Browser, audit_dir: Path, *, joining: Node | None = None
     embedded nats-server, or joining ``joining``'s, in its fleet (their tabs reach each other over NATS)."""
     audit_file = audit_dir / f"audit-{secrets.token_hex(4)}.jsonl"
     if joining is None:
-        return run_node(browser, NodeConfig(nats_url=None, audit_file=audit_file))
+        return run_node(browser, NodeConfig(audit_file=audit_file))
     assert joining.nats is not None
-    return Node(browser, NodeConfig(nats_url=joining.nats.url, nats_auth=joining.nats.auth,
-                                    fleet=joining.config.fleet, audit_file=audit_file)).start()
+    return run_node(browser, NodeConfig(nats=NatsConfig(joining.nats.url, joining.nats.auth),
+                                        fleet=joining.config.fleet, audit_file=audit_file))
 
 
 def alternating(steps: int, reads: Sequence[tuple[str, str | None]]) -> Plan:

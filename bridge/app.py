@@ -23,7 +23,6 @@ from starlette.routing import BaseRoute, Route
 from actors.call_actor import ResumeCall, RunCall
 from bridge.approvals import open_approved
 from bridge.call_progress import NDJSON, progress_lines
-from bridge.config import BridgeConfig
 from bridge.console import console_routes
 from bridge.console.limits import LoginLimiter
 from bridge.fleet.member import seen_by
@@ -42,6 +41,7 @@ from bridge.tasks.routes import task_routes
 from core.calls import CallResponse, last_opened_tab
 from core.policy import USER
 from core.session_names import names_one_shot
+from core.settings import HttpConfig, Settings
 from messages import strict_json
 from messages.commands import (
     BLOCKS,
@@ -69,9 +69,9 @@ Handler = Callable[[Request], Awaitable[Response]]
 class Api:
     """The route handlers, over one node."""
 
-    def __init__(self, node: Node, config: BridgeConfig) -> None:
+    def __init__(self, node: Node, http: HttpConfig) -> None:
         self.node = node
-        self.config = config
+        self.http = http
 
     # bodies
 
@@ -81,7 +81,7 @@ class Api:
         if media != "application/json":
             raise KitsuneError("invalid_content_type", "Send the body as application/json",
                                state={"contentType": media or None})
-        limit = self.config.max_body_bytes
+        limit = self.http.max_body_bytes
         declared = request.headers.get("content-length")
         if declared is not None and declared.isdigit() and int(declared) > limit:
             raise KitsuneError("body_too_large", f"The body is over {limit} bytes", state={"limit": limit})
@@ -333,9 +333,9 @@ def _confirm_token(body: dict[str, Any]) -> str | None:
     return token
 
 
-def create_app(node: Node, config: BridgeConfig, mounts: Sequence[BaseRoute] = ()) -> Starlette:
+def create_app(node: Node, config: Settings, mounts: Sequence[BaseRoute] = ()) -> Starlette:
     """The bridge's ASGI app over a started node; ``mounts`` are routes of the layers above it (MCP)."""
-    api = Api(node, config)
+    api = Api(node, config.http)
     limiter = LoginLimiter()
     routes: list[BaseRoute] = [
         GroupedRoute("/api/batch", api.batch, methods=["POST"], groups=AUTOMATION),

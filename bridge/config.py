@@ -59,149 +59,38 @@ from __future__ import annotations
 
 import os
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass, field, replace
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
 import yaml
 from pydantic import ValidationError
 
-from actors.nats_connection import NatsAuth
-from bridge.config_document import AgentEntry, Environment, OperatorEntry, Settings, StringPath
+from bridge.config_document import AgentEntry, Document, Environment, OperatorEntry
 from bridge.config_env import closest_key, refused_variables
-from core.policy import CAPABILITY_GROUPS, Policy
+from core.policy import Policy
+from core.settings import (
+    Agent,
+    CheckpointConfig,
+    HttpConfig,
+    LiveViewConfig,
+    NatsAuth,
+    NatsConfig,
+    NodeConfig,
+    Operator,
+    SessionTimes,
+    Settings,
+    SiteToolConfig,
+    TaskConfig,
+    generated_name,
+)
 from core.tasks import TaskLimits
 from core.url_policy import UrlPolicy
-from messages.contract import (
-    CHECKPOINT_CAPACITY,
-    CHECKPOINT_TOTAL_CAPACITY,
-    CHECKPOINT_TTL,
-    CONTINUATION_TTL,
-    LIVE_VIEW_LINKS,
-    LIVE_VIEW_LINKS_PER_AGENT,
-    LIVE_VIEW_TTL,
-    MAX_SESSIONS,
-    MAX_TABS,
-    QUOTA_SESSIONS,
-    QUOTA_TABS,
-    SESSION_MAX_EXEC_IDLE,
-    SESSION_MAX_IDLE,
-    SESSION_SWEEP_INTERVAL,
-    TASK_LEASE_TTL,
-)
+from messages.contract import CHECKPOINT_TTL
 from messages.errors import KitsuneError
 from messages.tokens import new_token, token_hash
 
-__all__ = ["CAPABILITY_GROUPS", "Agent", "BridgeConfig", "Operator", "SessionTimes", "load_config",
-           "write_token_file"]
-
-
-
-@dataclass(frozen=True, slots=True)
-class Agent:
-    """An API client."""
-
-    name: str
-    token_sha256: bytes = field(repr=False)
-    """SHA-256 of its bearer token; the token itself is not kept."""
-    policy: Policy | None = None
-    """Its own policy (its entry's values, the node's where it sets none); None: the node's."""
-
-
-@dataclass(frozen=True, slots=True)
-class Operator:
-    """A person who may open the operator console: by a token, or by a password from the environment."""
-
-    name: str
-    secret_sha256: bytes = field(repr=False)
-    """SHA-256 of its token or password; the secret itself is not kept."""
-
-
-@dataclass(frozen=True, slots=True)
-class SessionTimes:
-    """When idle sessions are swept (seconds)."""
-
-    max_idle: float = SESSION_MAX_IDLE
-    """A reuse (or promoted) session unused this long is closed."""
-    max_exec_idle: float = SESSION_MAX_EXEC_IDLE
-    """The one-shot session of a held call unused this long is closed; never less than the checkpoint
-    TTL (the configuration raises a smaller value to it)."""
-    sweep_interval: float = SESSION_SWEEP_INTERVAL
-    """Seconds between two sweeps."""
-
-
-@dataclass(frozen=True, slots=True)
-class BridgeConfig:
-    """Everything a node's bridge is told."""
-
-    agents: tuple[Agent, ...] = ()
-    fleet: str = "kitsune"
-    """Nodes of one fleet share tabs over NATS; the first token of their subjects."""
-    node_name: str | None = None
-    """This node's name in the fleet; a generated one when None."""
-    max_tabs: int = MAX_TABS
-    """Tabs this node takes at most."""
-    max_sessions: int = MAX_SESSIONS
-    """Sessions (browser contexts) this node holds at most."""
-    tab_quota: int = QUOTA_TABS
-    """Each agent's tabs on a node at most, unless its entry sets its own."""
-    session_quota: int = QUOTA_SESSIONS
-    """Each agent's sessions on a node at most, unless its entry sets its own."""
-    caps: frozenset[str] = frozenset({"core"})
-    read_only: bool = False
-    ask_before_act: bool = False
-    allow: tuple[str, ...] = ()
-    deny: tuple[str, ...] = ()
-    user_tabs_writable: bool = False
-    workflows: StringPath | None = None
-    audit_file: Path = Path("kitsune-audit.jsonl")
-    max_body_bytes: int = 1_048_576
-    max_checkpoints: int = CHECKPOINT_CAPACITY
-    """Each agent's checkpoints at most, unless its entry sets its own."""
-    max_checkpoints_total: int = CHECKPOINT_TOTAL_CAPACITY
-    """The node's checkpoints at most, of all agents."""
-    sessions: SessionTimes = SessionTimes()
-    """When idle sessions are swept."""
-    generated_token: str | None = field(default=None, repr=False)
-    """The token made for the default agent when none was configured (to be written to a file)."""
-    metrics_token_sha256: bytes | None = field(default=None, repr=False)
-    """SHA-256 of the scrape token, which reads ``/metrics`` and nothing else (agents' tokens read it too)."""
-    nats_url: str | None = None
-    """The NATS server or cluster to join (``--nats-url`` wins); an embedded one when None."""
-    nats_auth: NatsAuth = NatsAuth()
-    """Credentials and TLS options for ``nats_url``."""
-    live_view: bool = True
-    """Whether agents may open Live Views of their tabs (unless their entry says otherwise)."""
-    live_view_ttl: float = LIVE_VIEW_TTL
-    """Seconds a Live View link may be opened after it was made."""
-    live_view_public_url: str | None = None
-    """Where people reach the node (behind a proxy): Live View links start with it, not with the request's host."""
-    live_view_max_links_per_agent: int = LIVE_VIEW_LINKS_PER_AGENT
-    """Live View links one agent holds at once on a node (its oldest unopened one is revoked past it)."""
-    live_view_max_links: int = LIVE_VIEW_LINKS
-    """Live View links a node holds at once, every agent's (``live_view_quota`` past it)."""
-    continuation_ttl: float = CONTINUATION_TTL
-    """Seconds a site tool's continuation token may be redeemed after it was issued."""
-    task_lease_ttl: float = TASK_LEASE_TTL
-    """Seconds a task's lease lasts unless its owner's session is heard from."""
-    task_limits: TaskLimits = TaskLimits()
-    """An agent's tasks at most, a goal's characters, a task's tabs."""
-    operators: tuple[Operator, ...] = ()
-    """Who may open the operator console; nobody when empty."""
-    forwarded_allow_ips: tuple[str, ...] = ()
-    """The proxies whose ``X-Forwarded-For`` and ``X-Forwarded-Proto`` are believed (uvicorn's
-    ``forwarded_allow_ips``); none by default: a client's address is the connection's."""
-
-    def node_policy(self) -> Policy:
-        """The node's policy: that of every agent whose entry sets no value of its own."""
-        return Policy(read_only=self.read_only, ask_before_act=self.ask_before_act,
-                      urls=UrlPolicy.from_config(self.allow, self.deny), user_tabs_writable=self.user_tabs_writable,
-                      caps=self.caps, max_checkpoints=self.max_checkpoints, live_view=self.live_view,
-                      tab_quota=self.tab_quota, session_quota=self.session_quota)
-
-    def agent_policies(self) -> dict[str, Policy]:
-        """The policies of the agents whose entries set values of their own, by agent name."""
-        return {agent.name: agent.policy for agent in self.agents if agent.policy is not None}
+__all__ = ["load_config"]
 
 
 def _secret(name: str | None, env: Mapping[str, str], what: str) -> str | None:
@@ -262,7 +151,7 @@ def _document(path: Path | None) -> dict[str, Any]:
     return document
 
 
-def load_config(path: Path | None = None, env: Mapping[str, str] | None = None) -> BridgeConfig:
+def load_config(path: Path | None = None, env: Mapping[str, str] | None = None) -> Settings:
     """Read the configuration file (if any) and the environment; ``invalid_config`` says what is wrong."""
     env = os.environ if env is None else env
     refused = refused_variables(env)  # a misspelt guard must not leave the node unguarded
@@ -272,70 +161,60 @@ def load_config(path: Path | None = None, env: Mapping[str, str] | None = None) 
     if env.get("KITSUNE_METRICS_TOKEN"):
         variables["KITSUNE_METRICS__TOKEN"] = env["KITSUNE_METRICS_TOKEN"]
     try:
-        settings = Settings.model_validate(_merge(_document(path), Environment(variables)()))
-        return _built(settings, env)
+        document = Document.model_validate(_merge(_document(path), Environment(variables)()))
+        return _built(document, env)
     except ValidationError as e:
         raise _bad(_explain(e)) from None
     except ValueError as e:  # the environment's JSON, or a secret's variable
         raise _bad(str(e)) from None
 
 
-def _built(settings: Settings, env: Mapping[str, str]) -> BridgeConfig:
-    """The configuration the settings say; ValueError naming the path of a value that cannot work."""
-    if settings.max_checkpoints > settings.max_checkpoints_total:
-        raise ValueError(f"max_checkpoints: more than max_checkpoints_total ({settings.max_checkpoints_total})")
-    scrape = settings.metrics.token or _secret(settings.metrics.token_env, env, "metrics")
-    nats, sessions = settings.nats, settings.sessions
-    urls = _url_policy(settings.urls.allow, settings.urls.deny, "urls")
-    node = BridgeConfig(
-        fleet=settings.fleet,
-        node_name=settings.node_name,
-        max_tabs=settings.max_tabs,
-        max_sessions=settings.max_sessions,
-        tab_quota=settings.quotas.tabs,
-        session_quota=settings.quotas.sessions,
-        caps=frozenset(settings.caps),
-        read_only=settings.read_only,
-        ask_before_act=settings.ask_before_act,
-        allow=urls.allow,
-        deny=urls.deny,
-        user_tabs_writable=settings.user_tabs_writable,
-        workflows=settings.workflows,
-        audit_file=settings.audit_file,
-        max_body_bytes=settings.max_body_bytes,
-        max_checkpoints=settings.max_checkpoints,
-        max_checkpoints_total=settings.max_checkpoints_total,
-        sessions=SessionTimes(sessions.max_idle, max(sessions.max_exec_idle, CHECKPOINT_TTL), sessions.sweep_interval),
-        metrics_token_sha256=token_hash(_long(scrape, "metrics")) if scrape is not None else None,
-        nats_url=nats.url,
-        nats_auth=NatsAuth(user=nats.user, password=_secret(nats.password_env, env, "nats"),
-                           creds_file=nats.creds_file, nkey_seed_file=nats.nkey_seed_file,
-                           tls_ca_file=nats.tls_ca_file, tls_cert_file=nats.tls_cert_file,
-                           tls_key_file=nats.tls_key_file),
-        live_view=settings.live_view.enabled,
-        live_view_ttl=settings.live_view.ttl,
-        live_view_public_url=settings.live_view.public_url,
-        live_view_max_links_per_agent=settings.live_view.max_links_per_agent,
-        live_view_max_links=settings.live_view.max_links,
-        continuation_ttl=settings.site_tools.continuation_ttl,
-        task_lease_ttl=settings.tasks.lease_ttl,
-        task_limits=TaskLimits(settings.tasks.max_per_agent, settings.tasks.max_goal, settings.tasks.max_tabs),
-        operators=_operators(settings.operators, env),
-        forwarded_allow_ips=tuple(settings.forwarded_allow_ips),
-    )
-    agents = _agents(settings, env, node.node_policy())
-    if agents:
-        return replace(node, agents=tuple(agents))
-    generated = new_token(32)
-    return replace(node, agents=(Agent("default", token_hash(generated)),), generated_token=generated)
+def _built(document: Document, env: Mapping[str, str]) -> Settings:
+    """The settings the document says; ValueError naming the path of a value that cannot work."""
+    if document.max_checkpoints > document.max_checkpoints_total:
+        raise ValueError(f"max_checkpoints: more than max_checkpoints_total ({document.max_checkpoints_total})")
+    policy = Policy(read_only=document.read_only, ask_before_act=document.ask_before_act,
+                    urls=_url_policy(document.urls.allow, document.urls.deny, "urls"),
+                    user_tabs_writable=document.user_tabs_writable, caps=frozenset(document.caps),
+                    max_checkpoints=document.max_checkpoints, live_view=document.live_view.enabled,
+                    tab_quota=document.quotas.tabs, session_quota=document.quotas.sessions)
+    agents = tuple(_agents(document, env, policy))
+    generated = None
+    if not agents:
+        generated = new_token(32)
+        agents = (Agent("default", token_hash(generated)),)
+    scrape = document.metrics.token or _secret(document.metrics.token_env, env, "metrics")
+    http = HttpConfig(max_body_bytes=document.max_body_bytes, forwarded_allow_ips=tuple(document.forwarded_allow_ips),
+                      metrics_token_sha256=token_hash(_long(scrape, "metrics")) if scrape is not None else None)
+    return Settings(node=_node(document, env, len(agents)), http=http, policy=policy, agents=agents,
+                    operators=_operators(document.operators, env), workflows=document.workflows,
+                    generated_token=generated)
 
 
-def _agents(settings: Settings, env: Mapping[str, str], node: Policy) -> list[Agent]:
+def _node(document: Document, env: Mapping[str, str], agents: int) -> NodeConfig:
+    """The node's section: its place in the fleet, and the sections of its parts (by their keys' names)."""
+    nats = document.nats
+    auth = NatsAuth(**nats.model_dump(exclude={"url", "password_env"}),
+                    password=_secret(nats.password_env, env, "nats"))
+    sessions = SessionTimes(**document.sessions.model_dump())
+    tasks = document.tasks
+    return NodeConfig(
+        name=document.node_name or generated_name(), fleet=document.fleet, max_tabs=document.max_tabs,
+        max_sessions=document.max_sessions, agents=agents, audit_file=document.audit_file,
+        nats=NatsConfig(nats.url, auth),
+        checkpoints=CheckpointConfig(per_agent=document.max_checkpoints, total=document.max_checkpoints_total),
+        sessions=replace(sessions, max_exec_idle=max(sessions.max_exec_idle, CHECKPOINT_TTL)),
+        live_view=LiveViewConfig(**document.live_view.model_dump(exclude={"enabled"})),
+        site_tools=SiteToolConfig(**document.site_tools.model_dump()),
+        tasks=TaskConfig(tasks.lease_ttl, TaskLimits(tasks.max_per_agent, tasks.max_goal, tasks.max_tabs)))
+
+
+def _agents(document: Document, env: Mapping[str, str], node: Policy) -> list[Agent]:
     """The file's agents, each with its own policy if its entry sets one, then ``KITSUNE_AGENTS``'."""
     agents = [Agent(entry.name, token_hash(_long(entry.token or _secret(entry.token_env, env, f"agent {entry.name}"),
                                                  f"agent {entry.name}")),
-                    _agent_policy(entry, f"agents.{index}", node, settings.max_checkpoints_total))
-              for index, entry in enumerate(settings.agents)]
+                    _agent_policy(entry, f"agents.{index}", node, document.max_checkpoints_total))
+              for index, entry in enumerate(document.agents)]
     for pair in filter(None, (p.strip() for p in env.get("KITSUNE_AGENTS", "").split(","))):
         name, _, token = pair.partition("=")
         if not name:
@@ -392,14 +271,3 @@ def _long(token: str | None, what: str) -> str:
     if token is None or len(token) < 16:
         raise ValueError(f"{what}: a token of at least 16 characters is needed")
     return token
-
-
-def write_token_file(token: str, directory: Path) -> Path:
-    """Write a generated token to a file only its owner can read; its path."""
-    directory.mkdir(parents=True, exist_ok=True)
-    path = directory / "token"
-    descriptor = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-    with os.fdopen(descriptor, "w") as file:
-        file.write(token + "\n")
-    os.chmod(path, 0o600)
-    return path

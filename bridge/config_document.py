@@ -1,7 +1,8 @@
 """The configuration document's schema: every key, its type and bounds, checked with its path.
 
 The YAML or JSON file and the ``KITSUNE_*`` environment (:class:`Environment`) are merged and
-validated against :class:`Settings`; ``bridge.config`` loads them and builds its ``BridgeConfig``.
+validated against :class:`Document`; ``bridge.config`` loads them and builds the settings
+(``core.settings.Settings``).
 """
 
 from __future__ import annotations
@@ -39,7 +40,7 @@ from messages.contract import (
     TASK_LEASE_TTL,
 )
 
-__all__ = ["AgentEntry", "Environment", "OperatorEntry", "Settings", "StringPath", "Token"]
+__all__ = ["AgentEntry", "Document", "Environment", "OperatorEntry", "StringPath", "Token"]
 
 Token = Annotated[str, Field(min_length=16)]
 StringPath = Annotated[Path, Field(strict=False)]
@@ -194,7 +195,7 @@ class Nats(Section):
         return self
 
 
-class Settings(BaseSettings):
+class Document(BaseSettings):
     """The whole document; the environment's values are merged in before it is checked."""
 
     model_config = SettingsConfigDict(extra="forbid", strict=True, env_prefix="KITSUNE_",
@@ -237,7 +238,7 @@ class Environment(EnvSettingsSource):
 
     def __init__(self, env: Mapping[str, str]) -> None:
         self._given = env
-        super().__init__(Settings)
+        super().__init__(Document)
 
     def _load_env_vars(self) -> Mapping[str, str | None]:
         return parse_env_vars(self._given, self.case_sensitive, self.env_ignore_empty, self.env_parse_none_str)

@@ -17,7 +17,7 @@ from typing import Any
 
 from pydantic import BaseModel
 
-from bridge.config_document import Settings
+from bridge.config_document import Document
 
 __all__ = ["GUARDS", "NOT_SETTINGS", "closest", "closest_key", "refused_variables", "stray_variables"]
 
@@ -46,7 +46,7 @@ def _setting_names() -> dict[str, str]:
     """Every setting's variable (``KITSUNE_URLS__DENY``) and its top-level key, and the other variables'."""
     names = {name: name.removeprefix(PREFIX).lower() for name in NOT_SETTINGS} | {
         "KITSUNE_METRICS_TOKEN": "metrics"}
-    for key, info in Settings.model_fields.items():
+    for key, info in Document.model_fields.items():
         names[f"{PREFIX}{key.upper()}"] = key
         section = _model_in(info.annotation)
         if section is not None and typing.get_origin(info.annotation) is not list:
@@ -102,7 +102,7 @@ def stray_variables(env: Mapping[str, str]) -> list[str]:
 
 def closest_key(location: Sequence[str | int]) -> str | None:
     """The known key an unknown one at ``location`` (``("agents", 1, "readonly")``) is closest to, or None."""
-    model: type[BaseModel] | None = Settings
+    model: type[BaseModel] | None = Document
     for part in location[:-1]:
         if isinstance(part, int):
             continue  # an item of a list: the list's model

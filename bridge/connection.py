@@ -14,10 +14,9 @@ from actors.audit_actor import JetStreamAuditLog
 from actors.bus import NatsBus
 from actors.event_store import JetStreamEventStore
 from actors.nats_admin import provision
-from actors.nats_connection import NatsAuth
 from actors.nats_server import EmbeddedNats
 from actors.tab_ids import TabIds, kv_reserve
-from bridge.node_config import NodeConfig
+from core.settings import NatsAuth, NodeConfig
 
 __all__ = ["Connection", "connect"]
 
@@ -47,17 +46,17 @@ class Connection:
 async def connect(config: NodeConfig) -> Connection:
     """Start or join NATS, connect the bus, open the streams, reserve tab ids; nothing is left
     running when a step fails."""
-    nats, url, auth = None, config.nats_url, config.nats_auth
+    nats, url, auth = None, config.nats.url, config.nats.auth
     if url is None:
         nats = EmbeddedNats(fleet=config.fleet)
         url = await asyncio.to_thread(nats.start)
         auth = nats.auth
     try:
         if nats is not None:
-            await provision(url, nats.admin, checkpoint_ttl=config.checkpoint_ttl)  # as the server's owner
+            await provision(url, nats.admin, checkpoint_ttl=config.checkpoints.ttl)  # as the server's owner
         bus = await NatsBus.connect(url, auth=auth, name="kitsune-node")
         try:
-            events = await JetStreamEventStore.create(bus, max_age_seconds=config.checkpoint_ttl)
+            events = await JetStreamEventStore.create(bus, max_age_seconds=config.checkpoints.ttl)
             audit_log = await JetStreamAuditLog.create(bus.client)
             tab_ids = TabIds(kv_reserve(bus.client, config.fleet))
             await tab_ids.start()

@@ -17,13 +17,13 @@ from starlette.requests import Request
 from starlette.responses import Response
 
 from bridge.auth import bearer_token
-from bridge.config import BridgeConfig
 from bridge.console.limits import LoginLimiter
 from bridge.console.routes import client_address, rate_limited
 from bridge.node import Node
 from bridge.responses import json_response
 from bridge.route_groups import groups_of
 from core.log_context import AGENT, SESSION
+from core.settings import Settings
 from messages.errors import KitsuneError
 from messages.tokens import matching_index
 
@@ -59,7 +59,7 @@ def _session(request: Request) -> str | None:
 class Gate(BaseHTTPMiddleware):
     """Authentication (bearer token → agent), capability groups, and errors as JSON."""
 
-    def __init__(self, app: Any, config: BridgeConfig, node: Node, limiter: LoginLimiter) -> None:
+    def __init__(self, app: Any, config: Settings, node: Node, limiter: LoginLimiter) -> None:
         super().__init__(app)
         self._config = config
         self._node = node

@@ -68,7 +68,7 @@ from messages.steplog import StepLogBuilder
 from messages.tokens import matching_index
 
 if TYPE_CHECKING:
-    from bridge.config import BridgeConfig
+    from core.settings import Settings
     from driver.sessions import SessionChange
 
 __all__ = ["CODES", "HttpMetrics", "NodeMetrics", "ScrapedNode", "bounded", "scrape_tokens"]
@@ -421,11 +421,11 @@ def _counter(name: str, documentation: str, value: float) -> Metric:
 METRICS_PATH = "/metrics"
 
 
-def scrape_tokens(config: BridgeConfig) -> Callable[[str], bool]:
+def scrape_tokens(config: Settings) -> Callable[[str], bool]:
     """Whether a bearer token may read ``/metrics``: the scrape token, or an agent's."""
     hashes = [agent.token_sha256 for agent in config.agents]
-    if config.metrics_token_sha256 is not None:
-        hashes.append(config.metrics_token_sha256)
+    if config.http.metrics_token_sha256 is not None:
+        hashes.append(config.http.metrics_token_sha256)
 
     def allowed(token: str) -> bool:
         return matching_index(token, hashes) is not None

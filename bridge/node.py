@@ -31,6 +31,7 @@ from actors.serving import taking, typed
 from actors.tab_actor import not_sent
 from actors.tab_actors import TabActors
 from actors.threads import SystemClock
+from bridge.browser import Browser
 from bridge.connection import Connection
 from bridge.console import console_serving
 from bridge.fleet.beat import Heartbeat, LoopWatch
@@ -40,7 +41,6 @@ from bridge.fleet.metrics import FleetMetrics
 from bridge.fleet.resume import ResumeRoutes
 from bridge.live import LiveViews
 from bridge.metrics import NodeMetrics
-from bridge.node_config import Browser, NodeConfig
 from bridge.quota_metrics import set_quotas
 from bridge.session_keeper import SessionKeeper
 from bridge.site_tool_records import SiteToolRecords
@@ -53,6 +53,7 @@ from core.engine import Driver, EngineConfig, Ports
 from core.log_context import CALL, SESSION, STEP
 from core.policy import ConfirmTokens, HeldStep, Policy, PolicyDriver
 from core.session_names import ONE_SHOT
+from core.settings import NodeConfig
 from driver.proxy import endpoints_of
 from driver.sessions import SessionChange
 from driver.snapshots import describe
@@ -63,7 +64,7 @@ from messages.requests import Subjects, TabRequest
 from messages.results import Done, Failed, Failure, Outcome, status_of
 from messages.steplog import StepLog, fold
 
-__all__ = ["Browser", "Node", "NodeConfig"]  # Browser and NodeConfig live in bridge.node_config
+__all__ = ["Browser", "Node"]  # Browser lives in bridge.browser
 
 log = logging.getLogger(__name__)
 
@@ -120,10 +121,8 @@ class Node:
     def _build_parts(self) -> None:
         """Build the parts that serve the node's tabs, calls, sessions and tasks, each whole."""
         c, io = self.config, self.io
-        self.live = LiveViews(c.name, self.browser, self.bus, self.subjects, self.owners, ttl=c.live_view_ttl,
-                              auditor=self.auditor, public_url=c.live_view_public_url, policy_of=self.policy_of,
-                              node_of=self.member.holder,
-                              limits=(c.live_view_max_links_per_agent, c.live_view_max_links))
+        self.live = LiveViews(c.name, self.browser, self.bus, self.subjects, self.owners, c.live_view,
+                              auditor=self.auditor, policy_of=self.policy_of, node_of=self.member.holder)
         """The Live Views of its tabs (``bridge.live``): a person controlling a tab holds the agents' writes."""
         self.tabs = TabActors(self.browser, io, self.bus, self.subjects, on_change=self._tabs_changed,
                               admission=self._admission)
@@ -136,15 +135,15 @@ class Node:
             policy_of=self.policy_of, step_timeout=c.step_timeout, workflow_sha256=self.workflow_sha256,
             reissue_here=self._reissue_here, events_of=self.events.read)
         """Calls on another node's tabs, sent there whole, and those sent here (``bridge.fleet.calls``)."""
-        self.site_tools = SiteToolRecords(self.browser.site_tools, c.continuation_ttl, self.metrics.registry,
+        self.site_tools = SiteToolRecords(self.browser.site_tools, c.site_tools, self.metrics.registry,
                                           emit=self._sink, auditor=self.auditor)
         """The events, audit and metrics of its pages' site tools."""
         set_quotas(self.browser.quotas, c, self.policy_of, self.metrics.registry)
-        self.tasks = Tasks(JetStreamTaskStore(self.bus.client, c.fleet), io, self, lease_ttl=c.task_lease_ttl,
-                           limits=c.task_limits, owner_of=self.member.owner_of)
+        self.tasks = Tasks(JetStreamTaskStore(self.bus.client, c.fleet), io, self, c.tasks,
+                           owner_of=self.member.owner_of)
         """The agents' tasks (``bridge.tasks``): leases every write to their tabs passes (in the fleet's KV)."""
         self.sessions = SessionKeeper(self.browser.sessions, io, dataclasses.replace(
-            c.sessions, max_exec_idle=max(c.sessions.max_exec_idle, c.checkpoint_ttl)), emit=self._sink,
+            c.sessions, max_exec_idle=max(c.sessions.max_exec_idle, c.checkpoints.ttl)), emit=self._sink,
             auditor=self.auditor, on_change=self._session_changed)
         """The agents' sessions as the node keeps them: recorded, ended with their calls, swept."""
         self._build_calls()
@@ -157,8 +156,8 @@ class Node:
         """Build what runs calls: the checkpoints' and barriers' actors, the driver, the engine's calls."""
         c, io = self.config, self.io
         checkpoints = CheckpointActor.start(CheckpointStore(
-            SystemClock(), capacity_of=self.checkpoint_capacity_of, total_capacity=c.max_checkpoints_total,
-            ttl=c.checkpoint_ttl, on_drop=self._checkpoint_dropped, on_keep=self.resumes.kept))
+            SystemClock(), capacity_of=self.checkpoint_capacity_of, total_capacity=c.checkpoints.total,
+            ttl=c.checkpoints.ttl, on_drop=self._checkpoint_dropped, on_keep=self.resumes.kept))
         barriers = BarrierActor.start()
         self._actors: list[pykka.ActorRef[Any]] = [checkpoints, barriers, self.audit]
         self.checkpoints = CheckpointsPort(checkpoints)
@@ -197,7 +196,7 @@ class Node:
 
     async def _streams_again(self) -> None:
         """After a reconnect: the streams, buckets and registry again (a restarted nats-server may have lost them)."""
-        await JetStreamEventStore.create(self.bus, max_age_seconds=self.config.checkpoint_ttl)
+        await JetStreamEventStore.create(self.bus, max_age_seconds=self.config.checkpoints.ttl)
         await JetStreamAuditLog.create(self.bus.client)
         await self.tasks.store.resync()
         await self.member.registry.resync()
@@ -252,7 +251,7 @@ class Node:
     def checkpoint_capacity_of(self, agent: str | None) -> int:
         """How many checkpoints of ``agent``'s calls are kept: its own policy's number, else the node's."""
         own = self.agent_policies.get(agent) if agent is not None else None
-        return own.max_checkpoints if own is not None else self.config.max_checkpoints
+        return own.max_checkpoints if own is not None else self.config.checkpoints.per_agent
 
     def ports_for(self, agent: str | None, confirm_token: str | None = None) -> Ports:
         """The ports a call of ``agent`` runs with: its policy in the driver (its session: ``SESSION``), its audit."""

@@ -6,9 +6,9 @@ from collections.abc import Callable
 
 from prometheus_client import CollectorRegistry, Counter
 
-from bridge.node_config import NodeConfig
 from core.policy import Policy
 from core.quotas import Quota
+from core.settings import NodeConfig
 from driver.quotas import Quotas
 
 __all__ = ["set_quotas"]

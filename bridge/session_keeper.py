@@ -24,7 +24,7 @@ from typing import Any
 from actors.audit_actor import Auditor
 from actors.loop import IoLoop
 from bridge.approvals import ApprovedTabs
-from bridge.config import SessionTimes
+from core.settings import SessionTimes
 from driver.sessions import SessionChange, Sessions
 from messages.events import Event, SessionChanged
 

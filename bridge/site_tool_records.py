@@ -15,6 +15,7 @@ from typing import Any
 from prometheus_client import CollectorRegistry, Counter
 
 from actors.audit_actor import Auditor
+from core.settings import SiteToolConfig
 from driver.site_tools import SiteToolHooks, SiteTools
 from messages.events import Event, SiteToolCalled, SiteToolEvent
 
@@ -27,7 +28,7 @@ CONTINUATION_OUTCOMES = ("redeemed", "expired", "revoked", "refused")
 class SiteToolRecords:
     """Records the site tools of one node's browser (owned by the node)."""
 
-    def __init__(self, site_tools: SiteTools, continuation_ttl: float, registry: CollectorRegistry, *,
+    def __init__(self, site_tools: SiteTools, config: SiteToolConfig, registry: CollectorRegistry, *,
                  emit: Callable[[Event], Any], auditor: Callable[[str | None], Auditor]) -> None:
         self.calls = Counter("kitsune_site_tool_calls", "Calls of the tools pages declare (callSiteTool), by "
                              "outcome (ok, unknown, failed)", ["outcome"], registry=registry)
@@ -42,7 +43,7 @@ class SiteToolRecords:
         """Stores an event of the step log."""
         self._auditor = auditor
         """An agent's audit."""
-        site_tools.continuation_ttl = continuation_ttl
+        site_tools.continuation_ttl = config.continuation_ttl
         site_tools.hooks = SiteToolHooks(event=self._record, continuation=self._continuation_ended,
                                          call_ended=self._call_ended)
 

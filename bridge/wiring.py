@@ -12,11 +12,12 @@ import asyncio
 from collections.abc import Mapping
 
 from actors.loop import IoLoop
+from bridge.browser import Browser
 from bridge.connection import connect
 from bridge.node import Node
-from bridge.node_config import Browser, NodeConfig
 from bridge.workflows import WorkflowLibrary
 from core.policy import Policy
+from core.settings import NodeConfig
 
 __all__ = ["run_node", "start_node"]
 

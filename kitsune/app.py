@@ -6,14 +6,15 @@ from starlette.applications import Starlette
 from starlette.routing import Route
 
 from bridge import app as bridge_app
-from bridge.config import CAPABILITY_GROUPS, BridgeConfig
 from bridge.node import Node
+from core.policy import CAPABILITY_GROUPS
+from core.settings import Settings
 from mcp_gateway.http import McpEndpoint
 
 __all__ = ["create_app"]
 
 
-def create_app(node: Node, config: BridgeConfig) -> Starlette:
+def create_app(node: Node, config: Settings) -> Starlette:
     """One node's ASGI app: the bridge's routes, and MCP over streamable HTTP at ``/mcp``.
 
     The gateway there may offer every group: it lists and allows each caller's tools by the groups

@@ -31,8 +31,8 @@ from pathlib import Path
 from typing import IO
 
 from actors.nats_admin import provision
-from actors.nats_connection import NatsAuth
 from actors.nats_server import ADMIN_USER, NODE_USER, die_with_parent, free_port, nats_server_binary
+from core.settings import NatsAuth
 from messages.tokens import new_token
 
 __all__ = ["FLEET", "NATS_CONFIG", "NODE_PASSWORD_ENV", "ROUTE_USER", "Fleet", "FleetError", "NatsCluster",

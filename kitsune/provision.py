@@ -17,9 +17,10 @@ from dataclasses import replace
 from pathlib import Path
 
 from actors.nats_admin import provision
-from actors.nats_connection import NatsAuth, display_url
+from actors.nats_connection import display_url
 from actors.nats_server import ADMIN_USER
 from bridge.config import load_config
+from core.settings import NatsAuth
 from messages.errors import KitsuneError
 
 __all__ = ["ADMIN_PASSWORD_ENV", "admin_auth", "run"]
@@ -43,10 +44,10 @@ def run(args: argparse.Namespace) -> int:
     """Provision the streams; the exit status (2: a usage error, 1: NATS refused or did not answer)."""
     try:
         config = load_config(Path(args.config) if args.config else None)
-        url = args.nats_url or config.nats_url
+        url = args.nats_url or config.node.nats.url
         if not url:
             raise KitsuneError("invalid_config", "no NATS to provision: pass --nats-url or set nats.url")
-        auth = admin_auth(args, config.nats_auth)
+        auth = admin_auth(args, config.node.nats.auth)
     except KitsuneError as e:
         print(f"kitsune: cannot provision: {e.message}", file=sys.stderr)
         return 2

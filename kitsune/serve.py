@@ -9,6 +9,7 @@ import os
 import signal
 import socket
 import sys
+from dataclasses import replace
 from pathlib import Path
 from types import FrameType
 from typing import Any
@@ -16,27 +17,38 @@ from typing import Any
 import uvicorn
 
 from actors.nats_connection import display_url
-from bridge.config import BridgeConfig, load_config
+from bridge.config import load_config
 from bridge.config_env import stray_variables
 from bridge.logs import configure_logging
-from bridge.node import Node, NodeConfig
+from bridge.node import Node
 from bridge.wiring import start_node
 from bridge.workflows import WorkflowLibrary
+from core.settings import HttpConfig, Settings
 from driver import ChromiumBrowser, find_chromium
 from kitsune.app import create_app
 from kitsune.token_file import kept_token, publish_token
 from messages.errors import KitsuneError
 
-__all__ = ["proxy_options", "serve"]
+__all__ = ["proxy_options", "serve", "start_configured"]
 
 
-def proxy_options(config: BridgeConfig) -> dict[str, Any]:
+def proxy_options(http: HttpConfig) -> dict[str, Any]:
     """uvicorn's options for forwarded headers: believed only from the configured proxies. uvicorn
     believes loopback by default, which let any local client pick its own address with
     ``X-Forwarded-For`` (a new one for every guess of a console password)."""
-    if not config.forwarded_allow_ips:
+    if not http.forwarded_allow_ips:
         return {"proxy_headers": False, "forwarded_allow_ips": ""}
-    return {"proxy_headers": True, "forwarded_allow_ips": ",".join(config.forwarded_allow_ips)}
+    return {"proxy_headers": True, "forwarded_allow_ips": ",".join(http.forwarded_allow_ips)}
+
+
+async def start_configured(config: Settings, nats_url: str | None) -> Node:
+    """The node the settings describe, started, each part given its section (``nats_url``: ``--nats-url``,
+    over ``nats.url``)."""
+    node = config.node
+    if nats_url:
+        node = replace(node, nats=replace(node.nats, url=nats_url))
+    return await start_node(ChromiumBrowser(), node, policy=config.policy, agent_policies=config.agent_policies(),
+                            workflows=WorkflowLibrary(config.workflows) if config.workflows else None)
 
 
 def serve(args: argparse.Namespace) -> int:
@@ -82,27 +94,15 @@ class _Server(uvicorn.Server):
         await super().shutdown(sockets)
 
 
-async def _serve_http(args: argparse.Namespace, config: BridgeConfig) -> int:
-    settings = NodeConfig(nats_url=args.nats_url or config.nats_url, nats_auth=config.nats_auth, fleet=config.fleet,
-                          audit_file=config.audit_file, max_checkpoints=config.max_checkpoints,
-                          max_checkpoints_total=config.max_checkpoints_total, sessions=config.sessions,
-                          max_tabs=config.max_tabs, max_sessions=config.max_sessions, agents=len(config.agents),
-                          name=config.node_name or NodeConfig().name,
-                          live_view_ttl=config.live_view_ttl, live_view_public_url=config.live_view_public_url,
-                          live_view_max_links_per_agent=config.live_view_max_links_per_agent,
-                          live_view_max_links=config.live_view_max_links,
-                          continuation_ttl=config.continuation_ttl,
-                          task_lease_ttl=config.task_lease_ttl, task_limits=config.task_limits)
+async def _serve_http(args: argparse.Namespace, config: Settings) -> int:
     try:
-        node = await start_node(ChromiumBrowser(), settings, policy=config.node_policy(),
-                                agent_policies=config.agent_policies(),
-                                workflows=WorkflowLibrary(config.workflows) if config.workflows else None)
+        node = await start_configured(config, args.nats_url)
     except KitsuneError as e:
         print(f"kitsune: cannot start: {e.message}", file=sys.stderr)
         return 1
     server = _Server(uvicorn.Config(create_app(node, config), host=args.host, port=args.port, log_config=None,
                                     access_log=False, lifespan="off", timeout_graceful_shutdown=_SHUTDOWN_GRACE,
-                                    **proxy_options(config)),
+                                    **proxy_options(config.http)),
                      node)
 
     async def announce() -> None:
@@ -120,7 +120,7 @@ async def _serve_http(args: argparse.Namespace, config: BridgeConfig) -> int:
                 return
             print(f"kitsune: no agent configured; the token of agent 'default' is in {token_file}", flush=True)
         node.browser.own_endpoints.add((host, port))
-        nats = display_url(settings.nats_url) if settings.nats_url else (node.nats.url if node.nats else "")
+        nats = display_url(node.config.nats.url) if node.config.nats.url else (node.nats.url if node.nats else "")
         print(f"kitsune serving http://{host}:{port} (nats {nats}, chromium {find_chromium()})", flush=True)
 
     announcer = asyncio.create_task(announce())

@@ -18,7 +18,7 @@ from collections.abc import Iterator
 from dataclasses import replace
 from pathlib import Path
 
-from bridge.config import Agent, BridgeConfig
+from core.settings import Agent, Settings
 from messages.tokens import token_hash
 
 __all__ = ["kept_token", "publish_token"]
@@ -27,7 +27,7 @@ _TOKEN = re.compile(r"[A-Za-z0-9_.~+/=-]{16,512}")
 """What a token in the file may be: printable, no spaces, 16 to 512 characters."""
 
 
-def kept_token(config: BridgeConfig, directory: Path) -> BridgeConfig:
+def kept_token(config: Settings, directory: Path) -> Settings:
     """``config``, whose generated token (if any) is replaced by the valid token of ``directory``'s file."""
     if config.generated_token is None:
         return config

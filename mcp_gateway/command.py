@@ -69,7 +69,7 @@ def _configured_caps(config: str | None) -> frozenset[str] | None:
     from bridge.config import load_config  # noqa: PLC0415 (after the front started: it takes 0.4 s)
     from messages.errors import KitsuneError  # noqa: PLC0415 (with it)
     try:
-        return load_config(Path(config) if config else None).caps
+        return load_config(Path(config) if config else None).policy.caps
     except (OSError, ValueError) as e:
         print(f"kitsune mcp: {e}", file=sys.stderr)
     except KitsuneError as e:

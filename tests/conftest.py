@@ -20,8 +20,8 @@ from pathlib import Path
 import pykka
 import pytest
 
-from actors.nats_connection import NatsAuth
 from actors.nats_server import EmbeddedNats
+from core.settings import NatsAuth
 from messages.errors import KitsuneError
 from tests.nats_access import PASSWORD_ENV, NatsAccess
 from tests.site import TestSite

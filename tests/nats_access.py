@@ -15,8 +15,8 @@ import nats
 from nats.aio.client import Client
 
 from actors.bus import NatsBus
-from actors.nats_connection import NatsAuth
-from bridge.node import NodeConfig
+from actors.nats_connection import connect_options
+from core.settings import NatsAuth, NatsConfig, NodeConfig
 
 __all__ = ["PASSWORD_ENV", "NatsAccess"]
 
@@ -35,7 +35,7 @@ class NatsAccess:
 
     def node_config(self, **fields: Any) -> NodeConfig:
         """A node configuration joining this server."""
-        return NodeConfig(nats_url=self.url, nats_auth=self.auth, **fields)
+        return NodeConfig(nats=NatsConfig(self.url, self.auth), **fields)
 
     async def bus(self, name: str = "kitsune-test", **options: Any) -> NatsBus:
         """A bus connected to this server."""
@@ -43,7 +43,7 @@ class NatsAccess:
 
     async def client(self) -> Client:
         """A raw nats-py client of this server (JetStream, KV)."""
-        return await nats.connect(self.url, **self.auth.connect_options())
+        return await nats.connect(self.url, **connect_options(self.auth))
 
     def serve_settings(self) -> dict[str, Any]:
         """The ``nats`` section of a ``kitsune serve`` configuration joining this server."""

@@ -17,7 +17,8 @@ import nats
 import pytest
 from nats.aio.client import Client
 
-from bridge.node import NodeConfig
+from actors.nats_connection import connect_options
+from core.settings import NodeConfig
 from kitsune.fleet import FLEET, FleetError, NatsCluster, NatsMember
 from tests.nats_access import NatsAccess
 
@@ -36,7 +37,7 @@ class ClusterAccess(NatsAccess):
 
     async def client(self) -> Client:
         """A raw nats-py client of the cluster (nats-py takes its servers as a list)."""
-        return await nats.connect(self.url.split(","), **self.auth.connect_options())
+        return await nats.connect(self.url.split(","), **connect_options(self.auth))
 
     def member_of(self, client: Client) -> NatsMember:
         """The server ``client`` is connected to."""

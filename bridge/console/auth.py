@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 from starlette.requests import Request
 
 from bridge.auth import bearer_token
-from bridge.config import Operator
+from core.settings import Operator
 from messages.tokens import matching_index, new_token, token_hash
 
 __all__ = ["COOKIE", "MAX_SESSIONS", "SESSION_SECONDS", "OperatorSession", "Operators"]

@@ -20,14 +20,15 @@ from typing import Any, Protocol, TypeVar
 from actors.bus import Bus, Handler
 from actors.checkpoint_actor import CheckpointsPort
 from actors.serving import typed
+from bridge.browser import Browser
 from bridge.console.thumbs import Thumbnails
 from bridge.fleet.asking import ask_node
 from bridge.fleet.member import FleetMember
 from bridge.live import LiveViews
 from bridge.metrics import NodeMetrics
-from bridge.node_config import Browser, NodeConfig
 from bridge.session_keeper import SessionKeeper
 from bridge.tasks.service import Tasks
+from core.settings import NodeConfig
 from core.tasks import Task
 from messages.fleet import AskNodePart, AskThumbnail, NodePart, Thumbnail
 from messages.requests import Subjects

@@ -24,13 +24,13 @@ from starlette.requests import Request
 from starlette.responses import HTMLResponse, RedirectResponse, Response
 from starlette.routing import BaseRoute, Route
 
-from bridge.config import BridgeConfig
 from bridge.console.auth import COOKIE, SESSION_SECONDS, Operators
 from bridge.console.fleet import ConsoleNode, fleet_state, thumbnail
 from bridge.console.limits import LoginLimiter
 from bridge.console.page import console_page, login_page, message_page
 from bridge.console.thumbs import THUMB_SECONDS, Thumbnails
 from bridge.live import OPERATOR
+from core.settings import Settings
 from messages.errors import KitsuneError
 
 __all__ = ["MAX_LOGIN_BYTES", "console_routes"]
@@ -216,7 +216,7 @@ async def _secret_of(request: Request) -> str:
     return fields.get("secret", [""])[0]
 
 
-def console_routes(node: ConsoleNode, config: BridgeConfig, clock: Callable[[], float] = time.monotonic, *,
+def console_routes(node: ConsoleNode, config: Settings, clock: Callable[[], float] = time.monotonic, *,
                    limiter: LoginLimiter | None = None) -> list[BaseRoute]:
     """The operator console of ``node``'s app: its page, sign-in and out, state, thumbnails, Live View links
     (sessions and, unless ``limiter`` is the app's, the sign-in limit on ``clock``, monotonic seconds)."""

@@ -32,8 +32,9 @@ import nats.errors
 from prometheus_client import CollectorRegistry, Histogram
 
 from actors.buckets import NODES_BUCKET
-from actors.nats_connection import NatsAuth
+from actors.nats_connection import connect_options
 from bridge.fleet.registry import HEARTBEAT, NodeEntry
+from core.settings import NatsAuth
 
 __all__ = ["LAG_BUCKETS", "LOOP_DEAD_AFTER", "STALL", "TICK", "Heartbeat", "LoopWatch"]
 
@@ -136,7 +137,7 @@ class Heartbeat:
     async def _beating(self) -> None:
         client = await nats.connect([u.strip() for u in self._url.split(",") if u.strip()], name="kitsune-heartbeat",
                                     connect_timeout=_CONNECT_TIMEOUT, max_reconnect_attempts=-1,
-                                    **self._auth.connect_options())
+                                    **connect_options(self._auth))
         try:
             kv = await client.jetstream(timeout=_CONNECT_TIMEOUT).key_value(NODES_BUCKET)
             dead = False

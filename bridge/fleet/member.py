@@ -39,7 +39,7 @@ from messages.results import Done, Failed, Failure, Outcome
 from messages.wire import Message
 
 if TYPE_CHECKING:
-    from bridge.node_config import Browser
+    from bridge.browser import Browser
 
 __all__ = ["FleetClaims", "FleetMember", "FleetOwners", "MemberHooks", "seen_by"]
 

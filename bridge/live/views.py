@@ -28,10 +28,10 @@ from bridge.fleet.asking import ask_node
 from bridge.live.links import Control, Link, LiveLinks, LiveRefusal
 from bridge.live.viewer import PING_EVERY, LocalViewer, RelayedViewer, Send, Viewer
 from core.policy import Policy, TabOwners, owned_by_another
+from core.settings import LiveViewConfig
 from driver.live_inputs import InputAudit
 from messages.codec import encode
 from messages.commands import is_write
-from messages.contract import LIVE_VIEW_LINKS, LIVE_VIEW_LINKS_PER_AGENT
 from messages.errors import KitsuneError
 from messages.live import (
     AskHandbacks,
@@ -85,13 +85,12 @@ class Pages(Protocol):
 class LiveViews:
     """This node's Live Views, and its way to those of the fleet's other nodes (on the node's loop)."""
 
-    def __init__(self, name: str, browser: Pages, bus: Bus, subjects: Subjects, owners: TabOwners, *, ttl: float,
-                 node_of: Callable[[int], Awaitable[str]], policy_of: Callable[[str | None], Policy],
-                 auditor: Callable[[str | None], Auditor], public_url: str | None = None,
-                 limits: tuple[int, int] = (LIVE_VIEW_LINKS_PER_AGENT, LIVE_VIEW_LINKS)) -> None:
-        self.links = LiveLinks(ttl, max_per_agent=limits[0], max_links=limits[1])
-        """Its links; ``limits``: how many one agent, and the node, hold at once."""
-        self._public_url = public_url
+    def __init__(self, name: str, browser: Pages, bus: Bus, subjects: Subjects, owners: TabOwners,
+                 config: LiveViewConfig, *, node_of: Callable[[int], Awaitable[str]],
+                 policy_of: Callable[[str | None], Policy], auditor: Callable[[str | None], Auditor]) -> None:
+        self.links = LiveLinks(config.ttl, max_per_agent=config.max_links_per_agent, max_links=config.max_links)
+        """Its links, as many as the configuration lets one agent, and the node, hold at once."""
+        self._public_url = config.public_url
         """What links start with (``live_view.public_url``); the asking request's base URL when None."""
         self.name = name
         self._bus = bus

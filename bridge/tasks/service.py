@@ -36,8 +36,9 @@ from actors.loop import IoLoop
 from bridge.tasks.store import TaskStore
 from core import tasks as records
 from core.calls import CallResponse
+from core.settings import TaskConfig
 from core.task_checkpoint import build_checkpoint
-from core.tasks import Task, TaskLimits
+from core.tasks import Task
 from messages.commands import secret_values
 from messages.errors import KitsuneError
 from messages.events import CallStarted, Event
@@ -83,11 +84,11 @@ class _Node(Protocol):
 class Tasks:
     """The tasks of one node's agents (owned by the node; the store is the fleet's)."""
 
-    def __init__(self, store: TaskStore, io: IoLoop, node: _Node, *, lease_ttl: float,
-                 owner_of: Callable[[int], str | None], limits: TaskLimits | None = None) -> None:
+    def __init__(self, store: TaskStore, io: IoLoop, node: _Node, config: TaskConfig, *,
+                 owner_of: Callable[[int], str | None]) -> None:
         self.store = store
-        self.lease_ttl = lease_ttl
-        self.limits = limits or TaskLimits()
+        self.lease_ttl = config.lease_ttl
+        self.limits = config.limits
         self._io = io
         self._node = node
         self._owner_of = owner_of

@@ -19,8 +19,8 @@ import yaml
 from starlette.types import ASGIApp
 
 from actors.nats_server import free_port
-from bridge.config import BridgeConfig
 from bridge.node import Node
+from core.settings import Settings
 from kitsune.app import create_app
 from kitsune.serve import proxy_options
 from tests.nats_access import NatsAccess
@@ -92,13 +92,13 @@ def _lines(process: subprocess.Popen[str]) -> Iterator[str]:
 
 
 @contextlib.contextmanager
-def app_over(node: Node, config: BridgeConfig, app: ASGIApp | None = None) -> Iterator[str]:
+def app_over(node: Node, config: Settings, app: ASGIApp | None = None) -> Iterator[str]:
     """The real app over a started in-process node (or ``app``), served by uvicorn on the node's own loop;
     its base URL."""
     port = free_port()
     server = uvicorn.Server(uvicorn.Config(app or create_app(node, config), host="127.0.0.1", port=port,
                                            log_config=None, lifespan="off",
-                                           **proxy_options(config)))
+                                           **proxy_options(config.http)))
     running = asyncio.run_coroutine_threadsafe(server.serve(), node.io.loop)
     try:
         while not server.started:

@@ -14,9 +14,10 @@ import httpx
 import pytest
 import yaml
 
-from bridge.config import BridgeConfig, load_config
+from bridge.config import load_config
 from bridge.node import Node
 from bridge.wiring import run_node
+from core.settings import Settings, TaskConfig
 from driver import ChromiumBrowser
 from messages.errors import ERROR_CODES
 from tests.integration.fleet_nodes import sees, until
@@ -43,7 +44,7 @@ class Fleet:
     bases: tuple[str, str]
 
 
-def _config(directory: Path) -> BridgeConfig:
+def _config(directory: Path) -> Settings:
     """Agents alice and bob, carol who asks before acting, and an operator."""
     agents = [{"name": name, "token": token, **({"ask_before_act": True} if name == "carol" else {})}
               for name, token in AGENTS.items()]
@@ -58,7 +59,7 @@ def fleet(nats_access: NatsAccess, tmp_path_factory: pytest.TempPathFactory) -> 
     with contextlib.ExitStack() as stack:
         nodes = []
         for _ in range(2):
-            node = run_node(ChromiumBrowser(), nats_access.node_config(fleet=name, task_lease_ttl=LEASE,
+            node = run_node(ChromiumBrowser(), nats_access.node_config(fleet=name, tasks=TaskConfig(LEASE),
                                                                        step_timeout=10.0),
                             agent_policies=config.agent_policies())
             stack.callback(node.stop)

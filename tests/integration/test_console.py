@@ -23,9 +23,10 @@ import pytest
 import yaml
 from playwright.sync_api import Browser, Page
 
-from bridge.config import BridgeConfig, load_config
+from bridge.config import load_config
 from bridge.console.auth import COOKIE, SESSION_SECONDS
 from bridge.node import Node
+from core.settings import Settings
 from tests.integration.calls import two_nodes
 from tests.integration.fleet_nodes import sees, until
 from tests.integration.person import person
@@ -43,7 +44,7 @@ OPERATORS = [{"name": "sre", "token": OPERATOR_TOKEN}, {"name": "night", "passwo
 HOSTILE = '<img src=x onerror="window.owned=1"><script>window.owned=2</script>'
 
 
-def console_config(directory: Path, operators: list[dict[str, str]]) -> BridgeConfig:
+def console_config(directory: Path, operators: list[dict[str, str]]) -> Settings:
     """Agents alice and bob (both groups) and ``operators``, the password read from the environment given."""
     path = directory / "kitsune.yaml"
     path.write_text(yaml.safe_dump({"agents": [{"name": "alice", "token": ALICE}, {"name": "bob", "token": BOB}],
@@ -52,7 +53,7 @@ def console_config(directory: Path, operators: list[dict[str, str]]) -> BridgeCo
 
 
 @contextlib.contextmanager
-def console_over(node: Node, config: BridgeConfig) -> Iterator[str]:
+def console_over(node: Node, config: Settings) -> Iterator[str]:
     """The bridge's app with the console mounted, served over ``node``; its base URL."""
     with app_over(node, config) as base:
         yield base
@@ -258,7 +259,7 @@ def test_every_agents_tasks_show_as_metadata_never_a_session_a_summary_or_a_toke
             row = rows[task["id"]]
             assert set(row) == {"id", "agent", "goal", "status", "lease_live", "lease_expires_in", "tabs", "age"}
             assert (row["agent"], row["status"], row["lease_live"], row["tabs"]) == (name, "active", True, task["tabs"])
-            assert row["goal"] == goal[:119] + "…" and 0 < row["lease_expires_in"] <= node.config.task_lease_ttl
+            assert row["goal"] == goal[:119] + "…" and 0 < row["lease_expires_in"] <= node.config.tasks.lease_ttl
             assert 0 <= row["age"] < 60
         page = script.get("/console").text
         assert 'data-section="tasks"' in page and all(task["id"] in page for task in tasks)

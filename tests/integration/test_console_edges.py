@@ -38,7 +38,7 @@ def _served(config_extra: dict[str, Any]) -> Iterator[str]:
     app = Starlette(routes=console_routes(SimpleNamespace(browser=None), config))
     port = free_port()
     server = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=port, log_config=None, lifespan="off",
-                                           **proxy_options(config)))
+                                           **proxy_options(config.http)))
     thread = threading.Thread(target=asyncio.run, args=(server.serve(),), daemon=True)
     thread.start()
     while not server.started:

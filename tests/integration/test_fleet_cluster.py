@@ -24,6 +24,7 @@ from actors.bus import BusError, NatsBus
 from actors.event_store import EVENTS_STREAM, JetStreamEventStore
 from actors.jetstream import _made_here, ensure_bucket, stream_replicas
 from actors.nats_admin import provision
+from actors.nats_connection import connect_options
 from bridge.node import Node
 from bridge.wiring import run_node
 from driver import ChromiumBrowser
@@ -90,7 +91,7 @@ def test_a_node_makes_its_streams_with_three_replicas_and_the_administrator_rais
     assert nats_cluster.admin is not None
     with asyncio.Runner() as runner:
         client = runner.run(nats_cluster.client())
-        admin = runner.run(nats.connect(nats_cluster.url.split(","), **nats_cluster.admin.connect_options()))
+        admin = runner.run(nats.connect(nats_cluster.url.split(","), **connect_options(nats_cluster.admin)))
         try:
             assert runner.run(stream_replicas(client)) == 3
             assert [runner.run(_num_replicas(client, stream)) for stream in STREAMS] == [3, 3, 3]

@@ -31,10 +31,11 @@ from actors.loop import IoLoop
 from actors.nats_server import free_port, nats_server_binary, server_answers
 from bridge.fleet.calls import CallForwarding
 from bridge.live.viewer import RelayedViewer
-from bridge.node import Node, NodeConfig
+from bridge.node import Node
 from bridge.wiring import run_node
 from core.calls import CallResponse
 from core.policy import Policy
+from core.settings import NatsConfig, NodeConfig
 from driver import ChromiumBrowser
 from messages.codec import decode_outcome, encode, read_answer
 from messages.commands import CallSpec, GetTabs, NewTab, parse_body, parse_command
@@ -87,7 +88,8 @@ def wide_nats(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
 
 @pytest.fixture(scope="module")
 def node(wide_nats: str) -> Iterator[Node]:
-    started = run_node(ChromiumBrowser(), NodeConfig(nats_url=wide_nats, fleet=FLEET, name=NODE, step_timeout=5.0))
+    config = NodeConfig(nats=NatsConfig(wide_nats), fleet=FLEET, name=NODE, step_timeout=5.0)
+    started = run_node(ChromiumBrowser(), config)
     try:
         yield started
     finally:

@@ -17,8 +17,9 @@ from actors.bus import BusError, NatsBus
 from actors.event_store import EVENTS_STREAM, JetStreamEventStore
 from actors.jetstream import ensure_bucket
 from actors.nats_admin import provision
-from actors.nats_connection import NatsAuth
+from actors.nats_connection import connect_options
 from actors.nats_server import NODE_USER, EmbeddedNats
+from core.settings import NatsAuth
 from messages.errors import KitsuneError
 
 pytestmark = pytest.mark.anyio
@@ -53,7 +54,7 @@ async def test_a_client_without_the_nodes_credentials_is_refused_and_reaches_not
         assert refused.value.code == "bus_disconnected"
         assert "refused the credentials" in str(refused.value) and "not-the-password" not in str(refused.value)
         with pytest.raises(nats.errors.Error, match="Authorization Violation"):  # a raw client: the same
-            await nats.connect(server.url, allow_reconnect=False, **auth.connect_options())
+            await nats.connect(server.url, allow_reconnect=False, **connect_options(auth))
         assert handled == []  # no tab request reached the node
         assert not await _has(node.client.jetstream(), AUDIT_STREAM)  # nothing was stored
     finally:
@@ -75,7 +76,7 @@ async def test_the_nodes_user_cannot_use_another_fleets_subjects_nor_delete_the_
     async def on_error(e: Exception) -> None:
         refusals.append(str(e))
 
-    client = await nats.connect(server.url, error_cb=on_error, **server.auth.connect_options())
+    client = await nats.connect(server.url, error_cb=on_error, **connect_options(server.auth))
     try:
         js = client.jetstream()
         await js.add_stream(name=AUDIT_STREAM, subjects=[AUDIT_SUBJECT])  # allowed: the node makes it
@@ -104,7 +105,7 @@ async def test_the_nodes_user_cannot_update_purge_or_delete_a_stream_bucket_or_e
     async def on_error(e: Exception) -> None:
         refusals.append(str(e).removeprefix("nats: "))
 
-    client = await nats.connect(server.url, error_cb=on_error, **server.auth.connect_options())
+    client = await nats.connect(server.url, error_cb=on_error, **connect_options(server.auth))
     try:
         await JetStreamAuditLog.create(client)  # a node makes what is missing
         kv = await ensure_bucket(client, nodes_bucket())
@@ -126,7 +127,7 @@ async def test_the_nodes_user_cannot_update_purge_or_delete_a_stream_bucket_or_e
         audit = await js.stream_info(AUDIT_STREAM)
         assert audit.config.max_msgs == streams[AUDIT_STREAM].max_msgs and audit.state.messages == 3
         assert (await kv.get("mine.node-a")).value == b"{}"
-        admin = await nats.connect(server.url, **server.admin.connect_options())
+        admin = await nats.connect(server.url, **connect_options(server.admin))
         try:  # the administrator may
             await admin.jetstream().update_stream(audit.config.evolve(max_age=3600.0))
         finally:
@@ -140,7 +141,7 @@ async def test_a_node_that_finds_a_stream_otherwise_uses_it_as_it_is_and_provisi
         server: EmbeddedNats, caplog: pytest.LogCaptureFixture) -> None:
     """A node's start never asks for an update (it would be refused): it says so; the owner of the
     server (or ``kitsune provision`` on a cluster) brings the stream to the node's configuration."""
-    client = await nats.connect(server.url, **server.auth.connect_options())
+    client = await nats.connect(server.url, **connect_options(server.auth))
     try:
         await JetStreamEventStore.create(client, max_age_seconds=600)
         with caplog.at_level(logging.WARNING, logger="actors.jetstream"):
@@ -162,7 +163,7 @@ async def test_a_node_cannot_empty_a_bucket_with_a_rollup(server: EmbeddedNats) 
     """A KV bucket as nats-py makes it takes rollup headers (its purge's): one message with ``Nats-Rollup: all``
     from a node's credential would drop every key. Provisioned, a bucket refuses rollups and keeps its keys."""
     await provision(server.url, server.admin)
-    client = await nats.connect(server.url, **server.auth.connect_options())
+    client = await nats.connect(server.url, **connect_options(server.auth))
     try:
         kv = await ensure_bucket(client, nodes_bucket())
         await kv.put("mine.node-a", b"{}")

@@ -39,10 +39,10 @@ from actors.audit_actor import AUDIT_STREAM
 from actors.buckets import FLEET_BUCKET
 from actors.bus import BusError, NatsBus
 from actors.event_store import EVENTS_STREAM
-from actors.nats_connection import NatsAuth
+from actors.nats_connection import connect_options
 from actors.nats_server import free_port, nats_server_binary, node_permissions, server_answers
-from bridge.node import NodeConfig
 from bridge.wiring import run_node
+from core.settings import NatsAuth, NatsConfig, NodeConfig
 from driver import ChromiumBrowser
 from messages.commands import parse_body
 from tests.integration.serving import KITSUNE
@@ -265,7 +265,7 @@ async def test_a_server_that_authorizes_one_nkey_refuses_anonymous_clients_and_o
 def test_a_node_joins_with_its_nkey_seed_makes_its_streams_and_audits_a_call(
         nkey_server: Server, keys: Keys, tmp_path: Path) -> None:
     audit_file = tmp_path / "audit.jsonl"
-    config = NodeConfig(nats_url=nkey_server.url(), nats_auth=NatsAuth(nkey_seed_file=keys.seed_file),
+    config = NodeConfig(nats=NatsConfig(nkey_server.url(), NatsAuth(nkey_seed_file=keys.seed_file)),
                         fleet="nkey-joiner", audit_file=audit_file, step_timeout=10.0)
     node = run_node(ChromiumBrowser(downloads_dir=tmp_path / "downloads"), config)
     try:
@@ -297,7 +297,7 @@ def _audited(audit_file: Path, count: int) -> list[dict[str, Any]]:
 
 async def _stored(url: str, auth: NatsAuth, seqs: list[int]) -> dict[str, Any]:
     """The node's streams on the server, and the audit entries of sequences ``seqs`` (read with ``auth``)."""
-    client = await nats.connect(url, allow_reconnect=False, **auth.connect_options())
+    client = await nats.connect(url, allow_reconnect=False, **connect_options(auth))
     try:
         js = client.jetstream()
         streams = {(await js.stream_info(name)).config.name
@@ -421,7 +421,7 @@ def test_a_node_joins_with_its_creds_file_makes_its_streams_and_audits_a_call(
         jwt_server: Server, operator: Operator, tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
     audit_file = tmp_path / "audit.jsonl"
     auth = NatsAuth(creds_file=operator.creds_file)
-    config = NodeConfig(nats_url=jwt_server.url(), nats_auth=auth, fleet="jwt-joiner", audit_file=audit_file,
+    config = NodeConfig(nats=NatsConfig(jwt_server.url(), auth), fleet="jwt-joiner", audit_file=audit_file,
                         step_timeout=10.0)
     with caplog.at_level(logging.DEBUG):
         node = run_node(ChromiumBrowser(downloads_dir=tmp_path / "downloads"), config)
@@ -459,7 +459,7 @@ async def test_tls_without_the_ca_file_is_refused_on_the_servers_certificate(
         await _refused(tls_server.url("tls"), auth)
     assert "NATS client error: SSLCertVerificationError" in caplog.messages
     with pytest.raises(ssl.SSLCertVerificationError):
-        await nats.connect(tls_server.url("tls"), allow_reconnect=False, connect_timeout=2, **auth.connect_options())
+        await nats.connect(tls_server.url("tls"), allow_reconnect=False, connect_timeout=2, **connect_options(auth))
     leaked = any(keys.leaked(m) for m in caplog.messages)
     assert not leaked, "a log line holds the password"
 
@@ -473,7 +473,7 @@ async def test_a_server_verifying_clients_takes_only_a_client_certificate_of_its
     # Under TLS 1.3 the client may finish its side of the handshake before the server's alert comes: the
     # refusal reads as that alert or as the connection reset. The server says why.
     with pytest.raises(OSError):  # ssl.SSLError (certificate required) or ConnectionResetError
-        await nats.connect(url, allow_reconnect=False, connect_timeout=2, **without.connect_options())
+        await nats.connect(url, allow_reconnect=False, connect_timeout=2, **connect_options(without))
     assert "TLS handshake error: tls: client didn't provide a certificate" in verifying_server.log()
     with_cert = NatsAuth(user=TLS_USER, password=keys.password, tls_ca_file=keys.ca_file,
                          tls_cert_file=keys.client_cert, tls_key_file=keys.client_key)

@@ -17,8 +17,8 @@ import pykka
 import pytest
 
 from actors.nats_server import EmbeddedNats
-from bridge.node import NodeConfig
 from bridge.wiring import run_node
+from core.settings import NatsConfig, NodeConfig
 from driver import ChromiumBrowser
 from messages.commands import parse_body
 from messages.errors import KitsuneError
@@ -60,7 +60,7 @@ def _alive(pid: int) -> bool:
 
 def test_a_write_in_flight_over_nats_when_it_is_lost_ends_unknown_and_the_nodes_reconnect(site: TestSite) -> None:
     server = EmbeddedNats(fleet="lost-nats")  # the node's own permissions, as ``kitsune serve`` embeds it
-    config = NodeConfig(nats_url=server.start(), nats_auth=server.auth, step_timeout=10.0, fleet="lost-nats")
+    config = NodeConfig(nats=NatsConfig(server.start(), server.auth), step_timeout=10.0, fleet="lost-nats")
     tabs = run_node(ChromiumBrowser(), config)  # the tab's node
     caller = run_node(ChromiumBrowser(), config)  # a node without tabs: its calls reach the tab over NATS
     revived: EmbeddedNats | None = None
@@ -104,7 +104,7 @@ def test_a_write_in_flight_over_nats_when_it_is_lost_ends_unknown_and_the_nodes_
 
 def test_a_call_on_a_tab_of_the_same_node_is_refused_while_nats_is_down(site: TestSite) -> None:
     server = EmbeddedNats(fleet="nats-down")
-    node = run_node(ChromiumBrowser(), NodeConfig(nats_url=server.start(), nats_auth=server.auth, step_timeout=10.0,
+    node = run_node(ChromiumBrowser(), NodeConfig(nats=NatsConfig(server.start(), server.auth), step_timeout=10.0,
                                                   fleet="nats-down"))
     try:
         tab = open_user_tab(node, site.url("/slow"))

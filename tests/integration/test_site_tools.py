@@ -26,6 +26,7 @@ from prometheus_client.parser import text_string_to_metric_families
 from bridge.config import load_config
 from bridge.node import Node
 from bridge.wiring import run_node
+from core.settings import SiteToolConfig
 from driver import ChromiumBrowser
 from messages.errors import KitsuneError
 from messages.events import Event
@@ -55,7 +56,8 @@ def other(other_site: TestSite) -> TestSite:
 @pytest.fixture(scope="module")
 def short(nats_access: NatsAccess, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Node]:
     """A node of its own fleet whose continuation tokens live TTL seconds, with an audit file."""
-    config = nats_access.node_config(step_timeout=10.0, fleet=f"tools-{secrets.token_hex(4)}", continuation_ttl=TTL,
+    config = nats_access.node_config(step_timeout=10.0, site_tools=SiteToolConfig(TTL),
+                                     fleet=f"tools-{secrets.token_hex(4)}",
                                      audit_file=tmp_path_factory.mktemp("tools") / "audit.jsonl")
     started = run_node(ChromiumBrowser(), config)
     try:

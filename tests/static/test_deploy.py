@@ -17,7 +17,8 @@ from typing import Any
 import yaml
 
 from actors.nats_server import ADMIN_USER, NODE_USER, nats_server_binary, node_permissions
-from bridge.config import BridgeConfig, load_config
+from bridge.config import load_config
+from core.settings import Settings
 from kitsune.cli import _parser
 from kitsune.fleet import FLEET, NATS_CONFIG, NODE_PASSWORD_ENV, ROUTE_USER, NatsMember, nats_environment
 from messages.contract import CHECKPOINT_TTL
@@ -162,20 +163,20 @@ def test_compose_nodes_configure_a_node_that_joins_all_three_servers() -> None:
         assert "command" not in service  # the image's own
         env = _interpolated(service["environment"], _env_example())
         config = load_config(DEPLOY / "kitsune.yaml", env)
-        assert config.nats_url == ",".join(f"nats://{name}:{port}" for name, port in client_port.items())
+        assert config.node.nats.url == ",".join(f"nats://{name}:{port}" for name, port in client_port.items())
         _assert_a_fleet_node(config, env)
-        assert config.nats_auth.password == _env_example()["NATS_NODE_PASSWORD"]  # the servers' node password
-    assert [load_config(DEPLOY / "kitsune.yaml", _interpolated(service["environment"], _env_example())).node_name
+        assert config.node.nats.auth.password == _env_example()["NATS_NODE_PASSWORD"]  # the servers' node password
+    assert [load_config(DEPLOY / "kitsune.yaml", _interpolated(service["environment"], _env_example())).node.name
             for service in nodes.values()] == list(nodes)  # each its stable name, the service's
 
 
-def _assert_a_fleet_node(config: BridgeConfig, env: Mapping[str, str]) -> None:
+def _assert_a_fleet_node(config: Settings, env: Mapping[str, str]) -> None:
     """The configuration of a node of the deployed fleet: the NATS user's password, the agents, a scrape token."""
-    assert config.fleet == FLEET
-    assert config.nats_auth.user == NODE_USER
-    assert config.nats_auth.password == env[NODE_PASSWORD_ENV]
+    assert config.node.fleet == FLEET
+    assert config.node.nats.auth.user == NODE_USER
+    assert config.node.nats.auth.password == env[NODE_PASSWORD_ENV]
     assert {agent.name for agent in config.agents} == {"planner", "crawler"} and config.generated_token is None
-    assert config.metrics_token_sha256 is not None
+    assert config.http.metrics_token_sha256 is not None
 
 
 def test_compose_nats_servers_each_run_the_shared_configuration(tmp_path: Path) -> None:
@@ -251,8 +252,8 @@ def test_kubernetes_nodes_run_kitsune_serve_with_the_configmap_and_the_secret(tm
     env = _pod_env(container, objects["Secret"])
     config = load_config(tmp_path / name, env)
     _assert_a_fleet_node(config, env)
-    assert config.node_name == "kitsune-0"  # each pod's name: stable across its restarts
-    assert config.nats_url == ",".join(f"nats://nats-{i}.nats-headless:4222" for i in range(3))
+    assert config.node.name == "kitsune-0"  # each pod's name: stable across its restarts
+    assert config.node.nats.url == ",".join(f"nats://nats-{i}.nats-headless:4222" for i in range(3))
     image = yaml.safe_load((DEPLOY / "kitsune.yaml").read_text())
     assert {**yaml.safe_load(document), "nats": image["nats"]} == image | {"nats": image["nats"]}
     assert pod["spec"]["securityContext"]["runAsUser"] == int(_instructions("USER")[0].split(":")[0])

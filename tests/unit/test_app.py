@@ -17,12 +17,12 @@ from starlette.testclient import TestClient
 from actors.bus import LocalBus
 from actors.call_actor import ResumeCall, RunCall
 from bridge.app import create_app
-from bridge.config import Agent, BridgeConfig
 from bridge.live.views import LiveViews, Pages
 from bridge.node import Node
 from bridge.route_groups import grouped
 from core.calls import CallResponse
 from core.policy import USER, Policy, TabOwners
+from core.settings import Agent, HttpConfig, LiveViewConfig, Operator, Settings
 from kitsune import app as kitsune_app
 from messages.commands import Command
 from messages.errors import ERROR_CODES, KitsuneError
@@ -105,8 +105,8 @@ class FakeNode:
         self.member = FakeMember()
         self.browser = cast(Pages, None)
         """No browser: the console's thumbnails take it (no test here asks for one)."""
-        self.live = LiveViews("fake", self.browser, LocalBus(), Subjects(), self.owners, ttl=300.0, node_of=_nowhere,
-                              policy_of=self.policy_of, auditor=cast(Any, None))
+        self.live = LiveViews("fake", self.browser, LocalBus(), Subjects(), self.owners, LiveViewConfig(),
+                              node_of=_nowhere, policy_of=self.policy_of, auditor=cast(Any, None))
         """Mounts the Live View routes (no test here opens one: tests/integration/test_live_view.py does)."""
 
     def policy_of(self, agent: str | None) -> Policy:
@@ -145,9 +145,12 @@ class FakeNode:
         return FakeAuditor(self._ids)
 
 
-def config(caps: frozenset[str] = frozenset({"core", "automation"}), **fields: Any) -> BridgeConfig:
+def config(caps: frozenset[str] = frozenset({"core", "automation"}), max_body_bytes: int = 1_048_576,
+           operators: tuple[Operator, ...] = ()) -> Settings:
+    """Agents alice and bob, the scrape token, and what a test sets."""
     agents = (Agent("alice", token_hash(ALICE)), Agent("bob", token_hash(BOB)))
-    return BridgeConfig(agents=agents, caps=caps, metrics_token_sha256=token_hash(SCRAPE), **fields)
+    return Settings(agents=agents, operators=operators, policy=Policy(caps=caps),
+                    http=HttpConfig(max_body_bytes=max_body_bytes, metrics_token_sha256=token_hash(SCRAPE)))
 
 
 @pytest.fixture
@@ -155,10 +158,10 @@ def node() -> FakeNode:
     return FakeNode()
 
 
-def client_of(node: FakeNode, bridge: BridgeConfig, token: str | None = ALICE) -> TestClient:
+def client_of(node: FakeNode, bridge: Settings, token: str | None = ALICE) -> TestClient:
     """A test client of the app over ``node`` (cast: the app takes a Node, the fake has what it uses)."""
     headers = {"Authorization": f"Bearer {token}"} if token is not None else {}
-    node.policy = bridge.node_policy()  # as ``kitsune serve`` gives the node its configuration's policy
+    node.policy = bridge.policy  # as ``kitsune serve`` gives the node its configuration's policy
     return TestClient(create_app(cast(Node, node), bridge), headers=headers)
 
 

@@ -1,14 +1,13 @@
-"""The node's configuration: agents and tokens, capability groups, policy, the generated token file."""
+"""The node's configuration: agents and tokens, capability groups, policy, the environment over the file."""
 
 from __future__ import annotations
 
 import hashlib
-import stat
 from pathlib import Path
 
 import pytest
 
-from bridge.config import load_config, write_token_file
+from bridge.config import load_config
 from messages.errors import KitsuneError
 
 
@@ -29,14 +28,9 @@ def test_with_no_agent_a_default_agent_gets_a_generated_token() -> None:
     assert config.agents[0].token_sha256 == hashlib.sha256(config.generated_token.encode()).digest()
 
 
-def test_the_generated_token_file_is_readable_only_by_its_owner(tmp_path: Path) -> None:
-    path = write_token_file("t" * 40, tmp_path / "state")
-    assert stat.S_IMODE(path.stat().st_mode) == 0o600 and path.read_text().strip() == "t" * 40
-
-
 def test_caps_default_to_core_and_the_environment_chooses_them() -> None:
-    assert load_config(None, {}).caps == {"core"}
-    assert load_config(None, {"KITSUNE_CAPS": "core,automation"}).caps == {"core", "automation"}
+    assert load_config(None, {}).policy.caps == {"core"}
+    assert load_config(None, {"KITSUNE_CAPS": "core,automation"}).policy.caps == {"core", "automation"}
 
 
 @pytest.mark.parametrize(("text", "env", "wrong"), [
@@ -99,11 +93,13 @@ def test_the_environment_overrides_the_file_for_every_key(tmp_path: Path) -> Non
         "KITSUNE_URLS__DENY": "c.test, 10.0.0.0/8", "KITSUNE_WORKFLOWS": "./env", "KITSUNE_AUDIT_FILE": "env.jsonl",
         "KITSUNE_MAX_BODY_BYTES": "20", "KITSUNE_USER_TABS_WRITABLE": "true", "KITSUNE_NATS__URL": "nats://env:4222",
         "KITSUNE_CHROMIUM": "/not/config", "KITSUNE_SOMETHING_ELSE": "ignored"})
-    assert (config.fleet, config.caps, config.read_only) == ("env", frozenset({"core", "automation"}), True)
-    assert (config.allow, config.deny) == (("a.test",), ("c.test", "10.0.0.0/8"))  # key by key
-    assert (config.workflows, config.audit_file) == (Path("env"), Path("env.jsonl"))
-    assert (config.max_body_bytes, config.user_tabs_writable, config.nats_url) == (20, True, "nats://env:4222")
-    assert load_config(tmp_path / "k.yaml", {"KITSUNE_URLS__ALLOW": '["x.test"]'}).allow == ("x.test",)  # JSON too
+    node, policy = config.node, config.policy
+    assert (node.fleet, policy.caps, policy.read_only) == ("env", frozenset({"core", "automation"}), True)
+    assert (policy.urls.allow, policy.urls.deny) == (("a.test",), ("c.test", "10.0.0.0/8"))  # key by key
+    assert (config.workflows, node.audit_file) == (Path("env"), Path("env.jsonl"))
+    assert (config.http.max_body_bytes, policy.user_tabs_writable, node.nats.url) == (20, True, "nats://env:4222")
+    allowed = load_config(tmp_path / "k.yaml", {"KITSUNE_URLS__ALLOW": '["x.test"]'}).policy.urls.allow
+    assert allowed == ("x.test",)  # JSON too
 
 
 def test_a_misspelt_variable_of_a_section_is_refused_and_a_bad_value_names_its_key() -> None:
@@ -119,12 +115,12 @@ def test_nats_credentials_come_from_the_file_and_the_password_from_the_environme
     (tmp_path / "ca.pem").write_text("x")
     (tmp_path / "k.yaml").write_text(f"nats: {{user: node, password_env: NATS_PW, tls_ca_file: {tmp_path}/ca.pem}}")
     config = load_config(tmp_path / "k.yaml", {"NATS_PW": "pw-canary-0123456789"})
-    assert (config.nats_auth.user, config.nats_auth.password) == ("node", "pw-canary-0123456789")
-    assert config.nats_auth.tls_ca_file == tmp_path / "ca.pem"
+    auth = config.node.nats.auth
+    assert (auth.user, auth.password, auth.tls_ca_file) == ("node", "pw-canary-0123456789", tmp_path / "ca.pem")
     assert "pw-canary" not in repr(config)
     seed = tmp_path / "node.nk"
     seed.write_text("SU...")
-    assert load_config(None, {"KITSUNE_NATS__NKEY_SEED_FILE": str(seed)}).nats_auth.nkey_seed_file == seed
+    assert load_config(None, {"KITSUNE_NATS__NKEY_SEED_FILE": str(seed)}).node.nats.auth.nkey_seed_file == seed
 
 
 @pytest.mark.parametrize(("nats", "env", "wrong"), [
@@ -144,25 +140,26 @@ def test_nats_settings_that_cannot_work_are_refused(tmp_path: Path, nats: str, e
 def test_a_given_environment_is_the_only_one_read(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("KITSUNE_FLEET", "from-the-process")
     monkeypatch.setenv("KITSUNE_AGENTS", "not-a-pair")
-    assert load_config(None, {}).fleet == "kitsune"
+    assert load_config(None, {}).node.fleet == "kitsune"
 
 
 def test_a_continuation_token_lives_60_s_unless_the_file_or_the_environment_says_otherwise(tmp_path: Path) -> None:
-    assert load_config(None, {}).continuation_ttl == 60.0
+    assert load_config(None, {}).node.site_tools.continuation_ttl == 60.0
     (tmp_path / "k.yaml").write_text("site_tools: {continuation_ttl: 5}\n")
-    assert load_config(tmp_path / "k.yaml", {}).continuation_ttl == 5.0
-    assert load_config(tmp_path / "k.yaml", {"KITSUNE_SITE_TOOLS__CONTINUATION_TTL": "2.5"}).continuation_ttl == 2.5
+    assert load_config(tmp_path / "k.yaml", {}).node.site_tools.continuation_ttl == 5.0
+    env = {"KITSUNE_SITE_TOOLS__CONTINUATION_TTL": "2.5"}
+    assert load_config(tmp_path / "k.yaml", env).node.site_tools.continuation_ttl == 2.5
     with pytest.raises(KitsuneError) as bad:
         load_config(None, {"KITSUNE_SITE_TOOLS__CONTINUATION_TTL": "0"})
     assert bad.value.message.startswith("site_tools.continuation_ttl: ")
 
 
 def test_live_view_links_start_with_the_public_url_when_one_is_set(tmp_path: Path) -> None:
-    assert load_config(None, {}).live_view_public_url is None
+    assert load_config(None, {}).node.live_view.public_url is None
     (tmp_path / "k.yaml").write_text("live_view: {public_url: 'https://kitsune.example.com/'}\n")
-    assert load_config(tmp_path / "k.yaml", {}).live_view_public_url == "https://kitsune.example.com"
-    assert load_config(None, {"KITSUNE_LIVE_VIEW__PUBLIC_URL": "http://10.0.0.5:8080/k"}).live_view_public_url == (
-        "http://10.0.0.5:8080/k")
+    assert load_config(tmp_path / "k.yaml", {}).node.live_view.public_url == "https://kitsune.example.com"
+    env = {"KITSUNE_LIVE_VIEW__PUBLIC_URL": "http://10.0.0.5:8080/k"}
+    assert load_config(None, env).node.live_view.public_url == "http://10.0.0.5:8080/k"
     for bad in ("ftp://kitsune.example.com", "https://kitsune.example.com/?x=1", "https://", "kitsune.example.com"):
         with pytest.raises(KitsuneError) as refused:
             load_config(None, {"KITSUNE_LIVE_VIEW__PUBLIC_URL": bad})

@@ -7,8 +7,9 @@ from pathlib import Path
 
 import pytest
 
-from bridge.config import BridgeConfig, SessionTimes, load_config
+from bridge.config import load_config
 from core.policy import Policy
+from core.settings import CheckpointConfig, SessionTimes, Settings
 from core.url_policy import UrlPolicy
 from messages.contract import CHECKPOINT_CAPACITY, CHECKPOINT_TTL
 from messages.errors import KitsuneError
@@ -39,14 +40,14 @@ agents:
 """
 
 
-def _load(tmp_path: Path, text: str, env: dict[str, str] | None = None) -> BridgeConfig:
+def _load(tmp_path: Path, text: str, env: dict[str, str] | None = None) -> Settings:
     (tmp_path / "k.yaml").write_text(text)
     return load_config(tmp_path / "k.yaml", env or {})
 
 
 def test_an_agent_sets_its_own_values_and_takes_the_nodes_for_the_rest(tmp_path: Path) -> None:
     config = _load(tmp_path, NODE + AGENTS)
-    node = config.node_policy()
+    node = config.policy
     assert node == Policy(ask_before_act=True, urls=UrlPolicy(("shop.test",), ("10.0.0.0/8",)),
                           user_tabs_writable=True, caps=frozenset({"core", "automation"}), max_checkpoints=7)
     policies = config.agent_policies()
@@ -60,7 +61,7 @@ def test_an_agent_sets_its_own_values_and_takes_the_nodes_for_the_rest(tmp_path:
 
 def test_the_environment_changes_the_nodes_values_and_not_what_an_agent_set(tmp_path: Path) -> None:
     config = _load(tmp_path, AGENTS, {"KITSUNE_CAPS": "automation", "KITSUNE_READ_ONLY": "yes"})
-    assert config.node_policy().caps == {"automation"} and config.node_policy().read_only
+    assert config.policy.caps == {"automation"} and config.policy.read_only
     crawler, narrow = config.agent_policies()["crawler"], config.agent_policies()["narrow"]
     assert (crawler.caps, crawler.read_only) == (frozenset({"core"}), True)
     assert (narrow.caps, narrow.read_only) == (frozenset({"automation"}), True)
@@ -69,12 +70,12 @@ def test_the_environment_changes_the_nodes_values_and_not_what_an_agent_set(tmp_
 def test_limits_and_sessions_have_the_specs_defaults_and_max_exec_idle_is_never_below_the_checkpoint_ttl(
         tmp_path: Path) -> None:
     defaults = load_config(None, {})
-    assert (defaults.max_checkpoints, defaults.max_checkpoints_total) == (CHECKPOINT_CAPACITY, 500)
-    assert defaults.sessions == SessionTimes(600.0, 86_400.0, 30.0)
+    assert defaults.node.checkpoints == CheckpointConfig(CHECKPOINT_TTL, CHECKPOINT_CAPACITY, 500)
+    assert defaults.node.sessions == SessionTimes(600.0, 86_400.0, 30.0)
     config = _load(tmp_path, "max_checkpoints_total: 40\nsessions: {max_idle: 2.5, max_exec_idle: 60}\n",
                    {"KITSUNE_SESSIONS__SWEEP_INTERVAL": "0.5", "KITSUNE_MAX_CHECKPOINTS": "4"})
-    assert (config.max_checkpoints, config.max_checkpoints_total) == (4, 40)
-    assert config.sessions == SessionTimes(2.5, CHECKPOINT_TTL, 0.5)
+    assert (config.node.checkpoints.per_agent, config.node.checkpoints.total) == (4, 40)
+    assert config.node.sessions == SessionTimes(2.5, CHECKPOINT_TTL, 0.5)
 
 
 @pytest.mark.parametrize(("entry", "wrong"), [

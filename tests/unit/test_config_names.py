@@ -33,7 +33,7 @@ def test_other_stray_variables_are_warned_of_and_settings_and_known_variables_ar
            "KITSUNE_NATS__URL": "nats://x:4222", "PATH": "/bin"}
     assert stray_variables(env) == ["KITSUNE_MAX_TAB is not a setting and is ignored (did you mean KITSUNE_MAX_TABS?)",
                                     "KITSUNE_SOMETHING_ELSE is not a setting and is ignored"]
-    assert load_config(None, env).read_only  # a warning, no refusal
+    assert load_config(None, env).policy.read_only  # a warning, no refusal
 
 
 @pytest.mark.parametrize(("text", "message"), [

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from starlette.requests import Request
 
-from bridge.config import Operator
 from bridge.console.auth import COOKIE, MAX_SESSIONS, SESSION_SECONDS, Operators
+from core.settings import Operator
 from messages.tokens import token_hash
 
 TOKEN = "operator-token-0123456789abcdef"

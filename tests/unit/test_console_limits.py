@@ -15,11 +15,11 @@ from starlette.applications import Starlette
 from starlette.testclient import TestClient
 
 from bridge.app import create_app
-from bridge.config import Operator
 from bridge.console.auth import COOKIE, Operators
 from bridge.console.limits import MAX_FAILURES, WINDOW, LoginLimiter
 from bridge.console.routes import console_routes
 from bridge.node import Node
+from core.settings import Operator
 from messages.tokens import token_hash
 from tests.unit.test_app import ALICE, FakeNode, config
 from tests.unit.test_console_auth import PASSWORD, TOKEN, Clock

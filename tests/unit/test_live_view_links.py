@@ -13,6 +13,7 @@ from actors.bus import LocalBus
 from bridge.live.links import REVOKED_CLOSE, LiveLinks, LiveRefusal
 from bridge.live.views import LiveViews, Pages
 from core.policy import Policy, TabOwners
+from core.settings import LiveViewConfig
 from driver.live_inputs import InputAudit
 from messages.errors import KitsuneError
 from messages.requests import Subjects
@@ -35,9 +36,8 @@ async def _here(tab: int) -> str:
 def _views(public_url: str | None) -> LiveViews:
     owners = TabOwners()
     owners.take_over(3, "alice")
-    return LiveViews("n1", cast(Pages, _Pages()), LocalBus(), Subjects(), owners, ttl=300.0, node_of=_here,
-                     policy_of=lambda agent: Policy(), auditor=cast(Any, lambda agent: _Auditor()),
-                     public_url=public_url)
+    return LiveViews("n1", cast(Pages, _Pages()), LocalBus(), Subjects(), owners, LiveViewConfig(public_url=public_url),
+                     node_of=_here, policy_of=lambda agent: Policy(), auditor=cast(Any, lambda agent: _Auditor()))
 
 
 def test_a_links_control_follows_its_agents_policy_as_it_is_now_unless_a_person_granted_it() -> None:
@@ -45,7 +45,7 @@ def test_a_links_control_follows_its_agents_policy_as_it_is_now_unless_a_person_
         policies = {"alice": Policy()}
         owners = TabOwners()
         owners.take_over(3, "alice")
-        views = LiveViews("n1", cast(Pages, _Pages()), LocalBus(), Subjects(), owners, ttl=300.0, node_of=_here,
+        views = LiveViews("n1", cast(Pages, _Pages()), LocalBus(), Subjects(), owners, LiveViewConfig(), node_of=_here,
                           policy_of=lambda agent: policies.get(str(agent), Policy()),
                           auditor=cast(Any, lambda agent: _Auditor()))
         _, free = views.links.issue(3, "alice")  # her policy gave it control

@@ -29,13 +29,14 @@ from starlette.testclient import TestClient
 from actors.bus import LocalBus
 from actors.checkpoint_actor import CheckpointActor, CheckpointsPort
 from actors.threads import ThreadedSequences
-from bridge.config import Agent, BridgeConfig, load_config
+from bridge.config import load_config
 from bridge.metrics import HttpMetrics, NodeMetrics, scrape_tokens
 from core.calls import Calls, SequentialIds
 from core.checkpoints import CheckpointStore
 from core.claims import ClaimTable
 from core.engine import Driver, Ports
 from core.policy import ConfirmTokens, Policy, PolicyDriver, TabOwners
+from core.settings import Agent, HttpConfig, Settings
 from core.url_policy import UrlPolicy
 from messages.commands import parse_call
 from messages.errors import KitsuneError
@@ -250,7 +251,7 @@ def test_two_nodes_in_one_process_keep_their_own_registries() -> None:
 # --- HTTP ----------------------------------------------------------------------------------------
 
 
-def _app(metrics: NodeMetrics, config: BridgeConfig) -> Starlette:
+def _app(metrics: NodeMetrics, config: Settings) -> Starlette:
     async def ok(request: Request) -> Response:
         return PlainTextResponse("ok")
 
@@ -263,8 +264,8 @@ def _app(metrics: NodeMetrics, config: BridgeConfig) -> Starlette:
                      middleware=[Middleware(HttpMetrics, metrics=metrics, allowed=scrape_tokens(config))])
 
 
-CONFIG = BridgeConfig(agents=(Agent("alice", hashlib.sha256(b"alice-token-0123456789").digest()),),
-                      metrics_token_sha256=hashlib.sha256(b"scrape-token-0123456789").digest())
+CONFIG = Settings(agents=(Agent("alice", hashlib.sha256(b"alice-token-0123456789").digest()),),
+                  http=HttpConfig(metrics_token_sha256=hashlib.sha256(b"scrape-token-0123456789").digest()))
 
 
 def test_http_requests_by_route_template_and_metrics_needs_a_bearer_token(bench: Bench) -> None:
@@ -292,10 +293,10 @@ def test_http_requests_by_route_template_and_metrics_needs_a_bearer_token(bench:
 
 
 def test_the_scrape_token_comes_from_the_config_or_the_environment() -> None:
-    assert load_config(env={}).metrics_token_sha256 is None
+    assert load_config(env={}).http.metrics_token_sha256 is None
     token = "scrape-token-0123456789"
     digest = hashlib.sha256(token.encode()).digest()
-    assert load_config(env={"KITSUNE_METRICS_TOKEN": token}).metrics_token_sha256 == digest
+    assert load_config(env={"KITSUNE_METRICS_TOKEN": token}).http.metrics_token_sha256 == digest
     with pytest.raises(KitsuneError, match="16 characters"):
         load_config(env={"KITSUNE_METRICS_TOKEN": "short"})
     assert token not in repr(load_config(env={"KITSUNE_METRICS_TOKEN": token}))

@@ -93,7 +93,7 @@ def test_quotas_are_configured_per_node_per_agent_and_by_the_environment(tmp_pat
         {"name": "alice", "token": "alice-token-0123456789"},
         {"name": "bob", "token": "bob-token-0123456789ab", "quotas": {"sessions": 2}}]}))
     config = load_config(path, {"KITSUNE_QUOTAS__SESSIONS": "5", "KITSUNE_MAX_SESSIONS": "12"})
-    assert (config.max_sessions, config.node_policy().tab_quota, config.node_policy().session_quota) == (12, 10, 5)
+    assert (config.node.max_sessions, config.policy.tab_quota, config.policy.session_quota) == (12, 10, 5)
     assert (config.agent_policies()["bob"].tab_quota, config.agent_policies()["bob"].session_quota) == (10, 2)
     with pytest.raises(KitsuneError, match=r"quotas\.tabs"):
         load_config(path, {"KITSUNE_QUOTAS__TABS": "0"})

@@ -214,9 +214,9 @@ def test_a_task_is_made_only_of_the_contracts_values(changes: dict[str, object],
 
 
 def test_the_bounds_come_from_the_tasks_section_of_the_configuration(tmp_path: Path) -> None:
-    assert load_config(None, {}).task_limits == TaskLimits(100, 500, 32)
+    assert load_config(None, {}).node.tasks.limits == TaskLimits(100, 500, 32)
     (tmp_path / "k.yaml").write_text("tasks: {max_per_agent: 5, max_goal: 200}\n")
-    limits = load_config(tmp_path / "k.yaml", {"KITSUNE_TASKS__MAX_TABS": "4"}).task_limits
+    limits = load_config(tmp_path / "k.yaml", {"KITSUNE_TASKS__MAX_TABS": "4"}).node.tasks.limits
     assert limits == TaskLimits(per_agent=5, goal=200, tabs=4)
     for bad in ("tasks: {max_goal: 501}\n", "tasks: {max_tabs: 0}\n", "tasks: {max_per_agent: -1}\n"):
         (tmp_path / "k.yaml").write_text(bad)

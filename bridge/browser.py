@@ -1,0 +1,61 @@
+"""What a node needs of the browser driver: :class:`Browser` (how the node runs is ``core.settings.NodeConfig``)."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any, Protocol
+
+from playwright.async_api import Page
+
+from actors.tab_actor import Pause
+from core.url_policy import UrlPolicy
+from driver.quotas import Quotas
+from driver.sessions import Sessions
+from driver.site_tools import SiteTools
+from messages.commands import Command
+from messages.results import Outcome
+
+__all__ = ["Browser"]
+
+
+class Browser(Protocol):
+    """What the node needs of the browser driver (``driver.ChromiumBrowser``)."""
+
+    url_policy: Callable[[str | None], UrlPolicy] | None
+    """An agent's URL lists (the node's for None), which the browser enforces on every request of every
+    page of that agent's sessions (of the user tabs)."""
+    own_endpoints: set[tuple[str, int]]
+    """The node's listening endpoints, which the browser never reaches (its NATS, its HTTP API)."""
+    next_tab_id: Callable[[], int]
+    """Names each new page the moment it appears."""
+    quotas: Quotas
+    """Each agent's tabs and sessions and the node's caps, checked before a tab opens (the node sets the limits)."""
+
+    async def start(self) -> None: ...
+
+    async def stop(self) -> None: ...
+
+    async def execute(self, command: Command, tab_id: int | None, timeout: float, *,
+                      pause: Pause | None = None, agent: str | None = None, call: int | None = None,
+                      path: str | None = None, within: float | None = None, session: str | None = None) -> Outcome: ...
+
+    async def new_tab(self, url: str | None = None) -> int: ...
+
+    async def tabs(self) -> list[dict[str, Any]]: ...
+
+    def tab_ids(self) -> frozenset[int]: ...
+
+    def page(self, tab_id: int) -> Page: ...
+
+    async def needs_user(self, tab_id: int) -> dict[str, Any]: ...
+
+    @property
+    def running(self) -> bool: ...
+
+    @property
+    def sessions(self) -> Sessions:
+        """The agents' sessions: their browser contexts, and the tombstones of closed ones."""
+
+    @property
+    def site_tools(self) -> SiteTools:
+        """The WebMCP tools its pages declare, and the continuations of the calls of them."""
