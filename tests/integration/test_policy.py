@@ -287,8 +287,8 @@ def test_a_held_step_stops_the_call_and_stays_held_on_resume_until_confirmed_and
 
 def test_the_node_gives_each_agent_its_policy_as_it_is_now_and_the_others_the_nodes(nats_access: NatsAccess) -> None:
     crawler = Policy(read_only=True, caps=frozenset({"core"}), max_checkpoints=3)
-    node = run_node(ChromiumBrowser(), nats_access.node_config(checkpoints=CheckpointConfig(per_agent=9), fleet="policies"),
-                    policy=Policy(ask_before_act=True), agent_policies={"crawler": crawler})
+    config = nats_access.node_config(checkpoints=CheckpointConfig(per_agent=9), fleet="policies")
+    node = run_node(ChromiumBrowser(), config, policy=Policy(ask_before_act=True), agent_policies={"crawler": crawler})
     try:
         assert node.policy_of("crawler").read_only and not node.policy_of("crawler").ask_before_act
         assert node.policy_of("anyone") == node.policy_of(None) == Policy(ask_before_act=True)
