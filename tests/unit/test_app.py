@@ -21,7 +21,7 @@ from bridge.live.views import LiveViews, Pages
 from bridge.node import Node
 from bridge.route_groups import grouped
 from core.calls import CallResponse
-from core.policy import USER, Policy, TabOwners
+from core.policy import USER, ConfirmTokens, Policy, TabOwners
 from kitsune import app as kitsune_app
 from messages.commands import Command
 from messages.errors import ERROR_CODES, KitsuneError
@@ -88,7 +88,7 @@ async def _nowhere(tab: int) -> str:
 
 
 class FakeNode:
-    """What ``bridge.app.Api`` uses of ``Node``: calls and resumes run on ``World``, actions on its driver."""
+    """What ``bridge.app.create_app`` uses of ``Node``: calls and resumes run on ``World``, actions on its driver."""
 
     def __init__(self) -> None:
         self.world = World()
@@ -101,6 +101,9 @@ class FakeNode:
         self.policy = Policy()
         """Every agent's policy (its caps gate the routes)."""
         self.sessions = FakeSessions()
+        self.confirms = ConfirmTokens()
+        self.tasks: Any = None
+        """No tasks: no test here reaches a task route (tests/unit/test_console_limits.py gives its own)."""
         self.member = FakeMember()
         self.browser = cast(Pages, None)
         """No browser: the console's thumbnails take it (no test here asks for one)."""
