@@ -19,9 +19,9 @@ from starlette.responses import Response
 from bridge.auth import bearer_token
 from bridge.console.limits import LoginLimiter
 from bridge.console.routes import client_address, rate_limited
-from bridge.node import Node
 from bridge.responses import json_response
 from bridge.route_groups import groups_of
+from bridge.services import PolicyOf
 from core.log_context import AGENT, SESSION
 from core.settings import Settings
 from messages.errors import KitsuneError
@@ -59,10 +59,11 @@ def _session(request: Request) -> str | None:
 class Gate(BaseHTTPMiddleware):
     """Authentication (bearer token → agent), capability groups, and errors as JSON."""
 
-    def __init__(self, app: Any, config: Settings, node: Node, limiter: LoginLimiter) -> None:
+    def __init__(self, app: Any, config: Settings, policy_of: PolicyOf, limiter: LoginLimiter) -> None:
         super().__init__(app)
         self._config = config
-        self._node = node
+        self._policy_of = policy_of
+        """The agents' policies as they are now: their capability groups."""
         self._limiter = limiter
         """The console's: failed operator secrets, per client address."""
 
@@ -108,7 +109,7 @@ class Gate(BaseHTTPMiddleware):
                 request.state.session = _session(request)
                 SESSION.set(request.state.session)  # and its calls' ports the agent's session
             groups = groups_of(request.scope, request.app.routes)
-            if groups is not None and not groups & self._node.policy_of(request.state.agent).caps:
+            if groups is not None and not groups & self._policy_of(request.state.agent).caps:
                 return _error(KitsuneError("capability_disabled", f"{path} is in the {'/'.join(sorted(groups))} "
                                            "capability group, which is not enabled (KITSUNE_CAPS)"))
             return await call_next(request)

@@ -28,14 +28,15 @@ from typing import Any
 
 import orjson
 
-from bridge.live.views import OPERATOR, LiveViews
+from bridge.live.views import OPERATOR
+from bridge.services import LiveLinkService
 from core.policy import ConfirmTokens, Policy
 from messages.errors import KitsuneError
 
 __all__ = ["grant_link"]
 
 
-async def grant_link(views: LiveViews, confirms: ConfirmTokens, policy: Policy, agent: str, session: str | None,
+async def grant_link(views: LiveLinkService, confirms: ConfirmTokens, policy: Policy, agent: str, session: str | None,
                      tab: int, control: object, confirm_token: str | None, base_url: str) -> dict[str, Any]:
     """The answer of ``POST /api/tabs {"op": "live_view"}``: the link, or the hold of a grant of control."""
     if control is not None and not isinstance(control, bool):

@@ -24,7 +24,7 @@ from starlette.routing import BaseRoute, Route, WebSocketRoute
 from starlette.websockets import WebSocket, WebSocketDisconnect, WebSocketState
 
 from bridge.live.links import LiveRefusal
-from bridge.live.views import LiveViews
+from bridge.services import LiveSocketService
 
 __all__ = ["HELLO_TIMEOUT", "live_routes"]
 
@@ -38,7 +38,7 @@ _HEADERS = {"Cache-Control": "no-store", "Referrer-Policy": "no-referrer",
                                        "script-src 'unsafe-inline'; connect-src 'self'; frame-ancestors 'none'"}
 
 
-def live_routes(views: LiveViews) -> list[BaseRoute]:
+def live_routes(views: LiveSocketService) -> list[BaseRoute]:
     """The page and the WebSocket of Live View (they authenticate by the link's token alone)."""
 
     async def page(request: Request) -> Response:
@@ -53,7 +53,7 @@ def live_routes(views: LiveViews) -> list[BaseRoute]:
     return [Route("/live/{tab:int}", page, methods=["GET"]), WebSocketRoute("/live/{tab:int}/ws", socket)]
 
 
-async def _serve(websocket: WebSocket, views: LiveViews, tab: int) -> None:
+async def _serve(websocket: WebSocket, views: LiveSocketService, tab: int) -> None:
     """One person's connection: the token first, then frames out and input in until it ends."""
 
     async def send(message: dict[str, Any]) -> None:

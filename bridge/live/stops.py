@@ -12,7 +12,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 from typing import Any
 
-from bridge.live.views import LiveViews
+from bridge.services import LiveLinkService
 from messages.errors import KitsuneError
 
 __all__ = ["with_live_view"]
@@ -32,7 +32,7 @@ def _stops(progress: Any) -> Iterator[tuple[int, str]]:
         yield from _stops(record.get("steps"))
 
 
-async def with_live_view(body: dict[str, Any], agent: str, base_url: str, views: LiveViews) -> dict[str, Any]:
+async def with_live_view(body: dict[str, Any], agent: str, base_url: str, views: LiveLinkService) -> dict[str, Any]:
     """``body`` with a Live View link of the tab it stopped on, when a person can act there."""
     if body.get("status") in (None, "ok") or "resume_token" not in body or not views.allowed(agent):
         return body

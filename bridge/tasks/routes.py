@@ -4,7 +4,7 @@
 
 from __future__ import annotations
 
-from typing import Any, Protocol
+from typing import Any
 
 import orjson
 from starlette.requests import Request
@@ -13,8 +13,9 @@ from starlette.routing import BaseRoute
 
 from bridge.responses import json_response, outcome_response
 from bridge.route_groups import CORE, GroupedRoute
-from bridge.tasks.service import Tasks
-from core.policy import ConfirmTokens, Policy
+from bridge.routes.requests import agent_of, json_body, session_of
+from bridge.services import PolicyOf, TaskService
+from core.policy import ConfirmTokens
 from messages.errors import KitsuneError
 
 __all__ = ["task_routes"]
@@ -22,28 +23,10 @@ __all__ = ["task_routes"]
 _TAKEOVER = frozenset({"force", "confirm_token"})
 
 
-class _Api(Protocol):
-    """What the routes use of the bridge's API: its bodies, its caller."""
-
-    async def body(self, request: Request) -> dict[str, Any]: ...
-
-    def agent(self, request: Request) -> str: ...
-
-    def session(self, request: Request) -> str | None: ...
-
-
-class _Node(Protocol):
-    """What the routes use of the node: its tasks, and what a takeover's approval needs."""
-
-    tasks: Tasks
-    confirms: ConfirmTokens
-
-    def policy_of(self, agent: str | None) -> Policy: ...
-
-
-def task_routes(api: _Api, node: _Node) -> list[BaseRoute]:
-    """The task routes over ``api`` and the node's tasks."""
-    routes = _TaskRoutes(api, node)
+def task_routes(tasks: TaskService, confirms: ConfirmTokens, policy_of: PolicyOf, body_limit: int) -> list[BaseRoute]:
+    """The task routes over ``tasks``, and the confirm tokens and policies a takeover's approval needs; bodies
+    up to ``body_limit`` bytes."""
+    routes = _TaskRoutes(tasks, confirms, policy_of, body_limit)
     return [
         GroupedRoute("/api/tasks", routes.collection, methods=["GET", "POST"], groups=CORE),
         GroupedRoute("/api/tasks/{task}", routes.one, methods=["GET", "DELETE"], groups=CORE),
@@ -52,18 +35,18 @@ def task_routes(api: _Api, node: _Node) -> list[BaseRoute]:
 
 
 class _TaskRoutes:
-    """The handlers, over the API's caller and bodies and the node's tasks."""
-
-    def __init__(self, api: _Api, node: _Node) -> None:
-        self._api = api
-        self._node = node
+    def __init__(self, tasks: TaskService, confirms: ConfirmTokens, policy_of: PolicyOf, body_limit: int) -> None:
+        self._tasks = tasks
+        self._confirms = confirms
+        self._policy_of = policy_of
+        self._limit = body_limit
 
     async def collection(self, request: Request) -> Response:
-        agent, session = self._api.agent(request), self._api.session(request)
+        agent, session = agent_of(request), session_of(request)
         if request.method == "GET":
-            return json_response({"tasks": self._node.tasks.listing(agent, session)})
-        body = await self._api.body(request)
-        return json_response({"ok": True, "task": await self._node.tasks.create(agent, session, body)}, 201)
+            return json_response({"tasks": self._tasks.listing(agent, session)})
+        body = await json_body(request, self._limit)
+        return json_response({"ok": True, "task": await self._tasks.create(agent, session, body)}, 201)
 
     async def one(self, request: Request) -> Response:
         task_id = request.path_params["task"]
@@ -71,15 +54,15 @@ class _TaskRoutes:
             expire = request.query_params.get("expire", "").lower() in ("1", "true", "yes")
             agent = getattr(request.state, "agent", None)
             by = agent or f"operator:{request.state.operator}"  # as the audit names a console operator
-            return json_response({"ok": True, "task": await self._node.tasks.delete(agent, task_id, expire=expire,
+            return json_response({"ok": True, "task": await self._tasks.delete(agent, task_id, expire=expire,
                                                                                      by=by)})
-        task = await self._node.tasks.get(self._api.agent(request), self._api.session(request), task_id)
+        task = await self._tasks.get(agent_of(request), session_of(request), task_id)
         return json_response({"ok": True, "task": task})
 
     async def op(self, request: Request) -> Response:
         task_id, name = request.path_params["task"], request.path_params["op"]
-        agent, session, tasks = self._api.agent(request), self._api.session(request), self._node.tasks
-        body = await self._api.body(request) if request.headers.get("content-length", "0") != "0" else {}
+        agent, session, tasks = agent_of(request), session_of(request), self._tasks
+        body = await json_body(request, self._limit) if request.headers.get("content-length", "0") != "0" else {}
         unknown = sorted(set(body) - (_TAKEOVER if name == "takeover" else frozenset({"summary"})))
         if unknown:
             raise KitsuneError("unknown_parameter", f"{name} takes no {unknown[0]!r}", state={"param": unknown[0]})
@@ -100,11 +83,11 @@ class _TaskRoutes:
             raise KitsuneError("invalid_parameter", "force must be a boolean", state={"param": "force"})
         if not isinstance(token, str):
             raise KitsuneError("invalid_parameter", "confirm_token must be a string", state={"param": "confirm_token"})
-        agent, session = self._api.agent(request), self._api.session(request)
-        if self._node.policy_of(agent).ask_before_act:  # a write as any: approved first, with a session-bound token
-            await self._node.tasks.may_take_over(agent, session, task_id, force)  # never an approval in vain
-            hold = self._node.confirms.hold(token, agent, session, "takeover", None, orjson.dumps([task_id, force]),
+        agent, session = agent_of(request), session_of(request)
+        if self._policy_of(agent).ask_before_act:  # a write as any: approved first, with a session-bound token
+            await self._tasks.may_take_over(agent, session, task_id, force)  # never an approval in vain
+            hold = self._confirms.hold(token, agent, session, "takeover", None, orjson.dumps([task_id, force]),
                                             taskId=task_id, force=force)
             if hold is not None:
                 return outcome_response(hold)  # its status: 403 needs_user
-        return json_response(await self._node.tasks.take_over(agent, session, task_id, force))
+        return json_response(await self._tasks.take_over(agent, session, task_id, force))

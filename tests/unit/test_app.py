@@ -21,7 +21,7 @@ from bridge.live.views import LiveViews, Pages
 from bridge.node import Node
 from bridge.route_groups import grouped
 from core.calls import CallResponse
-from core.policy import USER, Policy, TabOwners
+from core.policy import USER, ConfirmTokens, Policy, TabOwners
 from core.settings import Agent, HttpConfig, LiveViewConfig, Operator, Settings
 from kitsune import app as kitsune_app
 from messages.commands import Command
@@ -89,7 +89,7 @@ async def _nowhere(tab: int) -> str:
 
 
 class FakeNode:
-    """What ``bridge.app.Api`` uses of ``Node``: calls and resumes run on ``World``, actions on its driver."""
+    """What ``bridge.app.create_app`` uses of ``Node``: calls and resumes run on ``World``, actions on its driver."""
 
     def __init__(self) -> None:
         self.world = World()
@@ -105,6 +105,9 @@ class FakeNode:
         self.member = FakeMember()
         self.browser = cast(Pages, None)
         """No browser: the console's thumbnails take it (no test here asks for one)."""
+        self.confirms = ConfirmTokens()
+        self.tasks: Any = None
+        """No tasks: no test here reaches a task route (tests/unit/test_console_limits.py gives its own)."""
         self.live = LiveViews("fake", self.browser, LocalBus(), Subjects(), self.owners, LiveViewConfig(),
                               node_of=_nowhere, policy_of=self.policy_of, auditor=cast(Any, None))
         """Mounts the Live View routes (no test here opens one: tests/integration/test_live_view.py does)."""

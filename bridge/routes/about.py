@@ -1,0 +1,41 @@
+"""What the API says about itself, in no capability group: ``GET /api/schema`` (the command language's JSON
+Schema), ``GET /api/caps`` (the calling agent's groups and their routes), ``GET /api/fleet`` (the nodes a
+``newTab`` may go to) and ``GET /healthz`` (whether each part of the node answers; no token needed)."""
+
+from __future__ import annotations
+
+from starlette.requests import Request
+from starlette.responses import Response
+from starlette.routing import BaseRoute, Route
+
+from bridge.responses import json_response
+from bridge.route_groups import grouped
+from bridge.routes.requests import agent_of
+from bridge.services import FleetService, Health, PolicyOf
+from messages.schema import published_schema
+
+__all__ = ["about_routes"]
+
+
+def about_routes(policy_of: PolicyOf, fleet: FleetService, healthy: Health) -> list[BaseRoute]:
+    """The routes about the API: its schema, the agents' capability groups (``policy_of``), the ``fleet``, and
+    the node's health."""
+
+    async def schema(request: Request) -> Response:
+        return json_response(published_schema())
+
+    async def caps(request: Request) -> Response:
+        enabled = policy_of(agent_of(request)).caps  # the calling agent's, as they are now
+        routes = sorted(path for path, groups in grouped(request.app.routes).items() if groups & enabled)
+        return json_response({"caps": sorted(enabled), "routes": routes})
+
+    async def nodes(request: Request) -> Response:
+        """The fleet's nodes alive (name, tabs, max_tabs; ``self`` marks this one): where a newTab may go."""
+        return json_response({"node": fleet.name, "nodes": fleet.nodes()})
+
+    async def health(request: Request) -> Response:
+        parts = healthy()
+        return json_response({"ok": all(parts.values()), **parts}, 200 if all(parts.values()) else 503)
+
+    return [Route("/api/schema", schema, methods=["GET"]), Route("/api/caps", caps, methods=["GET"]),
+            Route("/api/fleet", nodes, methods=["GET"]), Route("/healthz", health, methods=["GET"])]
