@@ -1,9 +1,9 @@
 """The services the HTTP routes depend on, each a small interface: a group of routes takes only those it uses,
-and a route test builds only those. ``bridge.app.create_app`` is the one place that makes them of a node.
+and a route test builds only those. ``bridge.routes.app.create_app`` is the one place that makes them of a node.
 
 The node's own parts serve where they fit as they are (``SessionKeeper`` is a :class:`SessionService`,
 ``bridge.tasks.service.Tasks`` a :class:`TaskService`, ``bridge.live.LiveViews`` both Live View services);
-``bridge.app`` adapts the node for the rest.
+``bridge.routes.app`` adapts the node for the rest.
 """
 
 from __future__ import annotations

@@ -5,8 +5,8 @@ from __future__ import annotations
 from starlette.applications import Starlette
 from starlette.routing import Route
 
-from bridge import app as bridge_app
 from bridge.node import Node
+from bridge.routes import app as bridge_app
 from core.policy import CAPABILITY_GROUPS
 from core.settings import Settings
 from mcp_gateway.http import McpEndpoint

@@ -7,14 +7,13 @@ its session or checkpoint). The page is rendered on the server, and one small sc
 (no framework, no CDN: it works offline) refreshes it by **polling** ``GET /console/state`` (JSON)
 every 2 seconds; thumbnails refresh with it.
 
-:mod:`~bridge.console.auth` checks operators (a session cookie after signing in with a token or a
-password, or a bearer token for scripts), :mod:`~bridge.console.limits` counts failed secrets,
+:mod:`~bridge.routes.console_auth` checks operators (a session cookie after signing in with a token or a
+password, or a bearer token for scripts), :mod:`~bridge.routes.console_limits` counts failed secrets,
 :mod:`~bridge.console.fleet` gathers each node's part over NATS, :mod:`~bridge.console.thumbs` takes
-thumbnails, :mod:`~bridge.console.page` renders the HTML and :mod:`~bridge.console.routes` serves it
+thumbnails, :mod:`~bridge.routes.console_page` renders the HTML and :mod:`~bridge.routes.console` serves it
 all under ``/console``.
 """
 
 from bridge.console.fleet import console_serving
-from bridge.console.routes import console_routes
 
-__all__ = ["console_routes", "console_serving"]
+__all__ = ["console_serving"]

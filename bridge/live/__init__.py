@@ -2,11 +2,10 @@
 
 :mod:`~bridge.live.links` keeps the links and controls, :mod:`~driver.screencast` speaks CDP,
 :mod:`~bridge.live.viewer` is one connection (on the tab's node, or relayed to it over NATS),
-:mod:`~bridge.live.views` the node's Live Views, :mod:`~bridge.live.routes` the page and WebSocket.
+:mod:`~bridge.live.views` the node's Live Views, :mod:`~bridge.routes.live` the page and WebSocket.
 """
 
 from bridge.live.links import LiveRefusal
-from bridge.live.routes import live_routes
 from bridge.live.views import OPERATOR, LiveViews
 
-__all__ = ["OPERATOR", "LiveRefusal", "LiveViews", "live_routes"]
+__all__ = ["OPERATOR", "LiveRefusal", "LiveViews"]

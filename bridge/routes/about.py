@@ -8,9 +8,9 @@ from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import BaseRoute, Route
 
-from bridge.responses import json_response
-from bridge.route_groups import grouped
+from bridge.routes.groups import grouped
 from bridge.routes.requests import agent_of
+from bridge.routes.responses import json_response
 from bridge.services import FleetService, Health, PolicyOf
 from messages.schema import published_schema
 

@@ -12,9 +12,9 @@ from starlette.responses import Response
 from starlette.routing import BaseRoute
 
 from bridge.approvals import Approving, open_approved
-from bridge.responses import outcome_response
-from bridge.route_groups import CORE, GroupedRoute
+from bridge.routes.groups import CORE, GroupedRoute
 from bridge.routes.requests import agent_of, confirm_token, json_body, require_open
+from bridge.routes.responses import outcome_response
 from bridge.services import CallService, TabService
 from core.session_names import names_one_shot
 from messages.commands import BLOCKS, NewTab, SwitchTab, parse_call, parse_command

@@ -3,7 +3,7 @@ and ``POST /api/resume`` (``core`` and ``automation``).
 
 Every tab a call names is found open before anything is sent; a call that stopped where a person can help
 answers with a Live View link (``bridge.live.stops``); asked with ``Accept: application/x-ndjson``, a
-line per finished step comes first (``bridge.call_progress``).
+line per finished step comes first (``bridge.routes.progress``).
 """
 
 from __future__ import annotations
@@ -16,11 +16,11 @@ from starlette.responses import Response, StreamingResponse
 from starlette.routing import BaseRoute
 
 from actors.call_actor import ResumeCall, RunCall
-from bridge.call_progress import NDJSON, progress_lines
 from bridge.live.stops import with_live_view
-from bridge.responses import json_response
-from bridge.route_groups import AUTOMATION, CORE, GroupedRoute
+from bridge.routes.groups import AUTOMATION, CORE, GroupedRoute
+from bridge.routes.progress import NDJSON, progress_lines
 from bridge.routes.requests import agent_of, json_body, not_open, session_of
+from bridge.routes.responses import json_response
 from bridge.services import CallService, LiveLinkService, TabService
 from core.calls import CallResponse, last_opened_tab
 from messages.commands import CallSpec, parse_body, tabs_named

@@ -1,4 +1,4 @@
-"""What the API's routes read of a request: its JSON body, its agent and session (set by ``bridge.gate``),
+"""What the API's routes read of a request: its JSON body, its agent and session (set by ``bridge.routes.gate``),
 a confirm token, and the tabs it names, refused whole unless open."""
 
 from __future__ import annotations

@@ -7,9 +7,9 @@ from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import BaseRoute
 
-from bridge.responses import json_response
-from bridge.route_groups import CORE, GroupedRoute
+from bridge.routes.groups import CORE, GroupedRoute
 from bridge.routes.requests import agent_of
+from bridge.routes.responses import json_response
 from bridge.services import SessionService
 
 __all__ = ["session_routes"]

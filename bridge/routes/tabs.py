@@ -15,10 +15,10 @@ from bridge.approvals import Approving, open_approved
 from bridge.fleet.member import seen_by
 from bridge.live.grants import grant_link
 from bridge.live.views import MAX_HANDBACK_WAIT
-from bridge.query import query_int, query_number
-from bridge.responses import json_response, outcome_response
-from bridge.route_groups import CORE, GroupedRoute
+from bridge.routes.groups import CORE, GroupedRoute
+from bridge.routes.query import query_int, query_number
 from bridge.routes.requests import agent_of, confirm_token, json_body, require_open, session_of
+from bridge.routes.responses import json_response, outcome_response
 from bridge.services import CallService, LiveLinkService, PolicyOf, SessionService, TabService
 from core.policy import USER, ConfirmTokens
 from core.session_names import names_one_shot

@@ -24,8 +24,8 @@ import yaml
 from playwright.sync_api import Browser, Page
 
 from bridge.config import load_config
-from bridge.console.auth import COOKIE, SESSION_SECONDS
 from bridge.node import Node
+from bridge.routes.console_auth import COOKIE, SESSION_SECONDS
 from core.settings import Settings
 from tests.integration.calls import two_nodes
 from tests.integration.fleet_nodes import sees, until

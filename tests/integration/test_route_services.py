@@ -15,9 +15,9 @@ from starlette.middleware import Middleware
 
 from actors.audit_actor import AuditActor, Auditor, AuditTrail, LocalAuditLog
 from actors.loop import IoLoop
-from bridge.console.limits import LoginLimiter
-from bridge.gate import Gate
-from bridge.http_edges import error_handlers
+from bridge.routes.console_limits import LoginLimiter
+from bridge.routes.edges import error_handlers
+from bridge.routes.gate import Gate
 from bridge.routes.sessions import session_routes
 from bridge.session_keeper import SessionKeeper
 from core.policy import Policy

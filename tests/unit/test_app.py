@@ -16,10 +16,10 @@ from starlette.testclient import TestClient
 
 from actors.bus import LocalBus
 from actors.call_actor import ResumeCall, RunCall
-from bridge.app import create_app
 from bridge.live.views import LiveViews, Pages
 from bridge.node import Node
-from bridge.route_groups import grouped
+from bridge.routes.app import create_app
+from bridge.routes.groups import grouped
 from core.calls import CallResponse
 from core.policy import USER, ConfirmTokens, Policy, TabOwners
 from core.settings import Agent, HttpConfig, LiveViewConfig, Operator, Settings
@@ -89,7 +89,7 @@ async def _nowhere(tab: int) -> str:
 
 
 class FakeNode:
-    """What ``bridge.app.create_app`` uses of ``Node``: calls and resumes run on ``World``, actions on its driver."""
+    """What ``create_app`` uses of ``Node``: calls and resumes run on ``World``, actions on its driver."""
 
     def __init__(self) -> None:
         self.world = World()

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from starlette.requests import Request
 
-from bridge.console.auth import COOKIE, MAX_SESSIONS, SESSION_SECONDS, Operators
+from bridge.routes.console_auth import COOKIE, MAX_SESSIONS, SESSION_SECONDS, Operators
 from core.settings import Operator
 from messages.tokens import token_hash
 

@@ -14,11 +14,11 @@ import pytest
 from starlette.applications import Starlette
 from starlette.testclient import TestClient
 
-from bridge.app import create_app
-from bridge.console.auth import COOKIE, Operators
-from bridge.console.limits import MAX_FAILURES, WINDOW, LoginLimiter
-from bridge.console.routes import console_routes
 from bridge.node import Node
+from bridge.routes.app import create_app
+from bridge.routes.console import console_routes
+from bridge.routes.console_auth import COOKIE, Operators
+from bridge.routes.console_limits import MAX_FAILURES, WINDOW, LoginLimiter
 from core.settings import Operator
 from messages.tokens import token_hash
 from tests.unit.test_app import ALICE, FakeNode, config

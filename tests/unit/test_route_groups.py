@@ -7,7 +7,7 @@ from starlette.requests import Request
 from starlette.responses import PlainTextResponse, Response
 from starlette.routing import Route
 
-from bridge.route_groups import AUTOMATION, CORE, GroupedRoute, grouped, groups_of
+from bridge.routes.groups import AUTOMATION, CORE, GroupedRoute, grouped, groups_of
 
 
 async def _ok(request: Request) -> Response:

@@ -3,7 +3,7 @@
 route outside the agent's capability groups answers 404 ``capability_disabled``; errors as JSON.
 
 Wrong operator tokens count against the client's address in the console's limiter
-(``bridge.console.limits``), as failed sign-ins do: past its limit, 429 ``login_rate_limited``, unchecked.
+(``bridge.routes.console_limits``), as failed sign-ins do: past its limit, 429 ``login_rate_limited``, unchecked.
 """
 
 from __future__ import annotations
@@ -17,10 +17,10 @@ from starlette.requests import Request
 from starlette.responses import Response
 
 from bridge.auth import bearer_token
-from bridge.console.limits import LoginLimiter
-from bridge.console.routes import client_address, rate_limited
-from bridge.responses import json_response
-from bridge.route_groups import groups_of
+from bridge.routes.console import client_address, rate_limited
+from bridge.routes.console_limits import LoginLimiter
+from bridge.routes.groups import groups_of
+from bridge.routes.responses import json_response
 from bridge.services import PolicyOf
 from core.log_context import AGENT, SESSION
 from core.settings import Settings

@@ -1,9 +1,9 @@
-"""The console's routes, all under ``/console``; they authenticate by themselves (``bridge.console.auth``).
+"""The console's routes, all under ``/console``; they authenticate by themselves (``bridge.routes.console_auth``).
 
 No operator configured: every route answers 404 saying so. A request with no operator session
 gets the sign-in form (``GET /console``), a redirect to it (a Live View link), or 401; a bearer
 token that is no operator's, or a wrong secret at sign-in, gets 403 and nothing else. Failed
-secrets are counted per client address (``bridge.console.limits``): past the limit, a sign-in or
+secrets are counted per client address (``bridge.routes.console_limits``): past the limit, a sign-in or
 a bearer token from that address answers 429 ``login_rate_limited`` with ``Retry-After``, unchecked.
 The client's address is the connection's unless ``forwarded_allow_ips`` names the proxy it came
 through. Sign-in and sign-out are refused (403) when a browser says another site's page sent them:
@@ -24,12 +24,12 @@ from starlette.requests import Request
 from starlette.responses import HTMLResponse, RedirectResponse, Response
 from starlette.routing import BaseRoute, Route
 
-from bridge.console.auth import COOKIE, SESSION_SECONDS, Operators
 from bridge.console.fleet import ConsoleNode, fleet_state, thumbnail
-from bridge.console.limits import LoginLimiter
-from bridge.console.page import console_page, login_page, message_page
 from bridge.console.thumbs import THUMB_SECONDS, Thumbnails
 from bridge.live import OPERATOR
+from bridge.routes.console_auth import COOKIE, SESSION_SECONDS, Operators
+from bridge.routes.console_limits import LoginLimiter
+from bridge.routes.console_page import console_page, login_page, message_page
 from core.settings import Settings
 from messages.errors import KitsuneError
 

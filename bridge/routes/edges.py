@@ -15,7 +15,7 @@ from starlette.requests import Request
 from starlette.responses import Response
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from bridge.responses import json_response
+from bridge.routes.responses import json_response
 from messages.errors import KitsuneError
 
 __all__ = ["CHALLENGE", "BearerChallenge", "error_handlers"]

@@ -11,9 +11,9 @@ from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import BaseRoute
 
-from bridge.responses import json_response, outcome_response
-from bridge.route_groups import CORE, GroupedRoute
+from bridge.routes.groups import CORE, GroupedRoute
 from bridge.routes.requests import agent_of, json_body, session_of
+from bridge.routes.responses import json_response, outcome_response
 from bridge.services import PolicyOf, TaskService
 from core.policy import ConfirmTokens
 from messages.errors import KitsuneError

@@ -2,7 +2,7 @@
 
 Every route but ``/healthz`` needs ``Authorization: Bearer <token>``; the token names the agent.
 Routes belong to capability groups (``KITSUNE_CAPS``, or the agent's own ``caps``): a route outside
-the calling agent's groups answers 404 ``capability_disabled`` (``bridge.gate`` checks both). Bad
+the calling agent's groups answers 404 ``capability_disabled`` (``bridge.routes.gate`` checks both). Bad
 input answers 400 (413 for a body over the limit) with a code and the path of what was wrong, and
 nothing is sent to any page.
 
@@ -21,19 +21,19 @@ from starlette.middleware import Middleware
 from starlette.routing import BaseRoute
 
 from actors.call_actor import ResumeCall, RunCall
-from bridge.console import console_routes
-from bridge.console.limits import LoginLimiter
-from bridge.gate import Gate
-from bridge.http_edges import BearerChallenge, error_handlers
-from bridge.live import live_routes
 from bridge.metrics import HttpMetrics, scrape_tokens
 from bridge.node import Node
 from bridge.routes.about import about_routes
 from bridge.routes.actions import action_routes
 from bridge.routes.calls import call_routes
+from bridge.routes.console import console_routes
+from bridge.routes.console_limits import LoginLimiter
+from bridge.routes.edges import BearerChallenge, error_handlers
+from bridge.routes.gate import Gate
+from bridge.routes.live import live_routes
 from bridge.routes.sessions import session_routes
 from bridge.routes.tabs import tab_routes
-from bridge.tasks.routes import task_routes
+from bridge.routes.tasks import task_routes
 from bridge.workflows import WorkflowLibrary
 from core.calls import CallResponse
 from core.settings import Settings
