@@ -26,7 +26,7 @@ from playwright.async_api import Error as PlaywrightError
 
 from core.url_policy import UrlPolicy
 from driver.actions import ACTIONS
-from driver.cdp import CdpTabs
+from driver.cdp_tabs import CdpTabs
 from driver.errors import Stop, closed, is_closed_error, stopped, timed_out, translate
 from driver.guard import UrlGuard
 from driver.launch import Chromium

@@ -23,7 +23,7 @@ from driver.site_tools.runtime import SiteTools
 from driver.tabs import TabRegistry
 
 if TYPE_CHECKING:
-    from driver.cdp import CdpTabs
+    from driver.cdp_tabs import CdpTabs
     from driver.refs import RefBook
 
 __all__ = ["Action", "Caller", "Result", "Run"]

@@ -6,11 +6,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from messages.cdp_methods import CDP_DOMAIN, CDP_METHOD, EventDomain, rule_of
-from messages.commands._actions import MAX_TEXT, Command, JsonObject, _param
+from messages.commands._actions import MAX_NAME, MAX_TEXT, Command, JsonObject, _param
 from messages.errors import invalid_call
-
-MAX_METHOD = 192
-"""The longest ``Domain.method`` name."""
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -22,7 +19,7 @@ class Cdp(Command):
     """
 
     action = "cdp"
-    method: str = _param("Domain.method, as the protocol names it (cdpSpec lists them).", max_length=MAX_METHOD,
+    method: str = _param("Domain.method, as the protocol names it (cdpSpec lists them).", max_length=MAX_NAME,
                          pattern=CDP_METHOD)
     params: JsonObject | None = _param("The method's parameters (dropped from every log).", None, dropped=True,
                                        max_length=MAX_TEXT)
@@ -52,8 +49,8 @@ class CdpSpec(Command):
 
     action = "cdpSpec"
     writes = False
-    domain: str | None = _param("The domain to describe; absent: the list of domain names.", None, max_length=64,
-                                pattern=CDP_DOMAIN)
+    domain: str | None = _param("The domain to describe; absent: the list of domain names.", None,
+                                max_length=MAX_NAME, pattern=CDP_DOMAIN)
 
 
 CDP_ACTIONS: tuple[type[Command], ...] = (Cdp, CdpEvents, CdpSpec)

@@ -15,7 +15,8 @@ import pytest
 from bridge.node import Node
 from core.policy import Policy
 from core.url_policy import UrlPolicy
-from driver.cdp import MAX_EVENTS
+from driver import ChromiumBrowser
+from driver.cdp_tabs import MAX_EVENTS
 from messages.commands import Command, parse_body, parse_command
 from messages.results import Done, Failed, HeldForApproval, Outcome
 from tests.nodes import open_user_tab, resume_call, run_call
@@ -29,6 +30,12 @@ POST_HIT = "fetch('/clicks/hit', {method: 'POST'}).then(r => r.status)"
 WIDE = {"width": 500, "height": 400, "deviceScaleFactor": 1, "mobile": False}
 
 
+def _sent(node: Node) -> int:
+    """The CDP methods the node's Chromium has sent so far."""
+    assert isinstance(node.browser, ChromiumBrowser)
+    return sum(node.browser.cdp.sent.values())
+
+
 @pytest.fixture
 def tab(node: Node, site: TestSite) -> Iterator[int]:
     """A tab of :data:`AGENT` at the site's /clicks, under the node's default policy again afterwards."""
@@ -36,6 +43,7 @@ def tab(node: Node, site: TestSite) -> Iterator[int]:
     node.owners.give(opened, AGENT)
     yield opened
     node.policy = Policy()
+    assert isinstance(node.browser, ChromiumBrowser)
     node.io.run(node.browser.close_tab(opened))
 
 
@@ -69,8 +77,8 @@ def test_cdp_reads_the_dom_a_screenshot_and_a_response_body_even_in_read_only_mo
     image = base64.b64decode(_value(_cdp(node, tab, "Page.captureScreenshot", format="png"))["result"]["data"])
     assert image.startswith(b"\x89PNG")
     events = _value(_act(node, {"action": "cdpEvents"}, tab))["events"]
-    document = next(e["params"]["requestId"] for e in events
-                    if e["method"] == "Network.responseReceived" and e["params"]["response"]["url"] == site.url("/text"))
+    document = next(e["params"]["requestId"] for e in events if e["method"] == "Network.responseReceived"
+                    and e["params"]["response"]["url"] == site.url("/text"))
     body = _value(_cdp(node, tab, "Network.getResponseBody", requestId=document))["result"]["body"]
     assert TEXT_HEADING in body
 
@@ -116,13 +124,13 @@ def test_a_resume_never_sends_an_ok_cdp_write_again(node: Node, site: TestSite, 
 def test_javascript_through_cdp_is_refused_without_the_automation_group(
         node: Node, site: TestSite, tab: int) -> None:
     node.policy = Policy(caps=frozenset({"core"}))
-    sent = sum(node.browser.cdp.sent.values())
+    sent = _sent(node)
     for method, params in (("Runtime.evaluate", {"expression": POST_HIT}),
                            ("Page.addScriptToEvaluateOnNewDocument", {"source": POST_HIT})):
         refused = _cdp(node, tab, method, **params)
         assert isinstance(refused, Failed) and refused.failure.code == "cdp_method_refused", refused
         assert POST_HIT not in refused.failure.error
-    assert sum(node.browser.cdp.sent.values()) == sent
+    assert _sent(node) == sent
     time.sleep(0.3)
     assert site.count(HIT) == 0
     assert isinstance(_cdp(node, tab, "DOM.getDocument"), Done)  # the group gates script, not CDP
@@ -131,10 +139,10 @@ def test_javascript_through_cdp_is_refused_without_the_automation_group(
 def test_a_cdp_navigation_to_a_denied_host_reaches_nothing(node: Node, site: TestSite, tab: int) -> None:
     with Forbidden("127.0.0.4") as forbidden:
         node.policy = Policy(urls=UrlPolicy.from_config(deny=["127.0.0.4"]))
-        sent = sum(node.browser.cdp.sent.values())
+        sent = _sent(node)
         refused = _cdp(node, tab, "Page.navigate", url=forbidden.url("/x"))
         assert isinstance(refused, Failed) and refused.failure.code == "url_denied", refused
-        assert sum(node.browser.cdp.sent.values()) == sent  # refused before it was sent
+        assert _sent(node) == sent  # refused before it was sent
         redirected = _cdp(node, tab, "Page.navigate", url=site.url(f"/redirect?to={quote(forbidden.url('/x'))}"))
         assert isinstance(redirected, Done), redirected  # allowed: the proxy stops its redirect's hop
         time.sleep(1.0)
