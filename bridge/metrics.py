@@ -1,20 +1,19 @@
 """Prometheus metrics of a node (DESIGN: Observability): ``kitsune_*`` on ``/metrics``.
 
-Every label value comes from a fixed, finite set: call kinds, action names, step statuses, error
-codes of an allow-list (anything else is ``other``), drop and denial reasons, route templates,
-HTTP methods and statuses. Never a URL, tab id, call id, agent token or agent name (agents are
-unbounded too). Each node has its own registry, so several nodes in one process do not clash.
+Every label value comes from a fixed, finite set: call kinds, action names, step statuses, error codes of an
+allow-list (anything else is ``other``), drop and denial reasons, route templates, HTTP methods and statuses, CDP
+domains (``bridge.cdp_metrics``). Never a URL, tab id, call id, agent token or agent name (agents are unbounded
+too). Each node has its own registry, so several nodes in one process do not clash.
 
-What the node does reaches :class:`NodeMetrics` three ways: its step-log events (calls, steps, step
-latency, sequences refused on closed tabs), the node's hooks (checkpoint drops, policy refusals and
-holds, resumes, audit writes, NATS requests, sessions opened and closed), and values read at each
-scrape (checkpoints held, tabs, claims and claim conflicts, NATS reconnects, browser restarts,
-actor mailboxes). :class:`HttpMetrics` counts HTTP requests by route template and serves
-``GET /metrics`` to a bearer token: the node's scrape token or an agent's. The node's identity
-(``kitsune_node_info``) and its view of the fleet are ``bridge.fleet.metrics``'s, in the same registry.
+What the node does reaches :class:`NodeMetrics` three ways: its step-log events (calls, steps, step latency,
+sequences refused on closed tabs), the node's hooks (checkpoint drops, policy refusals and holds, resumes, audit
+writes, NATS requests, sessions opened and closed), and values read at each scrape (checkpoints held, tabs, claims
+and claim conflicts, NATS reconnects, browser restarts, actor mailboxes, CDP methods sent). :class:`HttpMetrics`
+counts HTTP requests by route template and serves ``GET /metrics`` to a bearer token: the node's scrape token or an
+agent's. The node's identity (``kitsune_node_info``) and fleet view are ``bridge.fleet.metrics``'s (same registry).
 
-This module does not import the node: it reads a :class:`ScrapedNode`, the few things of a node
-it samples, and the node imports it (``bridge.node`` -> ``bridge.metrics``, never back).
+This module does not import the node: it reads a :class:`ScrapedNode`, the few things of a node it samples, and
+the node imports it (``bridge.node`` -> ``bridge.metrics``, never back).
 """
 
 from __future__ import annotations
@@ -46,6 +45,7 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from actors.bus import Bus, NatsBus
 from bridge.auth import bearer_token
+from bridge.cdp_metrics import CdpMethods
 from core.log_context import AGENT
 from messages.commands import ACTIONS
 from messages.errors import ERROR_CODES, KitsuneError
@@ -239,6 +239,7 @@ class NodeMetrics:
             for value in values:
                 family.labels(value)
         r.register(_Sampled(self))
+        r.register(CdpMethods(node))
 
     def exposition(self) -> bytes:
         """The registry in Prometheus' text format."""

@@ -76,7 +76,7 @@ def _targets(command: Command, lookup: Lookup, tab: int | None) -> list[tuple[in
     elif command.acts_on_tab or isinstance(command, Sequence):
         own = tab
     if own is not None and command.acts_on_tab:
-        found.append((own, command.writes))
+        found.append((own, is_write(command)))
     inner_tab = own if own is not None else tab
     if isinstance(command, If | While) and inner_tab is not None:
         found.append((inner_tab, True))

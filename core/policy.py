@@ -22,20 +22,24 @@ from core.log_context import CALL, STEP
 from core.ports import Recorded
 from core.session_names import ONE_SHOT, one_shot_name
 from core.url_policy import UrlPolicy
-from messages.commands import Command, Navigate, NewTab, command_to_json, is_write
+from messages.cdp_methods import rule_of
+from messages.commands import Cdp, Command, Navigate, NewTab, command_to_json, is_write
 from messages.contract import CHECKPOINT_CAPACITY, CONFIRM_TTL, QUOTA_SESSIONS, QUOTA_TABS
 from messages.errors import KitsuneError
 from messages.results import Done, Failed, Failure, HeldForApproval, Outcome
 from messages.tokens import digest, digests_equal, new_token, token_hash
 
-__all__ = ["CAPABILITY_GROUPS", "CLOSED", "ELSEWHERE", "USER", "ConfirmTokens", "HeldStep", "Policy", "PolicyDriver",
-           "TabOwners", "TaskLeases", "owned_by_another"]
+__all__ = ["CAPABILITY_GROUPS", "CLOSED", "ELSEWHERE", "JAVASCRIPT_GROUPS", "USER", "ConfirmTokens", "HeldStep",
+           "Policy", "PolicyDriver", "TabOwners", "TaskLeases", "owned_by_another"]
 
 USER = "user"
 """The owner of tabs the bridge did not open for an agent."""
 
 CAPABILITY_GROUPS = frozenset({"core", "automation"})
 """The capability groups routes and tools belong to (the spec's)."""
+JAVASCRIPT_GROUPS = frozenset({"automation"})
+"""The groups that allow an agent JavaScript through CDP (``Runtime.evaluate``...): the group whose containers carry
+the ``js`` action to MCP clients."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -217,7 +221,22 @@ def _url_of(command: Command) -> str | None:
         return command.url
     if isinstance(command, NewTab) and isinstance(command.url, str):
         return command.url
+    if isinstance(command, Cdp) and command.method == "Page.navigate":  # a URL that is not a string: refused too
+        url = (command.params or {}).get("url")
+        return url if isinstance(url, str) else ""
     return None
+
+
+def _cdp_refusal(command: Command, policy: Policy) -> Failure | None:
+    """``cdp_method_refused`` for a method that runs script, when ``policy`` allows the agent no JavaScript."""
+    if not isinstance(command, Cdp) or policy.caps & JAVASCRIPT_GROUPS:
+        return None
+    rule = rule_of(command.method)
+    if rule is None or rule.kind != "javascript":
+        return None
+    return Failure(f"{command.method} is refused: it {rule.why}, and JavaScript needs the "
+                   f"{'/'.join(sorted(JAVASCRIPT_GROUPS))} capability group; nothing was sent", "cdp_method_refused",
+                   False, {"method": command.method})
 
 
 def owned_by_another(tab: int, owner: str, agent: str, policy: Policy) -> Failure | None:
@@ -273,6 +292,8 @@ class PolicyDriver:
             return Failed(self._owners.closed_why(tab))
         if not is_write(command):
             return None
+        if (refused := _cdp_refusal(command, policy)) is not None:
+            return Failed(refused)
         if policy.read_only:
             return Failed(Failure("Read-only mode: writes are refused; nothing was sent", "read_only", False))
         if tab is not None and command.acts_on_tab and (

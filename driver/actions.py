@@ -4,11 +4,15 @@ getTabs are not in it: the engine runs blocks, and the driver itself opens and l
 from __future__ import annotations
 
 from driver import elements, navigation, reads, scripts
+from driver.cdp import cdp, cdp_events, cdp_spec
 from driver.run import Action
 from driver.site_tools.actions import call_site_tool, site_tools
 from driver.snapshots import snapshot
 from messages.commands import (
     CallSiteTool,
+    Cdp,
+    CdpEvents,
+    CdpSpec,
     Check,
     Click,
     Clipboard,
@@ -46,5 +50,6 @@ ACTIONS: dict[type[Command], Action] = {
     WaitFor: reads.wait_for, Snapshot: snapshot,
     Js: scripts.js, WaitForResult: scripts.wait_for_result, Cookies: scripts.cookies, Storage: scripts.storage,
     Clipboard: scripts.clipboard, SiteTools: site_tools, CallSiteTool: call_site_tool,
+    Cdp: cdp, CdpEvents: cdp_events, CdpSpec: cdp_spec,
 }
 """Action class -> the function that runs it."""

@@ -26,6 +26,7 @@ from playwright.async_api import Error as PlaywrightError
 
 from core.url_policy import UrlPolicy
 from driver.actions import ACTIONS
+from driver.cdp_tabs import CdpTabs
 from driver.errors import Stop, closed, is_closed_error, stopped, timed_out, translate
 from driver.guard import UrlGuard
 from driver.launch import Chromium
@@ -112,6 +113,8 @@ class ChromiumBrowser:
         self._tabs.admits_page = self.quotas.admits_page
         self.refs = RefBook()
         """The refs each session holds on each tab (``snapshot``)."""
+        self.cdp = CdpTabs(lambda: self._chromium.executable)
+        """Each tab's own CDP session and events, the protocol's description, the CDP methods sent (metrics)."""
 
     @property
     def url_policy(self) -> Callable[[str | None], UrlPolicy] | None:
@@ -182,6 +185,7 @@ class ChromiumBrowser:
         """Close a tab now (a command running on it ends ``tab_closed``); closing a closed tab does nothing."""
         await self._tabs.close(tab_id)
         self.refs.forget(tab_id)
+        self.cdp.forget(tab_id)
 
     def tab_ids(self) -> frozenset[int]:
         """Ids of the open tabs (safe to call from any thread)."""
@@ -287,7 +291,7 @@ class ChromiumBrowser:
              caller: Caller = _NOBODY) -> Run:
         return Run(command, tab, timeout, write, sent, page=page, deadline=deadline, tabs=self._tabs,
                    guard=self._guard, downloads=self.downloads_dir, pause=pause, site_tools=self.site_tools,
-                   caller=caller, refs=self.refs)
+                   caller=caller, refs=self.refs, cdp=self.cdp)
 
     async def _new_tab(self, command: NewTab, timeout: float, agent: str | None, call: int | None,
                        within: float) -> Outcome:

@@ -23,6 +23,7 @@ from driver.site_tools.runtime import SiteTools
 from driver.tabs import TabRegistry
 
 if TYPE_CHECKING:
+    from driver.cdp_tabs import CdpTabs
     from driver.refs import RefBook
 
 __all__ = ["Action", "Caller", "Result", "Run"]
@@ -64,6 +65,8 @@ class Run(Step):
     caller: Caller = Caller()
     refs: RefBook | None = None
     """The refs each session holds on each tab (``snapshot``, and every command that names a ``ref``)."""
+    cdp: CdpTabs | None = None
+    """Each tab's own CDP session and events (``cdp``, ``cdpEvents``, ``cdpSpec``)."""
 
     @property
     def owner(self) -> tuple[str | None, str | None]:

@@ -62,9 +62,9 @@ ERROR_CODES: Mapping[str, ErrorCode] = {code.name: code for code in [
     # A step's failure, answered inside its call's result.
     *_codes(400, False, "reference_unresolved", "no_tab", "tab_closed", "ambiguous_selector", "invalid_selector",
             "wrong_element", "not_select", "no_form", "invalid_form", "js_error", "js_syntax_error",
-            "max_iterations", "storage_full", "storage_unavailable", "not_applied"),
+            "max_iterations", "storage_full", "storage_unavailable", "not_applied", "cdp_error"),
     *_codes(400, True, "not_found", "not_actionable", "not_editable", "option_not_found"),
-    *_codes(403, False, "read_only", "url_denied", "needs_user", "confirm_token_invalid"),
+    *_codes(403, False, "read_only", "url_denied", "needs_user", "confirm_token_invalid", "cdp_method_refused"),
     *_codes(409, False, "tab_owned", "tab_claimed"),
     *_codes(409, True, "navigated", "skipped", "stale_ref"),
     *_codes(502, False, "download_failed", "storage_failed"),

@@ -14,6 +14,7 @@ import types
 import typing
 from typing import Any, Literal, Union
 
+from messages.cdp_methods import refused_pattern
 from messages.commands import ACTIONS, BLOCKS, MAX_REFERENCE, MAX_TAB_ID, MAX_TEXT, Command, Parallel, Param, parameters
 from messages.contract import CALL_TIMEOUT, MAX_CALL_TIMEOUT
 from messages.references import Ref, Template
@@ -60,6 +61,8 @@ _CHECKS: dict[str, dict[str, Any]] = {
                 "anyOf": [_op_form(["get", "clear"]), _op_form(["remove"], ("key",)),
                           _op_form(["set"], ("key", "value"))]},
     "clipboard": {"description": "op write needs text", "anyOf": [_op_form(["read"]), _op_form(["write"], ("text",))]},
+    "cdp": {"description": "the method is not a refused one (cdp_method_refused)",
+            "not": {"properties": {"method": {"pattern": refused_pattern()}}, "required": ["method"]}},
     "broadcast": {"description": "the command is one action that names no tabId",
                   "properties": {"command": {"$ref": "#/$defs/action", "not": {"required": ["tabId"]}}}},
 }

@@ -14,6 +14,7 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from bridge.metrics import CODES
 from bridge.site_tool_records import CALL_OUTCOMES, CONTINUATION_OUTCOMES
+from messages.cdp_methods import METRIC_DOMAINS
 from messages.commands import ACTIONS
 from messages.requests import NODE_OPS
 from messages.results import STATUSES
@@ -38,6 +39,7 @@ FIXED: dict[str, frozenset[str]] = {
     "route": ROUTES,
     "method": frozenset({"GET", "POST", "PUT", "PATCH", "DELETE", "HEAD", "OPTIONS", "other"}),
     "actor": frozenset({"CheckpointActor", "BarrierActor", "AuditActor", "TabActor"}),
+    "domain": METRIC_DOMAINS | {"other"},
     "version": frozenset({"0.1.0"}),
 }
 NUMBER = re.compile(r"^[+-]?(\d+(\.\d*)?|\.\d+|Inf)$")

@@ -27,7 +27,7 @@ from mkdocs.structure.files import File, Files
 
 import messages.contract
 from mcp_gateway._tools import TOOLS
-from messages.commands import ACTIONS, BLOCKS, Command, Title, is_write
+from messages.commands import ACTIONS, BLOCKS, Cdp, Command, Title, is_write
 from messages.errors import ERROR_CODES, UNKNOWN_CODE_STATUS
 from messages.schema import batch_schema, parallel_schema, published_schema
 
@@ -169,6 +169,8 @@ def _sample(tp: Any) -> Any:
 
 def _kind(cls: type[Command]) -> str:
     """Whether a command reads or writes; a block of reads only may still write (it runs JavaScript)."""
+    if cls is Cdp:
+        return "a read or a write by its method (see the CDP guide)"
     if cls not in BLOCKS:
         return "write" if cls.writes else "read"
     fields = {f.name: _sample(typing.get_type_hints(cls)[f.name]) for f in dataclasses.fields(cls)

@@ -63,6 +63,7 @@ from messages.commands._actions import (
     WaitForResult,
 )
 from messages.commands._blocks import ACTIONS, BLOCKS, Broadcast, If, Parallel, Retry, Sequence, Try, While
+from messages.commands._cdp import Cdp, CdpEvents, CdpSpec
 from messages.commands._forms import audit_params, command_to_json, own_references, resolve_command
 from messages.commands._params import Param, parameters
 from messages.commands._parse import CallKind, CallSpec, Limits, parse_body, parse_call, parse_command, whole_param
@@ -72,7 +73,8 @@ __all__ = [
     "ACTIONS", "BLOCKS", "MAX_JS", "MAX_KEY", "MAX_NAME", "MAX_NODE_NAME", "MAX_REF", "MAX_REFERENCE",
     "MAX_SELECTOR", "MAX_SNAPSHOT_CHARS",
     "MAX_SESSION_NAME", "MAX_TAB_ID", "MAX_TEXT", "MAX_URL", "NODE_NAME", "REF", "SESSION_NAME",
-    "SITE_TOOL_NAME", "Broadcast", "CallKind", "CallSiteTool", "CallSpec", "Check", "Child", "Click", "Clipboard",
+    "SITE_TOOL_NAME", "Broadcast", "CallKind", "CallSiteTool", "CallSpec", "Cdp", "CdpEvents", "CdpSpec", "Check",
+    "Child", "Click", "Clipboard",
     "ClipboardOp", "CloseTab", "Command", "Cookie", "Cookies", "Download", "Fill", "Find", "Flag", "GetTabs",
     "If", "Integer", "Js", "KeepSession", "Limits", "Navigate", "NewTab", "Number", "PageText", "Parallel", "Param",
     "Press", "Retry", "Screenshot", "Select", "Sequence", "Snapshot", "SiteTools", "Storage", "SubmitForm", "SwitchTab",

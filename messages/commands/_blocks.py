@@ -6,6 +6,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 
 from messages.commands._actions import ACTION_CLASSES, MAX_JS, MAX_TAB_ID, Command, Integer, Number, Text, _param
+from messages.commands._cdp import CDP_ACTIONS
 from messages.errors import invalid_call
 
 
@@ -84,6 +85,6 @@ class Broadcast(Command):
 
 
 BLOCKS = (Sequence, Parallel, If, While, Try, Retry, Broadcast)
-_EVERY: tuple[type[Command], ...] = (*ACTION_CLASSES, *BLOCKS)
+_EVERY: tuple[type[Command], ...] = (*ACTION_CLASSES, *CDP_ACTIONS, *BLOCKS)
 ACTIONS: Mapping[str, type[Command]] = {cls.action: cls for cls in _EVERY}
 """Every action and block by its name."""

@@ -69,11 +69,12 @@ def _plain(value: Any) -> Any:
 
 
 def audit_params(command: Command) -> dict[str, Any]:
-    """The command's parameters as the audit log keeps them: typed values redacted, JavaScript dropped."""
+    """The command's parameters as the audit log keeps them: typed values redacted, JavaScript (and a CDP method's
+    parameters) dropped."""
     out: dict[str, Any] = {}
     for param in parameters(type(command)):
         value = getattr(command, param.name)
-        if param.javascript or (value == param.default and not param.required):
+        if param.dropped or (value == param.default and not param.required):
             continue
         if param.secret and isinstance(value, dict):  # an object's keys are names, its values typed values
             out[param.json_name] = dict.fromkeys(value, "[redacted]")

@@ -31,6 +31,11 @@ class Param:
     def javascript(self) -> bool:
         return bool(self.meta.get("javascript"))
 
+    @property
+    def dropped(self) -> bool:
+        """Whether it never enters a log: a JavaScript body, or what may hold one (a CDP method's parameters)."""
+        return self.javascript or bool(self.meta.get("dropped"))
+
 
 def _camel(name: str) -> str:
     head, *rest = name.split("_")

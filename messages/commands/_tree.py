@@ -6,8 +6,10 @@ from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from messages.cdp_methods import method_class
 from messages.commands._actions import Command
 from messages.commands._blocks import BLOCKS, Broadcast, Parallel, Retry, Sequence, Try
+from messages.commands._cdp import Cdp
 from messages.commands._params import parameters
 from messages.paths import ROOT, StepPath
 from messages.references import Template
@@ -72,9 +74,12 @@ def leaf_paths(command: Command, path: StepPath) -> list[tuple[StepPath, Command
 
 
 def is_write(command: Command) -> bool:
-    """Whether sending ``command`` again could change something (spec: What each step does)."""
+    """Whether sending ``command`` again could change something (spec: What each step does); a ``cdp`` step's
+    method says (:mod:`messages.cdp_methods`)."""
     if isinstance(command, Sequence | Parallel | Try | Retry):
         return any(is_write(child.command) for child in children(command))
+    if isinstance(command, Cdp):
+        return method_class(command.method) != "read"
     return command.writes
 
 
@@ -82,7 +87,7 @@ def secret_values(command: Command) -> list[str]:
     """The literal typed values and JavaScript bodies in ``command`` and its children."""
     found: list[str] = []
     for param in parameters(type(command)):
-        if param.secret or param.javascript:
+        if param.secret or param.dropped:
             found.extend(_strings(getattr(command, param.name)))
     for child in children(command):
         found.extend(secret_values(child.command))

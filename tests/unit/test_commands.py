@@ -20,6 +20,9 @@ from messages.commands import (
     MAX_URL,
     Broadcast,
     CallSiteTool,
+    Cdp,
+    CdpEvents,
+    CdpSpec,
     Check,
     Click,
     Clipboard,
@@ -164,6 +167,10 @@ EXAMPLES: dict[str, tuple[dict[str, Any], Command]] = {
         {"action": "callSiteTool", "name": "checkout", "input": {"billing_address": "1 Main St", "n": [1, None]}},
         CallSiteTool(name="checkout", input={"billing_address": "1 Main St", "n": [1, None]}),
     ),
+    "cdp": ({"action": "cdp", "method": "DOM.getOuterHTML", "params": {"nodeId": 4}},
+            Cdp(method="DOM.getOuterHTML", params={"nodeId": 4})),
+    "cdpEvents": ({"action": "cdpEvents", "enable": ["Network", "Log"]}, CdpEvents(enable=("Network", "Log"))),
+    "cdpSpec": ({"action": "cdpSpec", "domain": "DOM"}, CdpSpec(domain="DOM")),
     "sequence": (
         {"action": "sequence", "steps": [CLICK, {"action": "pageText", "selector": "${$0.selector}"}],
          "tabId": 7},
@@ -202,7 +209,9 @@ EXAMPLES: dict[str, tuple[dict[str, Any], Command]] = {
 
 READS = {"pageText", "snapshot", "find", "url", "title", "screenshot", "waitFor", "getTabs",
          "keepSession",  # keepSession is Kitsune's own: it keeps a session under a name and changes no page
-         "siteTools"}  # lists what the page declares; callSiteTool runs the page's code: a write
+         "siteTools",  # lists what the page declares; callSiteTool runs the page's code: a write
+         "cdp",  # its example's method reads (a cdp step reads or writes by its method: tests/unit/test_cdp.py)
+         "cdpEvents", "cdpSpec"}
 
 
 def reject(commands: list[Any], limits: Limits | None = None) -> KitsuneError:
@@ -217,7 +226,7 @@ def reject(commands: list[Any], limits: Limits | None = None) -> KitsuneError:
 
 def test_every_action_and_block_has_an_example() -> None:
     assert set(EXAMPLES) == set(ACTIONS)
-    assert len(ACTIONS) == 36
+    assert len(ACTIONS) == 39
     assert {cls.action for cls in BLOCKS} == {
         "sequence", "parallel", "if", "while", "try", "retry", "broadcast"}
 
