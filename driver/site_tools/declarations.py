@@ -28,7 +28,7 @@ from messages.commands import SITE_TOOL_NAME
 __all__ = ["DECLARATION_BURST", "DECLARATION_COST", "DECLARATION_RATE", "MAX_ANNOTATIONS", "MAX_DESCRIPTION",
            "MAX_FRAME_SCHEMA_BYTES", "MAX_FRAME_TOOLS", "MAX_LISTED", "MAX_SCHEMA_BYTES", "MAX_SCHEMA_DEPTH",
            "MAX_SCHEMA_NODES", "MAX_TAB_DOCUMENTS", "MAX_TOOLS", "DeclarationRate", "Refused", "Room", "declared",
-           "listed", "rate_refused", "tab_documents_refused"]
+           "listed", "rate_refused", "reads_only", "tab_documents_refused"]
 
 MAX_TOOLS = 64
 """Tools one document may declare at a time."""
@@ -53,8 +53,10 @@ DECLARATION_COST = 4096
 """What a ``register`` counts at least (a small tool). (An ``unregister`` or ``clear`` only frees: never refused.)"""
 MAX_SCHEMA_NODES = 4096
 """Objects and arrays in a tool's input schema: what its text may cost the node once parsed, and parsing it."""
-MAX_ANNOTATIONS = ("title", "readOnlyHint", "destructiveHint", "idempotentHint", "openWorldHint")
-"""The annotations kept (listed as the page's information only, never a rule): booleans, a title of 128."""
+MAX_ANNOTATIONS = ("title", "readOnlyHint", "untrustedContentHint", "destructiveHint", "idempotentHint",
+                   "openWorldHint")
+"""The annotations kept and listed: booleans, a title of 128. ``readOnlyHint: true`` makes a call of the tool a read
+(:func:`reads_only`); the others are the page's information only, never a rule."""
 MAX_LISTED = 1024 * 1024
 """Bytes of a ``siteTools`` answer's ``tools`` (JSON); the tools past it are named in ``truncated``."""
 _LISTED_NAMES = 256
@@ -189,6 +191,11 @@ def _annotations(given: object) -> dict[str, Any]:
     if isinstance(title := given.get("title"), str):
         kept["title"] = title[:128]
     return kept
+
+
+def reads_only(declaration: dict[str, Any]) -> bool:
+    """Whether the page declares the tool ``readOnlyHint: true``: a call of it counts as a read."""
+    return declaration.get("annotations", {}).get("readOnlyHint") is True
 
 
 def listed(tools: Iterable[dict[str, Any]]) -> dict[str, Any]:
