@@ -57,7 +57,7 @@ async def call_site_tool(run: Run) -> Result:
         tools.hooks.call_ended("failed")
         raise
     chain, invocation = tools.begin(command.name, document, value, call=run.caller.call, path=run.caller.path,
-                                    agent=run.caller.agent)
+                                    agent=run.caller.agent, form="form" in declaration)
     ending = "failed"
     try:
         if chain.call is not None:

@@ -119,9 +119,10 @@ def tab_documents_refused() -> str:
 
 
 def declared(tool: object, tools: dict[str, dict[str, Any]], room: Room | None = None) -> tuple[dict[str, Any], int]:
-    """What the node keeps of ``tool`` (``{name, description, inputSchema}``, ``annotations`` if any, ``invalid``
-    when its schema cannot be used) and its schema's size in bytes, declared in a document that declares ``tools``
-    (in a frame's document, within ``room``); else :class:`Refused`."""
+    """What the node keeps of ``tool`` (``{name, description, inputSchema}``, ``annotations`` if any, ``form``
+    (``{autosubmit}``) for a declarative form's, ``invalid`` when its schema cannot be used) and its schema's size
+    in bytes, declared in a document that declares ``tools`` (in a frame's document, within ``room``); else
+    :class:`Refused`."""
     if not isinstance(tool, dict):
         raise Refused("registerTool: a tool is an object")
     name, description, text = tool.get("name"), tool.get("description"), tool.get("inputSchema")
@@ -147,6 +148,8 @@ def declared(tool: object, tools: dict[str, dict[str, Any]], room: Room | None =
     annotations = _annotations(tool.get("annotations"))
     if annotations:
         kept["annotations"] = annotations
+    if isinstance(form := tool.get("form"), dict):
+        kept["form"] = {"autosubmit": form.get("autosubmit") is True}
     if foreign is not None:
         kept["invalid"] = (f"the input schema refers to {foreign[:200]!r}, which is not in the schema (only "
                            "references of the form #... are followed; no schema is ever retrieved)")
