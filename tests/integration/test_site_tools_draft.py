@@ -20,8 +20,7 @@ from bridge.node import Node
 from tests.integration.calls import batch
 from tests.integration.fleet_nodes import until
 from tests.nodes import open_user_tab
-from tests.site import TestSite
-from tests.site import shop
+from tests.site import TestSite, shop
 
 INSECURE = "http://shop.test"
 """A name off loopback, served by the test itself (a route of the tab's page): a plain ``http:`` origin that is no
@@ -95,7 +94,8 @@ def test_a_declarative_form_is_a_tool_whose_call_submits_it_once_and_answers_wit
                                         "quantity": {"type": "number", "minimum": 1, "maximum": 9},
                                         "gift": {"type": "boolean"},
                                         "size": {"type": "string", "enum": ["s", "m", "l"]}}}
-    bad, refused = one(node, tab, {"action": "callSiteTool", "name": "order", "input": {"item_id": "x", "quantity": 12}})
+    too_many = {"item_id": "x", "quantity": 12}
+    bad, refused = one(node, tab, {"action": "callSiteTool", "name": "order", "input": too_many})
     assert (refused["code"], refused["state"]["path"]) == ("invalid_input", "/quantity"), bad
 
     value = {"item_id": "coat-wool", "quantity": 2, "gift": True, "size": "m"}
