@@ -127,8 +127,8 @@ def insecure_tab(node: Node, site: TestSite) -> Iterator[int]:
     page = node.browser.page(tab)
 
     async def serve(route: Route) -> None:
-        path = route.request.url.removeprefix(INSECURE).split("?")[0]
-        await route.fulfill(status=200, content_type="text/html", body=shop.PAGES.get(path, "<title>none</title>"))
+        html = shop.DRAFT_PAGES.get(route.request.url.removeprefix(INSECURE).split("?")[0], "<title>none</title>")
+        await route.fulfill(status=200, content_type="text/html", body=html)
 
     node.io.run(page.route(f"{INSECURE}/**", serve), timeout=30)
     yield tab

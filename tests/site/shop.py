@@ -1,8 +1,9 @@
-"""The test site's shop: pages whose tools an agent calls through ``navigator.modelContext`` (WebMCP).
+"""The test site's shop: pages whose tools an agent calls (WebMCP).
 
-The pages use only the standard page API (``registerTool``, ``execute(input, options)``,
-``options.invocation.requestToken()``, ``navigator.modelContext.resumeTool(token, callback)``), which the
-node injects into every document. Every tool's write is a counted POST ("POST /shop/billing", ...).
+The pages use only the standard page API, which the node injects into every document: most the older form's
+(``navigator.modelContext.registerTool``, ``execute(input, options)``, ``options.invocation.requestToken()``,
+``navigator.modelContext.resumeTool(token, callback)``), the draft's pages ``document.modelContext`` and
+declarative forms. Every tool's write is a counted POST ("POST /shop/billing", ...).
 
 - ``/shop``: ``search(query)``, a read of the catalogue, no continuation.
 - ``/shop/billing`` -> ``/shop/shipping`` -> ``/shop/confirmation``: ``checkout(shipping_address,
@@ -206,9 +207,11 @@ NOTE = document("Note", """<h1>Note</h1>
 PAGES = {
     "/shop": SEARCH, "/shop/billing": BILLING, "/shop/shipping": SHIPPING, "/shop/confirmation": CONFIRMATION,
     "/shop/item": ITEM, "/shop/tryon-frame": TRYON_FRAME, "/shop/leave": LEAVE, "/shop/handoff": HANDOFF,
-    "/shop/hold": HOLD, "/shop/redeem": REDEEM, "/shop/wishlist": WISHLIST, "/shop/order": ORDER, "/shop/note": NOTE,
+    "/shop/hold": HOLD, "/shop/redeem": REDEEM,
 }
-"""path -> the HTML of every GET page of the shop."""
+"""path -> the HTML of the shop's pages written for the older form, ``navigator.modelContext``."""
+DRAFT_PAGES = {"/shop/wishlist": WISHLIST, "/shop/order": ORDER, "/shop/note": NOTE}
+"""path -> the HTML of the shop's pages of the current draft: ``document.modelContext``, declarative forms."""
 
 
 def owns(path: str) -> bool:
@@ -246,8 +249,8 @@ class Shop:
             found = [{"id": item, "name": about["name"], "price": about["price"]} for item, about in CATALOGUE.items()
                      if all(word in about["name"].lower() for word in words)]
             return _json({"query": _first(query, "q"), "results": found})
-        if path in PAGES:
-            return HTTPStatus.OK, PAGES[path].encode("utf-8"), "text/html; charset=utf-8"
+        if (page := PAGES.get(path, DRAFT_PAGES.get(path))) is not None:
+            return HTTPStatus.OK, page.encode("utf-8"), "text/html; charset=utf-8"
         return _json({"error": f"no shop page {path}"}, HTTPStatus.NOT_FOUND)
 
     def post(self, path: str, fields: dict[str, list[str]]) -> Answer:
