@@ -127,7 +127,7 @@ class BusDriver:
         return BusDriver(self._io, self._bus, self._subjects, self._local, self._place, self._open_tabs, agent)
 
     def execute(self, command: Command, tab_id: int | None, timeout: float,
-                recorded: Sequence[Recorded] = ()) -> Outcome:
+                recorded: Sequence[Recorded] = (), *, as_read: bool = False) -> Outcome:
         wait_recorded(recorded)  # on this thread: the request's time starts once they are made
         if isinstance(command, NewTab):
             try:
@@ -140,9 +140,9 @@ class BusDriver:
             return Failed(Failure("No tab: the call has no default tab and the command names none", "no_tab", False))
         else:
             subject = self._subjects.tab(tab_id)
-        writes = is_write(command)
+        writes = is_write(command) and not as_read
         request = TabRequest(command, timeout, time.time() + timeout, CALL.get(), STEP.get() if writes else None,
-                             agent=self._agent, session=SESSION.get())
+                             agent=self._agent, session=SESSION.get(), as_read=as_read)
         try:
             if tab_id is not None and (outcome := self._local(tab_id, request)) is not None:
                 return outcome

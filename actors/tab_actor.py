@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from typing import Any, Protocol
 
 from actors.loop import IoLoop, Later, LoopActor
-from messages.commands import Command, WaitForResult, is_write
+from messages.commands import Command, WaitForResult
 from messages.contract import SETTLE
 from messages.requests import RequestEnded, RequestRunning, RequestWithdrawn, TabCancel, TabRequest
 from messages.results import Failed, Failure, Outcome, Unknown
@@ -35,9 +35,10 @@ class TabDriver(Protocol):
     async def execute(self, command: Command, tab_id: int | None, timeout: float, *,
                       pause: Pause | None = None, agent: str | None = None, call: int | None = None,
                       path: str | None = None, within: float | None = None,
-                      session: str | None = None) -> Outcome:
+                      session: str | None = None, as_read: bool = False) -> Outcome:
         """Run ``command`` within ``within`` seconds (``timeout`` when None); messages name ``timeout``, the
-        step's own (a request that spent time on its way has less left than its timeout)."""
+        step's own (a request that spent time on its way has less left than its timeout). ``as_read``: only
+        as a read (:attr:`TabRequest.as_read`)."""
         ...
 
 
@@ -150,7 +151,7 @@ class TabActor(LoopActor):
             return self._interrupt()
         if not isinstance(message, Ticket):
             raise TypeError(f"a tab actor takes Ticket or Interrupt, not {type(message).__name__}")
-        work = self._write(message) if is_write(message.request.command) else self._execute(message)
+        work = self._write(message) if message.request.writes else self._execute(message)
         task = asyncio.get_running_loop().create_task(work)
         self._tasks.add(task)  # the loop keeps only weak references to tasks
         task.add_done_callback(self._tasks.discard)
@@ -183,21 +184,21 @@ class TabActor(LoopActor):
                 return await self._browser.execute(command, self.tab_id, timeout, pause=pause,
                                                    agent=ticket.request.agent, call=ticket.request.call,
                                                    path=ticket.request.path, within=left,
-                                                   session=ticket.request.session)
+                                                   session=ticket.request.session, as_read=ticket.request.as_read)
         except TimeoutError:
             failure = Failure(f"Command timed out after {timeout:g}s", "timeout", False)
-            return Unknown(failure) if is_write(command) else Failed(Failure(failure.error, "timeout", True))
+            return Unknown(failure) if ticket.request.writes else Failed(Failure(failure.error, "timeout", True))
         except asyncio.CancelledError:
             if not self._stopping:
                 raise
             failure = Failure(f"{command.action}: the node stopped while it ran", "node_stopped", False)
-            return Unknown(failure) if is_write(command) else Failed(Failure(failure.error, failure.code, True))
+            return Unknown(failure) if ticket.request.writes else Failed(Failure(failure.error, failure.code, True))
         finally:
             del self._running[task]
 
     def _interrupt(self) -> list[Ticket]:
         self._stopping = True
-        writes = [ticket for ticket in self._running.values() if is_write(ticket.request.command)]
+        writes = [ticket for ticket in self._running.values() if ticket.request.writes]
         for task in self._running:
             task.cancel()
         return writes

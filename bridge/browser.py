@@ -37,7 +37,8 @@ class Browser(Protocol):
 
     async def execute(self, command: Command, tab_id: int | None, timeout: float, *,
                       pause: Pause | None = None, agent: str | None = None, call: int | None = None,
-                      path: str | None = None, within: float | None = None, session: str | None = None) -> Outcome: ...
+                      path: str | None = None, within: float | None = None, session: str | None = None,
+                      as_read: bool = False) -> Outcome: ...
 
     async def new_tab(self, url: str | None = None) -> int: ...
 

@@ -23,14 +23,17 @@ from core.ports import Recorded
 from core.session_names import ONE_SHOT, one_shot_name
 from core.url_policy import UrlPolicy
 from messages.cdp_methods import rule_of
-from messages.commands import Cdp, Command, Navigate, NewTab, command_to_json, is_write
+from messages.commands import CallSiteTool, Cdp, Command, Navigate, NewTab, command_to_json, is_write
 from messages.contract import CHECKPOINT_CAPACITY, CONFIRM_TTL, QUOTA_SESSIONS, QUOTA_TABS
 from messages.errors import KitsuneError
 from messages.results import Done, Failed, Failure, HeldForApproval, Outcome
 from messages.tokens import digest, digests_equal, new_token, token_hash
 
-__all__ = ["CAPABILITY_GROUPS", "CLOSED", "ELSEWHERE", "JAVASCRIPT_GROUPS", "USER", "ConfirmTokens", "HeldStep",
-           "Policy", "PolicyDriver", "TabOwners", "TaskLeases", "owned_by_another"]
+__all__ = ["CAPABILITY_GROUPS", "CLOSED", "ELSEWHERE", "JAVASCRIPT_GROUPS", "SITE_TOOL_WRITES", "USER", "ConfirmTokens",
+           "HeldStep", "Policy", "PolicyDriver", "TabOwners", "TaskLeases", "owned_by_another"]
+
+SITE_TOOL_WRITES = "site_tool_writes"
+"""What a tab's node answers a ``callSiteTool`` tried as a read whose tool its page does not declare read-only."""
 
 USER = "user"
 """The owner of tabs the bridge did not open for an agent."""
@@ -285,15 +288,22 @@ class PolicyDriver:
         self._confirm_token = confirm_token
         """A direct call's confirm token; container calls and resumes never carry one."""
 
-    def refusal(self, command: Command, tab: int | None) -> Outcome | None:
-        """Why the policy stops ``command`` now (nothing sent), or None."""
+    def refusal(self, command: Command, tab: int | None, *, as_read: bool = False) -> Outcome | None:
+        """Why the policy stops ``command`` now (nothing sent), or None (``as_read``: run as a read)."""
         policy = self._policy()
         if tab is not None and command.acts_on_tab and self._owners.owner(tab) == CLOSED:
             return Failed(self._owners.closed_why(tab))
-        if not is_write(command):
+        if as_read or not is_write(command):
             return None
-        if (refused := _cdp_refusal(command, policy)) is not None:
-            return Failed(refused)
+        refused = self._write_refusal(command, tab, policy)
+        if refused is None and policy.ask_before_act:
+            return self._ask(command, tab)
+        return refused
+
+    def _write_refusal(self, command: Command, tab: int | None, policy: Policy) -> Failed | None:
+        """Why the policy refuses ``command`` as a write (read-only mode, owners, leases, URL lists), or None."""
+        if (cdp := _cdp_refusal(command, policy)) is not None:
+            return Failed(cdp)
         if policy.read_only:
             return Failed(Failure("Read-only mode: writes are refused; nothing was sent", "read_only", False))
         if tab is not None and command.acts_on_tab and (
@@ -306,9 +316,13 @@ class PolicyDriver:
         if url is not None and (denial := policy.urls.check(url)) is not None:
             return Failed(Failure(f"URL refused by policy: {denial.message}", "url_denied", False,
                                   {"reason": denial.reason, "host": denial.host}))
-        if policy.ask_before_act:
-            return self._ask(command, tab)
         return None
+
+    def _stopped_as_write(self, command: Command, tab: int | None) -> bool:
+        """Whether the policy refuses or holds ``command`` as a write but would let it run as a read."""
+        policy = self._policy()
+        return self.refusal(command, tab, as_read=True) is None and (
+            policy.ask_before_act or self._write_refusal(command, tab, policy) is not None)
 
     def _ask(self, command: Command, tab: int | None) -> HeldForApproval | None:
         """Hold ``command`` for approval (None: ``confirm_token`` approves it). A one-shot ``newTab`` of a
@@ -323,12 +337,20 @@ class PolicyDriver:
                                    held=HeldStep(self._agent, call, STEP.get() or ""), session=name, call=call)
 
     def execute(self, command: Command, tab_id: int | None, timeout: float,
-                recorded: Sequence[Recorded] = ()) -> Outcome:
-        refused = self.refusal(command, tab_id)
+                recorded: Sequence[Recorded] = (), *, as_read: bool = False) -> Outcome:
+        """Run ``command`` if the policy lets it. A ``callSiteTool`` the policy would refuse or hold as a write is
+        tried as a read first: the tab's node runs it if its page declares the tool ``readOnlyHint`` (the
+        page's declaration decides, never the caller), else it answers ``site_tool_writes`` with nothing sent,
+        and the policy refuses or holds it as the write it is."""
+        if isinstance(command, CallSiteTool) and not as_read and self._stopped_as_write(command, tab_id):
+            tried = self._inner.execute(command, tab_id, timeout, recorded, as_read=True)
+            if not (isinstance(tried, Failed) and tried.failure.code == SITE_TOOL_WRITES):
+                return tried
+        refused = self.refusal(command, tab_id, as_read=as_read)
         if refused is not None:
             self._on_refusal(refused)
             return refused
-        outcome = self._inner.execute(command, tab_id, timeout, recorded)
+        outcome = self._inner.execute(command, tab_id, timeout, recorded, as_read=as_read)
         if isinstance(outcome, Done) and isinstance(command, NewTab) and isinstance(outcome.value.get("tabId"), int):
             self._owners.give(outcome.value["tabId"], self._agent)
         return outcome

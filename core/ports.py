@@ -50,9 +50,11 @@ class Driver(Protocol):
     """Runs one action in one tab; answers within ``timeout`` seconds."""
 
     def execute(self, command: Command, tab_id: int | None, timeout: float,
-                recorded: Sequence[Recorded] = ()) -> Outcome:
+                recorded: Sequence[Recorded] = (), *, as_read: bool = False) -> Outcome:
         """Run an action (never a block) whose references are resolved, once every record in
-        ``recorded`` is made (:class:`NotRecorded`, with nothing sent, when one cannot be)."""
+        ``recorded`` is made (:class:`NotRecorded`, with nothing sent, when one cannot be). ``as_read``: run it
+        only if the tab's node counts it as a read (a ``callSiteTool`` of a tool its page declares
+        ``readOnlyHint``); anything else answers ``site_tool_writes``, nothing sent."""
 
     def list_tabs(self) -> frozenset[int]:
         """Ids of the open tabs; raises :class:`KitsuneError` when they cannot be listed."""

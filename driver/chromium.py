@@ -233,7 +233,7 @@ class ChromiumBrowser:
     async def execute(self, command: Command, tab_id: int | None, timeout: float, *,
                       pause: Callable[[float], Awaitable[None]] | None = None,
                       agent: str | None = None, call: int | None = None, path: str | None = None,
-                      within: float | None = None, session: str | None = None) -> Outcome:
+                      within: float | None = None, session: str | None = None, as_read: bool = False) -> Outcome:
         """Run one action (never a block) on a tab within ``timeout`` seconds (a tab's current tab is its agent's,
         which the node keeps: here a command for a tab that names none finds no tab).
 
@@ -243,17 +243,18 @@ class ChromiumBrowser:
         in a session of ``agent`` (a user tab when None) for ``call``; ``path`` is the step's (site tools' events).
         ``within``, when given, is the time it has (less than ``timeout`` after its way to this node); its
         messages name ``timeout``, the step's own ("Command timed out after 30s"). ``session`` is the agent's
-        session (``X-Kitsune-Session``): refs belong to (agent, session).
+        session (``X-Kitsune-Session``): refs belong to (agent, session). ``as_read``: run only as a read
+        (a ``callSiteTool`` of a tool its page declares ``readOnlyHint``; else ``site_tool_writes``, nothing sent).
         """
         try:
             with self._tabs.spares.busy():
                 return await self._execute(command, tab_id, float(timeout), pause or asyncio.sleep,
-                                           Caller(agent, call, path, session),
+                                           Caller(agent, call, path, session, as_read),
                                            float(timeout if within is None else within))
         except KitsuneError as e:
             return Failed(Failure.of(e))
         except Exception as e:  # a bug here must still answer as an outcome, never as an exception
-            sent = is_write(command)
+            sent = is_write(command) and not as_read
             failure = Failure(f"{command.action}: internal driver error ({type(e).__name__})", "internal", False)
             return Unknown(failure) if sent else Failed(failure)
 
@@ -282,7 +283,8 @@ class ChromiumBrowser:
             self.sessions.promote(page, caller.agent, command.name, caller.call)
             return Done({"session": command.name, "tabId": tab})
         deadline = asyncio.get_running_loop().time() + within
-        run = self._run(command, tab, page, timeout, deadline, is_write(command), pause=pause, caller=caller)
+        run = self._run(command, tab, page, timeout, deadline, is_write(command) and not caller.as_read, pause=pause,
+                        caller=caller)
         with self.sessions.using(self.sessions.of_page(page)):
             return await _perform(run, ACTIONS[type(command)])
 

@@ -44,6 +44,8 @@ class Caller:
     """The step's progress path in that call."""
     session: str | None = None
     """The agent's session (``X-Kitsune-Session``): whose refs a snapshot gives and a command may name."""
+    as_read: bool = False
+    """The step may run only as a read: a ``callSiteTool`` of a tool its page declares ``readOnlyHint``."""
 
 
 @dataclass(slots=True, kw_only=True)

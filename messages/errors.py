@@ -90,6 +90,7 @@ ERROR_CODES: Mapping[str, ErrorCode] = {code.name: code for code in [
     *_codes(400, False, "invalid_input"),
     *_codes(422, False, "invalid_schema"),  # the page's schema is unusable: not the agent's input, not retryable
     *_codes(409, False, "continuation_expired", "site_tool_error"),
+    *_codes(403, False, "site_tool_writes"),  # a call tried as a read whose tool is no read: the policy answers
     # Tasks (issue 17): a task's lease, its takeover, its tabs.
     *_codes(400, False, "session_required"),
     *_codes(404, False, "task_not_found"),

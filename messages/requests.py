@@ -6,7 +6,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from messages.commands import Command, command_to_json, parse_command
+from messages.commands import Command, command_to_json, is_write, parse_command
 from messages.results import Outcome, outcome_from_json, outcome_to_json
 from messages.wire import KIND, Message, checked
 
@@ -80,6 +80,15 @@ class TabRequest:
     """The agent whose call sent it: a ``newTab`` opens in that agent's session (None: a user tab)."""
     session: str | None = None
     """The agent's session the call is for (``X-Kitsune-Session``): refs belong to (agent, session)."""
+    as_read: bool = False
+    """Run it only as a read (the policy of the call's node would refuse or hold it as a write): a ``callSiteTool``
+    of a tool its page declares ``readOnlyHint``, judged by the tab's node; anything else answers
+    ``site_tool_writes`` with nothing sent."""
+
+    @property
+    def writes(self) -> bool:
+        """Whether the tab runs it as a write (serialized, admitted against claims and owners, unknown when lost)."""
+        return is_write(self.command) and not self.as_read
 
     def seconds_left(self, wall_clock: float) -> float:
         """Seconds left on arrival, ``wall_clock`` being ``time.time()`` then: the earlier of both ends."""
@@ -91,6 +100,8 @@ class TabRequest:
         for key in ("call", "path", "id", "agent", "session"):
             if (value := getattr(self, key)) is not None:
                 body[key] = value
+        if self.as_read:
+            body["as_read"] = True
         return body
 
     @classmethod
@@ -99,7 +110,7 @@ class TabRequest:
         return cls(parse_command(data["command"]), float(data["timeout"]), float(data.get("deadline", 0.0)),
                    int(call) if call is not None else None, str(path) if path is not None else None,
                    str(id_) if id_ is not None else None, str(agent) if agent is not None else None,
-                   str(data["session"]) if data.get("session") is not None else None)
+                   str(data["session"]) if data.get("session") is not None else None, data.get("as_read") is True)
 
 
 @dataclass(frozen=True, slots=True)

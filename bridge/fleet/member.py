@@ -30,7 +30,7 @@ from core.policy import CLOSED, ELSEWHERE, USER, Policy, TabOwners, owned_by_ano
 from core.session_names import ONE_SHOT, one_shot_name
 from driver.sessions import SessionChange
 from messages.codec import decode_outcome, encode
-from messages.commands import GetTabs, NewTab, is_write
+from messages.commands import GetTabs, NewTab
 from messages.contract import SETTLE
 from messages.errors import KitsuneError
 from messages.fleet import Acknowledged, ClaimDecided, ClaimTab, ReleaseClaims, TakeOver, TookOver
@@ -243,7 +243,7 @@ class FleetMember:
         """Why a write may not run on ``tab`` now, whichever node sent it: ``tab_claimed`` by another
         call's parallel, ``tab_owned`` by another agent (nothing is sent); None when it may."""
         command = request.command
-        if not is_write(command) or not command.acts_on_tab:
+        if not request.writes or not command.acts_on_tab:
             return None
         if request.call is not None and (conflict := self.table.check_write(request.call, tab)) is not None:
             return Failed(conflict)

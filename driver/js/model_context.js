@@ -1,5 +1,6 @@
-// navigator.modelContext in every document of every frame, before the page's own scripts (WebMCP).
-// The page declares tools; the node calls them and follows their continuation tokens. This side
+// document.modelContext (WebMCP as its draft reads today) in every secure document of every frame, before the
+// page's own scripts, with navigator.modelContext as the older form's alias; and the tools <form toolname>
+// declares. The page declares tools; the node calls them and follows their continuation tokens. This side
 // speaks to the node only through its binding, whose every call the node attributes to the tab,
 // frame and document that made it: nothing here can name another tab, frame or origin.
 (() => {
@@ -8,6 +9,7 @@
   const send = globalThis[BINDING];
   if (typeof send !== "function") return;
   delete globalThis[BINDING];  // Playwright delivers answers through its own controller, not this global
+  if (!globalThis.isSecureContext) return;  // the draft's [SecureContext]: no modelContext at all
 
   const random = new Uint8Array(16);
   crypto.getRandomValues(random);
@@ -44,6 +46,7 @@
     return true;
   };
   const refusal = (name, why) => ({ refused: `registerTool ${name}: ${why}` });
+  const FORM = Symbol("form");  // a declarative form's tool carries { autosubmit } under it
   const tools = new Map();  // name -> the page's declaration
   const running = new Map();  // invocation id -> its AbortController
 
@@ -103,7 +106,8 @@
     }
     const hints = annotations !== null && typeof annotations === "object" ? annotations : {};
     const kept = {};
-    for (const key of ["title", "readOnlyHint", "destructiveHint", "idempotentHint", "openWorldHint"]) {
+    for (const key of ["title", "readOnlyHint", "untrustedContentHint", "destructiveHint", "idempotentHint",
+      "openWorldHint"]) {
       const value = hints[key];
       if (typeof value === "boolean" || (key === "title" && typeof value === "string")) kept[key] = value.valueOf();
     }
@@ -116,12 +120,18 @@
     if (schema.length > LIMITS.schemaBytes) {  // UTF-8 takes at least as many bytes as UTF-16 takes units
       return refusal(name, `schema_size: the input schema must be at most ${LIMITS.schemaBytes} bytes of JSON`);
     }
-    return { name, description, inputSchema: schema, annotations: kept, execute };
+    return { name, description, inputSchema: schema, annotations: kept, execute, form: tool[FORM] };
   }
 
-  // Resolves once the node holds the tool; rejects (a TypeError naming the limit) when it refuses it.
-  function register(tool) {
+  // Resolves once the node holds the tool; rejects (a TypeError naming the limit) when it refuses it. A tool
+  // registered with a signal is unregistered when the signal aborts (the promise rejects with its reason).
+  function register(tool, options) {
+    const signal = options !== null && typeof options === "object" ? options.signal : undefined;
+    if (signal !== undefined && !(signal instanceof AbortSignal)) {
+      throw new TypeError("registerTool: options.signal must be an AbortSignal");
+    }
     const declared = declaration(tool);
+    if (signal !== undefined && signal.aborted) return Promise.reject(signal.reason);
     if (declared.refused) return Promise.reject(new TypeError(declared.refused));
     if (tools.has(declared.name)) {
       throw new DOMException(`a tool named ${declared.name} is registered already`, "InvalidStateError");
@@ -135,49 +145,262 @@
         + `more than ${RATE.bytes} bytes of tools a second (after ${RATE.burst} at once)`));
     }
     tools.set(declared.name, declared);
-    const { name, description, inputSchema, annotations } = declared;
-    return declare("register", { tool: { name, description, inputSchema, annotations } }).then((answer) => {
-      if (answer && typeof answer.refused === "string") {
-        if (tools.get(name) === declared) tools.delete(name);
-        throw new TypeError(answer.refused);
-      }
+    const { name, description, inputSchema, annotations, form } = declared;
+    const registered = declare("register", { tool: { name, description, inputSchema, annotations, form } })
+      .then((answer) => {
+        if (answer && typeof answer.refused === "string") {
+          if (tools.get(name) === declared) tools.delete(name);
+          throw new TypeError(answer.refused);
+        }
+        if (tools.get(name) === declared) changed();
+      });
+    if (signal === undefined) return registered;
+    return new Promise((resolve, reject) => {
+      signal.addEventListener("abort", () => {
+        if (tools.get(name) === declared) unregister(name);
+        reject(signal.reason);
+      }, { once: true });
+      registered.then(resolve, reject);
     });
+  }
+
+  function unregister(name) {
+    if (tools.delete(name)) {
+      quietly(declare("unregister", { name }));
+      changed();
+    }
   }
 
   function clear() {
     tools.clear();
     quietly(declare("clear", {}));
+    changed();
   }
 
-  const modelContext = Object.freeze({
-    registerTool: register,
-    unregisterTool(name) {
-      if (tools.delete(String(name))) quietly(declare("unregister", { name: String(name) }));
+  function resumeTool(token, callback) {
+    if (typeof token !== "string" || typeof callback !== "function") {
+      return Promise.reject(new TypeError("resumeTool(token, callback): a string and a function"));
+    }
+    if (token.length > 256) {  // no token is that long: not worth the node's time
+      return Promise.reject(new DOMException("the continuation token was refused", "NotAllowedError"));
+    }
+    return post("redeem", { token }).then(
+      (id) => {
+        post("begin", { invocation: id }).then((input) => run(id, callback, input), () => {});
+      },
+      () => { throw new DOMException("the continuation token was refused", "NotAllowedError"); },
+    );
+  }
+
+  // document.modelContext: the draft's ModelContext (an EventTarget: toolchange), with the continuation
+  // proposal's resumeTool. Its registerTool rejects where the older form threw.
+  const current = new EventTarget();
+  const dispatch = EventTarget.prototype.dispatchEvent;
+  let ontoolchange = null;
+  Object.defineProperties(current, {
+    registerTool: { value(tool, options) {
+      try {
+        return register(tool, options);
+      } catch (e) {
+        return Promise.reject(e);
+      }
+    } },
+    resumeTool: { value: resumeTool },
+    ontoolchange: {
+      get: () => ontoolchange,
+      set: (handler) => { ontoolchange = typeof handler === "function" ? handler : null; },
     },
+  });
+  EventTarget.prototype.addEventListener.call(current, "toolchange", (event) => {
+    if (ontoolchange !== null) ontoolchange.call(current, event);
+  });
+  function changed() {  // in a task of its own, as the draft queues it
+    setTimeout(() => dispatch.call(current, new Event("toolchange")), 0);
+  }
+
+  // navigator.modelContext: the older draft's form, kept as an alias of the same tools.
+  const older = Object.freeze({
+    registerTool: register,
+    unregisterTool(name) { unregister(String(name)); },
     provideContext(context) {
       const given = Array.from((context && context.tools) || []);
       given.forEach(declaration);  // all or none
       clear();
-      return Promise.all(given.map(register));
+      return Promise.all(given.map((tool) => register(tool)));
     },
     clearContext: clear,
-    resumeTool(token, callback) {
-      if (typeof token !== "string" || typeof callback !== "function") {
-        return Promise.reject(new TypeError("resumeTool(token, callback): a string and a function"));
-      }
-      if (token.length > 256) {  // no token is that long: not worth the node's time
-        return Promise.reject(new DOMException("the continuation token was refused", "NotAllowedError"));
-      }
-      return post("redeem", { token }).then(
-        (id) => {
-          post("begin", { invocation: id }).then((input) => run(id, callback, input), () => {});
-        },
-        () => { throw new DOMException("the continuation token was refused", "NotAllowedError"); },
-      );
-    },
+    resumeTool,
   });
-  // On the navigator itself: it shadows a native modelContext, whose tokens the node could not hold to its rules.
-  Object.defineProperty(navigator, "modelContext", { value: modelContext, configurable: false, enumerable: true });
+  // On the document and the navigator themselves: they shadow a native modelContext, whose calls and tokens the node
+  // could not hold to its rules.
+  Object.defineProperty(document, "modelContext", { value: Object.freeze(current), configurable: false,
+    enumerable: true });
+  Object.defineProperty(navigator, "modelContext", { value: older, configurable: false, enumerable: true });
+
+
+  // <form toolname tooldescription [toolautosubmit]>: a tool declared without script (the declarative draft). Its
+  // input schema comes from the form's named fields; a call fills them and, with toolautosubmit, submits the form
+  // once (without it, the submit button is focused for a person to check and submit). A form whose tool changes is
+  // declared again, one that goes is unregistered; everything it declares passes the limits a script's tool does.
+  const FORM_FIELDS = 256;  // fields of one form at most: a form with more declares no tool
+  const SKIPPED = new Set(["submit", "button", "reset", "image", "hidden", "file"]);
+  const FORMATS = { date: "date", email: "email", url: "uri" };
+  const formTools = new Map();  // form -> { key, controller } of its declaration
+  const { querySelector, querySelectorAll } = Document.prototype;
+  const textOf = Object.getOwnPropertyDescriptor(Node.prototype, "textContent").get;
+
+  function fieldsOf(form) {
+    const all = form.elements;
+    if (all.length > FORM_FIELDS) return null;
+    const fields = [];
+    for (let i = 0; i < all.length; i++) {
+      const field = all[i];
+      const tag = field.localName;
+      const kind = tag === "input" ? String(field.type).toLowerCase() : tag;
+      if (field.name && !field.disabled && ["input", "select", "textarea"].includes(tag) && !SKIPPED.has(kind)) {
+        fields.push([field, kind]);
+      }
+    }
+    return fields;
+  }
+
+  function propertyOf(field, kind) {
+    let property = { type: "string" };
+    if (kind === "checkbox") {
+      property = { type: "boolean" };
+    } else if (kind === "number" || kind === "range") {
+      property = { type: "number" };
+      const min = parseFloat(field.min);
+      const max = parseFloat(field.max);
+      if (Number.isFinite(min)) property.minimum = min;
+      if (Number.isFinite(max)) property.maximum = max;
+    } else if (kind === "select") {
+      const values = Array.from(field.options, (option) => option.value);
+      property = field.multiple ? { type: "array", items: { type: "string", enum: values } }
+        : { type: "string", enum: values };
+    } else {
+      if (FORMATS[kind]) property.format = FORMATS[kind];
+      if (field.maxLength >= 0) property.maxLength = field.maxLength;
+      if (field.minLength > 0) property.minLength = field.minLength;
+    }
+    const about = field.getAttribute("toolparamdescription");
+    if (about) property.description = about.slice(0, LIMITS.description);
+    return property;
+  }
+
+  function schemaOf(fields) {
+    const properties = Object.create(null);
+    const radios = new Set();
+    const required = [];
+    for (const [field, kind] of fields) {
+      const { name } = field;
+      if (kind === "radio" && (radios.has(name) || !(name in properties))) {
+        if (!radios.has(name)) properties[name] = { type: "string", enum: [] };
+        radios.add(name);
+        properties[name].enum.push(field.value);
+      } else if (!(name in properties)) {
+        properties[name] = propertyOf(field, kind);
+      } else {
+        continue;  // a name taken by an earlier field: the first one is the parameter
+      }
+      if (field.required && !required.includes(name)) required.push(name);
+    }
+    return { type: "object", properties, ...(required.length ? { required } : {}), additionalProperties: false };
+  }
+
+  function fill(fields, input) {
+    for (const [field, kind] of fields) {
+      if (!Object.hasOwn(input, field.name)) continue;
+      const value = input[field.name];
+      if (kind === "checkbox") field.checked = value === true;
+      else if (kind === "radio") field.checked = field.value === String(value);
+      else if (kind === "select" && field.multiple) {
+        for (const option of field.options) option.selected = Array.isArray(value) && value.includes(option.value);
+      } else field.value = String(value);
+      field.dispatchEvent(new Event("input", { bubbles: true }));
+      field.dispatchEvent(new Event("change", { bubbles: true }));
+    }
+  }
+
+  // The submission a form's tool makes: its submit event says agentInvoked, and takes respondWith(promise) (after
+  // preventDefault) for the tool's answer. Listened to first, on the window, before any script of the page.
+  let submitting = null;
+  addEventListener("submit", (event) => {
+    if (submitting === null || event.target !== submitting.form) return;
+    const seen = submitting;
+    seen.event = event;
+    Object.defineProperties(event, {
+      agentInvoked: { value: true },
+      respondWith: { value(promise) {
+        if (!event.defaultPrevented) {
+          throw new DOMException("respondWith: call preventDefault() first", "InvalidStateError");
+        }
+        seen.response = Promise.resolve(promise);
+      } },
+    });
+  }, true);
+
+  function called(form, fields, input, autosubmit) {
+    fill(fields, input);
+    if (!autosubmit) {
+      const button = form.querySelector("button:not([type]), button[type=submit], input[type=submit]");
+      if (button) button.focus();
+      return { submitted: false, filled: Object.keys(input) };  // the schema admits field names only
+    }
+    const seen = submitting = { form, event: null, response: undefined };
+    try {
+      form.requestSubmit();
+    } finally {
+      submitting = null;
+    }
+    if (seen.event === null) throw new Error("the form was not submitted: its fields fail its own validation");
+    if (seen.response !== undefined) return seen.response;
+    if (seen.event.defaultPrevented) return { submitted: true };
+    return new Promise(() => {});  // it navigates: the node answers with the document the submission loads
+  }
+
+  function formTool(form) {
+    const fields = fieldsOf(form);
+    if (fields === null) return null;
+    const autosubmit = form.hasAttribute("toolautosubmit");
+    return { name: form.getAttribute("toolname"), description: form.getAttribute("tooldescription") || "",
+      inputSchema: schemaOf(fields), [FORM]: { autosubmit },
+      execute: (input) => called(form, fields, input, autosubmit) };
+  }
+
+  let scanning = false;
+  function scan() {
+    scanning = false;
+    const forms = Array.from(querySelectorAll.call(document, "form[toolname]")).slice(0, LIMITS.tools);
+    for (const [form, had] of formTools) {
+      if (!forms.includes(form)) {
+        had.controller.abort();
+        formTools.delete(form);
+      }
+    }
+    for (const form of forms) {
+      const tool = formTool(form);
+      const key = tool && stringify([tool.name, tool.description, tool.inputSchema, tool[FORM]]);
+      const had = formTools.get(form);
+      if (had !== undefined && had.key === key) continue;
+      if (had !== undefined) had.controller.abort();
+      const controller = new AbortController();
+      formTools.set(form, { key, controller });
+      if (tool === null) continue;
+      try {
+        quietly(register(tool, { signal: controller.signal }));
+      } catch (e) {}  // a name taken or not a tool name: the form declares nothing until it changes
+    }
+  }
+  const rescan = () => {
+    if (!scanning) {
+      scanning = true;
+      setTimeout(scan, 0);
+    }
+  };
+  new MutationObserver(rescan).observe(document, { subtree: true, childList: true, attributes: true,
+    attributeFilter: ["toolname", "tooldescription", "toolautosubmit", "toolparamdescription", "name", "type",
+      "required", "disabled", "min", "max", "minlength", "maxlength", "multiple", "value"] });
 
   // What the node calls in this document (frame.evaluate); `doc` makes sure it is still this document.
   Object.defineProperty(globalThis, Symbol.for("kitsune.siteTools"), {
@@ -189,6 +412,17 @@
         if (to !== doc || tool === undefined) return false;
         run(id, tool.execute, input);
         return true;
+      },
+      response() {  // a form tool's answer, in the document its submission loaded: its first JSON-LD, if any
+        const script = querySelector.call(document, 'script[type="application/ld+json"]');
+        if (script === null) return { ok: true, value: null };
+        const text = textOf.call(script);
+        if (text.length > OUTPUT_CHARS) return { ok: false };
+        try {
+          return jsonable(parse(text));
+        } catch (e) {
+          return { ok: false };
+        }
       },
       abort(to, id) {
         const controller = to === doc ? running.get(id) : undefined;

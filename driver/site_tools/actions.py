@@ -11,6 +11,7 @@ from playwright.async_api import Error as PlaywrightError
 from driver.errors import Stop
 from driver.run import Result, Run
 from driver.site_tools.chains import Document
+from driver.site_tools.declarations import reads_only
 from driver.site_tools.input_schema import invalid_schema
 from driver.site_tools.runtime import SiteTools, bare_url
 from messages.commands import CallSiteTool
@@ -45,6 +46,9 @@ async def call_site_tool(run: Run) -> Result:
         document, declaration = await _declared(run, tools, command.name)
         if "invalid" in declaration:
             raise invalid_schema(command.name, declaration["invalid"])
+        if run.caller.as_read and not reads_only(declaration):
+            raise KitsuneError("site_tool_writes", f"callSiteTool {command.name}: the page does not declare the tool "
+                               "readOnlyHint, so it is a write; nothing was sent", state={"tool": command.name})
         await run.within(tools.checker.check(command.name, declaration["inputSchema"], value))
     except KitsuneError as e:
         tools.hooks.call_ended("failed")
@@ -53,7 +57,7 @@ async def call_site_tool(run: Run) -> Result:
         tools.hooks.call_ended("failed")
         raise
     chain, invocation = tools.begin(command.name, document, value, call=run.caller.call, path=run.caller.path,
-                                    agent=run.caller.agent)
+                                    agent=run.caller.agent, form="form" in declaration)
     ending = "failed"
     try:
         if chain.call is not None:

@@ -70,8 +70,10 @@ class Chain:
     """One call of a site tool, from its first invocation to its end."""
 
     def __init__(self, tool: str, document: Document, value: dict[str, Any], *, call: int | None,
-                 path: str | None, agent: str | None) -> None:
+                 path: str | None, agent: str | None, form: bool = False) -> None:
         self.tool = tool
+        self.form = form
+        """The tool is a declarative form's: the document its submission navigates to answers the call."""
         self.tab = document.tab
         self.origin = document.origin
         self.input = value
@@ -113,15 +115,19 @@ class Chain:
         invocation.answer = answer
         invocation.settled.set()
 
-    def lost(self, document: Document) -> None:
-        """``document`` is gone: an invocation that asked for no token and had not settled is lost with it."""
+    def lost(self, document: Document) -> bool:
+        """``document`` is gone: an invocation that asked for no token and had not settled is lost with it, unless
+        it is a form's whose submission navigated; True then (the next document answers the call)."""
+        navigated = False
         for invocation in self.invocations:
             if invocation.document is document and not invocation.settled.is_set():
-                if invocation.tokens == 0:
+                navigated = navigated or (self.form and invocation.tokens == 0)
+                if invocation.tokens == 0 and not self.form:
                     self.fail(Stop("navigated", f"callSiteTool {self.tool}: the page navigated mid-execution, and "
                                    "no continuation token carried the call on",
                                    state={"tabId": self.tab, "tool": self.tool, "reason": "navigated_mid_execution"}))
-                self.settle(invocation, None)  # its continuation carries the call on
+                self.settle(invocation, None)  # its continuation (or the form's next document) carries the call on
+        return navigated
 
     def advance(self) -> bool:
         """End the chain if it is done: an invocation threw, or all settled with no token outstanding."""
@@ -143,9 +149,14 @@ class Chain:
         if last is None:
             return False
         assert last.answer is not None
-        self.result.set_result(({"tool": self.tool, "output": last.answer.get("value"),
-                                 "documents": self.documents()}, None))
+        self.answer(last.answer.get("value"))
         return True
+
+    def answer(self, output: Any, *also: dict[str, str]) -> None:
+        """End the chain with ``output``; ``also``: documents it crossed besides its invocations'."""
+        if not self.ended:
+            self.result.set_result(({"tool": self.tool, "output": output, "documents": [*self.documents(), *also]},
+                                    None))
 
     def fail(self, stop: Stop) -> None:
         if not self.ended:

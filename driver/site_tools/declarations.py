@@ -28,7 +28,7 @@ from messages.commands import SITE_TOOL_NAME
 __all__ = ["DECLARATION_BURST", "DECLARATION_COST", "DECLARATION_RATE", "MAX_ANNOTATIONS", "MAX_DESCRIPTION",
            "MAX_FRAME_SCHEMA_BYTES", "MAX_FRAME_TOOLS", "MAX_LISTED", "MAX_SCHEMA_BYTES", "MAX_SCHEMA_DEPTH",
            "MAX_SCHEMA_NODES", "MAX_TAB_DOCUMENTS", "MAX_TOOLS", "DeclarationRate", "Refused", "Room", "declared",
-           "listed", "rate_refused", "tab_documents_refused"]
+           "listed", "rate_refused", "reads_only", "tab_documents_refused"]
 
 MAX_TOOLS = 64
 """Tools one document may declare at a time."""
@@ -53,8 +53,10 @@ DECLARATION_COST = 4096
 """What a ``register`` counts at least (a small tool). (An ``unregister`` or ``clear`` only frees: never refused.)"""
 MAX_SCHEMA_NODES = 4096
 """Objects and arrays in a tool's input schema: what its text may cost the node once parsed, and parsing it."""
-MAX_ANNOTATIONS = ("title", "readOnlyHint", "destructiveHint", "idempotentHint", "openWorldHint")
-"""The annotations kept (listed as the page's information only, never a rule): booleans, a title of 128."""
+MAX_ANNOTATIONS = ("title", "readOnlyHint", "untrustedContentHint", "destructiveHint", "idempotentHint",
+                   "openWorldHint")
+"""The annotations kept and listed: booleans, a title of 128. ``readOnlyHint: true`` makes a call of the tool a read
+(:func:`reads_only`); the others are the page's information only, never a rule."""
 MAX_LISTED = 1024 * 1024
 """Bytes of a ``siteTools`` answer's ``tools`` (JSON); the tools past it are named in ``truncated``."""
 _LISTED_NAMES = 256
@@ -117,9 +119,10 @@ def tab_documents_refused() -> str:
 
 
 def declared(tool: object, tools: dict[str, dict[str, Any]], room: Room | None = None) -> tuple[dict[str, Any], int]:
-    """What the node keeps of ``tool`` (``{name, description, inputSchema}``, ``annotations`` if any, ``invalid``
-    when its schema cannot be used) and its schema's size in bytes, declared in a document that declares ``tools``
-    (in a frame's document, within ``room``); else :class:`Refused`."""
+    """What the node keeps of ``tool`` (``{name, description, inputSchema}``, ``annotations`` if any, ``form``
+    (``{autosubmit}``) for a declarative form's, ``invalid`` when its schema cannot be used) and its schema's size
+    in bytes, declared in a document that declares ``tools`` (in a frame's document, within ``room``); else
+    :class:`Refused`."""
     if not isinstance(tool, dict):
         raise Refused("registerTool: a tool is an object")
     name, description, text = tool.get("name"), tool.get("description"), tool.get("inputSchema")
@@ -145,6 +148,8 @@ def declared(tool: object, tools: dict[str, dict[str, Any]], room: Room | None =
     annotations = _annotations(tool.get("annotations"))
     if annotations:
         kept["annotations"] = annotations
+    if isinstance(form := tool.get("form"), dict):
+        kept["form"] = {"autosubmit": form.get("autosubmit") is True}
     if foreign is not None:
         kept["invalid"] = (f"the input schema refers to {foreign[:200]!r}, which is not in the schema (only "
                            "references of the form #... are followed; no schema is ever retrieved)")
@@ -189,6 +194,11 @@ def _annotations(given: object) -> dict[str, Any]:
     if isinstance(title := given.get("title"), str):
         kept["title"] = title[:128]
     return kept
+
+
+def reads_only(declaration: dict[str, Any]) -> bool:
+    """Whether the page declares the tool ``readOnlyHint: true``: a call of it counts as a read."""
+    return declaration.get("annotations", {}).get("readOnlyHint") is True
 
 
 def listed(tools: Iterable[dict[str, Any]]) -> dict[str, Any]:

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import ipaddress
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
@@ -57,6 +58,9 @@ _INVOKE = "([doc, id, name, input]) => !!globalThis[Symbol.for('kitsune.siteTool
 _ABORT = "([doc, id]) => globalThis[Symbol.for('kitsune.siteTools')]?.abort(doc, id)"
 _DOC = "() => globalThis[Symbol.for('kitsune.siteTools')]?.doc ?? null"
 _DECLARED = "() => globalThis[Symbol.for('kitsune.siteTools')]?.declared() ?? null"
+_RESPONSE = "() => globalThis[Symbol.for('kitsune.siteTools')]?.response() ?? null"
+_RESPONSE_MS = 300_000
+"""Milliseconds at most a form's response document has to load (the call's own timeout ends it sooner)."""
 
 
 class _Refused(Exception):
@@ -170,9 +174,10 @@ class SiteTools:
     # -- calls ---------------------------------------------------------------------------------
 
     def begin(self, tool: str, document: Document, value: dict[str, Any], *, call: int | None, path: str | None,
-              agent: str | None) -> tuple[Chain, Invocation]:
-        """A new chain for a call of ``tool`` in ``document``, and its first invocation."""
-        chain = Chain(tool, document, value, call=call, path=path, agent=agent)
+              agent: str | None, form: bool = False) -> tuple[Chain, Invocation]:
+        """A new chain for a call of ``tool`` (``form``: a declarative form's) in ``document``, and its first
+        invocation."""
+        chain = Chain(tool, document, value, call=call, path=path, agent=agent, form=form)
         self._chains.add(chain)
         return chain, chain.invoke(document)
 
@@ -242,6 +247,8 @@ class SiteTools:
             return {"refused": tab_documents_refused()}
         parent = self._documents.get(frame.parent_frame) if frame.parent_frame is not None else None
         origin, url = _origin(frame.url, parent.origin if parent is not None else "null")
+        if not _potentially_trustworthy(origin):
+            raise _Refused  # no secure context: its script offers no modelContext, and the node takes none
         self._gone(self._untrack(frame))
         document = self._documents[frame] = Document(nonce, frame, tab, origin, url, main)
         self._tabs.setdefault(tab, {})[frame] = document
@@ -373,9 +380,25 @@ class SiteTools:
             return
         document.gone = True
         for chain in list(self._chains):
-            chain.lost(document)
+            if chain.lost(document):
+                task = asyncio.get_running_loop().create_task(self._respond(chain, document.frame))
+                task.add_done_callback(lambda t: t.cancelled() or t.exception())
             chain.advance()
         self._change()
+
+    async def _respond(self, chain: Chain, frame: Frame) -> None:
+        """Answer a form's call whose submission navigated ``frame``: with the first JSON-LD of the document it
+        loaded (None when it has none, or none that is JSON within the output's bound)."""
+        try:
+            await frame.wait_for_load_state("load", timeout=_RESPONSE_MS)
+            answer = await frame.evaluate(_RESPONSE)
+        except PlaywrightError:
+            chain.fail(Stop("navigated", f"callSiteTool {chain.tool}: the form was submitted, and the document it "
+                            "navigated to was lost before it answered", state={"tabId": chain.tab, "tool": chain.tool,
+                                                                                "reason": "navigated_mid_execution"}))
+            return
+        output = answer.get("value") if isinstance(answer, dict) and answer.get("ok") is True else None
+        chain.answer(output, {"url": bare_url(frame.url), "frame": "main" if frame.parent_frame is None else "iframe"})
 
     def _closed(self, page: Page) -> None:
         """The tab closed: its documents are gone, and its chains end ``tab_closed``."""
@@ -405,6 +428,20 @@ def _origin(url: str, inherited: str) -> tuple[str, str]:
     if url.startswith("about:"):
         return inherited, bare_url(url)
     return "null", f"{parts.scheme}:"
+
+
+def _potentially_trustworthy(origin: str) -> bool:
+    """Whether a document of ``origin`` may declare tools: anything but plain ``http:`` off loopback (``localhost``,
+    ``*.localhost`` and loopback addresses are potentially trustworthy, as browsers hold)."""
+    if not origin.startswith("http://"):
+        return True
+    host = (urlsplit(origin).hostname or "").rstrip(".")
+    if host == "localhost" or host.endswith(".localhost"):
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
 
 
 def _size(tool: object) -> int:

@@ -471,6 +471,8 @@ class CallSiteTool(Command):
 
     ``input`` is checked against the tool's input schema before anything runs; a tool whose work
     crosses documents or frames carries on through continuation tokens, and only its last output counts.
+    A write, except where the policy would stop it as one and the page declares the tool ``readOnlyHint``:
+    then the tab's node runs it as a read (``core.policy.PolicyDriver``).
     """
 
     action = "callSiteTool"

@@ -33,7 +33,7 @@ class _Breaking:
         self.broken = False
 
     def execute(self, command: Command, tab_id: int | None, timeout: float,
-                recorded: Sequence[Recorded] = ()) -> Outcome:
+                recorded: Sequence[Recorded] = (), *, as_read: bool = False) -> Outcome:
         if self.broken and getattr(command, "selector", None) == "#local":
             raise RuntimeError("a bug in a port")
         outcome: Outcome = self.inner.execute(command, tab_id, timeout, recorded)

@@ -4,8 +4,8 @@ The page here is the test itself, evaluating ``navigator.modelContext`` calls in
 schema whose ``$ref`` names a forbidden listener (that counts every connection), a local file or a server
 that accepts and never answers is ``invalid_schema``, listed as such, never fetched and never called; a
 pattern that backtracks catastrophically is stopped within its bound while the node's loop stays free for
-everyone else; each per-document limit is refused by name; the ``siteTools`` answer is bounded; a
-``readOnlyHint`` never makes ``callSiteTool`` a read.
+everyone else; each per-document limit is refused by name; the ``siteTools`` answer is bounded; a tool the page
+declares ``readOnlyHint`` is a read for a read-only or asking agent, and no other tool is (issue 32).
 """
 
 from __future__ import annotations
@@ -333,21 +333,28 @@ def _search(client: httpx.Client, tab: int, **confirm: str) -> dict[str, Any]:
                 **confirm)
 
 
-def test_a_read_only_hint_never_makes_call_site_tool_a_read(site: TestSite, agents: dict[str, httpx.Client]) -> None:
-    tab = open_tab(agents["bob"], site.url("/shop"))
+def test_a_tool_its_page_declares_read_only_is_a_read_for_read_only_and_asking_agents_and_no_other_tool_is(
+        site: TestSite, agents: dict[str, httpx.Client]) -> None:
+    tab, wishlist = open_tab(agents["bob"], site.url("/shop")), open_tab(agents["bob"], site.url("/shop/wishlist"))
     listed = _act(agents["bob"], {"action": "siteTools", "tabId": tab})
-    assert listed["tools"][0]["annotations"] == {"readOnlyHint": True}  # the page's information, listed as such
-    refused = _search(agents["alice"], tab)
+    assert listed["tools"][0]["annotations"] == {"readOnlyHint": True}
+    found = _search(agents["alice"], tab)  # read-only, on bob's tab: a read, as pageText would be
+    assert found["status"] == "ok" and found["output"]["results"][0]["id"] == "coat-wool", found
+    refused = _act(agents["alice"], {"action": "callSiteTool", "tabId": wishlist, "name": "wish",
+                                     "input": {"item_id": "coat-wool"}})
     assert (refused["status"], refused.get("code")) == ("failed", "read_only"), refused
 
-    opened = agents["carol"].post("/api/tabs", json={"op": "open", "url": site.url("/shop")}).json()
-    carols = _act(agents["carol"], {"action": "newTab", "url": site.url("/shop")},
+    opened = agents["carol"].post("/api/tabs", json={"op": "open", "url": site.url("/shop/wishlist")}).json()
+    carols = _act(agents["carol"], {"action": "newTab", "url": site.url("/shop/wishlist")},
                   confirm_token=opened["state"]["confirm_token"])["tabId"]
-    held = _search(agents["carol"], carols)
+    stock = _act(agents["carol"], {"action": "callSiteTool", "tabId": carols, "name": "stock",
+                                   "input": {"item_id": "coat-wool"}})
+    assert stock["status"] == "ok" and stock["output"] == {"item_id": "coat-wool", "in_stock": True}, stock
+    wish = {"action": "callSiteTool", "tabId": carols, "name": "wish", "input": {"item_id": "coat-wool"}}
+    held = _act(agents["carol"], wish)
     assert (held["status"], held.get("code")) == ("held", "needs_user"), held
-    time.sleep(0.3)  # not a wait for something to happen: a window in which nothing may be run
-    for client, on in ((agents["bob"], tab), (agents["carol"], carols)):  # search shows what it found: nothing
-        assert "coat-wool" not in _act(client, {"action": "pageText", "tabId": on})["text"]
-    confirmed = _search(agents["carol"], carols, confirm_token=held["state"]["confirm_token"])
-    assert confirmed["status"] == "ok" and confirmed["output"]["results"][0]["id"] == "coat-wool", confirmed
-    assert "coat-wool" in _act(agents["carol"], {"action": "pageText", "tabId": carols})["text"]
+    time.sleep(0.3)  # not a wait for something to happen: a window in which nothing may be sent
+    assert site.count("POST /shop/wish") == 0
+    confirmed = _act(agents["carol"], wish, confirm_token=held["state"]["confirm_token"])
+    assert confirmed["status"] == "ok" and confirmed["output"] == {"wished": "coat-wool"}, confirmed
+    assert site.count("POST /shop/wish") == 1

@@ -1,8 +1,9 @@
-"""The test site's shop: pages whose tools an agent calls through ``navigator.modelContext`` (WebMCP).
+"""The test site's shop: pages whose tools an agent calls (WebMCP).
 
-The pages use only the standard page API (``registerTool``, ``execute(input, options)``,
-``options.invocation.requestToken()``, ``navigator.modelContext.resumeTool(token, callback)``), which the
-node injects into every document. Every tool's write is a counted POST ("POST /shop/billing", ...).
+The pages use only the standard page API, which the node injects into every document: most the older form's
+(``navigator.modelContext.registerTool``, ``execute(input, options)``, ``options.invocation.requestToken()``,
+``navigator.modelContext.resumeTool(token, callback)``), the draft's pages ``document.modelContext`` and
+declarative forms. Every tool's write is a counted POST ("POST /shop/billing", ...).
 
 - ``/shop``: ``search(query)``, a read of the catalogue, no continuation.
 - ``/shop/billing`` -> ``/shop/shipping`` -> ``/shop/confirmation``: ``checkout(shipping_address,
@@ -13,6 +14,13 @@ node injects into every document. Every tool's write is a counted POST ("POST /s
 - ``/shop/handoff?to=URL``: ``hand_off(note)`` requests a token and navigates to URL with ``token=`` added
   (another origin's ``/shop/redeem`` for a cross-origin redemption).
 - ``/shop/hold``: ``hold(note)`` requests a token and stays: nothing redeems it unless a test does.
+- ``/shop/wishlist`` (``document.modelContext``, the current draft's form): ``stock(item_id)``, declared
+  ``readOnlyHint`` and ``untrustedContentHint``, a read of the catalogue; ``wish(item_id)`` POSTs, registered with
+  a signal that ``window.dropWish()`` aborts. ``window.toolchanges`` counts the ``toolchange`` events,
+  ``window.wishEnded`` names how the registration's promise ended.
+- ``/shop/order``: a declarative ``<form toolname="order" toolautosubmit>`` (item_id, quantity, gift, size) that
+  POSTs to /shop/order, whose answer is a page with the order in its JSON-LD; ``/shop/note``: a declarative
+  ``note`` form without ``toolautosubmit`` (it POSTs /shop/note only when a person submits it).
 - ``/shop/redeem?token=T[&twice=1]``: redeems T; its callback answers ``{"redeemed": path, "again": ...}``,
   where ``again`` is how a second redemption of T fared (``twice``). A refused redemption sets the title
   to ``rejected: <DOMException name>``.
@@ -160,12 +168,50 @@ REDEEM = _page("Redeem", """redeem(async () => {
   return show({redeemed: location.pathname, again});
 });""")
 
+WISHLIST = _page("Wishlist", """const tools = document.modelContext;
+window.toolchanges = 0;
+tools.ontoolchange = () => { window.toolchanges += 1; };
+tools.registerTool({
+  name: "stock", description: "How many of an item are in stock (the answer quotes the supplier).",
+  annotations: {readOnlyHint: true, untrustedContentHint: true},
+  inputSchema: schema({item_id: text("The item's id")}, ["item_id"]),
+  execute: async (input) => show({item_id: input.item_id, in_stock: input.item_id in {"coat-wool": 1}}),
+});
+const wishes = new AbortController();
+window.dropWish = () => wishes.abort();
+tools.registerTool({
+  name: "wish", description: "Put an item on the wish list.",
+  inputSchema: schema({item_id: text("The item's id")}, ["item_id"]),
+  execute: async (input) => show(await post("/shop/wish", {item_id: input.item_id})),
+}, {signal: wishes.signal}).then(() => { window.wishEnded = "registered"; },
+                                 (e) => { window.wishEnded = (e && e.name) || String(e); });""")
+
+ORDER = document("Order", """<h1>Order</h1>
+<form id="order" toolname="order" tooldescription="Order an item of the shop." toolautosubmit method="post"
+      action="/shop/order">
+  <input name="item_id" required toolparamdescription="The item's id">
+  <input name="quantity" type="number" min="1" max="9">
+  <input name="gift" type="checkbox">
+  <select name="size"><option value="s">S</option><option value="m">M</option><option value="l">L</option></select>
+  <input type="hidden" name="channel" value="agent">
+  <button>Order</button>
+</form>""")
+
+NOTE = document("Note", """<h1>Note</h1>
+<form id="note" toolname="note" tooldescription="Leave a note; a person checks it and sends it." method="post"
+      action="/shop/note">
+  <textarea name="text" required maxlength="200"></textarea>
+  <button id="send">Send</button>
+</form>""")
+
 PAGES = {
     "/shop": SEARCH, "/shop/billing": BILLING, "/shop/shipping": SHIPPING, "/shop/confirmation": CONFIRMATION,
     "/shop/item": ITEM, "/shop/tryon-frame": TRYON_FRAME, "/shop/leave": LEAVE, "/shop/handoff": HANDOFF,
     "/shop/hold": HOLD, "/shop/redeem": REDEEM,
 }
-"""path -> the HTML of every GET page of the shop."""
+"""path -> the HTML of the shop's pages written for the older form, ``navigator.modelContext``."""
+DRAFT_PAGES = {"/shop/wishlist": WISHLIST, "/shop/order": ORDER, "/shop/note": NOTE}
+"""path -> the HTML of the shop's pages of the current draft: ``document.modelContext``, declarative forms."""
 
 
 def owns(path: str) -> bool:
@@ -203,8 +249,8 @@ class Shop:
             found = [{"id": item, "name": about["name"], "price": about["price"]} for item, about in CATALOGUE.items()
                      if all(word in about["name"].lower() for word in words)]
             return _json({"query": _first(query, "q"), "results": found})
-        if path in PAGES:
-            return HTTPStatus.OK, PAGES[path].encode("utf-8"), "text/html; charset=utf-8"
+        if (page := PAGES.get(path, DRAFT_PAGES.get(path))) is not None:
+            return HTTPStatus.OK, page.encode("utf-8"), "text/html; charset=utf-8"
         return _json({"error": f"no shop page {path}"}, HTTPStatus.NOT_FOUND)
 
     def post(self, path: str, fields: dict[str, list[str]]) -> Answer:
@@ -217,12 +263,23 @@ class Shop:
             if path == "/shop/leave":
                 self._notes += 1
                 return _json({"count": self._notes})
+            if path == "/shop/wish":
+                return _json({"wished": _first(fields, "item_id")})
+            if path == "/shop/order":
+                return self._order(fields)
             if path == "/shop/tryon":
                 item = _first(fields, "item_id")
                 if item not in CATALOGUE:
                     return _json({"error": "no such item"}, HTTPStatus.NOT_FOUND)
                 return _json({"item_id": item, "fit": CATALOGUE[item]["fit"]})
             return self._cart_step(path, fields)
+
+    def _order(self, fields: dict[str, list[str]]) -> Answer:
+        """The page a submitted order form loads: the order in its JSON-LD (called under the lock)."""
+        self._orders += 1
+        order = {"order": f"ORDER-{self._orders:04d}", **{name: _first(fields, name) for name in sorted(fields)}}
+        page = document("Ordered", f'<h1>Ordered</h1>\n<script type="application/ld+json">{json.dumps(order)}</script>')
+        return HTTPStatus.OK, page.encode("utf-8"), "text/html; charset=utf-8"
 
     def _cart_step(self, path: str, fields: dict[str, list[str]]) -> Answer:
         cart = self._carts.get(_first(fields, "cart"))

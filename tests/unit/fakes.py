@@ -87,7 +87,7 @@ class ScriptedDriver:
         return frozenset(self.tabs)
 
     def execute(self, command: Command, tab_id: int | None, timeout: float,
-                recorded: Sequence[Recorded] = ()) -> Outcome:
+                recorded: Sequence[Recorded] = (), *, as_read: bool = False) -> Outcome:
         wait_recorded(recorded)  # nothing is sent unless every record is made
         key = self.key_of(command)
         if isinstance(command, Js) and command.label is None:

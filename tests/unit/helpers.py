@@ -70,9 +70,10 @@ def intercept(world: World, key: str, action: Callable[[], None]) -> None:
     """Run ``action`` each time the driver receives the command ``key``, before answering it."""
     original = world.driver.execute
 
-    def execute(command: Command, tab_id: int | None, timeout: float, recorded: Sequence[Recorded] = ()) -> Outcome:
+    def execute(command: Command, tab_id: int | None, timeout: float, recorded: Sequence[Recorded] = (), *,
+                as_read: bool = False) -> Outcome:
         if ScriptedDriver.key_of(command) == key:
             action()
-        return original(command, tab_id, timeout, recorded)
+        return original(command, tab_id, timeout, recorded, as_read=as_read)
 
     world.driver.execute = execute  # type: ignore[method-assign]

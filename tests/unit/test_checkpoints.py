@@ -42,11 +42,12 @@ def crash_on(world: World, key: str) -> None:
     """The driver raises RuntimeError (an internal error) on ``key``, after recording it as sent."""
     original = world.driver.execute
 
-    def execute(command: Command, tab_id: int | None, timeout: float, recorded: Sequence[Recorded] = ()) -> Outcome:
+    def execute(command: Command, tab_id: int | None, timeout: float, recorded: Sequence[Recorded] = (), *,
+                as_read: bool = False) -> Outcome:
         if ScriptedDriver.key_of(command) == key:
-            original(command, tab_id, timeout, recorded)  # recorded as sent: it may have taken effect
+            original(command, tab_id, timeout, recorded, as_read=as_read)  # recorded as sent: it may have taken effect
             raise RuntimeError("driver bug")
-        return original(command, tab_id, timeout, recorded)
+        return original(command, tab_id, timeout, recorded, as_read=as_read)
 
     world.driver.execute = execute  # type: ignore[method-assign]
 

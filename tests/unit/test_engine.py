@@ -90,9 +90,9 @@ class EventCountingDriver(ScriptedDriver):
         self.seen_at_send: list[tuple[str, list[Event]]] = []
 
     def execute(self, command: Command, tab_id: int | None, timeout: float,
-                recorded: Sequence[Recorded] = ()) -> Outcome:
+                recorded: Sequence[Recorded] = (), *, as_read: bool = False) -> Outcome:
         self.seen_at_send.append((self.key_of(command), list(self.events)))
-        return super().execute(command, tab_id, timeout, recorded)
+        return super().execute(command, tab_id, timeout, recorded, as_read=as_read)
 
 
 def counting_world() -> tuple[World, EventCountingDriver]:
@@ -838,8 +838,8 @@ class RaisingDriver(ScriptedDriver):
         self.raising = raising
 
     def execute(self, command: Command, tab_id: int | None, timeout: float,
-                recorded: Sequence[Recorded] = ()) -> Outcome:
-        outcome = super().execute(command, tab_id, timeout, recorded)
+                recorded: Sequence[Recorded] = (), *, as_read: bool = False) -> Outcome:
+        outcome = super().execute(command, tab_id, timeout, recorded, as_read=as_read)
         error = self.raising.get(self.key_of(command))
         if error is not None:
             raise error

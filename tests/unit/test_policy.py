@@ -7,23 +7,30 @@ from typing import Any
 
 import pytest
 
-from core.policy import USER, ConfirmTokens, Policy, PolicyDriver, TabOwners
+from core.policy import SITE_TOOL_WRITES, USER, ConfirmTokens, Policy, PolicyDriver, TabOwners
 from core.ports import Recorded, wait_recorded
 from core.url_policy import UrlPolicy
-from messages.commands import Click, Command, Navigate, NewTab, Title
+from messages.commands import CallSiteTool, Click, Command, Navigate, NewTab, Title
 from messages.errors import KitsuneError
-from messages.results import Done, Failed, HeldForApproval, Outcome
+from messages.results import Done, Failed, Failure, HeldForApproval, Outcome
 
 
 class Recording:
-    """A driver that records what reaches it and answers ok (newTab: tab 7)."""
+    """A driver that records what reaches it and answers ok (newTab: tab 7). Its pages declare the site tool
+    ``search`` read-only: a call tried as a read of any other answers ``site_tool_writes``, as the tab's node does."""
 
     def __init__(self) -> None:
         self.sent: list[tuple[str, int | None]] = []
+        self.reads: list[str] = []
+        """The site tools it ran as reads."""
 
     def execute(self, command: Command, tab_id: int | None, timeout: float,
-                recorded: Sequence[Recorded] = ()) -> Outcome:
+                recorded: Sequence[Recorded] = (), *, as_read: bool = False) -> Outcome:
         wait_recorded(recorded)
+        if as_read:
+            if not isinstance(command, CallSiteTool) or command.name != "search":
+                return Failed(Failure("not declared read-only; nothing was sent", SITE_TOOL_WRITES, False))
+            self.reads.append(command.name)
         self.sent.append((command.action, tab_id))
         return Done({"tabId": 7} if isinstance(command, NewTab) else {})
 
@@ -59,6 +66,35 @@ def test_read_only_refuses_writes_before_sending_and_lets_reads_through() -> Non
     assert isinstance(outcome, Failed) and outcome.failure.code == "read_only"
     assert isinstance(driver.execute(Title(), 1, 5), Done)
     assert inner.sent == [("title", 1)]
+
+
+SEARCH, BUY = CallSiteTool(name="search", input={"q": "coat"}), CallSiteTool(name="buy", input={"item": "coat"})
+
+
+@pytest.mark.parametrize(("rule", "tab", "code"), [({"read_only": True}, 1, "read_only"), ({}, 2, "tab_owned")])
+def test_a_site_tool_its_page_declares_read_only_runs_as_a_read_where_its_other_tools_are_refused(
+        rule: dict[str, Any], tab: int, code: str) -> None:
+    driver, inner = driver_for(**rule)
+    assert isinstance(driver.execute(SEARCH, tab, 5), Done)
+    refused = driver.execute(BUY, tab, 5)
+    assert isinstance(refused, Failed) and refused.failure.code == code
+    assert (inner.sent, inner.reads) == ([("callSiteTool", tab)], ["search"])
+
+
+def test_ask_before_act_holds_a_site_tool_call_unless_its_page_declares_the_tool_read_only() -> None:
+    driver, inner = driver_for(ask_before_act=True)
+    assert isinstance(driver.execute(SEARCH, 1, 5), Done)
+    held = driver.execute(BUY, 1, 5)
+    assert isinstance(held, HeldForApproval) and held.failure.code == "needs_user"
+    approved, inner_approved = driver_for(ask_before_act=True, confirm_token=held.failure.state["confirm_token"])  # type: ignore[index]
+    assert isinstance(approved.execute(BUY, 1, 5), Done)
+    assert (inner.reads, inner_approved.sent, inner_approved.reads) == (["search"], [("callSiteTool", 1)], [])
+
+
+def test_a_site_tool_call_the_policy_lets_through_is_sent_once_as_a_write() -> None:
+    driver, inner = driver_for()
+    assert isinstance(driver.execute(SEARCH, 1, 5), Done) and isinstance(driver.execute(BUY, 1, 5), Done)
+    assert (inner.sent, inner.reads) == ([("callSiteTool", 1), ("callSiteTool", 1)], [])
 
 
 def test_writes_to_another_agents_tab_answer_tab_owned_and_reads_are_allowed() -> None:

@@ -13,7 +13,7 @@ import pytest
 
 from driver.site_tools import declarations
 from driver.site_tools.continuations import Continuations, Refusal
-from driver.site_tools.declarations import DeclarationRate, Refused, Room, declared, listed
+from driver.site_tools.declarations import DeclarationRate, Refused, Room, declared, listed, reads_only
 from driver.site_tools.input_schema import InputChecker
 from driver.site_tools.schema_check import check
 from messages.errors import KitsuneError
@@ -145,6 +145,16 @@ def test_a_declaration_is_kept_with_its_bounded_annotations_and_a_foreign_refere
     foreign, _ = declared(_tool(inputSchema=json.dumps({"items": [{"$ref": "http://127.0.0.2/s.json"}]})), {})
     assert "http://127.0.0.2/s.json" in foreign["invalid"]
     assert "invalid" not in declared(_tool(inputSchema=json.dumps({"$ref": "#/$defs/x", "$defs": {"x": {}}})), {})[0]
+
+
+def test_read_only_is_the_pages_readonlyhint_true_and_a_forms_tool_keeps_only_whether_it_autosubmits() -> None:
+    hinted = {"readOnlyHint": True, "untrustedContentHint": True}
+    read, _ = declared(_tool(annotations=hinted), {})
+    assert read["annotations"] == hinted and reads_only(read)
+    assert not any(reads_only(declared(_tool(annotations=given), {})[0])
+                   for given in ({"readOnlyHint": "true"}, {"readOnlyHint": 1}, {"destructiveHint": False}, None))
+    form, _ = declared(_tool(form={"autosubmit": "yes", "action": "http://elsewhere.test/"}), {})
+    assert form["form"] == {"autosubmit": False} and "form" not in declared(_tool(form=True), {})[0]
 
 
 @pytest.mark.parametrize(("fields", "limit"), [

@@ -72,7 +72,7 @@ class RecordingTab:
     async def execute(self, command: Command, tab_id: int | None, timeout: float, *,
                       pause: Pause | None = None, agent: str | None = None, call: int | None = None,
                       path: str | None = None, within: float | None = None,
-                      session: str | None = None) -> Outcome:
+                      session: str | None = None, as_read: bool = False) -> Outcome:
         label = _label(command)
         self.timeouts.append((timeout, within))
         record = Ran(label, is_write(command))

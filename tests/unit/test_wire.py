@@ -109,6 +109,14 @@ def test_a_plain_message_is_read_when_it_names_no_kind() -> None:
     assert reader.read(encode(request)) == request and reader.read(encode(TabCancel("x"))) == TabCancel("x")
 
 
+def test_a_request_to_run_as_a_read_travels_as_one_and_runs_as_a_read() -> None:
+    command = parse_command({"action": "callSiteTool", "name": "search"})
+    plain, as_read = TabRequest(command, 5.0), TabRequest(command, 5.0, as_read=True)
+    reader = Reader([TabRequest], limit=SMALL)
+    assert reader.read(encode(as_read)) == as_read and reader.read(encode(plain)) == plain
+    assert (plain.writes, as_read.writes) == (True, False)
+
+
 def _reason(reader: Reader, body: Any) -> str:
     with pytest.raises(Refused) as refused:
         reader.read(body if isinstance(body, bytes) else orjson.dumps(body))

@@ -61,9 +61,9 @@ class LibraryWorld(World):
         original = self.driver.execute
 
         def execute(command: Command, tab_id: int | None, timeout: float,
-                    recorded: Sequence[Recorded] = ()) -> Outcome:
+                    recorded: Sequence[Recorded] = (), *, as_read: bool = False) -> Outcome:
             self.seen.append((command, tab_id))
-            return original(command, tab_id, timeout, recorded)
+            return original(command, tab_id, timeout, recorded, as_read=as_read)
 
         self.driver.execute = execute  # type: ignore[method-assign]
 
