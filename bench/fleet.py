@@ -57,8 +57,8 @@ from typing import Any, Literal
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # the repo root, for tests.site and bench
 
+from actors.fleet_registry import TabEntry
 from bench.shared import StepClock, TimedBrowser, alternating, commands, kind, load_line, start_node
-from bridge.fleet.registry import TabEntry
 from bridge.node import Node
 from messages.commands import parse_body
 from tests.nodes import open_user_tab, run_call

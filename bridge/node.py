@@ -30,6 +30,7 @@ from actors.sequence_actor import ActorSequences, BarrierActor
 from actors.serving import taking, typed
 from actors.tab_actor import not_sent
 from actors.tab_actors import TabActors
+from actors.task_store import JetStreamTaskStore
 from actors.threads import SystemClock
 from bridge.browser import Browser
 from bridge.connection import Connection
@@ -45,7 +46,6 @@ from bridge.quota_metrics import set_quotas
 from bridge.session_keeper import SessionKeeper
 from bridge.site_tool_records import SiteToolRecords
 from bridge.tasks.service import Tasks
-from bridge.tasks.store import JetStreamTaskStore
 from bridge.workflows import WorkflowLibrary
 from core.calls import CallResponse, Calls
 from core.checkpoints import CheckpointStore, DropReason

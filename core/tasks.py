@@ -2,7 +2,7 @@
 
 Pure: the record, how a caller sees it, and its transitions, each a function from one record to
 the next (``None`` when nothing needs writing) that raises the contract's error when the change is
-refused. :mod:`bridge.tasks.store` writes what they return, each write a compare-and-set.
+refused. :mod:`actors.task_store` writes what they return, each write a compare-and-set.
 
 A caller's ``state``: ``owner`` (the task is active, its lease live, and the caller's session holds
 it), ``follower`` (active, another session holds it), ``expired`` (stored so, or active with its

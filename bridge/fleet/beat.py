@@ -11,9 +11,9 @@ their own. So the heartbeat does not depend on that loop being free:
   It also refreshes the record the heartbeat carries (the node's tabs and room), read on the loop.
 - :class:`Heartbeat` is a thread with its own small asyncio loop and its own NATS connection (the
   node's URL, credentials and TLS), which puts that record into ``KITSUNE_NODES`` every
-  :data:`~bridge.fleet.registry.HEARTBEAT` seconds, with ``loop_lag``: how long the node's loop has
+  :data:`~actors.fleet_registry.HEARTBEAT` seconds, with ``loop_lag``: how long the node's loop has
   not ticked. A loop silent for :data:`LOOP_DEAD_AFTER` seconds is taken for dead: the thread logs
-  an error and stops beating, so the fleet judges the node lost :data:`~bridge.fleet.registry.NODE_LOST_AFTER`
+  an error and stops beating, so the fleet judges the node lost :data:`~actors.fleet_registry.NODE_LOST_AFTER`
   seconds later (a node whose loop is gone for good must not beat forever); it beats again if
   the loop comes back.
 """
@@ -32,8 +32,8 @@ import nats.errors
 from prometheus_client import CollectorRegistry, Histogram
 
 from actors.buckets import NODES_BUCKET
+from actors.fleet_registry import HEARTBEAT, NodeEntry
 from actors.nats_connection import connect_options
-from bridge.fleet.registry import HEARTBEAT, NodeEntry
 from core.settings import NatsAuth
 
 __all__ = ["LAG_BUCKETS", "LOOP_DEAD_AFTER", "STALL", "TICK", "Heartbeat", "LoopWatch"]

@@ -21,10 +21,10 @@ from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from actors.bus import Handler, NatsBus
+from actors.fleet_registry import FleetRegistry, NodeEntry, TabEntry, agent_key
 from actors.loop import IoLoop
 from actors.serving import taking, typed
 from bridge.fleet.asking import ask_node
-from bridge.fleet.registry import FleetRegistry, NodeEntry, TabEntry, agent_key
 from core.claims import Claim, ClaimTable
 from core.policy import CLOSED, ELSEWHERE, USER, Policy, TabOwners, owned_by_another
 from core.session_names import ONE_SHOT, one_shot_name

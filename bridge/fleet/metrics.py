@@ -20,7 +20,7 @@ from prometheus_client import CollectorRegistry, Counter, Histogram
 from prometheus_client.core import GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector
 
-from bridge.fleet.registry import NodeEntry, TabEntry
+from actors.fleet_registry import NodeEntry, TabEntry
 from bridge.metrics import BUS_BUCKETS, BUS_OUTCOMES, bounded
 from messages.requests import NODE_OPS
 

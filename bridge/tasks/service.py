@@ -33,7 +33,7 @@ from typing import Any, Protocol
 from actors.audit_actor import Auditor
 from actors.call_actor import ResumeCall, RunCall
 from actors.loop import IoLoop
-from bridge.tasks.store import TaskStore
+from actors.task_store import TaskStore
 from core import tasks as records
 from core.calls import CallResponse
 from core.settings import TaskConfig

@@ -13,9 +13,9 @@ import pytest
 from prometheus_client import CollectorRegistry
 
 from actors.buckets import nodes_bucket
+from actors.fleet_registry import NodeEntry
 from actors.jetstream import ensure_bucket
 from bridge.fleet.beat import STALL, TICK, Heartbeat, LoopWatch
-from bridge.fleet.registry import NodeEntry
 from tests.nats_access import NatsAccess
 
 pytestmark = pytest.mark.anyio

@@ -15,7 +15,7 @@ import pytest
 from nats.aio.client import Client
 
 from actors.buckets import TASKS_BUCKET
-from bridge.tasks.store import JetStreamTaskStore, LocalTaskStore, TaskStore
+from actors.task_store import JetStreamTaskStore, LocalTaskStore, TaskStore
 from core.tasks import (
     Task,
     call_started,

@@ -60,8 +60,8 @@ INJECTED = {
         ("core/claims.py", "def _sleepy() -> None:\n    import asyncio  # noqa: F401\n",
          "The pure core imports no IO library", "core.claims -> asyncio"),
     "a service of bridge/ importing the node":
-        ("bridge/fleet/registry.py", "def _composed() -> None:\n    from bridge import node  # noqa: F401\n",
-         "bridge/ in floors: routes > node > services > settings", "bridge.fleet.registry -> bridge.node"),
+        ("bridge/fleet/member.py", "def _composed() -> None:\n    from bridge import node  # noqa: F401\n",
+         "bridge/ in floors: routes > node > services > settings", "bridge.fleet.member -> bridge.node"),
     "the composition root importing a route":
         ("bridge/node.py", "import bridge.routes.tabs  # noqa: F401\n",
          "bridge/ in floors: routes > node > services > settings", "bridge.node -> bridge.routes.tabs"),

@@ -14,8 +14,8 @@ import pytest
 from prometheus_client import CollectorRegistry, generate_latest
 from prometheus_client.parser import text_string_to_metric_families
 
+from actors.fleet_registry import NodeEntry, TabEntry
 from bridge.fleet.metrics import CROSS_NODE_SUBJECTS, FleetMetrics
-from bridge.fleet.registry import NodeEntry, TabEntry
 from tests.metric_labels import unbounded_labels
 
 

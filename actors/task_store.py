@@ -11,7 +11,7 @@ on the key's revision: :meth:`TaskStore.change` reads the task, applies a pure t
 came first it reads again and retries, up to ``attempts`` times. Reads that decide (``get``,
 ``change``) go to the bucket; the quick ones (:meth:`TaskStore.tasks_of_tab`,
 :meth:`TaskStore.of_agent`) read a mirror a KV watch keeps, as
-:class:`bridge.fleet.registry.FleetRegistry` does.
+:class:`actors.fleet_registry.FleetRegistry` does.
 
 A sweeper on each node writes ``expired`` for active tasks whose lease passed (nodes race: one
 write wins, the others find it made) and deletes completed and revoked tasks
