@@ -25,9 +25,9 @@ from messages.contract import TASK_LEASE_TTL
 from messages.errors import KitsuneError
 
 __all__ = ["MAX_GOAL", "MAX_PER_AGENT", "MAX_TABS", "RESUMES", "SCOPES", "SESSION", "STATUSES", "TASK_ID", "InFlight",
-           "Resume", "Scope", "State", "Status", "Task", "TaskLimits", "acknowledged", "call_ended", "call_started",
-           "check_owner", "check_write", "completed", "expired_now", "lapsed", "new_task", "renewed", "revoked",
-           "session_of", "taken_over", "with_checkpoint"]
+           "Resume", "Scope", "State", "Status", "Task", "TaskLimits", "acknowledged", "call_elsewhere", "call_ended",
+           "call_started", "check_owner", "check_write", "completed", "expired_now", "lapsed", "new_task", "renewed",
+           "revoked", "session_of", "taken_over", "with_checkpoint"]
 
 Resume = Literal["ask", "auto", "off"]
 Scope = Literal["tab", "browser", "remote"]
@@ -264,6 +264,13 @@ def call_ended(task: Task, call: int) -> Task | None:
         return None
     return dataclasses.replace(task, in_flight=tuple(InFlight(f.call, True) if f.call == call else f
                                                      for f in task.in_flight))
+
+
+def call_elsewhere(task: Task, call: int) -> Task | None:
+    """``call`` ended having touched none of the task's tabs: it was never the task's, and leaves its ``in_flight``."""
+    if not any(f.call == call for f in task.in_flight):
+        return None
+    return dataclasses.replace(task, in_flight=tuple(f for f in task.in_flight if f.call != call))
 
 
 def acknowledged(task: Task) -> Task | None:

@@ -20,7 +20,9 @@ from messages.errors import KitsuneError
 
 __all__ = ["task_routes"]
 
-_TAKEOVER = frozenset({"force", "confirm_token"})
+_TAKES = {"takeover": frozenset({"force", "confirm_token"}), "checkpoint": frozenset({"summary", "messages"}),
+          "complete": frozenset({"summary", "messages"})}
+"""The body's parameters each operation takes (a heartbeat none)."""
 
 
 def task_routes(tasks: TaskService, confirms: ConfirmTokens, policy_of: PolicyOf, body_limit: int) -> list[BaseRoute]:
@@ -63,16 +65,18 @@ class _TaskRoutes:
         task_id, name = request.path_params["task"], request.path_params["op"]
         agent, session, tasks = agent_of(request), session_of(request), self._tasks
         body = await json_body(request, self._limit) if request.headers.get("content-length", "0") != "0" else {}
-        unknown = sorted(set(body) - (_TAKEOVER if name == "takeover" else frozenset({"summary"})))
+        unknown = sorted(set(body) - _TAKES.get(name, frozenset()))
         if unknown:
             raise KitsuneError("unknown_parameter", f"{name} takes no {unknown[0]!r}", state={"param": unknown[0]})
-        summary = body.get("summary")
+        summary, messages = body.get("summary"), body.get("messages")
         if name == "heartbeat":
             return json_response({"ok": True, "task": await tasks.heartbeat(agent, session, task_id)})
         if name == "checkpoint":
-            return json_response({"ok": True, "task": await tasks.checkpoint(agent, session, task_id, summary)})
+            return json_response({"ok": True, "task": await tasks.checkpoint(agent, session, task_id, summary,
+                                                                             messages)})
         if name == "complete":
-            return json_response({"ok": True, "task": await tasks.complete(agent, session, task_id, summary)})
+            return json_response({"ok": True, "task": await tasks.complete(agent, session, task_id, summary,
+                                                                           messages)})
         if name == "takeover":
             return await self._take_over(request, task_id, body)
         raise KitsuneError("task_not_found", f"No task operation {name!r}", state={"op": name})
