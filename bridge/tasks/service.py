@@ -76,6 +76,8 @@ class _Node(Protocol):
 
     async def open_tab_ids(self, wanted: frozenset[int] = frozenset()) -> frozenset[int]: ...
 
+    def revoke_site_calls(self, calls: set[int], tabs: tuple[int, ...], code: str, message: str) -> int: ...
+
 
 class Tasks:
     """The tasks of one node's agents (owned by the node; the store is the fleet's)."""
@@ -91,6 +93,7 @@ class Tasks:
         """The agent a tab belongs to (the fleet's registry)."""
         self.calls = TaskCalls(store, io, node.replay)
         """The calls the tasks follow."""
+        store.on_change = self._changed
 
     # -- the routes ------------------------------------------------------------------------
 
@@ -191,6 +194,19 @@ class Tasks:
         for call in in_flight:
             answer["in_flight"].append(await self._lost_call(taken, call, mine))
         return answer
+
+    def _changed(self, before: Task, after: Task) -> None:
+        """A task changed, through any node: when it was revoked or taken over, its calls' site-tool continuation
+        tokens end with the authority they were issued under (those of this node's tabs)."""
+        if after.status == "revoked" != before.status:
+            code, message = "task_revoked", "its task was revoked"
+        elif after.owner != before.owner:
+            code, message = "task_leased", "its task was taken over by another session"
+        else:
+            return
+        calls = {f.call for f in before.in_flight}
+        if calls and self._node.revoke_site_calls(calls, after.tabs, code, message):
+            log.info("task %s %s: its calls' continuation tokens were revoked", after.id, code)
 
     # -- writes (the policy's TaskLeases; any thread but the loop's) ---------------------------
 
