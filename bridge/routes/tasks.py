@@ -88,7 +88,10 @@ class _TaskRoutes:
         if not isinstance(token, str):
             raise KitsuneError("invalid_parameter", "confirm_token must be a string", state={"param": "confirm_token"})
         agent, session = agent_of(request), session_of(request)
-        if self._policy_of(agent).ask_before_act:  # a write as any: approved first, with a session-bound token
+        policy = self._policy_of(agent)
+        # a write as any under ask-before-act, and a force takeover under tasks.takeover ask: approved first, with a
+        # token bound to the session, the task and force
+        if policy.ask_before_act or (force and policy.task_takeover == "ask"):
             await self._tasks.may_take_over(agent, session, task_id, force)  # never an approval in vain
             hold = self._confirms.hold(token, agent, session, "takeover", None, orjson.dumps([task_id, force]),
                                             taskId=task_id, force=force)
