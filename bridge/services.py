@@ -108,6 +108,9 @@ class TaskService(Protocol):
                        messages: Any = None) -> dict[str, Any]:
         """End the task done, with ``summary`` and the agent's recent ``messages``."""
 
+    async def fork(self, agent: str, session: str | None, task_id: str, goal: Any = None) -> dict[str, Any]:
+        """A new task of ``session`` from the checkpoint of another, on new tabs opened from its pages."""
+
     async def may_take_over(self, agent: str, session: str | None, task_id: str, force: bool) -> None:
         """Raise unless ``session`` could take the task over now."""
 

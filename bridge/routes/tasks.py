@@ -1,5 +1,5 @@
 """The routes of tasks: ``/api/tasks`` and ``/api/tasks/{id}`` with its ``checkpoint``, ``complete``,
-``heartbeat`` and ``takeover`` (group ``core``). The agent's session is the request's ``X-Kitsune-Session``.
+``heartbeat``, ``takeover`` and ``fork`` (group ``core``). The agent's session is the request's ``X-Kitsune-Session``.
 ``DELETE /api/tasks/{id}`` also takes an operator's token (the console's ``operators``)."""
 
 from __future__ import annotations
@@ -21,7 +21,7 @@ from messages.errors import KitsuneError
 __all__ = ["task_routes"]
 
 _TAKES = {"takeover": frozenset({"force", "confirm_token"}), "checkpoint": frozenset({"summary", "messages"}),
-          "complete": frozenset({"summary", "messages"})}
+          "complete": frozenset({"summary", "messages"}), "fork": frozenset({"goal"})}
 """The body's parameters each operation takes (a heartbeat none)."""
 
 
@@ -79,6 +79,8 @@ class _TaskRoutes:
                                                                            messages)})
         if name == "takeover":
             return await self._take_over(request, task_id, body)
+        if name == "fork":
+            return json_response(await tasks.fork(agent, session, task_id, body.get("goal")), 201)
         raise KitsuneError("task_not_found", f"No task operation {name!r}", state={"op": name})
 
     async def _take_over(self, request: Request, task_id: str, body: dict[str, Any]) -> Response:

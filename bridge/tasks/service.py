@@ -34,14 +34,16 @@ from actors.call_actor import ResumeCall, RunCall
 from actors.loop import IoLoop
 from actors.task_store import TaskStore
 from bridge.tasks.calls import TaskCalls, rebuilt
+from bridge.tasks.fork import close_copies, open_copies
 from core import tasks as records
 from core.calls import CallResponse
 from core.settings import TaskConfig
 from core.task_checkpoint import checked_messages
 from core.tasks import Task
+from messages.commands import Command
 from messages.errors import KitsuneError
 from messages.fleet import ResumeRequest
-from messages.results import Failure
+from messages.results import Failure, Outcome
 from messages.steplog import StepLog
 
 __all__ = ["LOST", "Tasks"]
@@ -77,6 +79,8 @@ class _Node(Protocol):
     async def open_tab_ids(self, wanted: frozenset[int] = frozenset()) -> frozenset[int]: ...
 
     def revoke_site_calls(self, calls: set[int], tabs: tuple[int, ...], code: str, message: str) -> int: ...
+
+    async def act(self, agent: str, command: Command, tab: int | None) -> tuple[Outcome, int]: ...
 
 
 class Tasks:
@@ -175,6 +179,34 @@ class Tasks:
         if not expire:  # an expired task goes on after a takeover: its typed values still scrub its summary
             self.calls.forget(task_id)
         return task.view(None, time.time())
+
+    async def fork(self, agent: str, session: str | None, task_id: str, goal: Any = None) -> dict[str, Any]:
+        """A new task of ``session`` from the checkpoint of ``agent``'s task ``task_id`` (its goal, or ``goal``), on
+        new tabs opened from that task's pages; the original untouched. Audited (``forked``) before a tab opens."""
+        mine = records.session_of(session)
+        original = await self._found(agent, task_id)
+        if original.status == "revoked":
+            raise KitsuneError("task_closed", f"task {task_id} was revoked: nothing of it is forked",
+                               state={"taskId": task_id})
+        draft = records.new_task(agent, mine, original.goal if goal is None else goal, (), now=time.time(),
+                                 resume=original.resume, scope=original.scope, lease_ttl=self.lease_ttl,
+                                 limits=self.limits)
+        self._within_quota(agent)
+        described = {tab["tabId"]: tab for tab in await self._node.describe_tabs()}
+        await asyncio.to_thread(self._node.auditor(agent).task, "forked", draft.id, task_id)
+        tabs = await open_copies(self._node, agent, [described[t] for t in original.tabs if t in described])
+        self.calls.remember(draft.id, self.calls.secrets(task_id))
+        try:
+            task = dataclasses.replace(draft, tabs=tuple(tabs), checkpoint=original.checkpoint)
+            task = records.with_checkpoint(task, await self._checkpoint(task, events=[_event("forked")]),
+                                           task.created)
+            await self._pruned(agent)
+            await self.store.create(task)
+        except BaseException:
+            await close_copies(self._node, agent, tabs)
+            self.calls.forget(draft.id)
+            raise
+        return {"ok": True, "task": task.view(mine, time.time()), "forked_from": task_id}
 
     async def may_take_over(self, agent: str, session: str | None, task_id: str, force: bool) -> None:
         """Raise what a takeover would answer now if it may not happen (before anyone is asked to approve it)."""
