@@ -53,10 +53,10 @@ def test_a_fork_is_a_new_task_of_the_caller_on_new_tabs_and_the_original_is_unto
     audited: list[tuple[str, str, str | None]] = []
     recorded = Auditor.task
 
-    def task(self: Auditor, op: str, task_id: str, source: str | None = None) -> int:
+    def spied(self: Auditor, op: str, task_id: str, source: str | None = None) -> int:
         audited.append((op, task_id, source))
         return recorded(self, op, task_id, source)
-    monkeypatch.setattr(Auditor, "task", task)
+    monkeypatch.setattr(Auditor, "task", spied)
     s1, s2 = sessions(2)
     with api(fleet.bases[0], session=s1) as owner, api(fleet.bases[1], session=s2) as forker, \
             api(fleet.bases[0], "bob", s2) as bob:
