@@ -110,7 +110,7 @@ class Tasks:
             raise KitsuneError("invalid_parameter", "tabs must be a list of tab ids", state={"param": "tabs"})
         task = records.new_task(agent, records.session_of(session), body.get("goal"),  # type: ignore[arg-type]
                                 tabs, now=time.time(), resume=body.get("resume", "ask"),
-                                scope=body.get("scope", "browser"), lease_ttl=self.lease_ttl, limits=self.limits)
+                                scope=body.get("scope", "tab"), lease_ttl=self.lease_ttl, limits=self.limits)
         self._within_quota(agent)
         closed = await self._unopened(task.tabs)
         if closed:
@@ -209,8 +209,15 @@ class Tasks:
         return {"ok": True, "task": task.view(mine, time.time()), "forked_from": task_id}
 
     async def may_take_over(self, agent: str, session: str | None, task_id: str, force: bool) -> None:
-        """Raise what a takeover would answer now if it may not happen (before anyone is asked to approve it)."""
-        records.taken_over(await self._found(agent, task_id), records.session_of(session), time.time(), force)
+        """Raise what a takeover would answer now if it may not happen (before anyone is asked to approve it): also
+        a task whose tabs left its origin (a resume on a page it cannot validate fails closed)."""
+        task = await self._found(agent, task_id)
+        records.taken_over(task, records.session_of(session), time.time(), force)
+        urls = {tab["tabId"]: tab.get("url") for tab in await self._node.describe_tabs()} if task.tabs else {}
+        refusal = records.scope_refusal(task, urls)
+        if refusal is not None:
+            await self._left_origin(task)
+            raise refusal
 
     async def take_over(self, agent: str, session: str | None, task_id: str, force: bool) -> dict[str, Any]:
         """Take the task over for ``session`` (one compare-and-set), and what it needs to go on."""
@@ -387,8 +394,22 @@ class Tasks:
         if first is not None:
             page = {"url": first.get("url"), "title": first.get("title"),
                     **await self._node.page_view(first["tabId"])}
-        return rebuilt(task, self.calls.secrets(task.id), page=page, summary=summary, messages=messages,
-                       events=events)
+        checkpoint = rebuilt(task, self.calls.secrets(task.id), page=page, summary=summary, messages=messages,
+                             events=events)
+        refusal = records.scope_refusal(records.with_checkpoint(task, checkpoint, task.updated),
+                                        {tab: found.get("url") for tab, found in described.items()})
+        if refusal is not None:
+            await self._left_origin(task)
+            raise refusal
+        return checkpoint
+
+    async def _left_origin(self, task: Task) -> None:
+        """A tab of ``task`` left the task's origin: a ``tab`` task stored ends expired (a ``browser`` task is
+        left as it is: only the write that found it is refused)."""
+        if task.scope == "tab" and task.status == "active" and await self.store.get(task.id) is not None:
+            with contextlib.suppress(KitsuneError):  # closed or expired meanwhile: nothing to end
+                await self.store.change(task.id, lambda t: self._noted(records.expired_now(t, time.time()),
+                                                                       "expired"))
 
 
 def _lost(task: Task, calls: set[int]) -> Task:

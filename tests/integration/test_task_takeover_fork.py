@@ -62,7 +62,7 @@ def test_a_fork_is_a_new_task_of_the_caller_on_new_tabs_and_the_original_is_unto
             api(fleet.bases[0], "bob", s2) as bob:
         tabs = [open_tab(owner, site.url("/text"), fleet.nodes[0]),
                 open_tab(owner, site.url("/clicks"), fleet.nodes[1], session=f"far-{s1}")]
-        task = create(owner, tabs, "Read, then hit")["id"]
+        task = create(owner, tabs, "Read, then hit", scope="browser")["id"]
         said = [{"role": "user", "content": "read it first"}]
         answer(owner.post(f"/api/tasks/{task}/checkpoint", json={"summary": "read the text", "messages": said}))
         before = answer(owner.get(f"/api/tasks/{task}"))["task"]
