@@ -265,9 +265,10 @@ class Auditor:
         self._trail.record(LiveViewEntry(time=_now(), agent=self._agent, op=op, tab_id=tab_id, detail=detail),
                            urgent=False)
 
-    def task(self, op: str, task_id: str) -> int:
-        """Record a task's creation, takeover, completion, revocation or expiry (before it happens); its id."""
-        return self._record(TaskEntry(time=_now(), agent=self._agent, op=op, task_id=task_id))
+    def task(self, op: str, task_id: str, source: str | None = None) -> int:
+        """Record a task's creation, fork (from ``source``), takeover, completion, revocation or expiry (before it
+        happens); its id."""
+        return self._record(TaskEntry(time=_now(), agent=self._agent, op=op, task_id=task_id, source=source))
 
     def site_tool(self, tool: str, origin: str, tab_id: int, call: int, path: str | None) -> None:
         """Record that a page's tool is called (without waiting: told from the loop, just before it is)."""

@@ -97,6 +97,9 @@ class TaskStore(Protocol):
         """Every task of the fleet, newest first (the mirror: the operator console's)."""
         ...
 
+    on_change: Callable[[Task, Task], None]
+    """Told (on the loop) of every change the mirror sees, wherever it was made: the task before and after."""
+
     async def sweep(self) -> None:
         """One sweep (the sweeper's, every :data:`SWEEP_EVERY` seconds)."""
         ...
@@ -115,6 +118,7 @@ class _Store:
         self._tombstone_ttl = tombstone_ttl
         self._mirror: dict[str, tuple[Task, int]] = {}
         """Task id -> the task and its revision, as last read, written or watched."""
+        self.on_change: Callable[[Task, Task], None] = lambda before, after: None
         self._tasks: list[asyncio.Task[None]] = []
 
     # the storage (each implementation's)
@@ -254,8 +258,14 @@ class _Store:
         yield from sorted((t for t, _ in snapshot if keep(t)), key=lambda t: t.created, reverse=True)
 
     def _remember(self, task: Task, revision: int) -> None:
-        if revision > self._mirror.get(task.id, (task, 0))[1]:
+        known = self._mirror.get(task.id)
+        if revision > (known[1] if known is not None else 0):
             self._mirror[task.id] = (task, revision)
+            if known is not None:
+                try:
+                    self.on_change(known[0], task)
+                except Exception as e:  # the mirror is kept whatever a listener does
+                    log.error("a task's change was not followed (%s)", type(e).__name__)
 
     def _forget(self, task_id: str, revision: int) -> None:
         """The task deleted at ``revision`` (kept when the mirror knows a later one)."""

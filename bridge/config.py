@@ -32,7 +32,8 @@ From a YAML or JSON file (``kitsune serve --config FILE``) and the environment::
                                           # max_links_per_agent: 8, max_links: 256, links held at once)
     site_tools: {continuation_ttl: 60}    # seconds a page's continuation token may be redeemed (WebMCP)
     tasks: {lease_ttl: 30}                # seconds a task's lease lasts unless its owner is heard from; and
-                                          # max_per_agent: 100 (active or expired), max_goal: 500, max_tabs: 32
+                                          # max_per_agent: 100 (active or expired), max_goal: 500, max_tabs: 32;
+                                          # takeover: allow, or ask (a force takeover waits for a person)
     operators: [{name: sre, token_env: CONSOLE_TOKEN}]  # the console's (GET /console); or password_env
     forwarded_allow_ips: [10.0.0.5]       # proxies whose X-Forwarded-For is believed; none by default
     nats:                          # joining a server or cluster (``--nats-url`` wins over url)
@@ -42,7 +43,8 @@ From a YAML or JSON file (``kitsune serve --config FILE``) and the environment::
 
 An agent entry may set ``read_only``, ``ask_before_act``, ``urls`` (``allow`` and ``deny``),
 ``caps``, ``user_tabs_writable``, ``max_checkpoints``, ``live_view`` (whether it may open Live
-Views) and ``quotas`` (``tabs``, ``sessions``); the node's value stands for each one it does not set.
+Views), ``quotas`` (``tabs``, ``sessions``) and ``tasks`` (``takeover``); the node's value stands for each
+one it does not set.
 Every key is checked: an unknown key
 or a value of the wrong type is refused with its path (``agents.1.read_only``). The environment
 overrides the file, key by key: ``KITSUNE_<KEY>``, with ``__`` between nested keys
@@ -177,7 +179,8 @@ def _built(document: Document, env: Mapping[str, str]) -> Settings:
                     urls=_url_policy(document.urls.allow, document.urls.deny, "urls"),
                     user_tabs_writable=document.user_tabs_writable, caps=frozenset(document.caps),
                     max_checkpoints=document.max_checkpoints, live_view=document.live_view.enabled,
-                    tab_quota=document.quotas.tabs, session_quota=document.quotas.sessions)
+                    tab_quota=document.quotas.tabs, session_quota=document.quotas.sessions,
+                    task_takeover=document.tasks.takeover)
     agents = tuple(_agents(document, env, policy))
     generated = None
     if not agents:
@@ -247,6 +250,8 @@ def _agent_policy(entry: AgentEntry, path: str, node: Policy, total: int) -> Pol
                            if getattr(entry, name) is not None}
     if entry.caps is not None:
         own["caps"] = frozenset(entry.caps)
+    if entry.tasks.takeover is not None:
+        own["task_takeover"] = entry.tasks.takeover
     own.update({f"{q}_quota": n for q, n in (("tab", entry.quotas.tabs), ("session", entry.quotas.sessions))
                 if n is not None})
     allow, deny = entry.urls.allow, entry.urls.deny

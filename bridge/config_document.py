@@ -11,7 +11,7 @@ import ipaddress
 import json
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Annotated, Any
+from typing import Annotated, Any, Literal
 from urllib.parse import urlsplit
 
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, model_validator
@@ -82,6 +82,10 @@ class Quotas(Section):
     sessions: Count = QUOTA_SESSIONS
 
 
+class AgentTasks(Section):
+    takeover: Literal["ask", "allow"] | None = None
+
+
 class AgentEntry(Section):
     name: Annotated[str, Field(min_length=1)]
     token: Token | None = Field(default=None, repr=False)
@@ -94,6 +98,7 @@ class AgentEntry(Section):
     max_checkpoints: Count | None = None
     live_view: bool | None = None
     quotas: AgentQuotas = AgentQuotas()
+    tasks: AgentTasks = AgentTasks()
 
     @model_validator(mode="after")
     def _one_token(self) -> AgentEntry:
@@ -154,6 +159,7 @@ class Tasks(Section):
     max_per_agent: Count = MAX_PER_AGENT
     max_goal: Annotated[int, Field(gt=0, le=MAX_GOAL)] = MAX_GOAL  # a checkpoint carries 500 characters of it
     max_tabs: Count = MAX_TABS_PER_TASK
+    takeover: Literal["ask", "allow"] = "allow"  # ask: a force takeover is held for a person's approval
 
 
 class OperatorEntry(Section):

@@ -395,6 +395,11 @@ class Node:
         """Whether the tab shows something only a person can do (sign in, a human check), on any node."""
         return await self.live.page_hint(tab)
 
+    def revoke_site_calls(self, calls: set[int], tabs: tuple[int, ...], code: str, message: str) -> int:
+        """End the site-tool calls of ``calls`` on ``tabs`` of this node, their continuation tokens revoked (their
+        task's authority ended); how many."""
+        return self.browser.site_tools.revoke(calls, tabs, code, message)
+
     def healthy(self) -> dict[str, bool]:
         """Whether each part of the node answers."""
         return {"nats": self.bus.connected, "browser": self.browser.running}

@@ -100,11 +100,16 @@ class TaskService(Protocol):
     async def heartbeat(self, agent: str, session: str | None, task_id: str) -> dict[str, Any]:
         """Renew the lease ``session`` holds on the task."""
 
-    async def checkpoint(self, agent: str, session: str | None, task_id: str, summary: Any) -> dict[str, Any]:
-        """Record where the task is, with ``summary``."""
+    async def checkpoint(self, agent: str, session: str | None, task_id: str, summary: Any,
+                         messages: Any = None) -> dict[str, Any]:
+        """Record where the task is, with ``summary`` and the agent's recent ``messages``."""
 
-    async def complete(self, agent: str, session: str | None, task_id: str, summary: Any) -> dict[str, Any]:
-        """End the task done, with ``summary``."""
+    async def complete(self, agent: str, session: str | None, task_id: str, summary: Any,
+                       messages: Any = None) -> dict[str, Any]:
+        """End the task done, with ``summary`` and the agent's recent ``messages``."""
+
+    async def fork(self, agent: str, session: str | None, task_id: str, goal: Any = None) -> dict[str, Any]:
+        """A new task of ``session`` from the checkpoint of another, on new tabs opened from its pages."""
 
     async def may_take_over(self, agent: str, session: str | None, task_id: str, force: bool) -> None:
         """Raise unless ``session`` could take the task over now."""

@@ -13,7 +13,7 @@ import threading
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Any, Protocol
+from typing import Any, Literal, Protocol
 
 import orjson
 
@@ -30,7 +30,7 @@ from messages.results import Done, Failed, Failure, HeldForApproval, Outcome
 from messages.tokens import digest, digests_equal, new_token, token_hash
 
 __all__ = ["CAPABILITY_GROUPS", "CLOSED", "ELSEWHERE", "JAVASCRIPT_GROUPS", "SITE_TOOL_WRITES", "USER", "ConfirmTokens",
-           "HeldStep", "Policy", "PolicyDriver", "TabOwners", "TaskLeases", "owned_by_another"]
+           "HeldStep", "Policy", "PolicyDriver", "TabOwners", "TakeoverPolicy", "TaskLeases", "owned_by_another"]
 
 SITE_TOOL_WRITES = "site_tool_writes"
 """What a tab's node answers a ``callSiteTool`` tried as a read whose tool its page does not declare read-only."""
@@ -43,6 +43,9 @@ CAPABILITY_GROUPS = frozenset({"core", "automation"})
 JAVASCRIPT_GROUPS = frozenset({"automation"})
 """The groups that allow an agent JavaScript through CDP (``Runtime.evaluate``...): the group whose containers carry
 the ``js`` action to MCP clients."""
+
+TakeoverPolicy = Literal["ask", "allow"]
+"""Whether a ``force`` takeover of a task is held for a person (``ask``) or made at once (``allow``)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -64,6 +67,8 @@ class Policy:
     """Its tabs on a node at most (``quotas.tabs``)."""
     session_quota: int = QUOTA_SESSIONS
     """Its sessions on a node at most (``quotas.sessions``)."""
+    task_takeover: TakeoverPolicy = "allow"
+    """``ask``: every ``force`` takeover of its tasks is held for a person's approval (``tasks.takeover``)."""
 
 
 CLOSED = "closed"

@@ -9,17 +9,22 @@ Pure. :func:`build_checkpoint` keeps only whitelisted fields, each of a shape th
   A string in which a secret survives that (one overlapping the replacement) is dropped whole.
 - URLs: scheme, host, port and path only (no user, query or fragment); for a scheme other than
   http(s), file and about, only the scheme (a ``data:`` URL's body is content).
+- the agent's recent messages: ``{"role", "content"}``, ``role`` one of :data:`ROLES`, ``content``
+  free text cut to :data:`MESSAGE_BYTES` (the newest :data:`MESSAGES` kept);
+- the page's ``version``: a digest of its scrubbed URL, title and headings (:func:`page_version`),
+  so that what resumes on a page can tell whether it is still the page the checkpoint was taken on;
 - named values: ``action`` a command of the language, ``code`` a code of the contract,
   ``status`` a step's or a task's status, ``kind`` one of :data:`EVENT_KINDS`, numbers finite;
   any other value drops its field (or its step or event, when the field is required).
 
-The whole is at most :data:`MAX_BYTES` of JSON: the oldest steps and events go first, then the
-summary is cut. The field limits keep the rest within it, whatever the text (4 bytes a
+The whole is at most :data:`MAX_BYTES` of JSON: the oldest steps, events and messages go first,
+then the summary is cut. The field limits keep the rest within it, whatever the text (4 bytes a
 character at most, once control characters are gone).
 """
 
 from __future__ import annotations
 
+import hashlib
 import math
 import re
 from collections.abc import Iterable, Mapping
@@ -31,11 +36,11 @@ import orjson
 from core.tasks import MAX_GOAL
 from core.tasks import STATUSES as TASK_STATUSES
 from messages.commands import ACTIONS
-from messages.errors import ERROR_CODES
+from messages.errors import ERROR_CODES, KitsuneError
 from messages.results import STATUSES as STEP_STATUSES
 
-__all__ = ["EVENT_FIELDS", "EVENT_KINDS", "MAX_BYTES", "MIN_SECRET", "REDACTED", "STEP_FIELDS", "TOKEN",
-           "build_checkpoint", "clean_url", "scrub"]
+__all__ = ["EVENT_FIELDS", "EVENT_KINDS", "MAX_BYTES", "MESSAGES", "MESSAGE_BYTES", "MIN_SECRET", "REDACTED", "ROLES",
+           "STEP_FIELDS", "TOKEN", "build_checkpoint", "checked_messages", "clean_url", "page_version", "scrub"]
 
 MAX_BYTES = 16 * 1024
 """The checkpoint's JSON, at most."""
@@ -43,6 +48,12 @@ SUMMARY_BYTES = 4 * 1024
 """The agent's summary, at most (UTF-8)."""
 GOAL_CHARS, TITLE_CHARS, URL_CHARS, HEADING_CHARS = MAX_GOAL, 200, 400, 200
 HEADINGS, STEPS, EVENTS = 10, 20, 20
+MESSAGES = 20
+"""The agent's recent messages a checkpoint keeps (the newest), and a request records, at most."""
+MESSAGE_BYTES = 1024
+"""A message's content, at most (UTF-8; a longer one is cut)."""
+ROLES = ("user", "assistant", "tool")
+"""Who a recorded message is from."""
 OUTLINE, OUTLINE_CHARS = 40, 160
 """The page's outline (its interactive snapshot, refs left out): lines, and characters a line, at most."""
 MIN_SECRET = 4
@@ -50,7 +61,7 @@ MIN_SECRET = 4
 REDACTED = "[redacted]"
 TOKEN = re.compile(r"[A-Za-z0-9_-]{24,}")
 """A token-shaped string."""
-EVENT_KINDS = frozenset({"created", "call_started", "call_ended", "navigated", "tab_opened", "tab_closed",
+EVENT_KINDS = frozenset({"created", "forked", "call_started", "call_ended", "navigated", "tab_opened", "tab_closed",
                          "checkpointed", "expired", "taken_over", "resumed", "completed", "revoked"})
 """The kinds of event a checkpoint keeps."""
 STEP_FIELDS = ("call", "path", "action", "tabId", "status", "code")
@@ -88,24 +99,48 @@ def clean_url(url: object, secrets: Iterable[str] = ()) -> str:
     return _url(url, _Scrubber(secrets))
 
 
+def checked_messages(value: object) -> list[dict[str, str]]:
+    """The messages a request records, as given: a list of at most :data:`MESSAGES` ``{"role", "content"}``
+    (``invalid_parameter`` otherwise, naming the bound in ``state.max``; scrubbed when the checkpoint is built)."""
+    if value is None:
+        return []
+    if not isinstance(value, list) or len(value) > MESSAGES or not all(
+            isinstance(m, Mapping) and set(m) == {"role", "content"} and _named(m["role"], ROLES)
+            and isinstance(m["content"], str) for m in value):
+        raise KitsuneError("invalid_parameter", f"messages must be a list of at most {MESSAGES} objects "
+                           '{"role": "user"|"assistant"|"tool", "content": string}',
+                           state={"param": "messages", "max": MESSAGES})
+    return [{"role": m["role"], "content": m["content"]} for m in value]
+
+
+def page_version(page: Mapping[str, Any]) -> str:
+    """The version of a page as a checkpoint describes it: 16 hex digits of a digest of its URL, title and
+    headings (the checkpoint's own, already scrubbed: the same page reads the same version)."""
+    text = orjson.dumps([page.get("url", ""), page.get("title", ""), page.get("headings", [])])
+    return hashlib.sha256(text).hexdigest()[:16]
+
+
 def build_checkpoint(goal: object, began: object, page: object, steps: object, events: object,
-                     summary: object, status: object, secrets: Iterable[str]) -> dict[str, Any]:
+                     summary: object, status: object, secrets: Iterable[str], messages: object = ()) -> dict[str, Any]:
     """The checkpoint of a task, from what the node knows of it (any value: the shapes are checked here).
 
-    ``began`` and ``page`` are ``{"url", "title"}`` and ``{"url", "title", "headings", "outline"}``; ``steps``
-    and ``events`` are oldest first (the newest :data:`STEPS` and :data:`EVENTS` are kept)."""
+    ``began`` and ``page`` are ``{"url", "title"}`` and ``{"url", "title", "headings", "outline"}``; ``steps``,
+    ``events`` and ``messages`` are oldest first (the newest :data:`STEPS`, :data:`EVENTS` and :data:`MESSAGES`
+    are kept)."""
     clean = _Scrubber(secrets)
     begun, seen = _mapping(began), _mapping(page)
     headings = seen.get("headings")
+    described: dict[str, Any] = {
+        "url": _url(seen.get("url"), clean), "title": _text(seen.get("title"), clean, TITLE_CHARS),
+        "headings": [h for h in (_text(h, clean, HEADING_CHARS) for h in _items(headings)) if h][:HEADINGS],
+        "outline": [o for o in (_text(o, clean, OUTLINE_CHARS) for o in _items(seen.get("outline"))) if o][:OUTLINE]}
     out: dict[str, Any] = {
         "goal": _text(goal, clean, GOAL_CHARS),
         "began": {"url": _url(begun.get("url"), clean), "title": _text(begun.get("title"), clean, TITLE_CHARS)},
-        "page": {"url": _url(seen.get("url"), clean), "title": _text(seen.get("title"), clean, TITLE_CHARS),
-                 "headings": [h for h in (_text(h, clean, HEADING_CHARS) for h in _items(headings)) if h][:HEADINGS],
-                 "outline": [o for o in (_text(o, clean, OUTLINE_CHARS) for o in _items(seen.get("outline"))) if o
-                             ][:OUTLINE]},
+        "page": {**described, "version": page_version(described)},
         "steps": [s for s in map(_step, _items(steps)) if s is not None][-STEPS:],
         "events": [e for e in (_event(e, clean) for e in _items(events)) if e is not None][-EVENTS:],
+        "messages": [m for m in (_message(m, clean) for m in _items(messages)) if m is not None][-MESSAGES:],
         "summary": _cut_bytes(clean(summary) if isinstance(summary, str) else "", SUMMARY_BYTES),
         "status": status if _named(status, TASK_STATUSES) else None,
     }
@@ -113,11 +148,12 @@ def build_checkpoint(goal: object, began: object, page: object, steps: object, e
 
 
 def _bounded(out: dict[str, Any]) -> dict[str, Any]:
-    """``out`` within :data:`MAX_BYTES`: the oldest of the longer list of steps and events dropped
+    """``out`` within :data:`MAX_BYTES`: the oldest of the longest list of steps, events and messages dropped
     while it is over, then the page's outline from its end, then the summary cut to what fits."""
-    while _size(out) > MAX_BYTES and (out["steps"] or out["events"]):
-        longer = "steps" if len(out["steps"]) >= len(out["events"]) else "events"
-        out[longer] = out[longer][1:]
+    lists = ("steps", "events", "messages")
+    while _size(out) > MAX_BYTES and any(out[name] for name in lists):
+        longest = max(lists, key=lambda name: len(out[name]))
+        out[longest] = out[longest][1:]
     while _size(out) > MAX_BYTES and out["page"]["outline"]:
         out["page"]["outline"] = out["page"]["outline"][:-1]
     if _size(out) > MAX_BYTES:
@@ -163,6 +199,16 @@ def _event(value: object, clean: _Scrubber) -> dict[str, Any] | None:
     if url := _url(event.get("url"), clean):
         out["url"] = url
     return out
+
+
+def _message(value: object, clean: _Scrubber) -> dict[str, str] | None:
+    """A recorded message: its role and its content scrubbed and cut, or ``None`` (a wrong shape, or empty)."""
+    message = _mapping(value)
+    role, content = message.get("role"), message.get("content")
+    if not isinstance(role, str) or role not in ROLES or not isinstance(content, str):
+        return None
+    kept = _cut_bytes(clean(content), MESSAGE_BYTES)
+    return {"role": role, "content": kept} if kept.strip() else None
 
 
 def _url(value: object, clean: _Scrubber) -> str:

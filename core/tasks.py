@@ -17,6 +17,7 @@ import secrets
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Literal, get_args
+from urllib.parse import urlsplit
 
 import orjson
 
@@ -25,9 +26,9 @@ from messages.contract import TASK_LEASE_TTL
 from messages.errors import KitsuneError
 
 __all__ = ["MAX_GOAL", "MAX_PER_AGENT", "MAX_TABS", "RESUMES", "SCOPES", "SESSION", "STATUSES", "TASK_ID", "InFlight",
-           "Resume", "Scope", "State", "Status", "Task", "TaskLimits", "acknowledged", "call_ended", "call_started",
-           "check_owner", "check_write", "completed", "expired_now", "lapsed", "new_task", "renewed", "revoked",
-           "session_of", "taken_over", "with_checkpoint"]
+           "Resume", "Scope", "State", "Status", "Task", "TaskLimits", "acknowledged", "call_elsewhere", "call_ended",
+           "call_started", "check_owner", "check_write", "completed", "expired_now", "lapsed", "new_task", "renewed",
+           "revoked", "origin_of", "scope_refusal", "session_of", "taken_over", "with_checkpoint"]
 
 Resume = Literal["ask", "auto", "off"]
 Scope = Literal["tab", "browser", "remote"]
@@ -165,6 +166,8 @@ def new_task(agent: str, session: str, goal: str, tabs: Iterable[int], *, now: f
     tab_list = list(tabs)
     if len(tab_list) > limits.tabs:
         raise _invalid("tabs", f"a task names at most {limits.tabs} tabs", max=limits.tabs)
+    if scope == "tab" and len(set(tab_list)) > 1:
+        raise _invalid("tabs", 'a task of scope "tab" lives with one tab: name one, or use scope "browser"', max=1)
     if any(not isinstance(t, int) or isinstance(t, bool) or not 0 <= t <= MAX_TAB_ID for t in tab_list):
         raise _invalid("tabs", "tabs must be a list of tab ids")
     if not lease_ttl > 0:
@@ -172,6 +175,34 @@ def new_task(agent: str, session: str, goal: str, tabs: Iterable[int], *, now: f
     return Task(id=task_id or f"t-{secrets.token_hex(8)}", agent=agent, goal=goal, tabs=tuple(dict.fromkeys(tab_list)),
                 resume=resume, scope=scope, owner=session_of(session),
                 lease_expires=now + lease_ttl, lease_ttl=lease_ttl, status="active", created=now, updated=now)
+
+
+def origin_of(url: object) -> str | None:
+    """``scheme://host[:port]`` of an http(s) URL, else None (no origin a task can be bound to)."""
+    if not isinstance(url, str):
+        return None
+    try:
+        parts = urlsplit(url)
+        port = parts.port
+    except ValueError:
+        return None
+    if parts.scheme not in ("http", "https") or not parts.hostname:
+        return None
+    return f"{parts.scheme}://{parts.hostname}{f':{port}' if port is not None else ''}"
+
+
+def scope_refusal(task: Task, urls: Mapping[int, object]) -> KitsuneError | None:
+    """Why ``task``'s tabs, at ``urls`` now (by tab; a tab not given is closed), break its scope: every tab of
+    a ``tab`` or ``browser`` task on the origin the task began on (``task_origin_changed``), or None."""
+    began = (task.checkpoint or {}).get("began", {}).get("url") if task.scope != "remote" else None
+    origin = origin_of(began)
+    if origin is None:
+        return None
+    moved = [tab for tab in task.tabs if tab in urls and origin_of(urls[tab]) != origin]
+    if not moved:
+        return None
+    return KitsuneError("task_origin_changed", f"tab {moved[0]} of task {task.id} left the origin the task began "
+                        "on: the task ended expired", state={"taskId": task.id, "tabId": moved[0]})
 
 
 def check_owner(task: Task, session: str | None, now: float) -> None:
@@ -264,6 +295,13 @@ def call_ended(task: Task, call: int) -> Task | None:
         return None
     return dataclasses.replace(task, in_flight=tuple(InFlight(f.call, True) if f.call == call else f
                                                      for f in task.in_flight))
+
+
+def call_elsewhere(task: Task, call: int) -> Task | None:
+    """``call`` ended having touched none of the task's tabs: it was never the task's, and leaves its ``in_flight``."""
+    if not any(f.call == call for f in task.in_flight):
+        return None
+    return dataclasses.replace(task, in_flight=tuple(f for f in task.in_flight if f.call != call))
 
 
 def acknowledged(task: Task) -> Task | None:

@@ -125,6 +125,7 @@ class ChromiumBrowser:
     @url_policy.setter
     def url_policy(self, policy: Callable[[str | None], UrlPolicy] | None) -> None:
         self._guard.url_policy = policy
+        self.site_tools.url_policy = policy
 
     @property
     def own_endpoints(self) -> set[Endpoint]:

@@ -1,5 +1,5 @@
-"""The task tools: ``browser_task_create``, ``_get``, ``_checkpoint``, ``_complete`` and ``_takeover``
-over ``/api/tasks``.
+"""The task tools: ``browser_task_create`` (or, with ``fork``, a fork of a task), ``_get``, ``_checkpoint``,
+``_complete`` and ``_takeover`` over ``/api/tasks``.
 
 A task has one owner session (the MCP session whose requests carry its id); every answer that
 names this session a task's owner makes the session hold its lease (``_leases``), and one that
@@ -45,12 +45,15 @@ async def task_call(direct: DirectCalls, caller: Caller, name: str, args: dict[s
         answer = await _takeover(direct, caller, str(task), args)
     else:
         caller.sent = True
-        if name == "browser_task_create":
+        if name == "browser_task_create" and isinstance(args.get("fork"), str):
+            answer = await bridge.post(_path(args["fork"], "fork"), _given(args, "goal"), timeout=_TIMEOUT)
+        elif name == "browser_task_create":
             answer = await bridge.post("/api/tasks", _given(args, "goal", "tabs", "resume", "scope"),
                                        timeout=_TIMEOUT)
         else:
             operation = name.removeprefix("browser_task_")
-            answer = await bridge.post(_path(str(task), operation), _given(args, "summary"), timeout=_TIMEOUT)
+            answer = await bridge.post(_path(str(task), operation), _given(args, "summary", "messages"),
+                                       timeout=_TIMEOUT)
     if caller.leases is not None:
         caller.leases.heard(bridge, answer, task if isinstance(task, str) else None)
     return answer

@@ -225,8 +225,9 @@ def _task_create_schema() -> dict[str, Any]:
         "tabs": {"type": "array", "items": {"type": "integer"}, "uniqueItems": True},
         "resume": {"enum": ["ask", "auto", "off"], "default": "ask",
                    "description": "A takeover's calls in flight: tokens, resumed, or none."},
-        "scope": {"enum": ["tab", "browser", "remote"], "default": "browser"},
-    }, ["goal"])
+        "scope": {"enum": ["tab", "browser", "remote"], "default": "tab"},
+        "fork": dict(_TASK_ID, description="Fork this task: new tabs from its pages, its checkpoint"),
+    }, [])
 
 
 _SUMMARY = {"type": "string"}
@@ -305,7 +306,7 @@ TOOLS: dict[str, ToolSpec] = {spec.name: spec for spec in [
              _object({"taskId": dict(_TASK_ID)}, []), read_only=True),
     ToolSpec("browser_task_checkpoint", _CORE,
              "Owner: record the task's progress, with the page re-observed: returns the task.",
-             _task_schema(summary=dict(_SUMMARY))),
+             _task_schema(summary=dict(_SUMMARY), messages={"type": "array", "items": {"type": "object"}})),
     ToolSpec("browser_task_complete", _CORE,
              "Owner: complete the task; its lease ends: returns it.", _task_schema(summary=dict(_SUMMARY))),
     ToolSpec("browser_task_takeover", _CORE,

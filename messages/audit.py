@@ -154,15 +154,17 @@ class LiveViewEntry(AuditEntry):
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class TaskEntry(AuditEntry):
-    """A task of ``agent`` is about to be created, taken over, completed, revoked or expired."""
+    """A task of ``agent`` is about to be created, forked, taken over, completed, revoked or expired."""
 
     kind = "task"
     op: str
-    """``created``, ``takeover``, ``completed``, ``revoked`` or ``expired``."""
+    """``created``, ``forked``, ``takeover``, ``completed``, ``revoked`` or ``expired``."""
     task_id: str
+    source: str | None = None
+    """The task a fork was made from."""
 
     def _fields(self) -> dict[str, Any]:
-        return {"op": self.op, "taskId": self.task_id}
+        return {"op": self.op, "taskId": self.task_id, **({"from": self.source} if self.source else {})}
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

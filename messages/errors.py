@@ -94,7 +94,8 @@ ERROR_CODES: Mapping[str, ErrorCode] = {code.name: code for code in [
     # Tasks (issue 17): a task's lease, its takeover, its tabs.
     *_codes(400, False, "session_required"),
     *_codes(404, False, "task_not_found"),
-    *_codes(409, False, "task_leased", "task_expired", "task_takeover_conflict", "task_closed", "task_conflict"),
+    *_codes(409, False, "task_leased", "task_expired", "task_takeover_conflict", "task_closed", "task_conflict",
+            "task_origin_changed"),
     *_codes(410, False, "task_revoked"),
     # The operator console.
     *_codes(404, False, "console_off"),

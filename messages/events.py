@@ -255,7 +255,8 @@ class ContinuationRevoked(SiteToolEvent):
 
     kind = "ContinuationRevoked"
     reason: str
-    """``timeout``, ``cancelled``, ``tab_closed``, ``navigated`` or ``failed``."""
+    """``timeout``, ``cancelled``, ``tab_closed``, ``navigated``, ``failed``, or the end of its authority:
+    ``task_revoked``, ``task_leased`` (its task taken over), ``url_denied``."""
 
 
 SITE_TOOL_EVENTS: tuple[type[SiteToolEvent], ...] = (

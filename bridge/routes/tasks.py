@@ -1,5 +1,5 @@
 """The routes of tasks: ``/api/tasks`` and ``/api/tasks/{id}`` with its ``checkpoint``, ``complete``,
-``heartbeat`` and ``takeover`` (group ``core``). The agent's session is the request's ``X-Kitsune-Session``.
+``heartbeat``, ``takeover`` and ``fork`` (group ``core``). The agent's session is the request's ``X-Kitsune-Session``.
 ``DELETE /api/tasks/{id}`` also takes an operator's token (the console's ``operators``)."""
 
 from __future__ import annotations
@@ -20,7 +20,9 @@ from messages.errors import KitsuneError
 
 __all__ = ["task_routes"]
 
-_TAKEOVER = frozenset({"force", "confirm_token"})
+_TAKES = {"takeover": frozenset({"force", "confirm_token"}), "checkpoint": frozenset({"summary", "messages"}),
+          "complete": frozenset({"summary", "messages"}), "fork": frozenset({"goal"})}
+"""The body's parameters each operation takes (a heartbeat none)."""
 
 
 def task_routes(tasks: TaskService, confirms: ConfirmTokens, policy_of: PolicyOf, body_limit: int) -> list[BaseRoute]:
@@ -63,18 +65,22 @@ class _TaskRoutes:
         task_id, name = request.path_params["task"], request.path_params["op"]
         agent, session, tasks = agent_of(request), session_of(request), self._tasks
         body = await json_body(request, self._limit) if request.headers.get("content-length", "0") != "0" else {}
-        unknown = sorted(set(body) - (_TAKEOVER if name == "takeover" else frozenset({"summary"})))
+        unknown = sorted(set(body) - _TAKES.get(name, frozenset()))
         if unknown:
             raise KitsuneError("unknown_parameter", f"{name} takes no {unknown[0]!r}", state={"param": unknown[0]})
-        summary = body.get("summary")
+        summary, messages = body.get("summary"), body.get("messages")
         if name == "heartbeat":
             return json_response({"ok": True, "task": await tasks.heartbeat(agent, session, task_id)})
         if name == "checkpoint":
-            return json_response({"ok": True, "task": await tasks.checkpoint(agent, session, task_id, summary)})
+            return json_response({"ok": True, "task": await tasks.checkpoint(agent, session, task_id, summary,
+                                                                             messages)})
         if name == "complete":
-            return json_response({"ok": True, "task": await tasks.complete(agent, session, task_id, summary)})
+            return json_response({"ok": True, "task": await tasks.complete(agent, session, task_id, summary,
+                                                                           messages)})
         if name == "takeover":
             return await self._take_over(request, task_id, body)
+        if name == "fork":
+            return json_response(await tasks.fork(agent, session, task_id, body.get("goal")), 201)
         raise KitsuneError("task_not_found", f"No task operation {name!r}", state={"op": name})
 
     async def _take_over(self, request: Request, task_id: str, body: dict[str, Any]) -> Response:
@@ -84,7 +90,10 @@ class _TaskRoutes:
         if not isinstance(token, str):
             raise KitsuneError("invalid_parameter", "confirm_token must be a string", state={"param": "confirm_token"})
         agent, session = agent_of(request), session_of(request)
-        if self._policy_of(agent).ask_before_act:  # a write as any: approved first, with a session-bound token
+        policy = self._policy_of(agent)
+        # a write as any under ask-before-act, and a force takeover under tasks.takeover ask: approved first, with a
+        # token bound to the session, the task and force
+        if policy.ask_before_act or (force and policy.task_takeover == "ask"):
             await self._tasks.may_take_over(agent, session, task_id, force)  # never an approval in vain
             hold = self._confirms.hold(token, agent, session, "takeover", None, orjson.dumps([task_id, force]),
                                             taskId=task_id, force=force)

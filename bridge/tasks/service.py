@@ -21,29 +21,29 @@
 from __future__ import annotations
 
 import asyncio
-import collections
 import concurrent.futures
 import contextlib
 import dataclasses
 import logging
 import time
-from collections.abc import Callable, Coroutine, Iterator
+from collections.abc import Callable, Coroutine, Iterator, Sequence
 from typing import Any, Protocol
 
 from actors.audit_actor import Auditor
 from actors.call_actor import ResumeCall, RunCall
 from actors.loop import IoLoop
 from actors.task_store import TaskStore
+from bridge.tasks.calls import TaskCalls, rebuilt
+from bridge.tasks.fork import close_copies, open_copies
 from core import tasks as records
 from core.calls import CallResponse
 from core.settings import TaskConfig
-from core.task_checkpoint import build_checkpoint
+from core.task_checkpoint import checked_messages
 from core.tasks import Task
-from messages.commands import secret_values
+from messages.commands import Command
 from messages.errors import KitsuneError
-from messages.events import CallStarted, Event
 from messages.fleet import ResumeRequest
-from messages.results import Failure
+from messages.results import Failure, Outcome
 from messages.steplog import StepLog
 
 __all__ = ["LOST", "Tasks"]
@@ -53,8 +53,6 @@ log = logging.getLogger(__name__)
 LOST = "session lost mid-execution"
 """The reason a takeover gives for a call its old session may never have heard the end of."""
 _DECISIVE_READ = 5.0
-_SECRETS_KEPT = 64
-"""Typed values remembered per task (the newest), to scrub summaries."""
 _OPENING = 1.0
 """Seconds a new task waits for the fleet's mirror to show a tab it names that is not there yet."""
 _GONE = frozenset({"checkpoint_not_found", "resume_token_invalid"})
@@ -80,6 +78,10 @@ class _Node(Protocol):
 
     async def open_tab_ids(self, wanted: frozenset[int] = frozenset()) -> frozenset[int]: ...
 
+    def revoke_site_calls(self, calls: set[int], tabs: tuple[int, ...], code: str, message: str) -> int: ...
+
+    async def act(self, agent: str, command: Command, tab: int | None) -> tuple[Outcome, int]: ...
+
 
 class Tasks:
     """The tasks of one node's agents (owned by the node; the store is the fleet's)."""
@@ -93,7 +95,9 @@ class Tasks:
         self._node = node
         self._owner_of = owner_of
         """The agent a tab belongs to (the fleet's registry)."""
-        self._secrets: dict[str, collections.deque[str]] = {}
+        self.calls = TaskCalls(store, io, node.replay)
+        """The calls the tasks follow."""
+        store.on_change = self._changed
 
     # -- the routes ------------------------------------------------------------------------
 
@@ -106,7 +110,7 @@ class Tasks:
             raise KitsuneError("invalid_parameter", "tabs must be a list of tab ids", state={"param": "tabs"})
         task = records.new_task(agent, records.session_of(session), body.get("goal"),  # type: ignore[arg-type]
                                 tabs, now=time.time(), resume=body.get("resume", "ask"),
-                                scope=body.get("scope", "browser"), lease_ttl=self.lease_ttl, limits=self.limits)
+                                scope=body.get("scope", "tab"), lease_ttl=self.lease_ttl, limits=self.limits)
         self._within_quota(agent)
         closed = await self._unopened(task.tabs)
         if closed:
@@ -114,7 +118,7 @@ class Tasks:
         for tab in task.tabs:  # the store refuses a tab of another task that is not over (task_conflict)
             if self._owner_of(tab) != agent:
                 raise KitsuneError("tab_owned", f"tab {tab} is not one of your tabs", state={"tabId": tab})
-        checkpoint = await self._checkpoint(task, "")
+        checkpoint = await self._checkpoint(task, events=[_event("created")])
         task = records.with_checkpoint(task, checkpoint, task.created)
         await asyncio.to_thread(self._node.auditor(agent).task, "created", task.id)
         await self._pruned(agent)
@@ -137,24 +141,29 @@ class Tasks:
         task = await self.store.change(task_id, lambda t: records.renewed(t, session, time.time()))
         return task.view(session, time.time())
 
-    async def checkpoint(self, agent: str, session: str | None, task_id: str, summary: Any) -> dict[str, Any]:
+    async def checkpoint(self, agent: str, session: str | None, task_id: str, summary: Any,
+                         messages: Any = None) -> dict[str, Any]:
         records.session_of(session)
+        recorded = checked_messages(messages)
         task = await self._found(agent, task_id)
         records.check_owner(task, session, time.time())
-        checkpoint = await self._checkpoint(task, summary)
+        checkpoint = await self._checkpoint(task, summary, recorded)
         task = await self.store.change(task_id, lambda t: _owned(t, session, lambda now: records.with_checkpoint(
             records.acknowledged(t) or t, checkpoint, now)))
         return task.view(session, time.time())
 
-    async def complete(self, agent: str, session: str | None, task_id: str, summary: Any) -> dict[str, Any]:
+    async def complete(self, agent: str, session: str | None, task_id: str, summary: Any,
+                       messages: Any = None) -> dict[str, Any]:
         records.session_of(session)
+        recorded = checked_messages(messages)
         task = await self._found(agent, task_id)
         records.check_owner(task, session, time.time())
-        checkpoint = await self._checkpoint(dataclasses.replace(task, status="completed"), summary)
+        checkpoint = await self._checkpoint(dataclasses.replace(task, status="completed"), summary, recorded,
+                                            [_event("completed", status="completed")])
         await asyncio.to_thread(self._node.auditor(agent).task, "completed", task_id)
         task = await self.store.change(task_id, lambda t: records.with_checkpoint(
             records.completed(t, session, time.time()), checkpoint, time.time()))
-        self._secrets.pop(task_id, None)
+        self.calls.forget(task_id)
         return task.view(session, time.time())
 
     async def delete(self, agent: str | None, task_id: str, *, expire: bool, by: str) -> dict[str, Any]:
@@ -165,21 +174,58 @@ class Tasks:
             raise _not_found(task_id)
         await asyncio.to_thread(self._node.auditor(by).task, "expired" if expire else "revoked", task_id)
         change = records.expired_now if expire else records.revoked
-        task = await self.store.change(task_id, lambda t: change(t, time.time()))
+        task = await self.store.change(task_id, lambda t: self._noted(change(t, time.time()), "expired" if expire
+                                                                           else "revoked"))
         if not expire:  # an expired task goes on after a takeover: its typed values still scrub its summary
-            self._secrets.pop(task_id, None)
+            self.calls.forget(task_id)
         return task.view(None, time.time())
 
+    async def fork(self, agent: str, session: str | None, task_id: str, goal: Any = None) -> dict[str, Any]:
+        """A new task of ``session`` from the checkpoint of ``agent``'s task ``task_id`` (its goal, or ``goal``), on
+        new tabs opened from that task's pages; the original untouched. Audited (``forked``) before a tab opens."""
+        mine = records.session_of(session)
+        original = await self._found(agent, task_id)
+        if original.status == "revoked":
+            raise KitsuneError("task_closed", f"task {task_id} was revoked: nothing of it is forked",
+                               state={"taskId": task_id})
+        draft = records.new_task(agent, mine, original.goal if goal is None else goal, (), now=time.time(),
+                                 resume=original.resume, scope=original.scope, lease_ttl=self.lease_ttl,
+                                 limits=self.limits)
+        self._within_quota(agent)
+        described = {tab["tabId"]: tab for tab in await self._node.describe_tabs()}
+        await asyncio.to_thread(self._node.auditor(agent).task, "forked", draft.id, task_id)
+        tabs = await open_copies(self._node, agent, [described[t] for t in original.tabs if t in described])
+        self.calls.remember(draft.id, self.calls.secrets(task_id))
+        try:
+            task = dataclasses.replace(draft, tabs=tuple(tabs), checkpoint=original.checkpoint)
+            task = records.with_checkpoint(task, await self._checkpoint(task, events=[_event("forked")]),
+                                           task.created)
+            await self._pruned(agent)
+            await self.store.create(task)
+        except BaseException:
+            await close_copies(self._node, agent, tabs)
+            self.calls.forget(draft.id)
+            raise
+        return {"ok": True, "task": task.view(mine, time.time()), "forked_from": task_id}
+
     async def may_take_over(self, agent: str, session: str | None, task_id: str, force: bool) -> None:
-        """Raise what a takeover would answer now if it may not happen (before anyone is asked to approve it)."""
-        records.taken_over(await self._found(agent, task_id), records.session_of(session), time.time(), force)
+        """Raise what a takeover would answer now if it may not happen (before anyone is asked to approve it): also
+        a task whose tabs left its origin (a resume on a page it cannot validate fails closed)."""
+        task = await self._found(agent, task_id)
+        records.taken_over(task, records.session_of(session), time.time(), force)
+        urls = {tab["tabId"]: tab.get("url") for tab in await self._node.describe_tabs()} if task.tabs else {}
+        refusal = records.scope_refusal(task, urls)
+        if refusal is not None:
+            await self._left_origin(task)
+            raise refusal
 
     async def take_over(self, agent: str, session: str | None, task_id: str, force: bool) -> dict[str, Any]:
         """Take the task over for ``session`` (one compare-and-set), and what it needs to go on."""
         mine = records.session_of(session)
         await self.may_take_over(agent, mine, task_id, force)  # refused before the audit: nothing taken
         await asyncio.to_thread(self._node.auditor(agent).task, "takeover", task_id)
-        taken = await self.store.change(task_id, lambda t: records.taken_over(t, mine, time.time(), force), attempts=1)
+        taken = await self.store.change(task_id, lambda t: self._noted(records.taken_over(t, mine, time.time(), force),
+                                                                         "taken_over"), attempts=1)
         in_flight = [f.call for f in taken.in_flight]
         taken = await self.store.change(task_id, lambda t: _lost(t, set(in_flight)))
         answer: dict[str, Any] = {"ok": True, "task": taken.view(mine, time.time()),
@@ -187,6 +233,19 @@ class Tasks:
         for call in in_flight:
             answer["in_flight"].append(await self._lost_call(taken, call, mine))
         return answer
+
+    def _changed(self, before: Task, after: Task) -> None:
+        """A task changed, through any node: when it was revoked or taken over, its calls' site-tool continuation
+        tokens end with the authority they were issued under (those of this node's tabs)."""
+        if after.status == "revoked" != before.status:
+            code, message = "task_revoked", "its task was revoked"
+        elif after.owner != before.owner:
+            code, message = "task_leased", "its task was taken over by another session"
+        else:
+            return
+        calls = {f.call for f in before.in_flight}
+        if calls and self._node.revoke_site_calls(calls, after.tabs, code, message):
+            log.info("task %s %s: its calls' continuation tokens were revoked", after.id, code)
 
     # -- writes (the policy's TaskLeases; any thread but the loop's) ---------------------------
 
@@ -214,75 +273,18 @@ class Tasks:
     @contextlib.contextmanager
     def following(self, message: RunCall | ResumeCall) -> Iterator[RunCall | ResumeCall]:
         """``message`` as it is, or, for a session that owns tasks, one whose call each of them follows."""
-        owned = [t for t in self.store.of_agent(message.agent or "") if t.owner == message.session
-                 and t.state_for(message.session, time.time()) == "owner"] if message.session else []
-        if not owned:
-            yield message
-            return
-        if isinstance(message, RunCall):
-            for task in owned:
-                self._remember(task.id, [v for c in message.spec.commands for v in secret_values(c)])
-        calls: list[int] = [message.request.call] if isinstance(message, ResumeCall) else []
-        for call in calls:
-            self._started(owned, call)
-        heard = message.listener
-
-        def listen(event: Event) -> None:
-            if isinstance(event, CallStarted) and not calls:
-                calls.append(event.call)
-                self._started(owned, event.call)
-            if heard is not None:
-                heard(event)
-        try:
-            yield dataclasses.replace(message, listener=listen)
-        finally:
-            for call in calls:
-                for task in owned:
-                    self._soon(self._ended(task.id, call, None))
+        with self.calls.following(message) as followed:
+            yield followed
 
     def direct(self, agent: str, session: str | None, call: int, secrets: list[str],
                step: dict[str, Any] | None = None) -> None:
-        """A direct call of ``session`` started (``step`` None) or ended with its one step's record: the tasks
-        it owns follow it as any call."""
-        if session is None:
-            return
-        for task in self.store.of_agent(agent):
-            if task.owner == session and task.state_for(session, time.time()) == "owner":
-                if step is None:
-                    self._remember(task.id, secrets)
-                    self._started([task], call)
-                else:
-                    self._soon(self._ended(task.id, call, [step]))
-
-    def _started(self, owned: list[Task], call: int) -> None:
-        def started(task: Task) -> Task | None:
-            return records.call_started(task, call)
-        for task in owned:
-            self._soon(self.store.change(task.id, started))
-
-    async def _ended(self, task_id: str, call: int, steps: list[dict[str, Any]] | None) -> None:
-        """``call`` ended: its steps go into the task's checkpoint; it stays in flight until its session is heard."""
-        if steps is None:
-            log = await asyncio.to_thread(self._node.replay, call)
-            steps = [{"call": call, "path": r.path, "action": r.action, "tabId": r.tab_id, "status": r.status,
-                      "code": r.code} for r in log.records() if not r.steps and not r.sequences]
-
-        def change(task: Task) -> Task | None:
-            previous = task.checkpoint or {}
-            checkpoint = build_checkpoint(task.goal, previous.get("began"), previous.get("page"),
-                                          [*previous.get("steps", []), *steps], previous.get("events", []),
-                                          previous.get("summary", ""), task.status, self._secrets.get(task.id, ()))
-            return records.with_checkpoint(records.call_ended(task, call) or task, checkpoint, time.time())
-        await self.store.change(task_id, change)
+        """A direct call of ``session`` started (``step`` None) or ended with its one step's record."""
+        self.calls.direct(agent, session, call, secrets, step)
 
     def _soon(self, work: Coroutine[Any, Any, Any]) -> None:
         """Run ``work`` on the loop without waiting for it (from any thread); its failure is logged."""
         future = asyncio.run_coroutine_threadsafe(work, self._io.loop)
         future.add_done_callback(_logged)
-
-    def _remember(self, task_id: str, secrets: list[str]) -> None:
-        if secrets:
-            self._secrets.setdefault(task_id, collections.deque(maxlen=_SECRETS_KEPT)).extend(secrets)
 
     # -- helpers ---------------------------------------------------------------------------------
 
@@ -376,18 +378,38 @@ class Tasks:
             resumed["resume_token"] = body["resume_token"]
         return resumed
 
-    async def _checkpoint(self, task: Task, summary: Any) -> dict[str, Any]:
+    def _noted(self, task: Task | None, kind: str) -> Task | None:
+        """``task`` (a transition's result) with the event ``kind`` in its checkpoint; None when nothing changed."""
+        if task is None:
+            return None
+        return records.with_checkpoint(task, rebuilt(task, self.calls.secrets(task.id), events=[
+            _event(kind, status=task.status)]), task.updated)
+
+    async def _checkpoint(self, task: Task, summary: Any = None, messages: Sequence[dict[str, str]] = (),
+                          events: Sequence[dict[str, Any]] = ()) -> dict[str, Any]:
         """The task's checkpoint as the node builds it now (its first open tab observed): context, never authority."""
-        previous = task.checkpoint or {}
         described = {tab["tabId"]: tab for tab in await self._node.describe_tabs()} if task.tabs else {}
         first = next((described[tab] for tab in task.tabs if tab in described), None)
         page: dict[str, Any] = {}
         if first is not None:
             page = {"url": first.get("url"), "title": first.get("title"),
                     **await self._node.page_view(first["tabId"])}
-        return build_checkpoint(task.goal, previous.get("began") or page, page, previous.get("steps", []),
-                                previous.get("events", []), summary if summary else previous.get("summary", ""),
-                                task.status, self._secrets.get(task.id, ()))
+        checkpoint = rebuilt(task, self.calls.secrets(task.id), page=page, summary=summary, messages=messages,
+                             events=events)
+        refusal = records.scope_refusal(records.with_checkpoint(task, checkpoint, task.updated),
+                                        {tab: found.get("url") for tab, found in described.items()})
+        if refusal is not None:
+            await self._left_origin(task)
+            raise refusal
+        return checkpoint
+
+    async def _left_origin(self, task: Task) -> None:
+        """A tab of ``task`` left the task's origin: a ``tab`` task stored ends expired (a ``browser`` task is
+        left as it is: only the write that found it is refused)."""
+        if task.scope == "tab" and task.status == "active" and await self.store.get(task.id) is not None:
+            with contextlib.suppress(KitsuneError):  # closed or expired meanwhile: nothing to end
+                await self.store.change(task.id, lambda t: self._noted(records.expired_now(t, time.time()),
+                                                                       "expired"))
 
 
 def _lost(task: Task, calls: set[int]) -> Task:
@@ -397,6 +419,10 @@ def _lost(task: Task, calls: set[int]) -> Task:
     checkpoint["steps"] = [{k: v for k, v in step.items() if k != "code"} | {"status": "unknown"}
                            if step.get("call") in calls else step for step in checkpoint.get("steps", [])]
     return dataclasses.replace(task, in_flight=(), checkpoint=checkpoint)
+
+
+def _event(kind: str, **fields: Any) -> dict[str, Any]:
+    return {"time": time.time(), "kind": kind, **fields}
 
 
 def _owned(task: Task, session: str | None, change: Callable[[float], Task | None]) -> Task | None:

@@ -6,7 +6,10 @@ The binding tells the node which page and frame called it; a message must also c
 that frame's current document, so a document that is gone (or one that forges another's name)
 speaks for nobody. A document's origin is taken from its frame's URL as the node sees it, never from
 the page. The continuation rules (once, same origin, same tab, within the lifetime, revoked when the
-call ends another way) are enforced here and in :mod:`~driver.site_tools.continuations`.
+call ends another way) are enforced here and in :mod:`~driver.site_tools.continuations`. A token also
+ends with its authority: :meth:`SiteTools.revoke` ends the chains of calls whose task was revoked or
+taken over, and a redemption in a document whose URL the agent's URL lists now refuse revokes its
+chain's tokens and ends the call ``url_denied``.
 """
 
 from __future__ import annotations
@@ -14,7 +17,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import ipaddress
-from collections.abc import Callable
+from collections.abc import Callable, Collection
 from dataclasses import dataclass
 from typing import Any
 from urllib.parse import urlsplit
@@ -22,6 +25,7 @@ from urllib.parse import urlsplit
 from playwright.async_api import BrowserContext, Frame, Page
 from playwright.async_api import Error as PlaywrightError
 
+from core.url_policy import UrlPolicy
 from driver.errors import Stop
 from driver.page_js import MODEL_CONTEXT
 from driver.site_tools.chains import Chain, Document, Invocation
@@ -102,6 +106,8 @@ class SiteTools:
         self._tokens: Continuations[Chain] = Continuations()
         self._changed = asyncio.Event()
         """Set (and replaced) whenever a document or a declaration changes."""
+        self.url_policy: Callable[[str | None], UrlPolicy] | None = None
+        """An agent's URL lists as they are now (None: no lists): a redemption's document must pass its chain's."""
 
     async def install(self, context: BrowserContext) -> None:
         """Give every document of ``context`` its ``navigator.modelContext`` (the binding first: the script
@@ -191,12 +197,7 @@ class SiteTools:
         what still runs of it."""
         self._chains.discard(chain)
         chain.fail(Stop(reason, f"callSiteTool {chain.tool}: the call ended ({reason})"))  # wakes what waits on it
-        for continuation, timer in list(chain.outstanding.items()):
-            timer.cancel()
-            self._tokens.drop(continuation)
-            self._emit(chain, ContinuationRevoked, reason=reason)
-            self.hooks.continuation("revoked")
-        chain.outstanding.clear()
+        self._revoke_tokens(chain, reason)
         for continuation in chain.redeemed:
             self._tokens.drop(continuation)
         for invocation in chain.invocations:
@@ -206,6 +207,34 @@ class SiteTools:
                 task.add_done_callback(lambda t: t.cancelled() or t.exception())
         if chain.result.done() and chain.result.exception() is None:
             self._emit(chain, SiteToolChainCompleted, documents=len(chain.invocations))
+
+    def revoke(self, calls: Collection[int], tabs: Collection[int], code: str, message: str) -> int:
+        """End the chains of ``calls`` on ``tabs`` whose authority ended (their task revoked or taken over): their
+        tokens revoked, the call's step ended ``code``; how many chains ended."""
+        ended = [chain for chain in self._chains if chain.call in calls and chain.tab in tabs and not chain.ended]
+        for chain in ended:
+            self._revoke_tokens(chain, code)
+            chain.fail(Stop(code, f"callSiteTool {chain.tool}: {message}", state={"tabId": chain.tab,
+                                                                                  "tool": chain.tool}))
+        return len(ended)
+
+    def _revoke_tokens(self, chain: Chain, reason: str) -> None:
+        for continuation, timer in list(chain.outstanding.items()):
+            timer.cancel()
+            self._tokens.drop(continuation)
+            self._emit(chain, ContinuationRevoked, reason=reason)
+            self.hooks.continuation("revoked")
+        chain.outstanding.clear()
+
+    def _denied(self, chain: Chain, document: Document) -> bool:
+        """Whether the agent's URL lists now refuse ``document`` (its chain's tokens are revoked, the call ends)."""
+        lists = self.url_policy(chain.agent) if self.url_policy is not None else None
+        if lists is None or lists.check(document.url) is None:
+            return False
+        self._revoke_tokens(chain, "url_denied")
+        chain.fail(Stop("url_denied", f"callSiteTool {chain.tool}: the URL lists now refuse the site its "
+                        "continuation went to", state={"tabId": chain.tab, "tool": chain.tool}))
+        return True
 
     # -- the binding -----------------------------------------------------------------------------
 
@@ -327,7 +356,7 @@ class SiteTools:
     def _redeem(self, document: Document, token: object) -> str:
         found = self._tokens.redeem(token, document.tab, document.origin, asyncio.get_running_loop().time()) \
             if isinstance(token, str) and document.origin != "null" else Refusal.UNKNOWN
-        if isinstance(found, Refusal) or found.chain.ended:
+        if isinstance(found, Refusal) or found.chain.ended or self._denied(found.chain, document):
             self.hooks.continuation("refused")
             raise _Refused
         chain = found.chain

@@ -26,7 +26,8 @@ from tests.nats_access import NatsAccess
 
 LEASE = 3.0
 """Seconds a task's lease lasts on these nodes."""
-AGENTS = {**TOKENS, "carol": "carol-token-0123456789abcdef", "dave": "dave-token-0123456789abcdef"}
+AGENTS = {**TOKENS, "carol": "carol-token-0123456789abcdef", "dave": "dave-token-0123456789abcdef",
+          "erin": "erin-token-0123456789abcdef"}
 OPERATOR = "operator-token-0123456789abcdef"
 HIT = "POST /clicks/hit"
 SLOW = "POST /slow"
@@ -45,9 +46,10 @@ class Fleet:
 
 
 def _config(directory: Path) -> Settings:
-    """Agents alice and bob, carol who asks before acting, and an operator."""
-    agents = [{"name": name, "token": token, **({"ask_before_act": True} if name == "carol" else {})}
-              for name, token in AGENTS.items()]
+    """Agents alice and bob, carol who asks before acting, erin whose force takeovers wait for a person, and an
+    operator."""
+    own: dict[str, dict[str, Any]] = {"carol": {"ask_before_act": True}, "erin": {"tasks": {"takeover": "ask"}}}
+    agents = [{"name": name, "token": token, **own.get(name, {})} for name, token in AGENTS.items()]
     (directory / "kitsune.yaml").write_text(yaml.safe_dump({
         "agents": agents, "caps": ["core", "automation"], "operators": [{"name": "sre", "token": OPERATOR}]}))
     return load_config(directory / "kitsune.yaml", {})

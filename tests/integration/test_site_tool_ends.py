@@ -1,6 +1,6 @@
 """How a site tool's call ends when it does not complete: the tool throws, the step times out, the tab
-closes, a token is asked for too late. Each is told truthfully (unknown once the tool ran), and every
-outstanding token is revoked with the reason.
+closes, a token is asked for too late, the URL lists come to refuse the site. Each is told truthfully
+(unknown once the tool ran), and every outstanding token is revoked with the reason.
 
 The tools are declared on the shop's /shop page by the test itself (a ``js`` step: the page's own API),
 so each case is a few lines of page script beside its assertions.
@@ -8,6 +8,8 @@ so each case is a few lines of page script beside its assertions.
 
 from __future__ import annotations
 
+import concurrent.futures
+import dataclasses
 import threading
 from collections.abc import Iterator
 from typing import Any
@@ -15,6 +17,7 @@ from typing import Any
 import pytest
 
 from bridge.node import Node
+from core.url_policy import UrlPolicy
 from messages.events import ContinuationRevoked, Event, SiteToolChainCompleted, SiteToolEvent
 from tests.integration.calls import batch
 from tests.integration.fleet_nodes import until
@@ -106,3 +109,26 @@ def test_a_token_asked_for_after_the_tool_settled_is_refused_and_the_call_ends_w
     assert (result["status"], result["output"]) == ("ok", {"done": 3})
     until(lambda: page_title(node, tab).startswith("late"), 5, "the late token's answer")
     assert page_title(node, tab) == "late: InvalidStateError"
+
+
+def test_a_token_of_a_site_the_url_lists_came_to_refuse_is_revoked_as_it_is_redeemed(
+        node: Node, site: TestSite, site_events: list[SiteToolEvent]) -> None:
+    execute = ("async (input, options) => { window.held = await options.invocation.requestToken(); "
+               "return {step: 'hold'} }")
+    tab = declared(node, site, "hold_here", execute)
+    page = node.browser.page(tab)
+    policy = node.policy
+    with concurrent.futures.ThreadPoolExecutor(1) as apart:
+        held = apart.submit(called, node, tab, "hold_here", timeout=20.0)
+        until(lambda: node.io.run(page.evaluate("!!window.held"), timeout=30), 10, "the tool's token")
+        node.policy = dataclasses.replace(policy, urls=UrlPolicy.from_config(deny=["127.0.0.1"]))
+        try:
+            redeemed = node.io.run(page.evaluate(
+                "navigator.modelContext.resumeTool(window.held, async () => 'again').then(() => 'resumed', "
+                "(e) => e.name)"), timeout=30)
+            result = held.result(timeout=30)
+        finally:
+            node.policy = policy
+    assert redeemed == "NotAllowedError"
+    assert (result["status"], result["code"]) == ("unknown", "url_denied"), result
+    assert [e.reason for e in site_events if isinstance(e, ContinuationRevoked)] == ["url_denied"]

@@ -164,7 +164,7 @@ def test_a_takeover_re_observes_the_tabs_and_says_when_a_page_could_not_be_read(
     with api(fleet.bases[0], session=s1) as first:
         signing = open_tab(first, site.url("/needs-user/sign-in"), fleet.nodes[0])
         loading = open_tab(first, site.url("/text"), fleet.nodes[0])
-        task = create(first, [signing, loading], "Sign in")["id"]
+        task = create(first, [signing, loading], "Sign in", scope="browser")["id"]
         went = answer(first.post("/api/act", json={"command": {  # its password field comes after 8 s
             "action": "navigate", "url": site.url("/trickle?ms=8000"), "waitUntil": "commit", "tabId": loading}}))
         assert went["status"] == "ok", went
@@ -475,8 +475,8 @@ def test_a_new_task_s_tabs_are_found_open_in_one_read_never_a_bucket_read_per_ta
     (s1,) = sessions(1)
     with api(fleet.bases[1], session=s1) as owner:
         tab = open_tab(owner, site.url("/clicks"), fleet.nodes[0])  # through node 1, on node 0
-        unknown = refused(owner.post("/api/tasks", json={"goal": "g", "tabs": [tab, *range(10**9, 10**9 + 30)]}),
-                          "unknown_tab")
+        wide = {"goal": "g", "scope": "browser", "tabs": [tab, *range(10**9, 10**9 + 30)]}
+        unknown = refused(owner.post("/api/tasks", json=wide), "unknown_tab")
         assert unknown["state"] == {"tabId": 10**9, "param": "tabs"}, unknown
         assert create(owner, [tab])["tabs"] == [tab]
     assert looked_up == []

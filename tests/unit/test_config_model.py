@@ -67,6 +67,7 @@ def _changes(files: Path) -> dict[str, dict[str, Any]]:
         "site_tools.continuation_ttl": {"site_tools": {"continuation_ttl": 5}},
         "tasks.lease_ttl": {"tasks": {"lease_ttl": 5}}, "tasks.max_per_agent": {"tasks": {"max_per_agent": 5}},
         "tasks.max_goal": {"tasks": {"max_goal": 50}}, "tasks.max_tabs": {"tasks": {"max_tabs": 3}},
+        "tasks.takeover": {"tasks": {"takeover": "ask"}},
         "forwarded_allow_ips": {"forwarded_allow_ips": ["10.0.0.5"]},
         "agents": {"agents": [AGENT, {"name": "b", "token": "b" * 16}]},
         "operators": {"operators": [{"name": "sre", "token": "s" * 16}]},
@@ -105,3 +106,12 @@ def test_kitsune_serve_gives_the_node_the_loaded_sections_whole(tmp_path: Path,
     assert parts["policy"] is settings.policy and parts["agent_policies"] == settings.agent_policies()
     assert parts["workflows"].load("look").name == "look"  # the library of the configured directory
     assert joined == replace(settings.node, nats=replace(settings.node.nats, url="nats://b:4222"))
+
+
+def test_a_takeover_policy_is_the_node_s_unless_the_agent_sets_its_own(tmp_path: Path) -> None:
+    asks = {**AGENT, "name": "asks", "token": "q" * 16, "tasks": {"takeover": "ask"}}
+    settings = _loaded(tmp_path / "k.yaml", {"agents": [AGENT, asks]})
+    assert settings.policy.task_takeover == "allow" and settings.agent_policies()["asks"].task_takeover == "ask"
+    node_asks = _loaded(tmp_path / "k.yaml", {"tasks": {"takeover": "ask"},
+                                               "agents": [AGENT, {**asks, "tasks": {"takeover": "allow"}}]})
+    assert node_asks.policy.task_takeover == "ask" and node_asks.agent_policies()["asks"].task_takeover == "allow"

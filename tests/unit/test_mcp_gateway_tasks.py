@@ -75,7 +75,7 @@ def test_the_task_tools_are_core_tools_and_the_takeover_takes_a_confirm_token() 
     automation = {spec.name for spec in enabled_tools(frozenset({"automation"}))}
     assert core - automation >= _TASKS
     assert TOOLS["browser_task_get"].read_only and TOOLS["browser_task_takeover"].confirmable
-    assert TOOLS["browser_task_create"].input_schema["required"] == ["goal"]
+    assert "required" not in TOOLS["browser_task_create"].input_schema  # a fork keeps its task's goal unless given
     assert set(TOOLS["browser_task_takeover"].input_schema["properties"]) == {"taskId", "force", "confirm_token"}
     assert "taskId" not in TOOLS["browser_task_get"].input_schema.get("required", [])
 
@@ -98,7 +98,8 @@ async def test_each_task_tool_sends_its_request_with_the_session_header() -> Non
               "GET /api/tasks": {"tasks": [_view()]},
               f"POST /api/tasks/{_TASK}/checkpoint": {"ok": True, "task": _view()},
               f"POST /api/tasks/{_TASK}/complete": {"ok": True, "task": _view("completed")},
-              f"POST /api/tasks/{_TASK}/takeover": {"ok": True, "task": _view(), "tabs": [], "in_flight": []}}
+              f"POST /api/tasks/{_TASK}/takeover": {"ok": True, "task": _view(), "tabs": [], "in_flight": []},
+              f"POST /api/tasks/{_TASK}/fork": {"ok": True, "task": _view(), "forked_from": _TASK}}
     async with _bridge(routes) as (bridge, recorded):
         gateway, caller = Gateway(frozenset({"core"})), Caller("a", bridge)
         created = await gateway.call(caller, "browser_task_create",
@@ -106,15 +107,20 @@ async def test_each_task_tool_sends_its_request_with_the_session_header() -> Non
         assert created == {"ok": True, "task": _view()}
         assert (await gateway.call(caller, "browser_task_get", {"taskId": _TASK}))["task"]["id"] == _TASK
         assert await gateway.call(caller, "browser_task_get", {}) == {"ok": True, "tasks": [_view()]}
-        await gateway.call(caller, "browser_task_checkpoint", {"taskId": _TASK, "summary": "in the cart"})
+        said = [{"role": "user", "content": "tea"}]
+        await gateway.call(caller, "browser_task_checkpoint", {"taskId": _TASK, "summary": "in the cart",
+                                                               "messages": said})
         await gateway.call(caller, "browser_task_complete", {"taskId": _TASK})
         await gateway.call(caller, "browser_task_takeover", {"taskId": _TASK, "force": True})
+        assert (await gateway.call(caller, "browser_task_create", {"fork": _TASK, "goal": "Again"}))["forked_from"] \
+            == _TASK
     assert recorded.sent() == [
         ("POST", "/api/tasks", {"goal": "Buy tea", "tabs": [3], "resume": "off", "scope": "tab"}),
         ("GET", f"/api/tasks/{_TASK}", None), ("GET", "/api/tasks", None),
-        ("POST", f"/api/tasks/{_TASK}/checkpoint", {"summary": "in the cart"}),
+        ("POST", f"/api/tasks/{_TASK}/checkpoint", {"summary": "in the cart", "messages": said}),
         ("POST", f"/api/tasks/{_TASK}/complete", {}),
-        ("POST", f"/api/tasks/{_TASK}/takeover", {"force": True})]
+        ("POST", f"/api/tasks/{_TASK}/takeover", {"force": True}),
+        ("POST", f"/api/tasks/{_TASK}/fork", {"goal": "Again"})]
     assert recorded.sessions() == {SESSION}
 
 

@@ -16,6 +16,8 @@ from core.task_checkpoint import (
     HEADING_CHARS,
     HEADINGS,
     MAX_BYTES,
+    MESSAGE_BYTES,
+    MESSAGES,
     OUTLINE,
     OUTLINE_CHARS,
     REDACTED,
@@ -24,16 +26,18 @@ from core.task_checkpoint import (
     SUMMARY_BYTES,
     TOKEN,
     build_checkpoint,
+    checked_messages,
     clean_url,
+    page_version,
     scrub,
 )
 from core.tasks import STATUSES as TASK_STATUSES
 from messages.commands import ACTIONS
-from messages.errors import ERROR_CODES
+from messages.errors import ERROR_CODES, KitsuneError
 from messages.results import STATUSES as STEP_STATUSES
 
 VOCABULARIES: dict[str, set[str]] = {"action": set(ACTIONS), "code": set(ERROR_CODES), "kind": set(EVENT_KINDS),
-                                     "status": {*STEP_STATUSES, *TASK_STATUSES}}
+                                     "status": {*STEP_STATUSES, *TASK_STATUSES}, "role": {"user", "assistant", "tool"}}
 """The fields holding a named value (never free text), and their names."""
 
 JSON: st.SearchStrategy[Any] = st.recursive(
@@ -59,8 +63,11 @@ def walk(value: Any, key: str = "") -> Iterator[tuple[str, Any]]:
 
 def assert_safe(out: dict[str, Any], secrets: list[str]) -> None:
     assert len(orjson.dumps(out)) <= MAX_BYTES
-    assert set(out) == {"goal", "began", "page", "steps", "events", "summary", "status"}
-    assert set(out["began"]) == {"url", "title"} and set(out["page"]) == {"url", "title", "headings", "outline"}
+    assert set(out) == {"goal", "began", "page", "steps", "events", "messages", "summary", "status"}
+    assert set(out["began"]) == {"url", "title"}
+    assert set(out["page"]) == {"url", "title", "headings", "outline", "version"}
+    assert len(out["messages"]) <= MESSAGES and all(set(m) == {"role", "content"} and len(m["content"].encode())
+                                                    <= MESSAGE_BYTES for m in out["messages"])
     assert len(out["page"]["headings"]) <= HEADINGS and all(len(h) <= HEADING_CHARS for h in out["page"]["headings"])
     assert len(out["page"]["outline"]) <= OUTLINE and all(len(o) <= OUTLINE_CHARS for o in out["page"]["outline"])
     assert len(out["steps"]) <= STEPS and len(out["events"]) <= EVENTS
@@ -105,6 +112,9 @@ def leaky_inputs(draw: st.DrawFn) -> tuple[dict[str, Any], list[str]]:
     arguments = {"goal": leaky, "began": page | leaky, "page": page | leaky,
                  "steps": st.lists(step | leaky, max_size=30) | leaky, "events": st.lists(event | leaky, max_size=30),
                  "summary": st.builds("".join, st.lists(text, max_size=60)) | leaky,
+                 "messages": st.lists(record({"role": st.sampled_from(["user", "assistant", "tool"]) | leaky,
+                                              "content": st.builds("".join, st.lists(text, max_size=40)) | leaky})
+                                      | leaky, max_size=30) | leaky,
                  "status": st.sampled_from(TASK_STATUSES) | leaky}
     return draw(st.fixed_dictionaries(arguments)), canaries
 
@@ -187,3 +197,38 @@ def test_the_page_s_outline_is_kept_bounded_and_scrubbed() -> None:
     kept = out["page"]["outline"]
     assert len(kept) == OUTLINE and kept[:2] == ['- heading "Checkout" [level=1]', '- textbox "Card": [redacted]']
     assert kept[2] == ("- button " + "go " * 200)[:OUTLINE_CHARS]
+
+
+def test_messages_are_scrubbed_like_the_summary_cut_and_the_newest_kept() -> None:
+    said = [{"role": "user", "content": f"step {i}: the code is K9canary and ct_0123456789abcdefghijklmn"}
+            for i in range(MESSAGES + 5)]
+    said += [{"role": "assistant", "content": "ab " * MESSAGE_BYTES}, {"role": "system", "content": "dropped"},
+             {"role": "tool", "content": "  "}]
+    out = build_checkpoint("g", {}, {}, [], [], "", "active", ["K9canary"], said)
+    assert_safe(out, ["K9canary"])
+    long = {"role": "assistant", "content": ("ab " * MESSAGE_BYTES)[:MESSAGE_BYTES]}
+    assert len(out["messages"]) == MESSAGES and out["messages"][-1] == long
+    assert out["messages"][0]["content"] == f"step 6: the code is {REDACTED} and {REDACTED}"
+
+
+def test_a_request_s_messages_are_checked_before_anything_is_built() -> None:
+    assert checked_messages(None) == [] and checked_messages([{"role": "tool", "content": ""}]) == [
+        {"role": "tool", "content": ""}]
+    for wrong in ("text", [{"role": "system", "content": "x"}], [{"role": "user"}],
+                  [{"role": "user", "content": "x", "extra": 1}], [{"role": "user", "content": "x"}] * (MESSAGES + 1)):
+        try:
+            checked_messages(wrong)
+        except KitsuneError as e:
+            assert e.code == "invalid_parameter" and e.state == {"param": "messages", "max": MESSAGES}
+        else:
+            raise AssertionError(wrong)
+
+
+def test_the_page_s_version_names_the_page_it_was_taken_on() -> None:
+    page = {"url": "https://shop.test/cart?x=1", "title": "Cart", "headings": ["Cart"], "outline": ["- a"]}
+    first = build_checkpoint("g", page, page, [], [], "", "active", [])["page"]
+    assert first["version"] == page_version(first) and len(first["version"]) == 16
+    same = build_checkpoint("g", page, {**page, "url": "https://shop.test/cart", "outline": []}, [], [], "",
+                            "active", [])["page"]
+    other = build_checkpoint("g", page, {**page, "title": "Checkout"}, [], [], "", "active", [])["page"]
+    assert same["version"] == first["version"] != other["version"]

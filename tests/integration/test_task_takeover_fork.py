@@ -1,0 +1,83 @@
+"""A force takeover held for a person where the agent's policy says so (``tasks.takeover: ask``), and forks
+(issue 33), on the two-node fleet of ``task_fleet`` (real Chromium, real nats-server)."""
+
+from __future__ import annotations
+
+import pytest
+
+from actors.audit_actor import Auditor
+from tests.integration.task_fleet import (
+    Fleet,
+    answer,
+    api,
+    create,
+    expire,
+    fleet,
+    open_tab,
+    refused,
+    sessions,
+    state,
+)
+from tests.site import TestSite
+
+__all__ = ["fleet"]  # the module's fixture
+
+
+def test_a_force_takeover_waits_for_an_approval_bound_to_session_task_and_force(fleet: Fleet, site: TestSite) -> None:
+    s1, s2, s3 = sessions(3)
+    with api(fleet.bases[0], "erin", s1) as owner, api(fleet.bases[1], "erin", s2) as heir, \
+            api(fleet.bases[1], "erin", s3) as other:
+        tab = open_tab(owner, site.url("/clicks"), fleet.nodes[0])  # erin's writes are not held: only takeovers
+        task, second = create(owner, [tab])["id"], create(owner, [], "Another")["id"]
+        held = answer(heir.post(f"/api/tasks/{task}/takeover", json={"force": True}), 403)
+        assert (held["status"], held["code"]) == ("held", "needs_user"), held
+        assert (held["state"]["taskId"], held["state"]["force"], held["state"]["action"]) == (task, True, "takeover")
+        token = held["state"]["confirm_token"]
+        refused(heir.post(f"/api/tasks/{task}/takeover", json={}), "task_leased")  # no force: refused, not held
+        for wrong in ((other, task), (heir, second)):  # another session, another task
+            client, name = wrong
+            again = answer(client.post(f"/api/tasks/{name}/takeover", json={"force": True, "confirm_token": token}),
+                           403)
+            assert again["code"] == "confirm_token_invalid", again
+        held = answer(heir.post(f"/api/tasks/{task}/takeover", json={"force": True}), 403)  # the first was used up
+        assert state(owner, task) == "owner"  # nothing taken while no one approved
+        approved = {"force": True, "confirm_token": held["state"]["confirm_token"]}
+        taken = answer(heir.post(f"/api/tasks/{task}/takeover", json=approved))
+        assert taken["task"]["state"] == "owner" and state(owner, task) == "follower", taken
+        expire(owner, second)
+        assert answer(other.post(f"/api/tasks/{second}/takeover", json={}))["task"]["state"] == "owner"  # no force
+
+
+def test_a_fork_is_a_new_task_of_the_caller_on_new_tabs_and_the_original_is_untouched(
+        fleet: Fleet, site: TestSite, monkeypatch: pytest.MonkeyPatch) -> None:
+    audited: list[tuple[str, str, str | None]] = []
+    recorded = Auditor.task
+
+    def spied(self: Auditor, op: str, task_id: str, source: str | None = None) -> int:
+        audited.append((op, task_id, source))
+        return recorded(self, op, task_id, source)
+    monkeypatch.setattr(Auditor, "task", spied)
+    s1, s2 = sessions(2)
+    with api(fleet.bases[0], session=s1) as owner, api(fleet.bases[1], session=s2) as forker, \
+            api(fleet.bases[0], "bob", s2) as bob:
+        tabs = [open_tab(owner, site.url("/text"), fleet.nodes[0]),
+                open_tab(owner, site.url("/clicks"), fleet.nodes[1], session=f"far-{s1}")]
+        task = create(owner, tabs, "Read, then hit", scope="browser")["id"]
+        said = [{"role": "user", "content": "read it first"}]
+        answer(owner.post(f"/api/tasks/{task}/checkpoint", json={"summary": "read the text", "messages": said}))
+        before = answer(owner.get(f"/api/tasks/{task}"))["task"]
+        refused(bob.post(f"/api/tasks/{task}/fork", json={}), "task_not_found")
+        refused(forker.post(f"/api/tasks/{task}/fork", json={"goal": ""}), "invalid_parameter")
+        forked = answer(forker.post(f"/api/tasks/{task}/fork", json={"goal": "Hit it again"}), 201)
+        copy = forked["task"]
+        assert forked["forked_from"] == task and (copy["state"], copy["goal"]) == ("owner", "Hit it again"), forked
+        assert len(copy["tabs"]) == 2 and not set(copy["tabs"]) & set(tabs), copy  # never the same tabs
+        listed = {t["tabId"]: t for t in answer(forker.get("/api/tabs"))["tabs"]}
+        assert [listed[t]["url"] for t in copy["tabs"]] == [site.url("/text"), site.url("/clicks")]
+        carried = copy["checkpoint"]
+        assert (carried["summary"], carried["messages"]) == ("read the text", said)
+        assert carried["page"]["url"] == site.url("/text") and carried["events"][-1]["kind"] == "forked"
+        after = answer(owner.get(f"/api/tasks/{task}"))["task"]
+        assert {**after, "lease_expires": 0, "updated": 0} == {**before, "lease_expires": 0, "updated": 0}
+        assert state(forker, task) == "follower"  # the original's owner is still its owner
+    assert ("forked", copy["id"], task) in audited
