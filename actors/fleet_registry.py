@@ -7,7 +7,7 @@ Two JetStream KV buckets hold it, and every node keeps a mirror of both from a K
   on (a session's tabs stay on one node). A node writes only its own tabs' and sessions' keys,
   each change a compare-and-set on the key's revision; the others read them.
 - ``KITSUNE_NODES``: ``<fleet>.<node>`` is a node's heartbeat (:class:`NodeEntry`), put every
-  :data:`HEARTBEAT` seconds by a thread of its own, not by the node's loop (``bridge.fleet.beat``:
+  :data:`HEARTBEAT` seconds by a thread of its own, not by the node's loop (``actors.heartbeat``:
   a stalled loop does not drop a node that serves); the bucket's entries expire after :data:`NODE_TTL`.
 
 A node is lost when its heartbeat stops: unseen for :data:`NODE_LOST_AFTER` seconds, measured
@@ -144,7 +144,7 @@ class FleetRegistry:
 
     async def start(self) -> None:
         """Make or open both buckets, beat once, mirror them, and start judging the others (the next
-        heartbeats are ``bridge.fleet.beat``'s)."""
+        heartbeats are ``actors.heartbeat``'s)."""
         await self._open_buckets()
         await patiently(self._beat)  # buckets just made may still elect their leaders
         await self.watch()

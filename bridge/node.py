@@ -25,6 +25,7 @@ from actors.bus import Subscription
 from actors.call_actor import BusDriver, CallActor, EventSink, ResumeCall, RunCall
 from actors.checkpoint_actor import CheckpointActor, CheckpointsPort
 from actors.event_store import JetStreamEventStore
+from actors.heartbeat import Heartbeat, LoopWatch
 from actors.loop import IoLoop, ask_from_loop
 from actors.sequence_actor import ActorSequences, BarrierActor
 from actors.serving import taking, typed
@@ -35,7 +36,6 @@ from actors.threads import SystemClock
 from bridge.browser import Browser
 from bridge.connection import Connection
 from bridge.console import console_serving
-from bridge.fleet.beat import Heartbeat, LoopWatch
 from bridge.fleet.calls import CallForwarding
 from bridge.fleet.member import FleetMember, MemberHooks, seen_by
 from bridge.fleet.metrics import FleetMetrics
@@ -107,7 +107,7 @@ class Node:
         """The tab claims of parallel sequences, each decided by its tab's node (``bridge.fleet.member``)."""
         self.loop_watch = LoopWatch(self.metrics.registry, self.member.heartbeat)  # read by the heartbeat thread
         self._heartbeat = Heartbeat(connection.url, connection.auth, self.member.registry.key, self.loop_watch)
-        """The thread that beats for it in the fleet (``bridge.fleet.beat``)."""
+        """The thread that beats for it in the fleet (``actors.heartbeat``)."""
         self.fleet_metrics = FleetMetrics(self.member, config.fleet, self.metrics.registry)
         """Its identity and its view of the fleet, in the same registry (``bridge.fleet.metrics``)."""
         self._build_parts()

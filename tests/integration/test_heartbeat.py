@@ -1,4 +1,4 @@
-"""The heartbeat thread and the loop's watchdog (``bridge.fleet.beat``), on the session's NATS server."""
+"""The heartbeat thread and the loop's watchdog (``actors.heartbeat``), on the session's NATS server."""
 
 from __future__ import annotations
 
@@ -14,8 +14,8 @@ from prometheus_client import CollectorRegistry
 
 from actors.buckets import nodes_bucket
 from actors.fleet_registry import NodeEntry
+from actors.heartbeat import STALL, TICK, Heartbeat, LoopWatch
 from actors.jetstream import ensure_bucket
-from bridge.fleet.beat import STALL, TICK, Heartbeat, LoopWatch
 from tests.nats_access import NatsAccess
 
 pytestmark = pytest.mark.anyio
@@ -31,7 +31,7 @@ def test_the_watchdog_logs_and_measures_a_stall_of_the_loop(caplog: pytest.LogCa
         time.sleep(0.6)  # the loop held
         await asyncio.sleep(3 * TICK)
         await watch.stop()
-    with caplog.at_level(logging.WARNING, logger="bridge.fleet.beat"):
+    with caplog.at_level(logging.WARNING, logger="actors.heartbeat"):
         asyncio.run(stalled())
     assert watch.stalls == 1 and re.search(r"the event loop stalled for 0\.[4-7]\d s", caplog.text), caplog.text
     assert watch.record == NodeEntry("n", 2, 5)
@@ -49,7 +49,7 @@ async def test_a_loop_silent_past_the_bound_stops_the_heartbeat_until_it_ticks_a
     watch.tick(time.monotonic())
     beat = Heartbeat(nats_access.url, nats_access.auth, key, watch, every=0.1, dead_after=1.0)
     try:
-        with caplog.at_level(logging.WARNING, logger="bridge.fleet.beat"):
+        with caplog.at_level(logging.WARNING, logger="actors.heartbeat"):
             beat.start()
             await asyncio.sleep(0.5)
             assert beat.beats >= 2  # no tick since, but within the bound: it beats, and says how late
