@@ -26,14 +26,12 @@ from playwright.async_api import Error as PlaywrightError
 
 from messages.cdp_methods import devtools_refusal
 
-__all__ = ["ENTRY", "MAX_IN_FLIGHT", "DevtoolsSession", "FrontEnd", "FrontEndFile"]
+__all__ = ["MAX_IN_FLIGHT", "DevtoolsSession", "FrontEnd", "FrontEndFile"]
 
 log = logging.getLogger(__name__)
 
 BUNDLED = "devtools://devtools/bundled/"
 """Where Chromium serves its front end, to its own pages only."""
-ENTRY = "inspector.html"
-"""The front end's page for a remote target (the one Chromium's own ``devtoolsFrontendUrl`` names)."""
 _HOME = BUNDLED + "devtools_compatibility.js"
 """What the reading page shows: a script file as text (nothing of the front end runs there)."""
 _PATH = re.compile(r"(?:[A-Za-z0-9_\-][A-Za-z0-9_.\-]{0,127}/){0,10}[A-Za-z0-9_\-][A-Za-z0-9_.\-]{0,127}")
