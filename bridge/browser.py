@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from typing import Any, Protocol
 
 from playwright.async_api import Page
 
 from actors.tab_actor import Pause
 from core.url_policy import UrlPolicy
+from driver.devtools import DevtoolsSession, FrontEndFile
 from driver.quotas import Quotas
 from driver.sessions import Sessions
 from driver.site_tools import SiteTools
@@ -49,6 +50,13 @@ class Browser(Protocol):
     def page(self, tab_id: int) -> Page: ...
 
     async def needs_user(self, tab_id: int) -> dict[str, Any]: ...
+
+    async def devtools_session(self, tab_id: int, send: Callable[[dict[str, Any]], Awaitable[None]], *,
+                               limit: int | None = None) -> DevtoolsSession:
+        """A person's DevTools on a tab (Live View ``mode=devtools``), not started yet."""
+
+    async def devtools_file(self, path: str) -> FrontEndFile | None:
+        """A file of the DevTools front end the browser bundles (None when there is none)."""
 
     @property
     def running(self) -> bool: ...

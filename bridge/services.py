@@ -17,6 +17,7 @@ from bridge.live.viewer import Send, Viewer
 from bridge.workflows import WorkflowLibrary
 from core.calls import CallResponse
 from core.policy import Policy
+from driver.devtools import FrontEndFile
 from messages.commands import Command
 from messages.errors import KitsuneError
 from messages.results import Outcome
@@ -122,8 +123,8 @@ class LiveLinkService(Protocol):
     """Live View links as the API's routes give them (``bridge.live.grants``, ``bridge.live.stops``)."""
 
     async def issue(self, tab: int, agent: str, base_url: str, control: bool | None = None, *,
-                    granted: bool = False) -> dict[str, Any]:
-        """A link to ``tab`` for ``agent``: ``{tabId, url, expires_in, control}`` (``LiveViews.issue``)."""
+                    granted: bool = False, mode: str = "tab") -> dict[str, Any]:
+        """A link to ``tab`` for ``agent``: ``{tabId, url, expires_in, control, mode}`` (``LiveViews.issue``)."""
 
     def allowed(self, agent: str) -> bool:
         """Whether ``agent`` may open Live Views."""
@@ -144,9 +145,16 @@ class LiveSocketService(Protocol):
     def connection(self) -> AbstractAsyncContextManager[None]:
         """Held while one person's connection is open (the node waits for them as it stops)."""
 
-    async def open(self, tab: int, token: object, send: Send) -> Viewer:
-        """The viewer of ``tab`` for the link ``token``, its messages to the person through ``send``;
-        ``LiveRefusal`` when the token does not open it."""
+    async def open(self, tab: int, token: object, send: Send, mode: str = "tab") -> Viewer:
+        """The viewer of ``tab`` for the link ``token``, its messages to the person through ``send`` (``mode``:
+        the screencast's, or DevTools' CDP messages); ``LiveRefusal`` when the token does not open it."""
+
+    async def devtools_link(self, tab: int, token: object, done: bool = False) -> float:
+        """Seconds the DevTools link ``token`` of ``tab`` may still open it (with ``done``: the tab is handed back
+        from it); ``LiveRefusal`` when it does not open it."""
+
+    async def devtools_file(self, path: str) -> FrontEndFile | None:
+        """A file of DevTools' front end (None when there is none)."""
 
 
 class FleetService(Protocol):

@@ -27,6 +27,7 @@ from playwright.async_api import Error as PlaywrightError
 from core.url_policy import UrlPolicy
 from driver.actions import ACTIONS
 from driver.cdp_tabs import CdpTabs
+from driver.devtools import DevtoolsSession, FrontEnd, FrontEndFile
 from driver.errors import Stop, closed, is_closed_error, stopped, timed_out, translate
 from driver.guard import UrlGuard
 from driver.launch import Chromium
@@ -115,6 +116,8 @@ class ChromiumBrowser:
         """The refs each session holds on each tab (``snapshot``)."""
         self.cdp = CdpTabs(lambda: self._chromium.executable)
         """Each tab's own CDP session and events, the protocol's description, the CDP methods sent (metrics)."""
+        self.devtools = FrontEnd(lambda: self._chromium.bare_context(_OPEN_TAB_TIMEOUT))
+        """Chromium's bundled DevTools front end, read from this browser (Live View ``mode=devtools``)."""
 
     @property
     def url_policy(self) -> Callable[[str | None], UrlPolicy] | None:
@@ -163,6 +166,7 @@ class ChromiumBrowser:
 
     async def stop(self) -> None:
         """Close every tab and the browser; no Chromium process (nor site-tool checker) is left."""
+        await self.devtools.close()
         await self._chromium.stop()
         await self.site_tools.checker.close()
         if self._own_downloads and self.downloads_dir is not None:
@@ -195,6 +199,24 @@ class ChromiumBrowser:
     def page(self, tab_id: int) -> Page:
         """The Playwright page of an open tab; raises :class:`KitsuneError` (``tab_closed``)."""
         return self._tabs.page(tab_id)
+
+    async def devtools_session(self, tab_id: int, send: Callable[[dict[str, Any]], Awaitable[None]], *,
+                               limit: int | None = None) -> DevtoolsSession:
+        """A person's DevTools on a tab (not started): every event of the browser's protocol is relayed."""
+        page = self._tabs.page(tab_id)
+        browser = page.context.browser
+        assert browser is not None  # every context is made by Browser.new_context
+        protocol = await self.cdp.protocols.of(browser.version)
+        events = [f"{domain['name']}.{event['name']}" for domain in protocol for event in domain["events"]]
+        return DevtoolsSession(page, events, send, limit=limit)
+
+    async def devtools_file(self, path: str) -> FrontEndFile | None:
+        """A file of the DevTools front end this browser bundles (None when there is none)."""
+        try:
+            return await self.devtools.file(path)
+        except PlaywrightError as e:
+            raise KitsuneError("browser_unavailable", "The browser could not read its DevTools front end",
+                               retryable=True) from e
 
     async def tabs(self) -> list[dict[str, Any]]:
         """The open tabs: ``[{"tabId", "url", "title", "session"}]`` in id order (the session's

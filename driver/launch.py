@@ -182,6 +182,16 @@ class Chromium:
         except PlaywrightError as e:
             raise KitsuneError("browser_unavailable", "The browser could not open a session", retryable=True) from e
 
+    async def bare_context(self, timeout: float) -> BrowserContext:
+        """A context of the node's own, apart from the tabs and sessions (none of its pages is a tab): DevTools'
+        front end is read from one (``driver.devtools``). Its connections, if any, go through the node's proxy."""
+        await self.ready(timeout)
+        assert self._browser is not None
+        try:
+            return await self._browser.new_context(service_workers="block")
+        except PlaywrightError as e:
+            raise KitsuneError("browser_unavailable", "The browser could not open a context", retryable=True) from e
+
     async def _new_context(self, browser: Browser, cdp: CDPSession, agent: str | None) -> tuple[BrowserContext, str]:
         """A context with the node's options and hooks (the user context when ``agent`` is None), and its
         CDP id: the one context that appeared, so contexts are made one at a time."""

@@ -107,7 +107,9 @@ def _step(command: Mapping[str, Any], result: Mapping[str, Any]) -> dict[str, An
 
 
 _PHRASES = {"liveViewControl": "make a Live View link that acts (whoever opens it can click and type in the tab, "
-                               "each input audited, until they press Done)"}
+                               "each input audited, until they press Done)",
+            "liveViewDevtools": "make a DevTools link of the tab (whoever opens it can inspect the page, run script "
+                                "in it and change it, until they press Done or close it)"}
 """Requests that are no command of the language, as a prompt names them."""
 
 

@@ -71,9 +71,11 @@ async def live_view(direct: DirectCalls, caller: Caller, args: dict[str, Any]) -
     if tab is None:
         return error("no_tab", "There is no current tab; open one with browser_tabs or name tabId")
     body: dict[str, Any] = {"op": "live_view", "tabId": tab}
-    if args.get("control") is not None:
-        body["control"] = args["control"]
-    command = {"action": "liveViewControl", "tabId": tab}  # what an approval prompt names
+    for name in ("control", "mode"):
+        if args.get(name) is not None:
+            body[name] = args[name]
+    command = {"action": "liveViewDevtools" if args.get("mode") == "devtools" else "liveViewControl",
+               "tabId": tab}  # what an approval prompt names
 
     async def resend(confirm: str) -> dict[str, Any]:
         return await caller.bridge.post("/api/tabs", {**body, "confirm_token": confirm}, timeout=LINK_TIMEOUT)

@@ -208,6 +208,7 @@ def _live_view_schema() -> dict[str, Any]:
     return _object({
         "tabId": dict(_TAB),
         "control": {"type": "boolean", "description": "The person may act (absent: as your policy says)."},
+        "mode": {"enum": ["tab", "devtools"], "description": "devtools: DevTools for the tab (it acts)."},
         "confirm_token": dict(_CONFIRM_TOKEN),
     }, [])
 

@@ -18,8 +18,9 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, Literal
 
-__all__ = ["CDP_DOMAIN", "CDP_METHOD", "EVENT_DOMAINS", "METHODS", "METRIC_DOMAINS", "CdpClass", "EventDomain",
-           "EventSource", "MethodRule", "domain_label", "method_class", "refused_pattern", "rule_of"]
+__all__ = ["CDP_DOMAIN", "CDP_METHOD", "DEVTOOLS_REFUSED", "EVENT_DOMAINS", "METHODS", "METRIC_DOMAINS", "CdpClass",
+           "EventDomain", "EventSource", "MethodRule", "devtools_refusal", "domain_label", "method_class",
+           "refused_pattern", "rule_of"]
 
 CDP_METHOD = r"[A-Z][A-Za-z0-9]{0,63}\.[a-z][A-Za-z0-9]{0,127}"
 """A method's name as the protocol spells it: ``Domain.method``."""
@@ -131,3 +132,23 @@ EVENT_DOMAINS: Mapping[EventDomain, EventSource] = {
     "Performance": EventSource((("Performance.enable", {}),), ("Performance.metrics",)),
 }
 """The domains whose events a tab may collect (Runtime: its console and exceptions; Page: its lifecycle)."""
+
+
+DEVTOOLS_REFUSED: tuple[MethodRule, ...] = (
+    _rule("refused", "acts on the whole browser's cache or the session's every cookie, not the tab",
+          "Network.clearBrowserCache", "Network.clearBrowserCookies"),
+    _rule("refused", "closes the tab: a person holds the tab, its agent owns it", "Page.close"),
+)
+"""What a person's DevTools (Live View ``mode=devtools``) may not send beyond the table's refused methods. It
+holds the tab, so reads, writes and ``javascript`` methods go through; what would step outside the tab does not."""
+
+
+def devtools_refusal(method: object) -> str | None:
+    """Why a person's DevTools may not send ``method`` (the table's refused methods and :data:`DEVTOOLS_REFUSED`),
+    or None when it may. A name that is not ``Domain.method`` is refused too."""
+    if not isinstance(method, str) or re.fullmatch(CDP_METHOD, method) is None:
+        return "is not a method of the protocol"
+    for rule in (*DEVTOOLS_REFUSED, *METHODS):
+        if rule.kind == "refused" and any(fnmatch.fnmatchcase(method, p) for p in rule.patterns):
+            return rule.why
+    return None

@@ -78,7 +78,8 @@ ERROR_CODES: Mapping[str, ErrorCode] = {code.name: code for code in [
     *_codes(404, False, "session_not_found"),
     *_codes(409, False, "session_exists", "session_not_promotable"),
     # Live View (a person's connection to a tab; its refusals are also WebSocket close codes).
-    *_codes(403, False, "live_view_disabled", "live_view_token_invalid", "live_view_expired", "live_view_wrong_tab"),
+    *_codes(403, False, "live_view_disabled", "live_view_token_invalid", "live_view_expired", "live_view_wrong_tab",
+            "live_view_wrong_mode"),
     *_codes(409, False, "live_view_controlled"),
     *_codes(403, False, "live_view_revoked", "live_view_read_only"),
     *_codes(429, True, "live_view_quota", "live_view_input_rate"),

@@ -13,8 +13,9 @@ from typing import Any
 
 from messages.wire import Message
 
-__all__ = ["AskHandbacks", "AskPageHint", "FromPerson", "Handbacks", "IssueLink", "LinkIssued", "OpenView", "PageHint",
-           "PingViewer", "ToPerson", "ViewEnded", "ViewOpened", "ViewRefused", "ViewerAlive", "ViewerLeft"]
+__all__ = ["AskHandbacks", "AskPageHint", "DevtoolsLink", "FromPerson", "Handbacks", "IssueLink", "LinkChecked",
+           "LinkIssued", "OpenView", "PageHint", "PingViewer", "ToPerson", "ViewEnded", "ViewOpened", "ViewRefused",
+           "ViewerAlive", "ViewerLeft"]
 
 
 # --- <fleet>.node.<name>.live: requests to the node of a tab --------------------------------
@@ -31,6 +32,8 @@ class IssueLink(Message):
     """Whether the link controls the tab."""
     granted: bool
     """Whether a person granted that control."""
+    mode: str = "tab"
+    """What it opens: ``tab`` (the screencast page) or ``devtools`` (DevTools' front end for the tab)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -92,6 +95,29 @@ class OpenView(Message):
     """The link's token, as the person presented it (a secret: never logged)."""
     viewer: str
     """The relay's id: its subjects are ``<fleet>.live.<viewer>.in`` and ``.out``."""
+    mode: str = "tab"
+    """What the person opens: ``tab`` (the screencast's messages) or ``devtools`` (CDP messages)."""
+
+
+@dataclass(frozen=True, slots=True)
+class DevtoolsLink(Message):
+    """Whether ``token`` opens ``tab``'s DevTools (before its front end loads), or, with ``done``, the person
+    hands the tab back from it; answered :class:`LinkChecked` or :class:`ViewRefused`."""
+
+    tab: int
+    """The tab."""
+    token: str
+    """The link's token, as the person presented it (a secret: never logged)."""
+    done: bool
+    """Whether the person pressed "Done": their DevTools connection ends and the tab is handed back."""
+
+
+@dataclass(frozen=True, slots=True)
+class LinkChecked(Message):
+    """The link opens the tab's DevTools (or was handed back)."""
+
+    expires_in: float
+    """Seconds the link may still open a connection."""
 
 
 @dataclass(frozen=True, slots=True)

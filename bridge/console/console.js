@@ -30,7 +30,10 @@
       const link = Object.assign(document.createElement("a"), {target: "_blank", rel: "noopener",
                                                              textContent: "Live View"});
       link.href = `/console/live/${encodeURIComponent(value)}`;
-      td.append(link);
+      const devtools = Object.assign(document.createElement("a"), {target: "_blank", rel: "noopener",
+                                                                 textContent: "DevTools"});
+      devtools.href = `/console/live/${encodeURIComponent(value)}?mode=devtools`;
+      td.append(link, " · ", devtools);
     } else {
       td.textContent = shown(kind, value);  // text, never HTML
     }

@@ -14,6 +14,9 @@ own link must not carry its writes around its policy. So:
   policy becomes. Under
   ``read_only`` no agent can grant it (``read_only``): only an operator's link acts;
 - ``"control": false`` asks for a view-only link, whatever the policy;
+- ``"mode": "devtools"`` asks for a link to DevTools for the tab: it runs script in the page, so it is always a
+  link that controls, granted as ``"control": true`` is (held under ``ask_before_act``, with an approval of its
+  own: one for the screencast's control approves no DevTools; refused under ``read_only``);
 - a link's control that its agent's policy gave (none granted it) follows that policy as it is when a
   connection opens and at each input: an agent that became ``ask_before_act`` or ``read_only`` since
   keeps no control through an older link (``LiveViews.may_control``).
@@ -33,22 +36,35 @@ from bridge.services import LiveLinkService
 from core.policy import ConfirmTokens, Policy
 from messages.errors import KitsuneError
 
-__all__ = ["grant_link"]
+__all__ = ["MODES", "grant_link"]
+
+MODES = ("tab", "devtools")
+"""What a link opens: the screencast page, or DevTools for the tab."""
 
 
 async def grant_link(views: LiveLinkService, confirms: ConfirmTokens, policy: Policy, agent: str, session: str | None,
-                     tab: int, control: object, confirm_token: str | None, base_url: str) -> dict[str, Any]:
+                     tab: int, control: object, confirm_token: str | None, base_url: str,
+                     mode: object = None) -> dict[str, Any]:
     """The answer of ``POST /api/tabs {"op": "live_view"}``: the link, or the hold of a grant of control."""
     if control is not None and not isinstance(control, bool):
         raise KitsuneError("invalid_parameter", "control must be a boolean", state={"param": "control"})
+    if mode is not None and mode not in MODES:
+        raise KitsuneError("invalid_parameter", "mode must be tab or devtools", state={"param": "mode"})
+    mode = "tab" if mode is None else str(mode)
+    if mode == "devtools" and control is False:
+        raise KitsuneError("invalid_parameter", "A DevTools link always controls the tab (it runs script in the "
+                           "page): control cannot be false", state={"param": "control"})
+    control = True if mode == "devtools" else control
     if control is not True or agent.startswith(OPERATOR) or not (policy.read_only or policy.ask_before_act):
-        return {"ok": True, **await views.issue(tab, agent, base_url, control)}
+        return {"ok": True, **await views.issue(tab, agent, base_url, control, mode=mode)}
     if policy.read_only:
-        raise KitsuneError("read_only", "This agent is read-only: a Live View link it asks for is view-only; only "
-                           "an operator's link (the console) can act in its tab", state={"tabId": tab})
+        raise KitsuneError("read_only", "This agent is read-only: a Live View link it asks for is view-only (and "
+                           "DevTools none); only an operator's link (the console) can act in its tab",
+                           state={"tabId": tab})
     views.may_show(tab, agent)  # never an approval in vain: the link could not be made
-    hold = confirms.hold(confirm_token, agent, session, "live_view", tab, orjson.dumps({"control": True}),
-                         grant="control")
+    grant = {"control": True} if mode == "tab" else {"control": True, "mode": mode}
+    hold = confirms.hold(confirm_token, agent, session, "live_view", tab, orjson.dumps(grant),
+                         grant="control" if mode == "tab" else "devtools")
     if hold is not None:
         return {**hold.failure.to_json(), "status": "held"}
-    return {"ok": True, **await views.issue(tab, agent, base_url, True, granted=True)}  # a person approved it
+    return {"ok": True, **await views.issue(tab, agent, base_url, True, granted=True, mode=mode)}  # a person approved

@@ -1,8 +1,9 @@
 """Live View links of a node's tabs: tokens kept as hashes, one controller per tab, hand-backs counted.
 
 A link is a random token (:data:`~messages.tokens.TOKEN_BYTES` bytes) bound to one tab, to the
-agent (or operator) that asked for it, and to whether it carries control (``control``: a view-only
-link shows frames and sends no input). Only its SHA-256 is kept. It opens the tab's Live View for
+agent (or operator) that asked for it, to whether it carries control (``control``: a view-only
+link shows frames and sends no input) and to what it opens (``mode``: the screencast page, or
+DevTools' front end for the tab, which always controls). Only its SHA-256 is kept. It opens the tab's Live View for
 ``ttl`` seconds after it was made; an open connection is not cut at that moment. A link ends
 early when it is revoked: handed back (its "Done"), its agent lost the tab (a takeover), or pushed
 out by its agent's newer links (``max_per_agent``); a revoked link's open connections end with
@@ -39,6 +40,9 @@ class Link:
     """Whether its control was granted by a person (an approval): it then holds whatever its agent's policy
     becomes. Else its control is what that policy gave when it was made, checked again against the policy as
     it is when a connection opens and at each input (``LiveViews``); an operator's link always controls."""
+    mode: str = "tab"
+    """What it opens: ``tab`` (the screencast page) or ``devtools`` (DevTools for the tab: full control, as it can
+    run script; it never opens view-only)."""
 
 
 class LiveRefusal(Exception):
@@ -55,6 +59,8 @@ class LiveRefusal(Exception):
 NOT_VALID = ("live_view_token_invalid", "This Live View link is not valid (wrong or revoked)", 4401, 403)
 EXPIRED = ("live_view_expired", "This Live View link has expired; ask for a new one", 4401, 403)
 OTHER_TAB = ("live_view_wrong_tab", "This Live View link is for another tab", 4403, 403)
+DEVTOOLS_VIEW_ONLY = ("live_view_read_only", "This DevTools link no longer controls the tab (its agent's policy "
+                      "changed); DevTools cannot open view-only: ask for a new link", 4403, 403)
 CONTROLLED = ("live_view_controlled", "Someone else holds control of this tab in another Live View", 4409, 409)
 REVOKED_CLOSE = 4411
 """The close code of a connection whose link was revoked (handed back, its agent lost the tab, pushed out)."""
@@ -96,7 +102,8 @@ class LiveLinks:
         self._handbacks: dict[int, int] = {}
         self._handed_back = asyncio.Condition()
 
-    def issue(self, tab: int, agent: str, control: bool = True, granted: bool = False) -> tuple[str, Link]:
+    def issue(self, tab: int, agent: str, control: bool = True, granted: bool = False,
+              mode: str = "tab") -> tuple[str, Link]:
         """A new link to ``tab`` for ``agent``: the token (given out once, never kept) and its link.
 
         Past ``max_per_agent`` of the agent's links, its oldest that no connection has open is revoked;
@@ -116,13 +123,13 @@ class LiveLinks:
             raise KitsuneError("live_view_quota", f"This node holds {self.max_links} Live View links, its most; "
                                "try again when some expire", state={"scope": "node", "limit": self.max_links})
         token = new_token()
-        link = Link(tab, agent, self._clock() + self.ttl, token_hash(token), control, granted and control)
+        link = Link(tab, agent, self._clock() + self.ttl, token_hash(token), control, granted and control, mode)
         self._links[link.digest] = link
         return token, link
 
-    def check(self, tab: int, token: object) -> Link:
-        """The link ``token`` is for ``tab``; :class:`LiveRefusal` when it is not valid, revoked, expired or
-        another tab's."""
+    def check(self, tab: int, token: object, mode: str = "tab") -> Link:
+        """The link ``token`` is for ``tab`` in ``mode``; :class:`LiveRefusal` when it is not valid, revoked,
+        expired, another tab's, or opens the other mode."""
         digest = token_hash(token) if isinstance(token, str) and token else b""
         link = self._links.get(digest)  # looked up by its SHA-256: the token itself is never compared
         if link is None and (revoked := self._revoked.get(digest)) is not None and revoked[0].tab == tab:
@@ -133,13 +140,24 @@ class LiveLinks:
             raise LiveRefusal(*EXPIRED)
         if link.tab != tab:
             raise LiveRefusal(*OTHER_TAB)
+        if link.mode != mode:
+            raise LiveRefusal("live_view_wrong_mode", f"This Live View link opens the tab's {link.mode} view, not "
+                              f"its {mode} view", 4403, 403)
         return link
 
-    def connect(self, tab: int, token: object, may_control: Callable[[Link], bool] = lambda link: True) -> Control:
-        """A connection to ``tab`` that presented ``token``: it controls the tab when its link does and
-        ``may_control`` agrees (refused while another holds control); a view-only one holds nothing."""
-        link = self.check(tab, token)
+    def seconds_left(self, link: Link) -> float:
+        """Seconds ``link`` may still open a connection."""
+        return max(0.0, round(link.expires_at - self._clock(), 1))
+
+    def connect(self, tab: int, token: object, may_control: Callable[[Link], bool] = lambda link: True,
+                mode: str = "tab") -> Control:
+        """A connection to ``tab`` in ``mode`` that presented ``token``: it controls the tab when its link does and
+        ``may_control`` agrees (refused while another holds control); a view-only one holds nothing, and a
+        DevTools one that may not control is refused."""
+        link = self.check(tab, token, mode)
         controls = link.control and may_control(link)
+        if mode == "devtools" and not controls:
+            raise LiveRefusal(*DEVTOOLS_VIEW_ONLY)
         if controls and tab in self._controls:
             raise LiveRefusal(*CONTROLLED)
         control = Control(link, controls)
@@ -170,6 +188,16 @@ class LiveLinks:
         async with self._handed_back:
             self._handbacks[tab] = self._handbacks.get(tab, 0) + 1
             self._handed_back.notify_all()
+
+    async def hand_back_link(self, link: Link) -> Control | None:
+        """The person pressed "Done" outside their connection (DevTools' page): its connection that controls the
+        tab is handed back (:meth:`hand_back`) and returned; without one, the link is revoked all the same."""
+        control = next((c for c in self._open if c.link.digest == link.digest and c.controls), None)
+        if control is None:
+            self._revoke(link, HANDED_BACK_LINK)
+            return None
+        await self.hand_back(control)
+        return control
 
     def revoke_tab(self, tab: int, keep: Callable[[Link], bool], message: str) -> int:
         """Revoke ``tab``'s links that ``keep`` refuses, and end their open connections; how many."""

@@ -43,7 +43,7 @@ from messages.live import (
 from messages.requests import Subjects
 from messages.wire import LARGE, Message
 
-__all__ = ["HANDED_BACK", "PING_EVERY", "LocalViewer", "RelayedViewer", "Send", "Viewer"]
+__all__ = ["HANDED_BACK", "PING_EVERY", "HeldViewer", "LocalViewer", "RelayedViewer", "Send", "Viewer"]
 
 log = logging.getLogger(__name__)
 
@@ -78,6 +78,12 @@ class Viewer(Protocol):
     async def close(self) -> None:
         """Let go of everything it holds (idempotent)."""
         ...
+
+
+class HeldViewer(Viewer, Protocol):
+    """A connection on the tab's own node: its :class:`Control` says whether it holds the tab, and why it ended."""
+
+    control: Control
 
 
 class LocalViewer:
@@ -174,13 +180,14 @@ class RelayedViewer:
         self._ended = asyncio.Event()
         self._pinging: asyncio.Task[None] | None = None
 
-    async def start(self, tab: int, token: str) -> None:
-        """Ask the tab's node to open it; :class:`LiveRefusal` as it answers."""
+    async def start(self, tab: int, token: str, mode: str = "tab") -> None:
+        """Ask the tab's node to open it (``mode``: the screencast, or DevTools); :class:`LiveRefusal` as it
+        answers."""
         out = self._subjects.live(self._id, "out")
         self._out = await self._bus.subscribe(out, typed(out, {ToPerson: self._to_person, ViewEnded: self._ended_there},
                                                          limit=LARGE))
         try:
-            reply = await self._ask(OpenView(tab, token, self._id), 15.0, ViewOpened, ViewRefused)
+            reply = await self._ask(OpenView(tab, token, self._id, mode), 15.0, ViewOpened, ViewRefused)
         except KitsuneError as e:
             await self.close()
             if isinstance(e, BusError):

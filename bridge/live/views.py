@@ -25,10 +25,12 @@ from playwright.async_api import Page
 from actors.bus import Bus, BusError, Handler, Subscription
 from actors.serving import typed
 from bridge.fleet.asking import ask_node
+from bridge.live.devtools import DevtoolsViewer
 from bridge.live.links import Control, Link, LiveLinks, LiveRefusal
-from bridge.live.viewer import PING_EVERY, LocalViewer, RelayedViewer, Send, Viewer
+from bridge.live.viewer import HANDED_BACK, PING_EVERY, HeldViewer, LocalViewer, RelayedViewer, Send, Viewer
 from core.policy import Policy, TabOwners, owned_by_another
 from core.settings import LiveViewConfig
+from driver.devtools import DevtoolsSession, FrontEndFile
 from driver.live_inputs import InputAudit
 from messages.codec import encode
 from messages.commands import is_write
@@ -36,9 +38,11 @@ from messages.errors import KitsuneError
 from messages.live import (
     AskHandbacks,
     AskPageHint,
+    DevtoolsLink,
     FromPerson,
     Handbacks,
     IssueLink,
+    LinkChecked,
     LinkIssued,
     OpenView,
     PageHint,
@@ -69,6 +73,8 @@ OPERATOR = "operator:"
 MAX_HANDBACK_WAIT = 30.0
 """Seconds a wait for a hand-back lasts at most."""
 _STOP_WAIT = 3.0
+_RELAYED = LARGE - 4096
+"""Bytes of JSON a DevTools message relayed to another node may have (the bus's bound, less the envelope's)."""
 _STOPPING = ("node_stopping", "The node that holds this tab is stopping; this Live View has ended.", 1001)
 
 
@@ -80,6 +86,10 @@ class Pages(Protocol):
     def page(self, tab_id: int) -> Page: ...
 
     async def needs_user(self, tab_id: int) -> dict[str, Any]: ...
+
+    async def devtools_session(self, tab_id: int, send: Send, *, limit: int | None = None) -> DevtoolsSession: ...
+
+    async def devtools_file(self, path: str) -> FrontEndFile | None: ...
 
 
 class LiveViews:
@@ -100,7 +110,7 @@ class LiveViews:
         self._node_of = node_of
         self._policy_of = policy_of
         self._auditor = auditor
-        self._relayed: dict[str, tuple[LocalViewer, Subscription, list[float]]] = {}
+        self._relayed: dict[str, tuple[HeldViewer, Subscription, list[float]]] = {}
         """Viewers of this node's tabs that people reached through another node, by viewer id."""
         self._watching: set[asyncio.Task[None]] = set()
         self._connections = 0
@@ -110,9 +120,10 @@ class LiveViews:
     # links
 
     async def issue(self, tab: int, agent: str, base_url: str, control: bool | None = None, *,
-                    granted: bool = False) -> dict[str, Any]:
+                    granted: bool = False, mode: str = "tab") -> dict[str, Any]:
         """A link to ``tab`` for ``agent`` (``operator:<name>`` for the console's): ``{tabId, url, expires_in,
-        control}``; it starts with the configured public URL, else with ``base_url`` (the request's).
+        control, mode}``; it starts with the configured public URL, else with ``base_url`` (the request's).
+        ``mode`` ``devtools`` opens DevTools for the tab (``/live/<tab>/devtools``): its control must be True.
         ``control`` None gives the agent's default (:meth:`default_control`); True must have been granted
         by the caller (``bridge.live.grants``): ``granted`` when a person approved it (it then outlasts a change
         of the agent's policy; else :meth:`may_control` checks it again at each connection and input).
@@ -124,13 +135,17 @@ class LiveViews:
         self.may_show(tab, agent)
         control = self.default_control(agent) if control is None else control
         node = await self._node_of(tab)
+        if mode == "devtools" and not control:
+            raise KitsuneError("invalid_parameter", "A DevTools link controls the tab", state={"param": "control"})
         if node == self.name:
-            token, expires_in = self._issue_here(tab, agent, control, granted)
+            token, expires_in = self._issue_here(tab, agent, control, granted, mode)
         else:
-            issued = await self._ask(node, IssueLink(tab, agent, control, granted), 5.0, LinkIssued)
+            issued = await self._ask(node, IssueLink(tab, agent, control, granted, mode), 5.0, LinkIssued)
             token, expires_in = issued.token, issued.expires_in
         base = self._public_url or base_url.rstrip("/")
-        return {"tabId": tab, "url": f"{base}/live/{tab}#t={token}", "expires_in": expires_in, "control": control}
+        path = f"/live/{tab}/devtools" if mode == "devtools" else f"/live/{tab}"
+        return {"tabId": tab, "url": f"{base}{path}#t={token}", "expires_in": expires_in, "control": control,
+                "mode": mode}
 
     def default_control(self, agent: str) -> bool:
         """Whether ``agent``'s links carry control unless granted: an operator's do; an agent's do unless its
@@ -157,12 +172,12 @@ class LiveViews:
             return await self._browser.needs_user(tab)
         return (await self._ask(node, AskPageHint(tab), 15.0, PageHint)).hint
 
-    def _issue_here(self, tab: int, agent: str, control: bool, granted: bool) -> tuple[str, float]:
+    def _issue_here(self, tab: int, agent: str, control: bool, granted: bool, mode: str) -> tuple[str, float]:
         if tab not in self._browser.tab_ids():
             raise KitsuneError("unknown_tab", f"No open tab {tab}", state={"tabId": tab})
         self.may_show(tab, agent)
-        token, _ = self.links.issue(tab, agent, control, granted)
-        self._auditor(agent).live_view("link", tab, control=control)
+        token, _ = self.links.issue(tab, agent, control, granted, mode)
+        self._auditor(agent).live_view("link", tab, control=control, **({"mode": mode} if mode != "tab" else {}))
         return token, self.links.ttl
 
     def may_show(self, tab: int, agent: str) -> None:
@@ -213,25 +228,29 @@ class LiveViews:
 
     # connections
 
-    async def open(self, tab: int, token: object, send: Send) -> Viewer:
-        """A person's connection to ``tab`` with ``token``, wherever the tab is; :class:`LiveRefusal` if refused."""
+    async def open(self, tab: int, token: object, send: Send, mode: str = "tab") -> Viewer:
+        """A person's connection to ``tab`` with ``token``, wherever the tab is: the screencast's messages, or
+        (``mode`` ``devtools``) CDP messages; :class:`LiveRefusal` if refused."""
         try:
             node = await self._node_of(tab)
         except KitsuneError as e:
             raise LiveRefusal("tab_closed", f"Tab {tab} is not open", 4410, 404) from e
         if node == self.name:
-            return await self._open_here(tab, token, send)
+            return await self._open_here(tab, token, send, mode)
         if not isinstance(token, str):
             raise LiveRefusal("live_view_token_invalid", "This Live View link is not valid", 4401, 403)
         viewer = RelayedViewer(self._bus, self._subjects, node, new_token(12), send)
-        await viewer.start(tab, token)
+        await viewer.start(tab, token, mode)
         return viewer
 
-    async def _open_here(self, tab: int, token: object, send: Send) -> LocalViewer:
-        link = self.links.check(tab, token)
+    async def _open_here(self, tab: int, token: object, send: Send, mode: str = "tab",
+                         limit: int | None = None) -> HeldViewer:
+        link = self.links.check(tab, token, mode)
         if self._owned_by_another(tab, link.agent) is not None:  # a takeover revokes them; this is the backstop
             self.taken_over(tab, self._owners.owner(tab))
-        control = self.links.connect(tab, token, self.may_control)  # the policy as it is now
+        control = self.links.connect(tab, token, self.may_control, mode)  # the policy as it is now
+        if mode == "devtools":
+            return await self._open_devtools(control, send, limit)
         agent = control.link.agent
         audit = InputAudit(lambda op, fields: self._auditor(agent).live_view(op, tab, **fields))
         try:
@@ -244,6 +263,62 @@ class LiveViews:
             raise
         self._auditor(agent).live_view("opened", tab, control=control.controls)
         return viewer
+
+    async def _open_devtools(self, control: Control, send: Send, limit: int | None) -> DevtoolsViewer:
+        """A person's DevTools on ``control``'s tab (it holds the tab); ``limit`` bounds each message relayed."""
+        tab, agent = control.link.tab, control.link.agent
+
+        def closed(control: Control, fields: dict[str, Any]) -> None:
+            self._auditor(agent).live_view("closed", tab, **fields)
+
+        try:
+            session = await self._browser.devtools_session(tab, send, limit=limit)
+            viewer = DevtoolsViewer(self.links, control, self._browser.page(tab), session,
+                                    lambda: self.may_control(control.link), closed)
+            await viewer.start()
+        except KitsuneError as e:
+            self.links.release(control)
+            raise LiveRefusal(e.code, f"DevTools cannot open on tab {tab} ({e.code})", 1011, e.http_status) from e
+        except BaseException:
+            self.links.release(control)
+            raise
+        self._auditor(agent).live_view("opened", tab, control=True, mode="devtools")
+        return viewer
+
+    async def devtools_link(self, tab: int, token: object, done: bool = False) -> float:
+        """Seconds the DevTools link ``token`` of ``tab`` may still open it; with ``done``, the person pressed
+        "Done": their DevTools connection ends and the tab is handed back (the link with it). Decided by the tab's
+        node; :class:`LiveRefusal` when the link does not open it."""
+        try:
+            node = await self._node_of(tab)
+        except KitsuneError as e:
+            raise LiveRefusal("tab_closed", f"Tab {tab} is not open", 4410, 404) from e
+        if not isinstance(token, str):
+            raise LiveRefusal("live_view_token_invalid", "This Live View link is not valid", 4401, 403)
+        asked = DevtoolsLink(tab, token, done)
+        answer: LinkChecked | ViewRefused = await (
+            self._devtools_link_for(asked) if node == self.name else
+            self._ask_either(node, asked, LinkChecked, ViewRefused))
+        if isinstance(answer, ViewRefused):
+            raise LiveRefusal(answer.code, answer.message, answer.close_code, answer.http_status)
+        return answer.expires_in
+
+    async def _devtools_link_for(self, request: DevtoolsLink) -> LinkChecked | ViewRefused:
+        try:
+            link = self.links.check(request.tab, request.token, "devtools")
+        except LiveRefusal as e:
+            return ViewRefused(e.code, e.message, e.close_code, e.http_status)
+        left = self.links.seconds_left(link)
+        if request.done:
+            control = await self.links.hand_back_link(link)
+            if control is not None:
+                self._handed_back(control)
+                control.end(*HANDED_BACK)
+        return LinkChecked(left)
+
+    async def devtools_file(self, path: str) -> FrontEndFile | None:
+        """A file of DevTools' front end, as this node's browser bundles it (None when there is none)."""
+        return await self._browser.devtools_file(path)
 
     def _handed_back(self, control: Control) -> None:
         self._auditor(control.link.agent).live_view("handed_back", control.link.tab)
@@ -279,15 +354,19 @@ class LiveViews:
         subject = self._subjects.node(self.name, "live")
         return {subject: typed(subject, {IssueLink: self._issue_for, AskPageHint: self._hint_for,
                                          AskHandbacks: self._handbacks_for, OpenView: self._open_for,
-                                         PingViewer: self._ping_for})}
+                                         PingViewer: self._ping_for, DevtoolsLink: self._devtools_link_for})}
 
     # other nodes' requests
 
     async def _ask(self, node: str, request: Message, timeout: float, answer: type[A]) -> A:
         return await ask_node(self._bus, self._subjects.node(node, "live"), node, request, timeout, answer)
 
+    async def _ask_either(self, node: str, request: Message, *answers: type[A]) -> A:
+        return await ask_node(self._bus, self._subjects.node(node, "live"), node, request, 5.0, *answers)
+
     async def _issue_for(self, request: IssueLink) -> LinkIssued:
-        return LinkIssued(*self._issue_here(request.tab, request.agent, request.control, request.granted))
+        return LinkIssued(*self._issue_here(request.tab, request.agent, request.control, request.granted,
+                                            request.mode))
 
     async def _hint_for(self, request: AskPageHint) -> PageHint:
         return PageHint(await self._browser.needs_user(request.tab))
@@ -306,7 +385,7 @@ class LiveViews:
             await bus.publish(out, encode(ToPerson(message)))
 
         try:
-            viewer = await self._open_here(request.tab, request.token, send)
+            viewer = await self._open_here(request.tab, request.token, send, request.mode, _RELAYED)
         except LiveRefusal as e:
             return ViewRefused(e.code, e.message, e.close_code, e.http_status)
 

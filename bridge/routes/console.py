@@ -149,10 +149,14 @@ class Console:
             **_HEADERS, "Cache-Control": f"private, max-age={THUMB_SECONDS:g}"})
 
     async def live(self, request: Request, operator: str) -> Response:
-        """A Live View link of the tab for the operator (``operator:<name>``), followed at once."""
+        """A Live View link of the tab for the operator (``operator:<name>``), followed at once (``?mode=devtools``:
+        DevTools for the tab)."""
         tab = int(request.path_params["tab"])
+        mode = request.query_params.get("mode", "tab")
+        if mode not in ("tab", "devtools"):
+            return _html(message_page("mode is tab or devtools"), 400)
         try:
-            link = await self.node.live.issue(tab, f"{OPERATOR}{operator}", str(request.base_url))
+            link = await self.node.live.issue(tab, f"{OPERATOR}{operator}", str(request.base_url), mode=mode)
         except KitsuneError as e:
             return _html(message_page(f"No Live View of tab {tab}: {e.message}"), e.http_status)
         return RedirectResponse(link["url"], 303, headers=_HEADERS)

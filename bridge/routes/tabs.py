@@ -33,7 +33,7 @@ _OPS: dict[str, frozenset[str]] = {
     "close": frozenset({"op", "tabId", "confirm_token"}),
     "select": frozenset({"op", "tabId"}),
     "takeover": frozenset({"op", "tabId"}),
-    "live_view": frozenset({"op", "tabId", "control", "confirm_token"}),
+    "live_view": frozenset({"op", "tabId", "control", "mode", "confirm_token"}),
 }
 """What each ``POST /api/tabs`` operation takes (the writes take the confirm token of their hold)."""
 
@@ -100,7 +100,7 @@ class _TabRoutes:
         if op == "live_view":  # who may act through it: bridge.live.grants
             return json_response(await grant_link(self._live, self._confirms, self._policy_of(agent), agent,
                                                   session_of(request), tab, body.get("control"), token,
-                                                  str(request.base_url)))
+                                                  str(request.base_url), body.get("mode")))
         previous, call = await self._tabs.take_over(tab, agent)
         return json_response({"ok": True, "tabId": tab, "previous": "you" if previous == agent else
                               ("user" if previous == USER else "agent"), "call": call})

@@ -114,6 +114,9 @@ async def test_browser_live_view_answers_a_link_to_the_current_tab_on_the_node_r
         over_mcp = _assert_link(linked, viewing, tab)
         unknown = await call(session, "browser_live_view", {"tabId": 999_999})
         assert unknown["code"] == "unknown_tab"
+        devtools = await call(session, "browser_live_view", {"mode": "devtools"})
+        assert (devtools["mode"], devtools["control"]) == ("devtools", True)
+        assert f"/live/{tab}/devtools#t=" in devtools["url"]
     async with over_stdio(viewing, caps="core") as session:
         named = await call(session, "browser_live_view", {"tabId": tab})
         assert _assert_link(named, viewing, tab) != over_mcp  # a link of its own each time

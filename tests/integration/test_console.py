@@ -12,6 +12,7 @@ import concurrent.futures
 import contextlib
 import json
 import logging
+import re
 import secrets
 from collections.abc import Iterator
 from html import escape
@@ -299,6 +300,25 @@ def test_a_fleets_console_lists_both_nodes_tabs_and_its_live_view_links_work_on_
         assert shot.status_code == 200 and is_jpeg(shot.content)
         for tab, title in ((here, "Clicks"), (there, "Text")):
             live_view_through_console(person, script, base, tab, title)
+        devtools_through_console(person, script, base, there)  # its CDP relayed to the other node over NATS
+
+
+def devtools_through_console(person: Browser, script: httpx.Client, base: str, tab: int) -> None:
+    """The operator opens DevTools for ``tab`` from the console: its Elements panel shows the tab's DOM (the test
+    site's text page), the operator holds the tab, and hands it back."""
+    link = script.get(f"/console/live/{tab}", params={"mode": "devtools"})
+    assert link.status_code == 303 and link.headers["location"].startswith(f"{base}/live/{tab}/devtools#t=")
+    page = person.new_page()
+    try:
+        page.goto(link.headers["location"])
+        page.frame_locator("#devtools").locator(".webkit-html-attribute-value",
+                                                has_text=re.compile("^heading$")).wait_for(timeout=30_000)
+        assert tab_row(script, tab, "Text")["held_by"] == "operator:sre"
+        page.click("#done")
+        page.locator("#ended-message", has_text="handed the tab back").wait_for(timeout=15_000)
+    finally:
+        page.close()
+    assert tab_row(script, tab, "Text")["held_by"] is None
 
 
 def live_view_through_console(person: Browser, script: httpx.Client, base: str, tab: int, title: str) -> None:

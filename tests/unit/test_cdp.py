@@ -14,7 +14,7 @@ from core.policy import Policy, _cdp_refusal, _url_of
 from driver.cdp_protocol import normalized
 from driver.cdp_tabs import MAX_EVENT_BYTES, MAX_EVENTS, _Events
 from messages.audit import redacted_params
-from messages.cdp_methods import domain_label, method_class, refused_pattern
+from messages.cdp_methods import devtools_refusal, domain_label, method_class, refused_pattern
 from messages.commands import Cdp, is_write, parse_command, secret_values
 from messages.errors import ERROR_CODES, KitsuneError
 
@@ -106,3 +106,17 @@ def test_cdp_methods_are_counted_by_a_bounded_domain_label() -> None:
     text = generate_latest(registry).decode()
     assert 'kitsune_cdp_methods_total{domain="DOM"} 3.0' in text
     assert 'kitsune_cdp_methods_total{domain="other"} 1.0' in text
+
+
+@pytest.mark.parametrize(("method", "refused"), [
+    ("DOM.getDocument", False), ("Runtime.evaluate", False), ("Debugger.enable", False), ("Page.navigate", False),
+    ("Input.dispatchMouseEvent", False), ("Network.getCookies", False), ("Overlay.highlightNode", False),
+    ("Inspector.enable", False), ("Page.startScreencast", False), ("Target.setAutoAttach", True),
+    ("Target.getTargets", True), ("Browser.getVersion", True), ("Storage.getStorageKey", True),
+    ("Fetch.enable", True), ("IO.read", True), ("Tracing.start", True), ("Network.clearBrowserCache", True),
+    ("Network.clearBrowserCookies", True), ("Page.close", True), ("Page.crash", True), ("ServiceWorker.enable", True),
+    ("nonsense", True), ("DOM.", True), (None, True), (7, True),
+])
+def test_a_persons_devtools_sends_what_stays_in_the_tab_a_person_holds_and_nothing_that_leaves_it(
+        method: object, refused: bool) -> None:
+    assert (devtools_refusal(method) is not None) == refused

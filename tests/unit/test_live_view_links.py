@@ -14,6 +14,7 @@ from bridge.live.links import REVOKED_CLOSE, LiveLinks, LiveRefusal
 from bridge.live.views import LiveViews, Pages
 from core.policy import Policy, TabOwners
 from core.settings import LiveViewConfig
+from driver.devtools import _PATH
 from driver.live_inputs import InputAudit
 from messages.errors import KitsuneError
 from messages.requests import Subjects
@@ -142,3 +143,45 @@ def test_a_persons_clicks_and_named_keys_are_entries_typing_is_one_redacted_entr
                        ("input", {"input": "keyDown", "key": "Enter", "modifiers": 0}),
                        ("input", {"input": "keyDown", "key": "[redacted]", "modifiers": 2}),
                        ("input_refused", {"input": "mousePressed", "button": "left"})]
+
+
+def test_a_devtools_link_opens_devtools_only_and_only_while_it_controls_and_done_hands_back_its_connection() -> None:
+    async def run() -> None:
+        links = LiveLinks(300.0)
+        token, link = links.issue(3, "alice", mode="devtools")
+        screencast, _ = links.issue(3, "alice")
+        for tab, given, mode, code in ((3, token, "tab", "live_view_wrong_mode"),
+                                       (3, screencast, "devtools", "live_view_wrong_mode"),
+                                       (4, token, "devtools", "live_view_wrong_tab"),
+                                       (3, "x" * 32, "devtools", "live_view_token_invalid")):
+            with pytest.raises(LiveRefusal) as refused:
+                links.check(tab, given, mode)
+            assert refused.value.code == code
+        with pytest.raises(LiveRefusal) as view_only:  # DevTools has no view-only form
+            links.connect(3, token, lambda link: False, "devtools")
+        assert (view_only.value.code, view_only.value.close_code) == ("live_view_read_only", 4403)
+        assert not links.controlled(3)
+        control = links.connect(3, token, mode="devtools")
+        assert links.controlled(3) and control.controls
+        assert await links.hand_back_link(link) is control
+        assert not links.controlled(3) and links.handbacks(3) == 1
+        with pytest.raises(LiveRefusal) as revoked:
+            links.check(3, token, "devtools")
+        assert revoked.value.close_code == REVOKED_CLOSE
+        other, unopened = links.issue(3, "alice", mode="devtools")
+        assert await links.hand_back_link(unopened) is None  # no connection: the link ends all the same
+        assert links.handbacks(3) == 1
+        with pytest.raises(LiveRefusal):
+            links.check(3, other, "devtools")
+
+    asyncio.run(run())
+
+
+@pytest.mark.parametrize(("path", "served"), [
+    ("inspector.html", True), ("entrypoints/inspector/inspector.js", True),
+    ("third_party/codemirror.next/codemirror.next.js", True), ("Images/src/checker.svg", True),
+    ("../etc/passwd", False), ("entrypoints/../../x.js", False), (".hidden", False), ("a/.b/c.js", False),
+    ("x.js?y=1", False), ("/inspector.html", False), ("", False), ("a//b.js", False),
+])
+def test_the_front_end_serves_only_paths_of_its_bundle(path: str, served: bool) -> None:
+    assert (_PATH.fullmatch(path) is not None) == served
