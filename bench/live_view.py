@@ -57,9 +57,9 @@ from websockets.asyncio.client import ClientConnection, connect
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # the repo root, for tests and bench
 
 from bench.shared import load_line, p95, start_node
-from bridge.config import load_config
 from driver import ChromiumBrowser
 from driver.screencast import input_event
+from kitsune.config import load_config
 from tests.integration.serving import app_over
 from tests.site import TestSite
 

@@ -1,6 +1,6 @@
 """The validated configuration: one frozen model, a section for each part that takes it.
 
-``bridge.config.load_config`` builds :class:`Settings` from the file and the environment. ``kitsune
+``kitsune.config.load_config`` builds :class:`Settings` from the file and the environment. ``kitsune
 serve`` hands each part its own section, whole: the node :class:`NodeConfig` (with the sections of its
 own parts: NATS, checkpoints, sessions, Live View, site tools, tasks), the HTTP edge :class:`HttpConfig`,
 the gate the agents and the operators, every agent with no policy of its own :attr:`Settings.policy`.

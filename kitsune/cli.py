@@ -93,9 +93,16 @@ def main(argv: list[str] | None = None) -> int:
         return run_provision(args)
     if args.command == "mcp":
         from mcp_gateway.command import run  # noqa: PLC0415 (loaded by the command that runs it)
-        return run(bridge=args.bridge, token_file=args.token_file, config=args.config, nats_url=args.nats_url)
+        return run(bridge=args.bridge, token_file=args.token_file, config=args.config, nats_url=args.nats_url,
+                   configured_caps=_configured_caps)
     _parser().print_help()
     return 0
+
+
+def _configured_caps(config: str | None) -> frozenset[str]:
+    """The capability groups a configuration file (None: the environment alone) gives the node's agents."""
+    from kitsune.config import load_config  # noqa: PLC0415 (after the MCP front started: it takes 0.4 s)
+    return load_config(Path(config) if config else None).policy.caps
 
 
 if __name__ == "__main__":

@@ -19,8 +19,8 @@ from pathlib import Path
 from actors.nats_admin import provision
 from actors.nats_connection import display_url
 from actors.nats_server import ADMIN_USER
-from bridge.config import load_config
 from core.settings import NatsAuth
+from kitsune.config import load_config
 from messages.errors import KitsuneError
 
 __all__ = ["ADMIN_PASSWORD_ENV", "admin_auth", "run"]

@@ -17,8 +17,6 @@ from typing import Any
 import uvicorn
 
 from actors.nats_connection import display_url
-from bridge.config import load_config
-from bridge.config_env import stray_variables
 from bridge.logs import configure_logging
 from bridge.node import Node
 from bridge.wiring import start_node
@@ -26,6 +24,8 @@ from bridge.workflows import WorkflowLibrary
 from core.settings import HttpConfig, Settings
 from driver import ChromiumBrowser, find_chromium
 from kitsune.app import create_app
+from kitsune.config import load_config
+from kitsune.config_env import stray_variables
 from kitsune.token_file import kept_token, publish_token
 from messages.errors import KitsuneError
 

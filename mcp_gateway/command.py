@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import signal
 import sys
-from pathlib import Path
+from collections.abc import Callable
 
 from mcp_gateway._embedded import EmbeddedBridge
 from mcp_gateway._handshake import (
@@ -22,8 +22,10 @@ from mcp_gateway._handshake import (
 __all__ = ["run"]
 
 
-def run(*, bridge: str | None, token_file: str | None, config: str | None, nats_url: str | None) -> int:
-    """``kitsune mcp``: the front first, then the bridge's groups, then the gateway; the exit status."""
+def run(*, bridge: str | None, token_file: str | None, config: str | None, nats_url: str | None,
+        configured_caps: Callable[[str | None], frozenset[str]]) -> int:
+    """``kitsune mcp``: the front first, then the bridge's groups, then the gateway; the exit status.
+    ``configured_caps`` reads the embedded bridge's groups from its configuration file (``kitsune.config``)."""
     try:
         caps = caps_from_env(GROUPS)
         token = read_token(token_file) if bridge else ""
@@ -51,7 +53,7 @@ def run(*, bridge: str | None, token_file: str | None, config: str | None, nats_
             front.know_caps(caps if listed is None else caps & listed)
             known = None  # the gateway asks the bridge again once what it heard here is 30 s old
         else:
-            known = _configured_caps(config)
+            known = _configured_caps(configured_caps, config)
             if known is None:
                 return 1
             front.know_caps(caps & known)
@@ -64,12 +66,11 @@ def run(*, bridge: str | None, token_file: str | None, config: str | None, nats_
             embedded.stop()
 
 
-def _configured_caps(config: str | None) -> frozenset[str] | None:
+def _configured_caps(read: Callable[[str | None], frozenset[str]], config: str | None) -> frozenset[str] | None:
     """The embedded bridge's groups from its configuration; None (said on standard error) when it is invalid."""
-    from bridge.config import load_config  # noqa: PLC0415 (after the front started: it takes 0.4 s)
-    from messages.errors import KitsuneError  # noqa: PLC0415 (with it)
+    from messages.errors import KitsuneError  # noqa: PLC0415 (after the front started)
     try:
-        return load_config(Path(config) if config else None).policy.caps
+        return read(config)
     except (OSError, ValueError) as e:
         print(f"kitsune mcp: {e}", file=sys.stderr)
     except KitsuneError as e:

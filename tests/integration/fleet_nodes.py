@@ -9,10 +9,10 @@ from typing import Any
 
 import pytest
 
-from bridge.config import load_config
 from bridge.node import Node
 from bridge.wiring import run_node
 from driver import ChromiumBrowser
+from kitsune.config import load_config
 from tests.integration.serving import app_over
 from tests.nats_cluster import ClusterAccess
 

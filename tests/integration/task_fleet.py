@@ -14,11 +14,11 @@ import httpx
 import pytest
 import yaml
 
-from bridge.config import load_config
 from bridge.node import Node
 from bridge.wiring import run_node
 from core.settings import Settings, TaskConfig
 from driver import ChromiumBrowser
+from kitsune.config import load_config
 from messages.errors import ERROR_CODES
 from tests.integration.fleet_nodes import sees, until
 from tests.integration.serving import TOKENS, app_over

@@ -24,10 +24,10 @@ import pytest
 import yaml
 from playwright.sync_api import Browser, Page
 
-from bridge.config import load_config
 from bridge.node import Node
 from bridge.routes.console_auth import COOKIE, SESSION_SECONDS
 from core.settings import Settings
+from kitsune.config import load_config
 from tests.integration.calls import two_nodes
 from tests.integration.fleet_nodes import sees, until
 from tests.integration.person import person

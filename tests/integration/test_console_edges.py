@@ -23,10 +23,10 @@ import uvicorn
 from starlette.applications import Starlette
 
 from actors.nats_server import free_port
-from bridge.config import load_config
 from bridge.routes.console import console_routes
 from bridge.routes.console_auth import COOKIE
 from bridge.routes.console_limits import MAX_FAILURES
+from kitsune.config import load_config
 from kitsune.serve import proxy_options
 
 TOKEN = "edge-operator-token-0123456789"

@@ -20,8 +20,8 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from bridge.config import load_config
 from bridge.node import Node
+from kitsune.config import load_config
 from messages.commands import BLOCKS
 from tests.integration.serving import KITSUNE, app_over
 from tests.site import TestSite

@@ -26,8 +26,8 @@ from playwright.sync_api import Browser, FloatRect, Page
 from websockets.exceptions import ConnectionClosed
 from websockets.sync.client import ClientConnection, connect
 
-from bridge.config import load_config
 from bridge.node import Node
+from kitsune.config import load_config
 from tests.integration.fleet_nodes import until
 from tests.integration.person import person, wait_for_frames
 from tests.integration.serving import app_over, serve

@@ -26,11 +26,11 @@ from playwright.sync_api import Browser
 from websockets.exceptions import ConnectionClosed
 from websockets.sync.client import ClientConnection, connect
 
-from bridge.config import load_config
 from bridge.node import Node
 from bridge.routes.live import COOKIE
 from bridge.wiring import run_node
 from driver import ChromiumBrowser
+from kitsune.config import load_config
 from tests.integration.fleet_nodes import until
 from tests.integration.person import person
 from tests.integration.serving import app_over

@@ -25,11 +25,11 @@ import pytest
 from websockets.exceptions import ConnectionClosed
 from websockets.sync.client import ClientConnection, connect
 
-from bridge.config import load_config
 from bridge.live.links import REVOKED_CLOSE
 from bridge.node import Node
 from bridge.wiring import run_node
 from driver import ChromiumBrowser
+from kitsune.config import load_config
 from tests.integration.fleet_nodes import until
 from tests.integration.serving import app_over
 from tests.nats_access import NatsAccess

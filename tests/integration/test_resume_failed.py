@@ -14,9 +14,9 @@ from typing import Any
 import httpx
 import pytest
 
-from bridge.config import load_config
 from bridge.node import Node
 from core.ports import Recorded
+from kitsune.config import load_config
 from messages.commands import Command
 from messages.results import Outcome
 from tests.integration.serving import app_over

@@ -23,11 +23,11 @@ import httpx
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
-from bridge.config import load_config
 from bridge.node import Node
 from bridge.wiring import run_node
 from core.settings import SiteToolConfig
 from driver import ChromiumBrowser
+from kitsune.config import load_config
 from messages.errors import KitsuneError
 from messages.events import Event
 from tests.integration.calls import batch

@@ -19,9 +19,9 @@ from dataclasses import dataclass
 import httpx
 import pytest
 
-from bridge.config import load_config
 from bridge.wiring import run_node
 from driver import ChromiumBrowser
+from kitsune.config import load_config
 from tests.integration.fleet_nodes import until
 from tests.integration.serving import TOKENS, Served, app_over, serve
 from tests.nats_access import NatsAccess

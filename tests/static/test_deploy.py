@@ -17,9 +17,9 @@ from typing import Any
 import yaml
 
 from actors.nats_server import ADMIN_USER, NODE_USER, nats_server_binary, node_permissions
-from bridge.config import load_config
 from core.settings import Settings
 from kitsune.cli import _parser
+from kitsune.config import load_config
 from kitsune.fleet import FLEET, NATS_CONFIG, NODE_PASSWORD_ENV, ROUTE_USER, NatsMember, nats_environment
 from messages.contract import CHECKPOINT_TTL
 

@@ -61,10 +61,10 @@ INJECTED = {
          "The pure core imports no IO library", "core.claims -> asyncio"),
     "a service of bridge/ importing the node":
         ("bridge/fleet/member.py", "def _composed() -> None:\n    from bridge import node  # noqa: F401\n",
-         "bridge/ in floors: routes > node > services > settings", "bridge.fleet.member -> bridge.node"),
+         "bridge/ in floors: routes > node > services > inputs", "bridge.fleet.member -> bridge.node"),
     "the composition root importing a route":
         ("bridge/node.py", "import bridge.routes.tabs  # noqa: F401\n",
-         "bridge/ in floors: routes > node > services > settings", "bridge.node -> bridge.routes.tabs"),
+         "bridge/ in floors: routes > node > services > inputs", "bridge.node -> bridge.routes.tabs"),
     "pykka in messages/":
         ("messages/events.py", "import pykka  # noqa: F401\n",
          "The pure core imports no IO library", "messages.events -> pykka"),

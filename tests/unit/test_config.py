@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from bridge.config import load_config
+from kitsune.config import load_config
 from messages.errors import KitsuneError
 
 

@@ -7,10 +7,10 @@ from pathlib import Path
 
 import pytest
 
-from bridge.config import load_config
 from core.policy import Policy
 from core.settings import CheckpointConfig, SessionTimes, Settings
 from core.url_policy import UrlPolicy
+from kitsune.config import load_config
 from messages.contract import CHECKPOINT_CAPACITY, CHECKPOINT_TTL
 from messages.errors import KitsuneError
 

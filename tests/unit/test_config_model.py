@@ -14,11 +14,11 @@ import yaml
 from pydantic import BaseModel
 
 from bridge.browser import Browser
-from bridge.config import load_config
-from bridge.config_document import Document
 from bridge.node import Node
 from core.settings import NodeConfig, Settings
 from kitsune import serve
+from kitsune.config import load_config
+from kitsune.config_document import Document
 
 AGENT = {"name": "a", "token": "a" * 16}
 BASE: dict[str, Any] = {"node_name": "kitsune-0", "agents": [AGENT]}

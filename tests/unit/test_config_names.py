@@ -7,8 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from bridge.config import load_config
-from bridge.config_env import stray_variables
+from kitsune.config import load_config
+from kitsune.config_env import stray_variables
 from messages.errors import KitsuneError
 
 

@@ -29,7 +29,6 @@ from starlette.testclient import TestClient
 from actors.bus import LocalBus
 from actors.checkpoint_actor import CheckpointActor, CheckpointsPort
 from actors.threads import ThreadedSequences
-from bridge.config import load_config
 from bridge.metrics import HttpMetrics, NodeMetrics, scrape_tokens
 from core.calls import Calls, SequentialIds
 from core.checkpoints import CheckpointStore
@@ -38,6 +37,7 @@ from core.engine import Driver, Ports
 from core.policy import ConfirmTokens, Policy, PolicyDriver, TabOwners
 from core.settings import Agent, HttpConfig, Settings
 from core.url_policy import UrlPolicy
+from kitsune.config import load_config
 from messages.commands import parse_call
 from messages.errors import KitsuneError
 from messages.events import Event

@@ -7,8 +7,8 @@ from pathlib import Path
 import pytest
 import yaml
 
-from bridge.config import load_config
 from core.quotas import Held, Tally, fair_share, fair_share_refusal
+from kitsune.config import load_config
 from messages.errors import KitsuneError
 
 

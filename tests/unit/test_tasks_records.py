@@ -9,7 +9,6 @@ from pathlib import Path
 import orjson
 import pytest
 
-from bridge.config import load_config
 from core.tasks import (
     MAX_GOAL,
     MAX_TABS,
@@ -31,6 +30,7 @@ from core.tasks import (
     taken_over,
     with_checkpoint,
 )
+from kitsune.config import load_config
 from messages.errors import KitsuneError
 
 NOW = 1_700_000_000.0

@@ -1,7 +1,7 @@
 """The configuration document's schema: every key, its type and bounds, checked with its path.
 
 The YAML or JSON file and the ``KITSUNE_*`` environment (:class:`Environment`) are merged and
-validated against :class:`Document`; ``bridge.config`` loads them and builds the settings
+validated against :class:`Document`; ``kitsune.config`` loads them and builds the settings
 (``core.settings.Settings``).
 """
 

@@ -51,7 +51,7 @@ overrides the file, key by key: ``KITSUNE_<KEY>``, with ``__`` between nested ke
 (``KITSUNE_URLS__DENY``, ``KITSUNE_NATS__CREDS_FILE``); a list is comma-separated or JSON; a flag is
 1/0, true/false, yes/no or on/off; an empty variable counts as unset. Other ``KITSUNE_*`` variables
 are not configuration: one close to a setting that guards the node (``KITSUNE_READONLY``) is refused
-(``bridge.config_env``), and ``kitsune serve`` warns of the rest. Two variables keep their own meaning:
+(``kitsune.config_env``), and ``kitsune serve`` warns of the rest. Two variables keep their own meaning:
 ``KITSUNE_AGENTS=planner=TOKEN,crawler=TOKEN`` adds agents to the file's, and
 ``KITSUNE_METRICS_TOKEN`` is ``metrics.token``. With no agent configured, the node makes one
 (``default``) with a fresh token written to a file only its owner can read.
@@ -68,8 +68,6 @@ from typing import Any
 import yaml
 from pydantic import ValidationError
 
-from bridge.config_document import AgentEntry, Document, Environment, OperatorEntry
-from bridge.config_env import closest_key, refused_variables
 from core.policy import Policy
 from core.settings import (
     Agent,
@@ -88,6 +86,8 @@ from core.settings import (
 )
 from core.tasks import TaskLimits
 from core.url_policy import UrlPolicy
+from kitsune.config_document import AgentEntry, Document, Environment, OperatorEntry
+from kitsune.config_env import closest_key, refused_variables
 from messages.contract import CHECKPOINT_TTL
 from messages.errors import KitsuneError
 from messages.tokens import new_token, token_hash

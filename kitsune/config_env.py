@@ -17,7 +17,7 @@ from typing import Any
 
 from pydantic import BaseModel
 
-from bridge.config_document import Document
+from kitsune.config_document import Document
 
 __all__ = ["GUARDS", "NOT_SETTINGS", "closest", "closest_key", "refused_variables", "stray_variables"]
 
