@@ -59,6 +59,7 @@ def _refusal(command: Cdp, error: PlaywrightError) -> Exception:
 async def cdp_events(run: Run) -> Result:
     command = cast(CdpEvents, run.command)
     tab = await run.within(_tabs(run).of(run.tab, run.page))
+    collected = tab.events_of(run.caller.agent)
     for domain in command.enable:
         if domain in tab.enabled:
             continue
@@ -70,7 +71,7 @@ async def cdp_events(run: Run) -> Result:
         tab.enabled.append(domain)
     if command.enable:
         return {"enabled": list(tab.enabled)}, None
-    events, dropped = tab.events.take()
+    events, dropped = collected.take()
     return {"events": events, "dropped": dropped, "enabled": list(tab.enabled)}, None
 
 

@@ -64,6 +64,14 @@ class TabSession:
     session: CDPSession
     enabled: list[EventDomain] = field(default_factory=list)
     events: _Events = field(default_factory=_Events)
+    collector: str | None = None
+    """The agent the events are collected for: the tab's owner (the tab's node admits no other's ``cdpEvents``)."""
+
+    def events_of(self, agent: str | None) -> _Events:
+        """The events collected for ``agent``: those of another (an owner before a takeover) are dropped first."""
+        if agent != self.collector:
+            self.collector, self.events = agent, _Events()
+        return self.events
 
 
 class CdpTabs:

@@ -30,7 +30,7 @@ from core.policy import CLOSED, ELSEWHERE, USER, Policy, TabOwners, owned_by_ano
 from core.session_names import ONE_SHOT, one_shot_name
 from driver.sessions import SessionChange
 from messages.codec import decode_outcome, encode
-from messages.commands import GetTabs, NewTab
+from messages.commands import CdpEvents, GetTabs, NewTab
 from messages.contract import SETTLE
 from messages.errors import KitsuneError
 from messages.fleet import Acknowledged, ClaimDecided, ClaimTab, ReleaseClaims, TakeOver, TookOver
@@ -241,13 +241,19 @@ class FleetMember:
 
     def admission(self, tab: int, request: TabRequest) -> Outcome | None:
         """Why a write may not run on ``tab`` now, whichever node sent it: ``tab_claimed`` by another
-        call's parallel, ``tab_owned`` by another agent (nothing is sent); None when it may."""
+        call's parallel, ``tab_owned`` by another agent (nothing is sent); None when it may. A ``cdpEvents``
+        is its owner's alone, read or not: the events hold what the owner's pages sent."""
         command = request.command
+        if isinstance(command, CdpEvents):
+            return self._owners_only(tab, request.agent)
         if not request.writes or not command.acts_on_tab:
             return None
         if request.call is not None and (conflict := self.table.check_write(request.call, tab)) is not None:
             return Failed(conflict)
-        agent = request.agent
+        return self._owners_only(tab, request.agent)
+
+    def _owners_only(self, tab: int, agent: str | None) -> Outcome | None:
+        """``tab_owned`` when ``tab`` is another agent's (or a user tab ``agent``'s policy may not write)."""
         if agent is not None and (owned := owned_by_another(tab, self.owners.owner(tab), agent,
                                                             self._policy_of(agent))) is not None:
             return Failed(owned)
