@@ -222,7 +222,7 @@ class Snapshot(Command):
     depth: int | None = _param("Deepest level of the tree shown.", None, minimum=1, maximum=1000)
     max_chars: int = _param("Longest text returned, cut at an element boundary.", 20000, minimum=200,
                             maximum=MAX_SNAPSHOT_CHARS)
-    offset: int = _param("Lines to skip first (a cut snapshot says where to go on).", 0, minimum=0,
+    offset: int = _param("Lines to skip (a cut snapshot says where to go on).", 0, minimum=0,
                          maximum=10_000_000)
     interactive: Flag = _param("Only elements one can act on, with their headings and landmarks.", False)
     boxes: Flag = _param("Add each element's [box=x,y,width,height] (CSS pixels).", False)
