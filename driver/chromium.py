@@ -115,6 +115,7 @@ class ChromiumBrowser:
         """The refs each session holds on each tab (``snapshot``)."""
         self.cdp = CdpTabs(lambda: self._chromium.executable)
         """Each tab's own CDP session and events, the protocol's description, the CDP methods sent (metrics)."""
+        self.cdp.debug_log_of = lambda page: session.debug_log if (session := self.sessions.of_page(page)) else None
 
     @property
     def url_policy(self) -> Callable[[str | None], UrlPolicy] | None:

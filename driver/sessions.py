@@ -31,6 +31,7 @@ from playwright.async_api import Error as PlaywrightError
 
 from core.quotas import Held
 from core.session_names import ONE_SHOT, names_one_shot, one_shot_call, one_shot_name
+from driver.debug_log import DebugLog
 from driver.launch import Chromium
 from driver.tabs import TabRegistry
 from messages.contract import CHECKPOINT_TTL
@@ -65,6 +66,8 @@ class Session:
     """Its one-shot call stopped held or unknown with a checkpoint: swept after ``max_exec_idle``."""
     in_use: int = 0
     """Actions running in it now: a session in use is never idle."""
+    debug_log: DebugLog = field(default_factory=DebugLog, repr=False)
+    """The last CDP methods its ``cdp`` steps sent (``GET /api/sessions/{name}/debug-log``)."""
 
     def describe(self, tabs: list[int], now_wall: float, now: float) -> dict[str, Any]:
         return {"name": self.name, "mode": self.mode, "tabs": tabs, "created": self.created,
@@ -151,6 +154,14 @@ class SessionTable:
         if tombstone is not None:
             raise tombstone.error()
         return None
+
+    def own(self, agent: str, name: str) -> Session:
+        """``agent``'s open session ``name``: ``session_not_found`` when it has none (another agent's is none of
+        its own), ``session_expired`` for a tombstoned one."""
+        found = self.find(agent, name)
+        if found is None:
+            raise KitsuneError("session_not_found", f"You have no session {name!r}", state={"session": name})
+        return found
 
     def add(self, agent: str, name: str, context: BrowserContext, context_id: str, call: int | None) -> Session:
         """Record a session just made for ``agent`` (one-shot when ``name`` is a call's)."""
