@@ -47,6 +47,7 @@ from messages.commands import (
     GetTabs,
     KeepSession,
     NewTab,
+    ResetSession,
     Snapshot,
     SyncBarrier,
     is_write,
@@ -263,7 +264,7 @@ class ChromiumBrowser:
                        pause: Callable[[float], Awaitable[None]], caller: Caller, within: float) -> Outcome:
         action = command.action
         if isinstance(command, (*BLOCKS, SyncBarrier)) or type(command) not in (*ACTIONS, NewTab, GetTabs,
-                                                                                   KeepSession):
+                                                                                   KeepSession, ResetSession):
             return Failed(Failure(f"{action} is not an action the browser runs", "invalid_call", False))
         if own_references(command):
             return Failed(Failure(f"{action}: its ${{$N...}} references are not resolved", "invalid_call", False))
@@ -273,6 +274,8 @@ class ChromiumBrowser:
             return await self._new_tab(command, timeout, caller.agent, caller.call, within)
         if isinstance(command, GetTabs):
             return Done({"tabs": await self.tabs()})
+        if isinstance(command, ResetSession):
+            return await self._reset_session(command, caller, within)
         tab = tab_id
         if tab is None:
             return Failed(Failure(f"{action}: no tab named; open one or name a tabId", "no_tab", False))
@@ -288,6 +291,12 @@ class ChromiumBrowser:
                         caller=caller)
         with self.sessions.using(self.sessions.of_page(page)):
             return await _perform(run, ACTIONS[type(command)])
+
+    async def _reset_session(self, command: ResetSession, caller: Caller, within: float) -> Outcome:
+        if caller.agent is None:
+            return Failed(Failure("resetSession: a session is an agent's; this call has no agent", "invalid_call",
+                                  False))
+        return Done(await self.sessions.reset(caller.agent, command.name, caller.call, within))
 
     def _run(self, command: Command, tab: int, page: Page, timeout: float, deadline: float, write: bool, *,
              sent: bool = False, pause: Callable[[float], Awaitable[None]] = asyncio.sleep,

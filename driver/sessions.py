@@ -102,7 +102,7 @@ class Tombstone:
 class SessionChange:
     """A session opened, promoted, closed or swept: what the node records of it (events, audit, metrics)."""
 
-    op: Literal["opened", "promoted", "closed", "swept"]
+    op: Literal["opened", "promoted", "reset", "closed", "swept"]
     agent: str
     session: str
     mode: SessionMode
@@ -214,6 +214,13 @@ class SessionTable:
         self._forget_call(session)
         session.name, session.mode, session.call, session.held = name, "dynamic", None, False
         self._open[key] = session
+        self.touch(session)
+
+    def renew(self, session: Session, context: BrowserContext, context_id: str) -> None:
+        """Give ``session`` a fresh context under its name (``resetSession``)."""
+        self._by_context.pop(id(session.context), None)
+        session.context, session.context_id = context, context_id
+        self._by_context[id(context)] = session
         self.touch(session)
 
     def closed(self, session: Session, reason: CloseReason) -> Tombstone:
@@ -359,6 +366,25 @@ class Sessions:
         self.on_change(SessionChange("swept" if reason == "swept" else "closed", session.agent, session.name,
                                      session.mode, call if call is not None else session.opened_in, reason))
         return tombstone
+
+    async def reset(self, agent: str, name: str, call: int | None, timeout: float) -> dict[str, Any]:
+        """``resetSession``: close every tab of ``agent``'s reuse session ``name`` and give it a fresh context (no
+        cookies, storage or cache) under the same name (recorded in ``call``)."""
+        session = self.table.own(agent, name)
+        if session.mode == "one-shot":
+            raise KitsuneError("invalid_parameter", f"resetSession: {name!r} is a one-shot session, which ends with "
+                               "its call", state={"param": "name"})
+        tabs, old = self.tabs_of(session), session.context
+        context, context_id = await self._chromium.new_context(agent, timeout)
+        self._tabs.spares.drop(session.context_id)
+        self.table.renew(session, context, context_id)
+        with contextlib.suppress(PlaywrightError):
+            await old.close()
+        for tab in tabs:
+            self._tabs.forget(tab)
+        self.on_change(SessionChange("reset", agent, name, session.mode, call if call is not None else
+                                     session.opened_in))
+        return {"session": name, "mode": session.mode, "closed": tabs}
 
     async def close_named(self, agent: str, name: str) -> dict[str, Any]:
         """``DELETE /api/sessions/{name}``: close an open session, or forget a tombstone (the name is then free)."""

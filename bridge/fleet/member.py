@@ -30,7 +30,7 @@ from core.policy import CLOSED, ELSEWHERE, USER, Policy, TabOwners, owned_by_ano
 from core.session_names import ONE_SHOT, one_shot_name
 from driver.sessions import SessionChange
 from messages.codec import decode_outcome, encode
-from messages.commands import CdpEvents, GetTabs, NewTab
+from messages.commands import CdpEvents, GetTabs, NewTab, ResetSession
 from messages.contract import SETTLE
 from messages.errors import KitsuneError
 from messages.fleet import Acknowledged, ClaimDecided, ClaimTab, ReleaseClaims, TakeOver, TookOver
@@ -131,7 +131,9 @@ class FleetMember:
             await self._release(call, None)
 
     def session_changed(self, change: SessionChange) -> None:
-        """Record where a session lives, or that it ended (on the loop)."""
+        """Record where a session lives, or that it ended (on the loop); a reset session stays where it is."""
+        if change.op == "reset":
+            return
         if change.op == "opened":
             write = self.registry.put_session(change.agent, change.session)
         elif change.op == "promoted":
@@ -165,10 +167,17 @@ class FleetMember:
         return [{"name": b.node, "tabs": b.tabs, "max_tabs": b.max_tabs, "self": b.node == self.name}
                 for b in sorted(beats.values(), key=lambda b: b.node)]
 
-    def place(self, command: NewTab, agent: str | None, call: int | None) -> str:
+    def place(self, command: NewTab | ResetSession, agent: str | None, call: int | None) -> str:
         """The subject of the node a ``newTab`` of ``call`` opens on (from a call's thread): the node it
-        names, its session's node, else the least loaded node with room (this one first among equals)."""
+        names, its session's node, else the least loaded node with room (this one first among equals). A
+        ``resetSession`` goes to its session's node."""
         registry = self.registry
+        if isinstance(command, ResetSession):
+            held = registry.session_node(agent, command.name) if agent is not None else None
+            if held is None:
+                raise KitsuneError("session_not_found", f"resetSession: you have no session {command.name!r}",
+                                   state={"session": command.name})
+            return self._subjects.node(held, "sessions")
         alive = registry.alive()
         where = registry.session_node(agent, session_name(command.session, call)) if agent is not None else None
         if command.node is not None:

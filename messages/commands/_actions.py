@@ -370,6 +370,16 @@ class KeepSession(Command):
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
+class ResetSession(Command):
+    """Close every tab of the agent's reuse session ``name`` and clear its storage (cookies, local storage, cache:
+    a fresh browser context), keeping its name."""
+
+    action = "resetSession"
+    acts_on_tab = False
+    name: str = _param("The reuse session's name.", max_length=MAX_SESSION_NAME, pattern=SESSION_NAME)
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
 class GetTabs(Command):
     """List the open tabs with their ids, URLs and titles."""
 
@@ -484,6 +494,6 @@ class CallSiteTool(Command):
 ACTION_CLASSES: tuple[type[Command], ...] = (
     Navigate, Click, Type, Fill, Select, Press, Check, SubmitForm, PageText, Find, Url, Title,
     Screenshot, WaitFor, Snapshot, Js, WaitForResult, SyncBarrier, NewTab, CloseTab, SwitchTab, GetTabs,
-    KeepSession, Cookies, Storage, Clipboard, Download, SiteTools, CallSiteTool,
+    KeepSession, ResetSession, Cookies, Storage, Clipboard, Download, SiteTools, CallSiteTool,
 )
 """Every action (not the blocks), in the order of the contract."""
