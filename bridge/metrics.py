@@ -298,9 +298,7 @@ class NodeMetrics:
         self.drops.labels(bounded(reason, DROP_REASONS)).inc()
 
     def session_changed(self, change: SessionChange) -> None:
-        """A session opened, was promoted, closed or swept (a reset one stays open)."""
-        if change.op == "reset":
-            return
+        """A session opened, was promoted, closed or swept."""
         if change.op == "promoted":  # from one-shot to dynamic
             self.sessions_open.labels("one-shot").dec()
         elif change.op != "opened":

@@ -224,6 +224,8 @@ class Node:
         self.live.taken_over(tab, agent)  # a tab's links follow its owner
 
     def _session_changed(self, change: SessionChange) -> None:
+        if change.op == "reset":  # open still, where it was: its audit entry is all there is to it
+            return
         self.metrics.session_changed(change)
         self.member.session_changed(change)
 

@@ -131,9 +131,7 @@ class FleetMember:
             await self._release(call, None)
 
     def session_changed(self, change: SessionChange) -> None:
-        """Record where a session lives, or that it ended (on the loop); a reset session stays where it is."""
-        if change.op == "reset":
-            return
+        """Record where a session lives, or that it ended (on the loop)."""
         if change.op == "opened":
             write = self.registry.put_session(change.agent, change.session)
         elif change.op == "promoted":

@@ -20,7 +20,8 @@ CORE = {"browser_snapshot",
         "browser_resume", "browser_navigate", "browser_click", "browser_type", "browser_fill_form", "browser_select",
         "browser_press", "browser_page_text", "browser_find", "browser_screenshot", "browser_tabs", "browser_sessions",
         "browser_ask_user", "browser_live_view", "browser_site_tools", "browser_call_site_tool", "browser_cdp",
-        "browser_task_create", "browser_task_get", "browser_task_checkpoint", "browser_task_complete", "browser_task_takeover"}
+        "browser_task_create", "browser_task_get", "browser_task_checkpoint", "browser_task_complete",
+        "browser_task_takeover"}
 AUTOMATION = {"browser_batch", "browser_parallel", "browser_workflow", "browser_resume"}
 
 
