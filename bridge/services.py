@@ -55,6 +55,9 @@ class TabService(Protocol):
     def closed_error(self, tab: int) -> KitsuneError | None:
         """Why ``tab`` closed when it was more than a close (its session ended, its node left the fleet)."""
 
+    def resolve(self, handle: str) -> int:
+        """The open tab a stable handle (``target:<id>``) names; ``tab_closed`` when none does."""
+
 
 class CallService(Protocol):
     """The calls: container calls and their resumes, direct actions, the workflow library."""

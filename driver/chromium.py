@@ -193,6 +193,10 @@ class ChromiumBrowser:
         """Ids of the open tabs (safe to call from any thread)."""
         return self._tabs.ids()
 
+    async def target_of(self, tab_id: int) -> str | None:
+        """The CDP target id of an open tab (its stable handle's ``target:<id>``)."""
+        return await self._tabs.target_of(tab_id)
+
     def page(self, tab_id: int) -> Page:
         """The Playwright page of an open tab; raises :class:`KitsuneError` (``tab_closed``)."""
         return self._tabs.page(tab_id)

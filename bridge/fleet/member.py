@@ -41,13 +41,17 @@ from messages.wire import Message
 if TYPE_CHECKING:
     from bridge.browser import Browser
 
-__all__ = ["FleetClaims", "FleetMember", "FleetOwners", "MemberHooks", "seen_by"]
+__all__ = ["HANDLE", "FleetClaims", "FleetMember", "FleetOwners", "MemberHooks", "seen_by"]
 
 log = logging.getLogger(__name__)
 
 A = TypeVar("A")
 
 _LIST_TIMEOUT = 5.0
+
+HANDLE = "target:"
+"""A tab's stable handle is ``target:<its CDP target id>``: kept across reconnects, it names that tab while it is
+open and no other ever (a restarted node's Chromium gives its pages new target ids)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -116,7 +120,8 @@ class FleetMember:
             if session is not None:  # a popup of an agent's page lives in its session: it is that agent's tab
                 self.owners.give(tab, session.agent)
             await self._quietly(self.registry.put_tab(TabEntry(tab, self.name, session.agent if session else None,
-                                                               session.name if session else None)))
+                                                               session.name if session else None,
+                                                               target=await self._browser.target_of(tab))))
         for tab in closed:
             expired = self._browser.sessions.expired(tab)  # closed with its session: a later write is session_expired
             self.owners.closed(tab, expired.error() if expired is not None else None)  # ids are never reused
@@ -214,7 +219,20 @@ class FleetMember:
                 tabs += [{"tabId": e.tab, "url": None, "title": None, "node": node, "owner": e.owner,
                           "session": {"agent": e.owner, "name": e.session} if e.owner else None}
                          for e in self.registry.tabs.values() if e.node == node]
+        for tab in tabs:
+            entry = self.registry.tabs.get(tab["tabId"])
+            tab["target"] = HANDLE + entry.target if entry is not None and entry.target else None
         return sorted(tabs, key=lambda tab: int(tab["tabId"]))
+
+    def resolve(self, handle: str) -> int:
+        """The tab a ``target:<id>`` handle names, wherever it is in the fleet; ``tab_closed`` when it is not open
+        (closed, or its node restarted): never another tab."""
+        target = handle.removeprefix(HANDLE)
+        found = next((e.tab for e in list(self.registry.tabs.values()) if e.target == target), None)
+        if found is None:
+            raise KitsuneError("tab_closed", f"{handle} names no open tab: its tab closed, or its node restarted",
+                               state={"tabId": handle})
+        return found
 
     def _own(self, tabs: list[dict[str, Any]]) -> list[dict[str, Any]]:
         """This node's tabs as the fleet lists them: with their node and owner (None for a user tab)."""

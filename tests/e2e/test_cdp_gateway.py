@@ -1,12 +1,13 @@
 """``browser_cdp`` with the SDK's own client against live nodes: a method read, the events a page sent and one
 domain of the protocol (``read``), a write held for approval as any direct write (its params never in the prompt),
-a refused method with nothing sent, and the audit naming the method only."""
+a refused method with nothing sent, and the audit naming the method only; a tab's stable handle ``target:<id>``
+across the gateway's reconnects, then ``tab_closed`` once its tab closed, never a newer tab."""
 
 from __future__ import annotations
 
 import pytest
 
-from tests.e2e.clients import Asker, audit_of, call, open_tab, over_http
+from tests.e2e.clients import Asker, act, api, audit_of, call, open_tab, over_http
 from tests.integration.serving import Served
 from tests.site import TestSite
 from tests.site.pages import TEXT_HEADING
@@ -54,3 +55,31 @@ async def test_a_cdp_write_is_held_for_approval_as_any_direct_write(asking: Serv
     assert read["result"]["result"]["value"] == WIDE["width"], read
     (message,) = asker.messages
     assert "cdp (method 'Runtime.evaluate')" in message and "innerWidth" not in message
+
+
+async def test_a_target_handle_names_its_tab_across_reconnects_then_tab_closed_never_a_newer_tab(
+        plain: Served, site: TestSite) -> None:
+    tab = open_tab(plain, site.url("/clicks"))
+    with api(plain) as client:
+        listed = {t["tabId"]: t for t in client.get("/api/tabs").json()["tabs"]}
+        handle = listed[tab]["target"]
+        assert handle.startswith("target:") and len(handle) > len("target:"), listed[tab]
+    for _ in range(2):  # each a new connection of the gateway: the handle still names the tab
+        async with over_http(plain) as session:
+            batch = await call(session, "browser_batch", {"tabId": handle, "commands": [
+                {"action": "title"}, {"action": "url", "tabId": handle}]})
+            assert batch["status"] == "ok" and batch["results"][1]["url"] == site.url("/clicks"), batch
+            assert [p["tabId"] for p in batch["progress"]] == [tab, tab], batch
+    with api(plain) as client:
+        assert act(plain, {"action": "title", "tabId": handle})["title"] == "Clicks"
+        assert client.post("/api/tabs", json={"op": "close", "tabId": handle}).json()["ok"]
+        newer = open_tab(plain, site.url("/clicks"))
+        for body in ({"command": {"action": "title", "tabId": handle}},
+                     {"command": {"action": "title", "tabId": "target:0123456789ABCDEF"}}):
+            closed = client.post("/api/act", json=body)
+            assert (closed.status_code, closed.json()["code"]) == (400, "tab_closed"), closed.text
+        batch = client.post("/api/batch", json={"commands": [{"action": "broadcast", "tabIds": [newer, handle],
+                                                               "command": {"action": "title"}}]})
+        assert (batch.status_code, batch.json()["code"]) == (400, "tab_closed")  # refused whole, nothing ran
+        fresh = {t["tabId"]: t["target"] for t in client.get("/api/tabs").json()["tabs"]}
+        assert fresh[newer] != handle and handle not in fresh.values()
