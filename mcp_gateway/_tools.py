@@ -274,8 +274,8 @@ TOOLS: dict[str, ToolSpec] = {spec.name: spec for spec in [
     ToolSpec("browser_type", _CORE, "Type text key by key (submit: then Enter): returns what changed.",
              _direct("type", confirmable=True, extra=_SNAPSHOT_AFTER), confirmable=True),
     ToolSpec("browser_fill_form", _CORE,
-             "Set fields in order, one write each: value fills text, values chooses a select's options, checked "
-             "a checkbox or radio. Returns what changed.", _fill_form_schema(), confirmable=True),
+             "Set fields in order, one write each: value fills text, values a select's options, checked a "
+             "checkbox or radio. Returns what changed.", _fill_form_schema(), confirmable=True),
     ToolSpec("browser_select", _CORE, "Choose a select's options by value or label: returns what changed.",
              _direct("select", confirmable=True, extra=_SNAPSHOT_AFTER), confirmable=True),
     ToolSpec("browser_press", _CORE, "Press a key or chord (Enter, Control+A): returns what changed.",

@@ -224,7 +224,7 @@ class Snapshot(Command):
                             maximum=MAX_SNAPSHOT_CHARS)
     offset: int = _param("Lines to skip (a cut snapshot says where to go on).", 0, minimum=0,
                          maximum=10_000_000)
-    interactive: Flag = _param("Only elements one can act on, with their headings and landmarks.", False)
+    interactive: Flag = _param("Only elements to act on, with their headings and landmarks.", False)
     boxes: Flag = _param("Add each element's [box=x,y,width,height] (CSS pixels).", False)
     since: Literal["last"] | None = _param('"last": only what changed since this session\'s last snapshot of this '
                                            "tab.", None)
