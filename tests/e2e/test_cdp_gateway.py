@@ -78,8 +78,8 @@ async def test_a_target_handle_names_its_tab_across_reconnects_then_tab_closed_n
                      {"command": {"action": "title", "tabId": "target:0123456789ABCDEF"}}):
             closed = client.post("/api/act", json=body)
             assert (closed.status_code, closed.json()["code"]) == (400, "tab_closed"), closed.text
-        batch = client.post("/api/batch", json={"commands": [{"action": "broadcast", "tabIds": [newer, handle],
-                                                               "command": {"action": "title"}}]})
-        assert (batch.status_code, batch.json()["code"]) == (400, "tab_closed")  # refused whole, nothing ran
+        both = client.post("/api/batch", json={"commands": [{"action": "broadcast", "tabIds": [newer, handle],
+                                                              "command": {"action": "title"}}]})
+        assert (both.status_code, both.json()["code"]) == (400, "tab_closed")  # refused whole, nothing ran
         fresh = {t["tabId"]: t["target"] for t in client.get("/api/tabs").json()["tabs"]}
         assert fresh[newer] != handle and handle not in fresh.values()
