@@ -206,30 +206,30 @@ def test_closing_a_session_closes_its_tabs_and_naming_it_again_is_session_expire
 def test_reset_session_signs_the_session_out_closes_its_tabs_and_keeps_its_name(served: Served, site: TestSite) -> None:
     with served.client("alice") as alice:
         signed_in = _batch(alice, [
-            {"action": "newTab", "url": site.url("/account"), "session": "shop"},
+            {"action": "newTab", "url": site.url("/account"), "session": "to-reset"},
             {"action": "fill", "tabId": "${$0.tabId}", "selector": "#username", "value": "ann"},
             {"action": "fill", "tabId": "${$0.tabId}", "selector": "#password", "value": "canary-pass"},
             {"action": "click", "tabId": "${$0.tabId}", "selector": "#sign-in"},
             {"action": "waitFor", "tabId": "${$0.tabId}", "selector": "#account"}])
         assert signed_in["status"] == "ok", signed_in
         tab = signed_in["results"][0]["tabId"]
-        reset = alice.post("/api/act", json={"command": {"action": "resetSession", "name": "shop"}}).json()
-        assert (reset["status"], reset["session"], reset["closed"]) == ("ok", "shop", [tab]), reset
+        reset = alice.post("/api/act", json={"command": {"action": "resetSession", "name": "to-reset"}}).json()
+        assert (reset["status"], reset["session"], reset["closed"]) == ("ok", "to-reset", [tab]), reset
         listed = {s["name"]: s for s in _sessions(alice)["sessions"]}
-        assert listed["shop"]["tabs"] == [] and listed["shop"]["mode"] == "reuse"  # kept under its name
+        assert listed["to-reset"]["tabs"] == [] and listed["to-reset"]["mode"] == "reuse"  # kept under its name
         gone = alice.post("/api/act", json={"command": {"action": "title", "tabId": tab}}).json()
         assert gone["code"] in ("tab_closed", "unknown_tab"), gone
-        again = _batch(alice, [{"action": "newTab", "url": site.url("/account"), "session": "shop"},
+        again = _batch(alice, [{"action": "newTab", "url": site.url("/account"), "session": "to-reset"},
                                {"action": "title", "tabId": "${$0.tabId}"}])
         assert again["results"][1]["title"] == "Sign in", again  # signed out: a fresh context, same name
         theirs = alice.post("/api/act", json={"command": {"action": "resetSession", "name": "nobody-s"}})
         assert (theirs.status_code, theirs.json()["code"]) == (404, "session_not_found")
 
     def entries() -> list[dict[str, Any]]:
-        return [e for e in served.audit() if e["kind"] == "session" and e["session"] == "shop"]
+        return [e for e in served.audit() if e["kind"] == "session" and e["session"] == "to-reset"]
     _eventually(lambda: [e["op"] for e in entries()] == ["opened", "reset"])
     assert [e for e in served.audit() if e.get("kind") == "direct" and e.get("action") == "resetSession"
-            and e["params"] == {"name": "shop"}]  # audited as every action, before it ran
+            and e["params"] == {"name": "to-reset"}]  # audited as every action, before it ran
     assert "canary-pass" not in repr(served.audit())
 
 
