@@ -22,7 +22,7 @@ from core.checkpoints import WorkflowSource
 from core.log_context import AGENT, CALL, SESSION, STEP
 from core.ports import Recorded, not_recorded, wait_recorded
 from messages.codec import decode_outcome, encode
-from messages.commands import CallSpec, Command, GetTabs, NewTab, is_write
+from messages.commands import CallSpec, Command, GetTabs, NewTab, ResetSession, is_write
 from messages.contract import SETTLE
 from messages.errors import KitsuneError
 from messages.events import CallEnded, Event, StepDispatched
@@ -97,9 +97,10 @@ LocalTabs = Callable[[int, TabRequest], Outcome | None]
 elsewhere. Raises ``TimeoutError`` when the tab does not answer in time."""
 OpenTabs = Callable[[], Coroutine[Any, Any, frozenset[int]]]
 """Ids of the fleet's open tabs (the registry's: no tab is asked for its title or URL)."""
-Placement = Callable[[NewTab, str | None, int | None], str]
-"""The subject of the node a ``newTab`` of an agent (None: a user tab) in a call opens on; raises
-:class:`KitsuneError` when no node can take it (``unknown_node``, ``fleet_full``)."""
+Placement = Callable[[NewTab | ResetSession, str | None, int | None], str]
+"""The subject of the node a ``newTab`` of an agent (None: a user tab) in a call opens on, or that holds the session
+a ``resetSession`` names; raises :class:`KitsuneError` when no node can take it (``unknown_node``, ``fleet_full``,
+``session_not_found``)."""
 
 
 class BusDriver:
@@ -129,7 +130,7 @@ class BusDriver:
     def execute(self, command: Command, tab_id: int | None, timeout: float,
                 recorded: Sequence[Recorded] = (), *, as_read: bool = False) -> Outcome:
         wait_recorded(recorded)  # on this thread: the request's time starts once they are made
-        if isinstance(command, NewTab):
+        if isinstance(command, NewTab | ResetSession):
             try:
                 subject = self._place(command, self._agent, CALL.get())
             except KitsuneError as e:  # no node to open it on: nothing sent

@@ -63,17 +63,19 @@ class TabEntry:
     """The name of its owner's session (its browser context); None for a user tab."""
     claim: tuple[int, str, str] | None = None
     """(call, sequence, node of the call) of the parallel that claims it, if one does."""
+    target: str | None = None
+    """Its CDP target id: unique to this page of this Chromium, so the handle ``target:<id>`` names no other tab."""
 
     def to_json(self) -> bytes:
         return orjson.dumps({"tab": self.tab, "node": self.node, "owner": self.owner, "session": self.session,
-                             "claim": list(self.claim) if self.claim is not None else None})
+                             "claim": list(self.claim) if self.claim is not None else None, "target": self.target})
 
     @classmethod
     def from_json(cls, data: bytes) -> TabEntry:
         body = orjson.loads(data)
         claim = body.get("claim")
         return cls(int(body["tab"]), str(body["node"]), body.get("owner"), body.get("session"),
-                   (int(claim[0]), str(claim[1]), str(claim[2])) if claim else None)
+                   (int(claim[0]), str(claim[1]), str(claim[2])) if claim else None, body.get("target"))
 
 
 @dataclass(frozen=True, slots=True)

@@ -57,7 +57,7 @@ from core.settings import NodeConfig
 from driver.proxy import endpoints_of
 from driver.sessions import SessionChange
 from driver.snapshots import describe
-from messages.commands import Command, GetTabs, NewTab, secret_values
+from messages.commands import Command, GetTabs, NewTab, ResetSession, secret_values
 from messages.errors import KitsuneError
 from messages.events import Event
 from messages.requests import Subjects, TabRequest
@@ -184,7 +184,9 @@ class Node:
         await self.tasks.store.start()
         self.sessions.start()
         opening = self.subjects.node(self.config.name, "open")
+        resetting = self.subjects.node(self.config.name, "sessions")
         serving = {opening: typed(opening, {TabRequest: taking(NewTab, self._serve_open)}, outcomes=True),
+                   resetting: typed(resetting, {TabRequest: taking(ResetSession, self._serve_open)}, outcomes=True),
                    **self.member.serving(), **self.forwarding.serving(), **self.live.serving(),
                    **console_serving(self)}
         for subject, handler in serving.items():
@@ -222,6 +224,8 @@ class Node:
         self.live.taken_over(tab, agent)  # a tab's links follow its owner
 
     def _session_changed(self, change: SessionChange) -> None:
+        if change.op == "reset":  # open still, where it was: its audit entry is all there is to it
+            return
         self.metrics.session_changed(change)
         self.member.session_changed(change)
 
@@ -415,6 +419,7 @@ class Node:
         return [*self._actors, *self.tabs.refs()]
 
     async def _serve_open(self, request: TabRequest) -> Outcome:
+        """A ``newTab`` placed on this node, or a ``resetSession`` of a session it holds; its tabs found again."""
         left = request.seconds_left(time.time())
         if left <= 0:  # it waited past its deadline on the way: never opened late
             return not_sent(request.command, None, "its deadline passed before it arrived")

@@ -56,6 +56,9 @@ class TabService(Protocol):
     def closed_error(self, tab: int) -> KitsuneError | None:
         """Why ``tab`` closed when it was more than a close (its session ended, its node left the fleet)."""
 
+    def resolve(self, handle: str) -> int:
+        """The open tab a stable handle (``target:<id>``) names; ``tab_closed`` when none does."""
+
 
 class CallService(Protocol):
     """The calls: container calls and their resumes, direct actions, the workflow library."""
@@ -74,13 +77,19 @@ class CallService(Protocol):
 
 
 class SessionService(Protocol):
-    """The agents' sessions (``GET /api/sessions``, ``DELETE /api/sessions/{name}``)."""
+    """The agents' sessions (``GET /api/sessions``, ``DELETE /api/sessions/{name}``, their debug logs)."""
 
     def listing(self, agent: str) -> dict[str, Any]:
         """``agent``'s sessions (name, mode, tabs, created, last used) and tombstones."""
 
     async def close(self, agent: str, name: str) -> dict[str, Any]:
         """Close ``agent``'s session ``name`` (its tabs close), or forget its tombstone."""
+
+    def debug_log(self, agent: str, name: str) -> dict[str, Any]:
+        """The last CDP methods sent for ``agent``'s session ``name`` (``session_not_found`` for none of its own)."""
+
+    def clear_debug_log(self, agent: str, name: str) -> dict[str, Any]:
+        """Empty that log."""
 
 
 class TaskService(Protocol):

@@ -86,6 +86,15 @@ class SessionKeeper:
         """Close ``agent``'s session ``name``, or forget its tombstone (on the loop)."""
         return await self.sessions.close_named(agent, name)
 
+    def debug_log(self, agent: str, name: str) -> dict[str, Any]:
+        """The last CDP methods sent for ``agent``'s session ``name`` (on the loop)."""
+        log = self.sessions.table.own(agent, name).debug_log
+        return {"session": name, "entries": log.entries(), "dropped": log.dropped}
+
+    def clear_debug_log(self, agent: str, name: str) -> dict[str, Any]:
+        """Empty that log; how many entries it had (on the loop)."""
+        return {"session": name, "cleared": self.sessions.table.own(agent, name).debug_log.clear()}
+
     async def sweep(self) -> int:
         """Sweep now; how many sessions closed."""
         return await self.sessions.sweep(self.times.max_idle, self.times.max_exec_idle)

@@ -4,6 +4,7 @@ tab's events, ``cdpSpec`` describes the protocol (:mod:`driver.cdp_protocol`); t
 
 from __future__ import annotations
 
+import time
 from typing import cast
 
 import orjson
@@ -30,10 +31,17 @@ async def cdp(run: Run) -> Result:
     command = cast(Cdp, run.command)
     tab = await run.within(_tabs(run).of(run.tab, run.page))
     run.sent = run.write
+    started, outcome = time.monotonic(), "timeout"  # until it answers: cut by its time, or cancelled
     try:
         answer = await run.within(_tabs(run).send(tab, command.method, command.params or {}))
+        outcome = "ok"
     except PlaywrightError as e:
-        raise _refusal(command, e) from None
+        refusal = _refusal(command, e)
+        outcome = refusal.code if isinstance(refusal, Stop) else "failed"
+        raise refusal from None
+    finally:
+        if (log := _tabs(run).debug_log_of(run.page)) is not None:
+            log.add(command, run.tab, time.monotonic() - started, outcome)
     size = len(orjson.dumps(answer))
     if size > MAX_CDP_RESULT:
         return {"result": None, "resultBytes": size}, (f"the answer of {command.method} is {size} bytes, over "
@@ -59,6 +67,7 @@ def _refusal(command: Cdp, error: PlaywrightError) -> Exception:
 async def cdp_events(run: Run) -> Result:
     command = cast(CdpEvents, run.command)
     tab = await run.within(_tabs(run).of(run.tab, run.page))
+    collected = tab.events_of(run.caller.agent)
     for domain in command.enable:
         if domain in tab.enabled:
             continue
@@ -70,7 +79,7 @@ async def cdp_events(run: Run) -> Result:
         tab.enabled.append(domain)
     if command.enable:
         return {"enabled": list(tab.enabled)}, None
-    events, dropped = tab.events.take()
+    events, dropped = collected.take()
     return {"events": events, "dropped": dropped, "enabled": list(tab.enabled)}, None
 
 

@@ -18,6 +18,7 @@ import orjson
 from playwright.async_api import CDPSession, Page
 
 from driver.cdp_protocol import ProtocolBook
+from driver.debug_log import DebugLog
 from messages.cdp_methods import EventDomain, domain_label
 
 __all__ = ["MAX_EVENT_BYTES", "MAX_EVENTS", "CdpTabs", "TabSession"]
@@ -64,6 +65,14 @@ class TabSession:
     session: CDPSession
     enabled: list[EventDomain] = field(default_factory=list)
     events: _Events = field(default_factory=_Events)
+    collector: str | None = None
+    """The agent the events are collected for: the tab's owner (the tab's node admits no other's ``cdpEvents``)."""
+
+    def events_of(self, agent: str | None) -> _Events:
+        """The events collected for ``agent``: those of another (an owner before a takeover) are dropped first."""
+        if agent != self.collector:
+            self.collector, self.events = agent, _Events()
+        return self.events
 
 
 class CdpTabs:
@@ -74,6 +83,8 @@ class CdpTabs:
         self.protocols = ProtocolBook(executable)
         self.sent: collections.Counter[str] = collections.Counter()
         """Methods sent, by domain as a metric label names it (``messages.cdp_methods.domain_label``)."""
+        self.debug_log_of: Callable[[Page], DebugLog | None] = lambda page: None
+        """The debug log of the session a page lives in (None: a user tab's, which has none)."""
 
     async def of(self, tab: int, page: Page) -> TabSession:
         """``tab``'s session, made at its first use (again when the tab's page is another)."""

@@ -48,6 +48,7 @@ from messages.commands import (
     GetTabs,
     KeepSession,
     NewTab,
+    ResetSession,
     Snapshot,
     SyncBarrier,
     is_write,
@@ -118,6 +119,7 @@ class ChromiumBrowser:
         """Each tab's own CDP session and events, the protocol's description, the CDP methods sent (metrics)."""
         self.devtools = FrontEnd(lambda: self._chromium.bare_context(_OPEN_TAB_TIMEOUT))
         """Chromium's bundled DevTools front end, read from this browser (Live View ``mode=devtools``)."""
+        self.cdp.debug_log_of = lambda page: session.debug_log if (session := self.sessions.of_page(page)) else None
 
     @property
     def url_policy(self) -> Callable[[str | None], UrlPolicy] | None:
@@ -195,6 +197,10 @@ class ChromiumBrowser:
     def tab_ids(self) -> frozenset[int]:
         """Ids of the open tabs (safe to call from any thread)."""
         return self._tabs.ids()
+
+    async def target_of(self, tab_id: int) -> str | None:
+        """The CDP target id of an open tab (its stable handle's ``target:<id>``)."""
+        return await self._tabs.target_of(tab_id)
 
     def page(self, tab_id: int) -> Page:
         """The Playwright page of an open tab; raises :class:`KitsuneError` (``tab_closed``)."""
@@ -285,7 +291,7 @@ class ChromiumBrowser:
                        pause: Callable[[float], Awaitable[None]], caller: Caller, within: float) -> Outcome:
         action = command.action
         if isinstance(command, (*BLOCKS, SyncBarrier)) or type(command) not in (*ACTIONS, NewTab, GetTabs,
-                                                                                   KeepSession):
+                                                                                   KeepSession, ResetSession):
             return Failed(Failure(f"{action} is not an action the browser runs", "invalid_call", False))
         if own_references(command):
             return Failed(Failure(f"{action}: its ${{$N...}} references are not resolved", "invalid_call", False))
@@ -295,6 +301,8 @@ class ChromiumBrowser:
             return await self._new_tab(command, timeout, caller.agent, caller.call, within)
         if isinstance(command, GetTabs):
             return Done({"tabs": await self.tabs()})
+        if isinstance(command, ResetSession):
+            return await self._reset_session(command, caller, within)
         tab = tab_id
         if tab is None:
             return Failed(Failure(f"{action}: no tab named; open one or name a tabId", "no_tab", False))
@@ -310,6 +318,12 @@ class ChromiumBrowser:
                         caller=caller)
         with self.sessions.using(self.sessions.of_page(page)):
             return await _perform(run, ACTIONS[type(command)])
+
+    async def _reset_session(self, command: ResetSession, caller: Caller, within: float) -> Outcome:
+        if caller.agent is None:
+            return Failed(Failure("resetSession: a session is an agent's; this call has no agent", "invalid_call",
+                                  False))
+        return Done(await self.sessions.reset(caller.agent, command.name, caller.call, within))
 
     def _run(self, command: Command, tab: int, page: Page, timeout: float, deadline: float, write: bool, *,
              sent: bool = False, pause: Callable[[float], Awaitable[None]] = asyncio.sleep,

@@ -31,6 +31,7 @@ from playwright.async_api import Error as PlaywrightError
 
 from core.quotas import Held
 from core.session_names import ONE_SHOT, names_one_shot, one_shot_call, one_shot_name
+from driver.debug_log import DebugLog
 from driver.launch import Chromium
 from driver.tabs import TabRegistry
 from messages.contract import CHECKPOINT_TTL
@@ -65,6 +66,8 @@ class Session:
     """Its one-shot call stopped held or unknown with a checkpoint: swept after ``max_exec_idle``."""
     in_use: int = 0
     """Actions running in it now: a session in use is never idle."""
+    debug_log: DebugLog = field(default_factory=DebugLog, repr=False)
+    """The last CDP methods its ``cdp`` steps sent (``GET /api/sessions/{name}/debug-log``)."""
 
     def describe(self, tabs: list[int], now_wall: float, now: float) -> dict[str, Any]:
         return {"name": self.name, "mode": self.mode, "tabs": tabs, "created": self.created,
@@ -99,7 +102,7 @@ class Tombstone:
 class SessionChange:
     """A session opened, promoted, closed or swept: what the node records of it (events, audit, metrics)."""
 
-    op: Literal["opened", "promoted", "closed", "swept"]
+    op: Literal["opened", "promoted", "reset", "closed", "swept"]
     agent: str
     session: str
     mode: SessionMode
@@ -152,6 +155,14 @@ class SessionTable:
             raise tombstone.error()
         return None
 
+    def own(self, agent: str, name: str) -> Session:
+        """``agent``'s open session ``name``: ``session_not_found`` when it has none (another agent's is none of
+        its own), ``session_expired`` for a tombstoned one."""
+        found = self.find(agent, name)
+        if found is None:
+            raise KitsuneError("session_not_found", f"You have no session {name!r}", state={"session": name})
+        return found
+
     def add(self, agent: str, name: str, context: BrowserContext, context_id: str, call: int | None) -> Session:
         """Record a session just made for ``agent`` (one-shot when ``name`` is a call's)."""
         one_shot = one_shot_call(name)
@@ -203,6 +214,13 @@ class SessionTable:
         self._forget_call(session)
         session.name, session.mode, session.call, session.held = name, "dynamic", None, False
         self._open[key] = session
+        self.touch(session)
+
+    def renew(self, session: Session, context: BrowserContext, context_id: str) -> None:
+        """Give ``session`` a fresh context under its name (``resetSession``)."""
+        self._by_context.pop(id(session.context), None)
+        session.context, session.context_id = context, context_id
+        self._by_context[id(context)] = session
         self.touch(session)
 
     def closed(self, session: Session, reason: CloseReason) -> Tombstone:
@@ -348,6 +366,25 @@ class Sessions:
         self.on_change(SessionChange("swept" if reason == "swept" else "closed", session.agent, session.name,
                                      session.mode, call if call is not None else session.opened_in, reason))
         return tombstone
+
+    async def reset(self, agent: str, name: str, call: int | None, timeout: float) -> dict[str, Any]:
+        """``resetSession``: close every tab of ``agent``'s reuse session ``name`` and give it a fresh context (no
+        cookies, storage or cache) under the same name (recorded in ``call``)."""
+        session = self.table.own(agent, name)
+        if session.mode == "one-shot":
+            raise KitsuneError("invalid_parameter", f"resetSession: {name!r} is a one-shot session, which ends with "
+                               "its call", state={"param": "name"})
+        tabs, old = self.tabs_of(session), session.context
+        context, context_id = await self._chromium.new_context(agent, timeout)
+        self._tabs.spares.drop(session.context_id)
+        self.table.renew(session, context, context_id)
+        with contextlib.suppress(PlaywrightError):
+            await old.close()
+        for tab in tabs:
+            self._tabs.forget(tab)
+        self.on_change(SessionChange("reset", agent, name, session.mode, call if call is not None else
+                                     session.opened_in))
+        return {"session": name, "mode": session.mode, "closed": tabs}
 
     async def close_named(self, agent: str, name: str) -> dict[str, Any]:
         """``DELETE /api/sessions/{name}``: close an open session, or forget a tombstone (the name is then free)."""

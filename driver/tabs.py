@@ -169,6 +169,11 @@ class TabRegistry:
         found = await asyncio.gather(*(describe(tab, page) for tab, page in sorted(self._pages.items())))
         return [tab for tab in found if tab is not None]
 
+    async def target_of(self, tab: int) -> str | None:
+        """The CDP target id of an open tab (None: not open, or the browser did not say)."""
+        page = self._pages.get(tab)
+        return None if page is None else await self._target_id(tab, page)
+
     async def _target_id(self, tab: int, page: Page) -> str | None:
         if tab in self._target_ids:
             return self._target_ids[tab]

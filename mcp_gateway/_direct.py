@@ -16,7 +16,7 @@ from mcp_gateway._caller import Caller
 from mcp_gateway._checkpoints import Continuations, DirectCheckpoint, DirectCheckpoints, StopKind
 from mcp_gateway._live import handback_or_sleep, handbacks, live_view_link, with_link
 from mcp_gateway._pages import PAGE_FAILURES, PAGE_STATE_CHECKS, POLL_EVERY, PageCheck, current_tab
-from mcp_gateway._tools import FORM_FIELDS, PAGE_MAX_CHARS, ToolSpec
+from mcp_gateway._tools import CDP_READS, FORM_FIELDS, PAGE_MAX_CHARS, ToolSpec
 from messages.contract import APPROVAL_PROMPT_MAX, CONFIRM_TTL, SETTLE, STEP_TIMEOUT
 
 __all__ = ["DirectCalls", "Outcome", "Plan", "commands_of", "hint", "unkept_stop", "with_page"]
@@ -74,6 +74,9 @@ def commands_of(tool: str, args: Mapping[str, Any], tab: int | None) -> list[dic
         return typed
     if tool == "browser_fill_form":
         return [_field_command(f, common) for f in own["fields"]]
+    if tool == "browser_cdp":
+        read = own.pop("read", None)
+        return [{"action": "cdp" if read is None else CDP_READS[read], **own, **common}]
     action = {"browser_navigate": "navigate", "browser_click": "click", "browser_select": "select",
               "browser_press": "press", "browser_page_text": "pageText", "browser_find": "find",
               "browser_screenshot": "screenshot", "browser_site_tools": "siteTools",
@@ -119,7 +122,7 @@ def _describe(command: Mapping[str, Any]) -> str:
     if action in _PHRASES:
         return _PHRASES[action]
     parts = []
-    for key in ("url", "selector", "ref", "key", "name", "taskId"):
+    for key in ("url", "selector", "ref", "key", "name", "taskId", "method"):
         if isinstance(command.get(key), str):
             parts.append(f"{key} {command[key]!r}")
     if isinstance(command.get("values"), list):

@@ -45,13 +45,14 @@ types; a test holds them equal). A client asking for another gets the newest."""
 INSTRUCTIONS = (
     "Browser tools on real Chromium tabs. The loop: open a tab at a url or navigate (the answer is the page's "
     "snapshot), act on an element by its ref, read what changed in the write's answer; when the steps are known, "
-    "send them in one browser_batch. An element is a ref from a snapshot or a selector (CSS or Playwright), not both. "
-    "A tool acts on tabId, else your current tab (the last you opened or selected, a batch's newTab included); "
-    "timeout is in seconds (30 by default). A direct write answers the page after it: what changed since your last "
-    f"snapshot, or the whole snapshot after a navigation, cut past {PAGE_MAX_CHARS:,} characters where it says how "
-    "to read on (snapshot=none: nothing). A write held for approval answers needs_user: with the user's approval "
-    "call it again with its state.confirm_token. A result with call and resume_token is continued with "
-    "browser_resume; nothing that ran ok is sent again. The whole command grammar is the resource kitsune://schema.")
+    "send them in one browser_batch. An element is a ref from a snapshot or a selector (CSS or Playwright), not "
+    "both. A tool acts on tabId, else your current tab (the last you opened or selected, a batch's newTab "
+    "included); one that acts on a page also takes timeout, in seconds (30 by default). A direct write answers "
+    "the page after it: what changed since your last snapshot, or the whole snapshot after a navigation, cut past "
+    f"{PAGE_MAX_CHARS:,} characters where it says how to read on (snapshot=none: nothing). A write held for "
+    "approval answers needs_user: with the user's approval call it again with its state.confirm_token. A result "
+    "with call and resume_token is continued with browser_resume; nothing that ran ok is sent again. The whole "
+    "command grammar is the resource kitsune://schema.")
 """What the server tells clients about its tools (``initialize``'s instructions, before their tasks)."""
 
 _OPEN = ("owner", "follower", "expired")

@@ -34,9 +34,14 @@ a closed object's ``false`` is the gateway's check, not what a model needs to wr
 _SAID_ONCE = frozenset({"tabId", "timeout", "confirm_token", "snapshot", "selector", "ref"})
 """Parameters the server's instructions describe once for every tool: listed without a description."""
 
+_UNLISTED = frozenset({"timeout"})
+"""Parameters the instructions name for every tool that acts on a page (a step's seconds, rarely given): not listed
+at all, still taken and checked."""
+
 _SELF_EVIDENT = frozenset({"url", "waitUntil", "button", "clickCount", "text", "submit", "values", "key", "limit",
                            "fullPage", "maxChars", "depth", "since", "name", "input", "question", "goal", "force",
-                           "call", "resume_token", "taskId", "summary"})
+                           "call", "resume_token", "taskId", "summary", "method", "params", "read", "enable",
+                           "domain"})
 """Parameters whose name, type and enum (with their tool's description) say what they are: listed without a
 description."""
 
@@ -57,7 +62,7 @@ def _compacted(schema: Any) -> Any:
         if key not in _KEPT or (key == "additionalProperties" and not isinstance(value, dict)):
             continue
         if key == "properties":
-            out[key] = {name: _parameter(name, v) for name, v in value.items()}
+            out[key] = {name: _parameter(name, v) for name, v in value.items() if name not in _UNLISTED}
         elif key in ("items", "additionalProperties") and isinstance(value, dict):
             kept = _compacted(value)
             if kept:  # an object's values of any JSON (a $ref to jsonValue) say nothing more than "object"
@@ -108,7 +113,7 @@ def grammar() -> str:
 
 
 _CALL_OPTIONS: dict[str, Any] = {"tabId": {"type": "integer"}, "stopOnWarning": {"type": "boolean"},
-                                 "timeout": {"type": "number", "default": CALL_TIMEOUT}}
+                                 "timeout": {"type": "number", "default": int(CALL_TIMEOUT)}}
 """A container call's options (tabId: the default tab of steps that name none; timeout: the call's deadline)."""
 
 

@@ -14,7 +14,7 @@ from typing import Any
 from mcp_gateway._listing import compact, container_schema
 from messages.schema import batch_schema, command_schema, parallel_schema
 
-__all__ = ["FORM_FIELDS", "PAGE_MAX_CHARS", "TOOLS", "ToolSpec", "enabled_tools"]
+__all__ = ["CDP_READS", "FORM_FIELDS", "PAGE_MAX_CHARS", "TOOLS", "ToolSpec", "enabled_tools"]
 
 _REFERENCE = {"$ref": "#/$defs/reference"}
 
@@ -156,6 +156,19 @@ def _fill_form_schema() -> dict[str, Any]:
     }, ["fields"])
 
 
+CDP_READS = {"events": "cdpEvents", "spec": "cdpSpec"}
+"""A ``browser_cdp`` call's action by its ``read`` (none: ``cdp``, the method given)."""
+
+
+def _cdp_schema() -> dict[str, Any]:
+    """``browser_cdp``'s: a method and its params (``cdp``), or ``read`` with ``cdpEvents``'s or ``cdpSpec``'s own."""
+    sent, _ = _action_properties("cdp")
+    schema = _object({**sent, "read": {"enum": list(CDP_READS)}, "enable": _action_properties("cdpEvents")[0]["enable"],
+                      "domain": _action_properties("cdpSpec")[0]["domain"], "confirm_token": dict(_CONFIRM_TOKEN)}, [])
+    schema["allOf"] = [{"description": "method, or read", "oneOf": [{"required": ["method"]}, {"required": ["read"]}]}]
+    return _with_definitions(schema)
+
+
 def _resume_schema() -> dict[str, Any]:
     return _object({
         "call": {"type": "integer"},
@@ -172,7 +185,7 @@ def _tabs_schema() -> dict[str, Any]:
         "op": {"enum": ["list", "new", "select", "close", "takeover"], "default": "list"},
         "tabId": dict(_TAB),
         "url": {"type": "string", "description": "For new."},
-        "session": _described("newTab", "session", "For new: your browser session by name (\"default\")."),
+        "session": _described("newTab", "session", "For new: your session's name (\"default\")."),
         "confirm_token": dict(_CONFIRM_TOKEN), **copy.deepcopy(_SNAPSHOT_AFTER),
     }, [])
 
@@ -240,13 +253,13 @@ _AUTOMATION = frozenset({"automation"})
 TOOLS: dict[str, ToolSpec] = {spec.name: spec for spec in [
     ToolSpec("browser_batch", _AUTOMATION,
              "Run commands in order in one call when the steps are known: returns each result and a summary, a few "
-             "hundred bytes a step; a stop returns call and resume_token.",
+             "hundred bytes a step.",
              _container(batch_schema()), listed_schema=container_schema("batch")),
     ToolSpec("browser_parallel", _AUTOMATION,
              "Run lists of commands concurrently, each on its own tabs: returns each list's results as browser_batch.",
              _container(parallel_schema()), listed_schema=container_schema("parallel")),
     ToolSpec("browser_workflow", _AUTOMATION,
-             "Run a workflow file of the node with its variables: returns what browser_batch returns.",
+             "Run a workflow of the node with its variables: returns what browser_batch returns.",
              _object({"workflow": {"type": "string", "description": "The workflow's name."},
                       "variables": {"type": "object", "description": "Values of the workflow's variables."},
                       **{k: v for k, v in _container(batch_schema())["properties"].items() if k != "commands"}},
@@ -256,15 +269,15 @@ TOOLS: dict[str, ToolSpec] = {spec.name: spec for spec in [
     ToolSpec("browser_navigate", _CORE, "Load a URL: returns the final url, HTTP status and the page's snapshot.",
              _direct("navigate", confirmable=True, extra=_SNAPSHOT_AFTER), confirmable=True),
     ToolSpec("browser_snapshot", _CORE,
-             "Read the page's accessibility tree: returns it as text, a ref on each element to act on, up to "
-             "maxChars; since=last only what changed.", _direct("snapshot", confirmable=False), read_only=True),
+             "Read the page's accessibility tree: returns it as text, a ref on each element to act on; since=last "
+             "only what changed.", _direct("snapshot", confirmable=False), read_only=True),
     ToolSpec("browser_click", _CORE, "Click an element: returns what changed.",
              _direct("click", confirmable=True, extra=_SNAPSHOT_AFTER), confirmable=True),
     ToolSpec("browser_type", _CORE, "Type text key by key (submit: then Enter): returns what changed.",
              _direct("type", confirmable=True, extra=_SNAPSHOT_AFTER), confirmable=True),
     ToolSpec("browser_fill_form", _CORE,
-             "Set fields in order, one write each: value fills text, values chooses a select's options, checked "
-             "(true/false) a checkbox or radio. Returns what changed.", _fill_form_schema(), confirmable=True),
+             "Set fields in order, one write each: value fills text, values a select's options, checked a "
+             "checkbox or radio. Returns what changed.", _fill_form_schema(), confirmable=True),
     ToolSpec("browser_select", _CORE, "Choose a select's options by value or label: returns what changed.",
              _direct("select", confirmable=True, extra=_SNAPSHOT_AFTER), confirmable=True),
     ToolSpec("browser_press", _CORE, "Press a key or chord (Enter, Control+A): returns what changed.",
@@ -285,7 +298,7 @@ TOOLS: dict[str, ToolSpec] = {spec.name: spec for spec in [
              "Ask the user what only a person can do or decide (sign in, a human check): waits, returns the answer.",
              _ask_user_schema(), read_only=True),
     ToolSpec("browser_site_tools", _CORE,
-             "The tools the page declares (WebMCP; the page's, not MCP tools): returns their names, descriptions and "
+             "The tools the page declares (WebMCP, not MCP tools): returns their names, descriptions and "
              "input schemas.",
              _direct("siteTools", confirmable=False), read_only=True),
     ToolSpec("browser_call_site_tool", _CORE,
@@ -293,6 +306,10 @@ TOOLS: dict[str, ToolSpec] = {spec.name: spec for spec in [
              "nothing runs): returns its last output, followed by the node across pages. An unknown outcome "
              "(navigated mid-execution, continuation expired) may have acted: look first, never blindly call again.",
              _direct("callSiteTool", confirmable=True), confirmable=True),
+    ToolSpec("browser_cdp", _CORE,
+             "DevTools Protocol: send method (Domain.method) with params; read=events: events since the last read "
+             "(enable: domains to collect); read=spec: the protocol (domain: one's commands, events).",
+             _cdp_schema(), confirmable=True),
     ToolSpec("browser_live_view", _CORE,
              "A Live View link (5 minutes) for the user to see and act in a tab: returns url; show it, then wait "
              "with browser_ask_user.",

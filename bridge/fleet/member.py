@@ -30,7 +30,7 @@ from core.policy import CLOSED, ELSEWHERE, USER, Policy, TabOwners, owned_by_ano
 from core.session_names import ONE_SHOT, one_shot_name
 from driver.sessions import SessionChange
 from messages.codec import decode_outcome, encode
-from messages.commands import GetTabs, NewTab
+from messages.commands import CdpEvents, GetTabs, NewTab, ResetSession
 from messages.contract import SETTLE
 from messages.errors import KitsuneError
 from messages.fleet import Acknowledged, ClaimDecided, ClaimTab, ReleaseClaims, TakeOver, TookOver
@@ -41,13 +41,17 @@ from messages.wire import Message
 if TYPE_CHECKING:
     from bridge.browser import Browser
 
-__all__ = ["FleetClaims", "FleetMember", "FleetOwners", "MemberHooks", "seen_by"]
+__all__ = ["HANDLE", "FleetClaims", "FleetMember", "FleetOwners", "MemberHooks", "seen_by"]
 
 log = logging.getLogger(__name__)
 
 A = TypeVar("A")
 
 _LIST_TIMEOUT = 5.0
+
+HANDLE = "target:"
+"""A tab's stable handle is ``target:<its CDP target id>``: kept across reconnects, it names that tab while it is
+open and no other ever (a restarted node's Chromium gives its pages new target ids)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -116,7 +120,8 @@ class FleetMember:
             if session is not None:  # a popup of an agent's page lives in its session: it is that agent's tab
                 self.owners.give(tab, session.agent)
             await self._quietly(self.registry.put_tab(TabEntry(tab, self.name, session.agent if session else None,
-                                                               session.name if session else None)))
+                                                               session.name if session else None,
+                                                               target=await self._browser.target_of(tab))))
         for tab in closed:
             expired = self._browser.sessions.expired(tab)  # closed with its session: a later write is session_expired
             self.owners.closed(tab, expired.error() if expired is not None else None)  # ids are never reused
@@ -165,10 +170,17 @@ class FleetMember:
         return [{"name": b.node, "tabs": b.tabs, "max_tabs": b.max_tabs, "self": b.node == self.name}
                 for b in sorted(beats.values(), key=lambda b: b.node)]
 
-    def place(self, command: NewTab, agent: str | None, call: int | None) -> str:
+    def place(self, command: NewTab | ResetSession, agent: str | None, call: int | None) -> str:
         """The subject of the node a ``newTab`` of ``call`` opens on (from a call's thread): the node it
-        names, its session's node, else the least loaded node with room (this one first among equals)."""
+        names, its session's node, else the least loaded node with room (this one first among equals). A
+        ``resetSession`` goes to its session's node."""
         registry = self.registry
+        if isinstance(command, ResetSession):
+            held = registry.session_node(agent, command.name) if agent is not None else None
+            if held is None:
+                raise KitsuneError("session_not_found", f"resetSession: you have no session {command.name!r}",
+                                   state={"session": command.name})
+            return self._subjects.node(held, "sessions")
         alive = registry.alive()
         where = registry.session_node(agent, session_name(command.session, call)) if agent is not None else None
         if command.node is not None:
@@ -207,7 +219,20 @@ class FleetMember:
                 tabs += [{"tabId": e.tab, "url": None, "title": None, "node": node, "owner": e.owner,
                           "session": {"agent": e.owner, "name": e.session} if e.owner else None}
                          for e in self.registry.tabs.values() if e.node == node]
+        for tab in tabs:
+            entry = self.registry.tabs.get(tab["tabId"])
+            tab["target"] = HANDLE + entry.target if entry is not None and entry.target else None
         return sorted(tabs, key=lambda tab: int(tab["tabId"]))
+
+    def resolve(self, handle: str) -> int:
+        """The tab a ``target:<id>`` handle names, wherever it is in the fleet; ``tab_closed`` when it is not open
+        (closed, or its node restarted): never another tab."""
+        target = handle.removeprefix(HANDLE)
+        found = next((e.tab for e in list(self.registry.tabs.values()) if e.target == target), None)
+        if found is None:
+            raise KitsuneError("tab_closed", f"{handle} names no open tab: its tab closed, or its node restarted",
+                               state={"tabId": handle})
+        return found
 
     def _own(self, tabs: list[dict[str, Any]]) -> list[dict[str, Any]]:
         """This node's tabs as the fleet lists them: with their node and owner (None for a user tab)."""
@@ -241,13 +266,19 @@ class FleetMember:
 
     def admission(self, tab: int, request: TabRequest) -> Outcome | None:
         """Why a write may not run on ``tab`` now, whichever node sent it: ``tab_claimed`` by another
-        call's parallel, ``tab_owned`` by another agent (nothing is sent); None when it may."""
+        call's parallel, ``tab_owned`` by another agent (nothing is sent); None when it may. A ``cdpEvents``
+        is its owner's alone, read or not: the events hold what the owner's pages sent."""
         command = request.command
+        if isinstance(command, CdpEvents):
+            return self._owners_only(tab, request.agent)
         if not request.writes or not command.acts_on_tab:
             return None
         if request.call is not None and (conflict := self.table.check_write(request.call, tab)) is not None:
             return Failed(conflict)
-        agent = request.agent
+        return self._owners_only(tab, request.agent)
+
+    def _owners_only(self, tab: int, agent: str | None) -> Outcome | None:
+        """``tab_owned`` when ``tab`` is another agent's (or a user tab ``agent``'s policy may not write)."""
         if agent is not None and (owned := owned_by_another(tab, self.owners.owner(tab), agent,
                                                             self._policy_of(agent))) is not None:
             return Failed(owned)

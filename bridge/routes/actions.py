@@ -13,7 +13,7 @@ from starlette.routing import BaseRoute
 
 from bridge.approvals import Approving, open_approved
 from bridge.routes.groups import CORE, GroupedRoute
-from bridge.routes.requests import agent_of, confirm_token, json_body, require_open
+from bridge.routes.requests import agent_of, confirm_token, json_body, require_open, with_handles_resolved
 from bridge.routes.responses import outcome_response
 from bridge.services import CallService, TabService
 from core.session_names import names_one_shot
@@ -30,7 +30,7 @@ def action_routes(calls: CallService, tabs: TabService, approving: Approving, bo
 
     async def act(request: Request) -> Response:
         agent = agent_of(request)
-        body = await json_body(request, body_limit)
+        body = with_handles_resolved(await json_body(request, body_limit), tabs)
         unknown = sorted(set(body) - {"command", "confirm_token"})
         if unknown:
             raise invalid_call("unknown_parameter", "", f"an action takes no {unknown[0]!r}", param=unknown[0])

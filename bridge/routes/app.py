@@ -94,6 +94,9 @@ class _NodeTabs:
     def closed_error(self, tab: int) -> KitsuneError | None:
         return self._node.owners.closed_error(tab)
 
+    def resolve(self, handle: str) -> int:
+        return self._node.member.resolve(handle)
+
 
 class _NodeCalls:
     """The node's calls as a ``CallService``."""

@@ -19,7 +19,7 @@ from actors.call_actor import ResumeCall, RunCall
 from bridge.live.stops import with_live_view
 from bridge.routes.groups import AUTOMATION, CORE, GroupedRoute
 from bridge.routes.progress import NDJSON, progress_lines
-from bridge.routes.requests import agent_of, json_body, not_open, session_of
+from bridge.routes.requests import agent_of, json_body, not_open, session_of, with_handles_resolved
 from bridge.routes.responses import json_response
 from bridge.services import CallService, LiveLinkService, TabService
 from core.calls import CallResponse, last_opened_tab
@@ -61,18 +61,19 @@ class _CallRoutes:
 
     async def _container(self, request: Request, kind: str) -> Response:
         agent = agent_of(request)
-        spec = await self._checked(parse_body(kind, await json_body(request, self._limit)), agent)  # type: ignore[arg-type]
+        body = with_handles_resolved(await json_body(request, self._limit), self._tabs)
+        spec = await self._checked(parse_body(kind, body), agent)  # type: ignore[arg-type]
         return await self._run(request, RunCall(spec, None, agent, session=session_of(request)))
 
     async def workflow(self, request: Request) -> Response:
         agent = agent_of(request)
-        body = await json_body(request, self._limit)
+        body = with_handles_resolved(await json_body(request, self._limit), self._tabs)
         unknown = sorted(set(body) - _WORKFLOW)
         if unknown:
             raise invalid_call("unknown_parameter", "", f"a workflow body takes no {unknown[0]!r}", param=unknown[0])
         if self._calls.workflows is None:
             raise KitsuneError("workflow_not_found", "This node has no workflow directory")
-        workflow = self._calls.workflows.load(body.get("workflow"))  # type: ignore[arg-type]
+        workflow = self._calls.workflows.load(body.get("workflow"))
         spec, source = workflow.call_spec(body.get("variables"), default_tab=body.get("tabId"),
                                           stop_on_warning=body.get("stopOnWarning", False),
                                           timeout=body.get("timeout", CALL_TIMEOUT))

@@ -1,5 +1,5 @@
 """What the API's routes read of a request: its JSON body, its agent and session (set by ``bridge.routes.gate``),
-a confirm token, and the tabs it names, refused whole unless open."""
+a confirm token, and the tabs it names (by id, or by stable handle), refused whole unless open."""
 
 from __future__ import annotations
 
@@ -7,11 +7,15 @@ from typing import Any
 
 from starlette.requests import Request
 
+from bridge.fleet.member import HANDLE
 from bridge.services import TabService
 from messages import strict_json
 from messages.errors import KitsuneError, invalid_call
 
-__all__ = ["agent_of", "confirm_token", "json_body", "not_open", "require_open", "session_of"]
+__all__ = ["agent_of", "confirm_token", "json_body", "not_open", "require_open", "session_of", "with_handles_resolved"]
+
+_HOLDING = ("command", "commands", "steps", "sequences", "then", "else", "body", "catch")
+"""The keys of a body or a command that hold commands (lists of them; a parallel's, lists of lists)."""
 
 
 async def json_body(request: Request, limit: int) -> dict[str, Any]:
@@ -34,6 +38,28 @@ async def json_body(request: Request, limit: int) -> dict[str, Any]:
     if not isinstance(body, dict):
         raise invalid_call("invalid_call", "", "the body must be a JSON object")
     return body
+
+
+def with_handles_resolved(body: Any, tabs: TabService) -> Any:
+    """``body`` with every ``tabId`` given as a stable handle (``target:<id>``), a broadcast's ``tabIds`` too,
+    replaced by its tab's id, wherever a command names a tab; ``tab_closed`` for a handle of no open tab."""
+    if isinstance(body, list):
+        return [with_handles_resolved(item, tabs) for item in body]
+    if not isinstance(body, dict):
+        return body
+    out = dict(body)
+    if _is_handle(out.get("tabId")):
+        out["tabId"] = tabs.resolve(out["tabId"])
+    if isinstance(out.get("tabIds"), list):
+        out["tabIds"] = [tabs.resolve(tab) if _is_handle(tab) else tab for tab in out["tabIds"]]
+    for key in _HOLDING:
+        if key in out:
+            out[key] = with_handles_resolved(out[key], tabs)
+    return out
+
+
+def _is_handle(value: Any) -> bool:
+    return isinstance(value, str) and value.startswith(HANDLE)
 
 
 def agent_of(request: Request) -> str:

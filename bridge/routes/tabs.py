@@ -17,7 +17,7 @@ from bridge.live.grants import grant_link
 from bridge.live.views import MAX_HANDBACK_WAIT
 from bridge.routes.groups import CORE, GroupedRoute
 from bridge.routes.query import query_int, query_number
-from bridge.routes.requests import agent_of, confirm_token, json_body, require_open, session_of
+from bridge.routes.requests import agent_of, confirm_token, json_body, require_open, session_of, with_handles_resolved
 from bridge.routes.responses import json_response, outcome_response
 from bridge.services import CallService, LiveLinkService, PolicyOf, SessionService, TabService
 from core.policy import USER, ConfirmTokens
@@ -74,7 +74,7 @@ class _TabRoutes:
 
     async def change(self, request: Request) -> Response:
         agent = agent_of(request)
-        body = await json_body(request, self._limit)
+        body = with_handles_resolved(await json_body(request, self._limit), self._tabs)
         op = body.get("op")
         if not isinstance(op, str) or op not in _OPS:
             raise invalid_call("invalid_parameter", "", "op must be open, close, select, takeover or live_view",

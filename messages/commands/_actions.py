@@ -222,9 +222,9 @@ class Snapshot(Command):
     depth: int | None = _param("Deepest level of the tree shown.", None, minimum=1, maximum=1000)
     max_chars: int = _param("Longest text returned, cut at an element boundary.", 20000, minimum=200,
                             maximum=MAX_SNAPSHOT_CHARS)
-    offset: int = _param("Lines to skip first (a cut snapshot says where to go on).", 0, minimum=0,
+    offset: int = _param("Lines to skip (a cut snapshot says where to go on).", 0, minimum=0,
                          maximum=10_000_000)
-    interactive: Flag = _param("Only elements one can act on, with their headings and landmarks.", False)
+    interactive: Flag = _param("Only elements to act on, with their headings and landmarks.", False)
     boxes: Flag = _param("Add each element's [box=x,y,width,height] (CSS pixels).", False)
     since: Literal["last"] | None = _param('"last": only what changed since this session\'s last snapshot of this '
                                            "tab.", None)
@@ -370,6 +370,16 @@ class KeepSession(Command):
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
+class ResetSession(Command):
+    """Close every tab of the agent's reuse session ``name`` and clear its storage (cookies, local storage, cache:
+    a fresh browser context), keeping its name."""
+
+    action = "resetSession"
+    acts_on_tab = False
+    name: str = _param("The reuse session's name.", max_length=MAX_SESSION_NAME, pattern=SESSION_NAME)
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
 class GetTabs(Command):
     """List the open tabs with their ids, URLs and titles."""
 
@@ -484,6 +494,6 @@ class CallSiteTool(Command):
 ACTION_CLASSES: tuple[type[Command], ...] = (
     Navigate, Click, Type, Fill, Select, Press, Check, SubmitForm, PageText, Find, Url, Title,
     Screenshot, WaitFor, Snapshot, Js, WaitForResult, SyncBarrier, NewTab, CloseTab, SwitchTab, GetTabs,
-    KeepSession, Cookies, Storage, Clipboard, Download, SiteTools, CallSiteTool,
+    KeepSession, ResetSession, Cookies, Storage, Clipboard, Download, SiteTools, CallSiteTool,
 )
 """Every action (not the blocks), in the order of the contract."""

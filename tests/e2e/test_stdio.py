@@ -19,8 +19,9 @@ pytestmark = pytest.mark.anyio
 CORE = {"browser_snapshot",
         "browser_resume", "browser_navigate", "browser_click", "browser_type", "browser_fill_form", "browser_select",
         "browser_press", "browser_page_text", "browser_find", "browser_screenshot", "browser_tabs", "browser_sessions",
-        "browser_ask_user", "browser_live_view", "browser_site_tools", "browser_call_site_tool", "browser_task_create",
-        "browser_task_get", "browser_task_checkpoint", "browser_task_complete", "browser_task_takeover"}
+        "browser_ask_user", "browser_live_view", "browser_site_tools", "browser_call_site_tool", "browser_cdp",
+        "browser_task_create", "browser_task_get", "browser_task_checkpoint", "browser_task_complete",
+        "browser_task_takeover"}
 AUTOMATION = {"browser_batch", "browser_parallel", "browser_workflow", "browser_resume"}
 
 
@@ -31,8 +32,8 @@ async def test_the_tool_list_shows_only_the_enabled_groups_with_input_schemas_fr
         assert set(tools) == CORE
         click = tools["browser_click"].input_schema
         assert "required" not in click  # a selector or a ref: the bridge checks that exactly one is given
-        assert {"selector", "ref", "tabId", "timeout", "button", "clickCount", "confirm_token", "snapshot"} == set(
-            click["properties"])
+        assert {"selector", "ref", "tabId", "button", "clickCount", "confirm_token", "snapshot"} == set(
+            click["properties"])  # timeout: named once in the instructions, still taken
         assert click["properties"]["clickCount"]["type"] == "integer"  # from the command schema, made short
         resume = tools["browser_resume"].input_schema
         assert resume["required"] == ["call", "resume_token"] and {"observed", "wait"} <= set(resume["properties"])

@@ -47,9 +47,10 @@ def tab(node: Node, site: TestSite) -> Iterator[int]:
     node.io.run(node.browser.close_tab(opened))
 
 
-def _act(node: Node, command: dict[str, Any], tab: int, confirm_token: str | None = None) -> Outcome:
+def _act(node: Node, command: dict[str, Any], tab: int, confirm_token: str | None = None, *,
+         agent: str = AGENT) -> Outcome:
     parsed: Command = parse_command({**command, "tabId": tab})
-    outcome, _ = node.io.run(node.act(AGENT, parsed, tab, confirm_token))
+    outcome, _ = node.io.run(node.act(agent, parsed, tab, confirm_token))
     return outcome
 
 
@@ -173,6 +174,26 @@ def test_cdp_events_answer_a_page_s_requests_and_console_lines_in_order_bounded_
     console = [e["params"]["args"][0]["value"] for e in flood["events"] if e["method"] == "Runtime.consoleAPICalled"]
     assert len(flood["events"]) <= MAX_EVENTS and flood["dropped"] >= 50
     assert console[-1] == f"line {MAX_EVENTS + 49}" and console == sorted(console, key=lambda s: int(s.split()[1]))
+
+
+def test_cdp_events_belong_to_the_tab_s_owner_another_agent_reads_none_and_drains_none(
+        node: Node, site: TestSite, tab: int) -> None:
+    _value(_act(node, {"action": "cdpEvents", "enable": ["Network"]}, tab))
+    _value(_act(node, {"action": "navigate", "url": site.url("/text")}, tab))
+    for command in ({"action": "cdpEvents"}, {"action": "cdpEvents", "enable": ["Log"]}):
+        refused = _act(node, command, tab, agent="cdp-other")
+        assert isinstance(refused, Failed) and refused.failure.code == "tab_owned", refused
+    read = _value(_act(node, {"action": "cdpEvents"}, tab))
+    assert site.url("/text") in [e["params"]["request"]["url"] for e in read["events"]
+                                 if e["method"] == "Network.requestWillBeSent"]  # nothing drained
+    assert read["enabled"] == ["Network"]
+
+    _value(_act(node, {"action": "navigate", "url": site.url("/clicks")}, tab))  # collected for the owner
+    node.io.run(node.member.take_over(tab, "cdp-other"))
+    after = _value(_act(node, {"action": "cdpEvents"}, tab, agent="cdp-other"))
+    assert after["events"] == [] and after["dropped"] == 0  # the previous owner's events went, unread
+    refused = _act(node, {"action": "cdpEvents"}, tab)
+    assert isinstance(refused, Failed) and refused.failure.code == "tab_owned"
 
 
 def test_cdp_spec_lists_the_domains_then_describes_one(node: Node, tab: int) -> None:

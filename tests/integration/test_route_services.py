@@ -23,9 +23,10 @@ from bridge.session_keeper import SessionKeeper
 from core.policy import Policy
 from core.settings import Agent, SessionTimes, Settings
 from driver import ChromiumBrowser
+from driver.debug_log import MAX_LOG_ENTRIES
 from driver.sessions import SessionChange
 from messages.audit import SessionEntry
-from messages.commands import NewTab
+from messages.commands import Cdp, NewTab
 from messages.errors import ERROR_CODES
 from messages.results import Done
 from messages.tokens import token_hash
@@ -110,6 +111,44 @@ async def test_a_session_is_listed_closed_with_its_tab_then_forgotten_then_not_f
         assert error_of(await client.delete("/api/sessions/work")) == (404, "session_not_found")
     closes = [entry for entry in audit.entries if isinstance(entry, SessionEntry) and entry.op == "closed"]
     assert [(entry.agent, entry.session) for entry in closes] == [("alice", "work")]  # audited as the node audits
+
+
+CANARY = "canary-typed-7f3a"
+"""A typed value a ``cdp`` step sends, which no debug log may hold."""
+
+
+async def test_a_session_s_debug_log_holds_its_cdp_methods_never_their_params_and_only_for_its_agent(
+        browser: ChromiumBrowser) -> None:
+    opened = await browser.execute(NewTab(session="work", url="data:text/html,<input autofocus>"), None, 30.0,
+                                   agent="alice")
+    theirs = await browser.execute(NewTab(session="theirs"), None, 30.0, agent="bob")
+    assert isinstance(opened, Done) and isinstance(theirs, Done)
+    tab = opened.value["tabId"]
+    sent = [Cdp(method="Input.insertText", params={"text": CANARY}, tab_id=tab),
+            Cdp(method="DOM.getDocument", tab_id=tab), Cdp(method="DOM.nope", tab_id=tab)]
+    for command in sent:
+        await browser.execute(command, tab, 30.0, agent="alice")
+    await browser.execute(Cdp(method="DOM.getDocument", tab_id=theirs.value["tabId"]), theirs.value["tabId"],
+                          30.0, agent="bob")
+    async with keeper_of(browser, []) as keeper, app_of(keeper) as client:
+        answer = await client.get("/api/sessions/work/debug-log")
+        assert answer.status_code == 200 and CANARY not in answer.text
+        entries = answer.json()["entries"]
+        assert [(e["method"], e["tabId"], e["outcome"]) for e in entries] == [
+            ("Input.insertText", tab, "ok"), ("DOM.getDocument", tab, "ok"), ("DOM.nope", tab, "invalid_parameter")]
+        assert all(e["ms"] >= 0 and e["time"] > 0 and "params" not in e for e in entries)
+        assert error_of(await client.get("/api/sessions/theirs/debug-log")) == (404, "session_not_found")  # bob's
+        assert error_of(await client.delete("/api/sessions/theirs/debug-log")) == (404, "session_not_found")
+        cleared = await client.delete("/api/sessions/work/debug-log")
+        assert cleared.json() == {"session": "work", "cleared": 3}
+        assert (await client.get("/api/sessions/work/debug-log")).json() == {"session": "work", "entries": [],
+                                                                             "dropped": 0}
+        for _ in range(MAX_LOG_ENTRIES + 5):
+            await browser.execute(Cdp(method="Page.getLayoutMetrics", tab_id=tab), tab, 30.0, agent="alice")
+        bounded = (await client.get("/api/sessions/work/debug-log")).json()
+        assert len(bounded["entries"]) == MAX_LOG_ENTRIES and bounded["dropped"] == 5
+        await client.delete("/api/sessions/work")
+        assert error_of(await client.get("/api/sessions/work/debug-log")) == (410, "session_expired")
 
 
 async def test_the_gate_keeps_the_sessions_routes_to_their_group_and_to_agents(tmp_path: Path) -> None:

@@ -203,6 +203,58 @@ def test_closing_a_session_closes_its_tabs_and_naming_it_again_is_session_expire
         assert (missing.status_code, missing.json()["code"]) == (404, "session_not_found")
 
 
+def test_reset_session_signs_the_session_out_closes_its_tabs_and_keeps_its_name(served: Served, site: TestSite) -> None:
+    with served.client("alice") as alice:
+        signed_in = _batch(alice, [
+            {"action": "newTab", "url": site.url("/account"), "session": "to-reset"},
+            {"action": "fill", "tabId": "${$0.tabId}", "selector": "#username", "value": "ann"},
+            {"action": "fill", "tabId": "${$0.tabId}", "selector": "#password", "value": "canary-pass"},
+            {"action": "click", "tabId": "${$0.tabId}", "selector": "#sign-in"},
+            {"action": "waitFor", "tabId": "${$0.tabId}", "selector": "#account"}])
+        assert signed_in["status"] == "ok", signed_in
+        tab = signed_in["results"][0]["tabId"]
+        reset = alice.post("/api/act", json={"command": {"action": "resetSession", "name": "to-reset"}}).json()
+        assert (reset["status"], reset["session"], reset["closed"]) == ("ok", "to-reset", [tab]), reset
+        listed = {s["name"]: s for s in _sessions(alice)["sessions"]}
+        assert listed["to-reset"]["tabs"] == [] and listed["to-reset"]["mode"] == "reuse"  # kept under its name
+        gone = alice.post("/api/act", json={"command": {"action": "title", "tabId": tab}}).json()
+        assert gone["code"] in ("tab_closed", "unknown_tab"), gone
+        again = _batch(alice, [{"action": "newTab", "url": site.url("/account"), "session": "to-reset"},
+                               {"action": "title", "tabId": "${$0.tabId}"}])
+        assert again["results"][1]["title"] == "Sign in", again  # signed out: a fresh context, same name
+        theirs = alice.post("/api/act", json={"command": {"action": "resetSession", "name": "nobody-s"}})
+        assert (theirs.status_code, theirs.json()["code"]) == (404, "session_not_found")
+
+    def entries() -> list[dict[str, Any]]:
+        return [e for e in served.audit() if e["kind"] == "session" and e["session"] == "to-reset"]
+    _eventually(lambda: [e["op"] for e in entries()] == ["opened", "reset"])
+    assert [e for e in served.audit() if e.get("kind") == "direct" and e.get("action") == "resetSession"
+            and e["params"] == {"name": "to-reset"}]  # audited as every action, before it ran
+    assert "canary-pass" not in repr(served.audit())
+
+
+def test_reset_session_is_a_write_refused_in_read_only_mode_and_held_by_ask_before_act(
+        node: Node, site: TestSite) -> None:
+    opened = _run(node, "reset-agent", [{"action": "newTab", "url": site.url("/account"), "session": "kept"}])
+    tab = opened["results"][0]["tabId"]
+    reset = parse_command({"action": "resetSession", "name": "kept"})
+    saved = node.policy
+    try:
+        node.policy = dataclasses.replace(saved, read_only=True)
+        refused, _ = node.io.run(node.act("reset-agent", reset, None))
+        assert isinstance(refused, Failed) and refused.failure.code == "read_only"
+        node.policy = dataclasses.replace(saved, ask_before_act=True)
+        held, _ = node.io.run(node.act("reset-agent", reset, None))
+        assert not isinstance(held, Done) and held.failure.code == "needs_user" and held.failure.state
+        assert tab in node.browser.tab_ids()  # nothing was reset
+        token = held.failure.state["confirm_token"]
+        done, _ = node.io.run(node.act("reset-agent", reset, None, token))
+        assert isinstance(done, Done) and done.value["closed"] == [tab]
+    finally:
+        node.policy = saved
+        node.io.run(node.sessions.close("reset-agent", "kept"))
+
+
 def test_session_names_are_checked_before_anything_runs(served: Served, site: TestSite) -> None:
     with served.client("alice") as alice:
         for bad in ("a:b", "", "x" * 65, "-lead"):

@@ -43,6 +43,7 @@ from messages.commands import (
     Parallel,
     Param,
     Press,
+    ResetSession,
     Retry,
     Screenshot,
     Select,
@@ -148,6 +149,7 @@ EXAMPLES: dict[str, tuple[dict[str, Any], Command]] = {
     "switchTab": ({"action": "switchTab", "tabId": 5}, SwitchTab(tab_id=5)),
     "getTabs": ({"action": "getTabs"}, GetTabs()),
     "keepSession": ({"action": "keepSession", "name": "shop"}, KeepSession(name="shop")),
+    "resetSession": ({"action": "resetSession", "name": "shop"}, ResetSession(name="shop")),
     "cookies": (
         {"action": "cookies", "op": "set",
          "cookies": [{"name": "sid", "value": "c00kie", "url": "https://shop.example"}]},
@@ -226,7 +228,7 @@ def reject(commands: list[Any], limits: Limits | None = None) -> KitsuneError:
 
 def test_every_action_and_block_has_an_example() -> None:
     assert set(EXAMPLES) == set(ACTIONS)
-    assert len(ACTIONS) == 39
+    assert len(ACTIONS) == 40
     assert {cls.action for cls in BLOCKS} == {
         "sequence", "parallel", "if", "while", "try", "retry", "broadcast"}
 

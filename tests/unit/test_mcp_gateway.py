@@ -15,7 +15,7 @@ from mcp_gateway import _pages, _progress
 from mcp_gateway._bridge import Bridge
 from mcp_gateway._caller import Caller
 from mcp_gateway._checkpoints import Continuations, DirectCheckpoint, DirectCheckpoints
-from mcp_gateway._direct import DirectCalls, _describe
+from mcp_gateway._direct import DirectCalls, _describe, commands_of
 from mcp_gateway._handshake import tools_result
 from mcp_gateway._pages import PAGE_STATE_CHECKS
 from mcp_gateway._results import to_call_tool_result
@@ -394,6 +394,21 @@ def test_the_tool_list_is_short_and_every_direct_tool_is_still_checked_against_i
     for tool, arguments in closed:
         unknown = gateway._invalid(tool, arguments)
         assert unknown is not None and unknown["code"] == "unknown_parameter" and "'zzz'" in unknown["error"]
+
+
+def test_browser_cdp_sends_a_method_or_the_read_it_names_and_needs_one_of_them() -> None:
+    assert commands_of("browser_cdp", {"method": "DOM.getDocument", "params": {"depth": 1}}, 3) == [
+        {"action": "cdp", "method": "DOM.getDocument", "params": {"depth": 1}, "tabId": 3}]
+    assert commands_of("browser_cdp", {"read": "events", "enable": ["Log"], "tabId": 4}, 3) == [
+        {"action": "cdpEvents", "enable": ["Log"], "tabId": 4}]
+    assert commands_of("browser_cdp", {"read": "spec", "domain": "DOM"}, None) == [
+        {"action": "cdpSpec", "domain": "DOM"}]
+    gateway = Gateway(frozenset({"core"}))
+    for neither_or_both in ({}, {"method": "DOM.getDocument", "read": "spec"}):
+        refused = gateway._invalid("browser_cdp", neither_or_both)
+        assert refused is not None and "method, or read" in refused["error"]
+    assert _describe({"action": "cdp", "method": "Input.insertText", "params": {"text": "canary"}}) == (
+        "cdp (method 'Input.insertText')")  # never its params
 
 
 def test_the_last_tab_a_call_opened_becomes_current() -> None:
