@@ -211,7 +211,7 @@ def _ask_user_schema() -> dict[str, Any]:
     return _object({
         "question": {"type": "string", "minLength": 1},
         "reason": {"enum": ["sign_in", "human_check", "other"], "default": "other",
-                   "description": "sign_in, human_check: answered once the tab no longer shows it."},
+                   "description": "sign_in, human_check: answered once the tab stops showing it."},
         "tabId": dict(_TAB),
         "wait": {"type": "number", "minimum": 0, "default": 120, "description": "Seconds, at most 120."},
     }, ["question"])
@@ -220,8 +220,8 @@ def _ask_user_schema() -> dict[str, Any]:
 def _live_view_schema() -> dict[str, Any]:
     return _object({
         "tabId": dict(_TAB),
-        "control": {"type": "boolean", "description": "The person may act (absent: as your policy says)."},
-        "mode": {"enum": ["tab", "devtools"], "description": "devtools: DevTools for the tab (it acts)."},
+        "control": {"type": "boolean", "description": "The person may act (absent: per your policy)."},
+        "mode": {"enum": ["tab", "devtools"], "description": "devtools: the tab's DevTools (acts)."},
         "confirm_token": dict(_CONFIRM_TOKEN),
     }, [])
 
@@ -238,9 +238,9 @@ def _task_create_schema() -> dict[str, Any]:
         "goal": {"type": "string", "minLength": 1},
         "tabs": {"type": "array", "items": {"type": "integer"}, "uniqueItems": True},
         "resume": {"enum": ["ask", "auto", "off"], "default": "ask",
-                   "description": "A takeover's calls in flight: tokens, resumed, or none."},
+                   "description": "At a takeover, calls in flight: tokens, resumed, none."},
         "scope": {"enum": ["tab", "browser", "remote"], "default": "tab"},
-        "fork": dict(_TASK_ID, description="Fork this task: new tabs from its pages, its checkpoint"),
+        "fork": dict(_TASK_ID, description="A task to fork (new tabs, its checkpoint)"),
     }, [])
 
 
@@ -307,20 +307,20 @@ TOOLS: dict[str, ToolSpec] = {spec.name: spec for spec in [
              "(navigated mid-execution, continuation expired) may have acted: look first, never blindly call again.",
              _direct("callSiteTool", confirmable=True), confirmable=True),
     ToolSpec("browser_cdp", _CORE,
-             "DevTools Protocol: send method (Domain.method) with params; read=events: events since the last read "
-             "(enable: domains to collect); read=spec: the protocol (domain: one's commands, events).",
+             "DevTools Protocol: method (Domain.method) with params; read=events: events since last read "
+             "(enable: domains to collect); read=spec: the protocol (domain: its commands, events).",
              _cdp_schema(), confirmable=True),
     ToolSpec("browser_live_view", _CORE,
-             "A Live View link (5 minutes) for the user to see and act in a tab: returns url; show it, then wait "
-             "with browser_ask_user.",
+             "A Live View link (5 min) for the user to see and act in a tab: returns url; show it, then wait with "
+             "browser_ask_user.",
              _live_view_schema(), confirmable=True),  # not read-only: a link that acts lets a person write
     ToolSpec("browser_task_create", _CORE,
              "Start a task this session owns (a goal in your tabs): returns it. Your agent's other sessions follow "
              "(read only) until an explicit browser_task_takeover. Checkpoint as you go, complete when done.",
              _task_create_schema()),
     ToolSpec("browser_task_get", _CORE,
-             "Read a task (no taskId: your agent's): returns goal, tabs, lease, checkpoint and state (owner, follower: "
-             "read only, expired: take it over, completed, revoked).",
+             "Read a task (no taskId: your agent's): goal, tabs, lease, checkpoint, state (owner, follower: read "
+             "only, expired: take it over, completed, revoked).",
              _object({"taskId": dict(_TASK_ID)}, []), read_only=True),
     ToolSpec("browser_task_checkpoint", _CORE,
              "Owner: record the task's progress, with the page re-observed: returns the task.",

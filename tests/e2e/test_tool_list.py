@@ -17,9 +17,10 @@ from tests.site import TestSite
 
 pytestmark = pytest.mark.anyio
 
-BUDGET = 12_100
+BUDGET = 12_400
 """Bytes the whole ``tools/list`` may take with every group on, as the SDK's client holds it in JSON:
-Playwright MCP 0.0.86 lists 21,266 (``bench/tool_list.py``); Kitsune's is about 12,035 (0.57 of it)."""
+Playwright MCP 0.0.86 lists 21,266 (``bench/tool_list.py``); Kitsune's is about 12,200 (0.57 of it, 27
+tools: the CDP and DevTools tools and task forks made it grow from 12,035)."""
 
 
 async def _listed_bytes_and_schema(session: ClientSession) -> tuple[int, Any]:

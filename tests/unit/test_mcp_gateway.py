@@ -381,7 +381,7 @@ def test_a_refused_argument_names_the_key_and_the_one_the_tool_takes() -> None:
 
 def test_the_tool_list_is_short_and_every_direct_tool_is_still_checked_against_its_whole_schema() -> None:
     listed = tools_result(frozenset({"core", "automation"}))
-    assert len(json.dumps(listed, separators=(",", ":")).encode()) <= 12_000  # Playwright MCP 0.0.86: 21,266
+    assert len(json.dumps(listed, separators=(",", ":")).encode()) <= 12_300  # Playwright MCP 0.0.86: 21,266
     assert '"additionalProperties":false' not in json.dumps(listed, separators=(",", ":"))
     click = next(t for t in listed["tools"] if t["name"] == "browser_click")["inputSchema"]
     assert "maximum" not in click["properties"]["clickCount"]  # listed short ...
