@@ -146,6 +146,7 @@ class Node:
                            owner_of=self.member.owner_of)
         """The agents' tasks (``bridge.tasks``): leases every write to their tabs passes (in the fleet's KV, or the
         host's authority for ``remote`` ones)."""
+        self.browser.on_navigated = self.tasks.navigated
         self.sessions = SessionKeeper(self.browser.sessions, io, dataclasses.replace(
             c.sessions, max_exec_idle=max(c.sessions.max_exec_idle, c.checkpoints.ttl)), emit=self._sink,
             auditor=self.auditor, on_change=self._session_changed)

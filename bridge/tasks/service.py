@@ -238,6 +238,13 @@ class Tasks:
             answer["in_flight"].append(await self._lost_call(taken, call, mine))
         return answer
 
+    def navigated(self, tab: int, url: str) -> None:
+        """``tab`` of this node navigated to ``url`` (on the loop): a ``tab`` task on it that began on another origin
+        ends ``expired`` now, not when the node next observes it."""
+        for task in self.store.tasks_of_tab(tab):
+            if task.scope == "tab" and task.status == "active" and records.scope_refusal(task, {tab: url}):
+                self._soon(self._left_origin(task))
+
     def _changed(self, before: Task, after: Task) -> None:
         """A task changed, through any node: when it was revoked or taken over, its calls' site-tool continuation
         tokens end with the authority they were issued under (those of this node's tabs)."""
