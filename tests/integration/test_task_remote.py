@@ -14,6 +14,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+import httpx
 import pytest
 import yaml
 
@@ -84,6 +85,12 @@ def remote(nats_access: NatsAccess, tmp_path_factory: pytest.TempPathFactory) ->
         authority.stop()
 
 
+def _remote_task(owner: httpx.Client, remote: Remote, site: TestSite) -> tuple[int, dict[str, Any]]:
+    """A new tab at the site's /clicks, and a new ``remote`` task of ``owner``'s on it."""
+    tab = open_tab(owner, site.url("/clicks"), remote.node)
+    return tab, create(owner, [tab], scope="remote")
+
+
 @pytest.fixture
 def authority(remote: Remote) -> Iterator[ReferenceAuthority]:
     """The authority up, quick and honest at the start and end of each test."""
@@ -95,8 +102,7 @@ def authority(remote: Remote) -> Iterator[ReferenceAuthority]:
 def test_a_remote_task_lives_at_the_authority(remote: Remote, authority: ReferenceAuthority, site: TestSite) -> None:
     s1, s2 = sessions(2)
     with api(remote.base, session=s1) as owner, api(remote.base, session=s2) as follower:
-        tab = open_tab(owner, site.url("/clicks"), remote.node)
-        task = create(owner, [tab], scope="remote")
+        tab, task = _remote_task(owner, remote, site)
         kept, revision = authority.records[task["id"]]
         assert (kept["scope"], kept["owner"], kept["tabs"], revision) == ("remote", s1, [tab], 1)
         assert hit(owner, tab)["status"] == "ok" and site.wait_for_count(HIT, 1) == 1
@@ -118,8 +124,7 @@ def test_a_remote_task_lives_at_the_authority(remote: Remote, authority: Referen
 def test_a_slow_authority_fails_closed(remote: Remote, authority: ReferenceAuthority, site: TestSite) -> None:
     (s1,) = sessions(1)
     with api(remote.base, session=s1) as owner:
-        tab = open_tab(owner, site.url("/clicks"), remote.node)
-        task = create(owner, [tab], scope="remote")
+        tab, task = _remote_task(owner, remote, site)
         before = dict(authority.records)
         authority.delay = TIMEOUT + 0.5
         slow = refused(owner.post(f"/api/tasks/{task['id']}/checkpoint", json={"summary": "late"}),
@@ -138,8 +143,7 @@ def test_an_authority_down_fails_closed_and_one_back_serves_again(
         remote: Remote, authority: ReferenceAuthority, site: TestSite) -> None:
     (s1,) = sessions(1)
     with api(remote.base, session=s1) as owner:
-        tab = open_tab(owner, site.url("/clicks"), remote.node)
-        task = create(owner, [tab], scope="remote")
+        tab, task = _remote_task(owner, remote, site)
         authority.stop()
         try:
             down = refused(owner.post(f"/api/tasks/{task['id']}/checkpoint", json={"summary": "lost"}),
@@ -160,8 +164,7 @@ def test_a_stale_revision_is_a_conflict_and_nothing_is_written(
         remote: Remote, authority: ReferenceAuthority, site: TestSite) -> None:
     (s1,) = sessions(1)
     with api(remote.base, session=s1) as owner:
-        tab = open_tab(owner, site.url("/clicks"), remote.node)
-        task = create(owner, [tab], scope="remote")
+        _, task = _remote_task(owner, remote, site)
         before = authority.records[task["id"]]
         authority.stale = True
         stale = refused(owner.post(f"/api/tasks/{task['id']}/checkpoint", json={"summary": "stale"}),
