@@ -38,7 +38,7 @@ from core.tasks import TASK_ID, Task, lapsed
 from messages.errors import KitsuneError
 
 __all__ = ["ATTEMPTS", "SWEEP_EVERY", "TOMBSTONE_TTL", "JetStreamTaskStore", "LocalTaskStore",
-           "TaskStore", "Transition"]
+           "TaskStore", "Transition", "WriteConflict"]
 
 log = logging.getLogger(__name__)
 
@@ -97,6 +97,10 @@ class TaskStore(Protocol):
         """Every task of the fleet, newest first (the mirror: the operator console's)."""
         ...
 
+    def knows(self, task_id: str) -> bool:
+        """Whether the mirror has the task (a store that routes tasks asks without a read)."""
+        ...
+
     on_change: Callable[[Task, Task], None]
     """Told (on the loop) of every change the mirror sees, wherever it was made: the task before and after."""
 
@@ -105,7 +109,7 @@ class TaskStore(Protocol):
         ...
 
 
-class _Conflict(Exception):
+class WriteConflict(Exception):
     """Another writer changed the key since the revision given."""
 
 
@@ -127,11 +131,11 @@ class _Store:
         raise NotImplementedError
 
     async def _write(self, task: Task, revision: int | None) -> int:
-        """Write ``task`` over ``revision`` (``None``: a new key); its new revision; :class:`_Conflict`."""
+        """Write ``task`` over ``revision`` (``None``: a new key); its new revision; :class:`WriteConflict`."""
         raise NotImplementedError
 
     async def _remove(self, task_id: str, revision: int) -> None:
-        """Delete the task if it is still at ``revision`` (:class:`_Conflict` otherwise)."""
+        """Delete the task if it is still at ``revision`` (:class:`WriteConflict` otherwise)."""
         raise NotImplementedError
 
     async def _read_claim(self, tab: int) -> tuple[str, int] | None:
@@ -139,11 +143,11 @@ class _Store:
         raise NotImplementedError
 
     async def _delete_claim(self, tab: int, revision: int) -> None:
-        """Delete ``tab``'s claim if it is still at ``revision`` (:class:`_Conflict` otherwise)."""
+        """Delete ``tab``'s claim if it is still at ``revision`` (:class:`WriteConflict` otherwise)."""
         raise NotImplementedError
 
     async def _write_claim(self, tab: int, task_id: str, revision: int | None) -> None:
-        """Give ``tab``'s claim to ``task_id`` over ``revision`` (``None``: if none); :class:`_Conflict`."""
+        """Give ``tab``'s claim to ``task_id`` over ``revision`` (``None``: if none); :class:`WriteConflict`."""
         raise NotImplementedError
 
     # the port
@@ -151,7 +155,7 @@ class _Store:
     async def create(self, task: Task) -> None:
         try:
             revision = await self._write(task, None)
-        except _Conflict:
+        except WriteConflict:
             raise KitsuneError("task_conflict", f"task {task.id} exists", state={"taskId": task.id}) from None
         self._remember(task, revision)
         try:
@@ -168,7 +172,7 @@ class _Store:
         for tab in task.tabs:
             claim = await self._read_claim(tab)
             if claim is not None and claim[0] == task.id:
-                with contextlib.suppress(_Conflict):  # another task took it over meanwhile
+                with contextlib.suppress(WriteConflict):  # another task took it over meanwhile
                     await self._delete_claim(tab, claim[1])
 
     async def _claim_tab(self, tab: int, task: Task) -> None:
@@ -177,7 +181,7 @@ class _Store:
             try:
                 await self._write_claim(tab, task.id, None)
                 return
-            except _Conflict:
+            except WriteConflict:
                 pass
             claim = await self._read_claim(tab)
             if claim is None:  # released meanwhile
@@ -186,7 +190,7 @@ class _Store:
             holder = await self._read(holder_id)
             if holder is not None and _holds(holder[0]) and tab in holder[0].tabs:
                 raise _tab_conflict(tab, holder[0], task)
-            with contextlib.suppress(_Conflict):  # stale: its task is gone or over
+            with contextlib.suppress(WriteConflict):  # stale: its task is gone or over
                 await self._write_claim(tab, task.id, revision)
                 return
         raise KitsuneError("task_conflict", f"tab {tab} is being claimed by other tasks at the same time; try again",
@@ -211,11 +215,15 @@ class _Store:
                 return task
             try:
                 self._remember(changed, await self._write(changed, revision))
-            except _Conflict:
+            except WriteConflict:
                 continue
             return changed
-        raise KitsuneError("task_takeover_conflict", f"task {task_id} was changed by another request at the same "
-                           "time; read it again", state={"taskId": task_id})
+        raise self._lost_race(task_id)
+
+    def _lost_race(self, task_id: str) -> KitsuneError:
+        """What a change answers when other writers came first each time."""
+        return KitsuneError("task_takeover_conflict", f"task {task_id} was changed by another request at the same "
+                            "time; read it again", state={"taskId": task_id})
 
     async def remove(self, task: Task) -> None:
         known = self._mirror.get(task.id)
@@ -224,7 +232,7 @@ class _Store:
 
     async def _removed(self, task: Task, revision: int) -> None:
         """Delete ``task`` if it is still at ``revision``, then the claims it still holds."""
-        with contextlib.suppress(_Conflict):  # changed since, or gone: another node's sweep
+        with contextlib.suppress(WriteConflict):  # changed since, or gone: another node's sweep
             await self._remove(task.id, revision)
             self._forget(task.id, revision + 1)
         await self._drop_claims(task)
@@ -237,6 +245,9 @@ class _Store:
 
     def listed(self) -> list[Task]:
         return list(self._tasks_of(lambda t: True))
+
+    def knows(self, task_id: str) -> bool:
+        return task_id in self._mirror
 
     async def sweep(self) -> None:
         now = self._clock()
@@ -336,7 +347,7 @@ class LocalTaskStore(_Store):
         await asyncio.sleep(0)
         known = table.get(key)
         if (known[1] if known is not None else None) != revision:
-            raise _Conflict
+            raise WriteConflict
         self._revision += 1
         table[key] = (value, self._revision)
         return self._revision
@@ -345,7 +356,7 @@ class LocalTaskStore(_Store):
         await asyncio.sleep(0)
         known = table.get(key)
         if known is None or known[1] != revision:
-            raise _Conflict
+            raise WriteConflict
         self._revision += 1
         del table[key]
 
@@ -451,7 +462,7 @@ class JetStreamTaskStore(_Store):
                 return await (self._kv.create(key, value) if revision is None
                               else self._kv.update(key, value, last=revision))
             except nats.js.errors.KeyWrongLastSequenceError:
-                raise _Conflict from None
+                raise WriteConflict from None
 
     async def _delete(self, key: str, revision: int) -> None:
         assert self._kv is not None
@@ -459,7 +470,7 @@ class JetStreamTaskStore(_Store):
             try:
                 await self._kv.delete(key, last=revision)
             except nats.js.errors.KeyWrongLastSequenceError:
-                raise _Conflict from None
+                raise WriteConflict from None
 
 
 def _holds(task: Task) -> bool:

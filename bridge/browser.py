@@ -27,6 +27,8 @@ class Browser(Protocol):
     page of that agent's sessions (of the user tabs)."""
     own_endpoints: set[tuple[str, int]]
     """The node's listening endpoints, which the browser never reaches (its NATS, its HTTP API)."""
+    on_navigated: Callable[[int, str], None]
+    """Told (on the loop) of each navigation of a tab's main frame: the tab and its new URL."""
     next_tab_id: Callable[[], int]
     """Names each new page the moment it appears."""
     quotas: Quotas

@@ -31,6 +31,8 @@ from actors.sequence_actor import ActorSequences, BarrierActor
 from actors.serving import taking, typed
 from actors.tab_actor import not_sent
 from actors.tab_actors import TabActors
+from actors.task_authority import AuthorityTaskStore
+from actors.task_scopes import ScopedTaskStore
 from actors.task_store import JetStreamTaskStore
 from actors.threads import SystemClock
 from bridge.browser import Browser
@@ -139,9 +141,12 @@ class Node:
                                           emit=self._sink, auditor=self.auditor)
         """The events, audit and metrics of its pages' site tools."""
         set_quotas(self.browser.quotas, c, self.policy_of, self.metrics.registry)
-        self.tasks = Tasks(JetStreamTaskStore(self.bus.client, c.fleet), io, self, c.tasks,
+        remote = AuthorityTaskStore(c.tasks.authority) if c.tasks.authority is not None else None
+        self.tasks = Tasks(ScopedTaskStore(JetStreamTaskStore(self.bus.client, c.fleet), remote), io, self, c.tasks,
                            owner_of=self.member.owner_of)
-        """The agents' tasks (``bridge.tasks``): leases every write to their tabs passes (in the fleet's KV)."""
+        """The agents' tasks (``bridge.tasks``): leases every write to their tabs passes (in the fleet's KV, or the
+        host's authority for ``remote`` ones)."""
+        self.browser.on_navigated = self.tasks.navigated
         self.sessions = SessionKeeper(self.browser.sessions, io, dataclasses.replace(
             c.sessions, max_exec_idle=max(c.sessions.max_exec_idle, c.checkpoints.ttl)), emit=self._sink,
             auditor=self.auditor, on_change=self._session_changed)

@@ -32,7 +32,7 @@ from messages.contract import (
 )
 
 __all__ = ["Agent", "CheckpointConfig", "HttpConfig", "LiveViewConfig", "NatsAuth", "NatsConfig", "NodeConfig",
-           "Operator", "SessionTimes", "Settings", "SiteToolConfig", "TaskConfig", "generated_name"]
+           "Operator", "SessionTimes", "Settings", "SiteToolConfig", "TaskAuthority", "TaskConfig", "generated_name"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -111,6 +111,18 @@ class SiteToolConfig:
 
 
 @dataclass(frozen=True, slots=True)
+class TaskAuthority:
+    """The host's authority that keeps ``remote`` tasks (``tasks.authority``; the interface: docs/guides/tasks.md)."""
+
+    url: str
+    """Its base URL (http or https), judged against the node's URL deny rules when the configuration is read."""
+    token: str = field(repr=False)
+    """The credential the node sends it (``Authorization: Bearer``): never in a log line or an error."""
+    timeout: float = 2.0
+    """Seconds a request may take: past them the node gives up, and the authority must not apply it."""
+
+
+@dataclass(frozen=True, slots=True)
 class TaskConfig:
     """The agents' tasks (``tasks``)."""
 
@@ -118,6 +130,8 @@ class TaskConfig:
     """Seconds a task's lease lasts unless its owner's session is heard from."""
     limits: TaskLimits = TaskLimits()
     """An agent's tasks at most, a goal's characters, a task's tabs."""
+    authority: TaskAuthority | None = None
+    """Where ``remote`` tasks are kept; None: the node refuses them (``task_authority_not_configured``)."""
 
 
 def generated_name() -> str:

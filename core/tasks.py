@@ -27,8 +27,9 @@ from messages.errors import KitsuneError
 
 __all__ = ["MAX_GOAL", "MAX_PER_AGENT", "MAX_TABS", "RESUMES", "SCOPES", "SESSION", "STATUSES", "TASK_ID", "InFlight",
            "Resume", "Scope", "State", "Status", "Task", "TaskLimits", "acknowledged", "call_elsewhere", "call_ended",
-           "call_started", "check_owner", "check_write", "completed", "expired_now", "lapsed", "new_task", "renewed",
-           "revoked", "origin_of", "scope_refusal", "session_of", "taken_over", "with_checkpoint"]
+           "call_started", "check_owner", "check_write", "completed", "expired_now", "lapsed", "new_task",
+           "no_authority", "renewed", "revoked", "origin_of", "scope_refusal", "session_of", "taken_over",
+           "with_checkpoint"]
 
 Resume = Literal["ask", "auto", "off"]
 Scope = Literal["tab", "browser", "remote"]
@@ -130,7 +131,11 @@ class Task:
 
     @classmethod
     def from_json(cls, data: bytes) -> Task:
-        body = orjson.loads(data)
+        return cls.from_dict(orjson.loads(data))
+
+    @classmethod
+    def from_dict(cls, body: Mapping[str, Any]) -> Task:
+        """The record of its JSON form (:meth:`to_dict`)."""
         return cls(id=str(body["id"]), agent=str(body["agent"]), goal=str(body["goal"]),
                    tabs=tuple(int(t) for t in body["tabs"]), resume=body["resume"], scope=body["scope"],
                    owner=str(body["owner"]), lease_expires=float(body["lease_expires"]),
@@ -175,6 +180,12 @@ def new_task(agent: str, session: str, goal: str, tabs: Iterable[int], *, now: f
     return Task(id=task_id or f"t-{secrets.token_hex(8)}", agent=agent, goal=goal, tabs=tuple(dict.fromkeys(tab_list)),
                 resume=resume, scope=scope, owner=session_of(session),
                 lease_expires=now + lease_ttl, lease_ttl=lease_ttl, status="active", created=now, updated=now)
+
+
+def no_authority() -> KitsuneError:
+    """A ``remote`` task on a node that has no authority to keep it."""
+    return KitsuneError("task_authority_not_configured", 'this node has no task authority (tasks.authority): it '
+                        'keeps no task of scope "remote"', state={"param": "scope"})
 
 
 def origin_of(url: object) -> str | None:

@@ -133,6 +133,15 @@ class ChromiumBrowser:
         self.site_tools.url_policy = policy
 
     @property
+    def on_navigated(self) -> Callable[[int, str], None]:
+        """Told (on the loop) of each navigation of a tab's main frame: the tab and its new URL."""
+        return self._tabs.navigated
+
+    @on_navigated.setter
+    def on_navigated(self, listener: Callable[[int, str], None]) -> None:
+        self._tabs.navigated = listener
+
+    @property
     def own_endpoints(self) -> set[Endpoint]:
         """The node's listening endpoints (its HTTP API, NATS), which the proxy refuses."""
         return self._guard.own_endpoints

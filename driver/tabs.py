@@ -55,6 +55,8 @@ class TabRegistry:
         self.admits_page: Callable[[str | None], bool] = lambda agent: True
         """Whether a page that appeared in an agent's session may stay (a popup past a quota may not)."""
         self._agents: dict[int, str | None] = {}  # tab id -> the agent it counts against
+        self.navigated: Callable[[int, str], None] = lambda tab, url: None
+        """Told (on the loop) of each navigation of a tab's main frame: the tab and its new URL."""
 
     def reset(self) -> None:
         """Start over (a new start of the browser): no tab, no spare window and nobody waiting for one."""
@@ -98,6 +100,10 @@ class TabRegistry:
     def _navigated(self, tab: int, frame: Frame) -> None:
         if frame.parent_frame is None:
             self._navigations[tab] = self._navigations.get(tab, 0) + 1
+            try:
+                self.navigated(tab, frame.url)
+            except Exception as e:  # a listener's failure is no navigation's
+                log.error("tab %s's navigation was not followed (%s)", tab, type(e).__name__)
 
     def navigations(self, tab: int) -> int:
         """How many times the tab's main frame navigated so far. Playwright tells a navigation before it answers

@@ -33,7 +33,9 @@ From a YAML or JSON file (``kitsune serve --config FILE``) and the environment::
     site_tools: {continuation_ttl: 60}    # seconds a page's continuation token may be redeemed (WebMCP)
     tasks: {lease_ttl: 30}                # seconds a task's lease lasts unless its owner is heard from; and
                                           # max_per_agent: 100 (active or expired), max_goal: 500, max_tabs: 32;
-                                          # takeover: allow, or ask (a force takeover waits for a person)
+                                          # takeover: allow, or ask (a force takeover waits for a person);
+                                          # authority: {url: https://..., token_env: VAR, timeout: 2} keeps
+                                          # remote tasks (its URL must pass the node's urls.deny)
     operators: [{name: sre, token_env: CONSOLE_TOKEN}]  # the console's (GET /console); or password_env
     forwarded_allow_ips: [10.0.0.5]       # proxies whose X-Forwarded-For is believed; none by default
     nats:                          # joining a server or cluster (``--nats-url`` wins over url)
@@ -81,6 +83,7 @@ from core.settings import (
     SessionTimes,
     Settings,
     SiteToolConfig,
+    TaskAuthority,
     TaskConfig,
     generated_name,
 )
@@ -209,7 +212,22 @@ def _node(document: Document, env: Mapping[str, str], agents: int) -> NodeConfig
         sessions=replace(sessions, max_exec_idle=max(sessions.max_exec_idle, CHECKPOINT_TTL)),
         live_view=LiveViewConfig(**document.live_view.model_dump(exclude={"enabled"})),
         site_tools=SiteToolConfig(**document.site_tools.model_dump()),
-        tasks=TaskConfig(tasks.lease_ttl, TaskLimits(tasks.max_per_agent, tasks.max_goal, tasks.max_tabs)))
+        tasks=TaskConfig(tasks.lease_ttl, TaskLimits(tasks.max_per_agent, tasks.max_goal, tasks.max_tabs),
+                         _authority(document, env)))
+
+
+def _authority(document: Document, env: Mapping[str, str]) -> TaskAuthority | None:
+    """The authority of ``remote`` tasks, if one is configured: its URL passes the node's URL deny rules (the node's
+    own egress rules: an authority on a host the node denies is refused, not called)."""
+    section = document.tasks.authority
+    if section is None:
+        return None
+    denial = _url_policy((), document.urls.deny, "urls").check(section.url)
+    if denial is not None:
+        raise ValueError(f"tasks.authority.url: {denial.message}")
+    token = _secret(section.token_env, env, "tasks.authority")
+    assert token is not None  # token_env is required
+    return TaskAuthority(section.url, token, section.timeout)
 
 
 def _agents(document: Document, env: Mapping[str, str], node: Policy) -> list[Agent]:

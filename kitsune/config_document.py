@@ -154,12 +154,29 @@ class SiteTools(Section):
     continuation_ttl: Seconds = CONTINUATION_TTL
 
 
+def authority_base(url: str) -> str:
+    """An http(s) URL with no query, fragment or userinfo: where a ``remote`` task's authority answers."""
+    parts = urlsplit(url)
+    if parts.scheme not in ("http", "https") or not parts.hostname or parts.query or parts.fragment \
+            or parts.username is not None:
+        raise ValueError("must be an http(s) URL with no credentials, query or fragment (the token goes in "
+                         "token_env)")
+    return url.rstrip("/")
+
+
+class TaskAuthoritySection(Section):
+    url: Annotated[str, AfterValidator(authority_base)]
+    token_env: str
+    timeout: Annotated[float, Field(gt=0, le=30, allow_inf_nan=False)] = 2.0
+
+
 class Tasks(Section):
     lease_ttl: Seconds = TASK_LEASE_TTL
     max_per_agent: Count = MAX_PER_AGENT
     max_goal: Annotated[int, Field(gt=0, le=MAX_GOAL)] = MAX_GOAL  # a checkpoint carries 500 characters of it
     max_tabs: Count = MAX_TABS_PER_TASK
     takeover: Literal["ask", "allow"] = "allow"  # ask: a force takeover is held for a person's approval
+    authority: TaskAuthoritySection | None = None  # the host's authority of remote tasks; none: refused
 
 
 class OperatorEntry(Section):

@@ -98,6 +98,10 @@ ERROR_CODES: Mapping[str, ErrorCode] = {code.name: code for code in [
     *_codes(409, False, "task_leased", "task_expired", "task_takeover_conflict", "task_closed", "task_conflict",
             "task_origin_changed"),
     *_codes(410, False, "task_revoked"),
+    # A ``remote`` task's authority, the host's (issue 33): not configured, not answering, or a newer revision.
+    *_codes(501, False, "task_authority_not_configured"),
+    *_codes(503, True, "task_authority_unavailable"),
+    *_codes(409, True, "task_authority_conflict"),
     # The operator console.
     *_codes(404, False, "console_off"),
     *_codes(403, False, "forbidden"),

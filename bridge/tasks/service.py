@@ -91,6 +91,8 @@ class Tasks:
         self.store = store
         self.lease_ttl = config.lease_ttl
         self.limits = config.limits
+        self._remote = config.authority is not None
+        """Whether the node keeps ``remote`` tasks (at the host's authority)."""
         self._io = io
         self._node = node
         self._owner_of = owner_of
@@ -111,6 +113,7 @@ class Tasks:
         task = records.new_task(agent, records.session_of(session), body.get("goal"),  # type: ignore[arg-type]
                                 tabs, now=time.time(), resume=body.get("resume", "ask"),
                                 scope=body.get("scope", "tab"), lease_ttl=self.lease_ttl, limits=self.limits)
+        self._kept(task)
         self._within_quota(agent)
         closed = await self._unopened(task.tabs)
         if closed:
@@ -191,6 +194,7 @@ class Tasks:
         draft = records.new_task(agent, mine, original.goal if goal is None else goal, (), now=time.time(),
                                  resume=original.resume, scope=original.scope, lease_ttl=self.lease_ttl,
                                  limits=self.limits)
+        self._kept(draft)
         self._within_quota(agent)
         described = {tab["tabId"]: tab for tab in await self._node.describe_tabs()}
         await asyncio.to_thread(self._node.auditor(agent).task, "forked", draft.id, task_id)
@@ -234,6 +238,13 @@ class Tasks:
             answer["in_flight"].append(await self._lost_call(taken, call, mine))
         return answer
 
+    def navigated(self, tab: int, url: str) -> None:
+        """``tab`` of this node navigated to ``url`` (on the loop): a ``tab`` task on it that began on another origin
+        ends ``expired`` now, not when the node next observes it."""
+        for task in self.store.tasks_of_tab(tab):
+            if task.scope == "tab" and task.status == "active" and records.scope_refusal(task, {tab: url}):
+                self._soon(self._left_origin(task))
+
     def _changed(self, before: Task, after: Task) -> None:
         """A task changed, through any node: when it was revoked or taken over, its calls' site-tool continuation
         tokens end with the authority they were issued under (those of this node's tabs)."""
@@ -251,7 +262,10 @@ class Tasks:
 
     def refusal(self, tab: int, agent: str, session: str | None) -> Failure | None:
         for mirrored in self.store.tasks_of_tab(tab):  # usually one; a task gone since is passed over
-            task = self._io.run(self.store.get(mirrored.id), timeout=_DECISIVE_READ)
+            try:
+                task = self._io.run(self.store.get(mirrored.id), timeout=_DECISIVE_READ)
+            except KitsuneError as e:  # its store did not answer: the write fails closed
+                return Failure(f"{e.message}; nothing was sent", e.code, e.retryable, e.state)
             if task is not None and task.status != "completed":
                 return self._write_refusal(task, tab, agent, session)
         return None
@@ -287,6 +301,11 @@ class Tasks:
         future.add_done_callback(_logged)
 
     # -- helpers ---------------------------------------------------------------------------------
+
+    def _kept(self, task: Task) -> None:
+        """Refuse a ``remote`` task before anything is done when the node has no authority to keep it."""
+        if task.scope == "remote" and not self._remote:
+            raise records.no_authority()
 
     def _within_quota(self, agent: str) -> None:
         """``quota_exceeded`` when ``agent`` holds as many active and expired tasks as it may (the mirror's)."""

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import httpx
 
+from tests.integration.fleet_nodes import until
 from tests.integration.task_fleet import Fleet, answer, api, create, fleet, open_tab, refused, sessions
 from tests.site import TestSite
 
@@ -48,12 +49,13 @@ def test_a_navigation_to_another_origin_expires_the_task_and_its_resume_fails_cl
         tab = open_tab(owner, site.url("/text"), fleet.nodes[0])
         task = create(owner, [tab], "Stay on the site")["id"]
         _go(owner, tab, other_site.url("/clicks"))
-        left = refused(owner.post(f"/api/tasks/{task}/checkpoint", json={"summary": "elsewhere"}),
-                       "task_origin_changed")
-        assert left["state"] == {"taskId": task, "tabId": tab}, left
+        until(lambda: answer(heir.get(f"/api/tasks/{task}"))["task"]["status"] == "expired", 5,
+              "the navigation ending the task at once, with no write or request on it")
+        refused(owner.post(f"/api/tasks/{task}/checkpoint", json={"summary": "elsewhere"}), "task_expired")
         before = answer(heir.get(f"/api/tasks/{task}"))["task"]
         assert (before["status"], before["state"]) == ("expired", "expired") and before["checkpoint"][
             "summary"] == ""  # nothing of the refused write was kept
+        assert before["checkpoint"]["events"][-1]["kind"] == "expired"
         refused(heir.post(f"/api/tasks/{task}/takeover", json={}), "task_origin_changed")
         after = answer(heir.get(f"/api/tasks/{task}"))["task"]
         assert {**after, "updated": 0} == {**before, "updated": 0}  # the resume failed closed: nothing taken

@@ -68,6 +68,7 @@ def _changes(files: Path) -> dict[str, dict[str, Any]]:
         "tasks.lease_ttl": {"tasks": {"lease_ttl": 5}}, "tasks.max_per_agent": {"tasks": {"max_per_agent": 5}},
         "tasks.max_goal": {"tasks": {"max_goal": 50}}, "tasks.max_tabs": {"tasks": {"max_tabs": 3}},
         "tasks.takeover": {"tasks": {"takeover": "ask"}},
+        "tasks.authority": {"tasks": {"authority": {"url": "https://authority.test", "token_env": "SCRAPE"}}},
         "forwarded_allow_ips": {"forwarded_allow_ips": ["10.0.0.5"]},
         "agents": {"agents": [AGENT, {"name": "b", "token": "b" * 16}]},
         "operators": {"operators": [{"name": "sre", "token": "s" * 16}]},
