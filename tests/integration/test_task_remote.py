@@ -18,11 +18,11 @@ import httpx
 import pytest
 import yaml
 
-from bridge.config import load_config
 from bridge.node import Node
 from bridge.wiring import run_node
 from core.settings import Settings
 from driver import ChromiumBrowser
+from kitsune.config import load_config
 from messages.errors import KitsuneError
 from tests.integration.serving import app_over
 from tests.integration.task_fleet import AGENTS, HIT, answer, api, create, hit, open_tab, refused, sessions
