@@ -27,7 +27,7 @@ from collections.abc import Collection
 
 from driver.snapshot_text import REDACTED, Line
 
-__all__ = ["ACTIONABLE", "CONTEXT", "MAX_DEPTH", "Element", "diff", "interactive", "parse", "render"]
+__all__ = ["ACTIONABLE", "CONTEXT", "MAX_DEPTH", "Element", "Kept", "diff", "interactive", "parse", "render"]
 
 ACTIONABLE = frozenset({
     "button", "link", "textbox", "searchbox", "checkbox", "radio", "combobox", "listbox", "option", "menuitem",
@@ -120,17 +120,14 @@ def _element(body: str, tag: str, secrets: Collection[str]) -> Element:
     return Element(role, name, states, ref, value, "cursor=pointer" in states)
 
 
+def _after_ref(rest: str) -> tuple[str, ...]:
+    """The states of a line's ``[...]`` after its ref."""
+    return () if not rest else _POINTER if rest == " [cursor=pointer]" else tuple(_ATTR.findall(rest))
+
+
 def _states_and_ref(attrs: str, tag: str) -> tuple[tuple[str, ...], str | None]:
     """The states of a line's ``[...]`` and its ref (the first ``ref=``, tagged), which is not one of them."""
-    if attrs.startswith(" [ref="):  # most lines: the ref first, then at most the pointer
-        end = attrs.index("]")
-        rest = attrs[end + 1:]
-        if not rest:
-            return (), tag + attrs[6:end]
-        if rest == " [cursor=pointer]":
-            return _POINTER, tag + attrs[6:end]
-        return tuple(_ATTR.findall(rest)), tag + attrs[6:end]
-    states = _ATTR.findall(attrs) if attrs else []
+    states = _ATTR.findall(attrs)
     for at, state in enumerate(states):
         if state.startswith("ref="):
             del states[at]
@@ -142,36 +139,62 @@ def parse(raw: str, tag: str, secrets: Collection[str] = ()) -> list[Element]:
     """The tree of Playwright's ai-mode snapshot text, each ref written with ``tag`` (``e13`` as ``t3d2e13``),
     the value of a textbox that is one of ``secrets`` (a password field's) written :data:`REDACTED`."""
     hidden = {secret for secret in secrets if secret}
-    roots: list[Element] = []
-    stack: list[tuple[int, Element]] = []
+    top = Element("", None, (), None, None)  # holds the roots
+    indents, elements = [-1], [top]  # the open elements' indents, and them: this runs per line, so no tuples
     for spaces, found, quoted, attrs, said, other in _LINE.findall(raw):
         indent = len(spaces)
-        while stack and stack[-1][0] >= indent:
-            stack.pop()
-        if len(stack) > MAX_DEPTH:  # a page nested deeper: its elements there are siblings at the bound
-            stack.pop()
-        parent = stack[-1][1] if stack else None
+        while indents[-1] >= indent:
+            indents.pop()
+            elements.pop()
+        if len(elements) > MAX_DEPTH + 1:  # a page nested deeper: its elements there are siblings at the bound
+            indents.pop()
+            elements.pop()
+        parent = elements[-1]
         element, role = None, found
         if role:
             value = said[2:] if len(said) > 1 else None
         else:  # quoted as YAML, or no element's line
             element = _element(other, tag, hidden)
             role, value = element.role, element.value
-        if parent is not None and role[0] == "/":  # a property: /url, /placeholder
+        if role[0] == "/" and parent is not top:  # a property: /url, /placeholder
             if role == "/url":
                 parent.url = value
             else:
                 parent.props += (f"{role[1:]}={value}",)
             continue
         if element is None:
-            states, ref = _states_and_ref(attrs, tag) if attrs else ((), None)
+            if attrs[:6] == " [ref=":  # most lines: the ref first, then at most the pointer
+                end = attrs.find("]")
+                states, ref = _after_ref(attrs[end + 1:]), tag + attrs[6:end]
+            else:
+                states, ref = _states_and_ref(attrs, tag) if attrs else ((), None)
             if hidden and value is not None and role == "textbox" and _unquoted(value) in hidden:
                 value = REDACTED
             element = Element(role, quoted[2:-1] if quoted else None, states, ref, value,
                               states is _POINTER or "cursor=pointer" in states)
-        (parent.children if parent is not None else roots).append(element)
-        stack.append((indent, element))
-    return roots
+        parent.children.append(element)
+        indents.append(indent)
+        elements.append(element)
+    return top.children
+
+
+class Kept:
+    """A snapshot kept for the next diff: Playwright's text, read again only when a diff is asked for; or, where
+    the text holds a password field's value (never kept), its tree, the value hidden.
+
+    A tree of a big page is thousands of objects (a table of 1,000 rows: 14,000); kept from one snapshot to the
+    next, they reach the collector's oldest generation, whose full collections then walk the whole process
+    (measured on a node: one about every two snapshots of that table, 50-140 ms each). A text is one object."""
+
+    __slots__ = ("_raw", "_tag", "_tree")
+
+    def __init__(self, raw: str, tag: str, tree: list[Element], secrets: Collection[str]) -> None:
+        hides = any(secrets)
+        self._raw, self._tag = ("" if hides else raw), tag
+        self._tree: list[Element] | None = tree if hides else None
+
+    def tree(self) -> list[Element]:
+        return self._tree if self._tree is not None else parse(self._raw, self._tag)
 
 
 def _label(value: str | None, siblings: list[Element], at: int) -> bool:
