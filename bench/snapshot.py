@@ -14,8 +14,8 @@ stdio with the ``mcp`` SDK's own client:
 - Playwright's own ``aria_snapshot(mode="ai")`` from this process (Python, as the node calls it), on a
   Chromium of its own: the floor under a Python tool, which Playwright MCP (Node.js, in-process) is not.
 
-Bytes are what a model reads: the text of the tool result's content (Kitsune also sends the same fields
-as structured content; the whole result's JSON is given too). Time is the tool call's wall time at the
+Bytes are what a model reads: the text of the tool result's content (Kitsune also sends its fields as
+structured content, the snapshot's text included, ``elements`` not; the whole result's JSON is given too). Time is the tool call's wall time at the
 client, median of interleaved rounds (the order alternates each round); its ratio is the median of the
 paired ratios (Kitsune / Playwright MCP in the same round). Addressable: refs of
 interactive roles (links, buttons, fields...) in the text, against the page's count. A diff: on the form,
