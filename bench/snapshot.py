@@ -15,13 +15,13 @@ stdio with the ``mcp`` SDK's own client:
   Chromium of its own: the floor under a Python tool, which Playwright MCP (Node.js, in-process) is not.
 
 Bytes are what a model reads: the text of the tool result's content (Kitsune also sends its fields as
-structured content, the snapshot's text included, ``elements`` not; the whole result's JSON is given too). Time is the tool call's wall time at the
-client, median of interleaved rounds (the order alternates each round); its ratio is the median of the
-paired ratios (Kitsune / Playwright MCP in the same round). Addressable: refs of
-interactive roles (links, buttons, fields...) in the text, against the page's count. A diff: on the form,
-after one field was filled, Kitsune's ``snapshot {since: "last"}`` and a direct write's own answer (its
-``page`` diff), as a fraction of the full snapshot's bytes; Playwright MCP's ``browser_type`` answer
-the same way.
+structured content, the snapshot's text included, ``elements`` not; the whole result's JSON is given
+too). Time is the tool call's wall time at the client, median of interleaved rounds (the order
+alternates each round); its ratio is the median of the paired ratios (Kitsune / Playwright MCP in the
+same round). Addressable: refs of interactive roles (links, buttons, fields...) in the text, against the
+page's count. A diff: on the form, after one field was filled, Kitsune's ``snapshot {since: "last"}``
+and a direct write's own answer (its ``page`` diff), as a fraction of the full snapshot's bytes;
+Playwright MCP's ``browser_type`` answer the same way.
 
 Goals (issue 30): bytes <= 0.6x Playwright MCP's with every interactive element still addressable,
 time <= 1.1x, a diff after one field changed <= 5% of the full snapshot's bytes.
