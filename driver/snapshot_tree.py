@@ -184,7 +184,8 @@ class Kept:
 
     A tree of a big page is thousands of objects (a table of 1,000 rows: 14,000); kept from one snapshot to the
     next, they reach the collector's oldest generation, whose full collections then walk the whole process
-    (measured on a node: one about every two snapshots of that table, 50-140 ms each). A text is one object."""
+    (measured on a node reading that table and 300 products in turn: 5 full collections in 24 snapshots, 140 ms
+    each on a loaded machine; 1 with texts kept). A text is one object."""
 
     __slots__ = ("_raw", "_tag", "_tree")
 
