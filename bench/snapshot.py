@@ -14,14 +14,14 @@ stdio with the ``mcp`` SDK's own client:
 - Playwright's own ``aria_snapshot(mode="ai")`` from this process (Python, as the node calls it), on a
   Chromium of its own: the floor under a Python tool, which Playwright MCP (Node.js, in-process) is not.
 
-Bytes are what a model reads: the text of the tool result's content (Kitsune also sends the same fields
-as structured content; the whole result's JSON is given too). Time is the tool call's wall time at the
-client, median of interleaved rounds (the order alternates each round); its ratio is the median of the
-paired ratios (Kitsune / Playwright MCP in the same round). Addressable: refs of
-interactive roles (links, buttons, fields...) in the text, against the page's count. A diff: on the form,
-after one field was filled, Kitsune's ``snapshot {since: "last"}`` and a direct write's own answer (its
-``page`` diff), as a fraction of the full snapshot's bytes; Playwright MCP's ``browser_type`` answer
-the same way.
+Bytes are what a model reads: the text of the tool result's content (Kitsune also sends its fields as
+structured content, the snapshot's text included, ``elements`` not; the whole result's JSON is given
+too). Time is the tool call's wall time at the client, median of interleaved rounds (each in an order of
+its own, drawn); its ratio is the median of the paired ratios (Kitsune / Playwright MCP in the same
+round). Addressable: refs of interactive roles (links, buttons, fields...) in the text, against the
+page's count. A diff: on the form, after one field was filled, Kitsune's ``snapshot {since: "last"}``
+and a direct write's own answer (its ``page`` diff), as a fraction of the full snapshot's bytes;
+Playwright MCP's ``browser_type`` answer the same way.
 
 Goals (issue 30): bytes <= 0.6x Playwright MCP's with every interactive element still addressable,
 time <= 1.1x, a diff after one field changed <= 5% of the full snapshot's bytes.
@@ -250,8 +250,9 @@ class Bench:
         await call(self.kitsune, "browser_navigate", {"tabId": self.tab, "url": url, "snapshot": "none"})
         await call(self.playwright, "browser_navigate", {"url": url})
         await self.raw.goto(url)
+        order = random.Random(name)  # each round in an order of its own: no side always follows another
         for r in range(rounds + 1):  # the first round warms up, unmeasured
-            for side in SIDES if r % 2 == 0 else SIDES[::-1]:
+            for side in order.sample(SIDES, len(SIDES)):
                 took, result, text = await self.shoot(side)
                 if r > 0:
                     self.samples.setdefault((name, side), Sample()).add(took, result, text)

@@ -1,13 +1,13 @@
 """The refs each session holds on each tab: per tab and per session (agent, ``X-Kitsune-Session``), the
 document its refs belong to (the document's own nonce, which the site-tools init script gives every document),
-a tag unique to that tab, session and document (``t3d2``) and the tree of its last snapshot."""
+a tag unique to that tab, session and document (``t3d2``) and its last snapshot."""
 
 from __future__ import annotations
 
 import itertools
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
-from driver.snapshot_tree import Element
+from driver.snapshot_tree import Kept
 
 __all__ = ["Issued", "Owner", "RefBook"]
 
@@ -17,7 +17,7 @@ Owner = tuple[str | None, str | None]
 
 @dataclass(slots=True)
 class Issued:
-    """The refs a session holds on a tab: the document they belong to, their tag, the last snapshot's tree."""
+    """The refs a session holds on a tab: the document they belong to, their tag, the last snapshot (for a diff)."""
 
     document: str
     tag: str
@@ -27,7 +27,7 @@ class Issued:
     navigations: int = 0
     """How many times the tab's main frame had navigated when they were last seen current: while it has not
     navigated since, their document is still the tab's."""
-    tree: list[Element] = field(default_factory=list)
+    last: Kept | None = None
 
 
 class RefBook:

@@ -10,9 +10,10 @@ REDACTED = "••••"
 """What a password field's value reads as."""
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)
 class Line:
-    """One line of a snapshot: an element (with its ref, when it shows one) or what one of them holds."""
+    """One line of a snapshot: an element (with its ref, when it shows one) or what one of them holds (not frozen:
+    a frozen dataclass's ``__init__`` is three times as slow, and a snapshot makes one per element)."""
 
     text: str
     indent: int
@@ -35,6 +36,10 @@ class Cut:
 def cut(lines: list[Line], offset: int, max_chars: int) -> Cut:
     """The lines from ``offset`` on, as many whole lines as ``max_chars`` holds (at least one line, itself
     cut when it alone is longer), each line an element or one of its properties."""
+    if offset == 0:  # most snapshots are read whole: one join says whether they fit
+        whole = "\n".join([line.text for line in lines])
+        if len(whole) < max_chars:  # as the loop below counts: each line and its newline
+            return Cut(whole, len(lines), None)
     chosen: list[str] = []
     size = 0
     end = offset

@@ -24,11 +24,10 @@ from __future__ import annotations
 import json
 import re
 from collections.abc import Collection
-from dataclasses import dataclass, field
 
 from driver.snapshot_text import REDACTED, Line
 
-__all__ = ["ACTIONABLE", "CONTEXT", "MAX_DEPTH", "Element", "diff", "interactive", "parse", "render"]
+__all__ = ["ACTIONABLE", "CONTEXT", "MAX_DEPTH", "Element", "Kept", "diff", "interactive", "parse", "render"]
 
 ACTIONABLE = frozenset({
     "button", "link", "textbox", "searchbox", "checkbox", "radio", "combobox", "listbox", "option", "menuitem",
@@ -50,48 +49,51 @@ _WRAPPERS = frozenset({"generic", "group", "none", "presentation", "paragraph"})
 """Roles whose unnamed elements only hold others: their children take their place."""
 _HEAD = re.compile(r'^(?P<role>/?[a-z][\w-]*)(?: "(?P<name>(?:[^"\\]|\\.)*)")?(?P<attrs>(?: \[[^\]]*\])*)'
                    r"(?::(?: (?P<value>.*))?)?$")
+"""An element's line after ``- ``, where Playwright did not quote it as YAML: role, name, states, text."""
+_LINE = re.compile(r'^( *)- (?:(/?[a-z][\w-]*)( "[^"\\\n]*(?:\\.[^"\\\n]*)*")?((?: \[[^\]\n]*\])*)(:(?: .*)?)?$|(.*))$',
+                   re.MULTILINE)
+"""A line of Playwright's text, :data:`_HEAD` read in the same pass (one regex over the whole text): its indent,
+role, quoted name, states, ``:`` and text; else (a line Playwright quoted as YAML, or no element's) its content."""
 _ATTR = re.compile(r"\[([^\]]*)\]")
-_LINES = re.compile(r"^( *)- (.*)$", re.MULTILINE)
-"""A line of Playwright's text: its indent, and its content after ``- ``."""
+_POINTER = ("cursor=pointer",)
 _IGNORED = frozenset({"cursor=pointer", "active"})
 """States a diff does not count as a change (where the pointer or the focus is; nor boxes)."""
 
 
-@dataclass(slots=True)
 class Element:
     """One element of the tree: its role, name, states, text and children; ``ref`` is Playwright's (tagged)."""
 
-    role: str
-    name: str | None
-    states: tuple[str, ...]
-    ref: str | None
-    value: str | None
-    pointer: bool = False
-    url: str | None = None
-    props: list[str] = field(default_factory=list)
-    children: list[Element] = field(default_factory=list)
-    actionable: bool = field(init=False)
-    """Whether one acts on it (then it shows its ref)."""
-    shown_ref: str | None = field(init=False)
-    """The ref its line shows: one acts on it, or it is a region one reads a part of the page by."""
+    __slots__ = ("actionable", "children", "name", "pointer", "props", "ref", "role", "shown_ref", "states", "url",
+                 "value")
 
-    def __post_init__(self) -> None:
-        self.actionable = self.ref is not None and (self.role in ACTIONABLE or self.pointer)
-        self.shown_ref = self.ref if self.actionable or self.role in _REGIONS else None
+    def __init__(self, role: str, name: str | None, states: tuple[str, ...], ref: str | None, value: str | None,
+                 pointer: bool = False, url: str | None = None, props: tuple[str, ...] = ()) -> None:
+        self.role, self.name, self.states, self.ref, self.value = role, name, states, ref, value
+        self.pointer, self.url, self.props = pointer, url, props
+        self.children: list[Element] = []
+        self.actionable = ref is not None and (pointer or role in ACTIONABLE)
+        """Whether one acts on it (then it shows its ref)."""
+        self.shown_ref = ref if self.actionable or role in _REGIONS else None
+        """The ref its line shows: one acts on it, or it is a region one reads a part of the page by."""
 
     def head(self) -> str:
         """The element's own line, without indent: role, name, states, ref (when it shows it), url, text."""
-        head = self.role if self.name is None else f'{self.role} "{self.name}"'
-        for state in self.states:
-            if state != "cursor=pointer":
-                head += f" [{state}]"
-        if self.shown_ref is not None:
-            head += f" [ref={self.shown_ref}]"
-        if self.url is not None:
-            head += f" [url={self.url}]"
-        for prop in self.props:
-            head += f" [{prop}]"
-        return head if self.value is None else f"{head}: {self.value}"
+        return _written(self, self.states)
+
+
+def _written(element: Element, states: tuple[str, ...]) -> str:
+    """``element``'s line with ``states`` (without ``cursor=pointer``: its ref says it)."""
+    head = element.role if element.name is None else f'{element.role} "{element.name}"'
+    for state in states:
+        if state != "cursor=pointer":
+            head += f" [{state}]"
+    if element.shown_ref is not None:
+        head += f" [ref={element.shown_ref}]"
+    if element.url is not None:
+        head += f" [url={element.url}]"
+    for prop in element.props:
+        head += f" [{prop}]"
+    return head if element.value is None else f"{head}: {element.value}"
 
 
 def _unquoted(value: str) -> str:
@@ -112,49 +114,95 @@ def _element(body: str, tag: str, secrets: Collection[str]) -> Element:
     if match is None:
         return Element("text", None, (), None, body)
     role, name, attrs, value = match.groups()
-    ref = None
-    states = _ATTR.findall(attrs) if attrs else []
-    for at, state in enumerate(states):
-        if state.startswith("ref="):
-            ref = tag + state[4:]
-            del states[at]
-            break
+    states, ref = _states_and_ref(attrs, tag)
     if value is not None and role == "textbox" and secrets and _unquoted(value) in secrets:
         value = REDACTED
-    return Element(role, name, tuple(states), ref, value, "cursor=pointer" in states)
+    return Element(role, name, states, ref, value, "cursor=pointer" in states)
+
+
+def _after_ref(rest: str) -> tuple[str, ...]:
+    """The states of a line's ``[...]`` after its ref."""
+    return () if not rest else _POINTER if rest == " [cursor=pointer]" else tuple(_ATTR.findall(rest))
+
+
+def _states_and_ref(attrs: str, tag: str) -> tuple[tuple[str, ...], str | None]:
+    """The states of a line's ``[...]`` and its ref (the first ``ref=``, tagged), which is not one of them."""
+    states = _ATTR.findall(attrs)
+    for at, state in enumerate(states):
+        if state.startswith("ref="):
+            del states[at]
+            return tuple(states), tag + state[4:]
+    return tuple(states), None
 
 
 def parse(raw: str, tag: str, secrets: Collection[str] = ()) -> list[Element]:
     """The tree of Playwright's ai-mode snapshot text, each ref written with ``tag`` (``e13`` as ``t3d2e13``),
     the value of a textbox that is one of ``secrets`` (a password field's) written :data:`REDACTED`."""
     hidden = {secret for secret in secrets if secret}
-    roots: list[Element] = []
-    stack: list[tuple[int, Element]] = []
-    for line in _LINES.finditer(raw):
-        indent = len(line.group(1))
-        element = _element(line.group(2), tag, hidden)
-        while stack and stack[-1][0] >= indent:
-            stack.pop()
-        if len(stack) > MAX_DEPTH:  # a page nested deeper: its elements there are siblings at the bound
-            stack.pop()
-        parent = stack[-1][1] if stack else None
-        if parent is not None and element.role[0] == "/":  # a property: /url, /placeholder
-            if element.role == "/url":
-                parent.url = element.value
+    top = Element("", None, (), None, None)  # holds the roots
+    indents, elements = [-1], [top]  # the open elements' indents, and them: this runs per line, so no tuples
+    for spaces, found, quoted, attrs, said, other in _LINE.findall(raw):
+        indent = len(spaces)
+        while indents[-1] >= indent:
+            indents.pop()
+            elements.pop()
+        if len(elements) > MAX_DEPTH + 1:  # a page nested deeper: its elements there are siblings at the bound
+            indents.pop()
+            elements.pop()
+        parent = elements[-1]
+        element, role = None, found
+        if role:
+            value = said[2:] if len(said) > 1 else None
+        else:  # quoted as YAML, or no element's line
+            element = _element(other, tag, hidden)
+            role, value = element.role, element.value
+        if role[0] == "/" and parent is not top:  # a property: /url, /placeholder
+            if role == "/url":
+                parent.url = value
             else:
-                parent.props.append(f"{element.role[1:]}={element.value}")
+                parent.props += (f"{role[1:]}={value}",)
             continue
-        (parent.children if parent is not None else roots).append(element)
-        stack.append((indent, element))
-    return roots
+        if element is None:
+            if attrs[:6] == " [ref=":  # most lines: the ref first, then at most the pointer
+                end = attrs.find("]")
+                states, ref = _after_ref(attrs[end + 1:]), tag + attrs[6:end]
+            else:
+                states, ref = _states_and_ref(attrs, tag) if attrs else ((), None)
+            if hidden and value is not None and role == "textbox" and _unquoted(value) in hidden:
+                value = REDACTED
+            element = Element(role, quoted[2:-1] if quoted else None, states, ref, value,
+                              states is _POINTER or "cursor=pointer" in states)
+        parent.children.append(element)
+        indents.append(indent)
+        elements.append(element)
+    return top.children
 
 
-def _label(element: Element, siblings: list[Element], at: int) -> bool:
-    """A text that only repeats the name of the element beside it (a field's label)."""
-    if element.children:
-        return False
-    near = [siblings[i] for i in (at - 1, at + 1) if 0 <= i < len(siblings)]
-    return any(other.name is not None and other.name == element.value for other in near)
+class Kept:
+    """A snapshot kept for the next diff: Playwright's text, read again only when a diff is asked for; or, where
+    the text holds a password field's value (never kept), its tree, the value hidden.
+
+    A tree of a big page is thousands of objects (a table of 1,000 rows: 14,000); kept from one snapshot to the
+    next, they reach the collector's oldest generation, whose full collections then walk the whole process
+    (measured on a node reading that table and 300 products in turn: 5 full collections in 24 snapshots, 140 ms
+    each on a loaded machine; 1 with texts kept). A text is one object."""
+
+    __slots__ = ("_raw", "_tag", "_tree")
+
+    def __init__(self, raw: str, tag: str, tree: list[Element], secrets: Collection[str]) -> None:
+        hides = any(secrets)
+        self._raw, self._tag = ("" if hides else raw), tag
+        self._tree: list[Element] | None = tree if hides else None
+
+    def tree(self) -> list[Element]:
+        return self._tree if self._tree is not None else parse(self._raw, self._tag)
+
+
+def _label(value: str | None, siblings: list[Element], at: int) -> bool:
+    """A text (``value``, without children) that only repeats the name of the element beside it (a field's label)."""
+    if at > 0 and siblings[at - 1].name is not None and siblings[at - 1].name == value:
+        return True
+    return at + 1 < len(siblings) and siblings[at + 1].name is not None and siblings[at + 1].name == value
 
 
 def _options(element: Element) -> Element | None:
@@ -174,21 +222,25 @@ def _wrapper(element: Element) -> bool:
 def render(roots: list[Element]) -> list[Line]:
     """The tree as a model reads it (see the module's docstring)."""
     out: list[Line] = []
+    add = out.append
 
     def walk(elements: list[Element], depth: int) -> None:
+        pad, indent = "  " * depth + "- ", 2 * depth
         for at, element in enumerate(elements):
-            role = element.role  # the role first: most elements are none of these, and this runs per element
-            if role == "text" and _label(element, elements, at):
+            role, children = element.role, element.children  # this runs per element: the common case first
+            if role == "text":
+                if not children and _label(element.value, elements, at):
+                    continue
+            elif children and role in _WRAPPERS and _wrapper(element):
+                walk(children, depth)
                 continue
-            if role in _WRAPPERS and _wrapper(element):
-                walk(element.children, depth)
-                continue
-            out.append(_line(element, depth))
-            options = _options(element) if role in _SELECTS else None
-            if options is not None:
-                out.append(_line(options, depth + 1))
-            elif element.children:
-                walk(element.children, depth + 1)
+            add(Line(pad + _written(element, element.states), indent, role, element.name, element.shown_ref))
+            if children:
+                options = _options(element) if role in _SELECTS else None
+                if options is not None:
+                    add(Line(f"  {pad}{options.head()}", indent + 2, "options", None, None))
+                else:
+                    walk(children, depth + 1)
 
     walk(roots, 0)
     return out
@@ -219,7 +271,7 @@ def interactive(roots: list[Element]) -> list[Line]:
                 if walk(element.children, depth + 1) == 0 and not _has_heading(out, at):
                     del out[at:]
                 found += 1
-            else:
+            elif element.children:
                 found += walk(element.children, depth)
         return found
 
@@ -233,11 +285,9 @@ def _has_heading(out: list[Line], at: int) -> bool:
 
 def _states(element: Element) -> str:
     """The element's own state as a diff compares it: its line and its options, texts and properties."""
-    own = Element(element.role, element.name,
-                  tuple(s for s in element.states if s not in _IGNORED and not s.startswith("box=")),
-                  element.ref, element.value, element.pointer, element.url, element.props)
+    states = tuple(s for s in element.states if s not in _IGNORED and not s.startswith("box="))
     texts = [f"  - {child.head()}" for child in element.children if child.ref is None and not child.children]
-    return "\n".join([f"- {own.head()}", *texts])
+    return "\n".join([f"- {_written(element, states)}", *texts])
 
 
 def _by_ref(roots: list[Element], only_interactive: bool) -> dict[str, str]:

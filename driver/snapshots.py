@@ -11,7 +11,10 @@ snapshot of the new document, which makes a new tag first: a ref is never resolv
 
 from __future__ import annotations
 
+import gc
 import re
+from collections.abc import Iterator
+from contextlib import contextmanager
 from typing import Any, cast
 
 from playwright.async_api import Error as PlaywrightError
@@ -22,7 +25,7 @@ from driver.page_js import HEADINGS
 from driver.refs import Issued
 from driver.run import Result, Run
 from driver.snapshot_text import Line, cut, plain
-from driver.snapshot_tree import Element, diff, interactive, parse, render
+from driver.snapshot_tree import Kept, diff, interactive, parse, render
 from messages.commands import Snapshot
 
 __all__ = ["DOCUMENT", "describe", "resolve_ref", "snapshot", "take"]
@@ -94,9 +97,9 @@ async def describe(page: Page, lines: int = 40) -> dict[str, list[str]]:
     return {"headings": [str(text) for text in found] if isinstance(found, list) else [], "outline": outline[:lines]}
 
 
-async def take(run: Run, command: Snapshot) -> tuple[list[Element], Issued, bool]:
-    """The snapshot's tree (refs tagged, password values hidden), its refs' record, and whether its document
-    is the one of this session's last snapshot of the tab."""
+async def take(run: Run, command: Snapshot) -> tuple[str, list[str], Issued, bool]:
+    """The snapshot's text as Playwright gives it, the values it must hide (password fields'), its refs' record,
+    and whether its document is the one of this session's last snapshot of the tab."""
     navigations = run.tabs.navigations(run.tab)
     target: Locator | None = None
     if command.ref is not None:
@@ -111,7 +114,7 @@ async def take(run: Run, command: Snapshot) -> tuple[list[Element], Issued, bool
     known = run.refs.current(run.tab, run.owner)
     state: tuple[str, tuple[str, ...], list[str]]
     if (known is not None and known.navigations == navigations == run.tabs.navigations(run.tab)
-            and len(run.page.frames) == 1 and _TYPED.search(raw) is None):
+            and len(run.page.frames) == 1 and ("- textbox" not in raw or _TYPED.search(raw) is None)):
         state = (known.document, (), [])  # its document still, no frame, no value to hide: no round trip
     else:
         state = await run.within(_state(run.page))
@@ -119,7 +122,7 @@ async def take(run: Run, command: Snapshot) -> tuple[list[Element], Issued, bool
     if run.tabs.navigations(run.tab) != navigations:  # what was read may be of the document before
         raise Stop("navigated", "snapshot: the page navigated while it was read; take it again", retryable=True)
     issued, same = run.refs.issue(run.tab, run.owner, document, frames, navigations)
-    return parse(raw, issued.tag, secrets), issued, same
+    return raw, secrets, issued, same
 
 
 def _elements(lines: list[Line]) -> list[dict[str, Any]]:
@@ -127,27 +130,51 @@ def _elements(lines: list[Line]) -> list[dict[str, Any]]:
             for line in lines if line.ref is not None]
 
 
+@contextmanager
+def _collector_paused() -> Iterator[None]:
+    """No garbage collection while a snapshot is read and written: it makes (and drops) an object per element,
+    none in a cycle, and the collector would walk them again and again, and keep them (see ``Kept``)."""
+    if not gc.isenabled():
+        yield
+        return
+    gc.disable()
+    try:
+        yield
+    finally:
+        gc.enable()
+
+
 async def snapshot(run: Run) -> Result:
     command = cast(Snapshot, run.command)
-    tree, issued, same = await take(run, command)
-    previous, issued.tree = issued.tree, tree
-    shown = interactive(tree) if command.interactive is True else render(tree)
+    raw, secrets, issued, same = await take(run, command)
     head: dict[str, Any] = {"url": run.page.url, "document": issued.tag}
+    with _collector_paused():
+        return _answer(command, head, (raw, secrets), issued, same), None
+
+
+def _answer(command: Snapshot, head: dict[str, Any], read: tuple[str, list[str]], issued: Issued,
+            same: bool) -> dict[str, Any]:
+    """The snapshot (or its diff) of Playwright's text and secrets ``read``; kept for the next diff."""
+    raw, secrets = read
+    tree = parse(raw, issued.tag, secrets)
+    previous, issued.last = issued.last, Kept(raw, issued.tag, tree, secrets)
     if command.since == "last":
-        if same and previous:
-            changes = diff(previous, tree, only_interactive=command.interactive is True)
+        before = previous.tree() if same and previous is not None else []
+        if before:
+            changes = diff(before, tree, only_interactive=command.interactive is True)
             text = "\n".join(changes) if changes else "(no change)"
             bounded = cut(plain(text), 0, command.max_chars)
             return {**head, "diff": bounded.text, "changes": len(changes),
-                    **_rest(bounded.next_offset, len(changes), "diff")}, None
+                    **_rest(bounded.next_offset, len(changes), "diff")}
         head["documentChanged"] = True  # no earlier snapshot of this document: the whole snapshot
+    shown = interactive(tree) if command.interactive is True else render(tree)
     bounded = cut(shown, command.offset, command.max_chars)
     text = bounded.text
     if bounded.next_offset is not None:
         text += (f"\n# cut at line {bounded.next_offset} of {len(shown)}: snapshot with offset={bounded.next_offset} "
                  "for the rest, or narrow it (selector, ref, interactive, depth)")
     return {**head, "snapshot": text, "elements": _elements(shown[command.offset:command.offset + bounded.shown]),
-            **_rest(bounded.next_offset, len(shown), "snapshot")}, None
+            **_rest(bounded.next_offset, len(shown), "snapshot")}
 
 
 def _rest(next_offset: int | None, total: int, what: str) -> dict[str, Any]:

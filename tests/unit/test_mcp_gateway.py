@@ -134,6 +134,15 @@ def test_a_screenshot_is_an_image_and_readable_text() -> None:
     assert not result.is_error
 
 
+def test_a_snapshot_is_text_and_its_structured_content_has_every_field_but_the_refs_list_the_text_says() -> None:
+    shot = {"ok": True, "status": "ok", "url": "https://a.test/", "document": "t4d1", "truncated": False,
+            "snapshot": '- button "Go" [ref=t4d1e2]', "elements": [{"ref": "t4d1e2", "role": "button", "name": "Go"}]}
+    result = to_call_tool_result(shot)
+    assert result.structured_content == {k: v for k, v in shot.items() if k != "elements"}
+    assert isinstance(result.content[0], types.TextContent)
+    assert result.content[0].text.endswith('snapshot:\n- button "Go" [ref=t4d1e2]')
+
+
 # --- the gateway on a scripted bridge ----------------------------------------------------------------------
 
 

@@ -4,7 +4,7 @@ interactive view, the cut, the diff."""
 from __future__ import annotations
 
 from driver.snapshot_text import REDACTED, Line, cut
-from driver.snapshot_tree import MAX_DEPTH, diff, interactive, parse, render
+from driver.snapshot_tree import MAX_DEPTH, Kept, diff, interactive, parse, render
 
 RAW = """- generic [active] [ref=e1]:
   - heading "Form" [level=1] [ref=e2]
@@ -126,3 +126,27 @@ def test_a_page_nested_past_any_bound_is_written_at_the_bound_whole() -> None:
     assert lines[-1].ref == "t1d1e5000" and [line.ref for line in interactive(parse(raw, "t1d1"))] == ["t1d1e5000"]
     assert diff(parse(raw, "t1d1"), parse(raw.replace('"Go"', '"Stop"'), "t1d1")) == [
         '~ - button "Stop" [ref=t1d1e5000]']
+
+
+def test_a_cut_of_a_snapshot_that_fits_keeps_it_whole_and_one_char_less_cuts_its_last_line() -> None:
+    lines = render(parse(RAW, "t1d1"))
+    whole = "\n".join(line.text for line in lines)
+    assert cut(lines, 0, len(whole) + 1) == cut(lines, 0, 10**9)
+    assert cut(lines, 0, len(whole) + 1).next_offset is None and cut(lines, 0, len(whole) + 1).text == whole
+    assert cut(lines, 0, len(whole)).next_offset == len(lines) - 1  # each line counts its newline
+
+
+def test_states_before_and_after_the_ref_and_escaped_quotes_in_a_name() -> None:
+    raw = ('- heading "Say \\"hi\\": now" [level=2] [ref=e1]\n'
+           '- button "Go" [ref=e2] [cursor=pointer] [box=1,2,3,4]\n- link "L" [active] [ref=e3] [cursor=pointer]')
+    assert _text(render(parse(raw, "t1d1"))) == ['- heading "Say \\"hi\\": now" [level=2] [ref=t1d1e1]',
+                                                 '- button "Go" [box=1,2,3,4] [ref=t1d1e2]',
+                                                 '- link "L" [active] [ref=t1d1e3]']
+
+
+def test_a_kept_snapshot_reads_as_it_was_and_never_keeps_a_password_value() -> None:
+    kept = Kept(RAW, "t1d1", parse(RAW, "t1d1"), [])
+    assert diff(kept.tree(), parse(RAW, "t1d1")) == []
+    hidden = Kept(RAW, "t1d1", parse(RAW, "t1d1", ["s3cret: yes"]), ["s3cret: yes"])
+    shown = "\n".join(_text(render(hidden.tree())))
+    assert "s3cret" not in shown and REDACTED in shown and "s3cret" not in hidden._raw  # the text is not kept
