@@ -120,14 +120,21 @@ def fleet(nats_access: NatsAccess) -> Iterator[tuple[Node, Node]]:
     yield from two_nodes(nats_access, "twice", step_timeout=10.0)
 
 
+def _over_nats(here: int, tab: int, *commands: dict[str, Any]) -> list[dict[str, Any]]:
+    """``commands`` on ``tab``, another node's, after a read of ``here``, a tab of the calling node: a call on
+    tabs of two nodes runs where it came in, each step on the other node's tab sent over NATS (a call on one
+    other node's tabs alone would be sent there whole)."""
+    return [{"action": "title", "tabId": here}, *({**command, "tabId": tab} for command in commands)]
+
+
 def test_a_read_over_nats_runs_beside_a_write_over_nats(fleet: tuple[Node, Node], site: TestSite) -> None:
     first, second = fleet
-    tab = open_user_tab(second, site.url("/clicks"))
-    reading = _started_listener(first, "0")
+    tab, here = open_user_tab(second, site.url("/clicks")), open_user_tab(first, site.url("/text"))
+    reading = _started_listener(first, "1")
     reader, read = _in_background(lambda: batch(
-        first, [{"action": "waitFor", "selector": "#never", "timeout": 6}], tabId=tab))
+        first, _over_nats(here, tab, {"action": "waitFor", "selector": "#never", "timeout": 6})))
     assert reading.wait(30)  # the read is on its way to the tab, where it waits 6 s
-    body = batch(first, [CLICK], tabId=tab, timeout=3)
+    body = batch(first, _over_nats(here, tab, CLICK), timeout=3)
     assert body["status"] == "ok", body
     assert site.wait_for_count(HIT) == 1
     reader.join(timeout=20)
@@ -138,12 +145,12 @@ def test_a_read_over_nats_runs_beside_a_write_over_nats(fleet: tuple[Node, Node]
 def test_a_write_over_nats_past_its_deadline_is_not_sent_and_never_runs_later(
         fleet: tuple[Node, Node], site: TestSite) -> None:
     first, second = fleet
-    tab = open_user_tab(second, site.url("/clicks"))
+    tab, here = open_user_tab(second, site.url("/clicks")), open_user_tab(first, site.url("/text"))
     writer, wrote = _in_background(lambda: batch(second, [{"action": "js", "code": SLOW_JS}], tabId=tab))
     assert site.wait_for_count(BUSY, timeout=30) == 1  # the tab is busy with a write from its own node
-    body = batch(first, [CLICK], tabId=tab, timeout=1)
+    body = batch(first, _over_nats(here, tab, CLICK), timeout=1)
     assert body["status"] == "failed", body
-    assert body["progress"][0]["status"] == "failed"  # not unknown: it never reached the page
+    assert body["progress"][1]["status"] == "failed"  # not unknown: it never reached the page
     writer.join(timeout=20)
     assert wrote and wrote[0]["status"] == "ok"
     # The tab's writes run in order: had the refused click run once the tab was free, it would come first.
