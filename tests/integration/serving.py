@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
+import secrets
 import subprocess
 import sys
 import time
@@ -20,8 +21,11 @@ from starlette.types import ASGIApp
 
 from actors.nats_server import free_port
 from bridge.node import Node
+from bridge.wiring import run_node
 from core.settings import Settings
+from driver import ChromiumBrowser
 from kitsune.app import create_app
+from kitsune.config import load_config
 from kitsune.serve import proxy_options
 from tests.nats_access import NatsAccess
 
@@ -107,3 +111,24 @@ def app_over(node: Node, config: Settings, app: ASGIApp | None = None) -> Iterat
     finally:
         server.should_exit = True
         running.result(timeout=30)
+
+
+@contextlib.contextmanager
+def audited_node(nats_access: NatsAccess, audit_dir: Path, fleet: str) -> Iterator[Node]:
+    """A started node of a fleet of its own (``fleet`` and a random suffix), its audit log in ``audit_dir``."""
+    config = nats_access.node_config(step_timeout=10.0, fleet=f"{fleet}-{secrets.token_hex(4)}",
+                                     audit_file=audit_dir / "audit.jsonl")
+    started = run_node(ChromiumBrowser(), config)
+    try:
+        yield started
+    finally:
+        started.stop()
+
+
+@contextlib.contextmanager
+def served_to(node: Node, tokens: dict[str, str]) -> Iterator[str]:
+    """``node``'s API served to the agents of ``tokens`` (groups core and automation); its base URL."""
+    config = load_config(None, {"KITSUNE_AGENTS": ",".join(f"{a}={t}" for a, t in tokens.items()),
+                                "KITSUNE_CAPS": "core,automation"})
+    with app_over(node, config) as base:
+        yield base

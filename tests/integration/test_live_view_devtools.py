@@ -15,7 +15,6 @@ import contextlib
 import dataclasses
 import json
 import re
-import secrets
 import time
 from collections.abc import Iterator
 from typing import Any
@@ -28,12 +27,9 @@ from websockets.sync.client import ClientConnection, connect
 
 from bridge.node import Node
 from bridge.routes.live import COOKIE
-from bridge.wiring import run_node
-from driver import ChromiumBrowser
-from kitsune.config import load_config
 from tests.integration.fleet_nodes import until
 from tests.integration.person import person
-from tests.integration.serving import app_over
+from tests.integration.serving import audited_node, served_to
 from tests.nats_access import NatsAccess
 from tests.site import TestSite
 
@@ -46,21 +42,14 @@ TOKENS = {"alice": "devtools-alice-token-0123456789", "bob": "devtools-bob-token
 @pytest.fixture(scope="module")
 def node(nats_access: NatsAccess, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Node]:
     """A node of its own fleet with an audit file (a DevTools connection's opening and end are read there)."""
-    config = nats_access.node_config(step_timeout=10.0, fleet=f"devtools-{secrets.token_hex(4)}",
-                                     audit_file=tmp_path_factory.mktemp("devtools") / "audit.jsonl")
-    started = run_node(ChromiumBrowser(), config)
-    try:
+    with audited_node(nats_access, tmp_path_factory.mktemp("devtools"), "devtools") as started:
         yield started
-    finally:
-        started.stop()
 
 
 @pytest.fixture(scope="module")
 def base(node: Node) -> Iterator[str]:
-    config = load_config(None, {"KITSUNE_AGENTS": ",".join(f"{a}={t}" for a, t in TOKENS.items()),
-                                "KITSUNE_CAPS": "core,automation"})
-    with app_over(node, config) as base:
-        yield base
+    with served_to(node, TOKENS) as served:
+        yield served
 
 
 @pytest.fixture

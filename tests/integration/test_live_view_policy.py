@@ -15,7 +15,6 @@ import asyncio
 import contextlib
 import dataclasses
 import json
-import secrets
 import time
 from collections.abc import Iterator
 from typing import Any
@@ -27,11 +26,8 @@ from websockets.sync.client import ClientConnection, connect
 
 from bridge.live.links import REVOKED_CLOSE
 from bridge.node import Node
-from bridge.wiring import run_node
-from driver import ChromiumBrowser
-from kitsune.config import load_config
 from tests.integration.fleet_nodes import until
-from tests.integration.serving import app_over
+from tests.integration.serving import audited_node, served_to
 from tests.nats_access import NatsAccess
 from tests.site import TestSite
 
@@ -42,20 +38,13 @@ CANARY = "typed-canary-5d1f"
 @pytest.fixture(scope="module")
 def node(nats_access: NatsAccess, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Node]:
     """A node of its own fleet with an audit file (the person's inputs are read there)."""
-    config = nats_access.node_config(step_timeout=10.0, fleet=f"livepolicy-{secrets.token_hex(4)}",
-                                     audit_file=tmp_path_factory.mktemp("livepolicy") / "audit.jsonl")
-    started = run_node(ChromiumBrowser(), config)
-    try:
+    with audited_node(nats_access, tmp_path_factory.mktemp("livepolicy"), "livepolicy") as started:
         yield started
-    finally:
-        started.stop()
 
 
 @pytest.fixture(scope="module")
 def base(node: Node) -> Iterator[str]:
-    config = load_config(None, {"KITSUNE_AGENTS": ",".join(f"{a}={t}" for a, t in TOKENS.items()),
-                                "KITSUNE_CAPS": "core,automation"})
-    with app_over(node, config) as served:
+    with served_to(node, TOKENS) as served:
         yield served
 
 
