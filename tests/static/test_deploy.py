@@ -19,26 +19,14 @@ import yaml
 from actors.nats_server import ADMIN_USER, NODE_USER, nats_server_binary, node_permissions
 from core.settings import Settings
 from kitsune.cli import _parser
-from kitsune.config import load_config
 from kitsune.fleet import FLEET, NATS_CONFIG, NODE_PASSWORD_ENV, ROUTE_USER, NatsMember, nats_environment
 from messages.contract import CHECKPOINT_TTL
+from tests.static.deploy_files import (DEPLOY, ROOT, compose, compose_nodes, dockerfile, env_example, exec_form, instructions,
+                                       kubernetes, node_config, pod_env)
 
-ROOT = Path(__file__).resolve().parents[2]
-DEPLOY = ROOT / "deploy"
 CONF = DEPLOY / "nats" / "nats-server.conf"
-DOCKER_INSTRUCTIONS = {"FROM", "ARG", "RUN", "ENV", "WORKDIR", "COPY", "USER", "EXPOSE", "HEALTHCHECK", "CMD"}
-
-
-def _dockerfile() -> list[tuple[str, str]]:
-    """The Dockerfile's instructions, (keyword, rest), continuation lines joined and comments left out."""
-    joined = re.sub(r"\\\n", " ", "\n".join(line for line in (DEPLOY / "Dockerfile").read_text().splitlines()
-                                             if not line.lstrip().startswith("#")))
-    return [(keyword.upper(), rest.strip()) for keyword, _, rest in
-            (line.strip().partition(" ") for line in joined.splitlines() if line.strip())]
-
-
-def _instructions(keyword: str) -> list[str]:
-    return [rest for kind, rest in _dockerfile() if kind == keyword]
+DOCKER_INSTRUCTIONS = {"FROM", "ARG", "RUN", "ENV", "WORKDIR", "COPY", "USER", "EXPOSE", "HEALTHCHECK", "ENTRYPOINT",
+                       "CMD"}
 
 
 def _serve_args(command: list[str]) -> Any:
@@ -49,37 +37,11 @@ def _serve_args(command: list[str]) -> Any:
     return args
 
 
-def _image_command() -> list[str]:
-    [cmd] = _instructions("CMD")
-    command: list[str] = json.loads(cmd)
-    return command
-
-
-def _compose() -> dict[str, Any]:
-    compose: dict[str, Any] = yaml.safe_load((DEPLOY / "compose.yaml").read_text())
-    return compose
-
-
-def _env_example() -> dict[str, str]:
-    lines = (DEPLOY / "env.example").read_text().splitlines()
-    return dict(line.split("=", 1) for line in lines if line and not line.startswith("#"))
-
-
 def _interpolated(environment: Mapping[str, str], values: Mapping[str, str]) -> dict[str, str]:
     """Compose's ``${NAME}``, ``${NAME:?message}`` and ``${NAME:-default}`` resolved from ``values``."""
     def value(match: re.Match[str]) -> str:
         return values[match.group(1)]
     return {name: re.sub(r"\$\{(\w+)(?::?[-?][^}]*)?\}", value, str(text)) for name, text in environment.items()}
-
-
-def _kubernetes() -> dict[str, dict[str, Any]]:
-    """deploy/kubernetes/kitsune.yaml's objects by kind (one of each, Services by name)."""
-    objects: dict[str, dict[str, Any]] = {}
-    for document in yaml.safe_load_all((DEPLOY / "kubernetes" / "kitsune.yaml").read_text()):
-        kind = document["kind"] if document["kind"] != "Service" else f"Service/{document['metadata']['name']}"
-        assert kind not in objects
-        objects[kind] = document
-    return objects
 
 
 def _config_test(conf: Path, env: Mapping[str, str]) -> subprocess.CompletedProcess[str]:
@@ -104,69 +66,65 @@ def test_every_file_of_deploy_parses() -> None:
     documents = [document for path in sorted([*DEPLOY.rglob("*.yaml"), *DEPLOY.rglob("*.yml")])
                  for document in yaml.safe_load_all(path.read_text())]
     assert len(documents) >= 10 and all(isinstance(document, dict) for document in documents)
-    assert {kind for kind, _ in _dockerfile()} <= DOCKER_INSTRUCTIONS
+    assert {kind for kind, _ in dockerfile()} <= DOCKER_INSTRUCTIONS
     assert CONF == NATS_CONFIG
 
 
 # --- the image ----------------------------------------------------------------------------------
 
 def test_the_image_is_debian_bookworm_with_its_chromium_and_runs_as_a_user_of_its_own() -> None:
-    [base] = _instructions("FROM")
+    [base] = instructions("FROM")
     assert base.startswith("debian:bookworm")
-    assert any("apt-get install" in run and "chromium" in shlex.split(run) for run in _instructions("RUN"))
-    assert any("pip install" in run and "-c constraints.txt ." in run for run in _instructions("RUN"))
-    [user] = _instructions("USER")
+    assert any("apt-get install" in run and "chromium" in shlex.split(run) for run in instructions("RUN"))
+    assert any("pip install" in run and "-c constraints.txt ." in run for run in instructions("RUN"))
+    [user] = instructions("USER")
     assert int(user.split(":")[0]) > 0
 
 
-def test_the_image_serves_on_all_addresses_with_its_config_and_checks_healthz_on_that_port() -> None:
-    args = _serve_args(_image_command())
+def test_the_image_serves_on_all_addresses_with_its_config_and_checks_livez_on_that_port() -> None:
+    args = _serve_args(exec_form("CMD"))
     assert args.host == "0.0.0.0"
-    assert _instructions("EXPOSE") == [str(args.port)]
-    [health] = _instructions("HEALTHCHECK")
-    assert f"http://127.0.0.1:{args.port}/healthz" in health
+    assert instructions("EXPOSE") == [str(args.port)]
+    [health] = instructions("HEALTHCHECK")
+    assert f"http://127.0.0.1:{args.port}/livez" in health  # a NATS outage restarts no container
     copied = {destination: source for source, destination in
-              (copy.split() for copy in _instructions("COPY") if len(copy.split()) == 2)}
+              (copy.split() for copy in instructions("COPY") if len(copy.split()) == 2)}
     assert copied[args.config] == "deploy/kitsune.yaml"
 
 
 def test_the_image_copies_every_package_the_distribution_ships() -> None:
     shipped = {pattern.rstrip("*") for pattern in tomllib.loads((ROOT / "pyproject.toml").read_text())[
         "tool"]["setuptools"]["packages"]["find"]["include"]}
-    sources = {source.rstrip("/") for copy in _instructions("COPY") for source in copy.split()[:-1]}
+    sources = {source.rstrip("/") for copy in instructions("COPY") for source in copy.split()[:-1]}
     assert shipped and shipped <= sources
 
 
 def test_the_build_context_keeps_what_the_image_copies() -> None:
     kept = {line.removeprefix("!").rstrip("/") for line in (DEPLOY / "Dockerfile.dockerignore").read_text().splitlines()
             if line.startswith("!")}
-    sources = {source.rstrip("/") for copy in _instructions("COPY") for source in copy.split()[:-1]}
+    sources = {source.rstrip("/") for copy in instructions("COPY") for source in copy.split()[:-1]}
     assert sources <= kept
 
 
 # --- compose ------------------------------------------------------------------------------------
 
-def _compose_nodes() -> dict[str, dict[str, Any]]:
-    return {name: service for name, service in _compose()["services"].items() if name.startswith("kitsune-")}
-
-
 def _compose_nats() -> dict[str, dict[str, Any]]:
-    return {name: service for name, service in _compose()["services"].items() if name.startswith("nats-")}
+    return {name: service for name, service in compose()["services"].items() if name.startswith("nats-")}
 
 
 def test_compose_nodes_configure_a_node_that_joins_all_three_servers() -> None:
-    nodes, servers = _compose_nodes(), _compose_nats()
+    nodes, servers = compose_nodes(), _compose_nats()
     assert len(nodes) >= 2 and len(servers) == 3
     client_port = {name: service["environment"]["NATS_LISTEN"].rsplit(":", 1)[1] for name, service in servers.items()}
     for service in nodes.values():
         assert service["build"] == {"context": "..", "dockerfile": "deploy/Dockerfile"}
         assert "command" not in service  # the image's own
-        env = _interpolated(service["environment"], _env_example())
-        config = load_config(DEPLOY / "kitsune.yaml", env)
+        env = _interpolated(service["environment"], env_example())
+        config = node_config(DEPLOY / "kitsune.yaml", env)
         assert config.node.nats.url == ",".join(f"nats://{name}:{port}" for name, port in client_port.items())
         _assert_a_fleet_node(config, env)
-        assert config.node.nats.auth.password == _env_example()["NATS_NODE_PASSWORD"]  # the servers' node password
-    assert [load_config(DEPLOY / "kitsune.yaml", _interpolated(service["environment"], _env_example())).node.name
+        assert config.node.nats.auth.password == env_example()["NATS_NODE_PASSWORD"]  # the servers' node password
+    assert [node_config(DEPLOY / "kitsune.yaml", _interpolated(service["environment"], env_example())).node.name
             for service in nodes.values()] == list(nodes)  # each its stable name, the service's
 
 
@@ -180,7 +138,7 @@ def _assert_a_fleet_node(config: Settings, env: Mapping[str, str]) -> None:
 
 
 def test_compose_nats_servers_each_run_the_shared_configuration(tmp_path: Path) -> None:
-    example = _env_example()
+    example = env_example()
     for name, service in _compose_nats().items():
         assert service["command"] == ["nats-server", "-c", "/etc/nats/kitsune/nats-server.conf"]
         assert "./nats:/etc/nats/kitsune:ro" in service["volumes"]
@@ -195,8 +153,8 @@ def test_compose_nats_servers_each_run_the_shared_configuration(tmp_path: Path) 
 
 
 def test_compose_prometheus_scrapes_every_node_with_the_scrape_token_and_the_repositorys_rules() -> None:
-    compose = _compose()
-    prometheus = compose["services"]["prometheus"]
+    document = compose()
+    prometheus = document["services"]["prometheus"]
     config = yaml.safe_load((DEPLOY / "prometheus" / "prometheus.yml").read_text())
     assert "./prometheus/prometheus.yml:/etc/prometheus/prometheus.yml:ro" in prometheus["volumes"]
     assert "../prometheus/kitsune.rules.yaml:/etc/prometheus/kitsune.rules.yaml:ro" in prometheus["volumes"]
@@ -204,17 +162,17 @@ def test_compose_prometheus_scrapes_every_node_with_the_scrape_token_and_the_rep
     [job] = config["scrape_configs"]
     assert job["job_name"] == yaml.safe_load((ROOT / "prometheus" / "prometheus.yml").read_text())[
         "scrape_configs"][0]["job_name"]
-    port = _serve_args(_image_command()).port
-    assert job["static_configs"][0]["targets"] == [f"{name}:{port}" for name in _compose_nodes()]
+    port = _serve_args(exec_form("CMD")).port
+    assert job["static_configs"][0]["targets"] == [f"{name}:{port}" for name in compose_nodes()]
     [secret] = prometheus["secrets"]
     assert job["authorization"] == {"type": "Bearer", "credentials_file": f"/run/secrets/{secret}"}
-    assert compose["secrets"][secret] == {"environment": "KITSUNE_SCRAPE_TOKEN"}
+    assert document["secrets"][secret] == {"environment": "KITSUNE_SCRAPE_TOKEN"}
     assert all(service["environment"]["KITSUNE_METRICS_TOKEN"].startswith("${KITSUNE_SCRAPE_TOKEN")
-               for service in _compose_nodes().values())
+               for service in compose_nodes().values())
 
 
 def test_compose_grafana_mounts_the_provisioning_and_the_dashboards_where_they_are_looked_for() -> None:
-    grafana = _compose()["services"]["grafana"]
+    grafana = compose()["services"]["grafana"]
     provider = yaml.safe_load((ROOT / "grafana" / "provisioning" / "dashboards" / "kitsune.yaml").read_text())
     dashboards = provider["providers"][0]["options"]["path"]
     assert set(grafana["volumes"]) == {"../grafana/provisioning:/etc/grafana/provisioning:ro",
@@ -224,48 +182,33 @@ def test_compose_grafana_mounts_the_provisioning_and_the_dashboards_where_they_a
 
 # --- Kubernetes ---------------------------------------------------------------------------------
 
-def _pod_env(container: dict[str, Any], secret: dict[str, Any], pod: str = "kitsune-0") -> dict[str, str]:
-    """The container's environment, its secretKeyRefs read from ``secret``, the pod's name ``pod``."""
-    env: dict[str, str] = {}
-    for item in container["env"]:
-        if item["valueFrom"].get("fieldRef") == {"fieldPath": "metadata.name"}:
-            env[item["name"]] = pod
-            continue
-        reference = item["valueFrom"]["secretKeyRef"]
-        assert reference["name"] == secret["metadata"]["name"]
-        env[item["name"]] = secret["stringData"][reference["key"]]
-    return env
-
-
 def test_kubernetes_nodes_run_kitsune_serve_with_the_configmap_and_the_secret(tmp_path: Path) -> None:
-    objects = _kubernetes()
+    objects = kubernetes()
     pod = objects["StatefulSet"]["spec"]["template"]
     [container] = pod["spec"]["containers"]
     args = _serve_args(container["args"])
-    assert args.host == "0.0.0.0" and container["args"] == _image_command()
+    assert args.host == "0.0.0.0" and container["args"] == exec_form("CMD")
     [port] = container["ports"]
     assert port["containerPort"] == args.port
     mount = next(m for m in container["volumeMounts"] if m["name"] == "config")
     [(name, document)] = objects["ConfigMap"]["data"].items()
     assert Path(mount["mountPath"]) / name == Path(args.config)
     (tmp_path / name).write_text(document)
-    env = _pod_env(container, objects["Secret"])
-    config = load_config(tmp_path / name, env)
+    env = pod_env(container)
+    config = node_config(tmp_path / name, env)
     _assert_a_fleet_node(config, env)
     assert config.node.name == "kitsune-0"  # each pod's name: stable across its restarts
     assert config.node.nats.url == ",".join(f"nats://nats-{i}.nats-headless:4222" for i in range(3))
     image = yaml.safe_load((DEPLOY / "kitsune.yaml").read_text())
     assert {**yaml.safe_load(document), "nats": image["nats"]} == image | {"nats": image["nats"]}
-    assert pod["spec"]["securityContext"]["runAsUser"] == int(_instructions("USER")[0].split(":")[0])
+    assert pod["spec"]["securityContext"]["runAsUser"] == int(instructions("USER")[0].split(":")[0])
 
 
-def test_kubernetes_probes_services_and_budget_reach_the_nodes() -> None:
-    objects = _kubernetes()
+def test_kubernetes_services_and_budget_reach_the_nodes() -> None:
+    objects = kubernetes()
     statefulset = objects["StatefulSet"]
     labels = statefulset["spec"]["template"]["metadata"]["labels"]
     [container] = statefulset["spec"]["template"]["spec"]["containers"]
-    for probe in ("readinessProbe", "livenessProbe"):
-        assert container[probe]["httpGet"] == {"path": "/healthz", "port": container["ports"][0]["name"]}
     for service in ("Service/kitsune", "Service/kitsune-headless"):
         assert objects[service]["spec"]["selector"] == labels
         assert objects[service]["spec"]["ports"][0]["targetPort"] == container["ports"][0]["name"]
@@ -281,12 +224,12 @@ def test_an_mcp_client_sticks_to_one_node_in_compose_and_on_kubernetes() -> None
     """An MCP session and its direct calls' checkpoints live in one node's process (README: Resume and sticky
     clients): compose publishes each node on a host port of its own, and the Kubernetes Service keeps a
     client's address on one pod for longer than a checkpoint lives."""
-    serve_port = str(_serve_args(_image_command()).port)
-    published = [service["ports"] for service in _compose_nodes().values()]
+    serve_port = str(_serve_args(exec_form("CMD")).port)
+    published = [service["ports"] for service in compose_nodes().values()]
     assert all(len(ports) == 1 and ports[0].rsplit(":", 1)[1] == serve_port for ports in published), published
     host_ports = [ports[0].rsplit(":", 2)[-2] for ports in published]
     assert len(set(host_ports)) == len(host_ports), host_ports
-    service = _kubernetes()["Service/kitsune"]["spec"]
+    service = kubernetes()["Service/kitsune"]["spec"]
     assert service["sessionAffinity"] == "ClientIP"
     assert service["sessionAffinityConfig"]["clientIP"]["timeoutSeconds"] > CHECKPOINT_TTL
 
@@ -298,7 +241,7 @@ def test_the_nats_chart_values_give_the_nodes_user_the_same_account_and_password
     [user, admin] = values["config"]["merge"]["accounts"]["KITSUNE"]["users"]
     assert user["user"] == NODE_USER and user["permissions"] == node_permissions(FLEET)
     assert admin == {"user": ADMIN_USER, "password": "<< $NATS_ADMIN_PASSWORD >>"}  # provision's, no node's
-    objects = _kubernetes()
+    objects = kubernetes()
     [container] = objects["StatefulSet"]["spec"]["template"]["spec"]["containers"]
     nodes_password = next(item for item in container["env"] if item["name"] == NODE_PASSWORD_ENV)
     assert values["container"]["env"]["NATS_NODE_PASSWORD"] == {"valueFrom": nodes_password["valueFrom"]}
@@ -326,12 +269,11 @@ def test_the_nats_configuration_gives_the_node_user_what_the_embedded_server_giv
 def test_the_streams_are_provisioned_by_the_administrator_whom_no_node_is_given() -> None:
     """compose's ``provision`` service and the Kubernetes Job run ``kitsune provision`` with the
     administrator's password before the nodes; no node's environment holds that password."""
-    compose = _compose()
-    provision = compose["services"]["provision"]
+    provision = compose()["services"]["provision"]
     args = _parser().parse_args(provision["command"][1:])
     assert provision["command"][0] == "kitsune" and args.command == "provision"
     assert args.nats_url.count("nats://") == 3 and "NATS_ADMIN_PASSWORD" in provision["environment"]
-    for node in _compose_nodes().values():
+    for node in compose_nodes().values():
         assert node["depends_on"]["provision"] == {"condition": "service_completed_successfully"}
         assert not any("ADMIN" in str(value) for value in node["environment"].values())
     job = next(d for d in yaml.safe_load_all((DEPLOY / "kubernetes" / "provision.yaml").read_text())
@@ -339,7 +281,9 @@ def test_the_streams_are_provisioned_by_the_administrator_whom_no_node_is_given(
     [container] = job["spec"]["template"]["spec"]["containers"]
     assert _parser().parse_args(container["args"][1:]).command == "provision"
     assert [e["name"] for e in container["env"]] == ["NATS_ADMIN_PASSWORD"]
-    assert "kitsune-nats-admin" not in (DEPLOY / "kubernetes" / "kitsune.yaml").read_text()
+    [node] = kubernetes()["StatefulSet"]["spec"]["template"]["spec"]["containers"]
+    assert all(item["valueFrom"]["secretKeyRef"]["name"] != "kitsune-nats-admin" for item in node["env"]
+               if "secretKeyRef" in item.get("valueFrom", {}))
 
 
 def test_the_launcher_gives_each_server_every_variable_of_the_configuration_and_nats_server_accepts_it(
