@@ -70,8 +70,9 @@ def kubernetes() -> dict[str, dict[str, Any]]:
     return objects
 
 
-SECRET_KEYS = {"agents": "KITSUNE_AGENTS", "metrics-token": "KITSUNE_SCRAPE_TOKEN", "nats-password": "NATS_NODE_PASSWORD",
-               "operator-token": "KITSUNE_OPERATOR_TOKEN", "persist-key": "KITSUNE_PERSIST_KEY"}
+SECRET_KEYS = {"agents": "KITSUNE_AGENTS", "metrics-token": "KITSUNE_SCRAPE_TOKEN",
+               "nats-password": "NATS_NODE_PASSWORD", "operator-token": "KITSUNE_OPERATOR_TOKEN",
+               "persist-key": "KITSUNE_PERSIST_KEY"}
 """Each key of Secret kitsune-secrets (made as deploy/kubernetes/kitsune.yaml says) and env.example's
 variable for the same secret: the tests give the pods env.example's values."""
 

@@ -21,8 +21,19 @@ from core.settings import Settings
 from kitsune.cli import _parser
 from kitsune.fleet import FLEET, NATS_CONFIG, NODE_PASSWORD_ENV, ROUTE_USER, NatsMember, nats_environment
 from messages.contract import CHECKPOINT_TTL
-from tests.static.deploy_files import (DEPLOY, ROOT, compose, compose_nodes, dockerfile, env_example, exec_form, instructions,
-                                       kubernetes, node_config, pod_env)
+from tests.static.deploy_files import (
+    DEPLOY,
+    ROOT,
+    compose,
+    compose_nodes,
+    dockerfile,
+    env_example,
+    exec_form,
+    instructions,
+    kubernetes,
+    node_config,
+    pod_env,
+)
 
 CONF = DEPLOY / "nats" / "nats-server.conf"
 DOCKER_INSTRUCTIONS = {"FROM", "ARG", "RUN", "ENV", "WORKDIR", "COPY", "USER", "EXPOSE", "HEALTHCHECK", "ENTRYPOINT",

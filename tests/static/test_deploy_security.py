@@ -20,8 +20,19 @@ import pytest
 import yaml
 
 from kitsune.cli import _parser
-from tests.static.deploy_files import (DEPLOY, KUBERNETES, compose, compose_nodes, dockerfile, env_example, exec_form,
-                                       instructions, kubernetes, manifests, node_config, pod_env)
+from tests.static.deploy_files import (
+    DEPLOY,
+    KUBERNETES,
+    compose_nodes,
+    dockerfile,
+    env_example,
+    exec_form,
+    instructions,
+    kubernetes,
+    manifests,
+    node_config,
+    pod_env,
+)
 
 KUBERNETES_VERSION = "1.35"
 """The version the manifests are validated for (and the namespace's Pod Security labels name)."""
@@ -37,6 +48,11 @@ def _secret_ref(name: str, key: str) -> dict[str, Any]:
 
 
 _LABELS = {"type": "object", "additionalProperties": {"type": "string"}}
+_DURATION = r"^(0|(([0-9]+)h)?(([0-9]+)m)?(([0-9]+)s)?(([0-9]+)ms)?)$"
+_RELABELING = {"type": "object", "additionalProperties": False, "properties": {
+    "sourceLabels": {"type": "array", "items": {"type": "string", "pattern": "^[a-zA-Z_][a-zA-Z0-9_]*$"}},
+    "targetLabel": {"type": "string"}, "regex": {"type": "string"}, "replacement": {"type": "string"},
+    "action": {"type": "string"}}}
 SERVICE_MONITOR = {
     "type": "object", "additionalProperties": False, "required": ["apiVersion", "kind", "metadata", "spec"],
     "properties": {
@@ -52,14 +68,10 @@ SERVICE_MONITOR = {
                 "type": "object", "additionalProperties": False, "properties": {
                     "port": {"type": "string"}, "path": {"type": "string"},
                     "scheme": {"enum": ["http", "https", "HTTP", "HTTPS"]},
-                    "interval": {"type": "string", "pattern": r"^(0|(([0-9]+)h)?(([0-9]+)m)?(([0-9]+)s)?(([0-9]+)ms)?)$"},
+                    "interval": {"type": "string", "pattern": _DURATION},
                     "authorization": {"type": "object", "additionalProperties": False, "properties": {
                         "type": {"type": "string"}, "credentials": _secret_ref("kitsune-secrets", "metrics-token")}},
-                    "relabelings": {"type": "array", "items": {"type": "object", "additionalProperties": False,
-                                                               "properties": {
-                        "sourceLabels": {"type": "array", "items": {"type": "string", "pattern": "^[a-zA-Z_][a-zA-Z0-9_]*$"}},
-                        "targetLabel": {"type": "string"}, "regex": {"type": "string"},
-                        "replacement": {"type": "string"}, "action": {"type": "string"}}}}}}}}}}}
+                    "relabelings": {"type": "array", "items": _RELABELING}}}}}}}}
 """The fields of ServiceMonitor (monitoring.coreos.com/v1) this repository uses, as the CRD of the Prometheus
 Operator (0.84, example/prometheus-operator-crd/monitoring.coreos.com_servicemonitors.yaml) publishes them;
 kubernetes-validate ships no schema for custom resources. Unknown fields are refused here too."""
@@ -115,7 +127,7 @@ def _restricted_violations(spec: Mapping[str, Any]) -> list[str]:
     found += [flag for flag in ("hostNetwork", "hostPID", "hostIPC") if spec.get(flag)]
     for container in [*spec.get("initContainers", []), *spec["containers"]]:
         own = container.get("securityContext", {})
-        if not (own.get("runAsNonRoot", pod.get("runAsNonRoot")) is True):
+        if own.get("runAsNonRoot", pod.get("runAsNonRoot")) is not True:
             found.append(f"{container['name']}: runAsNonRoot")
         if own.get("runAsUser", pod.get("runAsUser")) == 0:
             found.append(f"{container['name']}: runAsUser 0")
@@ -152,7 +164,8 @@ def test_the_nats_chart_runs_every_container_under_restricted_too() -> None:
     config reloader, exporter) are given what restricted requires; its nats-box is off."""
     values = yaml.safe_load((KUBERNETES / "nats-values.yaml").read_text())
     spec = {"securityContext": values["podTemplate"]["merge"]["spec"]["securityContext"],
-            "containers": [{"name": part, **values[part]["merge"]} for part in ("container", "reloader", "promExporter")]}
+            "containers": [{"name": part, **values[part]["merge"]}
+                           for part in ("container", "reloader", "promExporter")]}
     assert _restricted_violations(spec) == []
     assert values["natsBox"] == {"enabled": False}
 
@@ -194,7 +207,8 @@ def test_an_init_process_reaps_chromiums_children_in_the_image() -> None:
 # --- probes and health checks -------------------------------------------------------------------
 
 def _node_container() -> dict[str, Any]:
-    [container] = kubernetes()["StatefulSet"]["spec"]["template"]["spec"]["containers"]
+    containers: list[dict[str, Any]] = kubernetes()["StatefulSet"]["spec"]["template"]["spec"]["containers"]
+    [container] = containers
     return container
 
 
