@@ -20,19 +20,8 @@ import pytest
 import yaml
 
 from kitsune.cli import _parser
-from tests.static.deploy_files import (
-    DEPLOY,
-    KUBERNETES,
-    compose_nodes,
-    dockerfile,
-    env_example,
-    exec_form,
-    instructions,
-    kubernetes,
-    manifests,
-    node_config,
-    pod_env,
-)
+from tests.static import deploy_files as files
+from tests.static.deploy_files import DEPLOY, KUBERNETES
 
 KUBERNETES_VERSION = "1.35"
 """The version the manifests are validated for (and the namespace's Pod Security labels name)."""
@@ -86,7 +75,7 @@ def _validate(document: dict[str, Any]) -> None:
 
 def test_every_manifest_is_valid_for_the_kubernetes_version_with_unknown_fields_refused() -> None:
     kinds = set()
-    for path, document in manifests():
+    for path, document in files.manifests():
         try:
             _validate(document)
         except (kubernetes_validate.ValidationError, jsonschema.ValidationError) as e:
@@ -99,7 +88,7 @@ def test_every_manifest_is_valid_for_the_kubernetes_version_with_unknown_fields_
 @pytest.mark.parametrize("kind", ["StatefulSet", "ServiceMonitor"])
 def test_the_validation_refuses_a_misspelt_field(kind: str) -> None:
     """The check is strict: one field misspelt in the pod's security context, or in the scrape endpoint."""
-    [document] = [d for _, d in manifests() if d["kind"] == kind]
+    [document] = [d for _, d in files.manifests() if d["kind"] == kind]
     if kind == "StatefulSet":
         document["spec"]["template"]["spec"]["containers"][0]["securityContext"]["runAsNonroot"] = True
     else:
@@ -115,7 +104,7 @@ RESTRICTED_VOLUMES = {"configMap", "csi", "downwardAPI", "emptyDir", "ephemeral"
 
 
 def _pods() -> Iterator[tuple[str, dict[str, Any]]]:
-    for _, document in manifests():
+    for _, document in files.manifests():
         if document["kind"] in ("StatefulSet", "Job"):
             yield document["metadata"]["name"], document["spec"]["template"]["spec"]
 
@@ -144,12 +133,12 @@ def _restricted_violations(spec: Mapping[str, Any]) -> list[str]:
 
 
 def test_the_namespace_enforces_pod_security_restricted_and_every_pod_meets_it() -> None:
-    [namespace] = [d for _, d in manifests() if d["kind"] == "Namespace"]
+    [namespace] = [d for _, d in files.manifests() if d["kind"] == "Namespace"]
     labels = namespace["metadata"]["labels"]
     for mode in ("enforce", "warn", "audit"):
         assert labels[f"pod-security.kubernetes.io/{mode}"] == "restricted"
         assert labels[f"pod-security.kubernetes.io/{mode}-version"] == f"v{KUBERNETES_VERSION}"
-    assert {d["metadata"].get("namespace") for _, d in manifests() if d["kind"] != "Namespace"} == {
+    assert {d["metadata"].get("namespace") for _, d in files.manifests() if d["kind"] != "Namespace"} == {
         namespace["metadata"]["name"]}
     pods = dict(_pods())
     assert set(pods) == {"kitsune", "kitsune-provision"}
@@ -179,7 +168,7 @@ def test_chromium_keeps_its_sandbox_under_a_seccomp_profile_that_allows_user_nam
         if path.is_file():
             code = "\n".join(line.split("#", 1)[0] for line in path.read_text().splitlines())
             assert "--no-sandbox" not in code and "unconfined" not in code.lower(), path
-    [user] = instructions("USER")
+    [user] = files.instructions("USER")
     assert int(user.split(":")[0]) > 0
     profile = json.loads(SECCOMP.read_text())
     refused = {name for rule in profile["syscalls"] if rule["action"] == "SCMP_ACT_ERRNO" for name in rule["names"]}
@@ -188,26 +177,26 @@ def test_chromium_keeps_its_sandbox_under_a_seccomp_profile_that_allows_user_nam
     assert not {"clone", "clone3", "unshare", "chroot", "seccomp", "prctl"} & refused  # the sandbox's own calls
     assert {"mount", "pivot_root", "setns", "kexec_load", "init_module", "bpf", "ptrace", "keyctl",
             "open_by_handle_at", "userfaultfd", "perf_event_open", "io_uring_setup", "reboot"} <= refused
-    pod = kubernetes()["StatefulSet"]["spec"]["template"]["spec"]
+    pod = files.kubernetes()["StatefulSet"]["spec"]["template"]["spec"]
     assert pod["securityContext"]["seccompProfile"] == {"type": "Localhost", "localhostProfile": SECCOMP.name}
-    for service in compose_nodes().values():
+    for service in files.compose_nodes().values():
         assert f"seccomp=./{SECCOMP.relative_to(DEPLOY)}" in service["security_opt"]
         assert "no-new-privileges:true" in service["security_opt"] and service["cap_drop"] == ["ALL"]
 
 
 def test_an_init_process_reaps_chromiums_children_in_the_image() -> None:
-    assert exec_form("ENTRYPOINT") == ["/usr/bin/tini", "--"]
-    assert any("apt-get install" in run and "tini" in shlex.split(run) for run in instructions("RUN"))
-    assert exec_form("CMD")[:2] == ["kitsune", "serve"]
-    assert all("init" not in service for service in compose_nodes().values())  # tini already; not a second one
-    env = dict(item.split("=", 1) for kind, rest in dockerfile() if kind == "ENV" for item in shlex.split(rest))
+    assert files.exec_form("ENTRYPOINT") == ["/usr/bin/tini", "--"]
+    assert any("apt-get install" in run and "tini" in shlex.split(run) for run in files.instructions("RUN"))
+    assert files.exec_form("CMD")[:2] == ["kitsune", "serve"]
+    assert all("init" not in service for service in files.compose_nodes().values())  # tini already; not a second one
+    env = dict(item.split("=", 1) for kind, rest in files.dockerfile() if kind == "ENV" for item in shlex.split(rest))
     assert env["TMPDIR"] == "/tmp" and env["XDG_CACHE_HOME"].startswith("/tmp/")  # the root may be read-only
 
 
 # --- probes and health checks -------------------------------------------------------------------
 
 def _node_container() -> dict[str, Any]:
-    containers: list[dict[str, Any]] = kubernetes()["StatefulSet"]["spec"]["template"]["spec"]["containers"]
+    containers: list[dict[str, Any]] = files.kubernetes()["StatefulSet"]["spec"]["template"]["spec"]["containers"]
     [container] = containers
     return container
 
@@ -221,10 +210,10 @@ def test_liveness_never_depends_on_nats_and_readiness_does() -> None:
         "startupProbe": {"path": "/livez", "port": port}, "livenessProbe": {"path": "/livez", "port": port},
         "readinessProbe": {"path": "/readyz", "port": port}}
     serve_port = container["ports"][0]["containerPort"]
-    for service in compose_nodes().values():
+    for service in files.compose_nodes().values():
         check = service["healthcheck"]["test"]
         assert check[0] == "CMD" and f"http://127.0.0.1:{serve_port}/readyz" in check[-1]
-    assert f"http://127.0.0.1:{serve_port}/livez" in instructions("HEALTHCHECK")[0]
+    assert f"http://127.0.0.1:{serve_port}/livez" in files.instructions("HEALTHCHECK")[0]
 
 
 # --- drain on termination, rollout --------------------------------------------------------------
@@ -243,25 +232,25 @@ def _drain_args(command: list[str]) -> argparse.Namespace:
 
 
 def test_termination_drains_the_node_within_the_grace_period() -> None:
-    pod = kubernetes()["StatefulSet"]["spec"]["template"]["spec"]
+    pod = files.kubernetes()["StatefulSet"]["spec"]["template"]["spec"]
     container = _node_container()
-    env = pod_env(container)
+    env = files.pod_env(container)
     args = _drain_args(container["lifecycle"]["preStop"]["exec"]["command"])
     assert args.wait is True and args.url == f"http://127.0.0.1:{container['ports'][0]['containerPort']}"
     deadline = float(env["KITSUNE_DRAIN_DEADLINE"])
     assert args.deadline == deadline
     assert pod["terminationGracePeriodSeconds"] >= deadline + DRAIN_MARGIN
-    config = node_config(DEPLOY / "kitsune.yaml", env)  # the operator the drain presents its token as
+    config = files.node_config(DEPLOY / "kitsune.yaml", env)  # the operator the drain presents its token as
     [operator] = config.operators
     assert operator.secret_sha256 == hashlib.sha256(env["KITSUNE_OPERATOR_TOKEN"].encode()).digest()
     assert config.policy.caps == frozenset(env["KITSUNE_CAPS"].split(","))
-    for service in compose_nodes().values():
+    for service in files.compose_nodes().values():
         assert service["environment"]["KITSUNE_DRAIN_DEADLINE"] == env["KITSUNE_DRAIN_DEADLINE"]
         assert int(service["stop_grace_period"].removesuffix("s")) >= deadline + DRAIN_MARGIN
 
 
 def test_the_rollout_and_the_budget_take_one_node_at_a_time() -> None:
-    objects = kubernetes()
+    objects = files.kubernetes()
     spec = objects["StatefulSet"]["spec"]
     assert spec["updateStrategy"] == {"type": "RollingUpdate", "rollingUpdate": {"maxUnavailable": 1}}
     assert objects["PodDisruptionBudget"]["spec"]["maxUnavailable"] == 1 < spec["replicas"]
@@ -270,7 +259,7 @@ def test_the_rollout_and_the_budget_take_one_node_at_a_time() -> None:
 # --- NetworkPolicy, ServiceMonitor --------------------------------------------------------------
 
 def _policies() -> dict[str, dict[str, Any]]:
-    return {d["metadata"]["name"]: d["spec"] for _, d in manifests() if d["kind"] == "NetworkPolicy"}
+    return {d["metadata"]["name"]: d["spec"] for _, d in files.manifests() if d["kind"] == "NetworkPolicy"}
 
 
 def _reachers(spec: Mapping[str, Any]) -> dict[int, list[dict[str, Any]]]:
@@ -284,8 +273,8 @@ def _reachers(spec: Mapping[str, Any]) -> dict[int, list[dict[str, Any]]]:
 
 def test_only_the_nodes_reach_nats_and_only_the_ingress_and_prometheus_the_nodes() -> None:
     policies = {name: _reachers(spec) for name, spec in _policies().items()}
-    nodes = {"matchLabels": kubernetes()["StatefulSet"]["spec"]["template"]["metadata"]["labels"]}
-    [job] = [d for _, d in manifests() if d["kind"] == "Job"]
+    nodes = {"matchLabels": files.kubernetes()["StatefulSet"]["spec"]["template"]["metadata"]["labels"]}
+    [job] = [d for _, d in files.manifests() if d["kind"] == "Job"]
     nats = _policies()["nats"]["podSelector"]
     assert nats == {"matchLabels": {"app.kubernetes.io/name": "nats", "app.kubernetes.io/component": "nats"}}
     assert policies["nats"][4222] == [{"podSelector": nodes},
@@ -301,8 +290,8 @@ def test_only_the_nodes_reach_nats_and_only_the_ingress_and_prometheus_the_nodes
 
 
 def test_the_service_monitor_scrapes_the_nodes_once_with_the_scrape_token_as_job_kitsune() -> None:
-    objects = kubernetes()
-    [monitor] = [d for _, d in manifests() if d["kind"] == "ServiceMonitor"]
+    objects = files.kubernetes()
+    [monitor] = [d for _, d in files.manifests() if d["kind"] == "ServiceMonitor"]
     selected = [name for name, o in objects.items() if name.startswith("Service/")
                 and monitor["spec"]["selector"]["matchLabels"].items() <= o["metadata"]["labels"].items()]
     assert selected == ["Service/kitsune"]  # job = the Service's name, as the node-down alert expects
@@ -316,21 +305,21 @@ def test_the_service_monitor_scrapes_the_nodes_once_with_the_scrape_token_as_job
 # --- secrets ------------------------------------------------------------------------------------
 
 def test_secrets_come_from_secret_objects_and_deploy_env_never_from_the_files() -> None:
-    assert "Secret" not in {d["kind"] for _, d in manifests()}  # made by kubectl create secret, as kitsune.yaml says
+    assert "Secret" not in {d["kind"] for _, d in files.manifests()}  # kubectl create secret makes them
     for _, spec in _pods():
         for container in spec["containers"]:
             for item in container["env"]:
                 if SECRET_NAMES.search(item["name"]):
                     assert set(item) == {"name", "valueFrom"} and "secretKeyRef" in item["valueFrom"], item
-    example = env_example()
+    example = files.env_example()
     assert {"KITSUNE_CAPS", "KITSUNE_PERSIST_KEY", "KITSUNE_OPERATOR_TOKEN"} <= set(example)
-    for service in compose_nodes().values():
+    for service in files.compose_nodes().values():
         env = service["environment"]
         assert {"KITSUNE_CAPS", "KITSUNE_PERSIST_KEY", "KITSUNE_OPERATOR_TOKEN"} <= set(env)
         for name, value in env.items():
             if SECRET_NAMES.search(name):
                 assert re.fullmatch(r"\$\{\w+:\?set it in deploy/\.env\}", value), name
-    assert pod_env(_node_container())["KITSUNE_CAPS"] == example["KITSUNE_CAPS"]
+    assert files.pod_env(_node_container())["KITSUNE_CAPS"] == example["KITSUNE_CAPS"]
 
 
 # --- the NATS chart's values --------------------------------------------------------------------
