@@ -14,11 +14,12 @@ import json
 import os
 import platform
 import re
+import shutil
 import struct
 import subprocess
 import sys
 import tempfile
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
 from pathlib import Path
 
 import pytest
@@ -82,11 +83,13 @@ def _confined(program: bytes, command: list[str], home: Path) -> subprocess.Comp
 
 
 @pytest.fixture
-def home() -> Path:
+def home() -> Iterator[Path]:
+    """A home the confined user owns (pytest's tmp_path is not reachable by another user)."""
     directory = Path(tempfile.mkdtemp(prefix="kitsune-sandbox-"))
     if os.geteuid() == 0:
         os.chown(directory, NOBODY, NOBODY)
-    return directory
+    yield directory
+    shutil.rmtree(directory, ignore_errors=True)
 
 
 def _chromium(program: bytes, home: Path) -> subprocess.CompletedProcess[str]:
