@@ -1,6 +1,7 @@
 """One person's Live View connection to a tab of this node, and its relay from another node.
 
-A viewer speaks JSON messages. From the person: ``ack`` (a frame was shown), the input messages of
+A viewer speaks JSON messages. From the person: ``ack`` (a frame was shown: accepted and ignored, since a frame
+is acknowledged to the screencast once its send to the person finished), the input messages of
 :func:`~driver.screencast.input_event`, ``done`` (hand the tab back), ``ping``. To the person:
 ``ready`` (with ``control``: false for a view-only link; again when a link's control ends because its
 agent's policy no longer gives it), ``frame``, ``error`` (an input message
@@ -8,7 +9,8 @@ that was refused, with its ``code``), and last ``ended`` with a code, a message 
 close code. Every input that is sent, or refused on a view-only link, passes
 :class:`~driver.live_inputs.InputAudit` first. A :class:`LocalViewer` drives the tab's page; a
 :class:`RelayedViewer`, on the node the person reached, carries the same messages over NATS to the
-node that holds the tab (``<fleet>.live.<id>.in`` and ``.out``: ``messages.live``).
+node that holds the tab (``<fleet>.live.<id>.in`` and ``.out``: ``messages.live``); there the relay, not the
+person, acknowledges each frame once it sent it on.
 """
 
 from __future__ import annotations
@@ -91,7 +93,7 @@ class LocalViewer:
 
     def __init__(self, links: LiveLinks, control: Control, page: Page, send: Send,
                  on_hand_back: Callable[[Control], None], audit: InputAudit,
-                 may_control: Callable[[], bool] = lambda: True) -> None:
+                 may_control: Callable[[], bool] = lambda: True, *, relayed: bool = False) -> None:
         self.control = control
         self._may_control = may_control
         """Whether its link may still control the tab (its agent's policy, as it is now)."""
@@ -99,7 +101,8 @@ class LocalViewer:
         self._send = send
         self._on_hand_back = on_hand_back
         self._audit = audit
-        self._screencast = Screencast(page, send)
+        self._screencast = Screencast(page, send, ack_sent=not relayed)
+        """Relayed, a frame is sent once published: the relay acknowledges it when it sent it to the person."""
         self._page = page
         page.on("close", self._page_closed)
 
@@ -119,7 +122,8 @@ class LocalViewer:
         kind = message.get("type")
         try:
             if kind == "ack":
-                await self._screencast.ack()
+                if not self._screencast.ack_sent:
+                    await self._screencast.ack()
             elif kind == "done" and self.control.controls:
                 await self._links.hand_back(self.control)
                 self._on_hand_back(self.control)
@@ -204,6 +208,8 @@ class RelayedViewer:
 
     async def _to_person(self, message: ToPerson) -> None:
         await self._send(message.message)
+        if message.message.get("type") == "frame":  # sent on: the tab's node may send the next
+            await self._relay({"type": "ack"})
 
     async def _ended_there(self, ended: ViewEnded) -> None:
         self._end((ended.code, ended.message, ended.close_code))
@@ -225,6 +231,10 @@ class RelayedViewer:
                            1011))
 
     async def deliver(self, message: dict[str, Any]) -> None:
+        if message.get("type") != "ack":  # this relay acknowledges the frames it sent on
+            await self._relay(message)
+
+    async def _relay(self, message: dict[str, Any]) -> None:
         try:
             await self._bus.publish(self._subjects.live(self._id, "in"), encode(FromPerson(message)))
         except BusError as e:
