@@ -2,9 +2,8 @@
 
 ``Page.startScreencast`` sends a JPEG frame each time the page paints, and no more frames until
 the last one is acknowledged (``Page.screencastFrameAck``). A frame is acknowledged once it went out
-(``ack_sent``: its send finished, which waits while the connection's buffer is full), or when the
-one who shows it says so (:meth:`Screencast.ack`): a slow connection gets fewer frames, never a queue,
-and a fast one never waits for a round trip to the person. Mouse, wheel and keys go to
+(its ``on_frame`` returned: a send waits while the connection's buffer is full): a slow connection gets
+fewer frames, never a queue, and a fast one never waits for a round trip to the person. Mouse, wheel and keys go to
 the page through ``Input.dispatch*Event``, typed text through ``Input.insertText``.
 """
 
@@ -31,15 +30,12 @@ _MAX_TEXT = 10_000
 class Screencast:
     """The screencast of one page, and the input sent to it, on a CDP session of its own."""
 
-    def __init__(self, page: Page, on_frame: Callable[[Frame], Awaitable[None]], *, ack_sent: bool = True,
-                 quality: int = 70, max_width: int = 1600, max_height: int = 1200) -> None:
+    def __init__(self, page: Page, on_frame: Callable[[Frame], Awaitable[None]], *, quality: int = 70,
+                 max_width: int = 1600, max_height: int = 1200) -> None:
         self._page = page
         self._on_frame = on_frame
-        self.ack_sent = ack_sent
-        """Acknowledge each frame once ``on_frame`` returned; else each waits for :meth:`ack`."""
         self._params = {"format": "jpeg", "quality": quality, "maxWidth": max_width, "maxHeight": max_height}
         self._cdp: CDPSession | None = None
-        self._unacked: int | None = None
         self.frames = 0
 
     async def start(self) -> None:
@@ -49,19 +45,13 @@ class Screencast:
         await self._cdp.send("Page.startScreencast", self._params)
 
     async def _frame(self, event: Mapping[str, Any]) -> None:
-        self._unacked = int(event["sessionId"])
         meta = event.get("metadata", {})
         self.frames += 1
         await self._on_frame({"type": "frame", "data": event["data"], "frame": self.frames,
                               "width": meta.get("deviceWidth"), "height": meta.get("deviceHeight")})
-        if self.ack_sent:
-            await self.ack()
-
-    async def ack(self) -> None:
-        """The last frame went out (or was shown): the next may come."""
-        session, self._unacked = self._unacked, None
-        if session is not None and self._cdp is not None:
-            await self._cdp.send("Page.screencastFrameAck", {"sessionId": session})
+        if self._cdp is not None:  # it went out: the next may come
+            with contextlib.suppress(PlaywrightError):  # the page or the screencast may be gone meanwhile
+                await self._cdp.send("Page.screencastFrameAck", {"sessionId": int(event["sessionId"])})
 
     async def send_input(self, message: Mapping[str, Any]) -> None:
         """Send one input message of the viewer to the page (see :func:`input_event`)."""

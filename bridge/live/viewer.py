@@ -9,8 +9,9 @@ that was refused, with its ``code``), and last ``ended`` with a code, a message 
 close code. Every input that is sent, or refused on a view-only link, passes
 :class:`~driver.live_inputs.InputAudit` first. A :class:`LocalViewer` drives the tab's page; a
 :class:`RelayedViewer`, on the node the person reached, carries the same messages over NATS to the
-node that holds the tab (``<fleet>.live.<id>.in`` and ``.out``: ``messages.live``); there the relay, not the
-person, acknowledges each frame once it sent it on.
+node that holds the tab (``<fleet>.live.<id>.in`` and ``.out``: ``messages.live``); the relay, not the person,
+acknowledges each frame it sent on, and the tab's node publishes the next frame once the one before is
+acknowledged (so the screencast makes a frame while the one before crosses NATS: never more than one on the way).
 """
 
 from __future__ import annotations
@@ -101,10 +102,19 @@ class LocalViewer:
         self._send = send
         self._on_hand_back = on_hand_back
         self._audit = audit
-        self._screencast = Screencast(page, send, ack_sent=not relayed)
-        """Relayed, a frame is sent once published: the relay acknowledges it when it sent it to the person."""
+        self._relayed = relayed
+        self._relay_took_last = asyncio.Event()
+        """Relayed: the relay acknowledged the last frame published (none yet: set)."""
+        self._relay_took_last.set()
+        self._screencast = Screencast(page, self._relay_frame if relayed else send)
         self._page = page
         page.on("close", self._page_closed)
+
+    async def _relay_frame(self, frame: dict[str, Any]) -> None:
+        """Publish a frame to the relay once it acknowledged the one before."""
+        await self._relay_took_last.wait()
+        self._relay_took_last.clear()
+        await self._send(frame)
 
     def _page_closed(self, page: Page) -> None:
         self.control.end("tab_closed", f"Tab {self.control.link.tab} was closed; this Live View has ended.", 4410)
@@ -121,9 +131,9 @@ class LocalViewer:
     async def deliver(self, message: dict[str, Any]) -> None:
         kind = message.get("type")
         try:
-            if kind == "ack":
-                if not self._screencast.ack_sent:
-                    await self._screencast.ack()
+            if kind == "ack":  # a person's is ignored: each frame was acknowledged once sent
+                if self._relayed:
+                    self._relay_took_last.set()
             elif kind == "done" and self.control.controls:
                 await self._links.hand_back(self.control)
                 self._on_hand_back(self.control)
@@ -168,6 +178,7 @@ class LocalViewer:
         self._links.release(self.control)
         self.control.ended.set()
         await self._screencast.stop()
+        self._relay_took_last.set()  # a frame waiting for the relay goes nowhere, and its wait ends
 
 
 class RelayedViewer:
