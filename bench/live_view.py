@@ -8,7 +8,7 @@ counter that repaints on every animation frame for a few seconds.
 - **Live View**: a whole Kitsune node (embedded nats-server, Chromium, the actors) with the app over
   it (uvicorn, as ``kitsune serve``); the agent asks ``POST /api/tabs {"op": "live_view"}`` for a link
   and the bench is the person: it connects to ``/live/{tab}/ws`` with a WebSocket client
-  (``websockets``), acknowledges each frame as it arrives, and sends input messages.
+  (``websockets``) and sends input messages (the node acknowledges each frame once it sent it).
 - **relayed**: the same, but the person reaches a second node of the fleet, which relays the
   WebSocket over NATS to the tab's node.
 - **raw CDP**: a second ``ChromiumBrowser`` launched the same way, its page driven directly with raw
@@ -154,8 +154,7 @@ class LiveScreen:
         async for data in self._ws:
             arrived = time.perf_counter()
             message = orjson.loads(data)
-            if message["type"] == "frame":
-                await self._ws.send('{"type":"ack"}')
+            if message["type"] == "frame":  # the node acknowledges it to the screencast once sent
                 self.frames.put_nowait((arrived, len(message["data"]) * 3 // 4))
             elif message["type"] in ("ended", "error"):
                 raise RuntimeError(f"Live View: {message}")

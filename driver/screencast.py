@@ -1,8 +1,9 @@
 """A tab's screencast and a person's input, over the Chrome DevTools Protocol.
 
 ``Page.startScreencast`` sends a JPEG frame each time the page paints, and no more frames until
-the last one is acknowledged (``Page.screencastFrameAck``): the viewer acknowledges each frame it
-has shown, so a slow connection gets fewer frames, never a queue. Mouse, wheel and keys go to
+the last one is acknowledged (``Page.screencastFrameAck``). A frame is acknowledged once it went out
+(its ``on_frame`` returned: a send waits while the connection's buffer is full): a slow connection gets
+fewer frames, never a queue, and a fast one never waits for a round trip to the person. Mouse, wheel and keys go to
 the page through ``Input.dispatch*Event``, typed text through ``Input.insertText``.
 """
 
@@ -35,7 +36,6 @@ class Screencast:
         self._on_frame = on_frame
         self._params = {"format": "jpeg", "quality": quality, "maxWidth": max_width, "maxHeight": max_height}
         self._cdp: CDPSession | None = None
-        self._unacked: int | None = None
         self.frames = 0
 
     async def start(self) -> None:
@@ -45,17 +45,13 @@ class Screencast:
         await self._cdp.send("Page.startScreencast", self._params)
 
     async def _frame(self, event: Mapping[str, Any]) -> None:
-        self._unacked = int(event["sessionId"])
         meta = event.get("metadata", {})
         self.frames += 1
         await self._on_frame({"type": "frame", "data": event["data"], "frame": self.frames,
                               "width": meta.get("deviceWidth"), "height": meta.get("deviceHeight")})
-
-    async def ack(self) -> None:
-        """The viewer showed the last frame: the next may come."""
-        session, self._unacked = self._unacked, None
-        if session is not None and self._cdp is not None:
-            await self._cdp.send("Page.screencastFrameAck", {"sessionId": session})
+        if self._cdp is not None:  # it went out: the next may come
+            with contextlib.suppress(PlaywrightError):  # the page or the screencast may be gone meanwhile
+                await self._cdp.send("Page.screencastFrameAck", {"sessionId": int(event["sessionId"])})
 
     async def send_input(self, message: Mapping[str, Any]) -> None:
         """Send one input message of the viewer to the page (see :func:`input_event`)."""

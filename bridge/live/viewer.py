@@ -1,6 +1,7 @@
 """One person's Live View connection to a tab of this node, and its relay from another node.
 
-A viewer speaks JSON messages. From the person: ``ack`` (a frame was shown), the input messages of
+A viewer speaks JSON messages. From the person: ``ack`` (a frame was shown: accepted and ignored, since a frame
+is acknowledged to the screencast once its send to the person finished), the input messages of
 :func:`~driver.screencast.input_event`, ``done`` (hand the tab back), ``ping``. To the person:
 ``ready`` (with ``control``: false for a view-only link; again when a link's control ends because its
 agent's policy no longer gives it), ``frame``, ``error`` (an input message
@@ -8,7 +9,9 @@ that was refused, with its ``code``), and last ``ended`` with a code, a message 
 close code. Every input that is sent, or refused on a view-only link, passes
 :class:`~driver.live_inputs.InputAudit` first. A :class:`LocalViewer` drives the tab's page; a
 :class:`RelayedViewer`, on the node the person reached, carries the same messages over NATS to the
-node that holds the tab (``<fleet>.live.<id>.in`` and ``.out``: ``messages.live``).
+node that holds the tab (``<fleet>.live.<id>.in`` and ``.out``: ``messages.live``); the relay, not the person,
+acknowledges each frame it sent on, and the tab's node publishes the next frame once the one before is
+acknowledged (so the screencast makes a frame while the one before crosses NATS: never more than one on the way).
 """
 
 from __future__ import annotations
@@ -91,7 +94,7 @@ class LocalViewer:
 
     def __init__(self, links: LiveLinks, control: Control, page: Page, send: Send,
                  on_hand_back: Callable[[Control], None], audit: InputAudit,
-                 may_control: Callable[[], bool] = lambda: True) -> None:
+                 may_control: Callable[[], bool] = lambda: True, *, relayed: bool = False) -> None:
         self.control = control
         self._may_control = may_control
         """Whether its link may still control the tab (its agent's policy, as it is now)."""
@@ -99,9 +102,19 @@ class LocalViewer:
         self._send = send
         self._on_hand_back = on_hand_back
         self._audit = audit
-        self._screencast = Screencast(page, send)
+        self._relayed = relayed
+        self._relay_took_last = asyncio.Event()
+        """Relayed: the relay acknowledged the last frame published (none yet: set)."""
+        self._relay_took_last.set()
+        self._screencast = Screencast(page, self._relay_frame if relayed else send)
         self._page = page
         page.on("close", self._page_closed)
+
+    async def _relay_frame(self, frame: dict[str, Any]) -> None:
+        """Publish a frame to the relay once it acknowledged the one before."""
+        await self._relay_took_last.wait()
+        self._relay_took_last.clear()
+        await self._send(frame)
 
     def _page_closed(self, page: Page) -> None:
         self.control.end("tab_closed", f"Tab {self.control.link.tab} was closed; this Live View has ended.", 4410)
@@ -118,8 +131,9 @@ class LocalViewer:
     async def deliver(self, message: dict[str, Any]) -> None:
         kind = message.get("type")
         try:
-            if kind == "ack":
-                await self._screencast.ack()
+            if kind == "ack":  # a person's is ignored: each frame was acknowledged once sent
+                if self._relayed:
+                    self._relay_took_last.set()
             elif kind == "done" and self.control.controls:
                 await self._links.hand_back(self.control)
                 self._on_hand_back(self.control)
@@ -164,6 +178,7 @@ class LocalViewer:
         self._links.release(self.control)
         self.control.ended.set()
         await self._screencast.stop()
+        self._relay_took_last.set()  # a frame waiting for the relay goes nowhere, and its wait ends
 
 
 class RelayedViewer:
@@ -204,6 +219,8 @@ class RelayedViewer:
 
     async def _to_person(self, message: ToPerson) -> None:
         await self._send(message.message)
+        if message.message.get("type") == "frame":  # sent on: the tab's node may send the next
+            await self._relay({"type": "ack"})
 
     async def _ended_there(self, ended: ViewEnded) -> None:
         self._end((ended.code, ended.message, ended.close_code))
@@ -225,6 +242,10 @@ class RelayedViewer:
                            1011))
 
     async def deliver(self, message: dict[str, Any]) -> None:
+        if message.get("type") != "ack":  # this relay acknowledges the frames it sent on
+            await self._relay(message)
+
+    async def _relay(self, message: dict[str, Any]) -> None:
         try:
             await self._bus.publish(self._subjects.live(self._id, "in"), encode(FromPerson(message)))
         except BusError as e:

@@ -244,19 +244,20 @@ class LiveViews:
         return viewer
 
     async def _open_here(self, tab: int, token: object, send: Send, mode: str = "tab",
-                         limit: int | None = None) -> HeldViewer:
+                         relayed: bool = False) -> HeldViewer:
+        """A connection to a tab of this node; ``relayed``: ``send`` publishes to the node the person reached."""
         link = self.links.check(tab, token, mode)
         if self._owned_by_another(tab, link.agent) is not None:  # a takeover revokes them; this is the backstop
             self.taken_over(tab, self._owners.owner(tab))
         control = self.links.connect(tab, token, self.may_control, mode)  # the policy as it is now
         if mode == "devtools":
-            return await self._open_devtools(control, send, limit)
+            return await self._open_devtools(control, send, _RELAYED if relayed else None)
         agent = control.link.agent
         audit = InputAudit(lambda op, fields: self._auditor(agent).live_view(op, tab, **fields))
         try:
             page = self._browser.page(tab)
             viewer = LocalViewer(self.links, control, page, send, self._handed_back, audit,
-                                 lambda: self.may_control(control.link))
+                                 lambda: self.may_control(control.link), relayed=relayed)
             await viewer.start()
         except BaseException:
             self.links.release(control)
@@ -385,7 +386,7 @@ class LiveViews:
             await bus.publish(out, encode(ToPerson(message)))
 
         try:
-            viewer = await self._open_here(request.tab, request.token, send, request.mode, _RELAYED)
+            viewer = await self._open_here(request.tab, request.token, send, request.mode, relayed=True)
         except LiveRefusal as e:
             return ViewRefused(e.code, e.message, e.close_code, e.http_status)
 

@@ -241,6 +241,21 @@ def test_a_wait_on_a_tabs_hand_back_ends_at_the_hand_back(alice: httpx.Client, b
     assert (bad.status_code, bad.json()["code"]) == (400, "invalid_parameter")
 
 
+def test_each_frame_is_acknowledged_once_sent_so_a_viewer_that_never_acks_sees_every_repaint(
+        alice: httpx.Client, base: str, site: TestSite) -> None:
+    tab = open_tab(alice, site.url("/form"))
+    link = alice.post("/api/tabs", json={"op": "live_view", "tabId": tab, "control": False}).json()
+    with viewer(base, tab, token_of(link)) as ws:  # view-only: the agent goes on writing the tab
+        assert next_message(ws)["type"] == "ready"
+        assert next_message(ws)["type"] == "frame"
+        for n in range(3):  # each change repaints; a frame waiting for a person's ack would stop at the first
+            changed = alice.post("/api/batch", json={"tabId": tab, "commands": [
+                {"action": "js", "code": f"document.body.style.background = '#{n + 1}0{n + 1}0{n + 1}0'"}]})
+            assert changed.json()["status"] == "ok"
+            while (message := next_message(ws))["type"] != "frame":
+                assert message["type"] not in ("ended", "error"), message
+
+
 def test_no_live_view_token_reaches_the_audit_log_the_server_log_the_events_or_metrics_and_a_stop_ends_it(
         tmp_path: Path, nats_access: NatsAccess, site: TestSite) -> None:
     served = serve(tmp_path, nats_access, {"caps": ["core", "automation"]})
