@@ -49,6 +49,10 @@ class TabNodes(Protocol):
         """The node keeping ``tab`` task ``task_id`` and its record: asked of ``node``, else of every other node."""
         ...
 
+    async def tabs_free(self, node: str, task: Task, tabs: list[int]) -> None:
+        """``task_conflict`` when ``node`` keeps a ``tab`` task on one of ``tabs`` (of the new ``task``)."""
+        ...
+
 
 class ScopedTaskStore:
     """The node's tasks: its ``tab`` tasks, the fleet's store, and the authority's for ``remote`` ones when one is
@@ -98,13 +102,15 @@ class ScopedTaskStore:
             self._remember(task.id, node, task)
             return
         store = self._store_of(task)
+        if self._nodes is not None and task.scope != "tab":  # the other nodes' tab tasks on its tabs
+            nodes = {tab: self._nodes.node_of(tab) for tab in task.tabs}
+            for node in sorted({n for n in nodes.values() if n is not None and n != self._nodes.here}):
+                await self._nodes.tabs_free(node, task, [tab for tab, n in nodes.items() if n == node])
         for other in self._stores:
             held = [t for tab in task.tabs for t in other.tasks_of_tab(tab) if other is not store
                     and t.status != "revoked"]
             if held:
-                state: dict[str, Any] = {"tabId": held[0].tabs[0], **(
-                    {"taskId": held[0].id} if held[0].agent == task.agent else {})}
-                raise KitsuneError("task_conflict", "a tab of the task is already in another task", state=state)
+                raise _conflict(held[0], task)
         await store.create(task)
 
     async def get(self, task_id: str) -> Task | None:
@@ -188,6 +194,13 @@ class ScopedTaskStore:
     def knows(self, task_id: str) -> bool:
         return any(store.knows(task_id) for store in self._stores)
 
+    def tab_conflict(self, task: Task, tabs: list[int]) -> None:
+        """``task_conflict`` when one of ``tabs`` (of the new ``task``) is in a ``tab`` task this node keeps."""
+        held = [t for tab in tabs for t in (self._tab.tasks_of_tab(tab) if self._tab is not None else [])
+                if t.status != "revoked"]
+        if held:
+            raise _conflict(held[0], task)
+
     def _node_of(self, task: Task) -> str | None:
         """The other node that keeps the new ``tab`` task ``task`` (that of its tab), or None: this one."""
         if task.scope != "tab" or self._nodes is None or not task.tabs:
@@ -208,6 +221,12 @@ class ScopedTaskStore:
     def _known(self, task_id: str) -> list[TaskStore]:
         """The stores to look for a task in: the one whose mirror has it, else each in turn."""
         return [store for store in self._stores if store.knows(task_id)] or self._stores
+
+
+def _conflict(held: Task, task: Task) -> KitsuneError:
+    """``task_conflict``: a tab of ``task`` is in ``held`` (named only to its own agent)."""
+    state: dict[str, Any] = {"tabId": held.tabs[0], **({"taskId": held.id} if held.agent == task.agent else {})}
+    return KitsuneError("task_conflict", "a tab of the task is already in another task", state=state)
 
 
 def _ended(task: Task) -> Task:

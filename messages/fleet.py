@@ -96,7 +96,7 @@ class ReleaseClaims(Message):
 # --- <fleet>.node.<name>.tasks: the ``tab`` tasks the node keeps (bridge.tasks.fleet) ------------
 
 TaskOpName = Literal["find", "create", "get", "heartbeat", "checkpoint", "complete", "delete", "may_take_over",
-                     "take_over", "call_started", "call_ended"]
+                     "take_over", "call_started", "call_ended", "tabs_free"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -104,7 +104,8 @@ class TaskOp(Message):
     """A request about a ``tab`` task, sent to the node of its tab that keeps it; answered :class:`TaskAnswered`."""
 
     op: TaskOpName
-    """``find`` (its record), ``create`` (keep ``body.task``), a route's operation on it, or a call of the
+    """``find`` (its record), ``create`` (keep ``body.task``), ``tabs_free`` (``task_conflict`` when one of
+    ``body.tabs`` is in a ``tab`` task the node keeps), a route's operation on it, or a call of the
     session's through the sending node (``call_started``, ``call_ended``: ``bridge.tasks.calls.Forward``)."""
     task: str
     """The task's id."""

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import time
 from collections.abc import Callable
 from typing import Any
 
@@ -53,6 +54,9 @@ class TabNodes:
         nodes = [node] if node is not None else sorted(self._alive() - {self.here})
         found = await asyncio.gather(*(self._find_on(n, task_id) for n in nodes))
         return next((hit for hit in found if hit is not None), None)
+
+    async def tabs_free(self, node: str, task: Task, tabs: list[int]) -> None:
+        await self.ask(node, TaskOp("tabs_free", task.id, task.agent, None, {"tabs": tabs, "task": task.to_dict()}))
 
     async def _find_on(self, node: str, task_id: str) -> tuple[str, Task] | None:
         with contextlib.suppress(KitsuneError):  # a node that does not answer keeps none we can use
@@ -128,6 +132,9 @@ class FleetTasks:
         if node is None:
             return None
         if not self._nodes.alive(node):
+            ended = await self._tasks.store.get(task_id) if op == "get" else None
+            if ended is not None and ended.agent == agent:  # as it was last read, expired
+                return ended.view(session, time.time())
             raise KitsuneError("task_expired", f"task {task_id} ended with its tab's node, which left the fleet",
                                state={"taskId": task_id})
         answered = await self._nodes.ask(node, TaskOp(op, task_id, agent, session, body))
@@ -152,8 +159,12 @@ class FleetTasks:
         return {subject: typed(subject, {TaskOp: self._serve}, limit=LARGE)}
 
     async def _serve(self, op: TaskOp) -> TaskAnswered:
-        if op.op == "create":
-            await self._tasks.store.create(Task.from_dict(op.body["task"]))
+        if op.op in ("create", "tabs_free"):
+            task = Task.from_dict(op.body["task"])
+            if op.op == "create":
+                await self._tasks.store.create(task)
+            else:
+                self._tasks.store.tab_conflict(task, [int(tab) for tab in op.body["tabs"]])
             return TaskAnswered({})
         if not self._tasks.store.keeps(op.task):
             return TaskAnswered(None)
