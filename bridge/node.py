@@ -48,6 +48,7 @@ from bridge.quota_metrics import set_quotas
 from bridge.session_keeper import SessionKeeper
 from bridge.site_tool_records import SiteToolRecords
 from bridge.tasks.fleet import FleetTasks, TabNodes
+from bridge.tasks.held import HeldTakeovers
 from bridge.tasks.service import Tasks
 from bridge.workflows import WorkflowLibrary
 from core.calls import CallResponse, Calls
@@ -150,6 +151,8 @@ class Node:
         ``tab`` ones on its tabs, in the fleet's KV for ``browser`` ones, or the host's authority for ``remote``)."""
         self.task_service = FleetTasks(self.tasks, nodes)
         """The tasks as the routes reach them: a ``tab`` task another node keeps, through that node."""
+        self.held_takeovers = HeldTakeovers(self.confirms, self.task_service.take_over)
+        """The takeovers held for a person here (``tasks.takeover: ask``), as the console decides them."""
         self.browser.on_navigated = self.tasks.navigated
         self.sessions = SessionKeeper(self.browser.sessions, io, dataclasses.replace(
             c.sessions, max_exec_idle=max(c.sessions.max_exec_idle, c.checkpoints.ttl)), emit=self._sink,

@@ -3,10 +3,12 @@
 
 from __future__ import annotations
 
+import httpx
 import pytest
 
 from actors.audit_actor import Auditor
 from tests.integration.task_fleet import (
+    OPERATOR,
     Fleet,
     answer,
     api,
@@ -46,6 +48,52 @@ def test_a_force_takeover_waits_for_an_approval_bound_to_session_task_and_force(
         assert taken["task"]["state"] == "owner" and state(owner, task) == "follower", taken
         expire(owner, second)
         assert answer(other.post(f"/api/tasks/{second}/takeover", json={}))["task"]["state"] == "owner"  # no force
+
+
+def _decide(base: str, hold: str, approve: bool, status: int = 200) -> dict[str, object]:
+    """An operator's decision on a held takeover, as the console's page sends it."""
+    with httpx.Client(base_url=base, headers={"Authorization": f"Bearer {OPERATOR}"}) as console:
+        return answer(console.post(f"/console/takeovers/{hold}", json={"approve": approve}), status)
+
+
+def _waiting(base: str) -> list[dict[str, object]]:
+    """The takeovers the console of the node at ``base`` lists as waiting for a decision."""
+    with httpx.Client(base_url=base, headers={"Authorization": f"Bearer {OPERATOR}"}) as console:
+        rows: list[dict[str, object]] = answer(console.get("/console/state"))["takeovers"]
+        return rows
+
+
+def test_an_operator_approves_or_denies_a_held_takeover_in_the_console(fleet: Fleet, site: TestSite) -> None:
+    s1, s2, s3 = sessions(3)
+    with api(fleet.bases[0], "erin", s1) as owner, api(fleet.bases[1], "erin", s2) as heir, \
+            api(fleet.bases[1], "erin", s3) as other:
+        tab = open_tab(owner, site.url("/clicks"), fleet.nodes[0])
+        task = create(owner, [tab])["id"]
+        held = answer(heir.post(f"/api/tasks/{task}/takeover", json={"force": True}), 403)
+        hold, token = held["state"]["hold"], held["state"]["confirm_token"]
+        [row] = [r for r in _waiting(fleet.bases[1]) if r["id"] == hold]
+        assert (row["agent"], row["session"], row["task"], row["force"]) == ("erin", s2, task, True)
+        assert token not in str(_waiting(fleet.bases[1]))  # the console never shows the token
+        assert _decide(fleet.bases[1], hold, False)["takeover"]["decision"] == "denied"
+        assert not [r for r in _waiting(fleet.bases[1]) if r["id"] == hold]
+        refused(other.post(f"/api/tasks/{task}/takeover", json={"force": True, "confirm_token": token}),
+                "confirm_token_invalid")  # another session: not its decision
+        refused(heir.post(f"/api/tasks/{task}/takeover", json={"force": True, "confirm_token": token}),
+                "takeover_denied")
+        assert state(owner, task) == "owner"  # refused: nothing taken
+        refused(heir.post(f"/api/tasks/{task}/takeover", json={"force": True, "confirm_token": token}),
+                "confirm_token_invalid")  # the denial is told once
+        held = answer(heir.post(f"/api/tasks/{task}/takeover", json={"force": True}), 403)
+        hold, token = held["state"]["hold"], held["state"]["confirm_token"]
+        approved = _decide(fleet.bases[1], hold, True)["takeover"]
+        assert (approved["decision"], approved["task"]) == ("approved", task) and "code" not in approved, approved
+        assert state(heir, task) == "owner" and state(owner, task) == "follower"  # released by the approval
+        refused(other.post(f"/api/tasks/{task}/takeover", json={"force": True, "confirm_token": token}),
+                "confirm_token_invalid")  # another session: the approval is not its
+        taken = answer(heir.post(f"/api/tasks/{task}/takeover", json={"force": True, "confirm_token": token}))
+        assert taken["task"]["state"] == "owner" and taken["in_flight"] == [], taken  # the approved takeover's answer
+        refused(owner.post(f"/api/tasks/{task}/takeover", json={}), "task_leased")
+        assert _decide(fleet.bases[1], hold, True, 404)["code"] == "hold_not_found"  # decided once
 
 
 def test_a_fork_is_a_new_task_of_the_caller_on_new_tabs_and_the_original_is_untouched(
