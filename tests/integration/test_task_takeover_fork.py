@@ -3,6 +3,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 import httpx
 import pytest
 
@@ -50,16 +52,16 @@ def test_a_force_takeover_waits_for_an_approval_bound_to_session_task_and_force(
         assert answer(other.post(f"/api/tasks/{second}/takeover", json={}))["task"]["state"] == "owner"  # no force
 
 
-def _decide(base: str, hold: str, approve: bool, status: int = 200) -> dict[str, object]:
+def _decide(base: str, hold: str, approve: bool, status: int = 200) -> dict[str, Any]:
     """An operator's decision on a held takeover, as the console's page sends it."""
     with httpx.Client(base_url=base, headers={"Authorization": f"Bearer {OPERATOR}"}) as console:
         return answer(console.post(f"/console/takeovers/{hold}", json={"approve": approve}), status)
 
 
-def _waiting(base: str) -> list[dict[str, object]]:
+def _waiting(base: str) -> list[dict[str, Any]]:
     """The takeovers the console of the node at ``base`` lists as waiting for a decision."""
     with httpx.Client(base_url=base, headers={"Authorization": f"Bearer {OPERATOR}"}) as console:
-        rows: list[dict[str, object]] = answer(console.get("/console/state"))["takeovers"]
+        rows: list[dict[str, Any]] = answer(console.get("/console/state"))["takeovers"]
         return rows
 
 
