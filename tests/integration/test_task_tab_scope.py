@@ -19,19 +19,7 @@ from bridge.wiring import run_node
 from core.settings import TaskConfig
 from driver import ChromiumBrowser
 from tests.integration.fleet_nodes import sees, until
-from tests.integration.task_fleet import (
-    HIT,
-    LEASE,
-    Fleet,
-    answer,
-    api,
-    create,
-    fleet,
-    hit,
-    open_tab,
-    refused,
-    sessions,
-)
+from tests.integration.task_fleet import HIT, LEASE, Fleet, answer, api, create, fleet, hit, open_tab, refused, sessions
 from tests.nats_access import NatsAccess
 from tests.site import TestSite
 
