@@ -151,7 +151,8 @@ class Node:
         ``tab`` ones on its tabs, in the fleet's KV for ``browser`` ones, or the host's authority for ``remote``)."""
         self.task_service = FleetTasks(self.tasks, nodes)
         """The tasks as the routes reach them: a ``tab`` task another node keeps, through that node."""
-        self.held_takeovers = HeldTakeovers(self.confirms, self.task_service.take_over)
+        self.held_takeovers = HeldTakeovers(self.confirms, self.task_service.take_over,
+                                            lambda by, op, task: self.auditor(by).task(op, task))
         """The takeovers held for a person here (``tasks.takeover: ask``), as the console decides them."""
         self.browser.on_navigated = self.tasks.navigated
         self.sessions = SessionKeeper(self.browser.sessions, io, dataclasses.replace(

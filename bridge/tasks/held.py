@@ -10,6 +10,7 @@ its token; a decision is kept until the session asks with the token, or as long 
 
 from __future__ import annotations
 
+import asyncio
 import dataclasses
 import secrets
 import threading
@@ -28,6 +29,9 @@ __all__ = ["HeldTakeovers"]
 
 TakeOver = Callable[[str, str | None, str, bool], Awaitable[dict[str, Any]]]
 """The takeover an approval makes: agent, session, task id, force; its answer."""
+Audit = Callable[[str, str, str], object]
+"""Record a decision in the audit trail: who (``operator:<name>``), ``takeover_approved`` or ``takeover_denied``,
+the task's id (a blocking write)."""
 
 
 @dataclasses.dataclass
@@ -50,10 +54,11 @@ class _Held:
 class HeldTakeovers:
     """The force takeovers held on this node, as the console lists and decides them (from any thread)."""
 
-    def __init__(self, confirms: ConfirmTokens, take_over: TakeOver,
+    def __init__(self, confirms: ConfirmTokens, take_over: TakeOver, audit: Audit,
                  clock: Callable[[], float] = time.monotonic) -> None:
         self._confirms = confirms
         self._take_over = take_over
+        self._audit = audit
         self._clock = clock
         self._held: dict[bytes, _Held] = {}
         self._lock = threading.Lock()
@@ -101,15 +106,15 @@ class HeldTakeovers:
 
     async def decide(self, hold_id: str, approve: bool, operator: str) -> dict[str, Any]:
         """An operator's decision on held takeover ``hold_id``: approved, the takeover is made now in the held
-        session's name; denied, its token is used up. The hold's row, with the decision (and the takeover's
-        error code, when it could not be made)."""
+        session's name; denied, its token is used up. Audited before it has effect. The hold's row, with the
+        decision (and the takeover's error code, when it could not be made)."""
+        held = self._waiting(hold_id)
+        await asyncio.to_thread(self._audit, f"operator:{operator}",
+                                "takeover_approved" if approve else "takeover_denied", held.task)
         now = self._clock()
         with self._lock:
-            held = next((h for h in self._held.values() if h.id == hold_id and h.decision is None
-                         and h.expires > now), None)
-            if held is None:
-                raise KitsuneError("hold_not_found", f"No takeover {hold_id} is waiting for a decision (decided, "
-                                   "approved by the agent's client, or expired)", state={"hold": hold_id})
+            if self._waiting(hold_id) is not held:  # decided meanwhile
+                raise _not_held(hold_id)
             used = self._confirms.redeem_for(held.token, held.agent, held.session, "takeover", None,
                                              orjson.dumps([held.task, held.force]))
             held.decision, held.by = ("approved" if approve else "denied"), operator
@@ -117,8 +122,7 @@ class HeldTakeovers:
         row = {"id": held.id, "agent": held.agent, "task": held.task, "decision": held.decision, "by": operator}
         if not used:  # redeemed meanwhile through the agent's client: that approval stands
             self.released(held.token)
-            raise KitsuneError("hold_not_found", f"Takeover {hold_id} was approved through the agent's client "
-                               "meanwhile", state={"hold": hold_id})
+            raise _not_held(hold_id)
         if approve:
             try:
                 held.answer = await self._take_over(held.agent, held.session, held.task, held.force)
@@ -126,3 +130,17 @@ class HeldTakeovers:
                 held.error = e
                 row["code"] = e.code
         return row
+
+    def _waiting(self, hold_id: str) -> _Held:
+        """The hold ``hold_id`` waiting for a decision (``hold_not_found`` when there is none)."""
+        now = self._clock()
+        found = next((h for h in list(self._held.values()) if h.id == hold_id and h.decision is None
+                      and h.expires > now), None)
+        if found is None:
+            raise _not_held(hold_id)
+        return found
+
+
+def _not_held(hold_id: str) -> KitsuneError:
+    return KitsuneError("hold_not_found", f"No takeover {hold_id} is waiting for a decision (decided, approved "
+                        "through the agent's client, or expired)", state={"hold": hold_id})

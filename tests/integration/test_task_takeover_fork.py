@@ -65,7 +65,9 @@ def _waiting(base: str) -> list[dict[str, Any]]:
         return rows
 
 
-def test_an_operator_approves_or_denies_a_held_takeover_in_the_console(fleet: Fleet, site: TestSite) -> None:
+def test_an_operator_approves_or_denies_a_held_takeover_in_the_console(
+        fleet: Fleet, site: TestSite, monkeypatch: pytest.MonkeyPatch) -> None:
+    audited = _audited(monkeypatch)
     s1, s2, s3 = sessions(3)
     with api(fleet.bases[0], "erin", s1) as owner, api(fleet.bases[1], "erin", s2) as heir, \
             api(fleet.bases[1], "erin", s3) as other:
@@ -96,10 +98,12 @@ def test_an_operator_approves_or_denies_a_held_takeover_in_the_console(fleet: Fl
         assert taken["task"]["state"] == "owner" and taken["in_flight"] == [], taken  # the approved takeover's answer
         refused(owner.post(f"/api/tasks/{task}/takeover", json={}), "task_leased")
         assert _decide(fleet.bases[1], hold, True, 404)["code"] == "hold_not_found"  # decided once
+    assert [(op, t) for op, t, _ in audited if op.startswith("takeover")] == [
+        ("takeover_denied", task), ("takeover_approved", task), ("takeover", task)]
 
 
-def test_a_fork_is_a_new_task_of_the_caller_on_new_tabs_and_the_original_is_untouched(
-        fleet: Fleet, site: TestSite, monkeypatch: pytest.MonkeyPatch) -> None:
+def _audited(monkeypatch: pytest.MonkeyPatch) -> list[tuple[str, str, str | None]]:
+    """The task entries every node audits from now on: op, task, source."""
     audited: list[tuple[str, str, str | None]] = []
     recorded = Auditor.task
 
@@ -107,6 +111,12 @@ def test_a_fork_is_a_new_task_of_the_caller_on_new_tabs_and_the_original_is_unto
         audited.append((op, task_id, source))
         return recorded(self, op, task_id, source)
     monkeypatch.setattr(Auditor, "task", spied)
+    return audited
+
+
+def test_a_fork_is_a_new_task_of_the_caller_on_new_tabs_and_the_original_is_untouched(
+        fleet: Fleet, site: TestSite, monkeypatch: pytest.MonkeyPatch) -> None:
+    audited = _audited(monkeypatch)
     s1, s2 = sessions(2)
     with api(fleet.bases[0], session=s1) as owner, api(fleet.bases[1], session=s2) as forker, \
             api(fleet.bases[0], "bob", s2) as bob:
