@@ -123,11 +123,13 @@ class TaskCalls:
         self._started(owned, call)
 
     def _owned(self, agent: str, session: str | None) -> list[Task]:
-        """The tasks ``session`` owns: this node's, and the ``tab`` tasks of other nodes it knows of (as last read:
-        their node decides again)."""
+        """The tasks ``session`` owns: this node's, and the ``tab`` tasks of other nodes it knows of (as last read,
+        its lease perhaps renewed there since: their node decides again)."""
+        if not session:
+            return []
         now = time.time()
-        return [t for t in [*self._store.of_agent(agent), *self._store.elsewhere_of(agent)] if t.owner == session
-                and t.state_for(session, now) == "owner"] if session else []
+        here = [t for t in self._store.of_agent(agent) if t.owner == session and t.state_for(session, now) == "owner"]
+        return here + [t for t in self._store.elsewhere_of(agent) if t.owner == session and t.status == "active"]
 
     async def apply(self, task_id: str, session: str | None, op: str, body: dict[str, Any]) -> None:
         """Another node's call of ``session``, told to the ``tab`` task ``task_id`` this node keeps (:data:`Forward`):

@@ -78,6 +78,8 @@ def test_a_tab_task_is_kept_by_its_tab_s_node_and_driven_through_another(
         assert kept is not None and kept.checkpoint is not None and kept.checkpoint["summary"] == "about to hit"
         assert (hit(other, tab, 409)["code"], site.count(HIT)) == ("task_leased", 0)  # the lease A holds
         assert hit(owner, tab)["status"] == "ok" and site.wait_for_count(HIT, 1) == 1
+        until(lambda: [s["action"] for s in answer(owner.get(f"/api/tasks/{task['id']}"))["task"]["checkpoint"][
+            "steps"]] == ["click"], 10, "the call through B in the checkpoint A keeps")
         assert hit(owner_on_a, tab)["status"] == "ok" and site.wait_for_count(HIT, 2) == 2
         answer(owner_on_a.post(f"/api/tasks/{task['id']}/heartbeat"))
         answer(owner_on_a.post(f"/api/tasks/{task['id']}/checkpoint", json={"summary": "hit twice"}))
