@@ -14,6 +14,7 @@ from tests.integration.task_fleet import (
     Fleet,
     answer,
     api,
+    approved_tab,
     create,
     expire,
     fleet,
@@ -100,6 +101,20 @@ def test_an_operator_approves_or_denies_a_held_takeover_in_the_console(
         assert _decide(fleet.bases[1], hold, True, 404)["code"] == "hold_not_found"  # decided once
     assert [(op, t) for op, t, _ in audited if op.startswith("takeover")] == [
         ("takeover_denied", task), ("takeover_approved", task), ("takeover", task)]
+
+
+def test_an_operator_s_approval_is_bound_to_the_held_takeover_s_force(fleet: Fleet, site: TestSite) -> None:
+    s1, s2 = sessions(2)
+    with api(fleet.bases[0], "carol", s1) as owner, api(fleet.bases[0], "carol", s2) as heir:  # asks before acting
+        tab = approved_tab(owner, site.url("/clicks"), fleet.nodes[0])
+        task = create(owner, [tab])["id"]
+        held = answer(heir.post(f"/api/tasks/{task}/takeover", json={"force": True}), 403)
+        assert _decide(fleet.bases[0], held["state"]["hold"], True)["takeover"]["decision"] == "approved"
+        token = held["state"]["confirm_token"]
+        refused(heir.post(f"/api/tasks/{task}/takeover", json={"force": False, "confirm_token": token}),
+                "confirm_token_invalid")  # not the takeover approved
+        taken = answer(heir.post(f"/api/tasks/{task}/takeover", json={"force": True, "confirm_token": token}))
+        assert taken["task"]["state"] == "owner", taken
 
 
 def _audited(monkeypatch: pytest.MonkeyPatch) -> list[tuple[str, str, str | None]]:
