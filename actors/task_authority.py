@@ -95,6 +95,10 @@ class AuthorityTaskStore(LocalTaskStore):
         except (KeyError, TypeError, ValueError):
             raise _unavailable("answered no revision") from None
 
+    async def _remove(self, task_id: str, revision: int) -> None:
+        """Forget the task here only: its record is the authority's to keep or drop."""
+        await self._delete(self._mirror, task_id, revision)
+
     def _lease_only(self, task: Task, revision: int) -> bool:
         """Whether ``task`` differs from the record known at ``revision`` by its lease alone (a heartbeat)."""
         known = self._mirror.get(task.id)

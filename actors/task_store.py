@@ -311,6 +311,8 @@ class LocalTaskStore(_Store):
                  tombstone_ttl: float = TOMBSTONE_TTL) -> None:
         super().__init__(clock=clock, sweep_every=sweep_every, tombstone_ttl=tombstone_ttl)
         self._revision = 0
+        self._records: dict[str, tuple[Task, int]] = {}
+        """The tasks as stored (the mirror is what was read of them: its changes are told)."""
         self._claims: dict[int, tuple[str, int]] = {}
 
     async def start(self) -> None:
@@ -324,13 +326,13 @@ class LocalTaskStore(_Store):
 
     async def _read(self, task_id: str) -> tuple[Task, int] | None:
         await asyncio.sleep(0)
-        return self._mirror.get(task_id)
+        return self._records.get(task_id)
 
     async def _write(self, task: Task, revision: int | None) -> int:
-        return await self._put(self._mirror, task.id, task, revision)
+        return await self._put(self._records, task.id, task, revision)
 
     async def _remove(self, task_id: str, revision: int) -> None:
-        await self._delete(self._mirror, task_id, revision)
+        await self._delete(self._records, task_id, revision)
 
     async def _read_claim(self, tab: int) -> tuple[str, int] | None:
         await asyncio.sleep(0)

@@ -33,7 +33,7 @@ from actors.tab_actor import not_sent
 from actors.tab_actors import TabActors
 from actors.task_authority import AuthorityTaskStore
 from actors.task_scopes import ScopedTaskStore
-from actors.task_store import JetStreamTaskStore
+from actors.task_store import JetStreamTaskStore, LocalTaskStore
 from actors.threads import SystemClock
 from bridge.browser import Browser
 from bridge.connection import Connection
@@ -47,6 +47,8 @@ from bridge.metrics import NodeMetrics
 from bridge.quota_metrics import set_quotas
 from bridge.session_keeper import SessionKeeper
 from bridge.site_tool_records import SiteToolRecords
+from bridge.tasks.fleet import FleetTasks, TabNodes
+from bridge.tasks.held import HeldTakeovers
 from bridge.tasks.service import Tasks
 from bridge.workflows import WorkflowLibrary
 from core.calls import CallResponse, Calls
@@ -142,10 +144,16 @@ class Node:
         """The events, audit and metrics of its pages' site tools."""
         set_quotas(self.browser.quotas, c, self.policy_of, self.metrics.registry)
         remote = AuthorityTaskStore(c.tasks.authority) if c.tasks.authority is not None else None
-        self.tasks = Tasks(ScopedTaskStore(JetStreamTaskStore(self.bus.client, c.fleet), remote), io, self, c.tasks,
-                           owner_of=self.member.owner_of)
-        """The agents' tasks (``bridge.tasks``): leases every write to their tabs passes (in the fleet's KV, or the
-        host's authority for ``remote`` ones)."""
+        nodes = TabNodes(c.name, self.bus, self.subjects, node_of=self.member.node_of, alive=self._nodes_alive)
+        self.tasks = Tasks(ScopedTaskStore(JetStreamTaskStore(self.bus.client, c.fleet), remote, LocalTaskStore(),
+                                           nodes), io, self, c.tasks, owner_of=self.member.owner_of)
+        """The agents' tasks (``bridge.tasks``): leases every write to their tabs passes (in this node's memory for
+        ``tab`` ones on its tabs, in the fleet's KV for ``browser`` ones, or the host's authority for ``remote``)."""
+        self.task_service = FleetTasks(self.tasks, nodes)
+        """The tasks as the routes reach them: a ``tab`` task another node keeps, through that node."""
+        self.held_takeovers = HeldTakeovers(self.confirms, self.task_service.take_over,
+                                            lambda by, op, task: self.auditor(by).task(op, task))
+        """The takeovers held for a person here (``tasks.takeover: ask``), as the console decides them."""
         self.browser.on_navigated = self.tasks.navigated
         self.sessions = SessionKeeper(self.browser.sessions, io, dataclasses.replace(
             c.sessions, max_exec_idle=max(c.sessions.max_exec_idle, c.checkpoints.ttl)), emit=self._sink,
@@ -193,6 +201,7 @@ class Node:
         serving = {opening: typed(opening, {TabRequest: taking(NewTab, self._serve_open)}, outcomes=True),
                    resetting: typed(resetting, {TabRequest: taking(ResetSession, self._serve_open)}, outcomes=True),
                    **self.member.serving(), **self.forwarding.serving(), **self.live.serving(),
+                   **self.task_service.serving(),
                    **console_serving(self)}
         for subject, handler in serving.items():
             self._subscriptions.append(await self.bus.subscribe(subject, handler, concurrent=True))
@@ -212,7 +221,7 @@ class Node:
         """Why a request may not run on a tab of this node now: a person controls it, its call's node left
         the fleet, or the fleet's claims."""
         return (self.live.admission(tab, request) or self.forwarding.admission(tab, request)
-                or self.member.admission(tab, request))
+                or self.member.admission(tab, request) or self.tasks.admission(tab, request))
 
     async def _node_lost(self, node: str, tabs: list[int]) -> None:
         self.forwarding.origin_lost(node)
@@ -221,6 +230,7 @@ class Node:
     async def _tabs_changed(self, opened: frozenset[int], closed: frozenset[int]) -> None:
         self.live.tabs_closed(closed)
         await self.member.tabs_changed(opened, closed)
+        await self.tasks.tabs_closed(closed)
 
     def _origin_of(self, call: int) -> str | None:
         return self.forwarding.origin_of(call)

@@ -158,7 +158,8 @@ class TaskEntry(AuditEntry):
 
     kind = "task"
     op: str
-    """``created``, ``forked``, ``takeover``, ``completed``, ``revoked`` or ``expired``."""
+    """``created``, ``forked``, ``takeover``, ``completed``, ``revoked`` or ``expired``; an operator's
+    ``takeover_approved`` or ``takeover_denied`` of a held takeover."""
     task_id: str
     source: str | None = None
     """The task a fork was made from."""

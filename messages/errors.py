@@ -102,6 +102,8 @@ ERROR_CODES: Mapping[str, ErrorCode] = {code.name: code for code in [
     *_codes(501, False, "task_authority_not_configured"),
     *_codes(503, True, "task_authority_unavailable"),
     *_codes(409, True, "task_authority_conflict"),
+    *_codes(403, False, "takeover_denied"),  # an operator denied a held takeover (bridge.tasks.held)
+    *_codes(404, False, "hold_not_found"),
     # The operator console.
     *_codes(404, False, "console_off"),
     *_codes(403, False, "forbidden"),

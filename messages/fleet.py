@@ -20,7 +20,8 @@ from messages.wire import KIND, Message, checked
 __all__ = [
     "Acknowledged", "AskCallResult", "AskCallStatus", "AskNodePart", "AskThumbnail", "CallAnswered",
     "CallDeclined", "CallGone", "CallStatus", "ClaimDecided", "ClaimTab", "ForwardedCall", "NodePart", "PingHolder",
-    "ReissueToken", "Reissued", "ReleaseClaims", "ResumeRequest", "TakeOver", "Thumbnail", "TookOver",
+    "ReissueToken", "Reissued", "ReleaseClaims", "ResumeRequest", "TakeOver", "TaskAnswered", "TaskOp", "Thumbnail",
+    "TookOver",
 ]
 
 
@@ -90,6 +91,40 @@ class ReleaseClaims(Message):
     """The call."""
     owner: str | None
     """The sequence whose claims end; None: all of the call's."""
+
+
+# --- <fleet>.node.<name>.tasks: the ``tab`` tasks the node keeps (bridge.tasks.fleet) ------------
+
+TaskOpName = Literal["find", "create", "get", "heartbeat", "checkpoint", "complete", "delete", "may_take_over",
+                     "take_over", "call_started", "call_ended", "tabs_free"]
+
+
+@dataclass(frozen=True, slots=True)
+class TaskOp(Message):
+    """A request about a ``tab`` task, sent to the node of its tab that keeps it; answered :class:`TaskAnswered`."""
+
+    op: TaskOpName
+    """``find`` (its record), ``create`` (keep ``body.task``), ``tabs_free`` (``task_conflict`` when one of
+    ``body.tabs`` is in a ``tab`` task the node keeps), a route's operation on it, or a call of the
+    session's through the sending node (``call_started``, ``call_ended``: ``bridge.tasks.calls.Forward``)."""
+    task: str
+    """The task's id."""
+    agent: str | None
+    """The agent the request is for (None: an operator's revocation)."""
+    session: str | None
+    """The agent's session (``X-Kitsune-Session``)."""
+    body: dict[str, Any]
+    """The operation's arguments: ``task`` (a record), ``summary``, ``messages``, ``force``, ``expire``, ``by``."""
+
+
+@dataclass(frozen=True, slots=True)
+class TaskAnswered(Message):
+    """A ``tab`` task's node answered."""
+
+    answer: dict[str, Any] | None
+    """What the operation answered (a view, a record); None: the node keeps no such task."""
+    record: dict[str, Any] | None = None
+    """The task's record after it (the asking node remembers it)."""
 
 
 # --- <fleet>.node.<name>.call: a call on the node's tabs, sent whole ---------------------------

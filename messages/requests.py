@@ -36,7 +36,8 @@ class Subjects:
         """Where node ``name`` takes fleet requests ``op``: ``open`` (a :class:`TabRequest` of a ``newTab``
         placed there), ``tabs`` (one of a ``getTabs``: its own tabs), ``claims`` (``messages.fleet``'s
         ``TakeOver``, ``ClaimTab``, ``ReleaseClaims``), ``call`` (``ForwardedCall``, ``AskCallStatus``,
-        ``AskCallResult``), ``live`` (``messages.live``'s requests), ``console`` (``AskNodePart``, ``AskThumbnail``)."""
+        ``AskCallResult``), ``tasks`` (``TaskOp``: the ``tab`` tasks it keeps), ``live`` (``messages.live``'s
+        requests), ``console`` (``AskNodePart``, ``AskThumbnail``)."""
         return f"{self.fleet}.node.{name}.{op}"
 
     def live(self, viewer: str, direction: str) -> str:

@@ -34,6 +34,12 @@
                                                                  textContent: "DevTools"});
       devtools.href = `/console/live/${encodeURIComponent(value)}?mode=devtools`;
       td.append(link, " · ", devtools);
+    } else if (kind === "decide") {  // a held takeover: approve or deny (the click is handled below)
+      for (const [label, approve] of [["Approve", "true"], ["Deny", "false"]]) {
+        const button = Object.assign(document.createElement("button"), {type: "button", textContent: label});
+        Object.assign(button.dataset, {hold: String(value), approve});
+        td.append(button, " ");
+      }
     } else {
       td.textContent = shown(kind, value);  // text, never HTML
     }
@@ -74,5 +80,16 @@
     }
     setTimeout(refresh, EVERY);
   };
+  // An operator's decision on a held takeover: sent as JSON (the server refuses any other), then the state again.
+  document.addEventListener("click", async (event) => {
+    const button = event.target.closest("button[data-hold]");
+    if (!button) return;
+    button.disabled = true;
+    const answer = await fetch(`/console/takeovers/${encodeURIComponent(button.dataset.hold)}`, {
+      method: "POST", credentials: "same-origin", headers: {"Content-Type": "application/json"},
+      body: JSON.stringify({approve: button.dataset.approve === "true"})});
+    const body = await answer.json().catch(() => ({}));
+    updated.textContent = answer.ok ? `takeover ${body.takeover.decision}` : `not decided (${body.error || answer.status})`;
+  });
   setTimeout(refresh, EVERY);
 })();

@@ -27,6 +27,7 @@ from bridge.fleet.member import FleetMember
 from bridge.live import LiveViews
 from bridge.metrics import NodeMetrics
 from bridge.session_keeper import SessionKeeper
+from bridge.tasks.held import HeldTakeovers
 from bridge.tasks.service import Tasks
 from core.settings import NodeConfig
 from core.tasks import Task
@@ -69,6 +70,8 @@ class ConsoleNode(Protocol):
     def live(self) -> LiveViews: ...
     @property
     def tasks(self) -> Tasks: ...
+    @property
+    def held_takeovers(self) -> HeldTakeovers: ...
 
     async def describe_tabs(self) -> list[dict[str, Any]]: ...
 
@@ -110,6 +113,7 @@ async def fleet_state(node: ConsoleNode) -> dict[str, Any]:
         held |= {int(h["tabId"]): str(h["by"]) for h in part.held}
     state["tabs"] = [_tab_row(tab, held) for tab in tabs]
     state["tasks"] = task_rows(node)
+    state["takeovers"] = node.held_takeovers.pending()  # this node's: decided here
     return state
 
 

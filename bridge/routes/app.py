@@ -55,7 +55,7 @@ def create_app(node: Node, config: Settings, mounts: Sequence[BaseRoute] = ()) -
         *session_routes(node.sessions),
         *action_routes(calls, tabs, node, limit),
         *about_routes(node.policy_of, _NodeFleet(node), node.healthy),
-        *task_routes(node.tasks, node.confirms, node.policy_of, limit),
+        *task_routes(node.task_service, node.confirms, node.held_takeovers, node.policy_of, limit),
         *live_routes(node.live),
         *console_routes(node, config, limiter=limiter),
         *mounts,

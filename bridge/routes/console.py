@@ -161,6 +161,27 @@ class Console:
             return _html(message_page(f"No Live View of tab {tab}: {e.message}"), e.http_status)
         return RedirectResponse(link["url"], 303, headers=_HEADERS)
 
+    async def decide(self, request: Request, operator: str) -> Response:
+        """``POST /console/takeovers/{hold} {"approve": true|false}``: an operator's decision on a takeover held
+        on this node (``bridge.tasks.held``); refused from another site's page."""
+        if cross_site(request) or request.headers.get("content-type", "").split(";")[0].strip() != "application/json":
+            return _json({"error": "A decision is sent as JSON from the console's own page", "code": "forbidden"},
+                         403)
+        try:
+            body = orjson.loads(await request.body())
+        except orjson.JSONDecodeError:
+            body = None
+        if not isinstance(body, dict) or set(body) != {"approve"} or not isinstance(body["approve"], bool):
+            error = KitsuneError("invalid_parameter", 'A decision is {"approve": true} or {"approve": false}',
+                                 state={"param": "approve"})
+            return _json(error.to_json(), error.http_status)
+        try:
+            row = await self.node.held_takeovers.decide(request.path_params["hold"], body["approve"], operator)
+        except KitsuneError as e:
+            return _json(e.to_json(), e.http_status)
+        log.info("operator %s %s held takeover %s", operator, row["decision"], row["id"])
+        return _json({"ok": True, "takeover": row})
+
     async def login(self, request: Request) -> Response:
         """Check the secret of the form; on a match, a session cookie and back to the console."""
         if not self.operators.configured:
@@ -232,5 +253,6 @@ def console_routes(node: ConsoleNode, config: Settings, clock: Callable[[], floa
         Route("/console/state", console.guarded(console.state), methods=["GET"]),
         Route("/console/thumb/{tab:int}", console.guarded(console.thumb), methods=["GET"]),
         Route("/console/live/{tab:int}", console.guarded(console.live, page=True), methods=["GET"]),
+        Route("/console/takeovers/{hold}", console.guarded(console.decide), methods=["POST"]),
         *(Route(f"/console/{name}", console.asset, methods=["GET"]) for name in _ASSETS),
     ]

@@ -31,6 +31,10 @@ SECTIONS: tuple[tuple[str, str, tuple[Column, ...]], ...] = (
                         ("status", "Status", "text"), ("lease_live", "Lease live", "flag"),
                         ("lease_expires_in", "Lease ends in", "secs"), ("tabs", "Tabs", "list"),
                         ("age", "Age", "secs"))),
+    ("takeovers", "Takeovers waiting for approval (this node)", (
+        ("id", "Hold", "text"), ("agent", "Agent", "text"), ("session", "Session", "text"), ("task", "Task", "text"),
+        ("force", "Force", "flag"), ("waiting", "Waiting for", "secs"), ("expires_in", "Expires in", "secs"),
+        ("decide", "Decision", "decide"))),
     ("calls", "Calls in flight", (("node", "Node", "text"), ("call", "Call", "text"), ("kind", "Kind", "text"),
                                   ("agent", "Agent", "text"), ("resumed", "Resume", "flag"),
                                   ("age", "Running for", "secs"), ("steps", "Steps", "text"),
@@ -67,6 +71,10 @@ def _cell(kind: str, value: Any) -> str:
         return f'<td><img class="thumb" alt="" data-tab="{int(value)}" src="/console/thumb/{int(value)}?r=0"></td>'
     if kind == "live":
         return f'<td><a href="/console/live/{int(value)}" target="_blank" rel="noopener">Live View</a></td>'
+    if kind == "decide":
+        hold = escape(str(value))
+        return (f'<td><button type="button" data-hold="{hold}" data-approve="true">Approve</button> '
+                f'<button type="button" data-hold="{hold}" data-approve="false">Deny</button></td>')
     return f"<td>{escape(_shown(kind, value))}</td>"
 
 

@@ -4,6 +4,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 from typing import Any
 
 import orjson
@@ -15,8 +16,10 @@ from bridge.routes.groups import CORE, GroupedRoute
 from bridge.routes.requests import agent_of, json_body, session_of
 from bridge.routes.responses import json_response, outcome_response
 from bridge.services import PolicyOf, TaskService
+from bridge.tasks.held import HeldTakeovers
 from core.policy import ConfirmTokens
 from messages.errors import KitsuneError
+from messages.results import HeldForApproval
 
 __all__ = ["task_routes"]
 
@@ -25,10 +28,11 @@ _TAKES = {"takeover": frozenset({"force", "confirm_token"}), "checkpoint": froze
 """The body's parameters each operation takes (a heartbeat none)."""
 
 
-def task_routes(tasks: TaskService, confirms: ConfirmTokens, policy_of: PolicyOf, body_limit: int) -> list[BaseRoute]:
-    """The task routes over ``tasks``, and the confirm tokens and policies a takeover's approval needs; bodies
-    up to ``body_limit`` bytes."""
-    routes = _TaskRoutes(tasks, confirms, policy_of, body_limit)
+def task_routes(tasks: TaskService, confirms: ConfirmTokens, held: HeldTakeovers, policy_of: PolicyOf,
+                body_limit: int) -> list[BaseRoute]:
+    """The task routes over ``tasks``, and the confirm tokens, held takeovers and policies a takeover's approval
+    needs; bodies up to ``body_limit`` bytes."""
+    routes = _TaskRoutes(tasks, confirms, held, policy_of, body_limit)
     return [
         GroupedRoute("/api/tasks", routes.collection, methods=["GET", "POST"], groups=CORE),
         GroupedRoute("/api/tasks/{task}", routes.one, methods=["GET", "DELETE"], groups=CORE),
@@ -37,9 +41,11 @@ def task_routes(tasks: TaskService, confirms: ConfirmTokens, policy_of: PolicyOf
 
 
 class _TaskRoutes:
-    def __init__(self, tasks: TaskService, confirms: ConfirmTokens, policy_of: PolicyOf, body_limit: int) -> None:
+    def __init__(self, tasks: TaskService, confirms: ConfirmTokens, held: HeldTakeovers, policy_of: PolicyOf,
+                 body_limit: int) -> None:
         self._tasks = tasks
         self._confirms = confirms
+        self._held = held
         self._policy_of = policy_of
         self._limit = body_limit
 
@@ -93,10 +99,16 @@ class _TaskRoutes:
         policy = self._policy_of(agent)
         # a write as any under ask-before-act, and a force takeover under tasks.takeover ask: approved first, with a
         # token bound to the session, the task and force
+        # an operator's decision in the console answers the token of the hold it decided
         if policy.ask_before_act or (force and policy.task_takeover == "ask"):
+            if token and (decided := self._held.decided(token, agent, session, task_id, force)) is not None:
+                return json_response(decided)
             await self._tasks.may_take_over(agent, session, task_id, force)  # never an approval in vain
             hold = self._confirms.hold(token, agent, session, "takeover", None, orjson.dumps([task_id, force]),
-                                            taskId=task_id, force=force)
-            if hold is not None:
-                return outcome_response(hold)  # its status: 403 needs_user
+                                       taskId=task_id, force=force)
+            if hold is not None:  # its status: 403 needs_user; an operator may decide it in the console
+                state = dict(hold.failure.state or {})
+                state["hold"] = self._held.hold(state["confirm_token"], agent, session, task_id, force)
+                return outcome_response(HeldForApproval(dataclasses.replace(hold.failure, state=state)))
+            self._held.released(token)  # approved through the agent's client
         return json_response(await self._tasks.take_over(agent, session, task_id, force))

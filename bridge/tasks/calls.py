@@ -17,12 +17,13 @@ import contextlib
 import dataclasses
 import logging
 import time
-from collections.abc import Callable, Coroutine, Iterable, Iterator
+from collections.abc import Awaitable, Callable, Coroutine, Iterable, Iterator
 from typing import Any
 
 from actors.call_actor import ResumeCall, RunCall
 from actors.loop import IoLoop
-from actors.task_store import TaskStore
+from actors.task_scopes import ScopedTaskStore
+from actors.task_store import Transition
 from core import tasks as records
 from core.task_checkpoint import build_checkpoint
 from core.tasks import Task
@@ -31,12 +32,17 @@ from messages.events import CallStarted, Event
 from messages.results import worst
 from messages.steplog import StepLog
 
-__all__ = ["TaskCalls", "rebuilt"]
+__all__ = ["Forward", "TaskCalls", "rebuilt"]
 
 log = logging.getLogger(__name__)
 
 _SECRETS_KEPT = 64
 """Typed values remembered per task (the newest), to scrub what its agent records."""
+
+Forward = Callable[[str, Task, str, dict[str, Any]], Awaitable[None]]
+"""Send a change of a ``tab`` task (its last record known) to the node that keeps it: ``call_started``
+(``{"call"}``) or ``call_ended`` (``{"call", "began", "steps", "secrets"}``); that node applies it
+(:meth:`TaskCalls.apply`)."""
 
 
 def rebuilt(task: Task, secrets: Iterable[str], *, page: dict[str, Any] | None = None,
@@ -55,8 +61,10 @@ def rebuilt(task: Task, secrets: Iterable[str], *, page: dict[str, Any] | None =
 class TaskCalls:
     """The calls of one node that the tasks of their sessions follow."""
 
-    def __init__(self, store: TaskStore, io: IoLoop, replay: Callable[[int], StepLog]) -> None:
+    def __init__(self, store: ScopedTaskStore, io: IoLoop, replay: Callable[[int], StepLog]) -> None:
         self._store = store
+        self.forward: Forward | None = None
+        """How a ``tab`` task another node keeps is told of this node's calls (set with the fleet's tasks)."""
         self._io = io
         self._replay = replay
         self._secrets: dict[str, collections.deque[str]] = {}
@@ -115,9 +123,34 @@ class TaskCalls:
         self._started(owned, call)
 
     def _owned(self, agent: str, session: str | None) -> list[Task]:
+        """The tasks ``session`` owns: this node's, and the ``tab`` tasks of other nodes it knows of (as last read,
+        its lease perhaps renewed there since: their node decides again)."""
+        if not session:
+            return []
         now = time.time()
-        return [t for t in self._store.of_agent(agent) if t.owner == session
-                and t.state_for(session, now) == "owner"] if session else []
+        here = [t for t in self._store.of_agent(agent) if t.owner == session and t.state_for(session, now) == "owner"]
+        return here + [t for t in self._store.elsewhere_of(agent) if t.owner == session and t.status == "active"]
+
+    async def apply(self, task_id: str, session: str | None, op: str, body: dict[str, Any]) -> None:
+        """Another node's call of ``session``, told to the ``tab`` task ``task_id`` this node keeps (:data:`Forward`):
+        applied when ``session`` still owns it."""
+        def owned(change: Transition) -> Transition:
+            return lambda t: change(t) if t.state_for(session, time.time()) == "owner" else None
+        call = int(body["call"])
+        if op == "call_started":
+            await self._store.change(task_id, owned(lambda t: records.call_started(t, call)))
+            return
+        self.remember(task_id, [str(v) for v in body["secrets"]])
+        steps = list(body["steps"])
+        await self._store.change(task_id, owned(lambda t: self._recorded(t, call, float(body["began"]), steps)))
+
+    async def _change(self, task: Task, transition: Transition, op: str, body: dict[str, Any]) -> None:
+        """``transition`` of ``task`` in this node's stores, or sent to the node that keeps it."""
+        node = self._store.kept_by(task.id)
+        if node is None or self.forward is None:
+            await self._store.change(task.id, transition)
+        else:
+            await self.forward(node, task, op, body)
 
     def _started(self, owned: list[Task], call: int) -> None:
         if not owned:
@@ -127,23 +160,25 @@ class TaskCalls:
         def started(task: Task) -> Task | None:
             return records.call_started(task, call)
         for task in owned:
-            self._soon(self._store.change(task.id, started))
+            self._soon(self._change(task, started, "call_started", {"call": call}))
 
     def _end(self, owned: list[Task], call: int, steps: list[dict[str, Any]] | None) -> None:
         began = self._began.pop(call, time.time())
         if owned:
-            self._soon(self._ended([t.id for t in owned], call, began, steps))
+            self._soon(self._ended(owned, call, began, steps))
 
-    async def _ended(self, task_ids: list[str], call: int, began: float, steps: list[dict[str, Any]] | None) -> None:
+    async def _ended(self, owned: list[Task], call: int, began: float, steps: list[dict[str, Any]] | None) -> None:
         """``call`` ended: in each task, its steps on the task's tabs and its events, or nothing when it touched
         none of them; it stays in flight until its session is heard."""
         if steps is None:
             replayed = await asyncio.to_thread(self._replay, call)
             steps = [{"call": call, "path": r.path, "action": r.action, "tabId": r.tab_id, "status": r.status,
                       "code": r.code} for r in replayed.records() if not r.steps and not r.sequences]
-        for task_id in task_ids:
+        told = {"call": call, "began": began, "steps": steps}
+        for task in owned:
             try:
-                await self._store.change(task_id, lambda task: self._recorded(task, call, began, steps))
+                await self._change(task, lambda t: self._recorded(t, call, began, steps), "call_ended",
+                                   {**told, "secrets": list(self.secrets(task.id))})
             except Exception as e:  # the other tasks are still told
                 log.warning("a task's record was not updated (%s)", type(e).__name__)
 

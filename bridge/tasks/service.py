@@ -32,7 +32,7 @@ from typing import Any, Protocol
 from actors.audit_actor import Auditor
 from actors.call_actor import ResumeCall, RunCall
 from actors.loop import IoLoop
-from actors.task_store import TaskStore
+from actors.task_scopes import ScopedTaskStore
 from bridge.tasks.calls import TaskCalls, rebuilt
 from bridge.tasks.fork import close_copies, open_copies
 from core import tasks as records
@@ -43,7 +43,8 @@ from core.tasks import Task
 from messages.commands import Command
 from messages.errors import KitsuneError
 from messages.fleet import ResumeRequest
-from messages.results import Failure, Outcome
+from messages.requests import TabRequest
+from messages.results import Failed, Failure, Outcome
 from messages.steplog import StepLog
 
 __all__ = ["LOST", "Tasks"]
@@ -86,7 +87,7 @@ class _Node(Protocol):
 class Tasks:
     """The tasks of one node's agents (owned by the node; the store is the fleet's)."""
 
-    def __init__(self, store: TaskStore, io: IoLoop, node: _Node, config: TaskConfig, *,
+    def __init__(self, store: ScopedTaskStore, io: IoLoop, node: _Node, config: TaskConfig, *,
                  owner_of: Callable[[int], str | None]) -> None:
         self.store = store
         self.lease_ttl = config.lease_ttl
@@ -220,7 +221,7 @@ class Tasks:
         urls = {tab["tabId"]: tab.get("url") for tab in await self._node.describe_tabs()} if task.tabs else {}
         refusal = records.scope_refusal(task, urls)
         if refusal is not None:
-            await self._left_origin(task)
+            await self._ended(task)
             raise refusal
 
     async def take_over(self, agent: str, session: str | None, task_id: str, force: bool) -> dict[str, Any]:
@@ -243,7 +244,23 @@ class Tasks:
         ends ``expired`` now, not when the node next observes it."""
         for task in self.store.tasks_of_tab(tab):
             if task.scope == "tab" and task.status == "active" and records.scope_refusal(task, {tab: url}):
-                self._soon(self._left_origin(task))
+                self._soon(self._ended(task))
+
+    async def tabs_closed(self, tabs: frozenset[int]) -> None:
+        """Tabs of this node closed: a ``tab`` task on one ends ``expired`` (its checkpoint stays to be read)."""
+        for task in [task for tab in tabs for task in self.store.tasks_of_tab(tab)]:
+            await self._ended(task)
+
+    def admission(self, tab: int, request: TabRequest) -> Outcome | None:
+        """A write on ``tab`` of a ``tab`` task this node keeps, whichever node sent it: the task's lease decides
+        (in this node's memory), as :meth:`refusal` does for the calls of this node."""
+        if not request.writes or request.agent is None:
+            return None
+        for task in self.store.tasks_of_tab(tab):
+            if task.scope == "tab" and task.status != "completed" and self.store.keeps(task.id):
+                refused = self._write_refusal(task, tab, request.agent, request.session)
+                return Failed(refused) if refused is not None else None
+        return None
 
     def _changed(self, before: Task, after: Task) -> None:
         """A task changed, through any node: when it was revoked or taken over, its calls' site-tool continuation
@@ -418,13 +435,13 @@ class Tasks:
         refusal = records.scope_refusal(records.with_checkpoint(task, checkpoint, task.updated),
                                         {tab: found.get("url") for tab, found in described.items()})
         if refusal is not None:
-            await self._left_origin(task)
+            await self._ended(task)
             raise refusal
         return checkpoint
 
-    async def _left_origin(self, task: Task) -> None:
-        """A tab of ``task`` left the task's origin: a ``tab`` task stored ends expired (a ``browser`` task is
-        left as it is: only the write that found it is refused)."""
+    async def _ended(self, task: Task) -> None:
+        """A tab of ``task`` left the task's origin, or closed: a ``tab`` task stored ends expired now (a
+        ``browser`` task is left as it is: only the write that found it is refused)."""
         if task.scope == "tab" and task.status == "active" and await self.store.get(task.id) is not None:
             with contextlib.suppress(KitsuneError):  # closed or expired meanwhile: nothing to end
                 await self.store.change(task.id, lambda t: self._noted(records.expired_now(t, time.time()),

@@ -6,6 +6,7 @@ in the node's logs; a node with no authority, or one its URL rules deny, keeps n
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import logging
 import secrets
@@ -24,6 +25,7 @@ from core.settings import Settings
 from driver import ChromiumBrowser
 from kitsune.config import load_config
 from messages.errors import KitsuneError
+from tests.integration.fleet_nodes import sees, until
 from tests.integration.serving import app_over
 from tests.integration.task_fleet import AGENTS, HIT, answer, api, create, hit, open_tab, refused, sessions
 from tests.nats_access import NatsAccess
@@ -53,6 +55,9 @@ class Remote:
     node: Node
     base: str
     logs: _Lines
+    second: Node
+    """A second node of the fleet, sharing the authority."""
+    second_base: str
 
 
 def _settings(directory: Path, authority: dict[str, Any], deny: list[str] | None = None) -> Settings:
@@ -72,17 +77,21 @@ def remote(nats_access: NatsAccess, tmp_path_factory: pytest.TempPathFactory) ->
     level = root.level
     root.addHandler(logs)
     root.setLevel(logging.DEBUG)
-    config = nats_access.node_config(fleet=f"remote-{secrets.token_hex(4)}", tasks=settings.node.tasks,
-                                     step_timeout=10.0)
-    node = run_node(ChromiumBrowser(), config, agent_policies=settings.agent_policies())
-    try:
-        with app_over(node, settings) as base:
-            yield Remote(authority, node, base, logs)
-    finally:
-        node.stop()
-        root.removeHandler(logs)
-        root.setLevel(level)
-        authority.stop()
+    name = f"remote-{secrets.token_hex(4)}"
+    with contextlib.ExitStack() as stack:
+        stack.callback(authority.stop)
+        stack.callback(root.setLevel, level)
+        stack.callback(root.removeHandler, logs)
+        nodes = []
+        for _ in range(2):
+            config = nats_access.node_config(fleet=name, tasks=settings.node.tasks, step_timeout=10.0)
+            nodes.append(run_node(ChromiumBrowser(), config, agent_policies=settings.agent_policies()))
+            stack.callback(nodes[-1].stop)
+        first, second = nodes
+        until(lambda: sees(first, first.config.name, second.config.name)
+              and sees(second, first.config.name, second.config.name), 10, "the nodes seeing each other")
+        yield Remote(authority, first, stack.enter_context(app_over(first, settings)), logs, second,
+                     stack.enter_context(app_over(second, settings)))
 
 
 def _remote_task(owner: httpx.Client, remote: Remote, site: TestSite) -> tuple[int, dict[str, Any]]:
@@ -174,6 +183,36 @@ def test_a_stale_revision_is_a_conflict_and_nothing_is_written(
         assert authority.records[task["id"]] == before
         authority.stale = False
         answer(owner.post(f"/api/tasks/{task['id']}/complete", json={}))
+
+
+def test_two_nodes_share_one_authority(remote: Remote, authority: ReferenceAuthority, site: TestSite) -> None:
+    """A task created through A is taken over, checkpointed and resumed through B, each write a compare-and-set at
+    the one authority; a stale revision there is ``task_authority_conflict`` through B, and nothing is written."""
+    s1, s2 = sessions(2)
+    with api(remote.base, session=s1) as owner, api(remote.second_base, session=s2) as heir:
+        tab, task = _remote_task(owner, remote, site)
+        created = authority.records[task["id"]][1]
+        assert answer(heir.get(f"/api/tasks/{task['id']}"))["task"]["state"] == "follower"  # B reads the authority
+        assert (hit(heir, tab, 409)["code"], site.count(HIT)) == ("task_leased", 0)
+        taken = answer(heir.post(f"/api/tasks/{task['id']}/takeover", json={"force": True}))
+        kept, revision = authority.records[task["id"]]
+        assert (taken["task"]["state"], kept["owner"]) == ("owner", s2) and revision > created
+        assert (hit(owner, tab, 409)["code"], site.count(HIT)) == ("task_leased", 0)  # A reads it again too
+        assert hit(heir, tab)["status"] == "ok" and site.wait_for_count(HIT, 1) == 1
+        answer(heir.post(f"/api/tasks/{task['id']}/checkpoint", json={"summary": "hit through B"}))
+        assert authority.records[task["id"]][0]["checkpoint"]["summary"] == "hit through B"
+        resumed = answer(owner.get(f"/api/tasks/{task['id']}"))["task"]  # what a resume through A is given
+        assert (resumed["state"], resumed["checkpoint"]["summary"]) == ("follower", "hit through B")
+        before = authority.records[task["id"]]
+        authority.stale = True
+        for refusal in (heir.post(f"/api/tasks/{task['id']}/checkpoint", json={"summary": "stale"}),
+                        owner.post(f"/api/tasks/{task['id']}/takeover", json={"force": True})):
+            assert refused(refusal, "task_authority_conflict")["state"] == {"taskId": task["id"]}
+        assert authority.records[task["id"]] == before  # nothing written on either failure
+        authority.stale = False
+        back = answer(owner.post(f"/api/tasks/{task['id']}/takeover", json={"force": True}))
+        assert back["task"]["state"] == "owner" and authority.records[task["id"]][0]["owner"] == s1
+        assert answer(heir.get(f"/api/tasks/{task['id']}"))["task"]["checkpoint"]["summary"] == "hit through B"
 
 
 def test_a_node_without_an_authority_keeps_no_remote_task(node: Node, site: TestSite,

@@ -285,7 +285,7 @@ def test_the_canaries_are_in_no_task_record(fleet: Fleet, site: TestSite, nats_a
     typed, shaped = "hush canary 7f3a", "CanaryTokenShaped_0123456789abcdef"
     with api(fleet.bases[0], "carol", s1) as owner, api(fleet.bases[0], "carol", s2) as other:
         tab = approved_tab(owner, site.url("/form"), fleet.nodes[0])
-        task = create(owner, [tab], "Fill the form")["id"]
+        task = create(owner, [tab], "Fill the form", scope="browser")["id"]  # its record in the fleet's KV
         fill = {"action": "fill", "tabId": tab, "selector": "#name", "value": typed}
         held = answer(owner.post("/api/act", json={"command": fill}), 403)
         assert (held["status"], held["code"]) == ("held", "needs_user"), held
@@ -445,7 +445,7 @@ def test_tasks_are_bounded_per_agent_in_goal_and_in_tabs_each_refusal_naming_its
         started = time.monotonic()
         many = refused(dave.post("/api/tasks", json={"goal": "g", "tabs": list(range(30_000))}), "invalid_parameter")
         assert many["state"] == {"param": "tabs", "max": 4} and time.monotonic() - started < 2.0, many
-        made = [create(dave, [tab])["id"], create(dave, [])["id"], create(other, [])["id"]]
+        made = [create(dave, [tab], scope="browser")["id"], create(dave, [])["id"], create(other, [])["id"]]
         until(lambda: all(len(n.tasks.store.of_agent("dave")) == 3 for n in fleet.nodes), 10, "both nodes' mirrors")
         over = refused(other.post("/api/tasks", json={"goal": "One more", "tabs": []}), "quota_exceeded")
         assert over["state"] == {"limit": "tasks", "max": 3} and over["retryable"] is False, over

@@ -34,6 +34,8 @@ from messages.fleet import (
     ReleaseClaims,
     ResumeRequest,
     TakeOver,
+    TaskAnswered,
+    TaskOp,
     Thumbnail,
     TookOver,
 )
@@ -78,6 +80,9 @@ MESSAGES: list[Message] = [
     ReissueToken(7, "alice"), Reissued("token"), Reissued(None),
     AskNodePart(), NodePart([{"call": 7}], [], [{"agent": "alice"}], [], [{"tabId": 3, "by": "operator:x"}]),
     AskThumbnail(3), Thumbnail("/9j/4AAQ"),
+    TaskOp("checkpoint", "t-0123456789abcdef", "alice", "s1", {"summary": "read", "messages": []}),
+    TaskOp("delete", "t-0123456789abcdef", None, None, {"expire": True, "by": "operator:sre"}),
+    TaskAnswered({"ok": True}, {"id": "t-0123456789abcdef"}), TaskAnswered(None),
     IssueLink(3, "alice", True, False), IssueLink(3, "alice", True, True, "devtools"), LinkIssued("token", 600.0),
     AskPageHint(3), DevtoolsLink(3, "token", False), DevtoolsLink(3, "token", True), LinkChecked(12.5),
     PageHint({"needs_user": True, "reason": "sign_in", "evidence": "a password field"}),
