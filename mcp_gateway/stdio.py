@@ -24,10 +24,13 @@ through a pipe and its log goes to standard error.
 
 from __future__ import annotations
 
+import asyncio
 import os
+import queue
 import signal
 import sys
-from collections.abc import Callable, Coroutine
+from collections.abc import AsyncIterator, Callable, Coroutine
+from contextlib import suppress
 from typing import Any, NoReturn
 
 import anyio
@@ -62,7 +65,7 @@ async def _serve(front: Front, gateway: Gateway, bridge: Bridge,
 
         async def until_end() -> None:
             async with forward:
-                while (line := await anyio.to_thread.run_sync(front.next_line, abandon_on_cancel=True)) is not None:
+                async for line in _lines(front):
                     await forward.send(_message_of(line))
             group.cancel_scope.cancel()
 
@@ -96,6 +99,29 @@ async def _serve(front: Front, gateway: Gateway, bridge: Bridge,
         group.cancel_scope.cancel()
     if signalled:  # stdin is still open: its reader, a thread blocked on a read, would hold the exit
         _leave(embedded)
+
+
+async def _lines(front: Front) -> AsyncIterator[bytes]:
+    """The client's lines as they come, to the end of input: the front's reading thread wakes the loop (no thread
+    waits for a line on the way)."""
+    loop = asyncio.get_running_loop()
+    arrived = asyncio.Event()
+
+    def ready() -> None:
+        with suppress(RuntimeError):  # the loop is closed: nobody reads any more
+            loop.call_soon_threadsafe(arrived.set)
+
+    front.on_line(ready)
+    while True:
+        arrived.clear()
+        try:
+            line = front.next_line(block=False)
+        except queue.Empty:
+            await arrived.wait()
+            continue
+        if line is None:
+            return
+        yield line
 
 
 def _message_of(line: bytes) -> SessionMessage | Exception:
