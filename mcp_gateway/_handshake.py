@@ -260,6 +260,11 @@ class Front:
         """Have ``ready`` called (on the reading thread) after each line queued for the SDK from now on."""
         self._ready = ready
 
+    @property
+    def output(self) -> BinaryIO:
+        """The channel the front writes (the SDK's, once it took over)."""
+        return self._writer
+
     def write(self, line: bytes) -> None:
         """Write one message (a line of JSON, newline included) and flush it."""
         self._writer.write(line)

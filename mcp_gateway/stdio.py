@@ -29,7 +29,7 @@ import os
 import queue
 import signal
 import sys
-from collections.abc import AsyncIterator, Callable, Coroutine
+from collections.abc import AsyncIterator, Awaitable, Callable, Coroutine
 from contextlib import suppress
 from typing import Any, NoReturn
 
@@ -71,6 +71,7 @@ async def _serve(front: Front, gateway: Gateway, bridge: Bridge,
 
         async def write() -> None:
             replayed = front.initialize_id  # the client has the front's answer to it
+            send = await _output(front)
             async with answers:
                 async for answer in answers:
                     message = answer.message
@@ -79,7 +80,7 @@ async def _serve(front: Front, gateway: Gateway, bridge: Bridge,
                         replayed = None
                         continue
                     line = message.model_dump_json(by_alias=True, exclude_unset=True) + "\n"
-                    await anyio.to_thread.run_sync(front.write, line.encode())
+                    await send(line.encode())
 
         async def until_signal() -> None:
             nonlocal signalled
@@ -122,6 +123,41 @@ async def _lines(front: Front) -> AsyncIterator[bytes]:
         if line is None:
             return
         yield line
+
+
+class _Output(asyncio.Protocol):
+    """The client's channel as the loop writes it: whether it takes more now."""
+
+    def __init__(self) -> None:
+        self.writable = asyncio.Event()
+        self.writable.set()
+
+    def pause_writing(self) -> None:
+        self.writable.clear()
+
+    def resume_writing(self) -> None:
+        self.writable.set()
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        self.writable.set()
+
+
+async def _output(front: Front) -> Callable[[bytes], Awaitable[None]]:
+    """How the answers are written: by the loop itself where the channel is a pipe (as the SDKs' clients start a
+    server: no thread on the way; what the pipe cannot take yet waits on the loop), else by a thread."""
+    loop = asyncio.get_running_loop()
+    try:
+        transport, channel = await loop.connect_write_pipe(_Output, front.output)
+    except (ValueError, OSError):  # a file, or no file at all
+        return lambda data: anyio.to_thread.run_sync(front.write, data)
+    transport.set_write_buffer_limits(high=0)  # each answer is awaited until the pipe took all of it
+
+    async def send(data: bytes) -> None:
+        if transport.is_closing():
+            raise BrokenPipeError("the client closed the channel")
+        transport.write(data)
+        await channel.writable.wait()
+    return send
 
 
 def _message_of(line: bytes) -> SessionMessage | Exception:
