@@ -51,7 +51,7 @@ from messages.commands import CallSpec, Command, is_write
 from messages.errors import KitsuneError
 
 __all__ = ["AUDIT_STREAM", "AUDIT_SUBJECT", "AuditActor", "AuditLog", "AuditTrail", "Auditor", "JetStreamAuditLog",
-           "LocalAuditLog", "audit_config"]
+           "LocalAuditLog", "audit_config", "recorded"]
 
 log = logging.getLogger(__name__)
 
@@ -275,10 +275,18 @@ class Auditor:
         self._trail.record(SiteToolEntry(time=_now(), agent=self._agent, tool=tool, origin=origin, tab_id=tab_id,
                                          call=call, path=path), urgent=False)
 
-    def direct(self, command: Command, tab_id: int | None) -> int:
-        """Record a direct call; its call id."""
-        return self._record(DirectEntry(time=_now(), agent=self._agent, action=command.action, tab_id=tab_id,
-                                        params=redacted_params(command)))
+    def direct(self, command: Command, tab_id: int | None) -> concurrent.futures.Future[int]:
+        """Start recording a direct call (from any thread); the future of its call id, or of ``audit_unavailable``
+        (:func:`recorded` waits for it on the loop)."""
+        return self._trail.record(DirectEntry(time=_now(), agent=self._agent, action=command.action, tab_id=tab_id,
+                                              params=redacted_params(command)))
+
+
+async def recorded(entry: concurrent.futures.Future[int]) -> int:
+    """On the loop: the id of an ``entry`` being recorded once it is written; ``audit_unavailable`` when it cannot
+    be, ``TimeoutError`` when it is not within the wait for an entry."""
+    async with asyncio.timeout(_WAIT):
+        return await asyncio.wrap_future(entry)
 
 
 def _now() -> float:

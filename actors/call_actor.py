@@ -95,6 +95,8 @@ class CallActor(Answering):
 LocalTabs = Callable[[int, TabRequest], Outcome | None]
 """Runs a request on the actor of a tab of this node and answers its outcome; None when the tab is
 elsewhere. Raises ``TimeoutError`` when the tab does not answer in time."""
+LocalTabsHere = Callable[[int, TabRequest], Coroutine[Any, Any, Outcome | None]]
+"""The same, from the loop."""
 OpenTabs = Callable[[], Coroutine[Any, Any, frozenset[int]]]
 """Ids of the fleet's open tabs (the registry's: no tab is asked for its title or URL)."""
 Placement = Callable[[NewTab | ResetSession, str | None, int | None], str]
@@ -113,11 +115,12 @@ class BusDriver:
     """
 
     def __init__(self, io: IoLoop, bus: Bus, subjects: Subjects, local: LocalTabs, place: Placement,
-                 open_tabs: OpenTabs, agent: str | None = None) -> None:
+                 open_tabs: OpenTabs, agent: str | None = None, *, here: LocalTabsHere | None = None) -> None:
         self._io = io
         self._bus = bus
         self._subjects = subjects
         self._local = local
+        self._here = here
         self._place = place
         self._open_tabs = open_tabs
         self._agent = agent
@@ -125,7 +128,8 @@ class BusDriver:
 
     def for_agent(self, agent: str) -> BusDriver:
         """The same driver for the calls of ``agent``."""
-        return BusDriver(self._io, self._bus, self._subjects, self._local, self._place, self._open_tabs, agent)
+        return BusDriver(self._io, self._bus, self._subjects, self._local, self._place, self._open_tabs, agent,
+                         here=self._here)
 
     def execute(self, command: Command, tab_id: int | None, timeout: float,
                 recorded: Sequence[Recorded] = (), *, as_read: bool = False) -> Outcome:
@@ -142,8 +146,7 @@ class BusDriver:
         else:
             subject = self._subjects.tab(tab_id)
         writes = is_write(command) and not as_read
-        request = TabRequest(command, timeout, time.time() + timeout, CALL.get(), STEP.get() if writes else None,
-                             agent=self._agent, session=SESSION.get(), as_read=as_read)
+        request = self._request(command, timeout, writes, as_read)
         try:
             if tab_id is not None and (outcome := self._local(tab_id, request)) is not None:
                 return outcome
@@ -161,9 +164,22 @@ class BusDriver:
         except TimeoutError:
             if (withdrawn := self._withdraw(subject, request, tab_id)) is not None:
                 return withdrawn
-            failure = Failure(f"No answer from tab {tab_id} in time", "bus_timeout", False)
-            return Unknown(failure) if writes else Failed(Failure(failure.error, failure.code, True))
+            return _unanswered(tab_id, writes)
         return decode_outcome(reply)
+
+    async def read_here(self, command: Command, tab_id: int, timeout: float) -> Outcome | None:
+        """A read (``command`` is no write) on a tab of this node, from the loop: no thread on its way; None when
+        the tab is another node's (or the driver cannot ask from the loop)."""
+        if self._here is None:
+            return None
+        try:
+            return await self._here(tab_id, self._request(command, timeout, False, False))
+        except TimeoutError:
+            return _unanswered(tab_id, False)
+
+    def _request(self, command: Command, timeout: float, writes: bool, as_read: bool) -> TabRequest:
+        return TabRequest(command, timeout, time.time() + timeout, CALL.get(), STEP.get() if writes else None,
+                          agent=self._agent, session=SESSION.get(), as_read=as_read)
 
     def _withdraw(self, subject: str, request: TabRequest, tab_id: int | None) -> Outcome | None:
         """After a lost answer, withdraw the request from the tab's node: the outcome when that
@@ -185,6 +201,12 @@ class BusDriver:
         except (BusError, TimeoutError) as e:
             raise KitsuneError("tabs_unavailable", f"The tabs could not be listed ({type(e).__name__})",
                                retryable=True) from e
+
+
+def _unanswered(tab_id: int | None, writes: bool) -> Outcome:
+    """A request whose tab's answer did not come in time: a write's outcome is unknown."""
+    failure = Failure(f"No answer from tab {tab_id} in time", "bus_timeout", False)
+    return Unknown(failure) if writes else Failed(Failure(failure.error, failure.code, True))
 
 
 class EventSink:

@@ -85,24 +85,46 @@ class TabActors:
         """Run a request of a call on this node in the actor of one of its tabs (no NATS on the way);
         None when the tab is not this node's (from a thread). A request the tab did not start in
         time is withdrawn: it then never runs, and nothing was sent."""
+        admitted = self._admitted(tab_id, request)
+        if not isinstance(admitted, tuple):
+            return admitted
+        actor, ticket = admitted
+        try:
+            outcome = cast(Outcome, actor.ask(ticket, timeout=_wait(request)))
+        except pykka.ActorDeadError:
+            outcome = tab_closed(tab_id)
+        except pykka.Timeout as e:
+            return _unanswered(ticket, tab_id, e)
+        if _changes_tabs(request, outcome):
+            self._io.run(self.reconcile(), timeout=30)
+        return outcome
+
+    async def ask_here(self, tab_id: int, request: TabRequest) -> Outcome | None:
+        """:meth:`ask` from the loop: the tab's actor answers on the loop, no thread on the way."""
+        admitted = self._admitted(tab_id, request)
+        if not isinstance(admitted, tuple):
+            return admitted
+        actor, ticket = admitted
+        try:
+            async with asyncio.timeout(_wait(request)):
+                outcome: Outcome = await ask_from_loop(actor, ticket)
+        except pykka.ActorDeadError:
+            outcome = tab_closed(tab_id)
+        except TimeoutError as e:
+            return _unanswered(ticket, tab_id, e)
+        if _changes_tabs(request, outcome):
+            await self.reconcile()
+        return outcome
+
+    def _admitted(self, tab_id: int, request: TabRequest) -> tuple[pykka.ActorRef[TabActor], Ticket] | Outcome | None:
+        """The actor of ``tab_id`` and the ticket ``request`` travels as; why it may not run; None when the tab
+        is not this node's."""
         attached = self._tabs.get(tab_id)
         if attached is None:
             return None
         if (refused := self._admission(tab_id, request)) is not None:
             return refused
-        ticket = Ticket(request, request.timeout)
-        wait = request.timeout + 2 * SETTLE
-        try:
-            outcome = cast(Outcome, attached[0].ask(ticket, timeout=wait))
-        except pykka.ActorDeadError:
-            outcome = tab_closed(tab_id)
-        except pykka.Timeout as e:
-            if ticket.withdraw():
-                return not_sent(request.command, tab_id, f"tab {tab_id} did not start it in time")
-            raise TimeoutError(f"tab {tab_id} did not answer") from e
-        if _changes_tabs(request, outcome):
-            self._io.run(self.reconcile(), timeout=30)
-        return outcome
+        return attached[0], Ticket(request, request.timeout)
 
     async def reconcile(self) -> None:
         """Give every open tab (popups included) an actor, and stop the actors of closed tabs.
@@ -148,6 +170,19 @@ class TabActors:
             subject, typed(subject, {TabRequest: run, TabCancel: withdraw}, limit=LARGE, outcomes=True),
             concurrent=True)
         self._tabs[tab_id] = (actor, subscription)
+
+
+def _wait(request: TabRequest) -> float:
+    """How long a call on this node waits for a tab's answer."""
+    return request.timeout + 2 * SETTLE
+
+
+def _unanswered(ticket: Ticket, tab_id: int, error: Exception) -> Outcome:
+    """A request its tab did not answer in time: withdrawn if it had not started (nothing was sent), else
+    ``TimeoutError``."""
+    if ticket.withdraw():
+        return not_sent(ticket.request.command, tab_id, f"tab {tab_id} did not start it in time")
+    raise TimeoutError(f"tab {tab_id} did not answer") from error
 
 
 def tab_closed(tab_id: int) -> Outcome:

@@ -20,7 +20,7 @@ from typing import Any
 import pykka
 from playwright.async_api import Error as PlaywrightError
 
-from actors.audit_actor import AuditActor, Auditor, AuditTrail, JetStreamAuditLog
+from actors.audit_actor import AuditActor, Auditor, AuditTrail, JetStreamAuditLog, recorded
 from actors.bus import Subscription
 from actors.call_actor import BusDriver, CallActor, EventSink, ResumeCall, RunCall
 from actors.checkpoint_actor import CheckpointActor, CheckpointsPort
@@ -61,7 +61,7 @@ from core.settings import NodeConfig
 from driver.proxy import endpoints_of
 from driver.sessions import SessionChange
 from driver.snapshots import describe
-from messages.commands import Command, GetTabs, NewTab, ResetSession, secret_values
+from messages.commands import Command, GetTabs, NewTab, ResetSession, is_write, secret_values
 from messages.errors import KitsuneError
 from messages.events import Event
 from messages.requests import Subjects, TabRequest
@@ -177,7 +177,7 @@ class Node:
         """The checkpoints, through the actor that owns them."""
         self._sequences = ActorSequences(barriers)
         self._driver = BusDriver(io, self.bus, self.subjects, local=self.tabs.ask, place=self.member.place,
-                                 open_tabs=self.open_tab_ids)
+                                 open_tabs=self.open_tab_ids, here=self.tabs.ask_here)
         self.calls = Calls(self.ports_for, self.resumes.reachable(self.checkpoints), audit=self.auditor(None),
                            sink=self._sink, config=EngineConfig(step_timeout=c.step_timeout),
                            workflow_sha256=self.workflow_sha256, on_resume=self.metrics.resumed,
@@ -274,11 +274,13 @@ class Node:
 
     def ports_for(self, agent: str | None, confirm_token: str | None = None) -> Ports:
         """The ports a call of ``agent`` runs with: its policy in the driver (its session: ``SESSION``), its audit."""
-        driver: Driver = self._driver if agent is None else PolicyDriver(
-            self._driver.for_agent(agent), agent, lambda: self.policy_of(agent), self.owners, self.confirms,
-            confirm_token=confirm_token, session=SESSION.get(), leases=self.tasks,
-            on_refusal=self.metrics.policy_refused)
+        driver: Driver = self._driver if agent is None else self._policy_driver(agent, confirm_token)
         return Ports(driver, SystemClock(), self.claims, self._sequences, self.auditor(agent), self.sessions.approved)
+
+    def _policy_driver(self, agent: str, confirm_token: str | None) -> PolicyDriver:
+        return PolicyDriver(self._driver.for_agent(agent), agent, lambda: self.policy_of(agent), self.owners,
+                            self.confirms, confirm_token=confirm_token, session=SESSION.get(), leases=self.tasks,
+                            on_refusal=self.metrics.policy_refused)
 
     def workflow_sha256(self, name: str) -> str | None:
         return self.workflows.sha256(name) if self.workflows is not None else None
@@ -370,26 +372,47 @@ class Node:
     async def act(self, agent: str, command: Command, tab: int | None, confirm_token: str | None = None,
                   held: HeldStep | None = None) -> tuple[Outcome, int]:
         """Run one action for ``agent`` outside any container (a direct call); the outcome and its call id.
-        Audited first: a write whose entry cannot be written is not sent. An approval of a held step
+        Audited first: a write whose entry cannot be written is not sent; a read runs while its entry is
+        written, and answers once it is (``audit_unavailable`` when it cannot be). An approval of a held step
         (``held``: a one-shot ``newTab``, ``bridge.approvals``) acts in that call's name and step."""
         if isinstance(command, NewTab) and command.session == ONE_SHOT and held is None:
             raise KitsuneError("invalid_parameter", 'newTab: a one-shot session ("call") ends with its container '
                                "call; a direct call names a reuse session", state={"param": "session"})
-        call = await asyncio.to_thread(self.auditor(agent).direct, command, tab)
+        entry = self.auditor(agent).direct(command, tab)
+        reading = None if is_write(command) else asyncio.ensure_future(self._direct(agent, command, tab,
+                                                                                    confirm_token))
+        try:
+            call = await recorded(entry)
+        except BaseException:
+            if reading is not None:
+                reading.cancel()
+            raise
         named, _ = CALL.set(call if held is None else held.call), STEP.set(held.path if held else None)
         session = SESSION.get()
         self.tasks.direct(agent, session, call, secret_values(command))
         outcome: Outcome = Failed(Failure("the direct call did not end", "internal", False))
         try:
-            driver = self.ports_for(agent, confirm_token).driver
-            timeout = command.timeout if isinstance(command.timeout, float) else self.config.step_timeout
-            outcome = await asyncio.to_thread(driver.execute, command, tab, timeout)
+            outcome = await (reading or self._direct(agent, command, tab, confirm_token))
         finally:
             CALL.reset(named)
             self.tasks.direct(agent, session, call, [], step={
                 "call": call, "path": "0", "action": command.action, "tabId": tab, "status": status_of(outcome),
                 "code": None if isinstance(outcome, Done) else outcome.failure.code})
         return outcome, call
+
+    async def _direct(self, agent: str, command: Command, tab: int | None, confirm_token: str | None) -> Outcome:
+        """A direct call's action through ``agent``'s policy: a read of a tab of this node from the loop (no thread
+        on its way), anything else through the driver on a thread of its own."""
+        driver = self._policy_driver(agent, confirm_token)
+        timeout = command.timeout if isinstance(command.timeout, float) else self.config.step_timeout
+        if tab is not None and not is_write(command):
+            refused = driver.refused(command, tab)
+            if refused is not None:
+                return refused
+            read = await self._driver.for_agent(agent).read_here(command, tab, timeout)
+            if read is not None:
+                return read
+        return await asyncio.to_thread(driver.execute, command, tab, timeout)
 
     async def describe_tabs(self) -> list[dict[str, Any]]:
         """The fleet's open tabs: ids, URLs, titles, each with its node, owner and session. A tab that

@@ -305,6 +305,13 @@ class PolicyDriver:
             return self._ask(command, tab)
         return refused
 
+    def refused(self, command: Command, tab: int | None, *, as_read: bool = False) -> Outcome | None:
+        """:meth:`refusal`, told to ``on_refusal`` (a command about to be run, or not)."""
+        refused = self.refusal(command, tab, as_read=as_read)
+        if refused is not None:
+            self._on_refusal(refused)
+        return refused
+
     def _write_refusal(self, command: Command, tab: int | None, policy: Policy) -> Failed | None:
         """Why the policy refuses ``command`` as a write (read-only mode, owners, leases, URL lists), or None."""
         if (cdp := _cdp_refusal(command, policy)) is not None:
@@ -351,9 +358,8 @@ class PolicyDriver:
             tried = self._inner.execute(command, tab_id, timeout, recorded, as_read=True)
             if not (isinstance(tried, Failed) and tried.failure.code == SITE_TOOL_WRITES):
                 return tried
-        refused = self.refusal(command, tab_id, as_read=as_read)
+        refused = self.refused(command, tab_id, as_read=as_read)
         if refused is not None:
-            self._on_refusal(refused)
             return refused
         outcome = self._inner.execute(command, tab_id, timeout, recorded, as_read=as_read)
         if isinstance(outcome, Done) and isinstance(command, NewTab) and isinstance(outcome.value.get("tabId"), int):

@@ -23,6 +23,7 @@ import secrets
 import threading
 import urllib.error
 import urllib.request
+from collections.abc import Callable
 from importlib.metadata import version
 from pathlib import Path
 from typing import Any, BinaryIO
@@ -220,6 +221,7 @@ class Front:
         if not tasks_pending:
             self._tasks_known.set()
         self._taken = False
+        self._ready: Callable[[], None] = lambda: None
         self.initialize_id: int | str | None = None
         """The id of the ``initialize`` the front answered, replayed to the SDK (None until then)."""
 
@@ -249,9 +251,19 @@ class Front:
         with self._lock:
             self._taken = True
 
-    def next_line(self) -> bytes | None:
-        """The next line for the SDK, blocking; None at the end of input."""
-        return self._lines.get()
+    def next_line(self, *, block: bool = True) -> bytes | None:
+        """The next line for the SDK (waiting for one, or ``queue.Empty`` when there is none and not ``block``);
+        None at the end of input."""
+        return self._lines.get(block)
+
+    def on_line(self, ready: Callable[[], None]) -> None:
+        """Have ``ready`` called (on the reading thread) after each line queued for the SDK from now on."""
+        self._ready = ready
+
+    @property
+    def output(self) -> BinaryIO:
+        """The channel the front writes (the SDK's, once it took over)."""
+        return self._writer
 
     def write(self, line: bytes) -> None:
         """Write one message (a line of JSON, newline included) and flush it."""
@@ -263,8 +275,10 @@ class Front:
             for line in self._reader:
                 if not self._answered(line):
                     self._lines.put(line)
+                    self._ready()
         finally:
             self._lines.put(None)
+            self._ready()
 
     def _answered(self, line: bytes) -> bool:
         """Answer ``line`` if the front may; whether it did (an ``initialize`` is also queued, to replay)."""

@@ -24,10 +24,13 @@ through a pipe and its log goes to standard error.
 
 from __future__ import annotations
 
+import asyncio
 import os
+import queue
 import signal
 import sys
-from collections.abc import Callable, Coroutine
+from collections.abc import AsyncIterator, Awaitable, Callable, Coroutine
+from contextlib import suppress
 from typing import Any, NoReturn
 
 import anyio
@@ -62,12 +65,13 @@ async def _serve(front: Front, gateway: Gateway, bridge: Bridge,
 
         async def until_end() -> None:
             async with forward:
-                while (line := await anyio.to_thread.run_sync(front.next_line, abandon_on_cancel=True)) is not None:
+                async for line in _lines(front):
                     await forward.send(_message_of(line))
             group.cancel_scope.cancel()
 
         async def write() -> None:
             replayed = front.initialize_id  # the client has the front's answer to it
+            send = await _output(front)
             async with answers:
                 async for answer in answers:
                     message = answer.message
@@ -76,7 +80,7 @@ async def _serve(front: Front, gateway: Gateway, bridge: Bridge,
                         replayed = None
                         continue
                     line = message.model_dump_json(by_alias=True, exclude_unset=True) + "\n"
-                    await anyio.to_thread.run_sync(front.write, line.encode())
+                    await send(line.encode())
 
         async def until_signal() -> None:
             nonlocal signalled
@@ -96,6 +100,64 @@ async def _serve(front: Front, gateway: Gateway, bridge: Bridge,
         group.cancel_scope.cancel()
     if signalled:  # stdin is still open: its reader, a thread blocked on a read, would hold the exit
         _leave(embedded)
+
+
+async def _lines(front: Front) -> AsyncIterator[bytes]:
+    """The client's lines as they come, to the end of input: the front's reading thread wakes the loop (no thread
+    waits for a line on the way)."""
+    loop = asyncio.get_running_loop()
+    arrived = asyncio.Event()
+
+    def ready() -> None:
+        with suppress(RuntimeError):  # the loop is closed: nobody reads any more
+            loop.call_soon_threadsafe(arrived.set)
+
+    front.on_line(ready)
+    while True:
+        arrived.clear()
+        try:
+            line = front.next_line(block=False)
+        except queue.Empty:
+            await arrived.wait()
+            continue
+        if line is None:
+            return
+        yield line
+
+
+class _Output(asyncio.Protocol):
+    """The client's channel as the loop writes it: whether it takes more now."""
+
+    def __init__(self) -> None:
+        self.writable = asyncio.Event()
+        self.writable.set()
+
+    def pause_writing(self) -> None:
+        self.writable.clear()
+
+    def resume_writing(self) -> None:
+        self.writable.set()
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        self.writable.set()
+
+
+async def _output(front: Front) -> Callable[[bytes], Awaitable[None]]:
+    """How the answers are written: by the loop itself where the channel is a pipe (as the SDKs' clients start a
+    server: no thread on the way; what the pipe cannot take yet waits on the loop), else by a thread."""
+    loop = asyncio.get_running_loop()
+    try:
+        transport, channel = await loop.connect_write_pipe(_Output, front.output)
+    except (ValueError, OSError):  # a file, or no file at all
+        return lambda data: anyio.to_thread.run_sync(front.write, data)
+    transport.set_write_buffer_limits(high=0)  # each answer is awaited until the pipe took all of it
+
+    async def send(data: bytes) -> None:
+        if transport.is_closing():
+            raise BrokenPipeError("the client closed the channel")
+        transport.write(data)
+        await channel.writable.wait()
+    return send
 
 
 def _message_of(line: bytes) -> SessionMessage | Exception:

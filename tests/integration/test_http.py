@@ -374,7 +374,7 @@ def test_no_token_typed_value_or_javascript_reaches_the_audit_log_the_server_log
             assert canary not in text, f"{canary} in the {name}"
 
 
-def test_writes_are_refused_when_the_audit_log_cannot_be_written(
+def test_writes_are_refused_and_reads_unanswered_when_the_audit_log_cannot_be_written(
         tmp_path: Path, nats_access: NatsAccess, site: TestSite) -> None:
     audit_dir = tmp_path / "audit"
     audit_dir.mkdir()
@@ -389,6 +389,8 @@ def test_writes_are_refused_when_the_audit_log_cannot_be_written(
             assert error(body) == (503, "audit_unavailable"), body.text  # the call itself cannot be recorded
             direct = client.post("/api/act", json={"command": {"action": "click", "tabId": tab, "selector": "#hit"}})
             assert error(direct) == (503, "audit_unavailable")
+            read = client.post("/api/act", json={"command": {"action": "snapshot", "tabId": tab}})
+            assert error(read) == (503, "audit_unavailable")  # a read runs beside its entry, never answered without it
             time.sleep(0.3)
             assert site.count("POST /clicks/hit") == 0
     finally:

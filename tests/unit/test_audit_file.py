@@ -84,7 +84,7 @@ def test_every_kind_of_entry_keeps_its_exact_form(trail: AuditTrail, tmp_path: P
     auditor.observed(1, "1", typed, 3)
     auditor.interrupted(None, None, typed, 4)
     auditor.takeover(4)
-    auditor.direct(typed, 3)
+    auditor.direct(typed, 3).result(timeout=5)
     stamp = '"time":1700000000.123,"agent":'
     assert (tmp_path / "logs" / "audit.jsonl").read_text().splitlines() == [
         '{"call":1,' + stamp + '"bob","kind":"call","call_kind":"batch","commands":1,"tabId":3}',
