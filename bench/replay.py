@@ -13,10 +13,10 @@ round, so load falls on each alike. Target: 25 ms.
 from __future__ import annotations
 
 import itertools
-from collections.abc import Callable
 import statistics
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 import orjson

@@ -7,8 +7,8 @@ stream after the actor that ran it is gone. A step that started and has no termi
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Iterator, Mapping, Sequence
 import dataclasses
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, cast
 
@@ -20,7 +20,6 @@ from messages.events import (
     EndReason,
     Event,
     Observation,
-    OutlineStep,
     SessionChanged,
     SiteToolEvent,
     StepDispatched,

@@ -7,6 +7,7 @@ from typing import Any
 
 import pytest
 
+from messages.codec import encode, replay
 from messages.events import (
     BlockWriteSucceeded,
     CallEnded,
@@ -26,7 +27,6 @@ from messages.events import (
     StepStarted,
     StepSucceeded,
 )
-from messages.codec import encode, replay
 from messages.results import Status, worst
 from messages.steplog import StepLog, StepLogBuilder, StepRecord, fold, record_from_json, record_to_json
 
