@@ -271,15 +271,17 @@ class SiteTools:
         not tracked (its declarations are refused), a detached frame's is not tracked."""
         if frame.is_detached():
             raise _Refused
-        if (known := self._documents.get(frame)) is not None and known.nonce == nonce:
-            return None  # heard already: a document's resume brings its hello, which may come first
-        main = frame is page.main_frame
-        if not main and frame not in self._documents and len(self._tabs.get(tab, ())) >= MAX_TAB_DOCUMENTS:
+        known, main = self._documents.get(frame), frame is page.main_frame
+        if not main and known is None and len(self._tabs.get(tab, ())) >= MAX_TAB_DOCUMENTS:
             return {"refused": tab_documents_refused()}
         parent = self._documents.get(frame.parent_frame) if frame.parent_frame is not None else None
         origin, url = origin_of(frame.url, parent.origin if parent is not None else "null")
         if not potentially_trustworthy(origin):
             raise _Refused  # no secure context: its script offers no modelContext, and the node takes none
+        if known is not None and known.nonce == nonce:  # heard already: a document's resume brings its hello too
+            if known.origin == "null":  # a new frame's hello can come before the node knows its URL
+                known.origin, known.url = origin, url
+            return None
         self._gone(self._untrack(frame))
         document = self._documents[frame] = Document(nonce, frame, tab, origin, url, main)
         self._tabs.setdefault(tab, {})[frame] = document
