@@ -34,7 +34,7 @@ from messages.events import (
     StepSucceeded,
     event_from_json,
 )
-from messages.paths import ROOT, StepPath
+from messages.paths import StepPath
 from messages.results import STATUSES, Status, worst
 
 __all__ = ["StepLog", "StepLogBuilder", "StepRecord", "fold", "record_from_json", "record_to_json"]
@@ -274,15 +274,16 @@ class StepLogBuilder:
         self._call, self._kind, self._timeout = call, kind, timeout
         self._ended = None
         self._nodes = {}
-        self._top = [self._lay_out(ROOT.child(i), i, step) for i, step in enumerate(outline)]
+        # A top-level step's path is its index (``ROOT.child(i)``'s text): no StepPath built for each of thousands.
+        self._top = [self._lay_out(str(i), i, step) for i, step in enumerate(outline)]
 
-    def _lay_out(self, path: StepPath, index: int, outline: Mapping[str, Any]) -> _Node:
+    def _lay_out(self, path: str, index: int, outline: Mapping[str, Any]) -> _Node:
         node = self._nodes[path] = _Node(path, index, outline["action"], outline["tab_id"])
         steps, sequences = outline.get("steps"), outline.get("sequences")  # absent for most: a leaf step
         if steps:
-            node.steps = [self._lay_out(path.child(i), i, s) for i, s in enumerate(steps)]
+            node.steps = [self._lay_out(StepPath(path).child(i), i, s) for i, s in enumerate(steps)]
         if sequences:
-            node.sequences = [[self._lay_out(path.child(q, i), i, s) for i, s in enumerate(seq)]
+            node.sequences = [[self._lay_out(StepPath(path).child(q, i), i, s) for i, s in enumerate(seq)]
                               for q, seq in enumerate(sequences)]
         return node
 
