@@ -58,6 +58,10 @@ class EventStore(Protocol):
         """Every event of ``call``, in the order appended; empty if none (or expired)."""
         ...
 
+    async def records(self, call: int) -> list[bytes]:
+        """What :meth:`read` gives, in wire form: what a replay folds (``messages.codec.replay``)."""
+        ...
+
 
 class LocalEventStore:
     """Events in this process's memory, kept in their wire form as the stream keeps them."""
@@ -75,7 +79,10 @@ class LocalEventStore:
         return _done()
 
     async def read(self, call: int) -> list[Event]:
-        return decode_events(self._calls.get(call, ()))
+        return decode_events(await self.records(call))
+
+    async def records(self, call: int) -> list[bytes]:
+        return list(self._calls.get(call, ()))
 
 
 def events_config(max_age_seconds: float = CHECKPOINT_TTL) -> StreamConfig:
@@ -139,6 +146,9 @@ class JetStreamEventStore:
         return subject
 
     async def read(self, call: int) -> list[Event]:
+        return decode_events(await self.records(call))
+
+    async def records(self, call: int) -> list[bytes]:
         subject = events_subject(call)
         config = ConsumerConfig(
             deliver_policy=DeliverPolicy.ALL,
@@ -154,11 +164,11 @@ class JetStreamEventStore:
         try:
             info = await sub.consumer_info()
             consumer, total = info.name, info.num_pending or 0
-            events: list[Event] = []
-            while len(events) < total:
-                batch = min(total - len(events), _FETCH_BATCH)
-                events.extend(decode_events(msg.data for msg in await sub.fetch(batch, timeout=self._timeout)))
-            return events
+            records: list[bytes] = []
+            while len(records) < total:
+                batch = min(total - len(records), _FETCH_BATCH)
+                records.extend(msg.data for msg in await sub.fetch(batch, timeout=self._timeout))
+            return records
         except nats.errors.Error as e:
             raise _error(e, subject, "read events") from e
         finally:

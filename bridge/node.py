@@ -61,12 +61,13 @@ from core.settings import NodeConfig
 from driver.proxy import endpoints_of
 from driver.sessions import SessionChange
 from driver.snapshots import describe
+from messages.codec import replay
 from messages.commands import Command, GetTabs, NewTab, ResetSession, is_write, secret_values
 from messages.errors import KitsuneError
 from messages.events import Event
 from messages.requests import Subjects, TabRequest
 from messages.results import Done, Failed, Failure, Outcome, status_of
-from messages.steplog import StepLog, fold
+from messages.steplog import StepLog
 
 __all__ = ["Browser", "Node"]  # Browser lives in bridge.browser
 
@@ -448,7 +449,7 @@ class Node:
 
     def replay(self, call: int) -> StepLog:
         """The step log of ``call`` rebuilt from the event stream alone."""
-        return fold(self.io.run(self.events.read(call), timeout=30))
+        return replay(self.io.run(self.events.records(call), timeout=30))
 
     # tabs
 

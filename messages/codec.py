@@ -28,10 +28,10 @@ from messages.results import (
     outcome_to_json,
     result_from_json,
 )
-from messages.steplog import StepRecord, record_from_json, record_to_json
+from messages.steplog import StepLog, StepLogBuilder, StepRecord, record_from_json, record_to_json
 from messages.wire import KIND, KINDS, SMALL, ErrorAnswer, Message, Refused
 
-__all__ = ["Reader", "decode", "decode_events", "decode_outcome", "encode", "read_answer"]
+__all__ = ["Reader", "decode", "decode_events", "decode_outcome", "encode", "read_answer", "replay"]
 
 T = TypeVar("T")
 
@@ -98,8 +98,18 @@ def decode_outcome(data: bytes) -> Outcome:
 
 
 def decode_events(wire: Iterable[bytes]) -> list[Event]:
-    """Events from their wire forms, in order: a replay's boundary, thousands at a time."""
+    """Events from their wire forms, in order."""
     return [event_from_json(orjson.loads(data)) for data in wire]
+
+
+def replay(wire: Iterable[bytes]) -> StepLog:
+    """The step log of a call from its events' wire forms, in order: the fold of each record as it is read,
+    no event built for a step's start, dispatch or success (``StepLogBuilder.apply_record``)."""
+    builder = StepLogBuilder()
+    apply, loads = builder.apply_record, orjson.loads
+    for data in wire:
+        apply(loads(data))
+    return builder.freeze()
 
 
 class Reader:

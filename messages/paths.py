@@ -20,7 +20,7 @@ class StepPath(str):
 
     def child(self, *parts: int | str) -> StepPath:
         """The path of a step inside this one (``ROOT.child(2)`` is ``"2"``, ``p.child(1, 3)`` is ``p + ".1.3"``)."""
-        tail = ".".join(map(str, parts))
+        tail = str(parts[0]) if len(parts) == 1 else ".".join(map(str, parts))
         return StepPath(f"{self}.{tail}" if self else tail)
 
     @property

@@ -7,18 +7,19 @@ stream after the actor that ran it is gone. A step that started and has no termi
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Iterator, Sequence
+import dataclasses
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, cast
 
 from messages.events import (
     BlockWriteSucceeded,
     CallEnded,
+    CallResumed,
     CallStarted,
     EndReason,
     Event,
     Observation,
-    OutlineStep,
     SessionChanged,
     SiteToolEvent,
     StepDispatched,
@@ -31,8 +32,9 @@ from messages.events import (
     StepSkipped,
     StepStarted,
     StepSucceeded,
+    event_from_json,
 )
-from messages.paths import ROOT, StepPath
+from messages.paths import StepPath
 from messages.results import STATUSES, Status, worst
 
 __all__ = ["StepLog", "StepLogBuilder", "StepRecord", "fold", "record_from_json", "record_to_json"]
@@ -197,23 +199,36 @@ class _Node:
     def freeze(self) -> StepRecord:
         if self.action not in ("sequence", "parallel"):  # most steps: nothing inside to freeze
             status = self.status or ("unknown" if self.started or self.dispatched else "skipped")
-            return StepRecord(self.path, self.index, self.action, self.tab_id, status, self.kept, self.observed,
-                              self.dispatched, self.wrote, self.code, self.error, self.warning,
-                              retryable=self.retryable)
+            return _record(self.path, self.index, self.action, self.tab_id, status, self.kept, self.observed,
+                           self.dispatched, self.wrote, self.code, self.error, self.warning, (), (), self.retryable)
         steps = tuple(n.freeze() for n in self.steps)
         sequences = tuple(tuple(n.freeze() for n in seq) for seq in self.sequences)
         inner = [*steps, *(r for seq in sequences for r in seq)]
         status = worst([r.status for r in inner])
         kept = bool(inner) and all(r.kept for r in inner)
-        return StepRecord(self.path, self.index, self.action, self.tab_id, status, kept, self.observed,
-                          self.dispatched, self.wrote, self.code, self.error, self.warning, steps, sequences)
+        return _record(self.path, self.index, self.action, self.tab_id, status, kept, self.observed,
+                       self.dispatched, self.wrote, self.code, self.error, self.warning, steps, sequences, False)
+
+
+_Thawed: Any = dataclasses.make_dataclass(
+    "_Thawed", [(f.name, f.type) for f in dataclasses.fields(StepRecord)], slots=True, eq=False, repr=False)
+"""A plain slots class with :class:`StepRecord`'s layout: a record is built as one, then becomes a StepRecord."""
+
+
+def _record(*fields: Any) -> StepRecord:
+    """A :class:`StepRecord` of ``fields`` (all of them, in order), built at plain-attribute speed: a frozen
+    dataclass's own ``__init__`` sets each field through ``object.__setattr__``, ten times slower (a replay of
+    10,000 steps freezes 10,000 records). Once its class is StepRecord, it is as frozen as any other."""
+    record = _Thawed(*fields)
+    record.__class__ = StepRecord
+    return cast(StepRecord, record)
 
 
 class StepLogBuilder:
     """Folds events one at a time; :meth:`freeze` gives the step log so far.
 
-    It folds typed events only: a replay decodes the stream's records at its boundary
-    (``messages.codec.decode``) and folds what they decode to.
+    It folds typed events (:meth:`apply`), or events in their wire form (:meth:`apply_record`): a replay
+    folds the stream's records without building an event for each of its steps' (``messages.codec.replay``).
     """
 
     def __init__(self) -> None:
@@ -231,10 +246,7 @@ class StepLogBuilder:
         if isinstance(event, StepEvent):
             _apply_step(self._nodes[event.path], event)
         elif isinstance(event, CallStarted):  # a CallResumed too: a resume starts the log over
-            self._call, self._kind, self._timeout = event.call, event.call_kind, event.timeout
-            self._ended = None
-            self._nodes = {}
-            self._top = [self._lay_out(ROOT.child(i), i, step) for i, step in enumerate(event.outline)]
+            self._start(event.call, event.call_kind, event.timeout, [step.to_json() for step in event.outline])
         elif isinstance(event, CallEnded):
             self._ended = event.reason
         elif isinstance(event, SessionChanged):
@@ -242,13 +254,37 @@ class StepLogBuilder:
         elif isinstance(event, SiteToolEvent):
             self._site_tools.append(event)
 
-    def _lay_out(self, path: StepPath, index: int, outline: OutlineStep) -> _Node:
-        node = self._nodes[path] = _Node(path, index, outline.action, outline.tab_id)
-        if outline.steps:
-            node.steps = [self._lay_out(path.child(i), i, s) for i, s in enumerate(outline.steps)]
-        if outline.sequences:
-            node.sequences = [[self._lay_out(path.child(q, i), i, s) for i, s in enumerate(seq)]
-                              for q, seq in enumerate(outline.sequences)]
+    def apply_record(self, record: Mapping[str, Any]) -> None:
+        """Fold one event in, given in its wire form (``messages.events.event_to_json``): a step's start,
+        dispatch and success, and a call's start, are read from the record; any other event is decoded first."""
+        kind = record["type"]
+        if kind == "StepStarted":
+            _started(self._nodes[record["path"]], record["tab_id"])
+        elif kind == "StepSucceeded":
+            _succeeded(self._nodes[record["path"]], record["warning"])
+        elif kind == "StepDispatched":
+            self._nodes[record["path"]].dispatched = True
+        elif kind in _STARTS:
+            self._start(record["call"], record["call_kind"], record["timeout"], record["outline"])
+        else:
+            self.apply(event_from_json(record))
+
+    def _start(self, call: int, kind: str, timeout: float, outline: Sequence[Mapping[str, Any]]) -> None:
+        """Lay the call's steps out from its outline in wire form (``OutlineStep.to_json``), none started."""
+        self._call, self._kind, self._timeout = call, kind, timeout
+        self._ended = None
+        self._nodes = {}
+        # A top-level step's path is its index (``ROOT.child(i)``'s text): no StepPath built for each of thousands.
+        self._top = [self._lay_out(str(i), i, step) for i, step in enumerate(outline)]
+
+    def _lay_out(self, path: str, index: int, outline: Mapping[str, Any]) -> _Node:
+        node = self._nodes[path] = _Node(path, index, outline["action"], outline["tab_id"])
+        steps, sequences = outline.get("steps"), outline.get("sequences")  # absent for most: a leaf step
+        if steps:
+            node.steps = [self._lay_out(StepPath(path).child(i), i, s) for i, s in enumerate(steps)]
+        if sequences:
+            node.sequences = [[self._lay_out(StepPath(path).child(q, i), i, s) for i, s in enumerate(seq)]
+                              for q, seq in enumerate(sequences)]
         return node
 
     def record(self, path: str) -> StepRecord:
@@ -261,19 +297,20 @@ class StepLogBuilder:
                        tuple(self._sessions), tuple(self._site_tools))
 
 
+_STARTS = frozenset((CallStarted.kind, CallResumed.kind))
+
+
 def _apply_step(node: _Node, event: StepEvent) -> None:
     """Fold one step's event into its record."""
     match event:
         case StepStarted():
-            node.started, node.tab_id = True, event.tab_id
-            node.status = node.code = node.error = node.warning = node.observed = None
-            node.dispatched = node.wrote = node.kept = node.retryable = False
+            _started(node, event.tab_id)
         case StepDispatched():
             node.dispatched = True
         case BlockWriteSucceeded():
             node.wrote = True
         case StepSucceeded():
-            node.status, node.warning = "ok", event.warning
+            _succeeded(node, event.warning)
         case StepFailed() | StepOutcomeUnknown() | StepHeld():
             node.status, node.code, node.error = _ENDED_AS[type(event)], event.code, event.error
             node.retryable = isinstance(event, StepFailed) and event.retryable
@@ -283,6 +320,17 @@ def _apply_step(node: _Node, event: StepEvent) -> None:
             node.status, node.kept, node.tab_id = "ok", True, event.tab_id
         case StepObserved(observed="applied"):
             node.status, node.observed = "ok", "applied"
+
+
+def _started(node: _Node, tab_id: int | None) -> None:
+    """A step (re)started: what an earlier run of it told is gone."""
+    node.started, node.tab_id = True, tab_id
+    node.status = node.code = node.error = node.warning = node.observed = None
+    node.dispatched = node.wrote = node.kept = node.retryable = False
+
+
+def _succeeded(node: _Node, warning: str | None) -> None:
+    node.status, node.warning = "ok", warning
 
 
 _ENDED_AS: dict[type[StepEvent], Status] = {StepFailed: "failed", StepOutcomeUnknown: "unknown", StepHeld: "held"}

@@ -181,12 +181,15 @@
     if (typeof token !== "string" || typeof callback !== "function") {
       return Promise.reject(new TypeError("resumeTool(token, callback): a string and a function"));
     }
-    if (token.length > 256) {  // no token is that long: not worth the node's time
+    if (token.length > 256 || untracked !== null) {  // no token is that long (runtime.py's TOKEN_CHARS)
       return Promise.reject(new DOMException("the continuation token was refused", "NotAllowedError"));
     }
-    return post("redeem", { token }).then(
-      (id) => {
-        post("begin", { invocation: id }).then((input) => run(id, callback, input), () => {});
+    // One round trip: the node takes it as this document's hello too (if that has not reached it yet), redeems the
+    // token and, once the invocations before this one settled, answers the callback's input with its id.
+    return send({ op: "resume", doc, token }).then(
+      ({ invocation: id, ...answer }) => {
+        const input = "input" in answer ? Promise.resolve(answer.input) : post("begin", { invocation: id });
+        input.then((value) => run(id, callback, value), () => {});
       },
       () => { throw new DOMException("the continuation token was refused", "NotAllowedError"); },
     );

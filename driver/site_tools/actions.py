@@ -10,10 +10,10 @@ from playwright.async_api import Error as PlaywrightError
 
 from driver.errors import Stop
 from driver.run import Result, Run
-from driver.site_tools.chains import Document
+from driver.site_tools.chains import Document, bare_url
 from driver.site_tools.declarations import reads_only
 from driver.site_tools.input_schema import invalid_schema
-from driver.site_tools.runtime import SiteTools, bare_url
+from driver.site_tools.runtime import SiteTools
 from messages.commands import CallSiteTool
 from messages.errors import KitsuneError
 from messages.events import SiteToolCalled

@@ -5,21 +5,24 @@ the tool; each continuation token it asks for lets another document of the same 
 carry it on in an invocation of its own. The chain ends when every invocation settled and no token
 is outstanding: its result is the output of the last invocation. It ends ``unknown`` when a
 document is lost under an invocation that asked for no token, when a token expires, or when an
-invocation throws. Everything here runs on the node's loop.
+invocation throws. Everything here runs on the node's loop. A document's origin is read from its frame's URL
+(:func:`origin_of`), never from the page.
 """
 
 from __future__ import annotations
 
 import asyncio
+import ipaddress
 import itertools
 from dataclasses import dataclass, field
 from typing import Any
+from urllib.parse import urlsplit
 
 from driver.errors import Stop
 from driver.site_tools.continuations import Continuation
 from driver.site_tools.declarations import DeclarationRate
 
-__all__ = ["Chain", "Document", "Invocation"]
+__all__ = ["Chain", "Document", "Invocation", "bare_url", "origin_of", "potentially_trustworthy"]
 
 _invocation_ids = itertools.count(1)
 
@@ -162,3 +165,34 @@ class Chain:
         if not self.ended:
             self.result.set_exception(stop)
             self.result.exception()  # retrieved: a chain nobody awaits any more logs nothing
+
+
+def origin_of(url: str, inherited: str) -> tuple[str, str]:
+    """The origin of a document at ``url`` (an about: document inherits its parent's), and its URL without
+    query and fragment."""
+    parts = urlsplit(url)
+    if parts.scheme in ("http", "https") and parts.netloc:
+        origin = f"{parts.scheme}://{parts.netloc.lower()}"
+        return origin, origin + (parts.path or "/")
+    if url.startswith("about:"):
+        return inherited, bare_url(url)
+    return "null", f"{parts.scheme}:"
+
+
+def potentially_trustworthy(origin: str) -> bool:
+    """Whether a document of ``origin`` may declare tools: anything but plain ``http:`` off loopback (``localhost``,
+    ``*.localhost`` and loopback addresses are potentially trustworthy, as browsers hold)."""
+    if not origin.startswith("http://"):
+        return True
+    host = (urlsplit(origin).hostname or "").rstrip(".")
+    if host == "localhost" or host.endswith(".localhost"):
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
+
+
+def bare_url(url: str) -> str:
+    """``url`` without its query and fragment (where a page may carry a token)."""
+    return urlsplit(url)._replace(query="", fragment="").geturl()

@@ -16,11 +16,9 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import ipaddress
 from collections.abc import Callable, Collection
 from dataclasses import dataclass
 from typing import Any
-from urllib.parse import urlsplit
 
 from playwright.async_api import BrowserContext, Frame, Page
 from playwright.async_api import Error as PlaywrightError
@@ -28,7 +26,7 @@ from playwright.async_api import Error as PlaywrightError
 from core.url_policy import UrlPolicy
 from driver.errors import Stop
 from driver.page_js import MODEL_CONTEXT
-from driver.site_tools.chains import Chain, Document, Invocation
+from driver.site_tools.chains import Chain, Document, Invocation, bare_url, origin_of, potentially_trustworthy
 from driver.site_tools.continuations import Continuation, Continuations, Refusal
 from driver.site_tools.declarations import (
     MAX_FRAME_SCHEMA_BYTES,
@@ -53,7 +51,7 @@ from messages.events import (
     SiteToolEvent,
 )
 
-__all__ = ["BINDING", "SiteToolHooks", "SiteTools", "bare_url"]
+__all__ = ["BINDING", "TOKEN_CHARS", "SiteToolHooks", "SiteTools"]
 
 BINDING = "__kitsuneSiteTools"
 """The binding's name in the page (``model_context.js`` takes it out of the page's reach at once)."""
@@ -63,6 +61,8 @@ _ABORT = "([doc, id]) => globalThis[Symbol.for('kitsune.siteTools')]?.abort(doc,
 _DOC = "() => globalThis[Symbol.for('kitsune.siteTools')]?.doc ?? null"
 _DECLARED = "() => globalThis[Symbol.for('kitsune.siteTools')]?.declared() ?? null"
 _RESPONSE = "() => globalThis[Symbol.for('kitsune.siteTools')]?.response() ?? null"
+TOKEN_CHARS = 256
+"""Characters a continuation token a page redeems may have (none has as many): a longer one is refused unread."""
 _RESPONSE_MS = 300_000
 """Milliseconds at most a form's response document has to load (the call's own timeout ends it sooner)."""
 
@@ -249,11 +249,11 @@ class SiteTools:
         op, nonce = message.get("op"), message.get("doc")
         if op == "hello" and isinstance(nonce, str):
             return self._hello(page, frame, tab, nonce)
+        if op == "resume" and isinstance(nonce, str):
+            return self._resume(page, frame, tab, nonce, message.get("token"))
         document = self._documents.get(frame)
         if document is None or document.nonce != nonce:
             raise _Refused
-        if op == "redeem":
-            return self._redeem(document, message.get("token"))
         found = self._invocation_of(document, message.get("invocation"))
         if op == "requestToken" and found is not None:
             return self._request_token(*found)
@@ -271,13 +271,17 @@ class SiteTools:
         not tracked (its declarations are refused), a detached frame's is not tracked."""
         if frame.is_detached():
             raise _Refused
-        main = frame is page.main_frame
-        if not main and frame not in self._documents and len(self._tabs.get(tab, ())) >= MAX_TAB_DOCUMENTS:
+        known, main = self._documents.get(frame), frame is page.main_frame
+        if not main and known is None and len(self._tabs.get(tab, ())) >= MAX_TAB_DOCUMENTS:
             return {"refused": tab_documents_refused()}
         parent = self._documents.get(frame.parent_frame) if frame.parent_frame is not None else None
-        origin, url = _origin(frame.url, parent.origin if parent is not None else "null")
-        if not _potentially_trustworthy(origin):
+        origin, url = origin_of(frame.url, parent.origin if parent is not None else "null")
+        if not potentially_trustworthy(origin):
             raise _Refused  # no secure context: its script offers no modelContext, and the node takes none
+        if known is not None and known.nonce == nonce:  # heard already: a document's resume brings its hello too
+            if known.origin == "null":  # a new frame's hello can come before the node knows its URL
+                known.origin, known.url = origin, url
+            return None
         self._gone(self._untrack(frame))
         document = self._documents[frame] = Document(nonce, frame, tab, origin, url, main)
         self._tabs.setdefault(tab, {})[frame] = document
@@ -353,9 +357,20 @@ class SiteTools:
         chain.settle(invocation, answer)
         chain.advance()
 
-    def _redeem(self, document: Document, token: object) -> str:
+    def _resume(self, page: Page, frame: Frame, tab: int, nonce: str, token: object) -> dict[str, Any]:
+        """A document's start as a continuation, in one round trip: its hello (unless heard), its redemption of
+        ``token``, and its callback's ``input`` once the invocations before it settled (if they have not, the
+        document asks for it with ``begin``, which waits for them)."""
+        if self._hello(page, frame, tab, nonce) is not None:
+            raise _Refused  # its tab holds all the documents it may: this one is not tracked
+        chain, invocation = self._redeem(self._documents[frame], token)
+        if all(i.settled.is_set() for i in chain.invocations if i is not invocation):
+            return {"invocation": invocation.id, "input": chain.input}
+        return {"invocation": invocation.id}
+
+    def _redeem(self, document: Document, token: object) -> tuple[Chain, Invocation]:
         found = self._tokens.redeem(token, document.tab, document.origin, asyncio.get_running_loop().time()) \
-            if isinstance(token, str) and document.origin != "null" else Refusal.UNKNOWN
+            if isinstance(token, str) and len(token) <= TOKEN_CHARS and document.origin != "null" else Refusal.UNKNOWN
         if isinstance(found, Refusal) or found.chain.ended or self._denied(found.chain, document):
             self.hooks.continuation("refused")
             raise _Refused
@@ -365,7 +380,7 @@ class SiteTools:
         invocation = chain.invoke(document)
         self._emit(chain, ContinuationRedeemed, origin=document.origin, frame="main" if document.main else "iframe")
         self.hooks.continuation("redeemed")
-        return invocation.id
+        return chain, invocation
 
     async def _begin(self, chain: Chain, invocation: Invocation) -> dict[str, Any]:
         """The input of a redeemed continuation's callback, once the invocations before it settled."""
@@ -447,42 +462,11 @@ class SiteTools:
             self.hooks.event(event, chain.agent)
 
 
-def _origin(url: str, inherited: str) -> tuple[str, str]:
-    """The origin of a document at ``url`` (an about: document inherits its parent's), and its URL without
-    query and fragment."""
-    parts = urlsplit(url)
-    if parts.scheme in ("http", "https") and parts.netloc:
-        origin = f"{parts.scheme}://{parts.netloc.lower()}"
-        return origin, origin + (parts.path or "/")
-    if url.startswith("about:"):
-        return inherited, bare_url(url)
-    return "null", f"{parts.scheme}:"
-
-
-def _potentially_trustworthy(origin: str) -> bool:
-    """Whether a document of ``origin`` may declare tools: anything but plain ``http:`` off loopback (``localhost``,
-    ``*.localhost`` and loopback addresses are potentially trustworthy, as browsers hold)."""
-    if not origin.startswith("http://"):
-        return True
-    host = (urlsplit(origin).hostname or "").rstrip(".")
-    if host == "localhost" or host.endswith(".localhost"):
-        return True
-    try:
-        return ipaddress.ip_address(host).is_loopback
-    except ValueError:
-        return False
-
-
 def _size(tool: object) -> int:
     """What a declaration counts in its rate: the characters of its schema and description."""
     if not isinstance(tool, dict):
         return 0
     return sum(len(text) for text in (tool.get("inputSchema"), tool.get("description")) if isinstance(text, str))
-
-
-def bare_url(url: str) -> str:
-    """``url`` without its query and fragment (where a page may carry a token)."""
-    return urlsplit(url)._replace(query="", fragment="").geturl()
 
 
 def _expired(chain: Chain, ttl: float) -> Stop:

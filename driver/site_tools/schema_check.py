@@ -10,6 +10,7 @@ breaks, never the value itself: a tool's input is a typed value, redacted everyw
 
 from __future__ import annotations
 
+import functools
 import struct
 import sys
 from typing import Any, BinaryIO
@@ -21,10 +22,12 @@ import referencing.exceptions
 
 from messages.schema_errors import without_value
 
-__all__ = ["FRAME", "check", "main"]
+__all__ = ["FRAME", "VALIDATORS", "check", "main"]
 
 FRAME = struct.Struct(">I")
 """The length of each request and answer, before its JSON."""
+VALIDATORS = 64
+"""Schemas whose validators the checker keeps, the most recently used (at most 64 KB of schema each)."""
 
 
 def _refuse(uri: str) -> referencing.Resource[Any]:
@@ -40,14 +43,11 @@ def check(schema: Any, value: Any) -> dict[str, Any]:
     of its own; ``{"invalid_input": {"path", "broken", "rule"}}`` when ``value`` breaks it."""
     if not isinstance(schema, dict):
         return {"invalid_schema": "it is not a JSON object"}
-    validator_class = jsonschema.validators.validator_for(schema, default=jsonschema.Draft202012Validator)
+    validator = _validator(orjson.dumps(schema))
+    if isinstance(validator, dict):
+        return validator
     try:
-        validator_class.check_schema(schema)
-    except jsonschema.SchemaError as e:
-        return {"invalid_schema": f"it is not a valid JSON Schema ({_where(e)} breaks the metaschema's "
-                                  f"{e.validator})"}
-    try:
-        error = jsonschema.exceptions.best_match(validator_class(schema, registry=_NOTHING).iter_errors(value))
+        error = jsonschema.exceptions.best_match(validator.iter_errors(value))
     except referencing.exceptions.Unresolvable as e:
         return {"invalid_schema": f"it refers to {str(getattr(e, 'ref', '?'))[:200]!r}, which is not in the schema "
                                   "(no schema is ever retrieved)"}
@@ -55,6 +55,20 @@ def check(schema: Any, value: Any) -> dict[str, Any]:
         return {"ok": True}
     path, broken = without_value(error)
     return {"invalid_input": {"path": path, "broken": broken, "rule": str(error.validator)}}
+
+
+@functools.lru_cache(maxsize=VALIDATORS)
+def _validator(text: bytes) -> Any:
+    """The validator of the schema of JSON ``text``, checked against its metaschema once (a tool's calls check their
+    inputs against the same schema); or the ``{"invalid_schema": why}`` answer when it is no JSON Schema."""
+    schema = orjson.loads(text)
+    validator_class = jsonschema.validators.validator_for(schema, default=jsonschema.Draft202012Validator)
+    try:
+        validator_class.check_schema(schema)
+    except jsonschema.SchemaError as e:
+        return {"invalid_schema": f"it is not a valid JSON Schema ({_where(e)} breaks the metaschema's "
+                                  f"{e.validator})"}
+    return validator_class(schema, registry=_NOTHING)
 
 
 def _where(error: Any) -> str:

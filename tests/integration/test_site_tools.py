@@ -181,6 +181,15 @@ def test_try_on_completes_in_the_frame_it_creates_and_search_needs_no_continuati
     assert site.counts() == {"POST /shop/tryon": 1}
 
 
+def test_a_callback_redeemed_while_its_tool_runs_runs_once_the_tool_settled(node: Node, site: TestSite) -> None:
+    tab = open_user_tab(node, site.url("/shop/waits"))  # the tool settles only once the frame's resumeTool resolved
+    body, result = one(node, tab, tool("wait_for_frame", {}))
+    assert body["status"] == "ok", body
+    assert result["output"] == {"redeemed": "/shop/redeem", "again": None}
+    assert result["documents"] == [{"url": site.url("/shop/waits"), "frame": "main"},
+                                   {"url": site.url("/shop/redeem"), "frame": "iframe"}]
+
+
 # --- tokens that are refused --------------------------------------------------------------------------------
 
 def test_a_replayed_token_is_refused(node: Node, site: TestSite) -> None:

@@ -159,6 +159,21 @@ HOLD = _page("Hold", """mc.registerTool({
   execute: async (input, options) => { await requestToken(options); return {step: "hold"}; },
 });""")
 
+WAITS = _page("Waits", """mc.registerTool({
+  name: "wait_for_frame", description: "Carry on in a frame; settle once the frame's resumeTool resolved.",
+  inputSchema: schema({note: text("The note")}, []),
+  execute: async (input, options) => {
+    const frame = document.createElement("iframe");
+    frame.src = "/shop/redeem?" + new URLSearchParams({token: await requestToken(options)});
+    document.body.appendChild(frame);
+    await new Promise((resolve) => {  // the frame's callback runs only after this settles
+      const resumed = () => frame.contentDocument?.body?.dataset.resumed === "yes" && resolve();
+      setInterval(resumed, 10);
+    });
+    return {step: "waited"};
+  },
+});""")
+
 REDEEM = _page("Redeem", """redeem(async () => {
   let again = null;
   if (params.has("twice")) {
@@ -207,7 +222,7 @@ NOTE = document("Note", """<h1>Note</h1>
 PAGES = {
     "/shop": SEARCH, "/shop/billing": BILLING, "/shop/shipping": SHIPPING, "/shop/confirmation": CONFIRMATION,
     "/shop/item": ITEM, "/shop/tryon-frame": TRYON_FRAME, "/shop/leave": LEAVE, "/shop/handoff": HANDOFF,
-    "/shop/hold": HOLD, "/shop/redeem": REDEEM,
+    "/shop/hold": HOLD, "/shop/waits": WAITS, "/shop/redeem": REDEEM,
 }
 """path -> the HTML of the shop's pages written for the older form, ``navigator.modelContext``."""
 DRAFT_PAGES = {"/shop/wishlist": WISHLIST, "/shop/order": ORDER, "/shop/note": NOTE}

@@ -128,7 +128,7 @@ def _declared(page: Page) -> dict[str, Any]:
 
 def test_each_page_declares_its_tool_with_a_closed_schema_or_redeems_its_token(site: TestSite, page: Page) -> None:
     tools = {"/shop": "search", "/shop/billing": "checkout", "/shop/item": "try_on", "/shop/leave": "leave",
-             "/shop/handoff": "hand_off", "/shop/hold": "hold"}
+             "/shop/handoff": "hand_off", "/shop/hold": "hold", "/shop/waits": "wait_for_frame"}
     for path in PAGES:
         page.goto(site.url(path) + "?token=given")
         declared = _declared(page)

@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import dataclasses
 from typing import Any
 
 import pytest
 
+from messages.codec import encode, replay
 from messages.events import (
     BlockWriteSucceeded,
     CallEnded,
@@ -13,6 +15,8 @@ from messages.events import (
     CallStarted,
     Event,
     OutlineStep,
+    SessionChanged,
+    SiteToolCalled,
     StepDispatched,
     StepFailed,
     StepHeld,
@@ -307,6 +311,30 @@ def test_the_builder_folds_incrementally() -> None:
     builder.apply(CallEnded(CALL, "stopped"))
     assert builder.freeze().ended == "stopped"
 
+
+
+def test_a_replay_of_the_wire_records_folds_what_the_events_fold() -> None:
+    events: list[Event] = [
+        CallStarted(CALL, "batch", NESTED, 60.0), *ran("0", "newTab", None), *wrote("1.0", "click"),
+        *held("1.1", "submitForm"), StepStarted(CALL, "2", "parallel", None), BlockWriteSucceeded(CALL, "2"),
+        *failed("2.0.0", "navigate", 4), StepSkipped(CALL, "2.0.1", "stopped"), *lost("2.1.0", "fill", 5),
+        SessionChanged(CALL, "opened", "alice", "s1", "call"), SiteToolCalled(CALL, "2.1.1", 5, "add", "https://a.test"),
+        CallEnded(CALL, "stopped"), CallResumed(CALL, "batch", NESTED, 300.0, 1), StepKept(CALL, "0", 3),
+        StepObserved(CALL, "1.0", "applied"), StepObserved(CALL, "1.1", "not_applied"),
+        StepStarted(CALL, "1.1", "submitForm", 3), StepDispatched(CALL, "1.1"),
+        StepSucceeded(CALL, "1.1", warning="covered"), CallEnded(CALL, "completed"),
+    ]
+    replayed = replay(encode(e) for e in events)
+    assert replayed == fold(events)
+    assert [r.status for r in replayed.records()][:4] == ["ok", "ok", "ok", "ok"]
+    assert (replayed.sessions, replayed.site_tools) == (fold(events).sessions, fold(events).site_tools)
+
+
+def test_a_record_is_frozen_and_hashable_however_it_was_built() -> None:
+    record = replay(encode(e) for e in [begin(), *ran("0", "click")]).steps[0]
+    assert type(record) is StepRecord and hash(record) == hash(fold([begin(), *ran("0", "click")]).steps[0])
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        record.status = "failed"  # type: ignore[misc]
 
 # --- summary ---------------------------------------------------------------------------------
 
