@@ -29,6 +29,7 @@ from actors.heartbeat import Heartbeat, LoopWatch
 from actors.loop import IoLoop, ask_from_loop
 from actors.sequence_actor import ActorSequences, BarrierActor
 from actors.serving import taking, typed
+from actors.session_vault import SessionVault
 from actors.tab_actor import not_sent
 from actors.tab_actors import TabActors
 from actors.task_authority import AuthorityTaskStore
@@ -147,10 +148,13 @@ class Node:
         """The agents' tasks (``bridge.tasks``): leases every write to their tabs passes (in the fleet's KV, or the
         host's authority for ``remote`` ones)."""
         self.browser.on_navigated = self.tasks.navigated
+        key = c.sessions.persist_key
         self.sessions = SessionKeeper(self.browser.sessions, io, dataclasses.replace(
             c.sessions, max_exec_idle=max(c.sessions.max_exec_idle, c.checkpoints.ttl)), emit=self._sink,
-            auditor=self.auditor, on_change=self._session_changed)
-        """The agents' sessions as the node keeps them: recorded, ended with their calls, swept."""
+            auditor=self.auditor, store=SessionVault(self.bus.client, c.fleet, key) if key is not None else None,
+            persist_default=lambda agent: self.policy_of(agent).persist_sessions, on_change=self._session_changed)
+        """The agents' sessions as the node keeps them: recorded, ended with their calls, swept, persistent ones
+        saved (``save_persistent``) and restored through the fleet's sealed store."""
         self._build_calls()
         self._subscriptions: list[Subscription] = []
         self._interrupted = False

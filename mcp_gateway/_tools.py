@@ -186,6 +186,8 @@ def _tabs_schema() -> dict[str, Any]:
         "tabId": dict(_TAB),
         "url": {"type": "string", "description": "For new."},
         "session": _described("newTab", "session", "For new: your session's name (\"default\")."),
+        "persist": _described("newTab", "persist", "For new: keep the session's sign-ins and storage, saved "
+                              "encrypted and restored on its next use (restored: true)."),
         "confirm_token": dict(_CONFIRM_TOKEN), **copy.deepcopy(_SNAPSHOT_AFTER),
     }, [])
 
