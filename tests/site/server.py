@@ -17,6 +17,7 @@ a test can have a second, different host that really serves pages. Every answer 
 from __future__ import annotations
 
 import json
+import secrets
 import socket
 import threading
 import time
@@ -33,7 +34,7 @@ from tests.site import pages, shop
 from tests.site.ports import bind_held
 
 # GET routes that are writes, and so are counted.
-COUNTED_GETS = frozenset({f"/download/{pages.REPORT_NAME}", "/cookies/set"})
+COUNTED_GETS = frozenset({f"/download/{pages.REPORT_NAME}", "/cookies/set", "/session/start"})
 MAX_BODY = 1 << 20
 # The key under which every request is counted (never a write key, which is always "METHOD /path").
 ANY = "ANY"
@@ -52,6 +53,8 @@ class TestSite:
         self._lock = threading.Lock()
         self._changed = threading.Condition(self._lock)
         self._counts: dict[str, int] = {}
+        self.session_tokens: list[str] = []
+        """The session cookies ``/session/start`` gave, each a secret the server made (no client ever named it)."""
         self._last_form: dict[str, list[str]] = {}
         self._orders = 0
         self._checkout: dict[str, str] = {}
@@ -394,6 +397,16 @@ class _Handler(BaseHTTPRequestHandler):
             self._html(self.REQUEST_PAGES[path](self))
         elif path == "/cookies/set":
             self._set_cookie(query)
+        elif path == "/session/start":  # a sign-in: a session cookie of the server's making, then the page below
+            token = secrets.token_hex(16)
+            with self.site._lock:
+                self.site.session_tokens.append(token)
+            self._redirect("/session", HTTPStatus.FOUND, [("Set-Cookie", f"sid={token}; Path=/; HttpOnly")])
+        elif path == "/session":  # whether this request carries a session cookie the server gave
+            sid = SimpleCookie(self.headers.get("Cookie", "")).get("sid")
+            with self.site._lock:
+                known = sid is not None and sid.value in self.site.session_tokens
+            self._html(pages.document("Session", f'<p id="session">{"signed in" if known else "signed out"}</p>'))
         elif path == "/clicks":
             self._html(pages.clicks(self.site.count("POST /clicks/hit")))
         elif path == "/wait":
