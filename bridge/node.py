@@ -292,6 +292,7 @@ class Node:
         if self._interrupted:
             return
         self._interrupted = True
+        await self.sessions.save_persistent()  # the persistent sessions' states, before anything of the browser goes
         await self.live.stop()  # the people in its Live Views are told, before the HTTP server closes their sockets
         self._sequences.abort_all()
         running = await self.tabs.interrupt()

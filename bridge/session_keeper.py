@@ -73,20 +73,18 @@ class SessionKeeper:
                                                        "persistent sessions' save"))
 
     async def stop(self) -> None:
-        """Stop sweeping, and save every persistent session the node holds."""
+        """Stop sweeping and saving (the node saves its persistent sessions as it stops: ``Node.interrupt``)."""
         for task in (self._sweeper, self._saver):
             if task is not None:
                 task.cancel()
                 with contextlib.suppress(asyncio.CancelledError):
                     await task
         self._sweeper = self._saver = None
-        if self.sessions.persistence.store is not None:
-            await self.save_persistent()
 
     async def save_persistent(self) -> int:
         """Save every persistent session this node holds, now (on the loop; the node's stop, a drain): how many
         were saved. A session whose save fails is logged and left as it is."""
-        return await self.sessions.persistence.save_all()
+        return await self.sessions.persistence.save_all() if self.sessions.persistence.store is not None else 0
 
     def call_ended(self, call: int, status: str, kept: bool) -> None:
         """A call or resume ran (from its thread): end its one-shot sessions now, or keep them for its resume."""

@@ -112,9 +112,9 @@ class Persistence:
         return sum([await self.save(s) is not None for s in self._sessions.table if s.persist])
 
     async def retire(self, session: Session, reason: Literal["idle", "swept"]) -> bool:
-        """Save a persistent session and free its context (no tombstone); False when it stays open (its
-        save failed, or a tab opened in it meanwhile)."""
-        if await self.save(session) is None or self._sessions.tabs_of(session):
+        """Save a persistent session and free its context and tabs (no tombstone); False when it stays open (its
+        save failed, or a tab opened in it after its last closed)."""
+        if await self.save(session) is None or (reason == "idle" and self._sessions.tabs_of(session)):
             return False
         await self._sessions.release(session, reason)
         return True
