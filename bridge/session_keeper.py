@@ -22,14 +22,15 @@ import contextlib
 import contextvars
 import logging
 from collections.abc import Awaitable, Callable
-from typing import Any
+from typing import Any, Literal
 
 from actors.audit_actor import Auditor
 from actors.loop import IoLoop
 from bridge.approvals import ApprovedTabs
 from core.session_state import StateStore
 from core.settings import SessionTimes
-from driver.sessions import Session, SessionChange, Sessions
+from driver.persistence import Session as Persistent
+from driver.sessions import SessionChange, Sessions
 from messages.events import Event, SessionChanged
 
 __all__ = ["SessionKeeper"]
@@ -127,7 +128,7 @@ class SessionKeeper:
             except Exception as e:  # the next round tries again
                 log.error("%s failed (%s)", what, type(e).__name__)
 
-    def _stored(self, op: str, session: Session, size: int) -> None:
+    def _stored(self, op: Literal["saved", "restored"], session: Persistent, size: int) -> None:
         self._auditor(session.agent).session(op, session.name, session.mode, None, size=size)
 
     def _record(self, change: SessionChange) -> None:

@@ -19,32 +19,71 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-from collections.abc import Callable
-from typing import TYPE_CHECKING, Any, Literal
+from collections.abc import Callable, Iterable
+from typing import Any, Literal, Protocol
 from urllib.parse import urlsplit
 
+from playwright.async_api import BrowserContext, Page
 from playwright.async_api import Error as PlaywrightError
-from playwright.async_api import Page
 
 from core.session_names import one_shot_call
 from core.session_state import SavedState, StateStore
 from messages.errors import KitsuneError
 
-if TYPE_CHECKING:
-    from driver.sessions import Session, Sessions
-
 __all__ = ["Persistence", "Stored"]
 
 log = logging.getLogger(__name__)
 
-Stored = Callable[[Literal["saved", "restored"], "Session", int], None]
+
+class Session(Protocol):
+    """What is read and written here of a :class:`driver.sessions.Session`."""
+
+    persist: bool
+    saved_used: float | None
+
+    @property
+    def agent(self) -> str: ...
+
+    @property
+    def name(self) -> str: ...
+
+    @property
+    def mode(self) -> str: ...
+
+    @property
+    def context(self) -> BrowserContext: ...
+
+    @property
+    def used(self) -> float: ...
+
+
+class _Table(Protocol):
+    def __iter__(self) -> Any: ...
+
+    def wall(self) -> float: ...
+
+
+class Host(Protocol):
+    """What is used here of :class:`driver.sessions.Sessions`."""
+
+    @property
+    def table(self) -> _Table: ...
+
+    def tabs_of(self, session: Any) -> list[int]: ...
+
+    def of_page(self, page: Page) -> Any: ...
+
+    async def release(self, session: Any, reason: Literal["idle", "swept"]) -> None: ...
+
+
+Stored = Callable[[Literal["saved", "restored"], Session, int], None]
 """Told of a state saved or restored: the session and the bytes stored (never the state)."""
 
 
 class Persistence:
     """The persistent sessions of one :class:`~driver.sessions.Sessions` (on the loop)."""
 
-    def __init__(self, sessions: Sessions) -> None:
+    def __init__(self, sessions: Host) -> None:
         self._sessions = sessions
         self.store: StateStore | None = None
         """Where states are kept; None when no key is configured (persistence is then refused)."""
@@ -104,12 +143,16 @@ class Persistence:
 
     async def save_due(self) -> int:
         """Save the persistent sessions used since their last save; how many were saved."""
-        due = [s for s in self._sessions.table if s.persist and s.used != s.saved_used]
+        due = [s for s in self._persistent() if s.used != s.saved_used]
         return sum([await self.save(s) is not None for s in due])
 
     async def save_all(self) -> int:
         """Save every persistent session the node holds (its stop, or a drain); how many were saved."""
-        return sum([await self.save(s) is not None for s in self._sessions.table if s.persist])
+        return sum([await self.save(s) is not None for s in self._persistent()])
+
+    def _persistent(self) -> list[Session]:
+        sessions: Iterable[Session] = self._sessions.table
+        return [s for s in sessions if s.persist]
 
     async def retire(self, session: Session, reason: Literal["idle", "swept"]) -> bool:
         """Save a persistent session and free its context and tabs (no tombstone); False when it stays open (its
@@ -121,7 +164,7 @@ class Persistence:
 
     def page_gone(self, page: Page) -> None:
         """A tab's page was forgotten: when it was a persistent session's last, that session is retired."""
-        session = self._sessions.of_page(page)
+        session: Session | None = self._sessions.of_page(page)
         if session is None or not session.persist or self._sessions.tabs_of(session):
             return
         key = (session.agent, session.name)

@@ -343,9 +343,7 @@ class NewTab(Command):
         "The fleet's node to open it on (its name, as GET /api/fleet lists them); when absent, the node of its "
         "session if the session has tabs, else the least loaded node with room.", None, max_length=MAX_NODE_NAME,
         pattern=NODE_NAME)
-    persist: bool | None = _param(
-        "Whether its reuse session is persistent: its cookies and storage are saved (encrypted, in the fleet) and "
-        "restored on any node after its context is freed; as the agent's policy says when absent.", None)
+    persist: bool | None = _param("Its reuse session persists: saved sealed, restored on any node (policy's if absent).", None)
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)

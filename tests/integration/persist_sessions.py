@@ -1,4 +1,4 @@
-"""What the persistent sessions' tests share: the key, the secret cookie, opening, signing in, reading what the site saw."""
+"""What the persistent sessions' tests share: the key, opening a session, signing in, what the site saw."""
 
 from __future__ import annotations
 

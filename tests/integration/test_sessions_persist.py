@@ -119,7 +119,8 @@ def test_the_stored_blob_is_sealed_and_refused_under_another_agents_name(
         assert refused["status"] == "failed" and refused["code"] == "session_state_refused", refused
 
 
-def test_closing_a_persistent_session_deletes_its_state(served: Served, site: TestSite, nats_access: NatsAccess) -> None:
+def test_closing_a_persistent_session_deletes_its_state(served: Served, site: TestSite,
+                                                        nats_access: NatsAccess) -> None:
     with served.client("alice") as alice:
         close_tab(alice, sign_in(alice, site, "forgotten")["tabId"])
         _eventually(lambda: _session_entries(served, "stored", "forgotten"))

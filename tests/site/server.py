@@ -292,6 +292,7 @@ class _Handler(BaseHTTPRequestHandler):
     REQUEST_PAGES: ClassVar[dict[str, Any]] = {
         "/cookies": lambda handler: pages.cookies(handler.headers.get("Cookie", "")),
         "/account": lambda handler: pages.account(handler._signed_in_as()),
+        "/session": lambda handler: handler._session_page(),
     }
     # Pages that take their target in ?to=, with the target used when it is missing.
     TARGET_PAGES: ClassVar[dict[str, tuple[Any, str]]] = {
@@ -395,18 +396,8 @@ class _Handler(BaseHTTPRequestHandler):
                                           state.get("card", "")[-4:]))
         elif path in self.REQUEST_PAGES:
             self._html(self.REQUEST_PAGES[path](self))
-        elif path == "/cookies/set":
-            self._set_cookie(query)
-        elif path == "/session/start":  # a sign-in: a session cookie of the server's making, then the page below
-            token = secrets.token_hex(16)
-            with self.site._lock:
-                self.site.session_tokens.append(token)
-            self._redirect("/session", HTTPStatus.FOUND, [("Set-Cookie", f"sid={token}; Path=/; HttpOnly")])
-        elif path == "/session":  # whether this request carries a session cookie the server gave
-            sid = SimpleCookie(self.headers.get("Cookie", "")).get("sid")
-            with self.site._lock:
-                known = sid is not None and sid.value in self.site.session_tokens
-            self._html(pages.document("Session", f'<p id="session">{"signed in" if known else "signed out"}</p>'))
+        elif path in ("/cookies/set", "/session/start"):
+            self._set_cookie(query) if path == "/cookies/set" else self._start_session()
         elif path == "/clicks":
             self._html(pages.clicks(self.site.count("POST /clicks/hit")))
         elif path == "/wait":
@@ -434,6 +425,20 @@ class _Handler(BaseHTTPRequestHandler):
         self.wfile.flush()
         self.site._stopping.wait(delay_ms / 1000)
         self.wfile.write(rest.encode("utf-8"))
+
+    def _start_session(self) -> None:
+        """/session/start: a sign-in, a session cookie of the server's making (``/session`` checks it)."""
+        token = secrets.token_hex(16)
+        with self.site._lock:
+            self.site.session_tokens.append(token)
+        self._redirect("/session", HTTPStatus.FOUND, [("Set-Cookie", f"sid={token}; Path=/; HttpOnly")])
+
+    def _session_page(self) -> str:
+        """/session: whether the request carries a session cookie the server gave (``signed in``, ``signed out``)."""
+        sid = SimpleCookie(self.headers.get("Cookie", "")).get("sid")
+        with self.site._lock:
+            known = sid is not None and sid.value in self.site.session_tokens
+        return pages.document("Session", f'<p id="session">{"signed in" if known else "signed out"}</p>')
 
     def _set_cookie(self, query: dict[str, list[str]]) -> None:
         name, value = _first(query, "name"), _first(query, "value")
