@@ -69,6 +69,9 @@ class Host(Protocol):
     @property
     def table(self) -> _Table: ...
 
+    @property
+    def running(self) -> bool: ...
+
     def tabs_of(self, session: Any) -> list[int]: ...
 
     def of_page(self, page: Page) -> Any: ...
@@ -165,7 +168,7 @@ class Persistence:
     def page_gone(self, page: Page) -> None:
         """A tab's page was forgotten: when it was a persistent session's last, that session is retired."""
         session: Session | None = self._sessions.of_page(page)
-        if session is None or not session.persist or self._sessions.tabs_of(session):
+        if session is None or not session.persist or self._sessions.tabs_of(session) or not self._sessions.running:
             return
         key = (session.agent, session.name)
         if key in self._retiring:

@@ -322,6 +322,11 @@ class Sessions:
         self.table.touch(session)
         return session, said or self.persistence.answer(session, None)
 
+    @property
+    def running(self) -> bool:
+        """Whether the browser is up (the pages that go as it stops retire no session)."""
+        return self._chromium.running
+
     def is_new(self, agent: str, requested: str | None, call: int | None) -> bool:
         """Whether a ``newTab`` of ``agent`` naming ``requested`` would make a session (none open or opening)."""
         name = self.table.name_for(agent, requested, call)
