@@ -11,7 +11,8 @@ times, in pairs whose order alternates:
 - restore: Kitsune's ``newTab``-side open of the freed session (the bucket's get, unsealed, a context made
   with the node's options, proxy and hooks from the state) against raw ``browser.new_context(storage_state=...)``.
 
-Ratios are medians of the paired ratios; the goal is <= 1.3x. Also: the bytes stored per session.
+Ratios are medians of the paired ratios; the goal is <= 1.3x. Also: a fresh context either side (a Kitsune
+session's own cost, with no state), and the bytes stored per session.
 
     .venv/bin/python bench/sessions_persist.py [--rounds 30]
 """
@@ -44,7 +45,8 @@ AGENT = "bench"
 
 async def _run(node: Node, site: TestSite, rounds: int) -> dict[str, list[float]]:
     sessions = node.browser.sessions
-    figures: dict[str, list[float]] = {"k_save": [], "r_save": [], "k_restore": [], "r_restore": [], "bytes": []}
+    figures: dict[str, list[float]] = {"k_save": [], "r_save": [], "k_restore": [], "r_restore": [], "k_fresh": [],
+                                       "r_fresh": [], "bytes": []}
     async with async_playwright() as playwright:
         browser = await playwright.chromium.launch(
             executable_path=str(find_chromium()), headless=True,
@@ -88,6 +90,14 @@ async def _run(node: Node, site: TestSite, rounds: int) -> dict[str, list[float]
             for part in ((kitsune_restore, raw_restore) if round_ % 2 == 0 else (raw_restore, kitsune_restore)):
                 await part()
             await (await session.context.new_page()).goto(site.url("/session"))
+            started = time.perf_counter()  # what a context costs either side, state or none
+            fresh, _ = await sessions.open_for(AGENT, f"fresh-{round_}", None, 30.0, False)
+            figures["k_fresh"].append(time.perf_counter() - started)
+            await sessions.close(fresh, "closed")
+            started = time.perf_counter()
+            bare = await browser.new_context()
+            figures["r_fresh"].append(time.perf_counter() - started)
+            await bare.close()
         await browser.close()
     return figures
 
@@ -119,6 +129,10 @@ def main() -> None:
     raw_both = [a + b for a, b in zip(figures["r_save"], figures["r_restore"], strict=True)]
     kms, rms, ratio = _paired(both, raw_both)
     print(f"    save + restore: kitsune {kms:.1f} ms, raw {rms:.1f} ms; {ratio:.2f}x")
+    kms, rms, ratio = _paired(figures["k_fresh"], figures["r_fresh"])
+    print(f"    a fresh context, no state: kitsune session {kms:.1f} ms, raw new_context {rms:.1f} ms; {ratio:.2f}x")
+    added = statistics.median([r - f for r, f in zip(figures["k_restore"], figures["k_fresh"], strict=True)])
+    print(f"    a restore over a fresh Kitsune session (the state's get, unsealing, loading): {added * 1000:+.1f} ms")
     print(f"    stored per session: {statistics.median(figures['bytes']):.0f} bytes (sealed)")
 
 
