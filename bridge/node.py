@@ -285,8 +285,9 @@ class Node:
     async def interrupt(self) -> None:
         """End at once what runs on this node's tabs (the node stops; it does not wait for them).
 
-        Its persistent sessions are saved first, while the browser is whole. Requests not yet started are refused with nothing sent, later ones too, running ones are
-        cancelled, and barriers release their sequences: every call ends within moments. A write
+        Its persistent sessions are saved first, while the browser is whole. Requests not yet started are
+        refused with nothing sent, later ones too, running ones are cancelled, and barriers release their
+        sequences: every call ends within moments. A write
         that was running ends ``unknown``, and the audit log records that (``interrupted``).
         """
         if self._interrupted:
