@@ -87,7 +87,7 @@ CODES = frozenset(ERROR_CODES)
 """Error codes a label may name; any other code is ``other``."""
 DROP_REASONS = ("expired", "pushed_out", "resumed_ok", "internal_error", "shutdown")
 SESSION_MODES = ("reuse", "one-shot", "dynamic")
-SESSION_CLOSE_REASONS = ("closed", "swept", "call_ended", "browser_restarted")
+SESSION_CLOSE_REASONS = ("closed", "swept", "call_ended", "browser_restarted", "stored")
 RESUME_OUTCOMES = (*STATUSES, "refused", "internal_error")
 DENIALS = {"read_only": ("read_only",), "tab_owned": ("user_tab", "agent_tab"),
            "url_denied": ("denied", "not_allowed", "scheme", "unparseable")}
@@ -302,7 +302,8 @@ class NodeMetrics:
         if change.op == "promoted":  # from one-shot to dynamic
             self.sessions_open.labels("one-shot").dec()
         elif change.op != "opened":
-            self.sessions_closed.labels(bounded(change.reason or "closed", SESSION_CLOSE_REASONS)).inc()
+            reason = "stored" if change.op == "stored" else change.reason or "closed"  # stored: saved and freed
+            self.sessions_closed.labels(bounded(reason, SESSION_CLOSE_REASONS)).inc()
         opened = change.op in ("opened", "promoted")
         self.sessions_open.labels(bounded(change.mode, SESSION_MODES)).inc(1 if opened else -1)
 

@@ -287,8 +287,8 @@ class Node:
 
         Its persistent sessions are saved first, while the browser is whole. Requests not yet started are
         refused with nothing sent, later ones too, running ones are cancelled, and barriers release their
-        sequences: every call ends within moments. A write
-        that was running ends ``unknown``, and the audit log records that (``interrupted``).
+        sequences: every call ends within moments. A write that was running ends ``unknown``, and the audit
+        log records that (``interrupted``).
         """
         if self._interrupted:
             return
