@@ -104,7 +104,8 @@ class Persistence:
 
     async def restoring(self, agent: str, name: str, persist: bool | None) -> tuple[bool, SavedState | None, int]:
         """Whether a session ``agent`` makes now is persistent, the state it starts from and its bytes
-        (``persistence_not_configured`` when it asks for persistence and no key is configured)."""
+        (``persistence_not_configured`` when it asks for persistence and no key is configured). A stored
+        state is restored whatever ``persist`` says: the session is that one."""
         if one_shot_call(name) is not None:
             if persist:
                 raise KitsuneError("invalid_parameter", 'newTab: a one-shot session ("call") cannot persist',
@@ -115,7 +116,12 @@ class Persistence:
             if wanted:
                 raise not_configured()
             return False, None, 0
-        found = await self.store.load(agent, name)
+        try:
+            found = await self.store.load(agent, name)
+        except KitsuneError as e:  # a session that did not ask to persist opens without the store
+            if wanted or e.code != "session_state_unavailable":
+                raise
+            return False, None, 0
         if found is None:
             return wanted, None, 0
         return True, found[0], found[1]
