@@ -298,12 +298,11 @@ class NodeMetrics:
         self.drops.labels(bounded(reason, DROP_REASONS)).inc()
 
     def session_changed(self, change: SessionChange) -> None:
-        """A session opened, was promoted, closed or swept."""
+        """A session opened, was promoted, closed, swept or stored (saved and freed)."""
         if change.op == "promoted":  # from one-shot to dynamic
             self.sessions_open.labels("one-shot").dec()
         elif change.op != "opened":
-            reason = "stored" if change.op == "stored" else change.reason or "closed"  # stored: saved and freed
-            self.sessions_closed.labels(bounded(reason, SESSION_CLOSE_REASONS)).inc()
+            self.sessions_closed.labels(bounded(change.reason or "closed", SESSION_CLOSE_REASONS)).inc()
         opened = change.op in ("opened", "promoted")
         self.sessions_open.labels(bounded(change.mode, SESSION_MODES)).inc(1 if opened else -1)
 

@@ -235,7 +235,7 @@ class Node:
     def _session_changed(self, change: SessionChange) -> None:
         if change.op == "reset":  # open still, where it was: its audit entry is all there is to it
             return
-        self.metrics.session_changed(change)
+        self.metrics.session_changed(dataclasses.replace(change, reason="stored") if change.op == "stored" else change)
         self.member.session_changed(change)
 
     def _bus_request(self, subject: str, seconds: float, outcome: str) -> None:

@@ -118,8 +118,8 @@ class SessionChange:
     mode: SessionMode
     call: int | None
     """The call it is recorded in: the one that did it, or else the one that opened the session."""
-    reason: CloseReason | StoreReason | None = None
-    """Why it closed, or was stored."""
+    reason: CloseReason | StoreReason | Literal["stored"] | None = None
+    """Why it closed, or was stored (``stored``: the metrics' single reason for either)."""
     previous: str | None = None
     """The one-shot name a promoted session had."""
 
