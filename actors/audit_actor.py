@@ -253,11 +253,11 @@ class Auditor:
         return self._record(TakeoverEntry(time=_now(), agent=self._agent, tab_id=tab_id))
 
     def session(self, op: str, session: str, mode: str, call: int | None, *, reason: str | None = None,
-                previous: str | None = None) -> None:
-        """Record that one of the agent's sessions opened, was promoted, closed or swept (without waiting:
-        it is told from the loop, and sends nothing to a page)."""
+                previous: str | None = None, size: int | None = None) -> None:
+        """Record that one of the agent's sessions opened, was promoted, closed, swept or stored, or its state
+        saved or restored (``size`` bytes) (without waiting: it is told from the loop, and sends nothing to a page)."""
         self._trail.record(SessionEntry(time=_now(), agent=self._agent, op=op, session=session, mode=mode, call=call,
-                                        reason=reason, previous=previous), urgent=False)
+                                        reason=reason, previous=previous, size=size), urgent=False)
 
     def live_view(self, op: str, tab_id: int, **detail: Any) -> None:
         """Record a Live View link made, opened, a person's input, or a hand-back (without waiting: told from

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from nats.js.api import KeyValueConfig, StorageType
 
-__all__ = ["FLEET_BUCKET", "NODES_BUCKET", "NODE_TTL", "TABS_BUCKET", "TASKS_BUCKET", "fleet_bucket",
-           "nodes_bucket", "tabs_bucket", "tasks_bucket"]
+__all__ = ["FLEET_BUCKET", "NODES_BUCKET", "NODE_TTL", "SESSIONS_BUCKET", "TABS_BUCKET", "TASKS_BUCKET",
+           "fleet_bucket", "nodes_bucket", "sessions_bucket", "tabs_bucket", "tasks_bucket"]
 
 FLEET_BUCKET = "KITSUNE_FLEET"
 """The fleet's counters (the next block of tab ids)."""
@@ -15,6 +15,8 @@ NODES_BUCKET = "KITSUNE_NODES"
 """The nodes' heartbeats."""
 TASKS_BUCKET = "KITSUNE_TASKS"
 """The agents' tasks and their leases."""
+SESSIONS_BUCKET = "KITSUNE_SESSIONS"
+"""The persistent sessions' states, sealed (``actors.session_vault``)."""
 NODE_TTL = 30.0
 """Seconds a heartbeat stays in its bucket (a lost node's vanishes by itself)."""
 
@@ -33,3 +35,7 @@ def nodes_bucket() -> KeyValueConfig:
 
 def tasks_bucket() -> KeyValueConfig:
     return KeyValueConfig(bucket=TASKS_BUCKET, history=1, storage=StorageType.FILE)
+
+
+def sessions_bucket() -> KeyValueConfig:
+    return KeyValueConfig(bucket=SESSIONS_BUCKET, history=1, storage=StorageType.FILE)

@@ -20,7 +20,7 @@ import nats.errors
 from nats.js.api import KeyValueConfig, StreamConfig
 
 from actors.audit_actor import audit_config
-from actors.buckets import fleet_bucket, nodes_bucket, tabs_bucket, tasks_bucket
+from actors.buckets import fleet_bucket, nodes_bucket, sessions_bucket, tabs_bucket, tasks_bucket
 from actors.event_store import events_config
 from actors.jetstream import ensure_bucket, ensure_stream
 from actors.nats_connection import connect_options, display_url
@@ -35,7 +35,7 @@ __all__ = ["ADMIN_USER", "provision", "stream_configs"]
 def stream_configs(checkpoint_ttl: float = CHECKPOINT_TTL) -> list[StreamConfig | KeyValueConfig]:
     """Every stream and bucket of a fleet, as its nodes make them (the events kept ``checkpoint_ttl``)."""
     return [events_config(checkpoint_ttl), audit_config(), fleet_bucket(), tabs_bucket(), nodes_bucket(),
-            tasks_bucket()]
+            tasks_bucket(), sessions_bucket()]
 
 
 async def provision(url: str, auth: NatsAuth, *, checkpoint_ttl: float = CHECKPOINT_TTL,

@@ -40,7 +40,7 @@ from types import TracebackType
 from typing import IO, Any
 
 from actors.audit_actor import AUDIT_STREAM, AUDIT_SUBJECT
-from actors.buckets import FLEET_BUCKET, NODES_BUCKET, TABS_BUCKET, TASKS_BUCKET
+from actors.buckets import FLEET_BUCKET, NODES_BUCKET, SESSIONS_BUCKET, TABS_BUCKET, TASKS_BUCKET
 from actors.event_store import EVENTS_STREAM, EVENTS_SUBJECTS
 from core.settings import NatsAuth
 from messages.errors import KitsuneError
@@ -82,7 +82,7 @@ def node_permissions(fleet: str | None) -> dict[str, Any]:
     the node's streams and KV buckets (making them, reading them, their consumers; never updating,
     purging or deleting a stream or one of its messages: :data:`_ADMIN_ONLY`), their subjects, and answers."""
     fleets = f"{fleet}.>" if fleet is not None else "*.>"
-    buckets = (FLEET_BUCKET, TABS_BUCKET, NODES_BUCKET, TASKS_BUCKET)
+    buckets = (FLEET_BUCKET, TABS_BUCKET, NODES_BUCKET, TASKS_BUCKET, SESSIONS_BUCKET)
     streams = (EVENTS_STREAM, AUDIT_STREAM, *(f"KV_{bucket}" for bucket in buckets))
     api = ["$JS.API.INFO"] + [
         subject.format(stream)

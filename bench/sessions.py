@@ -23,6 +23,8 @@ closed again):
   where it has doubled against N=1, at the cap, or when the machine's free memory runs low.
 
     .venv/bin/python bench/sessions.py [--agents 200] [--reads 100]
+
+A persistent session's save and restore against Playwright's own: ``bench/sessions_persist.py``.
 """
 
 from __future__ import annotations

@@ -87,7 +87,7 @@ CODES = frozenset(ERROR_CODES)
 """Error codes a label may name; any other code is ``other``."""
 DROP_REASONS = ("expired", "pushed_out", "resumed_ok", "internal_error", "shutdown")
 SESSION_MODES = ("reuse", "one-shot", "dynamic")
-SESSION_CLOSE_REASONS = ("closed", "swept", "call_ended", "browser_restarted")
+SESSION_CLOSE_REASONS = ("closed", "swept", "call_ended", "browser_restarted", "stored")
 RESUME_OUTCOMES = (*STATUSES, "refused", "internal_error")
 DENIALS = {"read_only": ("read_only",), "tab_owned": ("user_tab", "agent_tab"),
            "url_denied": ("denied", "not_allowed", "scheme", "unparseable")}
@@ -298,7 +298,7 @@ class NodeMetrics:
         self.drops.labels(bounded(reason, DROP_REASONS)).inc()
 
     def session_changed(self, change: SessionChange) -> None:
-        """A session opened, was promoted, closed or swept."""
+        """A session opened, was promoted, closed, swept or stored (saved and freed)."""
         if change.op == "promoted":  # from one-shot to dynamic
             self.sessions_open.labels("one-shot").dec()
         elif change.op != "opened":

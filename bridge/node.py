@@ -29,6 +29,7 @@ from actors.heartbeat import Heartbeat, LoopWatch
 from actors.loop import IoLoop, ask_from_loop
 from actors.sequence_actor import ActorSequences, BarrierActor
 from actors.serving import taking, typed
+from actors.session_vault import SessionVault
 from actors.tab_actor import not_sent
 from actors.tab_actors import TabActors
 from actors.task_authority import AuthorityTaskStore
@@ -156,10 +157,13 @@ class Node:
                                             lambda by, op, task: self.auditor(by).task(op, task))
         """The takeovers held for a person here (``tasks.takeover: ask``), as the console decides them."""
         self.browser.on_navigated = self.tasks.navigated
+        key = c.sessions.persist_key
         self.sessions = SessionKeeper(self.browser.sessions, io, dataclasses.replace(
             c.sessions, max_exec_idle=max(c.sessions.max_exec_idle, c.checkpoints.ttl)), emit=self._sink,
-            auditor=self.auditor, on_change=self._session_changed)
-        """The agents' sessions as the node keeps them: recorded, ended with their calls, swept."""
+            auditor=self.auditor, store=SessionVault(self.bus.client, c.fleet, key) if key is not None else None,
+            persist_default=lambda agent: self.policy_of(agent).persist_sessions, on_change=self._session_changed)
+        """The agents' sessions as the node keeps them: recorded, ended with their calls, swept, persistent ones
+        saved (``save_persistent``) and restored through the fleet's sealed store."""
         self._build_calls()
         self._subscriptions: list[Subscription] = []
         self._interrupted = False
@@ -242,7 +246,7 @@ class Node:
     def _session_changed(self, change: SessionChange) -> None:
         if change.op == "reset":  # open still, where it was: its audit entry is all there is to it
             return
-        self.metrics.session_changed(change)
+        self.metrics.session_changed(dataclasses.replace(change, reason="stored") if change.op == "stored" else change)
         self.member.session_changed(change)
 
     def _bus_request(self, subject: str, seconds: float, outcome: str) -> None:
@@ -294,13 +298,15 @@ class Node:
     async def interrupt(self) -> None:
         """End at once what runs on this node's tabs (the node stops; it does not wait for them).
 
-        Requests not yet started are refused with nothing sent, later ones too, running ones are
-        cancelled, and barriers release their sequences: every call ends within moments. A write
-        that was running ends ``unknown``, and the audit log records that (``interrupted``).
+        Its persistent sessions are saved first, while the browser is whole. Requests not yet started are
+        refused with nothing sent, later ones too, running ones are cancelled, and barriers release their
+        sequences: every call ends within moments. A write that was running ends ``unknown``, and the audit
+        log records that (``interrupted``).
         """
         if self._interrupted:
             return
         self._interrupted = True
+        await self.sessions.save_persistent()  # the persistent sessions' states, before anything of the browser goes
         await self.live.stop()  # the people in its Live Views are told, before the HTTP server closes their sockets
         self._sequences.abort_all()
         running = await self.tabs.interrupt()

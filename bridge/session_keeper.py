@@ -9,7 +9,10 @@
 - A held one-shot ``newTab`` approved by a direct open (``bridge.approvals``) opens in the held call's
   session, kept like the call's own; its tab waits in :attr:`SessionKeeper.approved` for the resume.
 - The sweep runs every ``sweep_interval`` seconds: reuse sessions idle over ``max_idle``, one-shot
-  sessions of held calls idle over ``max_exec_idle``.
+  sessions of held calls idle over ``max_exec_idle`` (a persistent one is saved and freed, not closed).
+- Persistent sessions (``driver.persistence``) used since their last save are saved every
+  ``persist_interval`` seconds, and all of them by :meth:`SessionKeeper.save_persistent` (the node's
+  stop; a drain). Each save and restore is an audit entry with its size, never its state.
 """
 
 from __future__ import annotations
@@ -18,13 +21,15 @@ import asyncio
 import contextlib
 import contextvars
 import logging
-from collections.abc import Callable
-from typing import Any
+from collections.abc import Awaitable, Callable
+from typing import Any, Literal
 
 from actors.audit_actor import Auditor
 from actors.loop import IoLoop
 from bridge.approvals import ApprovedTabs
+from core.session_state import StateStore
 from core.settings import SessionTimes
+from driver.persistence import Session as Persistent
 from driver.sessions import SessionChange, Sessions
 from messages.events import Event, SessionChanged
 
@@ -40,7 +45,8 @@ class SessionKeeper:
     """Records session changes, ends one-shot sessions with their calls, and sweeps (owned by the node)."""
 
     def __init__(self, sessions: Sessions, io: IoLoop, times: SessionTimes, *, emit: Callable[[Event], Any],
-                 auditor: Callable[[str], Auditor],
+                 auditor: Callable[[str], Auditor], store: StateStore | None = None,
+                 persist_default: Callable[[str], bool] = lambda agent: False,
                  on_change: Callable[[SessionChange], None] = lambda change: None) -> None:
         self.sessions = sessions
         self.times = times
@@ -52,20 +58,34 @@ class SessionKeeper:
         self._auditor = auditor
         """An agent's audit."""
         self._sweeper: asyncio.Task[None] | None = None
+        self._saver: asyncio.Task[None] | None = None
         self.approved = ApprovedTabs()
         """Tabs opened by approving held one-shot ``newTab`` steps, for their calls' resumes (``bridge.approvals``)."""
         sessions.on_change = self._record
+        persistence = sessions.persistence
+        persistence.store, persistence.default, persistence.on_stored = store, persist_default, self._stored
 
     def start(self) -> None:
         """Sweep from now on (on the loop)."""
-        self._sweeper = asyncio.get_running_loop().create_task(self._sweep_forever())
+        loop = asyncio.get_running_loop()
+        self._sweeper = loop.create_task(self._every(self.times.sweep_interval, self.sweep, "session sweep"))
+        if self.sessions.persistence.store is not None:
+            self._saver = loop.create_task(self._every(self.times.persist_interval, self.sessions.persistence.save_due,
+                                                       "persistent sessions' save"))
 
     async def stop(self) -> None:
-        sweeper, self._sweeper = self._sweeper, None
-        if sweeper is not None:
-            sweeper.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await sweeper
+        """Stop sweeping and saving (the node saves its persistent sessions as it stops: ``Node.interrupt``)."""
+        for task in (self._sweeper, self._saver):
+            if task is not None:
+                task.cancel()
+                with contextlib.suppress(asyncio.CancelledError):
+                    await task
+        self._sweeper = self._saver = None
+
+    async def save_persistent(self) -> int:
+        """Save every persistent session this node holds, now (on the loop; the node's stop, a drain): how many
+        were saved. A session whose save fails is logged and left as it is."""
+        return await self.sessions.persistence.save_all() if self.sessions.persistence.store is not None else 0
 
     def call_ended(self, call: int, status: str, kept: bool) -> None:
         """A call or resume ran (from its thread): end its one-shot sessions now, or keep them for its resume."""
@@ -99,13 +119,17 @@ class SessionKeeper:
         """Sweep now; how many sessions closed."""
         return await self.sessions.sweep(self.times.max_idle, self.times.max_exec_idle)
 
-    async def _sweep_forever(self) -> None:
+    @staticmethod
+    async def _every(seconds: float, work: Callable[[], Awaitable[int]], what: str) -> None:
         while True:
-            await asyncio.sleep(self.times.sweep_interval)
+            await asyncio.sleep(seconds)
             try:
-                await self.sweep()
-            except Exception as e:  # the next sweep tries again
-                log.error("session sweep failed (%s)", type(e).__name__)
+                await work()
+            except Exception as e:  # the next round tries again
+                log.error("%s failed (%s)", what, type(e).__name__)
+
+    def _stored(self, op: Literal["saved", "restored"], session: Persistent, size: int) -> None:
+        self._auditor(session.agent).session(op, session.name, session.mode, None, size=size)
 
     def _record(self, change: SessionChange) -> None:
         if change.call is not None:

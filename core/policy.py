@@ -69,6 +69,8 @@ class Policy:
     """Its sessions on a node at most (``quotas.sessions``)."""
     task_takeover: TakeoverPolicy = "allow"
     """``ask``: every ``force`` takeover of its tasks is held for a person's approval (``tasks.takeover``)."""
+    persist_sessions: bool = False
+    """Whether its reuse sessions are persistent unless it opens one with ``persist: false`` (``sessions.persist``)."""
 
 
 CLOSED = "closed"

@@ -26,6 +26,7 @@ from messages.contract import (
     MAX_TABS,
     SESSION_MAX_EXEC_IDLE,
     SESSION_MAX_IDLE,
+    SESSION_PERSIST_INTERVAL,
     SESSION_SWEEP_INTERVAL,
     STEP_TIMEOUT,
     TASK_LEASE_TTL,
@@ -77,7 +78,7 @@ class CheckpointConfig:
 
 @dataclass(frozen=True, slots=True)
 class SessionTimes:
-    """When idle sessions are swept (seconds; ``sessions``)."""
+    """When idle sessions are swept and persistent ones saved (seconds), and their key (``sessions``)."""
 
     max_idle: float = SESSION_MAX_IDLE
     """A reuse (or promoted) session unused this long is closed."""
@@ -86,6 +87,10 @@ class SessionTimes:
     TTL (the configuration and the node raise a smaller value to it)."""
     sweep_interval: float = SESSION_SWEEP_INTERVAL
     """Seconds between two sweeps."""
+    persist_interval: float = SESSION_PERSIST_INTERVAL
+    """Seconds between two saves of a persistent session that was used since its last one."""
+    persist_key: str | None = field(default=None, repr=False)
+    """The secret persistent sessions' states are sealed with (None: persistence is refused)."""
 
 
 @dataclass(frozen=True, slots=True)

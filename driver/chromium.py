@@ -345,23 +345,26 @@ class ChromiumBrowser:
                        within: float) -> Outcome:
         deadline = asyncio.get_running_loop().time() + within
         session = None
+        said: dict[str, Any] = {}
         try:
-            if agent is None and command.session is not None:
+            if agent is None and (command.session is not None or command.persist):
                 raise KitsuneError("invalid_parameter", "newTab: a session is an agent's; this tab has no agent")
             new_session = agent is not None and self.sessions.is_new(agent, command.session, call)
             with self.quotas.reserving(agent, new_session=new_session, movable=new_session and command.node is None):
                 cdp, context_id = await self._chromium.ready(within)
                 if agent is not None:
-                    session = await self.sessions.open_for(agent, command.session, call, within)
+                    session, said = await self.sessions.open_for(agent, command.session, call, within,
+                                                                 command.persist)
                     context_id = session.context_id
                 with self.sessions.using(session):
-                    return await self._open_tab(command, cdp, context_id, session, timeout, deadline)
+                    return await self._open_tab(command, cdp, context_id, session, timeout, deadline, said)
         except KitsuneError as e:
             return Failed(Failure.of(e))
 
     async def _open_tab(self, command: NewTab, cdp: CDPSession, context_id: str, session: Session | None,
-                        timeout: float, deadline: float) -> Outcome:
-        """Open the tab of a ``newTab`` in the context ``context_id`` (``session``'s, or the user context's)."""
+                        timeout: float, deadline: float, said: dict[str, Any]) -> Outcome:
+        """Open the tab of a ``newTab`` in the context ``context_id`` (``session``'s, or the user context's);
+        its answer carries what ``said`` of the session's persistence."""
         one_shot = session is not None and session.mode == "one-shot"  # its context ends with its call
         tab = await self._tabs.open_window(cdp, context_id, timeout, deadline,
                                            spare=command.url is not None and not one_shot)
@@ -370,7 +373,7 @@ class ChromiumBrowser:
         page = self._tabs.get(tab)
         if page is None:
             return Unknown(Failure(f"newTab: tab {tab} closed as it opened", "tab_closed", False, {"tabId": tab}))
-        named = {"session": session.name} if session is not None else {}
+        named = {"session": session.name, **said} if session is not None else {}
         if command.url is None:
             return Done({"tabId": tab, "url": page.url, **named})
         url = command.url

@@ -15,6 +15,7 @@ import os
 import shutil
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 from playwright.async_api import Browser, BrowserContext, CDPSession, Playwright, async_playwright
 from playwright.async_api import Error as PlaywrightError
@@ -172,13 +173,15 @@ class Chromium:
         self._context_id = context_id
         self._failure = None
 
-    async def new_context(self, agent: str, timeout: float) -> tuple[BrowserContext, str]:
-        """A new browser context for a session of ``agent``, its connections through that agent's proxy,
-        and its CDP id; raises :class:`KitsuneError` (``browser_unavailable``) when it cannot be made."""
+    async def new_context(self, agent: str, timeout: float,
+                          storage_state: dict[str, Any] | None = None) -> tuple[BrowserContext, str]:
+        """A new browser context for a session of ``agent`` (with a persistent session's ``storage_state``), its
+        connections through that agent's proxy, and its CDP id; raises :class:`KitsuneError`
+        (``browser_unavailable``) when it cannot be made."""
         cdp, _ = await self.ready(timeout)
         assert self._browser is not None
         try:
-            return await self._new_context(self._browser, cdp, agent)
+            return await self._new_context(self._browser, cdp, agent, storage_state)
         except PlaywrightError as e:
             raise KitsuneError("browser_unavailable", "The browser could not open a session", retryable=True) from e
 
@@ -192,7 +195,8 @@ class Chromium:
         except PlaywrightError as e:
             raise KitsuneError("browser_unavailable", "The browser could not open a context", retryable=True) from e
 
-    async def _new_context(self, browser: Browser, cdp: CDPSession, agent: str | None) -> tuple[BrowserContext, str]:
+    async def _new_context(self, browser: Browser, cdp: CDPSession, agent: str | None,
+                           storage_state: dict[str, Any] | None = None) -> tuple[BrowserContext, str]:
         """A context with the node's options and hooks (the user context when ``agent`` is None), and its
         CDP id: the one context that appeared, so contexts are made one at a time."""
         async with self._making_context:
@@ -202,6 +206,7 @@ class Chromium:
             context = await browser.new_context(
                 permissions=["clipboard-read", "clipboard-write"], accept_downloads=True, service_workers="block",
                 proxy=proxy,  # type: ignore[arg-type]
+                storage_state=storage_state,  # type: ignore[arg-type]
             )
             await self._guard.install(context, agent)
             await self._site_tools.install(context)

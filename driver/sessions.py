@@ -9,6 +9,9 @@ cache, owned by one agent; two agents never share one. Its modes:
   when the call ends for good (:meth:`Sessions.of_call`);
 - ``dynamic``: a one-shot session that ``keepSession`` promoted to a reuse session of a name.
 
+A reuse session may be persistent (``driver.persistence``): its state is saved, and a session freed
+after a save is restored by the next ``newTab`` naming it, with no tombstone in between.
+
 Every use touches a session. A session that closes leaves a tombstone (name, mode, closed at,
 why) for ``tombstone_ttl`` seconds: a request that names it, or one of its tabs, answers
 ``session_expired``, never a fresh browser in its place (a ``newTab`` that names no session gets a
@@ -33,6 +36,7 @@ from core.quotas import Held
 from core.session_names import ONE_SHOT, names_one_shot, one_shot_call, one_shot_name
 from driver.debug_log import DebugLog
 from driver.launch import Chromium
+from driver.persistence import Persistence
 from driver.tabs import TabRegistry
 from messages.contract import CHECKPOINT_TTL
 from messages.errors import KitsuneError
@@ -41,6 +45,8 @@ __all__ = ["CloseReason", "Session", "SessionChange", "SessionMode", "SessionTab
 
 SessionMode = Literal["reuse", "one-shot", "dynamic"]
 CloseReason = Literal["closed", "swept", "call_ended", "browser_restarted"]
+StoreReason = Literal["idle", "swept"]
+"""Why a persistent session was saved and its context freed: its last tab closed, or the sweep."""
 
 DEFAULT = "default"
 """The reuse session a ``newTab`` naming none opens in."""
@@ -68,10 +74,14 @@ class Session:
     """Actions running in it now: a session in use is never idle."""
     debug_log: DebugLog = field(default_factory=DebugLog, repr=False)
     """The last CDP methods its ``cdp`` steps sent (``GET /api/sessions/{name}/debug-log``)."""
+    persist: bool = False
+    """Whether its state is saved (``driver.persistence``)."""
+    saved_used: float | None = None
+    """Its :attr:`used` when its state was last saved (None: never saved by this node)."""
 
     def describe(self, tabs: list[int], now_wall: float, now: float) -> dict[str, Any]:
         return {"name": self.name, "mode": self.mode, "tabs": tabs, "created": self.created,
-                "last_used": now_wall - (now - self.used)}
+                "last_used": now_wall - (now - self.used), **({"persist": True} if self.persist else {})}
 
 
 @dataclass(frozen=True, slots=True)
@@ -102,14 +112,14 @@ class Tombstone:
 class SessionChange:
     """A session opened, promoted, closed or swept: what the node records of it (events, audit, metrics)."""
 
-    op: Literal["opened", "promoted", "reset", "closed", "swept"]
+    op: Literal["opened", "promoted", "reset", "closed", "swept", "stored"]
     agent: str
     session: str
     mode: SessionMode
     call: int | None
     """The call it is recorded in: the one that did it, or else the one that opened the session."""
-    reason: CloseReason | None = None
-    """Why it closed."""
+    reason: CloseReason | StoreReason | Literal["stored"] | None = None
+    """Why it closed, or was stored (``stored``: the metrics' single reason for either)."""
     previous: str | None = None
     """The one-shot name a promoted session had."""
 
@@ -225,14 +235,18 @@ class SessionTable:
 
     def closed(self, session: Session, reason: CloseReason) -> Tombstone:
         """Forget a session that is closing; its tombstone."""
-        if self._open.pop((session.agent, session.name), None) is not None:
-            self.held.left(session.agent)
-        self._by_context.pop(id(session.context), None)
-        self._forget_call(session)
+        self.released(session)
         tombstone = Tombstone(session.agent, session.name, session.mode, self.wall(), reason,
                               self.clock() + self.tombstone_ttl)
         self._tombstones[(session.agent, session.name)] = tombstone
         return tombstone
+
+    def released(self, session: Session) -> None:
+        """Forget a session whose context is freed (closing, or stored: then with no tombstone)."""
+        if self._open.pop((session.agent, session.name), None) is not None:
+            self.held.left(session.agent)
+        self._by_context.pop(id(session.context), None)
+        self._forget_call(session)
 
     def _forget_call(self, session: Session) -> None:
         if session.call is not None and not any(s.call == session.call for s in self._open.values()):
@@ -276,36 +290,59 @@ class Sessions:
         """Told of every session opened, promoted, closed or swept."""
         self._chromium = chromium
         self._tabs = tabs
-        self._opening: dict[tuple[str, str], asyncio.Task[Session]] = {}
+        self._opening: dict[tuple[str, str], asyncio.Task[tuple[Session, dict[str, Any]]]] = {}
         self._expired_tabs: collections.OrderedDict[int, Tombstone] = collections.OrderedDict()
         chromium.on_lost = self._lost
+        self.persistence = Persistence(self)
+        """Its persistent sessions' saves and restores."""
+        tabs.page_gone = self.persistence.page_gone
 
-    async def open_for(self, agent: str, requested: str | None, call: int | None, timeout: float) -> Session:
-        """The session a ``newTab`` of ``agent`` opens in, made on first use (two asking at once get one)."""
+    async def open_for(self, agent: str, requested: str | None, call: int | None, timeout: float,
+                       persist: bool | None = None) -> tuple[Session, dict[str, Any]]:
+        """The session a ``newTab`` of ``agent`` opens in, made on first use (two asking at once get one;
+        ``persist``: a reuse session made persistent, None: as the agent's policy says), and what the
+        ``newTab`` answers of its persistence (``restored`` when it made it from a stored state)."""
         name = self.table.name_for(agent, requested, call)
         if requested is None:  # a newTab naming no session gets a default one, even after the last was swept
             self.table.clear_tombstone(agent, name)
-        session = self.table.find(agent, name)
-        if session is None:
+        await self.persistence.settled(agent, name)
+        found = self.table.find(agent, name)
+        said: dict[str, Any] = {}
+        if found is None:
             task = self._opening.get((agent, name))
             if task is None:
-                task = asyncio.get_running_loop().create_task(self._make(agent, name, call, timeout))
+                task = asyncio.get_running_loop().create_task(self._make(agent, name, call, timeout, persist))
                 self._opening[(agent, name)] = task
                 task.add_done_callback(lambda _: self._opening.pop((agent, name), None))
-            session = await asyncio.shield(task)
+            session, said = await asyncio.shield(task)
+        else:
+            session = found
+            if persist and not session.persist:
+                self.persistence.made_persistent(session)
         self.table.touch(session)
-        return session
+        return session, said or self.persistence.answer(session, None)
+
+    @property
+    def running(self) -> bool:
+        """Whether the browser is up (the pages that go as it stops retire no session)."""
+        return self._chromium.running
 
     def is_new(self, agent: str, requested: str | None, call: int | None) -> bool:
         """Whether a ``newTab`` of ``agent`` naming ``requested`` would make a session (none open or opening)."""
         name = self.table.name_for(agent, requested, call)
         return (agent, name) not in self._opening and not self.table.is_open(agent, name)
 
-    async def _make(self, agent: str, name: str, call: int | None, timeout: float) -> Session:
-        context, context_id = await self._chromium.new_context(agent, timeout)
+    async def _make(self, agent: str, name: str, call: int | None, timeout: float,
+                    persist: bool | None) -> tuple[Session, dict[str, Any]]:
+        persistent, state, size = await self.persistence.restoring(agent, name, persist)
+        context, context_id = await self._chromium.new_context(agent, timeout,
+                                                               state.storage_state if state is not None else None)
         session = self.table.add(agent, name, context, context_id, call)
+        session.persist = persistent
         self.on_change(SessionChange("opened", agent, name, session.mode, call))
-        return session
+        if state is not None:
+            self.persistence.on_stored("restored", session, size)
+        return session, self.persistence.answer(session, state)
 
     def of_page(self, page: Page) -> Session | None:
         """The session a tab's page lives in (None for a user tab)."""
@@ -350,6 +387,17 @@ class Sessions:
             self.on_change(SessionChange("promoted", agent, name, "dynamic", call, previous=previous))
         return session
 
+    async def release(self, session: Session, reason: StoreReason) -> None:
+        """Free a persistent session's context after its save: its tabs close, and no tombstone stays."""
+        tabs = self.tabs_of(session)
+        self.table.released(session)
+        self._tabs.spares.drop(session.context_id)
+        with contextlib.suppress(PlaywrightError):
+            await session.context.close()
+        for tab in tabs:
+            self._tabs.forget(tab)
+        self.on_change(SessionChange("stored", session.agent, session.name, session.mode, session.opened_in, reason))
+
     async def close(self, session: Session, reason: CloseReason, call: int | None = None) -> Tombstone:
         """End a session now: its tabs close, and its tombstone stays (recorded in ``call``, or its opener's)."""
         tabs = self.tabs_of(session)
@@ -387,17 +435,23 @@ class Sessions:
         return {"session": name, "mode": session.mode, "closed": tabs}
 
     async def close_named(self, agent: str, name: str) -> dict[str, Any]:
-        """``DELETE /api/sessions/{name}``: close an open session, or forget a tombstone (the name is then free)."""
+        """``DELETE /api/sessions/{name}``: close an open session, or forget a tombstone (the name is then free);
+        what is stored of a persistent one is deleted."""
+        await self.persistence.settled(agent, name)
         try:
             session = self.table.find(agent, name)
         except KitsuneError:
             self.table.clear_tombstone(agent, name)
             return {"closed": name, "was": "tombstone"}
+        forgot = {"forgot_state": True} if await self.persistence.forget(agent, name) else {}
         if session is None:
+            if forgot:
+                return {"closed": name, "was": "stored", **forgot}
             raise KitsuneError("session_not_found", f"You have no session {name!r}", state={"session": name})
         tabs = self.tabs_of(session)
+        session.persist = False  # closed for good: its last tab's close saves nothing
         await self.close(session, "closed")
-        return {"closed": name, "mode": session.mode, "tabs": tabs}
+        return {"closed": name, "mode": session.mode, "tabs": tabs, **forgot}
 
     async def call_ended(self, call: int, *, kept: bool) -> None:
         """A call ended: its one-shot sessions close, unless it stopped held or unknown with a checkpoint
@@ -409,11 +463,15 @@ class Sessions:
                 await self.close(session, "call_ended", call)
 
     async def sweep(self, max_idle: float, max_exec_idle: float) -> int:
-        """Close the sessions idle too long; how many."""
-        idle = self.table.idle(max_idle, max_exec_idle)
-        for session in idle:
-            await self.close(session, "swept")
-        return len(idle)
+        """Close the sessions idle too long (a persistent one is saved and freed); how many."""
+        swept = 0
+        for session in self.table.idle(max_idle, max_exec_idle):
+            if not session.persist:
+                await self.close(session, "swept")
+            elif not await self.persistence.retire(session, "swept"):  # its save failed: it stays open
+                continue
+            swept += 1
+        return swept
 
     def _lost(self) -> None:
         """The browser died: every session is gone with it (its tabs end ``tab_closed``, as every tab's)."""

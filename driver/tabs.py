@@ -57,6 +57,8 @@ class TabRegistry:
         self._agents: dict[int, str | None] = {}  # tab id -> the agent it counts against
         self.navigated: Callable[[int, str], None] = lambda tab, url: None
         """Told (on the loop) of each navigation of a tab's main frame: the tab and its new URL."""
+        self.page_gone: Callable[[Page], None] = lambda page: None
+        """Told (on the loop) of each tab's page forgotten, after it is."""
 
     def reset(self) -> None:
         """Start over (a new start of the browser): no tab, no spare window and nobody waiting for one."""
@@ -96,6 +98,8 @@ class TabRegistry:
             self.held.left(self._agents.pop(tab, None))
         self._target_ids.pop(tab, None)
         self._navigations.pop(tab, None)
+        if page is not None:
+            self.page_gone(page)
 
     def _navigated(self, tab: int, frame: Frame) -> None:
         if frame.parent_frame is None:

@@ -23,6 +23,8 @@ From a YAML or JSON file (``kitsune serve --config FILE``) and the environment::
     max_checkpoints: 20            # each agent's checkpoints, oldest pushed out first
     max_checkpoints_total: 500     # the node's: past it, the oldest of the agent holding the most goes
     sessions: {max_idle: 600, max_exec_idle: 86400, sweep_interval: 30}   # seconds
+    #   persistent sessions: {persist: true, persist_interval: 60, persist_key_env: KITSUNE_PERSIST_KEY}
+    #   (or persist_key, persist_key_file; an agent entry may set persist_sessions)
     workflows: ./workflows
     audit_file: ./kitsune-audit.jsonl
     max_body_bytes: 1048576
@@ -183,8 +185,12 @@ def _built(document: Document, env: Mapping[str, str]) -> Settings:
                     user_tabs_writable=document.user_tabs_writable, caps=frozenset(document.caps),
                     max_checkpoints=document.max_checkpoints, live_view=document.live_view.enabled,
                     tab_quota=document.quotas.tabs, session_quota=document.quotas.sessions,
-                    task_takeover=document.tasks.takeover)
+                    task_takeover=document.tasks.takeover, persist_sessions=document.sessions.persist)
     agents = tuple(_agents(document, env, policy))
+    if _persist_key(document, env) is None and any(p.persist_sessions for p in (policy, *(a.policy for a in agents
+                                                                                        if a.policy is not None))):
+        raise ValueError("sessions.persist: persistent sessions need sessions.persist_key, persist_key_env or "
+                         "persist_key_file (nothing is stored in clear)")
     generated = None
     if not agents:
         generated = new_token(32)
@@ -202,7 +208,9 @@ def _node(document: Document, env: Mapping[str, str], agents: int) -> NodeConfig
     nats = document.nats
     auth = NatsAuth(**nats.model_dump(exclude={"url", "password_env"}),
                     password=_secret(nats.password_env, env, "nats"))
-    sessions = SessionTimes(**document.sessions.model_dump())
+    sessions = SessionTimes(**document.sessions.model_dump(include={"max_idle", "max_exec_idle", "sweep_interval",
+                                                                    "persist_interval"}),
+                            persist_key=_persist_key(document, env))
     tasks = document.tasks
     return NodeConfig(
         name=document.node_name or generated_name(), fleet=document.fleet, max_tabs=document.max_tabs,
@@ -214,6 +222,21 @@ def _node(document: Document, env: Mapping[str, str], agents: int) -> NodeConfig
         site_tools=SiteToolConfig(**document.site_tools.model_dump()),
         tasks=TaskConfig(tasks.lease_ttl, TaskLimits(tasks.max_per_agent, tasks.max_goal, tasks.max_tabs),
                          _authority(document, env)))
+
+
+def _persist_key(document: Document, env: Mapping[str, str]) -> str | None:
+    """The key persistent sessions are sealed with: given, from the environment, or a file's first line."""
+    section = document.sessions
+    if section.persist_key_file is not None:
+        try:
+            key = section.persist_key_file.read_text().strip()
+        except OSError as e:
+            raise ValueError(f"sessions.persist_key_file: cannot be read ({type(e).__name__})") from None
+    else:
+        key = section.persist_key or _secret(section.persist_key_env, env, "sessions.persist_key_env") or ""
+    if key and len(key) < 16:
+        raise ValueError("sessions.persist_key: a key of at least 16 characters is needed")
+    return key or None
 
 
 def _authority(document: Document, env: Mapping[str, str]) -> TaskAuthority | None:
@@ -264,7 +287,8 @@ def _operators(entries: list[OperatorEntry], env: Mapping[str, str]) -> tuple[Op
 def _agent_policy(entry: AgentEntry, path: str, node: Policy, total: int) -> Policy | None:
     """The policy of the agent of ``entry`` (at ``path``): the node's with the values it sets; None if it sets none."""
     own: dict[str, Any] = {name: getattr(entry, name) for name in
-                           ("read_only", "ask_before_act", "user_tabs_writable", "max_checkpoints", "live_view")
+                           ("read_only", "ask_before_act", "user_tabs_writable", "max_checkpoints", "live_view",
+                            "persist_sessions")
                            if getattr(entry, name) is not None}
     if entry.caps is not None:
         own["caps"] = frozenset(entry.caps)

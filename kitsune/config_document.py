@@ -36,6 +36,7 @@ from messages.contract import (
     QUOTA_TABS,
     SESSION_MAX_EXEC_IDLE,
     SESSION_MAX_IDLE,
+    SESSION_PERSIST_INTERVAL,
     SESSION_SWEEP_INTERVAL,
     TASK_LEASE_TTL,
 )
@@ -97,6 +98,7 @@ class AgentEntry(Section):
     user_tabs_writable: bool | None = None
     max_checkpoints: Count | None = None
     live_view: bool | None = None
+    persist_sessions: bool | None = None
     quotas: AgentQuotas = AgentQuotas()
     tasks: AgentTasks = AgentTasks()
 
@@ -116,6 +118,17 @@ class Sessions(Section):
     max_idle: Seconds = SESSION_MAX_IDLE
     max_exec_idle: Seconds = SESSION_MAX_EXEC_IDLE
     sweep_interval: Seconds = SESSION_SWEEP_INTERVAL
+    persist: bool = False
+    persist_interval: Seconds = SESSION_PERSIST_INTERVAL
+    persist_key: Annotated[str, Field(min_length=16)] | None = Field(default=None, repr=False)
+    persist_key_env: str | None = None
+    persist_key_file: StringPath | None = None
+
+    @model_validator(mode="after")
+    def _one_key(self) -> Sessions:
+        if sum(way is not None for way in (self.persist_key, self.persist_key_env, self.persist_key_file)) > 1:
+            raise ValueError("one of persist_key, persist_key_env or persist_key_file, not more")
+        return self
 
 
 class Metrics(Section):

@@ -30,9 +30,11 @@ async def tabs(direct: DirectCalls, caller: Caller, args: dict[str, Any]) -> dic
         caller.sent = True
         return await caller.bridge.post("/api/tabs", body, timeout=15.0)
     if op == "new":
-        opened = {k: args[k] for k in ("url", "session") if args.get(k) is not None}
+        opened = {k: args[k] for k in ("url", "session", "persist") if args.get(k) is not None}
         command: dict[str, Any] = {"action": "newTab", **opened}
-        first = {"op": "open", **opened}
+        first = {"op": "open", **{k: v for k, v in opened.items() if k != "persist"}}
+        if "persist" in opened:  # the HTTP API's session object
+            first["session"] = {"name": opened.get("session", "default"), "persist": opened["persist"]}
     else:
         command = {"action": "closeTab", "tabId": tab}
         first = {"op": "close", "tabId": tab}

@@ -186,6 +186,7 @@ def _tabs_schema() -> dict[str, Any]:
         "tabId": dict(_TAB),
         "url": {"type": "string", "description": "For new."},
         "session": _described("newTab", "session", "For new: your session's name (\"default\")."),
+        "persist": _described("newTab", "persist", "For new: its sign-ins outlive the session's tabs and node."),
         "confirm_token": dict(_CONFIRM_TOKEN), **copy.deepcopy(_SNAPSHOT_AFTER),
     }, [])
 

@@ -201,11 +201,12 @@ class DirectEntry(AuditEntry):
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class SessionEntry(AuditEntry):
-    """An agent's browser session opened, was promoted, closed or swept."""
+    """An agent's browser session opened, was promoted, closed, swept or stored, or its state saved or restored."""
 
     kind = "session"
     op: str
-    """``opened``, ``promoted``, ``closed`` or ``swept``."""
+    """``opened``, ``promoted``, ``closed``, ``swept``, ``stored`` (a persistent one freed after its save), or a
+    persistent one's state ``saved`` or ``restored``."""
     session: str
     mode: str
     call: int | None
@@ -214,8 +215,11 @@ class SessionEntry(AuditEntry):
     """Why it closed."""
     previous: str | None = None
     """The one-shot name of a promoted session."""
+    size: int | None = None
+    """The bytes of a state saved or restored (never the state)."""
 
     def _fields(self) -> dict[str, Any]:
         fields: dict[str, Any] = {"op": self.op, "session": self.session, "mode": self.mode,
                                   "parent": {"call": self.call}}
-        return fields | {k: v for k, v in (("reason", self.reason), ("previous", self.previous)) if v is not None}
+        return fields | {k: v for k, v in (("reason", self.reason), ("previous", self.previous),
+                                           ("bytes", self.size)) if v is not None}

@@ -5,8 +5,8 @@ from __future__ import annotations
 __all__ = ["APPROVAL_PROMPT_MAX", "CALL_TIMEOUT", "CHECKPOINT_CAPACITY", "CHECKPOINT_TOTAL_CAPACITY",
            "CHECKPOINT_TTL", "CONFIRM_TTL", "LIVE_VIEW_LINKS", "LIVE_VIEW_LINKS_PER_AGENT", "LIVE_VIEW_TTL",
            "MAX_CALL_TIMEOUT", "MAX_STEP_TIMEOUT", "RESUME_DEADLINE", "RESUME_WAIT", "RESUME_WAIT_MAX",
-           "SESSION_MAX_EXEC_IDLE", "SESSION_MAX_IDLE", "SESSION_SWEEP_INTERVAL", "SETTLE", "STEP_TIMEOUT",
-           "TASK_LEASE_TTL"]
+           "SESSION_MAX_EXEC_IDLE", "SESSION_MAX_IDLE", "SESSION_PERSIST_INTERVAL", "SESSION_SWEEP_INTERVAL", "SETTLE",
+           "STEP_TIMEOUT", "TASK_LEASE_TTL"]
 
 CALL_TIMEOUT = 120.0
 """A container call's default deadline in seconds (spec: ``container_timeout``, default 120)."""
@@ -40,6 +40,8 @@ SESSION_MAX_EXEC_IDLE = 86_400.0
 """Seconds a held call's one-shot session may stay unused (``sessions.max_exec_idle``; at least the checkpoint TTL)."""
 SESSION_SWEEP_INTERVAL = 30.0
 """Seconds between two sweeps of idle sessions (``sessions.sweep_interval``)."""
+SESSION_PERSIST_INTERVAL = 60.0
+"""Seconds between two saves of a persistent session in use (``sessions.persist_interval``)."""
 
 # The fleet
 MAX_TABS = 256

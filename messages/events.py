@@ -185,11 +185,12 @@ class CallEnded(Event):
 
 @dataclass(frozen=True, slots=True)
 class SessionChanged(Event):
-    """A browser session of the call's agent opened, was promoted, reset, closed or swept during the call (or,
+    """A browser session of the call's agent opened, was promoted, reset, closed, swept or stored during the call (or,
     for a sweep or a close outside any call, after the call that opened it)."""
 
     kind = "SessionChanged"
-    op: Literal["opened", "promoted", "reset", "closed", "swept"]
+    op: Literal["opened", "promoted", "reset", "closed", "swept", "stored"]
+    """``stored``: a persistent session saved and its context freed (it is restored on its next use)."""
     agent: str
     session: str
     mode: str

@@ -33,7 +33,7 @@ FIXED: dict[str, frozenset[str]] = {
     "reason": frozenset({"expired", "pushed_out", "resumed_ok", "internal_error", "shutdown", "read_only",
                          "user_tab", "agent_tab", "denied", "not_allowed", "scheme", "unparseable", "approval",
                          "sign_in", "human_check", "closed", "swept", "call_ended", "browser_restarted",
-                         "other"}),
+                         "stored", "other"}),
     "mode": frozenset({"reuse", "one-shot", "dynamic", "other"}),
     "subject": frozenset({"tab", "tabs", "resume", "other", *NODE_OPS}),
     "route": ROUTES,

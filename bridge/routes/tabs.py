@@ -108,10 +108,11 @@ class _TabRoutes:
     async def _open(self, agent: str, body: dict[str, Any], token: str | None) -> Response:
         """Open a tab (the approval of a container call's held one-shot newTab when it names that session);
         it becomes the agent's current tab."""
-        if names_one_shot(body.get("session")):
+        body = _session_object(body)
+        if names_one_shot(body.get("session")) and "persist" not in body:
             outcome, call = await open_approved(self._approving, agent, body, token)
         else:
-            command = parse_command({"action": "newTab", **{k: body[k] for k in ("url", "session", "node")
+            command = parse_command({"action": "newTab", **{k: body[k] for k in ("url", "session", "node", "persist")
                                                             if k in body}}, "")
             outcome, call = await self._calls.act(agent, command, None, token)
         if isinstance(outcome, Done):
@@ -133,3 +134,16 @@ class _TabRoutes:
         assert tab is not None
         await require_open(self._tabs, tab, "")
         return json_response(await self._live.handbacks(tab, since, wait))
+
+
+def _session_object(body: dict[str, Any]) -> dict[str, Any]:
+    """An ``open`` whose ``session`` is ``{"name", "persist"}`` as the ``newTab`` fields it stands for."""
+    session = body.get("session")
+    if not isinstance(session, dict):
+        return body
+    unknown = sorted(set(session) - {"name", "persist"})
+    if unknown:
+        raise invalid_call("unknown_parameter", "", f"session takes no {unknown[0]!r}", param=f"session.{unknown[0]}")
+    if "name" not in session:
+        raise invalid_call("missing_parameter", "", "session needs name", param="session.name")
+    return {**body, "session": session["name"], **({"persist": session["persist"]} if "persist" in session else {})}

@@ -343,6 +343,7 @@ class NewTab(Command):
         "The fleet's node to open it on (its name, as GET /api/fleet lists them); when absent, the node of its "
         "session if the session has tabs, else the least loaded node with room.", None, max_length=MAX_NODE_NAME,
         pattern=NODE_NAME)
+    persist: bool | None = _param("Keep its reuse session's state, sealed in the fleet (outliving its node).", None)
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)

@@ -17,6 +17,7 @@ a test can have a second, different host that really serves pages. Every answer 
 from __future__ import annotations
 
 import json
+import secrets
 import socket
 import threading
 import time
@@ -33,7 +34,7 @@ from tests.site import pages, shop
 from tests.site.ports import bind_held
 
 # GET routes that are writes, and so are counted.
-COUNTED_GETS = frozenset({f"/download/{pages.REPORT_NAME}", "/cookies/set"})
+COUNTED_GETS = frozenset({f"/download/{pages.REPORT_NAME}", "/cookies/set", "/session/start"})
 MAX_BODY = 1 << 20
 # The key under which every request is counted (never a write key, which is always "METHOD /path").
 ANY = "ANY"
@@ -52,6 +53,8 @@ class TestSite:
         self._lock = threading.Lock()
         self._changed = threading.Condition(self._lock)
         self._counts: dict[str, int] = {}
+        self.session_tokens: list[str] = []
+        """The session cookies ``/session/start`` gave, each a secret the server made (no client ever named it)."""
         self._last_form: dict[str, list[str]] = {}
         self._orders = 0
         self._checkout: dict[str, str] = {}
@@ -289,6 +292,7 @@ class _Handler(BaseHTTPRequestHandler):
     REQUEST_PAGES: ClassVar[dict[str, Any]] = {
         "/cookies": lambda handler: pages.cookies(handler.headers.get("Cookie", "")),
         "/account": lambda handler: pages.account(handler._signed_in_as()),
+        "/session": lambda handler: handler._session_page(),
     }
     # Pages that take their target in ?to=, with the target used when it is missing.
     TARGET_PAGES: ClassVar[dict[str, tuple[Any, str]]] = {
@@ -392,8 +396,8 @@ class _Handler(BaseHTTPRequestHandler):
                                           state.get("card", "")[-4:]))
         elif path in self.REQUEST_PAGES:
             self._html(self.REQUEST_PAGES[path](self))
-        elif path == "/cookies/set":
-            self._set_cookie(query)
+        elif path in ("/cookies/set", "/session/start"):
+            self._set_cookie(query) if path == "/cookies/set" else self._start_session()
         elif path == "/clicks":
             self._html(pages.clicks(self.site.count("POST /clicks/hit")))
         elif path == "/wait":
@@ -421,6 +425,20 @@ class _Handler(BaseHTTPRequestHandler):
         self.wfile.flush()
         self.site._stopping.wait(delay_ms / 1000)
         self.wfile.write(rest.encode("utf-8"))
+
+    def _start_session(self) -> None:
+        """/session/start: a sign-in, a session cookie of the server's making (``/session`` checks it)."""
+        token = secrets.token_hex(16)
+        with self.site._lock:
+            self.site.session_tokens.append(token)
+        self._redirect("/session", HTTPStatus.FOUND, [("Set-Cookie", f"sid={token}; Path=/; HttpOnly")])
+
+    def _session_page(self) -> str:
+        """/session: whether the request carries a session cookie the server gave (``signed in``, ``signed out``)."""
+        sid = SimpleCookie(self.headers.get("Cookie", "")).get("sid")
+        with self.site._lock:
+            known = sid is not None and sid.value in self.site.session_tokens
+        return pages.document("Session", f'<p id="session">{"signed in" if known else "signed out"}</p>')
 
     def _set_cookie(self, query: dict[str, list[str]]) -> None:
         name, value = _first(query, "name"), _first(query, "value")

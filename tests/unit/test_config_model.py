@@ -19,6 +19,7 @@ from core.settings import NodeConfig, Settings
 from kitsune import serve
 from kitsune.config import load_config
 from kitsune.config_document import Document
+from messages.errors import KitsuneError
 
 AGENT = {"name": "a", "token": "a" * 16}
 BASE: dict[str, Any] = {"node_name": "kitsune-0", "agents": [AGENT]}
@@ -39,6 +40,7 @@ def _changes(files: Path) -> dict[str, dict[str, Any]]:
     """For every key of the file, a document (over BASE) that sets it to a value other than its default."""
     for name in ("creds", "seed", "ca.pem", "cert.pem", "key.pem"):
         (files / name).write_text("x")
+    (files / "persist.key").write_text("a persistence key of a file\n")
     user = {"nats": {"user": "node", "password_env": "NATS_PW"}}
     cert = {"nats": {"tls_cert_file": str(files / "cert.pem")}}
     return {
@@ -53,6 +55,11 @@ def _changes(files: Path) -> dict[str, dict[str, Any]]:
         "sessions.max_idle": {"sessions": {"max_idle": 5}},
         "sessions.max_exec_idle": {"sessions": {"max_exec_idle": 1e6}},
         "sessions.sweep_interval": {"sessions": {"sweep_interval": 5}},
+        "sessions.persist": {"sessions": {"persist": True, "persist_key": "k" * 16}},
+        "sessions.persist_interval": {"sessions": {"persist_interval": 5}},
+        "sessions.persist_key": {"sessions": {"persist_key": "k" * 16}},
+        "sessions.persist_key_env": {"sessions": {"persist_key_env": "SCRAPE"}},
+        "sessions.persist_key_file": {"sessions": {"persist_key_file": str(files / "persist.key")}},
         "metrics.token": {"metrics": {"token": "m" * 16}}, "metrics.token_env": {"metrics": {"token_env": "SCRAPE"}},
         "nats.url": {"nats": {"url": "nats://a:4222"}},
         "nats.creds_file": {"nats": {"creds_file": str(files / "creds")}},
@@ -107,6 +114,18 @@ def test_kitsune_serve_gives_the_node_the_loaded_sections_whole(tmp_path: Path,
     assert parts["policy"] is settings.policy and parts["agent_policies"] == settings.agent_policies()
     assert parts["workflows"].load("look").name == "look"  # the library of the configured directory
     assert joined == replace(settings.node, nats=replace(settings.node.nats, url="nats://b:4222"))
+
+
+def test_persistent_sessions_need_a_key_and_an_agent_may_make_them_its_default(tmp_path: Path) -> None:
+    for persisting in ({"sessions": {"persist": True}}, {"agents": [{**AGENT, "persist_sessions": True}]}):
+        with pytest.raises(KitsuneError) as refused:
+            _loaded(tmp_path / "k.yaml", persisting)
+        assert refused.value.code == "invalid_config" and "persist_key" in refused.value.message
+    keyed = _loaded(tmp_path / "k.yaml", {"sessions": {"persist_key_env": "SCRAPE"},
+                                          "agents": [{**AGENT, "persist_sessions": True}]})
+    assert keyed.node.sessions.persist_key == "s" * 16 and not keyed.policy.persist_sessions
+    assert keyed.agent_policies()[AGENT["name"]].persist_sessions
+    assert "s" * 16 not in repr(keyed.node.sessions)
 
 
 def test_a_takeover_policy_is_the_node_s_unless_the_agent_sets_its_own(tmp_path: Path) -> None:
