@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import json
 import re
-import tempfile
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
@@ -13,7 +12,6 @@ from typing import Any
 import yaml
 
 from kitsune.config import load_config
-from kitsune.config_document import Sessions
 
 ROOT = Path(__file__).resolve().parents[2]
 DEPLOY = ROOT / "deploy"
@@ -93,15 +91,5 @@ def pod_env(container: Mapping[str, Any], pod: str = "kitsune-0") -> dict[str, s
 
 
 def node_config(path: Path, env: Mapping[str, str]) -> Any:
-    """``load_config`` of a node's file. Until the persistent sessions' settings are merged (issue 34's
-    i34-persist), ``sessions.persist_key_env`` is checked here and left out of what the loader reads."""
-    if "persist_key_env" in Sessions.model_fields:
-        return load_config(path, env)
-    document = yaml.safe_load(path.read_text())
-    assert document["sessions"].pop("persist_key_env") == "KITSUNE_PERSIST_KEY" and env["KITSUNE_PERSIST_KEY"]
-    if not document["sessions"]:
-        del document["sessions"]
-    with tempfile.TemporaryDirectory() as directory:
-        copy = Path(directory) / path.name
-        copy.write_text(yaml.safe_dump(document))
-        return load_config(copy, env)
+    """``load_config`` of a node's file, with ``env`` as its environment."""
+    return load_config(path, env)
