@@ -3,7 +3,7 @@
 The sign-in limit counts the connection's address, not one a client names in ``X-Forwarded-For``
 (uvicorn believed loopback's by default), unless ``forwarded_allow_ips`` names the proxy; and a
 form another site's page sends may neither sign the operator out nor in. The console is served by
-uvicorn as ``kitsune serve`` starts it (:func:`kitsune.serve.proxy_options`), over no node: these
+uvicorn as ``kitsune serve`` starts it (:func:`kitsune.node_server.proxy_options`), over no node: these
 routes never reach one.
 """
 
