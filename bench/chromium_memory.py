@@ -81,7 +81,8 @@ async def launched(playwright: Playwright, flags: list[str]) -> Browser:
                                             args=[*flags, *(["--no-sandbox"] if os.geteuid() == 0 else [])])
 
 
-async def measure(playwright: Playwright, flags: list[str], sessions: int, settle: float, url: str) -> tuple[Tally, Tally]:
+async def measure(playwright: Playwright, flags: list[str], sessions: int, settle: float,
+                  url: str) -> tuple[Tally, Tally]:
     """The browser's tally idle (its user context open) and with ``sessions`` sessions, each on ``url``."""
     browser = await launched(playwright, flags)
     try:

@@ -22,8 +22,6 @@ import threading
 from collections.abc import Callable
 from pathlib import Path
 
-import yaml
-
 from messages.tokens import new_token
 
 __all__ = ["BridgeNotStarted", "EmbeddedBridge"]
@@ -130,6 +128,7 @@ def _names_audit_file(config: str | None) -> bool:
     """Whether the configuration file sets ``audit_file`` (an unreadable one is the bridge's to refuse)."""
     if not config:
         return False
+    import yaml  # noqa: PLC0415 (only for a configuration file: the bridge is launched before anything loads)
     try:
         document = yaml.safe_load(Path(config).read_bytes())
     except (OSError, yaml.YAMLError):

@@ -27,7 +27,7 @@ from bridge.routes.console import console_routes
 from bridge.routes.console_auth import COOKIE
 from bridge.routes.console_limits import MAX_FAILURES
 from kitsune.config import load_config
-from kitsune.serve import proxy_options
+from kitsune.node_server import proxy_options
 
 TOKEN = "edge-operator-token-0123456789"
 
