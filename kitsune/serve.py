@@ -1,7 +1,8 @@
 """``kitsune serve``: one node (embedded NATS, local Chromium) and its HTTP API, until SIGINT or SIGTERM.
 
-Chromium starts launching first, while the node's modules load (:mod:`kitsune.node_server`: a second
-and more of CPU, in a worker thread), then the node starts (NATS beside the launch's end) and serves.
+Chromium starts launching first, while the configuration and the node's modules load in a worker
+thread (a second and more of CPU: :mod:`kitsune.config`, :mod:`kitsune.node_server`); then the node
+starts (NATS beside the launch's end) and serves.
 """
 
 from __future__ import annotations
@@ -13,14 +14,13 @@ import logging
 import os
 import sys
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from bridge.logs import configure_logging
-from core.settings import Settings
 from driver import ChromiumBrowser
-from kitsune.config import load_config
-from kitsune.config_env import stray_variables
-from kitsune.token_file import kept_token
-from messages.errors import KitsuneError
+
+if TYPE_CHECKING:
+    from core.settings import Settings
 
 __all__ = ["serve"]
 
@@ -28,15 +28,7 @@ __all__ = ["serve"]
 def serve(args: argparse.Namespace) -> int:
     """Run the node the arguments describe; the exit status."""
     configure_logging(logging.INFO)  # JSON lines on standard error
-    try:
-        config = load_config(Path(args.config) if args.config else None)
-    except KitsuneError as e:  # the configuration is wrong: a usage error
-        print(f"kitsune: cannot start: {e.message}", file=sys.stderr)
-        return 2
-    for warning in stray_variables(os.environ):
-        print(f"kitsune: warning: {warning}", file=sys.stderr, flush=True)
-    config = kept_token(config, Path(args.state_dir))  # written once the node serves (announce)
-    status = asyncio.run(_launched_first(args, config))
+    status = asyncio.run(_launched_first(args))
     # every part is stopped by now (NATS, Chromium, actors, the audit file): exit without the
     # interpreter's teardown, which took another 0.5 s and more here, no Python code running
     logging.shutdown()
@@ -45,14 +37,35 @@ def serve(args: argparse.Namespace) -> int:
     os._exit(status)
 
 
-async def _launched_first(args: argparse.Namespace, config: Settings) -> int:
-    """Serve with a browser that launches while the node's modules load."""
+async def _launched_first(args: argparse.Namespace) -> int:
+    """Serve with a browser that launches while the configuration and the node's modules load."""
     browser = ChromiumBrowser()
     browser.launch_early()
     try:
-        await asyncio.to_thread(importlib.import_module, "kitsune.node_server")
+        config = await asyncio.to_thread(_configured, args)
+        if config is not None:
+            await asyncio.to_thread(importlib.import_module, "kitsune.node_server")
     except BaseException:
         await browser.stop()
         raise
+    if config is None:
+        await browser.stop()
+        return 2
     from kitsune.node_server import serve_http  # noqa: PLC0415 (loaded just above, off the loop)
     return await serve_http(args, config, browser)
+
+
+def _configured(args: argparse.Namespace) -> Settings | None:
+    """The settings of ``--config`` and the environment, a generated token kept; None (said) when they are wrong."""
+    from kitsune.config import load_config  # noqa: PLC0415 (loaded while Chromium launches)
+    from kitsune.config_env import stray_variables  # noqa: PLC0415
+    from kitsune.token_file import kept_token  # noqa: PLC0415
+    from messages.errors import KitsuneError  # noqa: PLC0415
+    try:
+        config = load_config(Path(args.config) if args.config else None)
+    except KitsuneError as e:  # the configuration is wrong: a usage error
+        print(f"kitsune: cannot start: {e.message}", file=sys.stderr)
+        return None
+    for warning in stray_variables(os.environ):
+        print(f"kitsune: warning: {warning}", file=sys.stderr, flush=True)
+    return kept_token(config, Path(args.state_dir))  # written once the node serves (announce)

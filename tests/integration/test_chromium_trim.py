@@ -65,18 +65,23 @@ def test_a_session_runs_no_omnibox_popup_renderer_and_playwright_s_disabled_feat
     assert set(PLAYWRIGHT_DISABLED_FEATURES) == playwright_s  # the list the node repeats is Playwright's
     assert set(AGENT_DISABLED_FEATURES) <= ours
     assert "--optimization-guide-performance-class=8" in line  # no OnDeviceModelService benchmark
-    run(chromium.close_tab(tab))
+    session = chromium.sessions.table.find("alice", "trimmed")
+    assert session is not None
+    run(chromium.sessions.close(session, "closed"))
 
 
 def test_a_context_made_ahead_is_the_agent_s_first_session_and_its_spare_window_the_first_tab(
         chromium: ChromiumBrowser, run: Run[Any], site: TestSite) -> None:
     handle = run(chromium.new_tab())  # a user tab to reach the browser through
     before = set(_browser_cdp(chromium, run, handle, "Target.getBrowserContexts")["browserContextIds"])
-    chromium.context_ahead("early")
+
+    async def ahead() -> None:  # on the browser's loop
+        chromium.context_ahead("early")
+    run(ahead())
 
     def made() -> set[str]:
         return set(_browser_cdp(chromium, run, handle, "Target.getBrowserContexts")["browserContextIds"]) - before
-    until(lambda: len(made()) == 1 and chromium.spares.ready(next(iter(made()))), 10,
+    until(lambda: len(made()) == 1 and chromium.spares.ready(next(iter(made()))), 30,
           "the context made ahead, and its spare window")
     [ahead] = made()
     [spare] = [t for t in _browser_cdp(chromium, run, handle, "Target.getTargets")["targetInfos"]
