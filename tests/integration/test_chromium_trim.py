@@ -75,9 +75,9 @@ def test_a_context_made_ahead_is_the_agent_s_first_session_and_its_spare_window_
     handle = run(chromium.new_tab())  # a user tab to reach the browser through
     before = set(_browser_cdp(chromium, run, handle, "Target.getBrowserContexts")["browserContextIds"])
 
-    async def ahead() -> None:  # on the browser's loop
+    async def make_ahead() -> None:  # on the browser's loop
         chromium.context_ahead("early")
-    run(ahead())
+    run(make_ahead())
 
     def made() -> set[str]:
         return set(_browser_cdp(chromium, run, handle, "Target.getBrowserContexts")["browserContextIds"]) - before
