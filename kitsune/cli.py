@@ -46,6 +46,8 @@ def _parser() -> argparse.ArgumentParser:
                        help="where a generated agent token is written (default ~/.kitsune)")
     serve.add_argument("--nats-url", help="join this NATS server or cluster (comma-separated URLs) "
                                           "instead of starting an embedded nats-server")
+    serve.add_argument("--no-mcp", action="store_true", help="serve no MCP at /mcp (kitsune mcp's embedded bridge, "
+                                                             "whose gateway speaks stdio, has none)")
     fleet = commands.add_parser("fleet", help="try a fleet on this machine: a 3-server NATS cluster "
                                               "(deploy/nats) and N nodes joining it, until Ctrl-C")
     fleet.add_argument("--nodes", type=int, default=2, help="how many nodes (default 2)")

@@ -78,8 +78,9 @@ async def serve_http(args: argparse.Namespace, config: Settings, browser: Chromi
         return 1
     if len(config.agents) == 1:  # its one agent's first tab opens in a session made while the server starts
         browser.context_ahead(config.agents[0].name)
-    server = _Server(uvicorn.Config(create_app(node, config), host=args.host, port=args.port, log_config=None,
-                                    access_log=False, lifespan="off", timeout_graceful_shutdown=_SHUTDOWN_GRACE,
+    app = create_app(node, config, mcp=not args.no_mcp)
+    server = _Server(uvicorn.Config(app, host=args.host, port=args.port, log_config=None, access_log=False,
+                                    lifespan="off", timeout_graceful_shutdown=_SHUTDOWN_GRACE,
                                     **proxy_options(config.http)),
                      node)
 

@@ -1,8 +1,8 @@
 """``kitsune serve``: one node (embedded NATS, local Chromium) and its HTTP API, until SIGINT or SIGTERM.
 
 Chromium starts launching first, while the configuration and the node's modules load in a worker
-thread (a second and more of CPU: :mod:`kitsune.config`, :mod:`kitsune.node_server`); then the node
-starts (NATS beside the launch's end) and serves.
+thread (a second and more of CPU: :mod:`kitsune.config`, :mod:`kitsune.node_server`, the MCP SDK
+unless ``--no-mcp``); then the node starts (NATS beside the launch's end) and serves.
 """
 
 from __future__ import annotations
@@ -44,7 +44,7 @@ async def _launched_first(args: argparse.Namespace) -> int:
     try:
         config = await asyncio.to_thread(_configured, args)
         if config is not None:
-            await asyncio.to_thread(importlib.import_module, "kitsune.node_server")
+            await asyncio.to_thread(_load_node_modules, mcp=not args.no_mcp)
     except BaseException:
         await browser.stop()
         raise
@@ -53,6 +53,12 @@ async def _launched_first(args: argparse.Namespace) -> int:
         return 2
     from kitsune.node_server import serve_http  # noqa: PLC0415 (loaded just above, off the loop)
     return await serve_http(args, config, browser)
+
+
+def _load_node_modules(*, mcp: bool) -> None:
+    """The node's modules, and the MCP gateway's where ``/mcp`` is served."""
+    for module in ("kitsune.node_server", *(["mcp_gateway.http"] if mcp else [])):
+        importlib.import_module(module)
 
 
 def _configured(args: argparse.Namespace) -> Settings | None:

@@ -78,7 +78,7 @@ class EmbeddedBridge:
         if "KITSUNE_AUDIT_FILE" not in env and not _names_audit_file(self._config):  # the environment would win
             env["KITSUNE_AUDIT_FILE"] = str(self._directory / "audit.jsonl")
         command = [sys.executable, "-m", "kitsune.cli", "serve", "--host", "127.0.0.1", "--port", "0",
-                   "--state-dir", str(self._directory / "state")]
+                   "--state-dir", str(self._directory / "state"), "--no-mcp"]
         if self._config:
             command += ["--config", self._config]
         if self._nats_url:
