@@ -1,8 +1,10 @@
-"""Benchmark: how soon an MCP client gets its first ``tools/list``, Kitsune against Playwright MCP.
+"""Benchmark: how soon an MCP client gets its first answers, Kitsune against Playwright MCP.
 
-A client configured with several servers waits for each one's first answer. Each round starts a
-server over stdio with the ``mcp`` SDK's own client and times, from the spawn, the answers to
-``initialize`` and the first ``tools/list``; then it closes the client. The servers:
+A client configured with several servers waits for each one's first answer, and an agent's first
+step is to open a page. Each round starts a server over stdio with the ``mcp`` SDK's own client and
+times, from the spawn, the answers to ``initialize``, the first ``tools/list`` and the first tool
+call, a page of a local HTTP server opened (Kitsune: ``browser_tabs`` ``op: new``; Playwright MCP:
+``browser_navigate``); then it closes the client. The servers:
 
 - ``kitsune mcp`` with its embedded bridge (its own nats-server and Chromium, started in the
   background while the gateway answers);
@@ -11,12 +13,14 @@ server over stdio with the ``mcp`` SDK's own client and times, from the spawn, t
   /usr/bin/chromium --headless``);
 - ``python -c 'import mcp'``: the time this interpreter takes to load the SDK, under which no
   Python MCP server can answer; the ratio is taken against it when Playwright MCP cannot be
-  installed (the benchmark says so).
+  installed (the benchmark says so);
+- with ``--baseline TREE``, ``kitsune mcp`` again from another checkout of Kitsune (its code on
+  ``PYTHONPATH``, the same interpreter and packages): the tree before a change, in the same run.
 
 Rounds alternate (K P, P K, ...) so that noise from other work on the machine hits both; the
-figure is the ratio of the medians, Kitsune over the other, measured in this one run.
+figures are the medians, and their ratios measured in this one run.
 
-    .venv/bin/python bench/first_answer.py [--rounds N] [--playwright-mcp PATH]
+    .venv/bin/python bench/first_answer.py [--rounds N] [--playwright-mcp PATH] [--baseline TREE]
 """
 
 from __future__ import annotations
@@ -34,7 +38,11 @@ from pathlib import Path
 import anyio
 from mcp import ClientSession, StdioServerParameters, stdio_client
 
+from tests.site import TestSite
+
 KITSUNE = Path(sys.executable).parent / "kitsune"
+TREE = Path(__file__).resolve().parents[1]
+"""The checkout this benchmark is in: the code ``kitsune mcp`` runs."""
 CHROMIUM = "/usr/bin/chromium"
 
 
@@ -56,8 +64,12 @@ def playwright_mcp(given: str | None, folder: Path, version: str | None = None) 
     return launcher
 
 
-async def first_answer(parameters: StdioServerParameters) -> tuple[float, float]:
-    """Seconds from the spawn to the answers to initialize and to the first tools/list."""
+Call = tuple[str, dict[str, str]]
+"""The first tool call: its name and arguments."""
+
+
+async def first_answer(parameters: StdioServerParameters, first_call: Call) -> tuple[float, float, float]:
+    """Seconds from the spawn to the answers to initialize, to the first tools/list and to the first call."""
     started = time.perf_counter()
     with open("/dev/null", "w") as quiet:
         async with stdio_client(parameters, errlog=quiet) as (read, write), ClientSession(read, write) as session:
@@ -65,8 +77,11 @@ async def first_answer(parameters: StdioServerParameters) -> tuple[float, float]
             initialized = time.perf_counter() - started
             tools = await session.list_tools()
             listed = time.perf_counter() - started
+            answer = await session.call_tool(*first_call)
+            called = time.perf_counter() - started
     assert tools.tools, "no tools listed"
-    return initialized, listed
+    assert not answer.is_error, f"the first call failed: {answer.content}"
+    return initialized, listed, called
 
 
 def import_mcp() -> float:
@@ -76,41 +91,60 @@ def import_mcp() -> float:
     return time.perf_counter() - started
 
 
-async def rounds(count: int, playwright: Path | None) -> None:
-    kitsune = StdioServerParameters(command=str(KITSUNE), args=["mcp"], env={"KITSUNE_CAPS": "core,automation"})
-    other = None if playwright is None else StdioServerParameters(
-        command=str(playwright), args=["--executable-path", CHROMIUM, "--headless", "--isolated"])
+def kitsune(tree: Path | str = TREE) -> StdioServerParameters:
+    """``kitsune mcp`` with its embedded bridge, its code from ``tree`` (the SDK passes the server no
+    ``PYTHONPATH`` of its own: the interpreter's would load the tree it was installed from)."""
+    return StdioServerParameters(command=str(KITSUNE), args=["mcp"],
+                                 env={"KITSUNE_CAPS": "core,automation", "PYTHONPATH": str(tree)})
+
+
+async def rounds(count: int, playwright: Path | None, folder: str, baseline: str | None, url: str) -> None:
+    servers: dict[str, tuple[StdioServerParameters, Call]] = {
+        "kitsune": (kitsune(), ("browser_tabs", {"op": "new", "url": url}))}
+    if baseline:
+        servers["kitsune (baseline)"] = (kitsune(baseline), servers["kitsune"][1])
+    if playwright is not None:
+        root = ["--no-sandbox"] if os.geteuid() == 0 else []
+        servers["Playwright MCP"] = (StdioServerParameters(command=str(playwright), cwd=folder, args=[
+            "--executable-path", CHROMIUM, "--headless", "--isolated", *root]), ("browser_navigate", {"url": url}))
     floor = "python -c 'import mcp'"
-    name = "Playwright MCP" if other is not None else floor
-    times: dict[str, list[float]] = {"kitsune": [], "Playwright MCP": [], floor: []}
-    await first_answer(kitsune)  # warm-up: caches, compiled bytecode
-    servers = {"kitsune": kitsune, **({"Playwright MCP": other} if other is not None else {})}
     sides = [*servers, floor]
+    times: dict[str, list[tuple[float, float, float]]] = {side: [] for side in sides}
+    for server in servers.values():  # warm-up: caches, compiled bytecode
+        await first_answer(*server)
     for n in range(count):
         for side in (sides if n % 2 == 0 else sides[::-1]):
             if side == floor:
-                initialized = listed = await anyio.to_thread.run_sync(import_mcp)
-            else:
-                initialized, listed = await first_answer(servers[side])
-            times[side].append(listed)
-            print(f"round {n + 1} {side}: initialize {initialized:.3f} s, tools/list {listed:.3f} s", flush=True)
-    medians = {side: statistics.median(times[side]) for side in sides}
+                loaded = await anyio.to_thread.run_sync(import_mcp)
+                times[side].append((loaded, loaded, loaded))
+                continue
+            times[side].append(answered := await first_answer(*servers[side]))
+            print(f"round {n + 1} {side}: initialize {answered[0]:.3f} s, tools/list {answered[1]:.3f} s, "
+                  f"first call {answered[2]:.3f} s", flush=True)
+    medians = {side: [statistics.median(t[i] for t in times[side]) for i in range(3)] for side in sides}
     print("\nload average (1, 5, 15 min): " + ", ".join(f"{load:.2f}" for load in os.getloadavg()))
-    print(f"first tools/list, median of {count}: " + ", ".join(f"{side} {medians[side]:.3f} s" for side in sides))
-    print(f"ratio kitsune / {name}: {medians['kitsune'] / medians[name]:.2f}"
-          + (f"; kitsune / {floor}: {medians['kitsune'] / medians[floor]:.2f}" if name != floor else ""))
+    print(f"medians of {count}: tools/list, first call")
+    for side in sides:
+        print(f"  {side}: {medians[side][1]:.3f} s, {medians[side][2]:.3f} s")
+    other = "Playwright MCP" if playwright is not None else floor
+    print(f"ratio kitsune / {other}: tools/list {medians['kitsune'][1] / medians[other][1]:.2f}"
+          + ("" if other == floor else f", first call {medians['kitsune'][2] / medians[other][2]:.2f}"))
+    if baseline:
+        print(f"ratio kitsune / kitsune (baseline): first call "
+              f"{medians['kitsune'][2] / medians['kitsune (baseline)'][2]:.2f}")
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
     parser.add_argument("--rounds", type=int, default=5)
     parser.add_argument("--playwright-mcp", help="Playwright MCP's launcher (default: npm install into a temp folder)")
+    parser.add_argument("--baseline", help="another checkout of Kitsune, measured beside this one")
     args = parser.parse_args()
-    with tempfile.TemporaryDirectory(prefix="kitsune-bench-") as folder:
+    with tempfile.TemporaryDirectory(prefix="kitsune-bench-") as folder, TestSite() as site:
         launcher = playwright_mcp(args.playwright_mcp, Path(folder))
         if launcher is None:
             print("Playwright MCP is not available here: measuring against python -c 'import mcp' instead")
-        anyio.run(rounds, args.rounds, launcher)
+        anyio.run(rounds, args.rounds, launcher, folder, args.baseline, site.url("/text"))
 
 
 if __name__ == "__main__":

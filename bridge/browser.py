@@ -34,6 +34,9 @@ class Browser(Protocol):
     quotas: Quotas
     """Each agent's tabs and sessions and the node's caps, checked before a tab opens (the node sets the limits)."""
 
+    def launch_early(self) -> None:
+        """Begin launching the browser in the background; ``start`` finishes (or fails) it, ``stop`` ends it."""
+
     async def start(self) -> None: ...
 
     async def stop(self) -> None: ...

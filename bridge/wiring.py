@@ -26,13 +26,20 @@ async def start_node(browser: Browser, config: NodeConfig = NodeConfig(), *, pol
                      agent_policies: Mapping[str, Policy] | None = None, workflows: WorkflowLibrary | None = None,
                      io: IoLoop | None = None) -> Node:
     """A started node on the running loop (``io``: the node's view of it): connected, built, opened.
-    What started is stopped again when a step fails."""
-    connection = await connect(config)
+    The browser launches while NATS starts (its user context is made once the node gave it its URL
+    lists). What started is stopped again when a step fails."""
+    browser.launch_early()
+    try:
+        connection = await connect(config)
+    except BaseException:
+        await browser.stop()
+        raise
     try:
         node = Node(browser, config, connection, io or IoLoop(asyncio.get_running_loop()), policy=policy,
                     agent_policies=agent_policies, workflows=workflows)
     except BaseException:
         await connection.close()
+        await browser.stop()
         raise
     try:
         await node.open()

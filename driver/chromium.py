@@ -162,6 +162,16 @@ class ChromiumBrowser:
 
     # -- lifecycle -----------------------------------------------------------------------------
 
+    def launch_early(self) -> None:
+        """Begin launching Chromium in the background (on the running loop), before the node is built:
+        :meth:`start` finishes it (see ``Chromium.launch_early``)."""
+        self._chromium.launch_early()
+
+    def context_ahead(self, agent: str) -> None:
+        """Make ``agent``'s next session (its context, and a spare window in it) ahead, in the background, once
+        started (see ``Chromium.context_ahead``)."""
+        self._chromium.context_ahead(agent)
+
     async def start(self) -> None:
         """Launch Chromium; raises :class:`KitsuneError` (``browser_unavailable``) when it cannot."""
         if self._chromium.started:

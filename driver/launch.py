@@ -26,7 +26,21 @@ from driver.site_tools import SiteTools
 from driver.tabs import TabRegistry
 from messages.errors import KitsuneError
 
-__all__ = ["CHROMIUM_FLAGS", "Chromium", "find_chromium"]
+__all__ = ["AGENT_DISABLED_FEATURES", "CHROMIUM_FLAGS", "PLAYWRIGHT_DISABLED_FEATURES", "Chromium", "find_chromium"]
+
+PLAYWRIGHT_DISABLED_FEATURES: tuple[str, ...] = (
+    "AvoidUnnecessaryBeforeUnloadCheckSync", "DestroyProfileOnBrowserClose", "HttpsUpgrades",
+    "HttpsFirstBalancedModeAutoEnable", "LensOverlay", "MediaRouter", "PaintHolding", "ThirdPartyStoragePartitioning",
+    "AvoidCorsURLLoaderRestartOnRedirect", "TcpPortRandomizationWin", "OptimizationHints", "NetworkTimeServiceQuerying",
+    "AimEnabled", "PreconnectToSearch", "msForceBrowserSignIn", "msEdgeUpdateLaunchServicesPreferredVersion",
+)
+"""The features Playwright's own ``--disable-features`` turns off: Chromium keeps only the last
+``--disable-features`` of its command line, so the node's repeats them (a test holds it to Playwright's)."""
+
+AGENT_DISABLED_FEATURES: tuple[str, ...] = ("WebUIOmniboxPopup", "WebUIOmniboxAimPopup")
+"""What a headless agent browser runs for nobody: the omnibox's WebUI popups, preloaded into a renderer
+of their own in every browser context (about 40 MB a session, and the CPU to load them as the context
+opens) though no window of a headless browser has an omnibox (``bench/chromium_memory.py``)."""
 
 CHROMIUM_FLAGS: tuple[str, ...] = (
     "--disable-gpu",
@@ -39,11 +53,16 @@ CHROMIUM_FLAGS: tuple[str, ...] = (
     "--host-resolver-rules=MAP * ~NOTFOUND , EXCLUDE 127.0.0.1",
     "--webrtc-ip-handling-policy=disable_non_proxied_udp",
     "--disable-blink-features=SpeculationRules",
+    "--disable-features=" + ",".join((*PLAYWRIGHT_DISABLED_FEATURES, *AGENT_DISABLED_FEATURES)),
+    "--optimization-guide-performance-class=8",
 )
 """Flags every launch gets, with ``--proxy-server`` naming the node's proxy (``--no-sandbox`` is added
 when running as root). Loopback goes through the proxy too (``<-loopback>``); Chromium resolves no
 name itself (the proxy does); WebRTC sends no UDP and nothing that does not go through the proxy;
-speculation rules (prefetch and prerender) are not parsed at all."""
+speculation rules (prefetch and prerender) are not parsed at all; what no agent uses is turned off
+(:data:`AGENT_DISABLED_FEATURES`), and the device's performance class is given, as Chrome for Testing
+does, so that no ``OnDeviceModelService`` utility is started (three minutes after the launch) to
+benchmark it for on-device models no agent has."""
 
 _CANDIDATES = ("chromium", "chromium-browser", "google-chrome")
 
@@ -98,36 +117,56 @@ class Chromium:
         self._stopping = False
         self._restart_task: asyncio.Task[None] | None = None
         self._making_context = asyncio.Lock()
+        self._launching: asyncio.Future[Browser] | None = None
+        self._started = False
+        self._ahead: dict[str, asyncio.Future[tuple[BrowserContext, str]]] = {}
+        """The context made ahead for an agent's next session (:meth:`context_ahead`), by agent."""
         self.on_lost: Callable[[], None] = lambda: None
         """Called when the browser died: every context, and every session with it, is gone."""
 
     @property
     def started(self) -> bool:
-        return self._playwright is not None
+        return self._started
 
     @property
     def running(self) -> bool:
         """Whether Chromium is up (it is restarted when it dies)."""
         return self._browser is not None and self._browser.is_connected()
 
+    def launch_early(self) -> None:
+        """Begin launching Chromium (Playwright's driver, the proxy, the browser process) in the background,
+        before whoever uses it is ready: :meth:`start` then only waits for it and makes the user context,
+        with the URL lists given by then. A failure is :meth:`start`'s to raise; :meth:`stop` ends it."""
+        if self._launching is None:
+            self._launching = asyncio.ensure_future(self._first_launch())
+
     async def start(self) -> None:
-        """Launch Chromium; raises :class:`KitsuneError` (``browser_unavailable``) when it cannot.
+        """Launch Chromium (or finish :meth:`launch_early`'s launch); raises :class:`KitsuneError`
+        (``browser_unavailable``) when it cannot.
 
         The caller stops it after a failure.
         """
-        if self.executable is None:
-            self.executable = find_chromium()
+        self.launch_early()
+        assert self._launching is not None
         self._stopping = False
         self._tabs.reset()
         self._ready = asyncio.Event()
-        self._playwright = await async_playwright().start()
-        await self._guard.start()
-        await self._launch()
+        browser = await self._launching
+        self._launching = None
+        await self._open(browser)
+        self._started = True
         self._ready.set()
 
     async def stop(self) -> None:
         """Close the browser and its tabs; no Chromium process is left."""
         self._stopping = True
+        self._started = False
+        launching, self._launching = self._launching, None
+        if launching is not None:  # launched early, and never started: its browser is closed with the driver
+            launching.cancel()
+            with contextlib.suppress(BaseException):
+                await launching
+        self._forget_ahead()
         task, self._restart_task = self._restart_task, None
         if task is not None and not task.done():
             task.cancel()
@@ -146,11 +185,23 @@ class Chromium:
         await self._guard.stop()
         self._ready.set()
 
+    async def _first_launch(self) -> Browser:
+        """Playwright's driver, the proxy, then the browser process."""
+        if self.executable is None:
+            self.executable = find_chromium()
+        self._playwright = await async_playwright().start()
+        await self._guard.start()
+        return await self._process()
+
     async def _launch(self) -> None:
+        await self._open(await self._process())
+
+    async def _process(self) -> Browser:
+        """A new Chromium process, with no context of the node's yet."""
         assert self._playwright is not None and self.executable is not None
         root = hasattr(os, "geteuid") and os.geteuid() == 0
         try:
-            browser = await self._playwright.chromium.launch(
+            return await self._playwright.chromium.launch(
                 executable_path=str(self.executable), headless=self.headless, chromium_sandbox=not root,
                 args=[*CHROMIUM_FLAGS, self._guard.proxy_flag(), *(["--no-sandbox"] if root else [])],
                 handle_sigint=False, handle_sigterm=False, handle_sighup=False,
@@ -158,6 +209,9 @@ class Chromium:
         except PlaywrightError as e:
             raise KitsuneError("browser_unavailable", f"Chromium did not start: {first_line(e.message)[:200]}",
                                retryable=True) from e
+
+    async def _open(self, browser: Browser) -> None:
+        """The browser's CDP session and user context: it serves from now on (closed again when they fail)."""
         try:
             cdp = await browser.new_browser_cdp_session()
             context, context_id = await self._new_context(browser, cdp, None)
@@ -173,12 +227,35 @@ class Chromium:
         self._context_id = context_id
         self._failure = None
 
+    def context_ahead(self, agent: str) -> None:
+        """Make a context for ``agent``'s next session now, in the background, and a spare window in it once
+        the browser is idle: the agent's first ``newTab`` finds both ready (:meth:`new_context` takes it)."""
+        if agent in self._ahead or self._browser is None or self._cdp is None:
+            return
+        ahead = asyncio.ensure_future(self._made_ahead(self._browser, self._cdp, agent))
+        ahead.add_done_callback(lambda task: task.cancelled() or task.exception())  # new_context retries
+        self._ahead[agent] = ahead
+
+    async def _made_ahead(self, browser: Browser, cdp: CDPSession, agent: str) -> tuple[BrowserContext, str]:
+        made = await self._new_context(browser, cdp, agent)
+        self._tabs.spares.refill(cdp, made[1])
+        return made
+
+    def _forget_ahead(self) -> None:
+        for ahead in self._ahead.values():
+            ahead.cancel()
+        self._ahead.clear()
+
     async def new_context(self, agent: str, timeout: float,
                           storage_state: dict[str, Any] | None = None) -> tuple[BrowserContext, str]:
-        """A new browser context for a session of ``agent`` (with a persistent session's ``storage_state``), its
-        connections through that agent's proxy, and its CDP id; raises :class:`KitsuneError`
-        (``browser_unavailable``) when it cannot be made."""
+        """A new browser context for a session of ``agent`` (with a persistent session's ``storage_state``, else
+        the one made ahead for it, if any), its connections through that agent's proxy, and its CDP id; raises
+        :class:`KitsuneError` (``browser_unavailable``) when it cannot be made."""
         cdp, _ = await self.ready(timeout)
+        ahead = self._ahead.pop(agent, None) if storage_state is None else None
+        if ahead is not None:
+            with contextlib.suppress(PlaywrightError, KitsuneError):  # what could not be made ahead is made now
+                return await ahead
         assert self._browser is not None
         try:
             return await self._new_context(self._browser, cdp, agent, storage_state)
@@ -221,6 +298,7 @@ class Chromium:
         if self._stopping or browser is not self._browser:
             return
         self._browser = self._cdp = self._tabs.context = None
+        self._forget_ahead()
         self.on_lost()
         self._tabs.forget_all()
         self._ready.clear()
@@ -244,7 +322,7 @@ class Chromium:
 
     async def ready(self, timeout: float) -> tuple[CDPSession, str]:
         """The browser's CDP session and the id of its context, once it runs (waiting out a restart)."""
-        if self._playwright is None or self._stopping:
+        if not self._started or self._stopping:
             raise KitsuneError("browser_unavailable", "The browser is not started")
         try:
             await asyncio.wait_for(self._ready.wait(), max(0.001, timeout))

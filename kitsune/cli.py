@@ -5,15 +5,25 @@ from __future__ import annotations
 import argparse
 import json
 import sys
-from importlib.metadata import version
 from pathlib import Path
-
-from messages import strict_json
-from messages.commands import parse_body
-from messages.errors import KitsuneError
-from messages.schema import batch_schema, command_schema, parallel_schema
+from typing import Any
 
 __all__ = ["main"]
+
+# each command loads only what it runs: `kitsune mcp` launches its bridge, and `kitsune serve` its
+# Chromium, before the command language and the rest load
+
+
+class _Version(argparse.Action):
+    """``--version``: the installed package's version, read only when asked for."""
+
+    def __init__(self, option_strings: list[str], dest: str, **kwargs: Any) -> None:
+        super().__init__(option_strings, dest, nargs=0, help="show the version and exit")
+
+    def __call__(self, parser: argparse.ArgumentParser, namespace: argparse.Namespace, values: Any,
+                 option_string: str | None = None) -> None:
+        from importlib.metadata import version  # noqa: PLC0415 (a tenth of a second, for this option alone)
+        parser.exit(message=f"kitsune {version('kitsune')}\n")
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -22,7 +32,7 @@ def _parser() -> argparse.ArgumentParser:
         description="Kitsune runs AI agents' browser commands on real Chromium tabs, "
                     "with checkpoints and safe resume.",
     )
-    parser.add_argument("--version", action="version", version=f"kitsune {version('kitsune')}")
+    parser.add_argument("--version", action=_Version)
     commands = parser.add_subparsers(dest="command", metavar="COMMAND")
     schema = commands.add_parser("schema", help="print the JSON Schema of the command language")
     schema.add_argument("--of", choices=("command", "batch", "parallel"), default="command",
@@ -36,6 +46,8 @@ def _parser() -> argparse.ArgumentParser:
                        help="where a generated agent token is written (default ~/.kitsune)")
     serve.add_argument("--nats-url", help="join this NATS server or cluster (comma-separated URLs) "
                                           "instead of starting an embedded nats-server")
+    serve.add_argument("--no-mcp", action="store_true", help="serve no MCP at /mcp (kitsune mcp's embedded bridge, "
+                                                             "whose gateway speaks stdio, has none)")
     fleet = commands.add_parser("fleet", help="try a fleet on this machine: a 3-server NATS cluster "
                                               "(deploy/nats) and N nodes joining it, until Ctrl-C")
     fleet.add_argument("--nodes", type=int, default=2, help="how many nodes (default 2)")
@@ -61,6 +73,9 @@ def _parser() -> argparse.ArgumentParser:
 
 
 def _validate(file: str) -> int:
+    from messages import strict_json  # noqa: PLC0415 (loaded by the command that runs it)
+    from messages.commands import parse_body  # noqa: PLC0415
+    from messages.errors import KitsuneError  # noqa: PLC0415
     text = sys.stdin.read() if file == "-" else Path(file).read_text()
     try:
         body = strict_json.loads(text)
@@ -76,12 +91,12 @@ def main(argv: list[str] | None = None) -> int:
     """Entry point of the ``kitsune`` console script."""
     args = _parser().parse_args(argv)
     if args.command == "schema":
+        from messages.schema import batch_schema, command_schema, parallel_schema  # noqa: PLC0415
         schema = {"command": command_schema, "batch": batch_schema, "parallel": parallel_schema}[args.of]()
         print(json.dumps(schema, indent=2))
         return 0
     if args.command == "validate":
         return _validate(args.file)
-    # each command loads only what it runs: `kitsune mcp` answers its client before a node's libraries load
     if args.command == "serve":
         from kitsune.serve import serve  # noqa: PLC0415 (loaded by the command that runs it)
         return serve(args)

@@ -1,68 +1,34 @@
-"""``kitsune serve``: one node (embedded NATS, local Chromium) and its HTTP API, until SIGINT or SIGTERM."""
+"""``kitsune serve``: one node (embedded NATS, local Chromium) and its HTTP API, until SIGINT or SIGTERM.
+
+Chromium starts launching first, while the configuration and the node's modules load in a worker
+thread (a second and more of CPU: :mod:`kitsune.config`, :mod:`kitsune.node_server`, the MCP SDK
+unless ``--no-mcp``); then the node starts (NATS beside the launch's end) and serves.
+"""
 
 from __future__ import annotations
 
 import argparse
 import asyncio
+import importlib
 import logging
 import os
-import signal
-import socket
 import sys
-from dataclasses import replace
 from pathlib import Path
-from types import FrameType
-from typing import Any
+from typing import TYPE_CHECKING
 
-import uvicorn
-
-from actors.nats_connection import display_url
 from bridge.logs import configure_logging
-from bridge.node import Node
-from bridge.wiring import start_node
-from bridge.workflows import WorkflowLibrary
-from core.settings import HttpConfig, Settings
-from driver import ChromiumBrowser, find_chromium
-from kitsune.app import create_app
-from kitsune.config import load_config
-from kitsune.config_env import stray_variables
-from kitsune.token_file import kept_token, publish_token
-from messages.errors import KitsuneError
+from driver import ChromiumBrowser
 
-__all__ = ["proxy_options", "serve", "start_configured"]
+if TYPE_CHECKING:
+    from core.settings import Settings
 
-
-def proxy_options(http: HttpConfig) -> dict[str, Any]:
-    """uvicorn's options for forwarded headers: believed only from the configured proxies. uvicorn
-    believes loopback by default, which let any local client pick its own address with
-    ``X-Forwarded-For`` (a new one for every guess of a console password)."""
-    if not http.forwarded_allow_ips:
-        return {"proxy_headers": False, "forwarded_allow_ips": ""}
-    return {"proxy_headers": True, "forwarded_allow_ips": ",".join(http.forwarded_allow_ips)}
-
-
-async def start_configured(config: Settings, nats_url: str | None) -> Node:
-    """The node the settings describe, started, each part given its section (``nats_url``: ``--nats-url``,
-    over ``nats.url``)."""
-    node = config.node
-    if nats_url:
-        node = replace(node, nats=replace(node.nats, url=nats_url))
-    return await start_node(ChromiumBrowser(), node, policy=config.policy, agent_policies=config.agent_policies(),
-                            workflows=WorkflowLibrary(config.workflows) if config.workflows else None)
+__all__ = ["serve"]
 
 
 def serve(args: argparse.Namespace) -> int:
     """Run the node the arguments describe; the exit status."""
     configure_logging(logging.INFO)  # JSON lines on standard error
-    try:
-        config = load_config(Path(args.config) if args.config else None)
-    except KitsuneError as e:  # the configuration is wrong: a usage error
-        print(f"kitsune: cannot start: {e.message}", file=sys.stderr)
-        return 2
-    for warning in stray_variables(os.environ):
-        print(f"kitsune: warning: {warning}", file=sys.stderr, flush=True)
-    config = kept_token(config, Path(args.state_dir))  # written once the node serves (announce)
-    status = asyncio.run(_serve_http(args, config))
+    status = asyncio.run(_launched_first(args))
     # every part is stopped by now (NATS, Chromium, actors, the audit file): exit without the
     # interpreter's teardown, which took another 0.5 s and more here, no Python code running
     logging.shutdown()
@@ -71,62 +37,41 @@ def serve(args: argparse.Namespace) -> int:
     os._exit(status)
 
 
-_SHUTDOWN_GRACE = 3
-"""Seconds open connections get to finish after a stop, once the node's tabs were interrupted."""
-
-
-class _Server(uvicorn.Server):
-    """uvicorn's server, exiting with status 0 after a stop on SIGINT or SIGTERM that takes seconds,
-    whatever is in flight: the node's tabs are interrupted first (running writes end unknown)."""
-
-    def __init__(self, config: uvicorn.Config, node: Node) -> None:
-        super().__init__(config)
-        self._node = node
-
-    def handle_exit(self, sig: int, frame: FrameType | None) -> None:
-        if self.should_exit and sig == signal.SIGINT:
-            self.force_exit = True
-        else:
-            self.should_exit = True
-
-    async def shutdown(self, sockets: list[socket.socket] | None = None) -> None:
-        await self._node.interrupt()
-        await super().shutdown(sockets)
-
-
-async def _serve_http(args: argparse.Namespace, config: Settings) -> int:
+async def _launched_first(args: argparse.Namespace) -> int:
+    """Serve with a browser that launches while the configuration and the node's modules load."""
+    browser = ChromiumBrowser()
+    browser.launch_early()
     try:
-        node = await start_configured(config, args.nats_url)
-    except KitsuneError as e:
+        config = await asyncio.to_thread(_configured, args)
+        if config is not None:
+            await asyncio.to_thread(_load_node_modules, mcp=not args.no_mcp)
+    except BaseException:
+        await browser.stop()
+        raise
+    if config is None:
+        await browser.stop()
+        return 2
+    from kitsune.node_server import serve_http  # noqa: PLC0415 (loaded just above, off the loop)
+    return await serve_http(args, config, browser)
+
+
+def _load_node_modules(*, mcp: bool) -> None:
+    """The node's modules, and the MCP gateway's where ``/mcp`` is served."""
+    for module in ("kitsune.node_server", *(["mcp_gateway.http"] if mcp else [])):
+        importlib.import_module(module)
+
+
+def _configured(args: argparse.Namespace) -> Settings | None:
+    """The settings of ``--config`` and the environment, a generated token kept; None (said) when they are wrong."""
+    from kitsune.config import load_config  # noqa: PLC0415 (loaded while Chromium launches)
+    from kitsune.config_env import stray_variables  # noqa: PLC0415
+    from kitsune.token_file import kept_token  # noqa: PLC0415
+    from messages.errors import KitsuneError  # noqa: PLC0415
+    try:
+        config = load_config(Path(args.config) if args.config else None)
+    except KitsuneError as e:  # the configuration is wrong: a usage error
         print(f"kitsune: cannot start: {e.message}", file=sys.stderr)
-        return 1
-    server = _Server(uvicorn.Config(create_app(node, config), host=args.host, port=args.port, log_config=None,
-                                    access_log=False, lifespan="off", timeout_graceful_shutdown=_SHUTDOWN_GRACE,
-                                    **proxy_options(config.http)),
-                     node)
-
-    async def announce() -> None:
-        while not server.started:
-            if server.should_exit:
-                return
-            await asyncio.sleep(0.05)
-        host, port = server.servers[0].sockets[0].getsockname()[:2]
-        if config.generated_token is not None:
-            try:
-                token_file = publish_token(config.generated_token, Path(args.state_dir))
-            except OSError as e:
-                print(f"kitsune: cannot write the token file in {args.state_dir} ({e.strerror})", file=sys.stderr)
-                server.should_exit = True
-                return
-            print(f"kitsune: no agent configured; the token of agent 'default' is in {token_file}", flush=True)
-        node.browser.own_endpoints.add((host, port))
-        nats = display_url(node.config.nats.url) if node.config.nats.url else (node.nats.url if node.nats else "")
-        print(f"kitsune serving http://{host}:{port} (nats {nats}, chromium {find_chromium()})", flush=True)
-
-    announcer = asyncio.create_task(announce())
-    try:
-        await server.serve()
-    finally:
-        announcer.cancel()
-        await node.astop()
-    return 0 if server.started else 1
+        return None
+    for warning in stray_variables(os.environ):
+        print(f"kitsune: warning: {warning}", file=sys.stderr, flush=True)
+    return kept_token(config, Path(args.state_dir))  # written once the node serves (announce)

@@ -22,8 +22,6 @@ import threading
 from collections.abc import Callable
 from pathlib import Path
 
-import yaml
-
 from messages.tokens import new_token
 
 __all__ = ["BridgeNotStarted", "EmbeddedBridge"]
@@ -80,7 +78,7 @@ class EmbeddedBridge:
         if "KITSUNE_AUDIT_FILE" not in env and not _names_audit_file(self._config):  # the environment would win
             env["KITSUNE_AUDIT_FILE"] = str(self._directory / "audit.jsonl")
         command = [sys.executable, "-m", "kitsune.cli", "serve", "--host", "127.0.0.1", "--port", "0",
-                   "--state-dir", str(self._directory / "state")]
+                   "--state-dir", str(self._directory / "state"), "--no-mcp"]
         if self._config:
             command += ["--config", self._config]
         if self._nats_url:
@@ -130,6 +128,7 @@ def _names_audit_file(config: str | None) -> bool:
     """Whether the configuration file sets ``audit_file`` (an unreadable one is the bridge's to refuse)."""
     if not config:
         return False
+    import yaml  # noqa: PLC0415 (only for a configuration file: the bridge is launched before anything loads)
     try:
         document = yaml.safe_load(Path(config).read_bytes())
     except (OSError, yaml.YAMLError):

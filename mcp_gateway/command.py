@@ -1,5 +1,5 @@
-"""``kitsune mcp``: the front answers first (``_handshake``), then the bridge's groups are resolved (or an
-embedded bridge launched), then the MCP SDK's gateway serves stdio (``stdio``)."""
+"""``kitsune mcp``: the embedded bridge launched first (if any), then the front answers (``_handshake``),
+then the bridge's groups are resolved, then the MCP SDK's gateway serves stdio (``stdio``)."""
 
 from __future__ import annotations
 
@@ -8,24 +8,40 @@ import sys
 from collections.abc import Callable
 
 from mcp_gateway._embedded import EmbeddedBridge
-from mcp_gateway._handshake import (
-    GROUPS,
-    Front,
-    TokenRefused,
-    bridge_caps,
-    bridge_tasks,
-    caps_from_env,
-    new_session,
-    read_token,
-)
 
 __all__ = ["run"]
 
 
 def run(*, bridge: str | None, token_file: str | None, config: str | None, nats_url: str | None,
         configured_caps: Callable[[str | None], frozenset[str]]) -> int:
-    """``kitsune mcp``: the front first, then the bridge's groups, then the gateway; the exit status.
-    ``configured_caps`` reads the embedded bridge's groups from its configuration file (``kitsune.config``)."""
+    """``kitsune mcp``: the embedded bridge launched, the front, then the bridge's groups, then the gateway; the
+    exit status. ``configured_caps`` reads the embedded bridge's groups from its configuration file
+    (``kitsune.config``)."""
+    embedded = None if bridge else EmbeddedBridge(config=config, nats_url=nats_url)
+    try:
+        if embedded is not None:  # before anything else: NATS and Chromium start while the front and the SDK load
+            embedded.launch()
+        return _serve(bridge=bridge, token_file=token_file, config=config, configured_caps=configured_caps,
+                      embedded=embedded)
+    finally:
+        if embedded is not None:
+            signal.signal(signal.SIGTERM, signal.SIG_IGN)  # stopping the bridge is not to be cut short
+            embedded.stop()
+
+
+def _serve(*, bridge: str | None, token_file: str | None, config: str | None,
+           configured_caps: Callable[[str | None], frozenset[str]], embedded: EmbeddedBridge | None) -> int:
+    """The front, the bridge's groups, then the gateway over ``bridge`` or ``embedded``; the exit status."""
+    from mcp_gateway._handshake import (  # noqa: PLC0415 (the tool table: loaded once the bridge was launched)
+        GROUPS,
+        Front,
+        TokenRefused,
+        bridge_caps,
+        bridge_tasks,
+        caps_from_env,
+        new_session,
+        read_token,
+    )
     try:
         caps = caps_from_env(GROUPS)
         token = read_token(token_file) if bridge else ""
@@ -35,35 +51,27 @@ def run(*, bridge: str | None, token_file: str | None, config: str | None, nats_
     session = new_session()
     front = Front.on_stdio(tasks_pending=bool(bridge))  # an embedded bridge has not started: no tasks to name
     front.start()
-    embedded = None if bridge else EmbeddedBridge(config=config, nats_url=nats_url)
-    try:
-        if embedded is not None:
-            embedded.launch()  # NATS and Chromium start while the front answers and the SDK loads
-        listed = None
-        if bridge:
-            front.know_tasks(bridge_tasks(bridge, token, session))
-            try:
-                listed, problem = bridge_caps(bridge, token, session)
-            except TokenRefused as refused:  # no call of this process could ever pass: said, and it ends
-                print(f"kitsune mcp: {refused}", file=sys.stderr, flush=True)
-                return 1
-            if problem is not None:  # said at start (MCP clients show standard error); calls answer bridge_unavailable
-                print(f"kitsune mcp: {problem}; tools answer bridge_unavailable until it does", file=sys.stderr,
-                      flush=True)
-            front.know_caps(caps if listed is None else caps & listed)
-            known = None  # the gateway asks the bridge again once what it heard here is 30 s old
-        else:
-            known = _configured_caps(configured_caps, config)
-            if known is None:
-                return 1
-            front.know_caps(caps & known)
-        from mcp_gateway.stdio import serve  # noqa: PLC0415 (the SDK: loaded while the front answers)
-        return serve(front, caps=caps, known=known, bridge=bridge, token=token, embedded=embedded, listed=listed,
-                     session=session)
-    finally:
-        if embedded is not None:
-            signal.signal(signal.SIGTERM, signal.SIG_IGN)  # stopping the bridge is not to be cut short
-            embedded.stop()
+    listed = None
+    if bridge:
+        front.know_tasks(bridge_tasks(bridge, token, session))
+        try:
+            listed, problem = bridge_caps(bridge, token, session)
+        except TokenRefused as refused:  # no call of this process could ever pass: said, and it ends
+            print(f"kitsune mcp: {refused}", file=sys.stderr, flush=True)
+            return 1
+        if problem is not None:  # said at start (MCP clients show standard error); calls answer bridge_unavailable
+            print(f"kitsune mcp: {problem}; tools answer bridge_unavailable until it does", file=sys.stderr,
+                  flush=True)
+        front.know_caps(caps if listed is None else caps & listed)
+        known = None  # the gateway asks the bridge again once what it heard here is 30 s old
+    else:
+        known = _configured_caps(configured_caps, config)
+        if known is None:
+            return 1
+        front.know_caps(caps & known)
+    from mcp_gateway.stdio import serve  # noqa: PLC0415 (the SDK: loaded while the front answers)
+    return serve(front, caps=caps, known=known, bridge=bridge, token=token, embedded=embedded, listed=listed,
+                 session=session)
 
 
 def _configured_caps(read: Callable[[str | None], frozenset[str]], config: str | None) -> frozenset[str] | None:

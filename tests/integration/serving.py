@@ -26,7 +26,7 @@ from core.settings import Settings
 from driver import ChromiumBrowser
 from kitsune.app import create_app
 from kitsune.config import load_config
-from kitsune.serve import proxy_options
+from kitsune.node_server import proxy_options
 from tests.nats_access import NatsAccess
 
 KITSUNE = Path(sys.executable).parent / "kitsune"

@@ -3,7 +3,7 @@
 The sign-in limit counts the connection's address, not one a client names in ``X-Forwarded-For``
 (uvicorn believed loopback's by default), unless ``forwarded_allow_ips`` names the proxy; and a
 form another site's page sends may neither sign the operator out nor in. The console is served by
-uvicorn as ``kitsune serve`` starts it (:func:`kitsune.serve.proxy_options`), over no node: these
+uvicorn as ``kitsune serve`` starts it (:func:`kitsune.node_server.proxy_options`), over no node: these
 routes never reach one.
 """
 
@@ -27,7 +27,7 @@ from bridge.routes.console import console_routes
 from bridge.routes.console_auth import COOKIE
 from bridge.routes.console_limits import MAX_FAILURES
 from kitsune.config import load_config
-from kitsune.serve import proxy_options
+from kitsune.node_server import proxy_options
 
 TOKEN = "edge-operator-token-0123456789"
 

@@ -16,12 +16,13 @@ from typing import Any, cast
 import pykka
 import pytest
 
-from actors.nats_server import EmbeddedNats
+from actors.nats_server import EmbeddedNats, free_port
 from bridge.wiring import run_node
 from core.settings import NatsConfig, NodeConfig
 from driver import ChromiumBrowser
 from messages.commands import parse_body
 from messages.errors import KitsuneError
+from tests.e2e.clients import process_tree, processes
 from tests.integration.calls import batch
 from tests.nats_access import NatsAccess
 from tests.nodes import chromium_pid, open_user_tab, run_call
@@ -172,3 +173,15 @@ def test_a_stopped_node_leaves_no_actor_thread_page_or_browser(nats_access: Nats
     assert node.checkpoints is not None
     with pytest.raises(pykka.ActorDeadError):  # the checkpoints went with the actor that owned them
         node.checkpoints.calls()
+
+
+def test_a_node_that_cannot_reach_nats_stops_the_chromium_launched_beside_it() -> None:
+    def chromiums() -> set[int]:
+        running = processes()
+        return {pid for pid in process_tree(os.getpid(), running) if "chromium" in running[pid][1].split(" ")[0]}
+    before = chromiums()
+    unreachable = NodeConfig(nats=NatsConfig(f"nats://127.0.0.1:{free_port()}"))
+    with pytest.raises(KitsuneError) as refused:
+        run_node(ChromiumBrowser(), unreachable)
+    assert refused.value.code == "bus_disconnected"
+    _eventually(lambda: chromiums() <= before, timeout=10)

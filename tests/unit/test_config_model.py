@@ -16,7 +16,8 @@ from pydantic import BaseModel
 from bridge.browser import Browser
 from bridge.node import Node
 from core.settings import NodeConfig, Settings
-from kitsune import serve
+from driver import ChromiumBrowser
+from kitsune import node_server
 from kitsune.config import load_config
 from kitsune.config_document import Document
 from messages.errors import KitsuneError
@@ -101,14 +102,16 @@ def test_kitsune_serve_gives_the_node_the_loaded_sections_whole(tmp_path: Path,
                                              "agents": [{**AGENT, "read_only": True}]})
     (tmp_path / "look.yaml").write_text("commands: [{action: url}]\n")
     started: list[tuple[NodeConfig, dict[str, Any]]] = []
+    browser = cast(ChromiumBrowser, object())
 
-    async def start_node(browser: Browser, config: NodeConfig, **parts: Any) -> Node:
+    async def start_node(given: Browser, config: NodeConfig, **parts: Any) -> Node:
+        assert given is browser  # the one launched early
         started.append((config, parts))
         return cast(Node, None)
 
-    monkeypatch.setattr(serve, "start_node", start_node)
-    asyncio.run(serve.start_configured(settings, None))
-    asyncio.run(serve.start_configured(settings, "nats://b:4222"))  # --nats-url
+    monkeypatch.setattr(node_server, "start_node", start_node)
+    asyncio.run(node_server.start_configured(settings, None, browser))
+    asyncio.run(node_server.start_configured(settings, "nats://b:4222", browser))  # --nats-url
     [(config, parts), (joined, _)] = started
     assert config is settings.node
     assert parts["policy"] is settings.policy and parts["agent_policies"] == settings.agent_policies()

@@ -1,0 +1,111 @@
+"""The node of ``kitsune serve`` and its HTTP server (uvicorn), until SIGINT or SIGTERM."""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import signal
+import socket
+import sys
+from dataclasses import replace
+from pathlib import Path
+from types import FrameType
+from typing import Any
+
+import uvicorn
+
+from actors.nats_connection import display_url
+from bridge.node import Node
+from bridge.wiring import start_node
+from bridge.workflows import WorkflowLibrary
+from core.settings import HttpConfig, Settings
+from driver import ChromiumBrowser, find_chromium
+from kitsune.app import create_app
+from kitsune.token_file import publish_token
+from messages.errors import KitsuneError
+
+__all__ = ["proxy_options", "serve_http", "start_configured"]
+
+
+def proxy_options(http: HttpConfig) -> dict[str, Any]:
+    """uvicorn's options for forwarded headers: believed only from the configured proxies. uvicorn
+    believes loopback by default, which let any local client pick its own address with
+    ``X-Forwarded-For`` (a new one for every guess of a console password)."""
+    if not http.forwarded_allow_ips:
+        return {"proxy_headers": False, "forwarded_allow_ips": ""}
+    return {"proxy_headers": True, "forwarded_allow_ips": ",".join(http.forwarded_allow_ips)}
+
+
+async def start_configured(config: Settings, nats_url: str | None, browser: ChromiumBrowser) -> Node:
+    """The node the settings describe, started on ``browser``, each part given its section (``nats_url``:
+    ``--nats-url``, over ``nats.url``)."""
+    node = config.node
+    if nats_url:
+        node = replace(node, nats=replace(node.nats, url=nats_url))
+    return await start_node(browser, node, policy=config.policy, agent_policies=config.agent_policies(),
+                            workflows=WorkflowLibrary(config.workflows) if config.workflows else None)
+
+
+_SHUTDOWN_GRACE = 3
+"""Seconds open connections get to finish after a stop, once the node's tabs were interrupted."""
+
+
+class _Server(uvicorn.Server):
+    """uvicorn's server, exiting with status 0 after a stop on SIGINT or SIGTERM that takes seconds,
+    whatever is in flight: the node's tabs are interrupted first (running writes end unknown)."""
+
+    def __init__(self, config: uvicorn.Config, node: Node) -> None:
+        super().__init__(config)
+        self._node = node
+
+    def handle_exit(self, sig: int, frame: FrameType | None) -> None:
+        if self.should_exit and sig == signal.SIGINT:
+            self.force_exit = True
+        else:
+            self.should_exit = True
+
+    async def shutdown(self, sockets: list[socket.socket] | None = None) -> None:
+        await self._node.interrupt()
+        await super().shutdown(sockets)
+
+
+async def serve_http(args: argparse.Namespace, config: Settings, browser: ChromiumBrowser) -> int:
+    """Start the node on ``browser`` and serve its HTTP API until a stop; the exit status."""
+    try:
+        node = await start_configured(config, args.nats_url, browser)
+    except KitsuneError as e:
+        print(f"kitsune: cannot start: {e.message}", file=sys.stderr)
+        return 1
+    if len(config.agents) == 1:  # its one agent's first tab opens in a session made while the server starts
+        browser.context_ahead(config.agents[0].name)
+    app = create_app(node, config, mcp=not args.no_mcp)
+    server = _Server(uvicorn.Config(app, host=args.host, port=args.port, log_config=None, access_log=False,
+                                    lifespan="off", timeout_graceful_shutdown=_SHUTDOWN_GRACE,
+                                    **proxy_options(config.http)),
+                     node)
+
+    async def announce() -> None:
+        while not server.started:
+            if server.should_exit:
+                return
+            await asyncio.sleep(0.05)
+        host, port = server.servers[0].sockets[0].getsockname()[:2]
+        if config.generated_token is not None:
+            try:
+                token_file = publish_token(config.generated_token, Path(args.state_dir))
+            except OSError as e:
+                print(f"kitsune: cannot write the token file in {args.state_dir} ({e.strerror})", file=sys.stderr)
+                server.should_exit = True
+                return
+            print(f"kitsune: no agent configured; the token of agent 'default' is in {token_file}", flush=True)
+        node.browser.own_endpoints.add((host, port))
+        nats = display_url(node.config.nats.url) if node.config.nats.url else (node.nats.url if node.nats else "")
+        print(f"kitsune serving http://{host}:{port} (nats {nats}, chromium {find_chromium()})", flush=True)
+
+    announcer = asyncio.create_task(announce())
+    try:
+        await server.serve()
+    finally:
+        announcer.cancel()
+        await node.astop()
+    return 0 if server.started else 1
