@@ -153,12 +153,15 @@ class Agent:
         self.base = self.pair.b
         with self.client() as client:
             while (answer := client.post("/api/tabs", json={"op": "open", "url": self.site.url("/clicks")}
-                                         )).status_code != 200 and answer.json()["retryable"]:
+                                         )).status_code != 200 and not self.stop.is_set():
                 if answer.status_code == 503:
                     assert (answer.json()["code"], answer.json()["state"]["node"]) == ("node_draining",
                                                                                        self.pair.a_name)
-                time.sleep(0.1)  # a newTab may time out on a machine this busy: it is retryable
-        assert answer.status_code == 200, answer.text
+                else:  # a newTab may time out on a machine this busy (ending unknown: no site write is at stake)
+                    assert answer.json()["code"] in ("timeout", "bus_timeout"), answer.text
+                time.sleep(0.1)
+        if answer.status_code != 200:  # the test ends
+            return
         self.tab = answer.json()["tabId"]
         self.moved.append(self._node_of(self.tab))
 
