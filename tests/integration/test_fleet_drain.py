@@ -1,7 +1,7 @@
 """A node that leaves its fleet gracefully (issue 34), with real processes: a drain under load, SIGTERM, the CLI.
 
-Node A is a ``kitsune serve`` process; node B an in-process node of the same fleet on the same nats-server,
-served over HTTP. Twenty agents run calls that each write once to the test site (a POST to a path of their
+Node A is a ``kitsune serve`` process; node B an in-process node of the same fleet, on the 3-server NATS
+cluster, served over HTTP. Twenty agents run calls that each write once to the test site (a POST to a path of their
 own: the site counts each), through A and B, on tabs of both. A drains while they run, one call held in
 flight on it (the site holds its answer): the call finishes, new calls go to B, A leaves, its process exits 0.
 """
@@ -29,9 +29,11 @@ from bridge.wiring import run_node
 from core.settings import NatsConfig, NodeConfig
 from driver import ChromiumBrowser
 from kitsune.config import load_config
+from kitsune.fleet import FLEET
 from tests.integration.fleet_nodes import until
 from tests.integration.serving import KITSUNE, Served, app_over, serve
 from tests.nats_access import NatsAccess
+from tests.nats_cluster import ClusterAccess
 from tests.site import TestSite
 
 AGENTS = {f"agent{i:02d}": f"agent{i:02d}-token-0123456789abcdef" for i in range(20)}
@@ -74,19 +76,18 @@ class Pair:
 
 
 @pytest.fixture
-def pair(tmp_path_factory: pytest.TempPathFactory, nats_access: NatsAccess) -> Iterator[Pair]:
+def pair(tmp_path_factory: pytest.TempPathFactory, nats_cluster: ClusterAccess) -> Iterator[Pair]:
     directory = tmp_path_factory.mktemp("drain")
-    a = serve(directory, nats_access, {**_settings(), "drain_deadline": 60})
+    a = serve(directory, nats_cluster, {**_settings(), "drain_deadline": 60, "fleet": FLEET})  # the cluster's
     try:
-        b = run_node(ChromiumBrowser(), nats_access.node_config(fleet=directory.name, step_timeout=10.0))
+        b = run_node(ChromiumBrowser(), nats_cluster.node_config(step_timeout=10.0))
         try:
             config = load_config(None, {"KITSUNE_AGENTS": ",".join(f"{n}={t}" for n, t in AGENTS.items()),
                                         "KITSUNE_CAPS": "core,automation",
                                         "KITSUNE_OPERATORS": json.dumps(_settings()["operators"])})
             with app_over(b, config) as base:
                 until(lambda: len(b.member.registry.alive()) == 2, 10, "node B seeing node A")
-                yield Pair(a, httpx.get(a.base + "/livez").json()["node"], base, b.config.name, directory.name,
-                           nats_access)
+                yield Pair(a, httpx.get(a.base + "/livez").json()["node"], base, b.config.name, FLEET, nats_cluster)
         finally:
             b.stop()
     finally:
@@ -211,7 +212,8 @@ def test_a_node_drained_under_load_loses_no_answer_writes_nothing_twice_and_leav
     try:
         held_tab = _drain_under_load(pair, site, agents, threads)
         _left_at_once(pair, held_tab)
-        until(lambda: all(len(agent.answers) >= 4 for agent in agents), 120, "the agents answered on B")
+        until(lambda: all(agent.answers[-1][2] == "ok" for agent in agents if agent.moved), 120,
+              "the moved agents' calls answered ok on B")
     finally:
         for agent in agents:
             agent.stop.set()
@@ -290,7 +292,7 @@ def _no_answer_lost_nothing_twice(pair: Pair, site: TestSite, agents: list[Agent
     assert answered <= {(200, "ok", None), (503, "None", "node_draining"), (200, "failed", "node_draining"),
                         (400, "None", "tab_closed"), (200, "failed", "tab_closed")}, statuses
     assert statuses[(503, "None", "node_draining")] + statuses[(200, "failed", "node_draining")] >= 1, statuses
-    assert statuses[(200, "ok", None)] >= 4 * len(agents)
+    assert statuses[(200, "ok", None)] >= 2 * len(agents)
 
 
 def test_sigterm_drains_a_served_node_its_call_in_flight_finishes_and_it_exits_0(
