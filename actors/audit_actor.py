@@ -101,6 +101,10 @@ class JetStreamAuditLog:
         await ensure_stream(client, audit_config())
         return cls(client)
 
+    async def last_id(self) -> int:
+        """The id of the stream's last entry now: every call the fleet numbered so far has an id up to it."""
+        return int((await self._js.stream_info(AUDIT_STREAM)).state.last_seq)
+
     async def send(self, entry: AuditEntry) -> Awaitable[int]:
         if not self._client.is_connected:
             raise KitsuneError("bus_disconnected", "not connected to NATS; audit entry not kept")

@@ -89,16 +89,18 @@ class NodeEntry:
     """Where its HTTP API answers, when it knows."""
     loop_lag: float = 0.0
     """Seconds the node's event loop had not run its watchdog's tick when this beat was sent."""
+    draining: bool = False
+    """It is leaving the fleet (``bridge.drain``): no new tab is placed on it."""
 
     def to_json(self) -> bytes:
         return orjson.dumps({"node": self.node, "tabs": self.tabs, "max_tabs": self.max_tabs, "http": self.http,
-                             "loop_lag": self.loop_lag})
+                             "loop_lag": self.loop_lag, "draining": self.draining})
 
     @classmethod
     def from_json(cls, data: bytes) -> NodeEntry:
         body = orjson.loads(data)
         return cls(str(body["node"]), int(body["tabs"]), int(body["max_tabs"]), body.get("http"),
-                   float(body.get("loop_lag") or 0.0))
+                   float(body.get("loop_lag") or 0.0), bool(body.get("draining")))
 
 
 
@@ -148,7 +150,7 @@ class FleetRegistry:
         """Make or open both buckets, beat once, mirror them, and start judging the others (the next
         heartbeats are ``actors.heartbeat``'s)."""
         await self._open_buckets()
-        await patiently(self._beat)  # buckets just made may still elect their leaders
+        await patiently(self.beat)  # buckets just made may still elect their leaders
         await self.watch()
         self._tasks.append(asyncio.get_running_loop().create_task(self._judging()))
 
@@ -162,7 +164,7 @@ class FleetRegistry:
             if node == self.node:
                 await self._put(f"{self._fleet}.session.{agent}.{name.replace(':', '=')}",
                                 orjson.dumps({"node": self.node}))
-        await patiently(self._beat)
+        await patiently(self.beat)
         await self.watch()
 
     async def _open_buckets(self) -> None:
@@ -330,7 +332,8 @@ class FleetRegistry:
                 except Exception as e:  # one bad entry must not stop the mirror
                     log.error("fleet registry entry %s not understood (%s)", entry.key, type(e).__name__)
 
-    async def _beat(self) -> None:
+    async def beat(self) -> None:
+        """Put this node's heartbeat now (the next ones are the heartbeat thread's)."""
         assert self._nodes_kv is not None
         await self._nodes_kv.put(self.key, self._heartbeat().to_json())
 

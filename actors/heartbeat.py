@@ -26,6 +26,7 @@ import logging
 import threading
 import time
 from collections.abc import Callable
+from dataclasses import replace
 
 import nats
 import nats.errors
@@ -153,8 +154,7 @@ class Heartbeat:
                         log.warning("the event loop runs again: heartbeats resume")
                     dead = False
                     try:
-                        await kv.put(self._key, NodeEntry(record.node, record.tabs, record.max_tabs, record.http,
-                                                          loop_lag=round(silent, 3)).to_json())
+                        await kv.put(self._key, replace(record, loop_lag=round(silent, 3)).to_json())
                         self.beats += 1
                     except (nats.errors.Error, TimeoutError) as e:  # NATS away: the next beat tries again
                         log.warning("heartbeat not sent (%s)", type(e).__name__)

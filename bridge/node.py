@@ -39,6 +39,7 @@ from actors.threads import SystemClock
 from bridge.browser import Browser
 from bridge.connection import Connection
 from bridge.console import console_serving
+from bridge.drain import Drain, DrainParts
 from bridge.fleet.calls import CallForwarding
 from bridge.fleet.member import FleetMember, MemberHooks, seen_by
 from bridge.fleet.metrics import FleetMetrics
@@ -103,6 +104,7 @@ class Node:
         self.event_listeners.append(self.metrics.on_event)
         self._sink = EventSink(io, self.events, self.event_listeners)
         self.audit = AuditActor.start(config.audit_file, self.metrics.audit_recorded)
+        self._audit_log = connection.audit_log
         self._audit_trail = AuditTrail(connection.audit_log, io, self.audit)
         self.member = FleetMember(config.name, browser, io, self.bus, self.subjects, max_tabs=config.max_tabs,
                                   policy_of=self.policy_of,
@@ -133,11 +135,14 @@ class Node:
         self.tabs = TabActors(self.browser, io, self.bus, self.subjects, on_change=self._tabs_changed,
                               admission=self._admission)
         """The actors of this node's tabs."""
+        self.drain = Drain(c.name, c.drain_deadline, DrainParts(self.member.announce_draining,
+                                                                self._audit_log.last_id, self.interrupt, self._leave))
+        """Its drain (``bridge.drain``): once begun, no new call runs here, and the node leaves the fleet."""
         self.resumes = ResumeRoutes(io, self.bus, self.subjects, self._run_here, self._reissue_here)
         """Resumes of checkpoints wherever in the fleet they are held (``bridge.fleet.resume``)."""
         self.forwarding = CallForwarding(
             c.name, io, self.bus, self.subjects, node_of=self.member.node_of, alive=self._nodes_alive,
-            record=lambda spec, agent: self.auditor(None).call(spec, agent), run_here=self._run_here,
+            record=lambda spec, agent: self.auditor(None).call(spec, agent), run_here=self._run_sent,
             policy_of=self.policy_of, step_timeout=c.step_timeout, workflow_sha256=self.workflow_sha256,
             reissue_here=self._reissue_here, events_of=self.events.read)
         """Calls on another node's tabs, sent there whole, and those sent here (``bridge.fleet.calls``)."""
@@ -205,8 +210,8 @@ class Node:
         resetting = self.subjects.node(self.config.name, "sessions")
         serving = {opening: typed(opening, {TabRequest: taking(NewTab, self._serve_open)}, outcomes=True),
                    resetting: typed(resetting, {TabRequest: taking(ResetSession, self._serve_open)}, outcomes=True),
-                   **self.member.serving(), **self.forwarding.serving(), **self.live.serving(),
-                   **self.task_service.serving(),
+                   **self.drain.serving(self.subjects.node(self.config.name, "drain")), **self.member.serving(),
+                   **self.forwarding.serving(), **self.live.serving(), **self.task_service.serving(),
                    **console_serving(self)}
         for subject, handler in serving.items():
             self._subscriptions.append(await self.bus.subscribe(subject, handler, concurrent=True))
@@ -223,10 +228,16 @@ class Node:
         await self.member.registry.resync()
 
     def _admission(self, tab: int, request: TabRequest) -> Outcome | None:
-        """Why a request may not run on a tab of this node now: a person controls it, its call's node left
-        the fleet, or the fleet's claims."""
-        return (self.live.admission(tab, request) or self.forwarding.admission(tab, request)
-                or self.member.admission(tab, request) or self.tasks.admission(tab, request))
+        """Why a request may not run on a tab of this node now: the node drains and its call is new, a person
+        controls it, its call's node left the fleet, the fleet's claims, or its task."""
+        return (self.drain.admission(tab, request) or self.live.admission(tab, request)
+                or self.forwarding.admission(tab, request) or self.member.admission(tab, request)
+                or self.tasks.admission(tab, request))
+
+    async def _leave(self) -> None:
+        """The drain's last step: the heartbeat stops, the registry entry and keys go (``bridge.drain``)."""
+        await asyncio.to_thread(self._heartbeat.stop)
+        await self.member.registry.stop()  # its registry entry and keys, the claims of its tabs with them
 
     async def _node_lost(self, node: str, tabs: list[int]) -> None:
         self.forwarding.origin_lost(node)
@@ -296,13 +307,10 @@ class Node:
         self.io.close()
 
     async def interrupt(self) -> None:
-        """End at once what runs on this node's tabs (the node stops; it does not wait for them).
-
-        Its persistent sessions are saved first, while the browser is whole. Requests not yet started are
-        refused with nothing sent, later ones too, running ones are cancelled, and barriers release their
-        sequences: every call ends within moments. A write that was running ends ``unknown``, and the audit
-        log records that (``interrupted``).
-        """
+        """End at once what runs on this node's tabs (the node stops; it does not wait for them): its persistent
+        sessions are saved first, while the browser is whole; requests not yet started are refused with nothing
+        sent, later ones too; running ones are cancelled; barriers release their sequences. A write that was
+        running ends ``unknown``, and the audit log records that (``interrupted``)."""
         if self._interrupted:
             return
         self._interrupted = True
@@ -351,7 +359,7 @@ class Node:
         """Run a call or resume from the loop, without blocking it: a resume where its checkpoint is, a call
         on the node of its tabs when they are all on another (``bridge.fleet.calls``). The tasks its session
         owns follow it."""
-        with self.tasks.following(message) as followed:
+        with self.drain.flight(), self.tasks.following(message) as followed:
             if isinstance(followed, ResumeCall):
                 return await self.resumes.resume(followed)
             forwarded = await self.forwarding.run(followed)
@@ -367,6 +375,11 @@ class Node:
             return await asyncio.wait_for(describe(self.browser.page(tab)), 3.0)
         except (KitsuneError, PlaywrightError, TimeoutError):
             return {"headings": [], "outline": []}
+
+    async def _run_sent(self, message: RunCall) -> CallResponse:
+        """A call another node sent here (or one of this node's that it declined): in flight while it runs."""
+        with self.drain.flight(message.call):
+            return await self._run_here(message)
 
     async def _run_here(self, message: RunCall | ResumeCall) -> CallResponse:
         actor = CallActor.start(self.calls)
@@ -385,6 +398,11 @@ class Node:
         if isinstance(command, NewTab) and command.session == ONE_SHOT and held is None:
             raise KitsuneError("invalid_parameter", 'newTab: a one-shot session ("call") ends with its container '
                                "call; a direct call names a reuse session", state={"param": "session"})
+        with self.drain.flight():
+            return await self._act(agent, command, tab, confirm_token, held)
+
+    async def _act(self, agent: str, command: Command, tab: int | None, confirm_token: str | None,
+                   held: HeldStep | None) -> tuple[Outcome, int]:
         entry = self.auditor(agent).direct(command, tab)
         reading = None if is_write(command) else asyncio.ensure_future(self._direct(agent, command, tab,
                                                                                     confirm_token))
@@ -465,6 +483,8 @@ class Node:
 
     async def _serve_open(self, request: TabRequest) -> Outcome:
         """A ``newTab`` placed on this node, or a ``resetSession`` of a session it holds; its tabs found again."""
+        if (refused := self.drain.admission(None, request)) is not None:
+            return refused
         left = request.seconds_left(time.time())
         if left <= 0:  # it waited past its deadline on the way: never opened late
             return not_sent(request.command, None, "its deadline passed before it arrived")

@@ -20,9 +20,10 @@ from core.policy import Policy
 from driver.devtools import FrontEndFile
 from messages.commands import Command
 from messages.errors import KitsuneError
+from messages.fleet import DrainState
 from messages.results import Outcome
 
-__all__ = ["CallService", "FleetService", "Health", "LiveLinkService", "LiveSocketService", "PolicyOf",
+__all__ = ["CallService", "DrainService", "FleetService", "Health", "LiveLinkService", "LiveSocketService", "PolicyOf",
            "SessionService", "TabService", "TaskService"]
 
 PolicyOf = Callable[[str | None], Policy]
@@ -166,6 +167,16 @@ class LiveSocketService(Protocol):
         """A file of DevTools' front end (None when there is none)."""
 
 
+class DrainService(Protocol):
+    """The drains of the fleet's nodes (``bridge.drain``), for operators."""
+
+    async def drain(self, node: str, deadline: float | None) -> DrainState:
+        """Start ``node``'s drain (this node's, or another's over NATS); where it is."""
+
+    async def drain_state(self, node: str) -> DrainState:
+        """Where ``node``'s drain is: ``serving``, ``draining``, or ``left`` (no longer in the fleet)."""
+
+
 class FleetService(Protocol):
     """The fleet as ``GET /api/fleet`` shows it: where a ``newTab`` may go."""
 
@@ -175,3 +186,6 @@ class FleetService(Protocol):
 
     def nodes(self) -> list[dict[str, Any]]:
         """The fleet's nodes alive, by name: their tabs and room (``self`` marks this one)."""
+
+    def draining(self) -> bool:
+        """Whether this node drains (it is not ready: ``GET /readyz``)."""

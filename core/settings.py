@@ -19,6 +19,7 @@ from messages.contract import (
     CHECKPOINT_TOTAL_CAPACITY,
     CHECKPOINT_TTL,
     CONTINUATION_TTL,
+    DRAIN_DEADLINE,
     LIVE_VIEW_LINKS,
     LIVE_VIEW_LINKS_PER_AGENT,
     LIVE_VIEW_TTL,
@@ -162,6 +163,8 @@ class NodeConfig:
     """A step's timeout when its command sets none."""
     audit_file: Path | None = None
     """The audit log's JSON-lines file (the stream alone when None)."""
+    drain_deadline: float = DRAIN_DEADLINE
+    """Seconds a drain (SIGTERM, ``kitsune drain``) gives the calls in flight before it interrupts them."""
     nats: NatsConfig = NatsConfig()
     checkpoints: CheckpointConfig = CheckpointConfig()
     sessions: SessionTimes = SessionTimes()

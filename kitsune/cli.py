@@ -61,6 +61,13 @@ def _parser() -> argparse.ArgumentParser:
     provision.add_argument("--password-env", default="NATS_ADMIN_PASSWORD",
                            help="the variable holding its password (default NATS_ADMIN_PASSWORD)")
     provision.add_argument("--creds-file", help="the administrator's NATS .creds file, instead of a password")
+    drain = commands.add_parser("drain", help="have a node leave its fleet gracefully: no new calls, its calls "
+                                              "in flight finish (operator token in KITSUNE_OPERATOR_TOKEN)")
+    drain.add_argument("--url", default="http://127.0.0.1:8765", help="a node's HTTP API (default "
+                                                                      "http://127.0.0.1:8765)")
+    drain.add_argument("--node", help="the node to drain (default: the node at --url)")
+    drain.add_argument("--deadline", type=float, help="seconds its calls in flight get (default: its drain_deadline)")
+    drain.add_argument("--wait", action="store_true", help="return once the node left the fleet")
     check = commands.add_parser("validate", help="validate a batch or parallel body (JSON file, - for stdin)")
     check.add_argument("file", help="the call body: {\"commands\": [...]} or {\"sequences\": [...]}")
     mcp = commands.add_parser("mcp", help="serve MCP over stdio: against --bridge URL, or an embedded bridge")
@@ -106,6 +113,9 @@ def main(argv: list[str] | None = None) -> int:
     if args.command == "provision":
         from kitsune.provision import run as run_provision  # noqa: PLC0415 (loaded by the command that runs it)
         return run_provision(args)
+    if args.command == "drain":
+        from kitsune.drain import run as run_drain  # noqa: PLC0415 (loaded by the command that runs it)
+        return run_drain(args)
     if args.command == "mcp":
         from mcp_gateway.command import run  # noqa: PLC0415 (loaded by the command that runs it)
         return run(bridge=args.bridge, token_file=args.token_file, config=args.config, nats_url=args.nats_url,

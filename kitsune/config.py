@@ -27,6 +27,7 @@ From a YAML or JSON file (``kitsune serve --config FILE``) and the environment::
     #   (or persist_key, persist_key_file; an agent entry may set persist_sessions)
     workflows: ./workflows
     audit_file: ./kitsune-audit.jsonl
+    drain_deadline: 30             # seconds a drain (SIGTERM, kitsune drain) gives the calls in flight
     max_body_bytes: 1048576
     metrics: {token_env: SCRAPE_TOKEN}   # a scrape token: reads /metrics only
     live_view: {enabled: true, ttl: 300}  # links a person opens to see and act in a tab (seconds to open one;
@@ -215,6 +216,7 @@ def _node(document: Document, env: Mapping[str, str], agents: int) -> NodeConfig
     return NodeConfig(
         name=document.node_name or generated_name(), fleet=document.fleet, max_tabs=document.max_tabs,
         max_sessions=document.max_sessions, agents=agents, audit_file=document.audit_file,
+        drain_deadline=document.drain_deadline,
         nats=NatsConfig(nats.url, auth),
         checkpoints=CheckpointConfig(per_agent=document.max_checkpoints, total=document.max_checkpoints_total),
         sessions=replace(sessions, max_exec_idle=max(sessions.max_exec_idle, CHECKPOINT_TTL)),

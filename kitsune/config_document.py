@@ -27,9 +27,11 @@ from messages.contract import (
     CHECKPOINT_CAPACITY,
     CHECKPOINT_TOTAL_CAPACITY,
     CONTINUATION_TTL,
+    DRAIN_DEADLINE,
     LIVE_VIEW_LINKS,
     LIVE_VIEW_LINKS_PER_AGENT,
     LIVE_VIEW_TTL,
+    MAX_DRAIN_DEADLINE,
     MAX_SESSIONS,
     MAX_TABS,
     QUOTA_SESSIONS,
@@ -250,6 +252,7 @@ class Document(BaseSettings):
     user_tabs_writable: bool = False
     workflows: StringPath | None = None
     audit_file: StringPath = Path("kitsune-audit.jsonl")
+    drain_deadline: Annotated[float, Field(ge=0, le=MAX_DRAIN_DEADLINE, allow_inf_nan=False)] = DRAIN_DEADLINE
     max_body_bytes: Count = 1_048_576
     max_checkpoints: Count = CHECKPOINT_CAPACITY
     max_checkpoints_total: Count = CHECKPOINT_TOTAL_CAPACITY

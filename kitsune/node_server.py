@@ -1,4 +1,5 @@
-"""The node of ``kitsune serve`` and its HTTP server (uvicorn), until SIGINT or SIGTERM."""
+"""The node of ``kitsune serve`` and its HTTP server (uvicorn), until the node drained (a first SIGTERM, or
+``kitsune drain``) or was stopped (SIGINT, a second SIGTERM)."""
 
 from __future__ import annotations
 
@@ -51,18 +52,27 @@ _SHUTDOWN_GRACE = 3
 
 
 class _Server(uvicorn.Server):
-    """uvicorn's server, exiting with status 0 after a stop on SIGINT or SIGTERM that takes seconds,
-    whatever is in flight: the node's tabs are interrupted first (running writes end unknown)."""
+    """uvicorn's server: a first SIGTERM drains the node; it exits with status 0 once the node left, or after a
+    stop (SIGINT, a second SIGTERM) that takes seconds whatever is in flight: the node's tabs are interrupted
+    first (running writes end unknown)."""
 
-    def __init__(self, config: uvicorn.Config, node: Node) -> None:
+    def __init__(self, config: uvicorn.Config, node: Node, loop: asyncio.AbstractEventLoop) -> None:
         super().__init__(config)
         self._node = node
+        self._loop = loop
 
     def handle_exit(self, sig: int, frame: FrameType | None) -> None:
-        if self.should_exit and sig == signal.SIGINT:
+        if sig == signal.SIGTERM and not self._node.drain.draining and not self.should_exit:
+            self._loop.call_soon_threadsafe(self._node.drain.start)
+        elif self.should_exit and sig == signal.SIGINT:
             self.force_exit = True
         else:
             self.should_exit = True
+
+    async def leaving(self) -> None:
+        """Stop once the node left its fleet (a drain ended)."""
+        await self._node.drain.left.wait()
+        self.should_exit = True
 
     async def shutdown(self, sockets: list[socket.socket] | None = None) -> None:
         await self._node.interrupt()
@@ -82,7 +92,7 @@ async def serve_http(args: argparse.Namespace, config: Settings, browser: Chromi
     server = _Server(uvicorn.Config(app, host=args.host, port=args.port, log_config=None, access_log=False,
                                     lifespan="off", timeout_graceful_shutdown=_SHUTDOWN_GRACE,
                                     **proxy_options(config.http)),
-                     node)
+                     node, asyncio.get_running_loop())
 
     async def announce() -> None:
         while not server.started:
@@ -102,10 +112,11 @@ async def serve_http(args: argparse.Namespace, config: Settings, browser: Chromi
         nats = display_url(node.config.nats.url) if node.config.nats.url else (node.nats.url if node.nats else "")
         print(f"kitsune serving http://{host}:{port} (nats {nats}, chromium {find_chromium()})", flush=True)
 
-    announcer = asyncio.create_task(announce())
+    announcer, leaving = asyncio.create_task(announce()), asyncio.create_task(server.leaving())
     try:
         await server.serve()
     finally:
         announcer.cancel()
+        leaving.cancel()
         await node.astop()
     return 0 if server.started else 1

@@ -1,4 +1,8 @@
-"""``kitsune serve``: one node (embedded NATS, local Chromium) and its HTTP API, until SIGINT or SIGTERM.
+"""``kitsune serve``: one node (embedded NATS, local Chromium) and its HTTP API, until it drained or was stopped.
+
+SIGTERM drains the node (``bridge.drain``: its calls in flight get ``drain_deadline`` seconds, then it leaves the
+fleet) and the process exits 0 once it left; a drain started otherwise (``kitsune drain``) ends the same way.
+SIGINT, or a second SIGTERM, stops at once: what runs on the node's tabs is interrupted.
 
 Chromium starts launching first, while the configuration and the node's modules load in a worker
 thread (a second and more of CPU: :mod:`kitsune.config`, :mod:`kitsune.node_server`, the MCP SDK

@@ -3,10 +3,10 @@
 from __future__ import annotations
 
 __all__ = ["APPROVAL_PROMPT_MAX", "CALL_TIMEOUT", "CHECKPOINT_CAPACITY", "CHECKPOINT_TOTAL_CAPACITY",
-           "CHECKPOINT_TTL", "CONFIRM_TTL", "LIVE_VIEW_LINKS", "LIVE_VIEW_LINKS_PER_AGENT", "LIVE_VIEW_TTL",
-           "MAX_CALL_TIMEOUT", "MAX_STEP_TIMEOUT", "RESUME_DEADLINE", "RESUME_WAIT", "RESUME_WAIT_MAX",
-           "SESSION_MAX_EXEC_IDLE", "SESSION_MAX_IDLE", "SESSION_PERSIST_INTERVAL", "SESSION_SWEEP_INTERVAL", "SETTLE",
-           "STEP_TIMEOUT", "TASK_LEASE_TTL"]
+           "CHECKPOINT_TTL", "CONFIRM_TTL", "DRAIN_DEADLINE", "LIVE_VIEW_LINKS", "LIVE_VIEW_LINKS_PER_AGENT",
+           "LIVE_VIEW_TTL", "MAX_CALL_TIMEOUT", "MAX_DRAIN_DEADLINE", "MAX_STEP_TIMEOUT", "RESUME_DEADLINE",
+           "RESUME_WAIT", "RESUME_WAIT_MAX", "SESSION_MAX_EXEC_IDLE", "SESSION_MAX_IDLE", "SESSION_PERSIST_INTERVAL",
+           "SESSION_SWEEP_INTERVAL", "SETTLE", "STEP_TIMEOUT", "TASK_LEASE_TTL"]
 
 CALL_TIMEOUT = 120.0
 """A container call's default deadline in seconds (spec: ``container_timeout``, default 120)."""
@@ -69,6 +69,12 @@ CONTINUATION_TTL = 60.0
 (``site_tools.continuation_ttl``; spec: continuation tokens, "around 60 seconds")."""
 
 # Tasks
+DRAIN_DEADLINE = 30.0
+"""Seconds a draining node's calls in flight get to finish before they are interrupted, unless configured
+otherwise (``drain_deadline``) or the drain names its own (issue 34)."""
+MAX_DRAIN_DEADLINE = 86400.0
+"""A drain's deadline at most."""
+
 TASK_LEASE_TTL = 30.0
 """Seconds a task's lease lasts after its owner session was last heard from, unless configured otherwise
 (``tasks.lease_ttl``; issue 17); a renewal writes only when less than half of it is left."""

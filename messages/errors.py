@@ -87,6 +87,7 @@ ERROR_CODES: Mapping[str, ErrorCode] = {code.name: code for code in [
     *_codes(429, True, "live_view_quota", "live_view_input_rate"),
     *_codes(503, True, "node_unavailable"),
     *_codes(503, False, "node_stopping"),
+    *_codes(503, True, "node_draining"),  # the node is leaving the fleet (a drain): another node takes the call
     *_codes(200, False, "handed_back", "viewer_gone"),
     # Site tools (the WebMCP tools a page declares) and their continuation tokens.
     *_codes(404, False, "site_tool_not_found"),

@@ -19,9 +19,9 @@ from messages.wire import KIND, Message, checked
 
 __all__ = [
     "Acknowledged", "AskCallResult", "AskCallStatus", "AskNodePart", "AskThumbnail", "CallAnswered",
-    "CallDeclined", "CallGone", "CallStatus", "ClaimDecided", "ClaimTab", "ForwardedCall", "NodePart", "PingHolder",
-    "ReissueToken", "Reissued", "ReleaseClaims", "ResumeRequest", "TakeOver", "TaskAnswered", "TaskOp", "Thumbnail",
-    "TookOver",
+    "CallDeclined", "CallGone", "CallStatus", "ClaimDecided", "ClaimTab", "DrainNode", "DrainState", "ForwardedCall",
+    "NodePart", "PingHolder", "ReissueToken", "Reissued", "ReleaseClaims", "ResumeRequest", "TakeOver",
+    "TaskAnswered", "TaskOp", "Thumbnail", "TookOver",
 ]
 
 
@@ -312,3 +312,28 @@ class Thumbnail(Message):
     jpeg: str
     """The JPEG, in base64."""
 
+
+
+# --- <fleet>.node.<name>.drain: the node leaves the fleet gracefully --------------------------
+
+@dataclass(frozen=True, slots=True)
+class DrainNode(Message):
+    """Drain the answering node (``bridge.drain``); answered :class:`DrainState` (a node draining already keeps
+    its first deadline)."""
+
+    deadline: float | None = None
+    """Seconds its calls in flight get to finish; None: the node's ``drain_deadline``."""
+
+
+@dataclass(frozen=True, slots=True)
+class DrainState(Message):
+    """Where a node's drain is."""
+
+    node: str
+    """The node."""
+    state: Literal["serving", "draining", "left"]
+    """Serving (no drain), draining, or left the fleet."""
+    deadline: float | None = None
+    """Seconds its calls in flight were given (None while serving)."""
+    calls: int = 0
+    """Its calls in flight now."""

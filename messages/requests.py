@@ -12,7 +12,7 @@ from messages.wire import KIND, Message, checked
 
 __all__ = ["NODE_OPS", "RequestEnded", "RequestRunning", "RequestWithdrawn", "Subjects", "TabCancel", "TabRequest"]
 
-NODE_OPS = ("open", "tabs", "claims", "call", "live", "console")
+NODE_OPS = ("open", "tabs", "claims", "call", "live", "console", "tasks", "drain")
 """What a request to ``<fleet>.node.<name>.<op>`` asks of that node (:meth:`Subjects.node`)."""
 
 
@@ -37,7 +37,7 @@ class Subjects:
         placed there), ``tabs`` (one of a ``getTabs``: its own tabs), ``claims`` (``messages.fleet``'s
         ``TakeOver``, ``ClaimTab``, ``ReleaseClaims``), ``call`` (``ForwardedCall``, ``AskCallStatus``,
         ``AskCallResult``), ``tasks`` (``TaskOp``: the ``tab`` tasks it keeps), ``live`` (``messages.live``'s
-        requests), ``console`` (``AskNodePart``, ``AskThumbnail``)."""
+        requests), ``console`` (``AskNodePart``, ``AskThumbnail``), ``drain`` (``DrainNode``)."""
         return f"{self.fleet}.node.{name}.{op}"
 
     def live(self, viewer: str, direction: str) -> str:

@@ -21,6 +21,7 @@ from messages.results import STATUSES
 
 ROUTES = frozenset({"/api/batch", "/api/parallel", "/api/workflow", "/api/resume", "/api/tabs", "/api/needs-user",
                     "/api/sessions", "/api/sessions/{name}", "/api/act", "/api/schema", "/api/caps", "/healthz",
+                    "/livez", "/readyz", "/api/fleet/nodes/{node}/drain",
                     "/metrics", "/mcp", "/api/tasks", "/api/tasks/{task}", "/api/tasks/{task}/{op}", "other"})
 HTTP_STATUSES = frozenset(str(n) for n in range(100, 600))
 FIXED: dict[str, frozenset[str]] = {

@@ -107,11 +107,18 @@ class FleetMember:
         self._deciding = asyncio.Lock()
         self._writing: set[asyncio.Task[None]] = set()
         """Registry writes of session changes under way (a task needs a reference until it ends)."""
+        self.draining = False
+        """The node drains (``bridge.drain``): its heartbeat says so, and no new tab is placed on it."""
 
     # the node's tabs in the registry
 
+    async def announce_draining(self) -> None:
+        """Say in the registry at once that the node drains: no new tab is placed on it."""
+        self.draining = True
+        await self.registry.beat()
+
     def heartbeat(self) -> NodeEntry:
-        return NodeEntry(self.name, len(self._browser.tab_ids()), self.max_tabs)
+        return NodeEntry(self.name, len(self._browser.tab_ids()), self.max_tabs, draining=self.draining)
 
     async def tabs_changed(self, opened: frozenset[int], closed: frozenset[int]) -> None:
         """Record the tabs that opened (owner and session) and those that closed."""
@@ -167,13 +174,14 @@ class FleetMember:
     def nodes(self) -> list[dict[str, Any]]:
         """The fleet's nodes alive, by name: their tabs and room."""
         beats = self.registry.alive()
-        return [{"name": b.node, "tabs": b.tabs, "max_tabs": b.max_tabs, "self": b.node == self.name}
+        return [{"name": b.node, "tabs": b.tabs, "max_tabs": b.max_tabs, "self": b.node == self.name,
+                 "draining": b.draining}
                 for b in sorted(beats.values(), key=lambda b: b.node)]
 
     def place(self, command: NewTab | ResetSession, agent: str | None, call: int | None) -> str:
         """The subject of the node a ``newTab`` of ``call`` opens on (from a call's thread): the node it
-        names, its session's node, else the least loaded node with room (this one first among equals). A
-        ``resetSession`` goes to its session's node."""
+        names, its session's node, else the least loaded node with room that is not draining (this one first
+        among equals). A ``resetSession`` goes to its session's node."""
         registry = self.registry
         if isinstance(command, ResetSession):
             held = registry.session_node(agent, command.name) if agent is not None else None
@@ -197,7 +205,7 @@ class FleetMember:
         for entry in list(registry.tabs.values()):
             if entry.node in counts:
                 counts[entry.node] += 1
-        room = [node for node in alive if counts[node] < alive[node].max_tabs]
+        room = [node for node in alive if counts[node] < alive[node].max_tabs and not alive[node].draining]
         if not room:
             raise KitsuneError("fleet_full", "No node of the fleet has room for another tab", retryable=True)
         return self._subjects.node(min(room, key=lambda node: (counts[node], node != self.name, node)), "open")

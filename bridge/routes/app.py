@@ -21,6 +21,7 @@ from starlette.middleware import Middleware
 from starlette.routing import BaseRoute
 
 from actors.call_actor import ResumeCall, RunCall
+from bridge.fleet.asking import ask_node
 from bridge.metrics import HttpMetrics, scrape_tokens
 from bridge.node import Node
 from bridge.routes.about import about_routes
@@ -28,6 +29,7 @@ from bridge.routes.actions import action_routes
 from bridge.routes.calls import call_routes
 from bridge.routes.console import console_routes
 from bridge.routes.console_limits import LoginLimiter
+from bridge.routes.drain import drain_routes
 from bridge.routes.edges import BearerChallenge, error_handlers
 from bridge.routes.gate import Gate
 from bridge.routes.live import live_routes
@@ -39,9 +41,13 @@ from core.calls import CallResponse
 from core.settings import Settings
 from messages.commands import Command
 from messages.errors import KitsuneError
+from messages.fleet import DrainNode, DrainState
 from messages.results import Outcome
 
 __all__ = ["create_app"]
+
+_ASK = 10.0
+"""Seconds another node has to answer a drain."""
 
 
 def create_app(node: Node, config: Settings, mounts: Sequence[BaseRoute] = ()) -> Starlette:
@@ -55,6 +61,7 @@ def create_app(node: Node, config: Settings, mounts: Sequence[BaseRoute] = ()) -
         *session_routes(node.sessions),
         *action_routes(calls, tabs, node, limit),
         *about_routes(node.policy_of, _NodeFleet(node), node.healthy),
+        *drain_routes(_NodeDrains(node)),
         *task_routes(node.task_service, node.confirms, node.held_takeovers, node.policy_of, limit),
         *live_routes(node.live),
         *console_routes(node, config, limiter=limiter),
@@ -128,3 +135,28 @@ class _NodeFleet:
 
     def nodes(self) -> list[dict[str, Any]]:
         return self._node.member.nodes()
+
+    def draining(self) -> bool:
+        return self._node.drain.draining
+
+
+class _NodeDrains:
+    """The fleet's drains as a ``DrainService``: this node's own, another's asked over NATS."""
+
+    def __init__(self, node: Node) -> None:
+        self._node = node
+
+    async def drain(self, node: str, deadline: float | None) -> DrainState:
+        own = self._node
+        if node == own.config.name:
+            return own.drain.start(deadline)
+        if node not in own.member.registry.alive():
+            raise KitsuneError("unknown_node", f"No node {node!r} in the fleet", state={"node": node})
+        return await ask_node(own.bus, own.subjects.node(node, "drain"), node, DrainNode(deadline), _ASK, DrainState)
+
+    async def drain_state(self, node: str) -> DrainState:
+        own = self._node
+        if node == own.config.name:
+            return own.drain.describe()
+        entry = own.member.registry.alive().get(node)
+        return DrainState(node, "left" if entry is None else "draining" if entry.draining else "serving")

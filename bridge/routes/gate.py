@@ -1,6 +1,7 @@
 """The bridge's gate, before every route: the bearer token names the agent (or, for ``DELETE
-/api/tasks/{id}`` only, an operator of the console), the session header names its session, and a
-route outside the agent's capability groups answers 404 ``capability_disabled``; errors as JSON.
+/api/tasks/{id}``, an operator of the console; for a node's drain, ``/api/fleet/nodes/{id}/drain``, an
+operator only), the session header names its session, and a route outside the agent's capability groups
+answers 404 ``capability_disabled``; errors as JSON.
 
 Wrong operator tokens count against the client's address in the console's limiter
 (``bridge.routes.console_limits``), as failed sign-ins do: past its limit, 429 ``login_rate_limited``, unchecked.
@@ -31,9 +32,13 @@ __all__ = ["Gate"]
 
 log = logging.getLogger(__name__)
 
-PUBLIC = frozenset({"/healthz"})
+PUBLIC = frozenset({"/healthz", "/livez", "/readyz"})
 PUBLIC_PREFIXES = ("/live/", "/console")
 """Pages that authenticate by themselves: Live View by its link's token, the console its operators."""
+_OPERATORS_ONLY = re.compile(r"/api/fleet/nodes/[^/]+/drain")
+"""Routes only an operator's bearer token passes."""
+
+
 def _error(error: KitsuneError) -> Response:
     return json_response(error.to_json(), error.http_status)
 
@@ -74,10 +79,11 @@ class Gate(BaseHTTPMiddleware):
         found = matching_index(token, [agent.token_sha256 for agent in self._config.agents])
         return self._config.agents[found].name if found is not None else None
 
-    def _operator_deletes(self, request: Request) -> Response | None:
-        """For an operator's ``DELETE /api/tasks/{id}`` (a bearer token that is no agent's): None when the
-        token is an operator's (``request.state.operator``), else the refusal. Wrong tokens count against the
-        client's address in the console's limiter: past its limit 429 ``login_rate_limited``, unchecked."""
+    def _operator(self, request: Request) -> Response | None:
+        """For an operator's request (``DELETE /api/tasks/{id}`` with a bearer token that is no agent's, a
+        drain): None when the token is an operator's (``request.state.operator``), else the refusal. Wrong tokens
+        count against the client's address in the console's limiter: past its limit 429 ``login_rate_limited``,
+        unchecked."""
         token = bearer_token(request.headers.getlist("authorization"))
         if token is None or not self._config.operators:
             return _error(KitsuneError("unauthorized", "A valid bearer token is needed"))
@@ -97,10 +103,13 @@ class Gate(BaseHTTPMiddleware):
         if path.startswith(PUBLIC_PREFIXES):
             return await call_next(request)
         try:
+            if _OPERATORS_ONLY.fullmatch(path):
+                refusal = self._operator(request)
+                return refusal if refusal is not None else await call_next(request)
             if path not in PUBLIC:
                 agent = self._agent(request)
                 if agent is None and request.method == "DELETE" and path.startswith("/api/tasks/"):
-                    refusal = self._operator_deletes(request)
+                    refusal = self._operator(request)
                     return refusal if refusal is not None else await call_next(request)
                 if agent is None:
                     return _error(KitsuneError("unauthorized", "A valid bearer token is needed"))

@@ -52,6 +52,7 @@ def _changes(files: Path) -> dict[str, dict[str, Any]]:
         "urls.allow": {"urls": {"allow": ["a.test"]}}, "urls.deny": {"urls": {"deny": ["a.test"]}},
         "user_tabs_writable": {"user_tabs_writable": True}, "workflows": {"workflows": "./flows"},
         "audit_file": {"audit_file": "other.jsonl"}, "max_body_bytes": {"max_body_bytes": 64},
+        "drain_deadline": {"drain_deadline": 5},
         "max_checkpoints": {"max_checkpoints": 3}, "max_checkpoints_total": {"max_checkpoints_total": 30},
         "sessions.max_idle": {"sessions": {"max_idle": 5}},
         "sessions.max_exec_idle": {"sessions": {"max_exec_idle": 1e6}},
