@@ -23,10 +23,10 @@ __all__ = ["GUARDS", "NOT_SETTINGS", "closest", "closest_key", "refused_variable
 
 PREFIX = "KITSUNE_"
 NOT_SETTINGS = frozenset({"KITSUNE_AGENTS", "KITSUNE_METRICS_TOKEN", "KITSUNE_CHROMIUM", "KITSUNE_TOKEN",
-                          "KITSUNE_APPROVAL_WAIT", "KITSUNE_PERSIST_KEY"})
+                          "KITSUNE_APPROVAL_WAIT", "KITSUNE_PERSIST_KEY", "KITSUNE_OPERATOR_TOKEN"})
 """Variables of their own meaning: agents and the scrape token (read with the settings), Chromium's path,
 ``kitsune mcp --bridge``'s token, the gateway's approval wait, the persistence key the shipped deploy files
-name (``sessions.persist_key_env``). ``KITSUNE_TEST_*`` are the tests'."""
+name (``sessions.persist_key_env``), ``kitsune drain``'s operator token. ``KITSUNE_TEST_*`` are the tests'."""
 GUARDS = ("read_only", "ask_before_act", "urls", "caps", "user_tabs_writable", "live_view", "operators",
           "agents", "metrics", "forwarded_allow_ips")
 """Settings that guard something: a variable close to one of them is refused, not ignored."""
