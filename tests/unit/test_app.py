@@ -107,7 +107,9 @@ class FakeNode:
         """No browser: the console's thumbnails take it (no test here asks for one)."""
         self.confirms = ConfirmTokens()
         self.tasks: Any = None
+        self.task_service: Any = None
         """No tasks: no test here reaches a task route (tests/unit/test_console_limits.py gives its own)."""
+        self.held_takeovers: Any = None
         self.live = LiveViews("fake", self.browser, LocalBus(), Subjects(), self.owners, LiveViewConfig(),
                               node_of=_nowhere, policy_of=self.policy_of, auditor=cast(Any, None))
         """Mounts the Live View routes (no test here opens one: tests/integration/test_live_view.py does)."""

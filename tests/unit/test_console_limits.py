@@ -144,7 +144,7 @@ class RecordedDeletes:
 def bridge_app(operators: tuple[Operator, ...]) -> tuple[TestClient, RecordedDeletes]:
     """The whole bridge app over the unit fake node (its tasks recorded), with ``operators``."""
     node, tasks = FakeNode(), RecordedDeletes()
-    node.tasks = tasks
+    node.task_service = tasks
     return TestClient(create_app(cast(Node, node), config(operators=operators)), follow_redirects=False), tasks
 
 
