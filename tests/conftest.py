@@ -29,6 +29,7 @@ import pytest
 from actors.nats_server import EmbeddedNats
 from core.settings import NatsAuth
 from messages.errors import KitsuneError
+from tests.integration.serving import Served, serve
 from tests.nats_access import PASSWORD_ENV, NatsAccess
 from tests.site import TestSite
 
@@ -107,3 +108,12 @@ def other_site() -> Iterator[TestSite]:
     """A second test site for the session, on another port: another origin than test_site's."""
     with TestSite() as served:
         yield served
+
+
+@pytest.fixture(scope="session")
+def plain(tmp_path_factory: pytest.TempPathFactory, nats_access: NatsAccess) -> Iterator[Served]:
+    """A ``kitsune serve`` node with both capability groups and no ask-before-act, shared by the session's
+    tests (end-to-end and integration alike): a test finds other tests' tabs and calls on it."""
+    running = serve(tmp_path_factory.mktemp("plain"), nats_access, {"caps": ["core", "automation"]})
+    yield running
+    assert running.stop() == 0
