@@ -9,6 +9,12 @@ enabled) instead of starting one, as ``KITSUNE_TEST_NATS_USER`` with the passwor
 ``KITSUNE_TEST_NATS_PASSWORD`` if it asks for credentials. A missing ``nats-server`` fails the
 run: it never skips. The embedded server requires its own generated credentials, and lets its
 user use every fleet's subjects (tests run many fleets), within the node's permissions otherwise.
+
+Under pytest-xdist (``scripts/test`` runs two workers, each test file whole on one) every worker is a
+session of its own: its own nats-server, test sites, node and browsers, so no name, port or stream is
+shared between workers. An external server would be shared: with one, the run needs a single worker.
+The files that start nodes and browsers are collected first, the unit tests last, so that the workers
+end together (xdist hands out whole files in collection order).
 """
 
 from __future__ import annotations
@@ -23,12 +29,25 @@ import pytest
 from actors.nats_server import EmbeddedNats
 from core.settings import NatsAuth
 from messages.errors import KitsuneError
+from tests.integration.serving import Served, serve
 from tests.nats_access import PASSWORD_ENV, NatsAccess
 from tests.site import TestSite
 
 pytest_plugins = ["tests.nats_cluster"]  # fixture nats_cluster: a 3-server cluster, for the tests that ask
 NATS_URL_ENV = "KITSUNE_TEST_NATS_URL"
-UNIT_TESTS = Path(__file__).parent / "unit"
+TESTS = Path(__file__).parent
+UNIT_TESTS = TESTS / "unit"
+SLOWEST_FIRST = ("static", "e2e", "integration", "docs", "site", "unit")
+"""The test folders, those whose files take longest first (mypy; nodes, browsers, servers; pure code last)."""
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """Order the files by :data:`SLOWEST_FIRST` (a stable sort: each file's tests keep their order)."""
+    def rank(item: pytest.Item) -> int:
+        folder = item.path.relative_to(TESTS).parts[0] if item.path.is_relative_to(TESTS) else ""
+        return SLOWEST_FIRST.index(folder) if folder in SLOWEST_FIRST else len(SLOWEST_FIRST)
+
+    items.sort(key=rank)
 
 
 @pytest.fixture(scope="session", autouse=True)
@@ -61,6 +80,8 @@ def nats_access() -> Iterator[NatsAccess]:
     """A NATS server with JetStream shared by the whole session, and its credentials."""
     given = os.environ.get(NATS_URL_ENV, "").strip()
     if given:
+        if int(os.environ.get("PYTEST_XDIST_WORKER_COUNT", "1")) > 1:
+            pytest.fail(f"{NATS_URL_ENV} is one server for every xdist worker: run with -n 0", pytrace=False)
         user = os.environ.get("KITSUNE_TEST_NATS_USER") or None
         yield NatsAccess(given, NatsAuth(user=user, password=os.environ.get(PASSWORD_ENV) if user else None))
         return
@@ -87,3 +108,12 @@ def other_site() -> Iterator[TestSite]:
     """A second test site for the session, on another port: another origin than test_site's."""
     with TestSite() as served:
         yield served
+
+
+@pytest.fixture(scope="session")
+def plain(tmp_path_factory: pytest.TempPathFactory, nats_access: NatsAccess) -> Iterator[Served]:
+    """A ``kitsune serve`` node with both capability groups and no ask-before-act, shared by the session's
+    tests (end-to-end and integration alike): a test finds other tests' tabs and calls on it."""
+    running = serve(tmp_path_factory.mktemp("plain"), nats_access, {"caps": ["core", "automation"]})
+    yield running
+    assert running.stop() == 0

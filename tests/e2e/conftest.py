@@ -1,7 +1,7 @@
 """End-to-end fixtures: live ``kitsune serve`` nodes (real NATS, real Chromium, the test site) and
 MCP clients of the SDK itself, over stdio (``kitsune mcp``) and streamable HTTP (``/mcp``).
 
-The session's nats-server and test site come from tests/conftest.py.
+The session's nats-server, test site and ``plain`` node come from tests/conftest.py.
 """
 
 from __future__ import annotations
@@ -32,14 +32,6 @@ def _environment(**values: str) -> Iterator[None]:
                 os.environ.pop(name, None)
             else:
                 os.environ[name] = value
-
-
-@pytest.fixture(scope="session")
-def plain(tmp_path_factory: pytest.TempPathFactory, nats_access: NatsAccess) -> Iterator[Served]:
-    """A node with both capability groups and no ask-before-act."""
-    running = serve(tmp_path_factory.mktemp("plain"), nats_access, {"caps": ["core", "automation"]})
-    yield running
-    assert running.stop() == 0
 
 
 @pytest.fixture(scope="session")

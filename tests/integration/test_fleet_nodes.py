@@ -247,10 +247,9 @@ def test_a_node_whose_loop_stalls_past_the_loss_threshold_stays_in_the_fleet_and
         time.sleep(0.1)
     assert absent == [], "node-b judged node-a lost while its loop stalled"
     until(lambda: first.loop_watch.stalls > stalls, 5, "node-a's watchdog seeing the stall")
-    registry = first.metrics.registry
-    longest = (registry.get_sample_value("kitsune_event_loop_lag_seconds_bucket", {"le": "+Inf"}) or 0) - (
-        registry.get_sample_value("kitsune_event_loop_lag_seconds_bucket", {"le": "10.0"}) or 0)
-    assert longest >= 1  # the stall, measured (12 s)
+    buckets = {sample.labels["le"]: sample.value for family in first.metrics.registry.collect()
+               for sample in family.samples if sample.name == "kitsune_event_loop_lag_seconds_bucket"}
+    assert buckets["+Inf"] - buckets["10.0"] >= 1  # the stall, measured (12 s); one collect: lags go on landing
     answer = batch(second, [CLICK], tabId=tab)
     assert answer["status"] == "ok", answer  # not tab_closed: the fleet still agrees where it is
     assert site.wait_for_count(HIT, 1) == 1

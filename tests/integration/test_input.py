@@ -296,8 +296,8 @@ def test_fuzzed_bodies_never_answer_5xx_never_hang_and_write_nothing(
         client: httpx.Client, node: Node, clicks_tab: int, site: TestSite,
         fuzz_routes: list[tuple[str, st.SearchStrategy[Any]]]) -> None:
     """Generated bodies run as a read-only agent on the site's page: reads do real work, writes are refused. The one
-    5xx allowed is a direct read's own timeout running out (``timeout: 0.0``): 504 ``timeout``, nothing sent, as a
-    direct route answers every error with its code's status."""
+    5xx allowed is a direct read's own timeout running out (``timeout: 0.0``, or a short one on a loaded machine):
+    504 ``timeout``, failed, as a direct route answers every error with its code's status."""
     seen: dict[int, int] = {}
     policy = node.policy
     node.policy = dataclasses.replace(policy, read_only=True)
@@ -330,7 +330,8 @@ def test_fuzzed_bodies_never_answer_5xx_never_hang_and_write_nothing(
 
 
 def _own_timeout(answer: httpx.Response) -> bool:
-    """Whether ``answer`` is a direct call's step that ran out of its own time before it started (nothing sent)."""
+    """Whether ``answer`` is a direct call's step that ran out of its own time: before it started (nothing sent), or
+    a read while it ran (failed: a read is never unknown)."""
     body = answer.json()
-    return (answer.status_code == 504 and body.get("code") == "timeout"
-            and isinstance(body.get("state"), dict) and body["state"].get("sent") is False)
+    unsent = isinstance(body.get("state"), dict) and body["state"].get("sent") is False
+    return answer.status_code == 504 and body.get("code") == "timeout" and (unsent or body.get("status") == "failed")

@@ -27,11 +27,10 @@ SLOW_JS = "await fetch('/busy', {method: 'POST'}); await new Promise(r => setTim
 """A write that tells the site it runs (``BUSY`` counted), then keeps its tab busy for 3 s."""
 
 
-@pytest.fixture(scope="module")
-def served(tmp_path_factory: pytest.TempPathFactory, nats_access: NatsAccess) -> Iterator[Served]:
-    running = serve(tmp_path_factory.mktemp("twice"), nats_access, {"caps": ["core", "automation"]})
-    yield running
-    assert running.stop() == 0
+@pytest.fixture
+def served(plain: Served) -> Served:
+    """The session's plain node (tests/conftest.py)."""
+    return plain
 
 
 def _in_background(work: Any) -> tuple[threading.Thread, list[Any]]:
