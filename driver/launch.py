@@ -162,17 +162,17 @@ class Chromium:
         self._stopping = True
         self._started = False
         launching, self._launching = self._launching, None
-        if launching is not None:  # launched early, and never started: its browser is closed with the driver
-            launching.cancel()
-            with contextlib.suppress(BaseException):
-                await launching
+        early: Browser | None = None
+        if launching is not None:  # launched early, never started: the launch ends (a cancelled one could leave
+            with contextlib.suppress(Exception):  # its process starting), then its browser is closed below
+                early = await launching
         self._forget_ahead()
         task, self._restart_task = self._restart_task, None
         if task is not None and not task.done():
             task.cancel()
             with contextlib.suppress(BaseException):
                 await task
-        browser, playwright = self._browser, self._playwright
+        browser, playwright = self._browser or early, self._playwright
         self._browser = self._cdp = self._tabs.context = None
         self._playwright = None
         self._tabs.forget_all()

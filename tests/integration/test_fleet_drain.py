@@ -4,6 +4,8 @@ Node A is a ``kitsune serve`` process; node B an in-process node of the same fle
 cluster, served over HTTP. Twenty agents run calls that each write once to the test site (a POST to a path of their
 own: the site counts each), through A and B, on tabs of both. A drains while they run, one call held in
 flight on it (the site holds its answer): the call finishes, new calls go to B, A leaves, its process exits 0.
+An agent signed in to the site in a persistent session on A finds its sign-in through B once A left: the drain
+saved it, and B restores it.
 """
 
 from __future__ import annotations
@@ -26,11 +28,12 @@ import pytest
 from actors.buckets import NODES_BUCKET, TABS_BUCKET
 from actors.nats_server import EmbeddedNats
 from bridge.wiring import run_node
-from core.settings import NatsConfig, NodeConfig
+from core.settings import NatsConfig, NodeConfig, SessionTimes
 from driver import ChromiumBrowser
 from kitsune.config import load_config
 from kitsune.fleet import FLEET
 from tests.integration.fleet_nodes import until
+from tests.integration.persist_sessions import KEY, SIGN_IN, open_persistent, secrets_absent, seen_by_site
 from tests.integration.serving import KITSUNE, Served, app_over, serve
 from tests.nats_access import NatsAccess
 from tests.nats_cluster import ClusterAccess
@@ -44,7 +47,8 @@ WRITE = ("await new Promise(r => setTimeout(r, 50)); "
 
 def _settings() -> dict[str, Any]:
     return {"agents": [{"name": name, "token": token} for name, token in AGENTS.items()],
-            "operators": [{"name": "sre", "token": OPERATOR}], "caps": ["core", "automation"]}
+            "operators": [{"name": "sre", "token": OPERATOR}], "caps": ["core", "automation"],
+            "sessions": {"persist_key": KEY}}
 
 
 @dataclass
@@ -80,7 +84,8 @@ def pair(tmp_path_factory: pytest.TempPathFactory, nats_cluster: ClusterAccess) 
     directory = tmp_path_factory.mktemp("drain")
     a = serve(directory, nats_cluster, {**_settings(), "drain_deadline": 60, "fleet": FLEET})  # the cluster's
     try:
-        b = run_node(ChromiumBrowser(), nats_cluster.node_config(step_timeout=10.0))
+        b = run_node(ChromiumBrowser(), nats_cluster.node_config(step_timeout=10.0,
+                                                                  sessions=SessionTimes(persist_key=KEY)))
         try:
             config = load_config(None, {"KITSUNE_AGENTS": ",".join(f"{n}={t}" for n, t in AGENTS.items()),
                                         "KITSUNE_CAPS": "core,automation",
@@ -164,9 +169,9 @@ class Agent:
         if answer.status_code != 200:  # the test ends
             return
         self.tab = answer.json()["tabId"]
-        self.moved.append(self._node_of(self.tab))
+        self.moved.append(self.node_of(self.tab))
 
-    def _node_of(self, tab: int) -> str:
+    def node_of(self, tab: int) -> str:
         with self.client() as client:
             tabs = client.get("/api/tabs").json()["tabs"]
         return str(next(t["node"] for t in tabs if t["tabId"] == tab))
@@ -208,6 +213,7 @@ def _held_call(pair: Pair, site: TestSite) -> tuple[threading.Thread, list[httpx
 def test_a_node_drained_under_load_loses_no_answer_writes_nothing_twice_and_leaves_at_once(
         pair: Pair, site: TestSite) -> None:
     agents = _agents(pair, site)
+    shopper = _signed_in_on_a(pair, site)
     threads = [threading.Thread(target=agent.run) for agent in agents]
     try:
         held_tab = _drain_under_load(pair, site, agents, threads)
@@ -220,6 +226,30 @@ def test_a_node_drained_under_load_loses_no_answer_writes_nothing_twice_and_leav
         for thread in threads:
             thread.join(timeout=120)
     _no_answer_lost_nothing_twice(pair, site, agents)
+    _signed_in_through_b(pair, site, shopper)
+
+
+def _signed_in_on_a(pair: Pair, site: TestSite) -> Agent:
+    """agent19 signed in to the site in its persistent session ``shop``, on A (never saved until the drain)."""
+    shopper = Agent("agent19", pair, site, pair.a.base)
+    with shopper.client() as client:
+        opened = client.post("/api/tabs", json={"op": "open", "url": site.url("/session/start"), "node": pair.a_name,
+                                                "session": {"name": "shop", "persist": True}}).json()
+        assert opened["status"] == "ok" and opened["restored"] is False, opened
+        assert seen_by_site(client, opened["tabId"]) == "signed in"
+    return shopper
+
+
+def _signed_in_through_b(pair: Pair, site: TestSite, shopper: Agent) -> None:
+    """Once A left, the shopper's session opens through B with its sign-in: restored from the drain's save."""
+    shopper.base = pair.b
+    with shopper.client() as client:
+        restored = open_persistent(client, site.url("/session"))
+        assert restored["status"] == "ok" and restored["restored"] is True, restored
+        assert seen_by_site(client, restored["tabId"]) == "signed in"  # the site saw the sign-in's cookie
+        assert shopper.node_of(restored["tabId"]) == pair.b_name
+    assert site.count(SIGN_IN) == 1
+    assert secrets_absent(site, pair.a.log_file.read_text(), pair.a.audit_file.read_text())
 
 
 def _drain_under_load(pair: Pair, site: TestSite, agents: list[Agent], threads: list[threading.Thread]) -> int:
