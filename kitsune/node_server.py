@@ -8,6 +8,7 @@ import asyncio
 import signal
 import socket
 import sys
+from collections.abc import Callable
 from dataclasses import replace
 from pathlib import Path
 from types import FrameType
@@ -56,10 +57,18 @@ class _Server(uvicorn.Server):
     stop (SIGINT, a second SIGTERM) that takes seconds whatever is in flight: the node's tabs are interrupted
     first (running writes end unknown)."""
 
-    def __init__(self, config: uvicorn.Config, node: Node, loop: asyncio.AbstractEventLoop) -> None:
+    def __init__(self, config: uvicorn.Config, node: Node, loop: asyncio.AbstractEventLoop,
+                 on_started: Callable[[], None]) -> None:
         super().__init__(config)
         self._node = node
         self._loop = loop
+        self._on_started = on_started
+
+    async def startup(self, sockets: list[socket.socket] | None = None) -> None:
+        """uvicorn's start; once it serves, ``on_started`` at once (an embedded bridge's caller waits for it)."""
+        await super().startup(sockets)
+        if self.started:
+            self._on_started()
 
     def handle_exit(self, sig: int, frame: FrameType | None) -> None:
         if sig == signal.SIGTERM and not self._node.drain.draining and not self.should_exit:
@@ -89,16 +98,8 @@ async def serve_http(args: argparse.Namespace, config: Settings, browser: Chromi
     if len(config.agents) == 1:  # its one agent's first tab opens in a session made while the server starts
         browser.context_ahead(config.agents[0].name)
     app = create_app(node, config, mcp=not args.no_mcp)
-    server = _Server(uvicorn.Config(app, host=args.host, port=args.port, log_config=None, access_log=False,
-                                    lifespan="off", timeout_graceful_shutdown=_SHUTDOWN_GRACE,
-                                    **proxy_options(config.http)),
-                     node, asyncio.get_running_loop())
 
-    async def announce() -> None:
-        while not server.started:
-            if server.should_exit:
-                return
-            await asyncio.sleep(0.05)
+    def announce() -> None:
         host, port = server.servers[0].sockets[0].getsockname()[:2]
         if config.generated_token is not None:
             try:
@@ -112,11 +113,14 @@ async def serve_http(args: argparse.Namespace, config: Settings, browser: Chromi
         nats = display_url(node.config.nats.url) if node.config.nats.url else (node.nats.url if node.nats else "")
         print(f"kitsune serving http://{host}:{port} (nats {nats}, chromium {find_chromium()})", flush=True)
 
-    announcer, leaving = asyncio.create_task(announce()), asyncio.create_task(server.leaving())
+    server = _Server(uvicorn.Config(app, host=args.host, port=args.port, log_config=None, access_log=False,
+                                    lifespan="off", timeout_graceful_shutdown=_SHUTDOWN_GRACE,
+                                    **proxy_options(config.http)),
+                     node, asyncio.get_running_loop(), announce)
+    leaving = asyncio.create_task(server.leaving())
     try:
         await server.serve()
     finally:
-        announcer.cancel()
         leaving.cancel()
         await node.astop()
     return 0 if server.started else 1
