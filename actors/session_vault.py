@@ -11,6 +11,7 @@ Nothing here logs or raises a state's contents.
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import os
 
@@ -27,6 +28,7 @@ from actors.buckets import sessions_bucket
 from actors.fleet_registry import agent_key
 from actors.jetstream import ensure_bucket
 from core.session_state import SavedState
+from messages.contract import SESSION_STATE_MAX
 from messages.errors import KitsuneError
 
 __all__ = ["SessionVault", "seal", "unseal"]
@@ -36,7 +38,9 @@ _NONCE = 12
 _DELETED = ("DEL", "PURGE")
 
 
+@functools.lru_cache(maxsize=4)
 def _aes(key: str) -> AESGCM:
+    """The cipher of ``key`` (derived once per key, not per state)."""
     derived = HKDF(algorithm=hashes.SHA256(), length=32, salt=None, info=b"kitsune session state v1")
     return AESGCM(derived.derive(key.encode()))
 
@@ -47,7 +51,11 @@ def _bound(fleet: str, agent: str, name: str) -> bytes:
 
 
 def seal(key: str, fleet: str, agent: str, name: str, plain: bytes) -> bytes:
-    """``plain`` sealed for ``agent``'s session ``name``."""
+    """``plain`` sealed for ``agent``'s session ``name``; ``session_state_too_large`` past :data:`SESSION_STATE_MAX`."""
+    if len(plain) + 1 + _NONCE + 16 > SESSION_STATE_MAX:
+        raise KitsuneError("session_state_too_large", f"The state of session {name!r} takes {len(plain)} bytes, more "
+                           f"than the {SESSION_STATE_MAX} a persistent session may store: it was not saved",
+                           state={"session": name, "max": SESSION_STATE_MAX})
     nonce = os.urandom(_NONCE)
     return _VERSION + nonce + _aes(key).encrypt(nonce, plain, _bound(fleet, agent, name))
 

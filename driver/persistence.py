@@ -28,6 +28,7 @@ from playwright.async_api import Error as PlaywrightError
 
 from core.session_names import one_shot_call
 from core.session_state import SavedState, StateStore
+from messages.contract import SESSION_SAVE_TIMEOUT
 from messages.errors import KitsuneError
 
 __all__ = ["Persistence", "Stored"]
@@ -140,10 +141,11 @@ class Persistence:
         assert self.store is not None
         used = session.used
         try:
-            state = SavedState(dict(await session.context.storage_state(indexed_db=True)),
-                               _origins(session.context.pages), self._sessions.table.wall())
-            size = await self.store.save(session.agent, session.name, state)
-        except (PlaywrightError, KitsuneError) as e:
+            async with asyncio.timeout(SESSION_SAVE_TIMEOUT):  # a page's storage is the page's: its read is bounded
+                state = SavedState(dict(await session.context.storage_state(indexed_db=True)),
+                                   _origins(session.context.pages), self._sessions.table.wall())
+                size = await self.store.save(session.agent, session.name, state)
+        except (PlaywrightError, KitsuneError, TimeoutError) as e:
             log.error("the state of a persistent session was not saved (%s)", getattr(e, "code", type(e).__name__))
             return None
         session.saved_used = used

@@ -6,6 +6,7 @@ __all__ = ["APPROVAL_PROMPT_MAX", "CALL_TIMEOUT", "CHECKPOINT_CAPACITY", "CHECKP
            "CHECKPOINT_TTL", "CONFIRM_TTL", "DRAIN_DEADLINE", "LIVE_VIEW_LINKS", "LIVE_VIEW_LINKS_PER_AGENT",
            "LIVE_VIEW_TTL", "MAX_CALL_TIMEOUT", "MAX_DRAIN_DEADLINE", "MAX_STEP_TIMEOUT", "RESUME_DEADLINE",
            "RESUME_WAIT", "RESUME_WAIT_MAX", "SESSION_MAX_EXEC_IDLE", "SESSION_MAX_IDLE", "SESSION_PERSIST_INTERVAL",
+           "SESSION_SAVE_TIMEOUT", "SESSION_STATE_MAX",
            "SESSION_SWEEP_INTERVAL", "SETTLE", "STEP_TIMEOUT", "TASK_LEASE_TTL"]
 
 CALL_TIMEOUT = 120.0
@@ -42,6 +43,12 @@ SESSION_SWEEP_INTERVAL = 30.0
 """Seconds between two sweeps of idle sessions (``sessions.sweep_interval``)."""
 SESSION_PERSIST_INTERVAL = 60.0
 """Seconds between two saves of a persistent session in use (``sessions.persist_interval``)."""
+SESSION_STATE_MAX = 768 * 1024
+"""Bytes a persistent session's state may take, sealed: a page that stores more leaves it unsaved (a NATS
+message carries 1 MiB by default; ``session_state_too_large``)."""
+SESSION_SAVE_TIMEOUT = 10.0
+"""Seconds a persistent session's save may take (reading its state from Chromium, storing it): past them it is
+left unsaved, and a node's stop or drain goes on."""
 
 # The fleet
 MAX_TABS = 256

@@ -78,6 +78,7 @@ ERROR_CODES: Mapping[str, ErrorCode] = {code.name: code for code in [
     *_codes(404, False, "session_not_found"),
     *_codes(409, False, "session_exists", "session_not_promotable"),
     *_codes(409, False, "persistence_not_configured", "session_state_refused"),  # persistent sessions (issue 34)
+    *_codes(413, False, "session_state_too_large"),
     *_codes(503, True, "session_state_unavailable"),
     # Live View (a person's connection to a tab; its refusals are also WebSocket close codes).
     *_codes(403, False, "live_view_disabled", "live_view_token_invalid", "live_view_expired", "live_view_wrong_tab",

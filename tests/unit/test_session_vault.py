@@ -6,6 +6,7 @@ import pytest
 
 from actors.session_vault import seal, unseal
 from core.session_state import SavedState
+from messages.contract import SESSION_STATE_MAX
 from messages.errors import KitsuneError
 
 KEY = "a-key-of-the-node-0123456789"
@@ -35,3 +36,13 @@ def test_what_is_not_a_saved_state_is_refused() -> None:
     with pytest.raises(ValueError):
         SavedState.from_bytes(b'{"cookies": []}')
     assert "the-secret-cookie" not in repr(STATE)
+
+
+def test_a_state_past_the_bound_is_not_sealed_and_says_so_without_its_contents() -> None:
+    big = SavedState({"cookies": [], "origins": [{"origin": "http://shop.test", "localStorage": [
+        {"name": "blob", "value": "the-secret-cookie" + "x" * SESSION_STATE_MAX}]}]}, ("http://shop.test",), 1.0)
+    with pytest.raises(KitsuneError) as refused:
+        seal(KEY, "fleet", "alice", "shop", big.to_bytes())
+    assert (refused.value.code, refused.value.http_status) == ("session_state_too_large", 413)
+    assert refused.value.state == {"session": "shop", "max": SESSION_STATE_MAX}
+    assert "the-secret-cookie" not in str(refused.value)
