@@ -25,7 +25,11 @@ from messages.contract import CONFIRM_TTL
 from messages.errors import KitsuneError
 from messages.tokens import token_hash
 
-__all__ = ["HeldTakeovers"]
+__all__ = ["HELD_PER_AGENT", "HeldTakeovers"]
+
+HELD_PER_AGENT = 16
+"""Takeovers one agent may have waiting for a person on a node: past it, its oldest leaves the queue (its token then
+answers as any unapproved one), so no agent fills the console or the node's memory."""
 
 TakeOver = Callable[[str, str | None, str, bool], Awaitable[dict[str, Any]]]
 """The takeover an approval makes: agent, session, task id, force; its answer."""
@@ -69,6 +73,9 @@ class HeldTakeovers:
         held = _Held(f"h-{secrets.token_hex(6)}", token, agent, session, task, force, now, now + CONFIRM_TTL)
         with self._lock:
             self._held = {k: h for k, h in self._held.items() if h.expires > now}
+            mine = [k for k, h in self._held.items() if h.agent == agent]
+            for key in mine[:max(0, len(mine) - HELD_PER_AGENT + 1)]:  # the oldest first: insertion order
+                del self._held[key]
             self._held[token_hash(token)] = held
         return held.id
 
