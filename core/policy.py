@@ -24,7 +24,7 @@ from core.session_names import ONE_SHOT, one_shot_name
 from core.url_policy import UrlPolicy
 from messages.cdp_methods import rule_of
 from messages.commands import CallSiteTool, Cdp, Command, Navigate, NewTab, command_to_json, is_write
-from messages.contract import CHECKPOINT_CAPACITY, CONFIRM_TTL, QUOTA_SESSIONS, QUOTA_TABS
+from messages.contract import CHECKPOINT_CAPACITY, CONFIRM_PER_AGENT, CONFIRM_TTL, QUOTA_SESSIONS, QUOTA_TABS
 from messages.errors import KitsuneError
 from messages.results import Done, Failed, Failure, HeldForApproval, Outcome
 from messages.tokens import digest, digests_equal, new_token, token_hash
@@ -156,12 +156,14 @@ class HeldStep:
 class ConfirmTokens:
     """Confirm tokens of ask-before-act: bound to agent, session, action, tab and parameters; 120 s; once.
 
-    An approval given to one session never authorizes a call of another, even of the same agent.
+    An approval given to one session never authorizes a call of another, even of the same agent. An agent
+    holds at most ``CONFIRM_PER_AGENT`` unredeemed: past it, its own oldest goes, never another agent's.
     """
 
     def __init__(self, clock: Callable[[], float] = time.monotonic) -> None:
         self._clock = clock
-        self._issued: dict[bytes, tuple[bytes, float, HeldStep | None]] = {}
+        self._issued: dict[bytes, tuple[bytes, float, HeldStep | None, str]] = {}  # in order of expiry
+        self._per_agent: dict[str, dict[bytes, None]] = {}  # each agent's tokens, oldest first
         self._lock = threading.Lock()
 
     @staticmethod
@@ -181,12 +183,32 @@ class ConfirmTokens:
         """A token approving ``action`` (a command's, or another write's: a task's takeover) with ``params``
         (for the container call's step ``held``, when its approval needs to know it)."""
         token = new_token()
+        key = token_hash(token)
         with self._lock:
             now = self._clock()
-            self._issued = {k: v for k, v in self._issued.items() if v[1] > now}
-            self._issued[token_hash(token)] = (self._binding(agent, session, action, tab, params), now + CONFIRM_TTL,
-                                               held)
+            self._drop_expired(now)
+            mine = self._per_agent.setdefault(agent, {})
+            if len(mine) >= CONFIRM_PER_AGENT:
+                self._drop(next(iter(mine)))
+            mine[key] = None
+            self._issued[key] = (self._binding(agent, session, action, tab, params), now + CONFIRM_TTL, held, agent)
         return token
+
+    def _drop_expired(self, now: float) -> None:
+        """Forget the tokens expired at ``now``: the oldest first, all with the same lifetime."""
+        while self._issued:
+            key, (_, expires, _, _) = next(iter(self._issued.items()))
+            if expires > now:
+                return
+            self._drop(key)
+
+    def _drop(self, key: bytes) -> None:
+        """Forget one token (the lock held)."""
+        agent = self._issued.pop(key)[3]
+        mine = self._per_agent[agent]
+        del mine[key]
+        if not mine:
+            del self._per_agent[agent]
 
     def held_step(self, token: str, agent: str) -> HeldStep | None:
         """The container call's step a valid token of ``agent`` was issued for (it is not used up), or None."""
@@ -222,7 +244,7 @@ class ConfirmTokens:
                 return False
             if not digests_equal(found[0], self._binding(agent, session, action, tab, params)):
                 return False
-            del self._issued[key]
+            self._drop(key)
         return True
 
 

@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 __all__ = ["APPROVAL_PROMPT_MAX", "CALL_TIMEOUT", "CHECKPOINT_CAPACITY", "CHECKPOINT_TOTAL_CAPACITY",
-           "CHECKPOINT_TTL", "CONFIRM_TTL", "DRAIN_DEADLINE", "LIVE_VIEW_LINKS", "LIVE_VIEW_LINKS_PER_AGENT",
+           "CHECKPOINT_TTL", "CONFIRM_PER_AGENT", "CONFIRM_TTL", "DRAIN_DEADLINE", "LIVE_VIEW_LINKS",
+           "LIVE_VIEW_LINKS_PER_AGENT",
            "LIVE_VIEW_TTL", "MAX_CALL_TIMEOUT", "MAX_DRAIN_DEADLINE", "MAX_STEP_TIMEOUT", "RESUME_DEADLINE",
            "RESUME_WAIT", "RESUME_WAIT_MAX", "SESSION_MAX_EXEC_IDLE", "SESSION_MAX_IDLE", "SESSION_PERSIST_INTERVAL",
            "SESSION_SAVE_TIMEOUT", "SESSION_STATE_MAX",
@@ -27,6 +28,8 @@ RESUME_WAIT_MAX = 300.0
 """The largest ``wait`` of browser_resume; larger values are capped (spec: browser_resume)."""
 CONFIRM_TTL = 120.0
 """Seconds a confirm token of ask-before-act stays valid (spec: Policy, confirm tokens)."""
+CONFIRM_PER_AGENT = 64
+"""Confirm tokens one agent holds unredeemed at most on a node: past it, its own oldest goes (never another's)."""
 APPROVAL_PROMPT_MAX = CONFIRM_TTL - 5.0
 """Seconds an approval prompt stays open at most (115): its token must still be valid (spec: Direct calls)."""
 CHECKPOINT_CAPACITY = 20

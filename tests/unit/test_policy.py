@@ -11,6 +11,7 @@ from core.policy import SITE_TOOL_WRITES, USER, ConfirmTokens, Policy, PolicyDri
 from core.ports import Recorded, wait_recorded
 from core.url_policy import UrlPolicy
 from messages.commands import CallSiteTool, Click, Command, Navigate, NewTab, Title
+from messages.contract import CONFIRM_PER_AGENT
 from messages.errors import KitsuneError
 from messages.results import Done, Failed, Failure, HeldForApproval, Outcome
 
@@ -167,6 +168,16 @@ def test_a_confirm_token_expires_after_120_seconds() -> None:
     fresh = tokens.issue("alice", None, command, 1)
     CLOCK.t += 119.0
     assert tokens.redeem(fresh, "alice", None, command, 1) is True
+
+
+def test_an_agent_holds_at_most_its_bound_of_confirm_tokens_its_own_oldest_going_first() -> None:
+    tokens = ConfirmTokens(CLOCK)
+    command = Click(selector="#a")
+    theirs = tokens.issue("bob", None, command, 1)
+    mine = [tokens.issue("alice", None, command, 1) for _ in range(CONFIRM_PER_AGENT + 1)]
+    assert tokens.redeem(mine[0], "alice", None, command, 1) is False  # pushed out by the newest
+    assert all(tokens.redeem(token, "alice", None, command, 1) for token in mine[1:])
+    assert tokens.redeem(theirs, "bob", None, command, 1) is True  # another agent's never goes
 
 
 def test_an_approval_given_to_one_session_never_authorizes_a_call_of_another() -> None:
