@@ -430,3 +430,11 @@ class CallSiteTool(Command):
     input: JsonObject | None = _param("An object the tool's input schema accepts ({} when absent; a typed "
                                       "value: redacted everywhere).", None, secret=True, max_length=MAX_TEXT)
 
+
+PAGE_ACTIONS: tuple[type[Command], ...] = (
+    Navigate, Click, Type, Fill, Select, Press, Check, SubmitForm, PageText, Find, Url, Title,
+    Screenshot, WaitFor, Snapshot, Js, WaitForResult, SyncBarrier,
+)
+"""The actions on a page, in the order of the contract (the tabs' actions follow: ``_tabs``)."""
+DATA_ACTIONS: tuple[type[Command], ...] = (Cookies, Storage, Clipboard, Download, SiteTools, CallSiteTool)
+"""The actions on a page's data and tools, last in the order of the contract."""

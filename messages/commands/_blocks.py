@@ -6,40 +6,18 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 
 from messages.commands._actions import (
+    DATA_ACTIONS,
     MAX_JS,
     MAX_TAB_ID,
-    CallSiteTool,
-    Check,
-    Click,
-    Clipboard,
+    PAGE_ACTIONS,
     Command,
-    Cookies,
-    Download,
-    Fill,
-    Find,
     Integer,
-    Js,
-    Navigate,
     Number,
-    PageText,
-    Press,
-    Screenshot,
-    Select,
-    SiteTools,
-    Snapshot,
-    Storage,
-    SubmitForm,
-    SyncBarrier,
     Text,
-    Title,
-    Type,
-    Url,
-    WaitFor,
-    WaitForResult,
     _param,
 )
 from messages.commands._cdp import CDP_ACTIONS
-from messages.commands._tabs import CloseTab, GetTabs, KeepSession, NewTab, ResetSession, SwitchTab
+from messages.commands._tabs import TAB_ACTIONS
 from messages.errors import invalid_call
 
 
@@ -118,11 +96,7 @@ class Broadcast(Command):
 
 
 BLOCKS = (Sequence, Parallel, If, While, Try, Retry, Broadcast)
-ACTION_CLASSES: tuple[type[Command], ...] = (
-    Navigate, Click, Type, Fill, Select, Press, Check, SubmitForm, PageText, Find, Url, Title,
-    Screenshot, WaitFor, Snapshot, Js, WaitForResult, SyncBarrier, NewTab, CloseTab, SwitchTab, GetTabs,
-    KeepSession, ResetSession, Cookies, Storage, Clipboard, Download, SiteTools, CallSiteTool,
-)
+ACTION_CLASSES: tuple[type[Command], ...] = (*PAGE_ACTIONS, *TAB_ACTIONS, *DATA_ACTIONS)
 """Every action (not the blocks), in the order of the contract."""
 _EVERY: tuple[type[Command], ...] = (*ACTION_CLASSES, *CDP_ACTIONS, *BLOCKS)
 ACTIONS: Mapping[str, type[Command]] = {cls.action: cls for cls in _EVERY}

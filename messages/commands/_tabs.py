@@ -76,3 +76,7 @@ class GetTabs(Command):
     action = "getTabs"
     writes = False
     acts_on_tab = False
+
+
+TAB_ACTIONS: tuple[type[Command], ...] = (NewTab, CloseTab, SwitchTab, GetTabs, KeepSession, ResetSession)
+"""The tabs' and sessions' actions, in the order of the contract."""
