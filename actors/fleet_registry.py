@@ -250,6 +250,18 @@ class FleetRegistry:
         node = self.sessions.get((agent_key(agent), name))
         return node if node in self.nodes else None
 
+    async def session_home(self, agent: str, name: str, wait: float) -> str | None:
+        """The serving node other than this one that holds ``agent``'s session ``name`` now: the mirror's, else its
+        key in the bucket read within ``wait`` seconds (a session restored there that the watch has not brought)."""
+        node = self.sessions.get((agent_key(agent), name))
+        if node is None and self._tabs_kv is not None:
+            with contextlib.suppress(nats.js.errors.KeyNotFoundError, nats.errors.Error, TimeoutError):
+                found = await asyncio.wait_for(self._tabs_kv.get(self._session_key(agent, name)), wait)
+                if found.value and found.operation not in _DELETED:
+                    node = str(orjson.loads(found.value).get("node"))
+        entry = self.nodes.get(node) if node is not None else None
+        return node if entry is not None and node != self.node and not entry.draining else None
+
     # internals
 
     def _tab_key(self, tab: int) -> str:

@@ -5,7 +5,8 @@
 1. **Stop taking.** The node's registry entry says ``draining`` at once (the fleet places new tabs on
    the other nodes), ``/readyz`` answers 503, and a new call that reaches the node (its HTTP API, its
    MCP tools, a call another node forwards, a step on one of its tabs) is refused with
-   ``node_draining`` (503, retryable; nothing sent). A call the fleet numbered before the drain
+   ``node_draining`` (503, retryable; nothing sent), with ``home``: the node that holds the call's session now,
+   when another one does (a persistent session restored there). A call the fleet numbered before the drain
    began is in flight: it goes on. Call ids are the audit stream's sequence numbers, shared by the
    fleet, so the last one when the drain begins (its *watermark*) tells the two apart.
 2. **Finish.** The calls in flight on the node (its own, and those forwarded to it) run to their end,
@@ -32,6 +33,7 @@ from typing import Literal
 
 from actors.bus import Handler
 from actors.serving import typed
+from messages.commands import Command
 from messages.contract import MAX_DRAIN_DEADLINE
 from messages.errors import KitsuneError
 from messages.fleet import DrainNode, DrainState
@@ -57,6 +59,8 @@ class DrainParts:
     """Save the node's persistent sessions, then end what still runs on its tabs (writes running end ``unknown``)."""
     leave: Step
     """Stop the heartbeat; delete the node's registry entry and its keys."""
+    home: Callable[[str | None, int | None, Command | None], Awaitable[str | None]]
+    """Where the session of an agent's call (on a tab, or a command's) lives now, when another node serves it."""
 
 
 class Drain:
@@ -125,6 +129,14 @@ class Drain:
             return self.start(request.deadline)
 
         return {subject: typed(subject, {DrainNode: drain_for})}
+
+    async def admitting(self, agent: str | None, tab: int | None,
+                        command: Command | None = None) -> contextlib.AbstractContextManager[None]:
+        """:meth:`flight` of a new call of ``agent`` (on ``tab``, or ``command``'s session): refused while the node
+        drains, with its session's ``home`` when another node serves it now (restored there)."""
+        if self.draining:
+            raise self.refusal(tab, await self._parts.home(agent, tab, command))
+        return self.flight()
 
     @contextlib.contextmanager
     def flight(self, call: int | None = None) -> Iterator[None]:

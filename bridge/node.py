@@ -135,8 +135,8 @@ class Node:
         self.tabs = TabActors(self.browser, io, self.bus, self.subjects, on_change=self._tabs_changed,
                               admission=self._admission)
         """The actors of this node's tabs."""
-        self.drain = Drain(c.name, c.drain_deadline, DrainParts(self.member.announce_draining,
-                                                                self._audit_log.last_id, self.interrupt, self._leave))
+        self.drain = Drain(c.name, c.drain_deadline, DrainParts(
+            self.member.announce_draining, self._audit_log.last_id, self.interrupt, self._leave, self.member.home))
         """Its drain (``bridge.drain``): once begun, no new call runs here, and the node leaves the fleet."""
         self.resumes = ResumeRoutes(io, self.bus, self.subjects, self._run_here, self._reissue_here)
         """Resumes of checkpoints wherever in the fleet they are held (``bridge.fleet.resume``)."""
@@ -359,7 +359,8 @@ class Node:
         """Run a call or resume from the loop, without blocking it: a resume where its checkpoint is, a call
         on the node of its tabs when they are all on another (``bridge.fleet.calls``). The tasks its session
         owns follow it."""
-        with self.drain.flight(), self.tasks.following(message) as followed:
+        tab = message.spec.default_tab if isinstance(message, RunCall) else None
+        with await self.drain.admitting(message.agent, tab), self.tasks.following(message) as followed:
             if isinstance(followed, ResumeCall):
                 return await self.resumes.resume(followed)
             forwarded = await self.forwarding.run(followed)
@@ -398,7 +399,7 @@ class Node:
         if isinstance(command, NewTab) and command.session == ONE_SHOT and held is None:
             raise KitsuneError("invalid_parameter", 'newTab: a one-shot session ("call") ends with its container '
                                "call; a direct call names a reuse session", state={"param": "session"})
-        with self.drain.flight():
+        with await self.drain.admitting(agent, tab, command):
             return await self._act(agent, command, tab, confirm_token, held)
 
     async def _act(self, agent: str, command: Command, tab: int | None, confirm_token: str | None,

@@ -44,6 +44,7 @@ from driver.snapshots import resolve_ref
 from driver.tabs import TabRegistry
 from messages.commands import (
     BLOCKS,
+    CloseTab,
     Command,
     GetTabs,
     KeepSession,
@@ -332,11 +333,22 @@ class ChromiumBrowser:
         if isinstance(command, KeepSession):
             self.sessions.promote(page, caller.agent, command.name, caller.call)
             return Done({"session": command.name, "tabId": tab})
+        if isinstance(command, CloseTab) and command.forget:
+            return await self._forget_session(page, tab, caller.agent)
         deadline = asyncio.get_running_loop().time() + within
         run = self._run(command, tab, page, timeout, deadline, is_write(command) and not caller.as_read, pause=pause,
                         caller=caller)
         with self.sessions.using(self.sessions.of_page(page)):
             return await _perform(run, ACTIONS[type(command)])
+
+    async def _forget_session(self, page: Page, tab: int, agent: str | None) -> Outcome:
+        """``closeTab`` with ``forget``: the tab's reuse session closed for good, as ``DELETE /api/sessions/{name}``
+        closes it (its tabs close, its stored state is deleted, its tombstone stays)."""
+        session = self.sessions.of_page(page)
+        if agent is None or session is None or session.agent != agent or session.mode == "one-shot":
+            return Failed(Failure.of(KitsuneError("invalid_parameter", f"closeTab: forget closes a reuse session of "
+                                                  f"yours; tab {tab} is in none", state={"param": "forget"})))
+        return Done({"tabId": tab, **await self.sessions.close_named(agent, session.name)})
 
     async def _reset_session(self, command: ResetSession, caller: Caller, within: float) -> Outcome:
         if caller.agent is None:

@@ -36,8 +36,9 @@ async def tabs(direct: DirectCalls, caller: Caller, args: dict[str, Any]) -> dic
         if "persist" in opened:  # the HTTP API's session object
             first["session"] = {"name": opened.get("session", "default"), "persist": opened["persist"]}
     else:
-        command = {"action": "closeTab", "tabId": tab}
-        first = {"op": "close", "tabId": tab}
+        forget = {"forget": args["forget"]} if args.get("forget") is not None else {}
+        command = {"action": "closeTab", "tabId": tab, **forget}
+        first = {"op": "close", "tabId": tab, **forget}
 
     async def resend(confirm: str) -> dict[str, Any]:
         return await direct.act(caller, command, confirm)

@@ -185,8 +185,9 @@ def _tabs_schema() -> dict[str, Any]:
         "op": {"enum": ["list", "new", "select", "close", "takeover"], "default": "list"},
         "tabId": dict(_TAB),
         "url": {"type": "string", "description": "For new."},
-        "session": _described("newTab", "session", "For new: your session's name (\"default\")."),
-        "persist": _described("newTab", "persist", "For new: its sign-ins outlive the session's tabs and node."),
+        "session": _described("newTab", "session", "For new: its session (\"default\")."),
+        "persist": _described("newTab", "persist", "For new: sign-ins outlive tabs, node."),
+        "forget": {"type": "boolean"},
         "confirm_token": dict(_CONFIRM_TOKEN), **copy.deepcopy(_SNAPSHOT_AFTER),
     }, [])
 
@@ -290,8 +291,8 @@ TOOLS: dict[str, ToolSpec] = {spec.name: spec for spec in [
     ToolSpec("browser_screenshot", _CORE, "Screenshot the viewport, page or an element: returns a PNG (costly).",
              _direct("screenshot", confirmable=False), read_only=True),
     ToolSpec("browser_tabs", _CORE,
-             "List, open (at a url: returns its snapshot), select, close or take over tabs: one you open is yours "
-             "and current.", _tabs_schema(), confirmable=True),
+             "List, open (at a url: returns its snapshot), select, close (forget: its session) or take "
+             "over tabs: one you open is yours and current.", _tabs_schema(), confirmable=True),
     ToolSpec("browser_sessions", _CORE,
              "List or close your browser sessions (each its own cookies, storage and tabs): returns them.",
              _sessions_schema()),

@@ -30,7 +30,7 @@ from core.policy import CLOSED, ELSEWHERE, USER, Policy, TabOwners, owned_by_ano
 from core.session_names import ONE_SHOT, one_shot_name
 from driver.sessions import SessionChange
 from messages.codec import decode_outcome, encode
-from messages.commands import CdpEvents, GetTabs, NewTab, ResetSession
+from messages.commands import CdpEvents, Command, GetTabs, NewTab, ResetSession
 from messages.contract import SETTLE
 from messages.errors import KitsuneError
 from messages.fleet import Acknowledged, ClaimDecided, ClaimTab, ReleaseClaims, TakeOver, TookOver
@@ -48,6 +48,8 @@ log = logging.getLogger(__name__)
 A = TypeVar("A")
 
 _LIST_TIMEOUT = 5.0
+_HOME_WAIT = 1.0
+"""Seconds a draining node looks for where a call's session lives now (``home``)."""
 
 HANDLE = "target:"
 """A tab's stable handle is ``target:<its CDP target id>``: kept across reconnects, it names that tab while it is
@@ -116,6 +118,14 @@ class FleetMember:
         """Say in the registry at once that the node drains: no new tab is placed on it."""
         self.draining = True
         await self.registry.beat()
+
+    async def home(self, agent: str | None, tab: int | None, command: Command | None = None) -> str | None:
+        """Where the session of ``agent``'s call lives now when that is another serving node (what a draining node
+        answers): the session ``command`` opens or resets, else ``tab``'s; the registry's, read within a second."""
+        entry = self.registry.tabs.get(tab) if tab is not None else None
+        name = (session_name(command.session, None) if isinstance(command, NewTab) else command.name
+                if isinstance(command, ResetSession) else entry.session if entry is not None else None)
+        return None if agent is None or name is None else await self.registry.session_home(agent, name, _HOME_WAIT)
 
     def heartbeat(self) -> NodeEntry:
         return NodeEntry(self.name, len(self._browser.tab_ids()), self.max_tabs, draining=self.draining)

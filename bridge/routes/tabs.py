@@ -22,7 +22,7 @@ from bridge.routes.responses import json_response, outcome_response
 from bridge.services import CallService, LiveLinkService, PolicyOf, SessionService, TabService
 from core.policy import USER, ConfirmTokens
 from core.session_names import names_one_shot
-from messages.commands import CloseTab, parse_command, whole_param
+from messages.commands import parse_command, whole_param
 from messages.errors import invalid_call
 from messages.results import Done
 
@@ -30,7 +30,7 @@ __all__ = ["tab_routes"]
 
 _OPS: dict[str, frozenset[str]] = {
     "open": frozenset({"op", "url", "session", "node", "confirm_token"}),
-    "close": frozenset({"op", "tabId", "confirm_token"}),
+    "close": frozenset({"op", "tabId", "forget", "confirm_token"}),
     "select": frozenset({"op", "tabId"}),
     "takeover": frozenset({"op", "tabId"}),
     "live_view": frozenset({"op", "tabId", "control", "mode", "confirm_token"}),
@@ -89,9 +89,11 @@ class _TabRoutes:
             raise invalid_call("missing_parameter", "", f"{op} needs tabId", param="tabId")
         tab = whole_param(body["tabId"], "tabId")
         await require_open(self._tabs, tab, "")
-        if op == "close":
-            outcome, call = await self._calls.act(agent, CloseTab(tab_id=tab), tab, token)
-            if isinstance(outcome, Done) and self._tabs.current(agent) == tab:
+        if op == "close":  # with forget, its whole session: closed for good, its stored state deleted
+            command = parse_command({"action": "closeTab", "tabId": tab, **{k: body[k] for k in ("forget",)
+                                                                              if k in body}}, "")
+            outcome, call = await self._calls.act(agent, command, tab, token)
+            if isinstance(outcome, Done) and self._tabs.current(agent) in outcome.value.get("tabs", [tab]):
                 await self._tabs.set_current(agent, None)
             return outcome_response(outcome, call)
         if op == "select":

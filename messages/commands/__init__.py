@@ -30,7 +30,6 @@ from messages.commands._actions import (
     Click,
     Clipboard,
     ClipboardOp,
-    CloseTab,
     Command,
     Cookie,
     Cookies,
@@ -38,23 +37,18 @@ from messages.commands._actions import (
     Fill,
     Find,
     Flag,
-    GetTabs,
     Integer,
     Js,
-    KeepSession,
     Navigate,
-    NewTab,
     Number,
     PageText,
     Press,
-    ResetSession,
     Screenshot,
     Select,
     SiteTools,
     Snapshot,
     Storage,
     SubmitForm,
-    SwitchTab,
     SyncBarrier,
     Text,
     Title,
@@ -68,6 +62,7 @@ from messages.commands._cdp import Cdp, CdpEvents, CdpSpec
 from messages.commands._forms import audit_params, command_to_json, own_references, resolve_command
 from messages.commands._params import Param, parameters
 from messages.commands._parse import CallKind, CallSpec, Limits, parse_body, parse_call, parse_command, whole_param
+from messages.commands._tabs import CloseTab, GetTabs, KeepSession, NewTab, ResetSession, SwitchTab
 from messages.commands._tree import Child, children, is_write, leaf_paths, secret_values, tabs_named
 
 __all__ = [

@@ -5,8 +5,19 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass
 
-from messages.commands._actions import ACTION_CLASSES, MAX_JS, MAX_TAB_ID, Command, Integer, Number, Text, _param
+from messages.commands._actions import (
+    DATA_ACTIONS,
+    MAX_JS,
+    MAX_TAB_ID,
+    PAGE_ACTIONS,
+    Command,
+    Integer,
+    Number,
+    Text,
+    _param,
+)
 from messages.commands._cdp import CDP_ACTIONS
+from messages.commands._tabs import TAB_ACTIONS
 from messages.errors import invalid_call
 
 
@@ -85,6 +96,8 @@ class Broadcast(Command):
 
 
 BLOCKS = (Sequence, Parallel, If, While, Try, Retry, Broadcast)
+ACTION_CLASSES: tuple[type[Command], ...] = (*PAGE_ACTIONS, *TAB_ACTIONS, *DATA_ACTIONS)
+"""Every action (not the blocks), in the order of the contract."""
 _EVERY: tuple[type[Command], ...] = (*ACTION_CLASSES, *CDP_ACTIONS, *BLOCKS)
 ACTIONS: Mapping[str, type[Command]] = {cls.action: cls for cls in _EVERY}
 """Every action and block by its name."""

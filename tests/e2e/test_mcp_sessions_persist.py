@@ -63,3 +63,21 @@ async def test_a_persistent_session_is_restored_after_its_last_tab_closed_and_cl
     assert forgot["ok"] is True and forgot["forgot_state"] is True, forgot
     assert site.count(SIGN_IN) == 1
     assert secrets_absent(site, keyed.audit_file.read_text(), keyed.log_file.read_text())
+
+
+async def test_closing_a_persistent_session_s_last_tab_with_forget_deletes_its_state(
+        connected: tuple[ClientSession, str], keyed: Served, site: TestSite) -> None:
+    session, agent = connected
+    opened = await call(session, "browser_tabs", {"op": "new", "url": site.url("/session/start"), "session": "brief",
+                                                  "persist": True, "snapshot": "none"})
+    assert opened["status"] == "ok" and opened["restored"] is False, opened
+    forgot = await call(session, "browser_tabs", {"op": "close", "tabId": opened["tabId"], "forget": True})
+    assert forgot["status"] == "ok" and (forgot["closed"], forgot["tabs"]) == ("brief", [opened["tabId"]]), forgot
+    listed = await call(session, "browser_sessions", {})
+    assert [t["reason"] for t in listed["tombstones"] if t["name"] == "brief"] == ["closed"], listed  # not stored
+    assert (await call(session, "browser_sessions", {"op": "close", "name": "brief"}))["was"] == "tombstone"
+    fresh = await call(session, "browser_tabs", {"op": "new", "url": site.url("/session"), "session": "brief",
+                                                 "persist": True, "snapshot": "none"})
+    assert fresh["status"] == "ok" and fresh["restored"] is False, fresh
+    with keyed.client(agent) as client:
+        assert seen_by_site(client, fresh["tabId"]) == "signed out"

@@ -291,7 +291,8 @@ def _while_draining(pair: Pair, agents: list[Agent]) -> None:
     with httpx.Client(base_url=pair.a.base, headers={"Authorization": f"Bearer {AGENTS['agent01']}"}) as client:
         refused = client.post("/api/batch", json={"commands": [{"action": "getTabs"}]})
     assert (refused.status_code, refused.json()["code"], refused.json()["retryable"]) == (503, "node_draining", True)
-    assert refused.json()["state"] == {"node": pair.a_name, "tabId": None, "home": None}
+    state = refused.json()["state"]  # agent01's current tab is on B, in its session: B is where to go
+    assert (state["node"], state["home"], isinstance(state["tabId"], int)) == (pair.a_name, pair.b_name, True)
     until(lambda: all(len(agent.moved) for agent in agents if agent.tab and agent.base == pair.a.base), 120,
           "the agents of A moving to B")
 

@@ -133,6 +133,45 @@ def test_closing_a_persistent_session_deletes_its_state(served: Served, site: Te
         assert fresh["restored"] is False and seen_by_site(alice, fresh["tabId"]) == "signed out"
 
 
+def test_closing_its_last_tab_with_forget_deletes_its_state_and_leaves_a_tombstone(
+        served: Served, site: TestSite, nats_access: NatsAccess) -> None:
+    fleet = served.directory.name
+    with served.client("alice") as alice:
+        close_tab(alice, sign_in(alice, site, "once")["tabId"])  # saved: its blob is in the fleet
+        _eventually(lambda: _session_entries(served, "stored", "once"))
+        again = open_persistent(alice, site.url("/session"), "once")
+        assert again["restored"] is True and _blob(nats_access, fleet, "alice", "once") is not None
+        wrong = alice.post("/api/tabs", json={"op": "close", "tabId": again["tabId"], "forget": "yes"})
+        assert (wrong.status_code, wrong.json()["code"], wrong.json()["state"]["param"]) == (
+            400, "invalid_parameter", "forget")
+        assert again["tabId"] in {t["tabId"] for t in alice.get("/api/tabs").json()["tabs"]}  # nothing closed
+
+        forgot = alice.post("/api/tabs", json={"op": "close", "tabId": again["tabId"], "forget": True})
+        assert forgot.status_code == 200 and forgot.json()["status"] == "ok", forgot.text
+        assert {k: forgot.json()[k] for k in ("tabId", "closed", "tabs", "forgot_state")} == {
+            "tabId": again["tabId"], "closed": "once", "tabs": [again["tabId"]], "forgot_state": True}
+        assert _blob(nats_access, fleet, "alice", "once") is None  # deleted, not saved
+        assert [t["reason"] for t in alice.get("/api/sessions").json()["tombstones"] if t["name"] == "once"] == [
+            "closed"]
+        assert len(_session_entries(served, "saved", "once")) == 1  # its close saved nothing
+        closed = open_persistent(alice, site.url("/session"), "once", status=410)
+        assert closed["code"] == "session_expired", closed  # its tombstone, as DELETE leaves it
+        assert alice.delete("/api/sessions/once").json() == {"closed": "once", "was": "tombstone"}
+        fresh = open_persistent(alice, site.url("/session"), "once")
+        assert fresh["restored"] is False and seen_by_site(alice, fresh["tabId"]) == "signed out"
+
+
+def test_forget_closes_only_a_reuse_session(served: Served, site: TestSite) -> None:
+    with served.client("alice") as alice:
+        answer = alice.post("/api/batch", json={"commands": [
+            {"action": "newTab", "url": site.url("/"), "session": "call"},
+            {"action": "closeTab", "tabId": "${$0.tabId}", "forget": True}]}).json()
+    opened, refused = answer["results"]
+    assert opened["ok"] is True and (refused["code"], refused["state"]) == ("invalid_parameter",
+                                                                           {"param": "forget"}), answer
+    assert f"tab {opened['tabId']} is in none" in refused["error"]
+
+
 def test_a_persistent_request_without_a_key_is_refused_and_nothing_is_stored(
         tmp_path_factory: pytest.TempPathFactory, nats_access: NatsAccess, site: TestSite) -> None:
     keyless = serve(tmp_path_factory.mktemp("keyless"), nats_access, {"caps": ["core", "automation"]})

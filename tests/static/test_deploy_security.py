@@ -12,6 +12,7 @@ import json
 import re
 import shlex
 from collections.abc import Iterator, Mapping
+from pathlib import Path
 from typing import Any
 
 import jsonschema
@@ -324,27 +325,36 @@ def test_secrets_come_from_secret_objects_and_deploy_env_never_from_the_files() 
 
 # --- the NATS chart's values --------------------------------------------------------------------
 
-CHART_VALUES = {
-    "fullnameOverride", "config.cluster.enabled", "config.cluster.replicas", "config.jetstream.enabled",
-    "config.jetstream.fileStore.pvc.size", "config.jetstream.memoryStore.enabled",
-    "config.jetstream.memoryStore.maxSize", "config.monitor.enabled", "config.merge", "container.env",
-    "container.merge", "container.resources", "podDisruptionBudget.enabled", "natsBox.enabled", "reloader.merge",
-    "promExporter.enabled", "promExporter.merge", "podTemplate.merge"}
-"""Values of the official chart nats/nats 2.14.2 (helm/charts/nats/values.yaml of nats-io/k8s), as its
-values.yaml documents them: the chart ships no values.schema.json. ``merge`` and ``env`` take any
-document (Kubernetes' own fields, merged into the object the chart renders)."""
-FREE_FORM = ("merge", "env", "resources")
+CHART = Path(__file__).parent / "nats_chart" / "values.yaml"
+"""The official chart's default values (nats/nats 2.14.2, vendored: nats_chart/SOURCE.md). The chart ships no
+values.schema.json: its defaults are the schema, every key ours sets must be one of them, of the same type."""
 
 
-def _value_paths(values: Mapping[str, Any], prefix: str = "") -> Iterator[str]:
-    for key, value in values.items():
-        path = f"{prefix}{key}"
-        if isinstance(value, dict) and key not in FREE_FORM:
-            yield from _value_paths(value, f"{path}.")
-        else:
-            yield path
+def _chart_violations(ours: Any, chart: Any, path: str = "values") -> Iterator[str]:
+    """Where ``ours`` leaves the chart's values: an unknown key, or a type other than the default's (a ``{}``
+    default, as ``merge``, ``env`` or ``resources``, takes any mapping; an empty default, any scalar)."""
+    if isinstance(chart, dict):
+        if not isinstance(ours, dict):
+            yield f"{path}: a mapping in the chart"
+        elif chart:
+            for key, value in ours.items():
+                if key in chart:
+                    yield from _chart_violations(value, chart[key], f"{path}.{key}")
+                else:
+                    yield f"{path}.{key}: not a value of the chart"
+    elif chart is None:
+        if isinstance(ours, dict | list):
+            yield f"{path}: a scalar in the chart"
+    elif type(ours) is not type(chart):
+        yield f"{path}: a {type(chart).__name__} in the chart, not a {type(ours).__name__}"
 
 
-def test_the_nats_chart_values_use_only_values_the_chart_documents() -> None:
+def test_the_nats_chart_values_are_the_official_chart_s_own_of_their_types() -> None:
+    chart = yaml.safe_load(CHART.read_text())
     values = yaml.safe_load((KUBERNETES / "nats-values.yaml").read_text())
-    assert set(_value_paths(values)) <= CHART_VALUES
+    assert list(_chart_violations(values, chart)) == []
+    wrong = {"config": {"jetstream": {"enabled": "yes", "fileSize": 1}, "merge": []}, "natsBox": False}
+    assert list(_chart_violations(wrong, chart)) == [
+        "values.config.jetstream.enabled: a bool in the chart, not a str",
+        "values.config.jetstream.fileSize: not a value of the chart", "values.config.merge: a mapping in the chart",
+        "values.natsBox: a mapping in the chart"]

@@ -25,13 +25,17 @@ async def _watermark() -> int:
     return 0
 
 
+async def _nowhere(agent: str | None, tab: int | None, command: object) -> None:
+    return None
+
+
 class DrainingNode(FakeNode):
     """The fake node, with a drain whose steps do nothing (no fleet to leave)."""
 
     def __init__(self) -> None:
         super().__init__()
         self.config = NodeConfig(name="fake-0")
-        self.drain = Drain("fake-0", 30.0, DrainParts(_nothing, _watermark, _nothing, _nothing))
+        self.drain = Drain("fake-0", 30.0, DrainParts(_nothing, _watermark, _nothing, _nothing, _nowhere))
 
 
 @pytest.fixture
