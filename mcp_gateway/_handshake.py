@@ -31,9 +31,9 @@ from typing import Any, BinaryIO
 from mcp_gateway._listing import SCHEMA_URI
 from mcp_gateway._tools import PAGE_MAX_CHARS, ToolSpec, enabled_tools
 
-__all__ = ["GROUPS", "HANDSHAKE_VERSIONS", "INSTRUCTIONS", "Front", "TokenRefused", "bridge_caps", "bridge_tasks",
-           "caps_from_env", "initialize_result", "instructions", "new_session", "read_token", "resources_result",
-           "tools_result"]
+__all__ = ["GROUPS", "HANDSHAKE_VERSIONS", "INSTRUCTIONS", "PROTOCOL_VERSION_META_KEY", "Front", "TokenRefused",
+           "bridge_caps", "bridge_tasks", "caps_from_env", "initialize_result", "instructions", "new_session",
+           "read_token", "resources_result", "tools_result"]
 
 GROUPS = frozenset({"core", "automation"})
 """Every capability group."""
@@ -42,6 +42,9 @@ HANDSHAKE_VERSIONS = ("2024-11-05", "2025-03-26", "2025-06-18", "2025-11-25")
 """The protocol versions the SDK's server negotiates through ``initialize``, oldest first (its
 ``mcp_types.version.HANDSHAKE_PROTOCOL_VERSIONS``, which cannot be read without loading the SDK's
 types; a test holds them equal). A client asking for another gets the newest."""
+PROTOCOL_VERSION_META_KEY = "io.modelcontextprotocol/protocolVersion"
+"""The ``_meta`` key of a request of the SDK's per-request era (``mcp_types.PROTOCOL_VERSION_META_KEY``; a test
+holds them equal)."""
 
 INSTRUCTIONS = (
     "Browser tools on real Chromium tabs. The loop: open a tab at a url or navigate (the answer is the page's "
@@ -199,9 +202,24 @@ def _answerable(message: Any, method: str) -> bool:
             and isinstance(info.get("name"), str) and isinstance(info.get("version"), str))
 
 
+def _is_request(message: Any) -> bool:
+    """Whether ``message`` is a JSON-RPC request (a notification or an answer is not)."""
+    return isinstance(message, dict) and "method" in message and "id" in message
+
+
+def _opens_modern(request: dict[str, Any]) -> bool:
+    """Whether ``request``, a client's first, opens the SDK's per-request era (``server/discover`` and any
+    request but ``initialize`` carrying the protocol version in its ``_meta``), as the SDK decides it."""
+    params = request.get("params")
+    meta = params.get("_meta") if isinstance(params, dict) else None
+    return request.get("method") != "initialize" and isinstance(meta, dict) and PROTOCOL_VERSION_META_KEY in meta
+
+
 class Front:
     """Answers ``initialize`` and ``tools/list`` on a JSON-RPC channel until the SDK takes it over;
-    queues every other line, in order, for the SDK.
+    queues every other line, in order, for the SDK. A client that opens the per-request era (its first
+    request a ``server/discover`` probe) is the SDK's whole: an ``initialize`` it sends after a probe that
+    timed out gets the SDK's answer for that era, never the front's.
 
     ``tasks_pending``: ``initialize`` waits (1 s at most) for :meth:`know_tasks`, so that its
     instructions name the agent's open tasks.
@@ -221,6 +239,8 @@ class Front:
         if not tasks_pending:
             self._tasks_known.set()
         self._taken = False
+        self._opened = False
+        """Whether the client's first request came."""
         self._ready: Callable[[], None] = lambda: None
         self.initialize_id: int | str | None = None
         """The id of the ``initialize`` the front answered, replayed to the SDK (None until then)."""
@@ -288,6 +308,11 @@ class Front:
             message = json.loads(line)
         except ValueError:
             return False
+        if not self._opened and _is_request(message):
+            self._opened = True
+            if _opens_modern(message):  # the SDK serves the era this request opens: everything is the SDK's
+                self._taken = True
+                return False
         if self.initialize_id is None and _answerable(message, "initialize"):
             self._lines.put(line)
             self._tasks_known.wait(_TASKS_TIMEOUT)

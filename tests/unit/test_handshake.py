@@ -17,7 +17,7 @@ from mcp_types.version import HANDSHAKE_PROTOCOL_VERSIONS, KNOWN_PROTOCOL_VERSIO
 
 from mcp_gateway._bridge import Bridge
 from mcp_gateway._caller import Caller
-from mcp_gateway._handshake import HANDSHAKE_VERSIONS, Front
+from mcp_gateway._handshake import HANDSHAKE_VERSIONS, PROTOCOL_VERSION_META_KEY, Front
 from mcp_gateway.server import Gateway
 
 pytestmark = pytest.mark.anyio
@@ -83,6 +83,18 @@ async def _sdk_answers(caps: frozenset[str], *messages: dict[str, Any]) -> list[
 
 def test_the_front_negotiates_among_the_sdk_s_handshake_versions() -> None:
     assert HANDSHAKE_VERSIONS == HANDSHAKE_PROTOCOL_VERSIONS
+    assert PROTOCOL_VERSION_META_KEY == types.PROTOCOL_VERSION_META_KEY
+
+
+def test_a_client_that_opens_with_a_discover_probe_is_the_sdk_s_even_for_an_initialize_after_it() -> None:
+    """The SDK's client probes ``server/discover`` (10 s), then falls back to ``initialize``: on a node slow to
+    start, the SDK serves the probe's era when it comes, so the front must not answer the ``initialize``."""
+    probe = {"jsonrpc": "2.0", "id": 0, "method": "server/discover",
+             "params": {"_meta": {PROTOCOL_VERSION_META_KEY: "2026-07-28"}}}
+    messages = (probe, _initialize("2025-11-25", 1), _INITIALIZED, {**_TOOLS_LIST, "id": 2})
+    front, written = _front(_lines(*messages), frozenset({"core"}))
+    assert _left(front) == list(messages)
+    assert written.getvalue() == b""
 
 
 @pytest.mark.parametrize("version", [*KNOWN_PROTOCOL_VERSIONS, "1999-01-01"])
