@@ -56,7 +56,8 @@ __all__ = ["BINDING", "TOKEN_CHARS", "SiteToolHooks", "SiteTools"]
 BINDING = "__kitsuneSiteTools"
 """The binding's name in the page (``model_context.js`` takes it out of the page's reach at once)."""
 
-_INVOKE = "([doc, id, name, input]) => !!globalThis[Symbol.for('kitsune.siteTools')]?.invoke(doc, id, name, input)"
+_INVOKE = ("([doc, id, name, input, token]) => "
+           "!!globalThis[Symbol.for('kitsune.siteTools')]?.invoke(doc, id, name, input, token)")
 _ABORT = "([doc, id]) => globalThis[Symbol.for('kitsune.siteTools')]?.abort(doc, id)"
 _DOC = "() => globalThis[Symbol.for('kitsune.siteTools')]?.doc ?? null"
 _DECLARED = "() => globalThis[Symbol.for('kitsune.siteTools')]?.declared() ?? null"
@@ -130,6 +131,11 @@ class SiteTools:
         return {"documents": len(documents), "tools": sum(len(d.tools) for d in documents),
                 "schema_bytes": sum(sum(d.sizes.values()) for d in documents)}
 
+    @property
+    def tokens(self) -> int:
+        """How many continuation tokens the node holds (issued and not yet dropped: a call's ended)."""
+        return len(self._tokens)
+
     def documents(self, page: Page) -> list[Document]:
         """The tab's top document and the documents of its frames of the same origin, in frame order."""
         main = self._documents.get(page.main_frame)
@@ -187,10 +193,13 @@ class SiteTools:
         self._chains.add(chain)
         return chain, chain.invoke(document)
 
-    async def start(self, invocation: Invocation, tool: str, value: dict[str, Any]) -> bool:
-        """Run the invocation's tool in its document; False when that document no longer declares it."""
+    async def start(self, chain: Chain, invocation: Invocation) -> bool:
+        """Run the chain's tool in the invocation's document (with the token it may ask for, but a form's); False
+        when that document no longer declares it."""
         document = invocation.document
-        return bool(await document.frame.evaluate(_INVOKE, [document.nonce, invocation.id, tool, value]))
+        token = None if chain.form else self._reserve(chain, invocation)
+        return bool(await document.frame.evaluate(_INVOKE, [document.nonce, invocation.id, chain.tool, chain.input,
+                                                             token]))
 
     def end(self, chain: Chain, reason: str) -> None:
         """The chain's step is over (``reason`` says how, if it did not end by itself): revoke its tokens, stop
@@ -200,6 +209,8 @@ class SiteTools:
         self._revoke_tokens(chain, reason)
         for continuation in chain.redeemed:
             self._tokens.drop(continuation)
+        for invocation in chain.invocations:
+            self._release(invocation)
         for invocation in chain.invocations:
             if not invocation.settled.is_set() and not invocation.document.gone:
                 task = asyncio.get_running_loop().create_task(
@@ -255,6 +266,8 @@ class SiteTools:
         if document is None or document.nonce != nonce:
             raise _Refused
         found = self._invocation_of(document, message.get("invocation"))
+        if op == "took" and found is not None:
+            return self._take(*found)
         if op == "requestToken" and found is not None:
             return self._request_token(*found)
         if op == "settled" and found is not None:
@@ -340,20 +353,46 @@ class SiteTools:
                 return chain, invocation
         return None
 
+    def _reserve(self, chain: Chain, invocation: Invocation) -> str:
+        """Issue the token ``invocation`` may ask for, given to the page's script with the invocation (its tool's
+        ``requestToken`` then answers without a round trip); it is outstanding only once the tool asks for it."""
+        token, invocation.reserved = self._tokens.issue(chain, chain.tab, invocation.document.origin,
+                                                        asyncio.get_running_loop().time() + self.continuation_ttl)
+        return token
+
+    def _take(self, chain: Chain, invocation: Invocation) -> None:
+        """The tool asked for its reserved token (the page's script already gave it): outstanding from now on."""
+        continuation, invocation.reserved = invocation.reserved, None
+        if continuation is None or invocation.settled.is_set():
+            raise _Refused  # none reserved (or taken already), or asked after its promise settled
+        self._outstanding(chain, invocation, continuation)
+
     def _request_token(self, chain: Chain, invocation: Invocation) -> str:
+        """A token beyond the reserved one, issued as the tool asks."""
         if invocation.settled.is_set():
             raise _Refused  # asked after its promise settled
+        token, continuation = self._tokens.issue(chain, chain.tab, invocation.document.origin, 0.0)
+        self._outstanding(chain, invocation, continuation)
+        return token
+
+    def _outstanding(self, chain: Chain, invocation: Invocation, continuation: Continuation[Chain]) -> None:
+        """``continuation`` is the tool's, redeemable within its lifetime from now; the chain waits for it."""
         loop = asyncio.get_running_loop()
-        token, continuation = self._tokens.issue(chain, chain.tab, invocation.document.origin,
-                                                 loop.time() + self.continuation_ttl)
+        continuation.expires_at = loop.time() + self.continuation_ttl
         chain.outstanding[continuation] = loop.call_later(self.continuation_ttl, self._expire, continuation)
         invocation.tokens += 1
         self._emit(chain, ContinuationRequested, origin=invocation.document.origin)
-        return token
+
+    def _release(self, invocation: Invocation) -> None:
+        """Drop the invocation's reserved token if the tool never asked for it."""
+        if invocation.reserved is not None:
+            self._tokens.drop(invocation.reserved)
+            invocation.reserved = None
 
     def _settled(self, chain: Chain, invocation: Invocation, message: dict[str, Any]) -> None:
         answer = {"ok": True, "value": message.get("value")} if message.get("ok") is True else \
             {"ok": False, "error": message.get("error")}
+        self._release(invocation)
         chain.settle(invocation, answer)
         chain.advance()
 
@@ -364,9 +403,10 @@ class SiteTools:
         if self._hello(page, frame, tab, nonce) is not None:
             raise _Refused  # its tab holds all the documents it may: this one is not tracked
         chain, invocation = self._redeem(self._documents[frame], token)
+        answer = {"invocation": invocation.id, "token": self._reserve(chain, invocation)}
         if all(i.settled.is_set() for i in chain.invocations if i is not invocation):
-            return {"invocation": invocation.id, "input": chain.input}
-        return {"invocation": invocation.id}
+            return {**answer, "input": chain.input}
+        return answer
 
     def _redeem(self, document: Document, token: object) -> tuple[Chain, Invocation]:
         found = self._tokens.redeem(token, document.tab, document.origin, asyncio.get_running_loop().time()) \
@@ -375,6 +415,9 @@ class SiteTools:
             self.hooks.continuation("refused")
             raise _Refused
         chain = found.chain
+        for earlier in chain.invocations:
+            if earlier.reserved is found:  # the page's script gave it and the node has not heard of it yet
+                self._take(chain, earlier)
         chain.outstanding.pop(found).cancel()
         chain.redeemed.append(found)
         invocation = chain.invoke(document)
@@ -427,6 +470,9 @@ class SiteTools:
             if chain.lost(document):
                 task = asyncio.get_running_loop().create_task(self._respond(chain, document.frame))
                 task.add_done_callback(lambda t: t.cancelled() or t.exception())
+            for invocation in chain.invocations:
+                if invocation.document is document:
+                    self._release(invocation)
             chain.advance()
         self._change()
 

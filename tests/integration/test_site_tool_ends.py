@@ -18,7 +18,14 @@ import pytest
 
 from bridge.node import Node
 from core.url_policy import UrlPolicy
-from messages.events import ContinuationRevoked, Event, SiteToolChainCompleted, SiteToolEvent
+from messages.events import (
+    ContinuationRequested,
+    ContinuationRevoked,
+    Event,
+    SiteToolCalled,
+    SiteToolChainCompleted,
+    SiteToolEvent,
+)
 from tests.integration.calls import batch
 from tests.integration.fleet_nodes import until
 from tests.nodes import open_user_tab
@@ -97,6 +104,27 @@ def test_a_tab_that_closes_mid_chain_ends_it_tab_closed_and_revokes_its_token(
         closer.join()
     assert (result["status"], result["code"]) == ("unknown", "tab_closed")
     assert [e.reason for e in site_events if isinstance(e, ContinuationRevoked)] == ["tab_closed"]
+
+
+def test_a_token_issued_with_the_call_and_never_asked_for_is_dropped_unseen_and_a_second_one_is_new(
+        node: Node, site: TestSite, site_events: list[SiteToolEvent]) -> None:
+    held = node.browser.site_tools.tokens  # what other tests' calls may hold still
+    tab = declared(node, site, "quiet", "async (input) => ({echo: input.n})")
+    assert called(node, tab, "quiet", input={"n": 1})["output"] == {"echo": 1}
+    assert [type(e) for e in site_events] == [SiteToolCalled, SiteToolChainCompleted]  # no token requested or revoked
+    assert node.browser.site_tools.tokens == held
+    site_events.clear()
+    execute = ("async (input, options) => { const first = await options.invocation.requestToken(); "
+               "const second = await options.invocation.requestToken(); "
+               "window.pair = [first, second]; await new Promise(() => {}) }")
+    tab = declared(node, site, "two_tokens", execute)
+    result = called(node, tab, "two_tokens", timeout=1.0)
+    assert (result["status"], result["code"]) == ("unknown", "timeout")
+    first, second = node.io.run(node.browser.page(tab).evaluate("window.pair"), timeout=30)
+    assert first != second and min(len(first), len(second)) >= 32
+    assert [type(e) for e in site_events if isinstance(e, ContinuationRequested | ContinuationRevoked)] == [
+        ContinuationRequested, ContinuationRequested, ContinuationRevoked, ContinuationRevoked]
+    assert node.browser.site_tools.tokens == held
 
 
 def test_a_token_asked_for_after_the_tool_settled_is_refused_and_the_call_ends_with_its_output(
