@@ -44,9 +44,11 @@ class ChainTokens:
     def take(self, chain: Chain, invocation: Invocation) -> bool:
         """The tool asked for its reserved token: outstanding from now on; False when there is none to take (taken
         already) or the invocation has settled."""
-        continuation, invocation.reserved = invocation.reserved, None
+        continuation = invocation.reserved
         if continuation is None or invocation.settled.is_set():
+            self.release(invocation)
             return False
+        invocation.reserved = None
         self._outstanding(chain, invocation, continuation)
         return True
 
