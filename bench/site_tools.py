@@ -19,6 +19,10 @@ Three ways run the shop's tools (tests/site/shop.py), interleaved in one run:
   tabs also pass the node's URL hook, ``context.route``), timed from the calling thread as the node's
   client sees it.
 
+**Round trips**: the binding messages the Kitsune sides' documents send are counted by kind; those a page waits
+on (``requestToken``, ``resume``, ``begin``) are round trips in a row, reported per call (the invoke's
+``evaluate`` and the last invocation's ``settled`` come on top, on raw's side too as its ``evaluate`` calls).
+
 The raw and driver sides are timed on their loop (``time.perf_counter()`` around the awaited call).
 Before each call (untimed) the tab is at the tool's page and, on Kitsune's sides, the node has heard the
 page declare the tool (a call right after a load may wait for the declaration too). A search must answer
@@ -40,6 +44,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import collections
 import itertools
 import json
 import os
@@ -80,6 +85,8 @@ ORDER = {"order": "SHOP-0001", **CHECKOUT}
 CHECKOUT_POSTS = {"POST /shop/billing": 1, "POST /shop/shipping": 1, "POST /shop/confirmation": 1}
 CONFIRMATION = re.compile(r"/shop/confirmation\?")
 SIDES = ("raw", "driver", "node")
+WAITED = ("requestToken", "resume", "begin")
+"""The binding messages a page waits for the node's answer to."""
 WORKS = ("search", "checkout", "load")
 CONTEXT_OPTIONS: dict[str, Any] = {"permissions": ["clipboard-read", "clipboard-write"], "accept_downloads": True,
                                    "service_workers": "block"}
@@ -108,7 +115,7 @@ a ``resumeTool`` callback runs at once with that input, and ``__bench.done`` is 
 
 T = TypeVar("T")
 Figures = dict[tuple[str, str], list[float]]
-"""Milliseconds of each (work, side)."""
+"""Milliseconds of each (work, side); under (work, side + " waits") the round trips a page waited on, per call."""
 
 _loads = itertools.count(1)
 
@@ -139,6 +146,22 @@ class Side(Protocol):
     def load(self, path: str) -> float:
         """Milliseconds a page load of ``path`` took."""
 
+    def waits(self) -> int:
+        """Binding round trips the side's pages waited on so far."""
+
+
+def counting(browser: ChromiumBrowser) -> collections.Counter[str]:
+    """The binding messages of ``browser``'s documents, by kind (counted from its start: call it before)."""
+    counts: collections.Counter[str] = collections.Counter()
+    tools = browser.site_tools
+    message = tools._message
+
+    async def counted(source: dict[str, Any], sent: Any) -> Any:
+        counts[str(sent.get("op")) if isinstance(sent, dict) else "?"] += 1
+        return await message(source, sent)
+    tools._message = counted  # type: ignore[method-assign]  # the binding takes it as the browser starts
+    return counts
+
 
 class KitsuneTab:
     """A tab of a Kitsune browser, driven on that browser's loop."""
@@ -146,6 +169,11 @@ class KitsuneTab:
     def __init__(self, io: IoLoop, browser: ChromiumBrowser, tab: int, site: TestSite) -> None:
         self.io, self.browser, self.tab, self.site = io, browser, tab, site
         self.page = browser.page(tab)
+        self.messages: collections.Counter[str] = collections.Counter()
+        """The browser's binding messages (:func:`counting`), when counted."""
+
+    def waits(self) -> int:
+        return sum(self.messages[op] for op in WAITED)
 
     async def _go(self, path: str, tool: str | None) -> None:
         await self.page.goto(self.site.url(path))
@@ -230,34 +258,41 @@ class RawSide:
     def load(self, path: str) -> float:
         return load_time(self.io, self.loads_page, self.site.url(path))
 
+    def waits(self) -> int:
+        return 0
 
-def searches(site: TestSite, side: Side, count: int) -> list[float]:
+
+def searches(site: TestSite, side: Side, count: int) -> tuple[list[float], list[float]]:
     """``count`` searches: each answers what the site's search answers, and none posts anything."""
     status, body, _ = site.shop.get("/shop/api/search", {"q": [SEARCH["query"]]})
     assert status == 200
     expected, posted = json.loads(body), site.counts()
     side.go("/shop", "search")
-    times = []
+    times, waits = [], []
     for _ in range(count):
+        before = side.waits()
         ms, output = side.call("search", SEARCH)
         assert output == expected, output
         times.append(ms)
+        waits.append(float(side.waits() - before))
     assert site.counts() == posted, "a search posted"
-    return times
+    return times, waits
 
 
-def checkouts(site: TestSite, side: Side, count: int) -> list[float]:
+def checkouts(site: TestSite, side: Side, count: int) -> tuple[list[float], list[float]]:
     """``count`` checkouts from zeroed counters: each answers the order with one POST per page."""
-    times = []
+    times, waits = [], []
     for _ in range(count):
         side.go("/shop/billing", "checkout")
         assert site.counts() in ({}, CHECKOUT_POSTS), f"more was posted after a checkout: {site.counts()}"
         site.reset()
+        before = side.waits()
         ms, output = side.call("checkout", CHECKOUT)
         assert output == ORDER, output
         assert site.counts() == CHECKOUT_POSTS, site.counts()
         times.append(ms)
-    return times
+        waits.append(float(side.waits() - before))
+    return times, waits
 
 
 def loads(side: Side, count: int) -> list[float]:
@@ -269,9 +304,9 @@ def loads(side: Side, count: int) -> list[float]:
 def one_round(site: TestSite, sides: dict[str, Side], order: tuple[str, ...]) -> Figures:
     figures: Figures = {}
     for name in order:
-        figures["search", name] = searches(site, sides[name], SEARCHES)
+        figures["search", name], figures["search", name + " waits"] = searches(site, sides[name], SEARCHES)
     for name in order:
-        figures["checkout", name] = checkouts(site, sides[name], CHECKOUTS)
+        figures["checkout", name], figures["checkout", name + " waits"] = checkouts(site, sides[name], CHECKOUTS)
     for name in order:
         figures["load", name] = loads(sides[name], LOADS)
     return figures
@@ -281,16 +316,17 @@ def run(site: TestSite, rounds: int) -> list[Figures]:
     """The sides started, warmed up, then ``rounds`` interleaved rounds; everything stopped."""
     io = IoLoop()
     browser = ChromiumBrowser()
+    messages = counting(browser)
     io.run(browser.start(), timeout=60)
     with tempfile.TemporaryDirectory(prefix="kitsune-bench-") as audit:
         node_browser = ChromiumBrowser()
+        node_messages = counting(node_browser)
         node = start_node(node_browser, Path(audit))
         try:
-            sides: dict[str, Side] = {
-                "raw": RawSide(io, browser, site),
-                "driver": DriverSide(io, browser, io.run(browser.new_tab(site.url("/shop")), timeout=60), site),
-                "node": NodeSide(node, node_browser, site),
-            }
+            driver = DriverSide(io, browser, io.run(browser.new_tab(site.url("/shop")), timeout=60), site)
+            on_node = NodeSide(node, node_browser, site)
+            driver.messages, on_node.messages = messages, node_messages
+            sides: dict[str, Side] = {"raw": RawSide(io, browser, site), "driver": driver, "node": on_node}
             measured = []
             for r in range(-WARMUP, rounds):
                 figures = one_round(site, sides, SIDES if r % 2 == 0 else tuple(reversed(SIDES)))
@@ -327,6 +363,9 @@ def report(rounds: list[Figures], load_before: tuple[float, ...], load_after: tu
                 line += (f" {med(mine) / med(raw):13.3f} {p95(mine) / p95(raw):6.3f} |"
                          f" {med(mine) - med(raw):+16.2f} {p95(mine) - p95(raw):+7.2f}")
             print(line)
+    for work in ("search", "checkout"):
+        waits = "/".join(f"{med(pooled(work, side + ' waits')):g}" for side in SIDES)
+        print(f"  {work}: binding round trips a page waited on, per call (raw/driver/node): {waits}")
     print("driver: callSiteTool through ChromiumBrowser.execute (no node); node: a one-step batch of a whole node; "
           "for loads, the driver's tab and the node's tab (its URL hook too)")
 

@@ -66,13 +66,20 @@
     message: String(error && error.message !== undefined ? error.message : error).slice(0, 300),
   });
 
-  function run(id, execute, input) {
+  // `reserved`: the token the node issued with the invocation. The tool's first requestToken answers it at once and
+  // tells the node it was taken (the message goes before the tool's next step can); a later one asks the node.
+  function run(id, execute, input, reserved) {
     const controller = new AbortController();
     let settled = false;
+    let token = typeof reserved === "string" ? reserved : null;
     const invocation = Object.freeze({
       requestToken() {
         if (settled) return Promise.reject(new DOMException("the tool call has settled", "InvalidStateError"));
-        return post("requestToken", { invocation: id });
+        if (token === null) return post("requestToken", { invocation: id });
+        const taken = token;
+        token = null;
+        quietly(post("took", { invocation: id }));
+        return Promise.resolve(taken);
       },
     });
     running.set(id, controller);
@@ -82,6 +89,7 @@
       (error) => ({ ok: false, error: described(error) }),
     ).then((answer) => {
       settled = true;
+      token = null;
       running.delete(id);
       quietly(post("settled", { invocation: id, ...answer }));
     });
@@ -185,11 +193,12 @@
       return Promise.reject(new DOMException("the continuation token was refused", "NotAllowedError"));
     }
     // One round trip: the node takes it as this document's hello too (if that has not reached it yet), redeems the
-    // token and, once the invocations before this one settled, answers the callback's input with its id.
+    // token and answers the callback's id, the token it may ask for and, once the invocations before this one
+    // settled, its input.
     return send({ op: "resume", doc, token }).then(
-      ({ invocation: id, ...answer }) => {
+      ({ invocation: id, token: reserved, ...answer }) => {
         const input = "input" in answer ? Promise.resolve(answer.input) : post("begin", { invocation: id });
-        input.then((value) => run(id, callback, value), () => {});
+        input.then((value) => run(id, callback, value, reserved), () => {});
       },
       () => { throw new DOMException("the continuation token was refused", "NotAllowedError"); },
     );
@@ -410,10 +419,10 @@
     value: Object.freeze({
       doc,
       declared: () => (untracked === null ? [doc, heard] : null),
-      invoke(to, id, name, input) {
+      invoke(to, id, name, input, token) {
         const tool = tools.get(name);
         if (to !== doc || tool === undefined) return false;
-        run(id, tool.execute, input);
+        run(id, tool.execute, input, token);
         return true;
       },
       response() {  // a form tool's answer, in the document its submission loaded: its first JSON-LD, if any

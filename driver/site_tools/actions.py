@@ -63,7 +63,7 @@ async def call_site_tool(run: Run) -> Result:
         if chain.call is not None:
             tools.hooks.event(SiteToolCalled(chain.call, chain.path, chain.tab, chain.tool, chain.origin), chain.agent)
         run.sent = True
-        if not await run.within(tools.start(invocation, command.name, value)):
+        if not await run.within(tools.start(chain, invocation)):
             run.sent = False
             raise Stop("site_tool_not_found", f"callSiteTool {command.name}: the page replaced its document before the "
                        "tool started; nothing was sent", retryable=True)

@@ -67,6 +67,9 @@ class Invocation:
     """What the page answered: ``{ok, value}`` or ``{ok: false, error}``; None if it was lost first."""
     tokens: int = 0
     """How many continuation tokens it asked for."""
+    reserved: Continuation[Any] | None = None
+    """The token issued with it, held by the page's script until the tool asks for one (then it is outstanding);
+    dropped unasked when it settles."""
 
 
 class Chain:

@@ -27,7 +27,7 @@ from core.url_policy import UrlPolicy
 from driver.errors import Stop
 from driver.page_js import MODEL_CONTEXT
 from driver.site_tools.chains import Chain, Document, Invocation, bare_url, origin_of, potentially_trustworthy
-from driver.site_tools.continuations import Continuation, Continuations, Refusal
+from driver.site_tools.continuations import Refusal
 from driver.site_tools.declarations import (
     MAX_FRAME_SCHEMA_BYTES,
     MAX_FRAME_TOOLS,
@@ -41,12 +41,10 @@ from driver.site_tools.declarations import (
     tab_documents_refused,
 )
 from driver.site_tools.input_schema import InputChecker
+from driver.site_tools.tokens import ChainTokens
 from messages.contract import CONTINUATION_TTL
 from messages.events import (
-    ContinuationExpired,
     ContinuationRedeemed,
-    ContinuationRequested,
-    ContinuationRevoked,
     SiteToolChainCompleted,
     SiteToolEvent,
 )
@@ -56,7 +54,8 @@ __all__ = ["BINDING", "TOKEN_CHARS", "SiteToolHooks", "SiteTools"]
 BINDING = "__kitsuneSiteTools"
 """The binding's name in the page (``model_context.js`` takes it out of the page's reach at once)."""
 
-_INVOKE = "([doc, id, name, input]) => !!globalThis[Symbol.for('kitsune.siteTools')]?.invoke(doc, id, name, input)"
+_INVOKE = ("([doc, id, name, input, token]) => "
+           "!!globalThis[Symbol.for('kitsune.siteTools')]?.invoke(doc, id, name, input, token)")
 _ABORT = "([doc, id]) => globalThis[Symbol.for('kitsune.siteTools')]?.abort(doc, id)"
 _DOC = "() => globalThis[Symbol.for('kitsune.siteTools')]?.doc ?? null"
 _DECLARED = "() => globalThis[Symbol.for('kitsune.siteTools')]?.declared() ?? null"
@@ -91,7 +90,7 @@ class SiteTools:
 
     def __init__(self, tab_of: Callable[[Page], int | None]) -> None:
         self.continuation_ttl = CONTINUATION_TTL
-        """Seconds a continuation token may be redeemed after it was issued."""
+        """Seconds a continuation token may be redeemed after the tool asked for it."""
         self.hooks = SiteToolHooks()
         self.checker = InputChecker()
         """Checks a call's input against its tool's schema, off the loop."""
@@ -103,7 +102,8 @@ class SiteTools:
         self._frame_rates: dict[int, DeclarationRate] = {}
         """The declarations of each tab's frames, within their rate (the top document's is its own)."""
         self._chains: set[Chain] = set()
-        self._tokens: Continuations[Chain] = Continuations()
+        self._tokens = ChainTokens(lambda: self.continuation_ttl, self._emit,
+                                   lambda outcome: self.hooks.continuation(outcome))  # noqa: PLW0108 (hooks change)
         self._changed = asyncio.Event()
         """Set (and replaced) whenever a document or a declaration changes."""
         self.url_policy: Callable[[str | None], UrlPolicy] | None = None
@@ -129,6 +129,11 @@ class SiteTools:
         documents = self._tabs.get(tab, {}).values()
         return {"documents": len(documents), "tools": sum(len(d.tools) for d in documents),
                 "schema_bytes": sum(sum(d.sizes.values()) for d in documents)}
+
+    @property
+    def tokens(self) -> int:
+        """How many continuation tokens the node holds (issued and not yet dropped: a call's ended)."""
+        return len(self._tokens)
 
     def documents(self, page: Page) -> list[Document]:
         """The tab's top document and the documents of its frames of the same origin, in frame order."""
@@ -187,19 +192,20 @@ class SiteTools:
         self._chains.add(chain)
         return chain, chain.invoke(document)
 
-    async def start(self, invocation: Invocation, tool: str, value: dict[str, Any]) -> bool:
-        """Run the invocation's tool in its document; False when that document no longer declares it."""
+    async def start(self, chain: Chain, invocation: Invocation) -> bool:
+        """Run the chain's tool in the invocation's document (with the token it may ask for, but a form's); False
+        when that document no longer declares it."""
         document = invocation.document
-        return bool(await document.frame.evaluate(_INVOKE, [document.nonce, invocation.id, tool, value]))
+        token = None if chain.form else self._tokens.reserve(chain, invocation)
+        return bool(await document.frame.evaluate(_INVOKE, [document.nonce, invocation.id, chain.tool, chain.input,
+                                                             token]))
 
     def end(self, chain: Chain, reason: str) -> None:
         """The chain's step is over (``reason`` says how, if it did not end by itself): revoke its tokens, stop
         what still runs of it."""
         self._chains.discard(chain)
         chain.fail(Stop(reason, f"callSiteTool {chain.tool}: the call ended ({reason})"))  # wakes what waits on it
-        self._revoke_tokens(chain, reason)
-        for continuation in chain.redeemed:
-            self._tokens.drop(continuation)
+        self._tokens.end(chain, reason)
         for invocation in chain.invocations:
             if not invocation.settled.is_set() and not invocation.document.gone:
                 task = asyncio.get_running_loop().create_task(
@@ -213,25 +219,17 @@ class SiteTools:
         tokens revoked, the call's step ended ``code``; how many chains ended."""
         ended = [chain for chain in self._chains if chain.call in calls and chain.tab in tabs and not chain.ended]
         for chain in ended:
-            self._revoke_tokens(chain, code)
+            self._tokens.revoke(chain, code)
             chain.fail(Stop(code, f"callSiteTool {chain.tool}: {message}", state={"tabId": chain.tab,
                                                                                   "tool": chain.tool}))
         return len(ended)
-
-    def _revoke_tokens(self, chain: Chain, reason: str) -> None:
-        for continuation, timer in list(chain.outstanding.items()):
-            timer.cancel()
-            self._tokens.drop(continuation)
-            self._emit(chain, ContinuationRevoked, reason=reason)
-            self.hooks.continuation("revoked")
-        chain.outstanding.clear()
 
     def _denied(self, chain: Chain, document: Document) -> bool:
         """Whether the agent's URL lists now refuse ``document`` (its chain's tokens are revoked, the call ends)."""
         lists = self.url_policy(chain.agent) if self.url_policy is not None else None
         if lists is None or lists.check(document.url) is None:
             return False
-        self._revoke_tokens(chain, "url_denied")
+        self._tokens.revoke(chain, "url_denied")
         chain.fail(Stop("url_denied", f"callSiteTool {chain.tool}: the URL lists now refuse the site its "
                         "continuation went to", state={"tabId": chain.tab, "tool": chain.tool}))
         return True
@@ -255,8 +253,10 @@ class SiteTools:
         if document is None or document.nonce != nonce:
             raise _Refused
         found = self._invocation_of(document, message.get("invocation"))
-        if op == "requestToken" and found is not None:
-            return self._request_token(*found)
+        if op == "took" and found is not None and self._tokens.take(*found):
+            return None
+        if op == "requestToken" and found is not None and not found[1].settled.is_set():
+            return self._tokens.issue(*found)
         if op == "settled" and found is not None:
             self._settled(*found, message)
             return None
@@ -340,20 +340,10 @@ class SiteTools:
                 return chain, invocation
         return None
 
-    def _request_token(self, chain: Chain, invocation: Invocation) -> str:
-        if invocation.settled.is_set():
-            raise _Refused  # asked after its promise settled
-        loop = asyncio.get_running_loop()
-        token, continuation = self._tokens.issue(chain, chain.tab, invocation.document.origin,
-                                                 loop.time() + self.continuation_ttl)
-        chain.outstanding[continuation] = loop.call_later(self.continuation_ttl, self._expire, continuation)
-        invocation.tokens += 1
-        self._emit(chain, ContinuationRequested, origin=invocation.document.origin)
-        return token
-
     def _settled(self, chain: Chain, invocation: Invocation, message: dict[str, Any]) -> None:
         answer = {"ok": True, "value": message.get("value")} if message.get("ok") is True else \
             {"ok": False, "error": message.get("error")}
+        self._tokens.release(invocation)
         chain.settle(invocation, answer)
         chain.advance()
 
@@ -364,19 +354,19 @@ class SiteTools:
         if self._hello(page, frame, tab, nonce) is not None:
             raise _Refused  # its tab holds all the documents it may: this one is not tracked
         chain, invocation = self._redeem(self._documents[frame], token)
+        answer = {"invocation": invocation.id, "token": self._tokens.reserve(chain, invocation)}
         if all(i.settled.is_set() for i in chain.invocations if i is not invocation):
-            return {"invocation": invocation.id, "input": chain.input}
-        return {"invocation": invocation.id}
+            return {**answer, "input": chain.input}
+        return answer
 
     def _redeem(self, document: Document, token: object) -> tuple[Chain, Invocation]:
-        found = self._tokens.redeem(token, document.tab, document.origin, asyncio.get_running_loop().time()) \
+        found = self._tokens.redeem(token, document) \
             if isinstance(token, str) and len(token) <= TOKEN_CHARS and document.origin != "null" else Refusal.UNKNOWN
-        if isinstance(found, Refusal) or found.chain.ended or self._denied(found.chain, document):
+        if isinstance(found, Refusal) or self._denied(found.chain, document):
             self.hooks.continuation("refused")
             raise _Refused
+        self._tokens.redeemed(found)
         chain = found.chain
-        chain.outstanding.pop(found).cancel()
-        chain.redeemed.append(found)
         invocation = chain.invoke(document)
         self._emit(chain, ContinuationRedeemed, origin=document.origin, frame="main" if document.main else "iframe")
         self.hooks.continuation("redeemed")
@@ -391,15 +381,6 @@ class SiteTools:
             waiting.cancel()
             raise _Refused  # the call ended meanwhile
         return chain.input
-
-    def _expire(self, continuation: Continuation[Chain]) -> None:
-        chain = continuation.chain
-        if chain.outstanding.pop(continuation, None) is None:
-            return
-        self._tokens.drop(continuation)
-        self._emit(chain, ContinuationExpired)
-        self.hooks.continuation("expired")
-        chain.fail(_expired(chain, self.continuation_ttl))
 
     # -- documents that go ---------------------------------------------------------------------
 
@@ -427,6 +408,9 @@ class SiteTools:
             if chain.lost(document):
                 task = asyncio.get_running_loop().create_task(self._respond(chain, document.frame))
                 task.add_done_callback(lambda t: t.cancelled() or t.exception())
+            for invocation in chain.invocations:
+                if invocation.document is document:
+                    self._tokens.release(invocation)
             chain.advance()
         self._change()
 
@@ -468,7 +452,3 @@ def _size(tool: object) -> int:
         return 0
     return sum(len(text) for text in (tool.get("inputSchema"), tool.get("description")) if isinstance(text, str))
 
-
-def _expired(chain: Chain, ttl: float) -> Stop:
-    return Stop("continuation_expired", f"callSiteTool {chain.tool}: a continuation token expired unredeemed "
-                f"after {ttl:g}s", state={"tabId": chain.tab, "tool": chain.tool, "reason": "continuation_expired"})

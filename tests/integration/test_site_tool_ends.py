@@ -1,6 +1,7 @@
 """How a site tool's call ends when it does not complete: the tool throws, the step times out, the tab
 closes, a token is asked for too late, the URL lists come to refuse the site. Each is told truthfully
-(unknown once the tool ran), and every outstanding token is revoked with the reason.
+(unknown once the tool ran), and every outstanding token is revoked with the reason; the token issued with
+an invocation that never asks for it is dropped unseen.
 
 The tools are declared on the shop's /shop page by the test itself (a ``js`` step: the page's own API),
 so each case is a few lines of page script beside its assertions.
@@ -18,7 +19,14 @@ import pytest
 
 from bridge.node import Node
 from core.url_policy import UrlPolicy
-from messages.events import ContinuationRevoked, Event, SiteToolChainCompleted, SiteToolEvent
+from messages.events import (
+    ContinuationRequested,
+    ContinuationRevoked,
+    Event,
+    SiteToolCalled,
+    SiteToolChainCompleted,
+    SiteToolEvent,
+)
 from tests.integration.calls import batch
 from tests.integration.fleet_nodes import until
 from tests.nodes import open_user_tab
@@ -72,17 +80,21 @@ def test_a_tool_that_throws_is_unknown_with_the_site_s_message_kept_out_of_the_e
     assert not any(isinstance(e, SiteToolChainCompleted) for e in site_events)
 
 
-def test_a_step_that_times_out_revokes_its_token_and_aborts_the_tool_s_signal(
+def test_a_step_that_times_out_revokes_its_tokens_and_aborts_the_tool_s_signal(
         node: Node, site: TestSite, site_events: list[SiteToolEvent]) -> None:
-    execute = ("async (input, options) => { await options.invocation.requestToken(); "
+    execute = ("async (input, options) => { const first = await options.invocation.requestToken(); "
+               "window.pair = [first, await options.invocation.requestToken()]; "  # the one issued with it, a new one
                "options.signal.addEventListener('abort', () => { document.title = 'aborted' }); "
                "await new Promise(() => {}) }")
     tab = declared(node, site, "forever", execute)
     result = called(node, tab, "forever", timeout=1.0)
     assert (result["status"], result["code"]) == ("unknown", "timeout")
     until(lambda: page_title(node, tab) == "aborted", 5, "the tool's signal aborted")
+    first, second = node.io.run(node.browser.page(tab).evaluate("window.pair"), timeout=30)
+    assert first != second and min(len(first), len(second)) >= 32
+    assert [type(e) for e in site_events if isinstance(e, ContinuationRequested)] == [ContinuationRequested] * 2
     revoked = [e for e in site_events if isinstance(e, ContinuationRevoked)]
-    assert [(e.tool, e.reason) for e in revoked] == [("forever", "timeout")]
+    assert [(e.tool, e.reason) for e in revoked] == [("forever", "timeout")] * 2
 
 
 def test_a_tab_that_closes_mid_chain_ends_it_tab_closed_and_revokes_its_token(
@@ -97,6 +109,15 @@ def test_a_tab_that_closes_mid_chain_ends_it_tab_closed_and_revokes_its_token(
         closer.join()
     assert (result["status"], result["code"]) == ("unknown", "tab_closed")
     assert [e.reason for e in site_events if isinstance(e, ContinuationRevoked)] == ["tab_closed"]
+
+
+def test_a_token_issued_with_the_call_and_never_asked_for_is_dropped_unseen(
+        node: Node, site: TestSite, site_events: list[SiteToolEvent]) -> None:
+    held = node.browser.site_tools.tokens  # what other tests' calls may hold still
+    tab = declared(node, site, "quiet", "async (input) => ({echo: input.n})")
+    assert called(node, tab, "quiet", input={"n": 1})["output"] == {"echo": 1}
+    assert [type(e) for e in site_events] == [SiteToolCalled, SiteToolChainCompleted]  # no token requested or revoked
+    assert node.browser.site_tools.tokens == held
 
 
 def test_a_token_asked_for_after_the_tool_settled_is_refused_and_the_call_ends_with_its_output(

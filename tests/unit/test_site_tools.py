@@ -11,11 +11,14 @@ from typing import Any
 
 import pytest
 
+from driver.errors import Stop
 from driver.site_tools import declarations
+from driver.site_tools.chains import Chain, Document
 from driver.site_tools.continuations import Continuations, Refusal
 from driver.site_tools.declarations import DeclarationRate, Refused, Room, declared, listed, reads_only
 from driver.site_tools.input_schema import InputChecker
 from driver.site_tools.schema_check import check
+from driver.site_tools.tokens import ChainTokens
 from messages.errors import KitsuneError
 
 SHOP = "http://127.0.0.1:8001"
@@ -234,3 +237,72 @@ def test_the_page_script_checks_the_node_s_limits_first() -> None:
             f"schemaBytes: {declarations.MAX_SCHEMA_BYTES} }};") in script
     assert (f"const RATE = {{ bytes: {declarations.DECLARATION_RATE}, burst: {declarations.DECLARATION_BURST}, "
             f"cost: {declarations.DECLARATION_COST} }};") in script
+
+
+async def _chain_tokens(ttl: float = 60.0) -> tuple[ChainTokens, Chain, list[str], list[str]]:
+    """Tokens of one chain of a tool on the shop (no page: the document's frame is a name), with the kinds of the
+    events they record and how their tokens ended."""
+    kinds: list[str] = []
+    ended: list[str] = []
+    tokens = ChainTokens(lambda: ttl, lambda chain, kind, **fields: kinds.append(kind.kind), ended.append)
+    document = Document("nonce", "frame", 3, SHOP, SHOP + "/shop/billing", True)
+    return tokens, Chain("checkout", document, {}, call=1, path="0", agent=None), kinds, ended
+
+
+def test_a_token_issued_with_an_invocation_is_outstanding_only_once_asked_for_and_dropped_unseen_if_not() -> None:
+    async def run() -> None:
+        tokens, chain, kinds, ended = await _chain_tokens()
+        asked = chain.invoke(_doc(chain))
+        token = tokens.reserve(chain, asked)
+        assert len(tokens) == 1 and not chain.outstanding and kinds == []  # issued, not yet the tool's
+        assert tokens.take(chain, asked) and not tokens.take(chain, asked)  # taken once
+        assert len(chain.outstanding) == 1 and asked.reserved is None and asked.tokens == 1
+        quiet = chain.invoke(_doc(chain))
+        tokens.reserve(chain, quiet)
+        tokens.release(quiet)  # settled without asking
+        assert len(tokens) == 1 and kinds == ["ContinuationRequested"] and ended == []
+        found = tokens.redeem(token, _doc(chain))
+        assert not isinstance(found, Refusal)
+        tokens.redeemed(found)
+        assert not chain.outstanding and chain.redeemed == [found]
+        tokens.end(chain, "completed")
+        assert len(tokens) == 0 and ended == []  # nothing outstanding was left to revoke
+    asyncio.run(run())
+
+
+def test_a_reserved_token_redeemed_before_the_node_heard_it_taken_is_taken_then_and_a_settled_one_is_not() -> None:
+    async def run() -> None:
+        tokens, chain, kinds, ended = await _chain_tokens()
+        first = chain.invoke(_doc(chain))
+        token = tokens.reserve(chain, first)
+        found = tokens.redeem(token, _doc(chain))  # the page's script gave it; its "took" is still on its way
+        assert not isinstance(found, Refusal) and first.tokens == 1 and kinds == ["ContinuationRequested"]
+        tokens.redeemed(found)
+        second = chain.invoke(_doc(chain))
+        tokens.reserve(chain, second)
+        chain.settle(second, {"ok": True, "value": None})
+        assert not tokens.take(chain, second) and len(tokens) == 1  # asked after its promise settled: dropped
+        late = chain.invoke(_doc(chain))
+        tokens.issue(chain, late)
+        tokens.end(chain, "timeout")  # the one issued as asked is revoked; the reserved ones go unseen
+        assert len(tokens) == 0 and ended == ["revoked"] and kinds[-1] == "ContinuationRevoked"
+    asyncio.run(run())
+
+
+def test_an_outstanding_token_expires_after_its_lifetime_from_when_it_was_asked_for() -> None:
+    async def run() -> None:
+        tokens, chain, kinds, ended = await _chain_tokens(ttl=0.05)
+        invocation = chain.invoke(_doc(chain))
+        tokens.reserve(chain, invocation)
+        await asyncio.sleep(0.1)  # longer than the lifetime, before the tool asks: it has not started yet
+        assert tokens.take(chain, invocation) and not chain.ended
+        with pytest.raises(Stop, match="expired unredeemed"):
+            await asyncio.wait_for(chain.result, 5)
+        assert ended == ["expired"] and kinds == ["ContinuationRequested", "ContinuationExpired"]
+        assert len(tokens) == 0
+    asyncio.run(run())
+
+
+def _doc(chain: Chain) -> Document:
+    """Another document of the chain's origin and tab."""
+    return Document("other", "frame", chain.tab, chain.origin, chain.origin + "/shop/shipping", True)
