@@ -236,9 +236,7 @@ class EventSink:
 
     def __call__(self, event: Event) -> Callable[[], None] | None:
         """Queue ``event``; for a dispatch or a call's end, the wait until it is stored."""
-        CALL.set(event.call)  # this thread's log lines name the call
-        if isinstance(event, StepDispatched):
-            STEP.set(event.path)  # and the write about to be sent names its step
+        CALL.set(event.call)  # this thread's log lines name the call (the engine names a write's step: STEP)
         for listener in self.listeners:
             listener(event)
         if not isinstance(event, StepDispatched | CallEnded):

@@ -15,6 +15,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any, Literal
 
+from core.ahead import Ahead, Intent, ahead_of
 from core.blocks import Lookup, lookup_in, scrub, tab_of
 from core.lanes import barriers, leaves, tabs_needed
 from core.ports import (
@@ -206,27 +207,49 @@ class _Run:
 
     def _run_list(self, commands: tuple[Command, ...], within: StepPath, owner: StepPath | None,
                   tab: int | None) -> Status:
-        """Run a list's steps (at ``within.i``) in order until one is not ok; the list's status."""
+        """Run a list's steps (at ``within.i``) in order until one is not ok; the list's status. A write recorded
+        ahead (:meth:`_ahead`) whose turn never comes is skipped like any step not reached (on an error, here)."""
         paths = [within.child(i) for i in range(len(commands))]
         scope: list[Result | None] = [None] * len(commands)
         stop = False
-        for i, (command, path) in enumerate(zip(commands, paths, strict=True)):
-            if not stop and self.ports.clock.now() >= self.deadline:
-                self.timed_out = stop = True
-            if stop:
-                self._leave(command, path, "the call stopped before this step")
-            else:
-                kept = self._step(command, path, scope, i, owner, tab)
-                result = self.results.get(path)
-                warned = isinstance(result, Ok) and result.warning is not None
-                if self._status(path) != "ok" or (warned and self.spec.stop_on_warning and not kept):
-                    stop = self.stopped = True
-            scope[i] = self.results.get(path)
+        ahead: Ahead | None = None
+        try:
+            for i, (command, path) in enumerate(zip(commands, paths, strict=True)):
+                intent, ahead = (ahead.intent if ahead is not None else None), None
+                if not stop and self.ports.clock.now() >= self.deadline:
+                    self.timed_out = stop = True
+                if stop:
+                    self._leave(command, path, "the call stopped before this step")  # its intent too
+                else:
+                    ahead = self._ahead(commands, paths, scope, i, tab)
+                    kept = self._step(command, path, scope, i, owner, tab, intent, ahead)
+                    result = self.results.get(path)
+                    warned = isinstance(result, Ok) and result.warning is not None
+                    if self._status(path) != "ok" or (warned and self.spec.stop_on_warning and not kept):
+                        stop = self.stopped = True
+                scope[i] = self.results.get(path)
+        except BaseException:
+            if ahead is not None and ahead.intent is not None:  # recorded, never sent
+                self.emit(StepSkipped(self.call, ahead.intent.path, "the call stopped before this step"))
+            raise
         return worst([self._status(p) for p in paths])
 
+    def _ahead(self, commands: tuple[Command, ...], paths: list[StepPath], scope: list[Result | None], i: int,
+               tab: int | None) -> Ahead | None:
+        """What records step ``i + 1`` ahead while step ``i`` runs, if it may be (``core.ahead``)."""
+        path = paths[i + 1] if i + 1 < len(commands) else None
+        if path is None:
+            return None
+        prior = self.prior.records.get(path) if self.prior else None
+        if self.plan.get(path, "run") != "run" or (prior is not None and prior.status == "ok"):
+            return None
+        return ahead_of(self, commands[i + 1], path, i, lookup_in(scope[:i]), tab, resumed=self.prior is not None)
+
     def _step(self, command: Command, path: StepPath, scope: list[Result | None], index: int,
-              owner: StepPath | None, tab: int | None) -> bool:
-        """Run (or keep) one step; True when it was kept from an earlier run."""
+              owner: StepPath | None, tab: int | None, intent: Intent | None = None,
+              ahead: Ahead | None = None) -> bool:
+        """Run (or keep) one step, with its write recorded ahead (``intent``) and what records the next
+        step's (``ahead``); True when it was kept from an earlier run."""
         decision = self.plan.get(path, "run")
         if decision == "keep":
             self._keep(path)
@@ -242,7 +265,7 @@ class _Run:
         elif isinstance(command, Parallel):
             self._parallel(command, path, tab)
         else:
-            self._leaf(command, path, lookup, owner, tab)
+            self._leaf(command, path, lookup, owner, tab, intent, ahead)
         return False
 
     def _keep(self, path: str) -> None:
@@ -377,24 +400,30 @@ class _Run:
     # one step
 
     def _leaf(self, command: Command, path: StepPath, lookup: Lookup, owner: StepPath | None,
-              tab: int | None) -> None:
-        step = Step(self, path, owner, secret_values(command))
-        try:
-            target = tab_of(command, lookup, tab)
-        except KitsuneError as e:
-            self.emit(StepStarted(self.call, path, command.action, None))
-            self._finish(step, Failed(Failure.of(e)))
-            return
-        self.emit(StepStarted(self.call, path, command.action, target))
-        try:
-            resolved = resolve_command(command, lookup)
-        except KitsuneError as e:
-            self._finish(step, Failed(Failure.of(e)))
-            return
+              tab: int | None, intent: Intent | None, ahead: Ahead | None) -> None:
+        step = Step(self, path, owner, secret_values(command), ahead)
+        if intent is not None:  # resolved and recorded ahead: sent with those records
+            self.emit(StepStarted(self.call, path, command.action, intent.tab))
+            target, resolved, step.intent = intent.tab, intent.command, intent.recorded
+        else:
+            try:
+                target = tab_of(command, lookup, tab)
+            except KitsuneError as e:
+                self.emit(StepStarted(self.call, path, command.action, None))
+                self._finish(step, Failed(Failure.of(e)))
+                return
+            self.emit(StepStarted(self.call, path, command.action, target))
+            try:
+                resolved = resolve_command(command, lookup)
+            except KitsuneError as e:
+                self._finish(step, Failed(Failure.of(e)))
+                return
         step.secrets += secret_values(resolved)
         try:
-            # a write's driver waits for its audit entry before it sends it (Step._dispatch), meanwhile it is written
-            step.audit = self.ports.audit.step(self.call, path, resolved, target, resumed=self.prior is not None)
+            if intent is None:
+                # a write's driver waits for its audit entry before it sends it (Step._dispatch), meanwhile
+                # it is written
+                step.audit = self.ports.audit.step(self.call, path, resolved, target, resumed=self.prior is not None)
             outcome = step.perform(resolved, target, lookup, inner=False)
         except KitsuneError as e:  # a port answered with an error instead of an outcome
             failure = Failure.of(e)

@@ -1,8 +1,8 @@
 """What a log line is about: the call and the agent (and the agent's session), as context variables.
 
-The HTTP handler sets the agent of a request, the call actor the agent of its call, and the
-event sink the call of every thread that emits its events (and the step of each write it is
-about to send); ``bridge.logs`` reads them into each structured log line. None ever holds a
+The HTTP handler sets the agent of a request, the call actor the agent of its call, the
+event sink the call of every thread that emits its events, and the engine the step of each
+write it is about to send; ``bridge.logs`` reads them into each structured log line. None ever holds a
 secret (an agent's name, never its token).
 """
 

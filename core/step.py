@@ -3,7 +3,9 @@
 Before a write is sent, its tab is claimed (in a parallel) and the write is recorded: its
 ``StepDispatched`` stored and its audit entry written. The step hands both records to the driver
 with the write, which waits for them where it sends (one hop for the records and the request);
-if either cannot be made, nothing is sent. A write inside a block that ran ok is told once
+if either cannot be made, nothing is sent. A write that is the next step of its list is recorded
+ahead (``core.ahead``), as the step before it is sent, so that its records are stored by its
+turn: its wait is then no round trip. A write inside a block that ran ok is told once
 (``BlockWriteSucceeded``): resume never sends that block again unobserved.
 """
 
@@ -13,6 +15,7 @@ from collections.abc import Callable
 from typing import Protocol
 
 from core.blocks import Lookup, run_block
+from core.log_context import STEP
 from core.ports import NotRecorded, Ports, Recorded, not_recorded, wait_recorded
 from messages.commands import Command, NewTab, SyncBarrier, is_write
 from messages.events import BlockWriteSucceeded, Event, StepDispatched
@@ -58,8 +61,13 @@ class Step:
     """One step being run, an action or a one-step block with all inside it (the :class:`~core.blocks.Body`
     its block runs in), and what only it needs while it runs."""
 
-    def __init__(self, run: Run, path: StepPath, owner: StepPath | None, secrets: list[str]) -> None:
+    def __init__(self, run: Run, path: StepPath, owner: StepPath | None, secrets: list[str],
+                 ahead: Callable[[], None] | None = None) -> None:
         self.run, self.path, self.owner = run, path, owner
+        self.ahead = ahead
+        """Records the next step's write ahead (``core.ahead``), once, as this step first sends."""
+        self.intent: tuple[Recorded, ...] | None = None
+        """This write's records, made ahead of its turn."""
         self.secrets = secrets
         """Typed values and JavaScript bodies of the step, nested commands' included: cut from its failures."""
         self.audit: Recorded | None = None
@@ -91,6 +99,9 @@ class Step:
             run.timed_out = True
             return deadline_outcome(run.timeout, self.dispatched)
         recorded = self._dispatch() if writes and not self.dispatched else ()
+        if self.ahead is not None:  # after this write's records: their wait is not the next one's
+            ahead, self.ahead = self.ahead, None
+            ahead()
         try:
             if isinstance(command, SyncBarrier):
                 wait_recorded(recorded)
@@ -112,15 +123,21 @@ class Step:
 
     def _dispatch(self) -> tuple[Recorded, ...]:
         """Start recording a write before it is sent: its ``StepDispatched`` handed over, its audit
-        entry on its way already; the records the send waits for, the audit entry first. Raises
-        :class:`KitsuneError` if the event cannot be handed over: nothing is sent."""
-        try:
-            stored = self.run.hand_over(StepDispatched(self.run.call, self.path))
-        except Exception as e:
-            raise not_recorded() from e
-        written, self.audit = self.audit, None
+        entry on its way already (or both made ahead: ``core.ahead``); the records the send waits
+        for, the audit entry first. Raises :class:`KitsuneError` if the event cannot be handed over:
+        nothing is sent."""
+        if self.intent is not None:
+            recorded, self.intent = self.intent, None
+        else:
+            try:
+                stored = self.run.hand_over(StepDispatched(self.run.call, self.path))
+            except Exception as e:
+                raise not_recorded() from e
+            written, self.audit = self.audit, None
+            recorded = tuple(record for record in (written, stored) if record is not None)
+        STEP.set(self.path)  # the write about to be sent names its step (a tab request, log lines)
         self.dispatched = True
-        return tuple(record for record in (written, stored) if record is not None)
+        return recorded
 
 
 def deadline_outcome(timeout: float, sent: bool) -> Outcome:

@@ -103,7 +103,8 @@ class StepStarted(StepEvent):
 
 @dataclass(frozen=True, slots=True)
 class StepDispatched(StepEvent):
-    """A write is about to be sent to the page: from here its outcome can be unknown."""
+    """A write is about to be sent to the page: from here its outcome can be unknown. It may come before the
+    step's ``StepStarted`` (recorded ahead of its turn); a step the run then never sends ends ``StepSkipped``."""
 
     kind = "StepDispatched"
 

@@ -1,8 +1,9 @@
 """The step log: a fold over a call's events into progress, status and summary.
 
 The engine reports what this fold gives, and the same fold rebuilds a call from its event
-stream after the actor that ran it is gone. A step that started and has no terminal event is
-``unknown`` (a dispatched write is never guessed ``ok``); a step that never started is ``skipped``.
+stream after the actor that ran it is gone. A step that started or was dispatched and has no terminal
+event is ``unknown`` (a dispatched write is never guessed ``ok``, nor one recorded ahead of its turn
+``skipped``); a step that never started is ``skipped``.
 """
 
 from __future__ import annotations
@@ -323,10 +324,11 @@ def _apply_step(node: _Node, event: StepEvent) -> None:
 
 
 def _started(node: _Node, tab_id: int | None) -> None:
-    """A step (re)started: what an earlier run of it told is gone."""
+    """A step (re)started: what an earlier run of it told is gone, but for a dispatch, which may come before
+    its start (a write recorded ahead of its turn, ``core.ahead``)."""
     node.started, node.tab_id = True, tab_id
     node.status = node.code = node.error = node.warning = node.observed = None
-    node.dispatched = node.wrote = node.kept = node.retryable = False
+    node.wrote = node.kept = node.retryable = False
 
 
 def _succeeded(node: _Node, warning: str | None) -> None:

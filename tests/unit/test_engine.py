@@ -161,8 +161,11 @@ def test_call_started_is_first_and_call_ended_is_last(world: World) -> None:
     assert isinstance(events[-1], CallEnded)
     assert events[-1].reason == "stopped"
     assert kinds(events).count("CallStarted") == 1 and kinds(events).count("CallEnded") == 1
-    assert kinds(events) == ["CallStarted", "StepStarted", "StepDispatched", "StepSucceeded",
-                             "StepStarted", "StepDispatched", "StepFailed", "StepSkipped", "CallEnded"]
+    # each next write is recorded ahead as the step before it is sent; #c's turn never comes: skipped
+    assert [(e.kind, getattr(e, "path", None)) for e in events] == [
+        ("CallStarted", None), ("StepStarted", "0"), ("StepDispatched", "0"), ("StepDispatched", "1"),
+        ("StepSucceeded", "0"), ("StepStarted", "1"), ("StepDispatched", "2"), ("StepFailed", "1"),
+        ("StepSkipped", "2"), ("CallEnded", None)]
 
 
 def test_call_that_ran_ok_ends_completed(world: World) -> None:
@@ -173,14 +176,29 @@ def test_call_that_ran_ok_ends_completed(world: World) -> None:
 
 def test_write_is_started_then_dispatched_before_driver_is_called() -> None:
     world, driver = counting_world()
+    run(world, [click("#a"), click("#b", tab=2)])  # the first write of a list: recorded at its turn
+
+    _, before_click = driver.seen_at_send[0]
+    assert [(e.kind, getattr(e, "path", None)) for e in before_click[-3:]] == [
+        ("StepStarted", "0"), ("StepDispatched", "0"), ("StepDispatched", "1")]  # then #b's, ahead
+    started = before_click[-3]
+    assert isinstance(started, StepStarted) and started.action == "click" and started.tab_id == DEFAULT_TAB
+
+
+def test_next_write_is_dispatched_ahead_as_the_step_before_it_is_sent() -> None:
+    world, driver = counting_world()
     run(world, [find("#list"), click("#a")])
 
     assert [key for key, _ in driver.seen_at_send] == ["#list", "#a"]
+    _, before_find = driver.seen_at_send[0]
+    assert [(e.kind, getattr(e, "path", None)) for e in before_find[-2:]] == [
+        ("StepStarted", "0"), ("StepDispatched", "1")]
     _, before_click = driver.seen_at_send[1]
     assert [(e.kind, getattr(e, "path", None)) for e in before_click[-2:]] == [
-        ("StepStarted", "1"), ("StepDispatched", "1")]
-    started = before_click[-2]
-    assert isinstance(started, StepStarted) and started.action == "click" and started.tab_id == DEFAULT_TAB
+        ("StepSucceeded", "0"), ("StepStarted", "1")]
+    assert path_events(world.events, "1") == ["StepDispatched", "StepStarted", "StepSucceeded"]
+    record = fold(world.events).find("1")
+    assert record is not None and record.dispatched and record.tab_id == DEFAULT_TAB
 
 
 def test_read_is_never_dispatched() -> None:
@@ -270,7 +288,8 @@ def test_unknown_outcome_is_unknown_and_stops_batch(world: World) -> None:
                                   "retryable": False}
     assert len(body["results"]) == 2
     assert sent_keys(world) == ["#a", "#submit"]
-    assert path_events(world.events, "1") == ["StepStarted", "StepDispatched", "StepOutcomeUnknown"]
+    assert path_events(world.events, "1") == ["StepDispatched", "StepStarted", "StepOutcomeUnknown"]
+    assert path_events(world.events, "2") == ["StepDispatched", "StepSkipped"]  # recorded ahead, never sent
     assert body["summary"].startswith("3 commands: 1 ok, 1 unknown, 1 skipped. Step 1 (click on tab 3) "
                                       "has an unknown outcome: The page navigated while the command ran.")
 

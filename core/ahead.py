@@ -1,0 +1,80 @@
+"""A write recorded ahead of its turn, while the step before it runs.
+
+A write waits for its records (its ``StepDispatched`` stored, its audit entry written) before it is
+sent. When the next step of a list is a write whose arguments are known already (no reference to
+the step running now), the engine records it as that step is sent: by its turn its records are
+stored, and its wait costs no round trip. The guarantee is the same: nothing is sent before its
+records are made. A write recorded ahead whose turn never comes (an earlier step failed, was held,
+or the call stopped) is closed ``skipped`` by the run, which knows it was not sent; only a crash
+between the two leaves it ``unknown`` (a dispatched write without a terminal event), as a crash
+while it runs would.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from core.blocks import Lookup, tab_of
+from core.ports import Recorded, not_recorded
+from core.step import Run
+from messages.commands import BLOCKS, Command, is_write, own_references, resolve_command
+from messages.errors import KitsuneError
+from messages.events import StepDispatched
+
+__all__ = ["Ahead", "Intent", "ahead_of"]
+
+
+@dataclass(frozen=True, slots=True)
+class Intent:
+    """A write recorded ahead: sent with these records at its turn (never recorded twice), or closed unsent."""
+
+    path: str
+    command: Command
+    """The write with its references resolved, as its audit entry has it."""
+    tab: int | None
+    recorded: tuple[Recorded, ...]
+    """The waits for its records, the audit entry first."""
+
+
+class Ahead:
+    """Records one write ahead of its turn; called once, as the step before it is sent."""
+
+    def __init__(self, run: Run, command: Command, path: str, lookup: Lookup, tab: int | None, *,
+                 resumed: bool) -> None:
+        self._run, self._command, self._path, self._lookup, self._tab = run, command, path, lookup, tab
+        self._resumed = resumed
+        self.intent: Intent | None = None
+        """What it recorded; None until then, or when the write cannot be resolved yet (recorded at its turn)."""
+
+    def __call__(self) -> None:
+        run = self._run
+        try:
+            tab = tab_of(self._command, self._lookup, self._tab)
+            command = resolve_command(self._command, self._lookup)
+            written = run.ports.audit.step(run.call, self._path, command, tab, resumed=self._resumed)
+        except KitsuneError:
+            return  # its turn meets the same error, or records it then
+        stored: Callable[[], None] | None
+        try:
+            stored = run.hand_over(StepDispatched(run.call, self._path))
+        except Exception as e:  # its turn fails it unsent, as if it had been recorded then
+            stored = _failed(e)
+        self.intent = Intent(self._path, command, tab, tuple(r for r in (written, stored) if r is not None))
+
+
+def _failed(error: Exception) -> Recorded:
+    def wait() -> None:
+        raise not_recorded() from error
+    return wait
+
+
+def ahead_of(run: Run, command: Command, path: str, running: int, lookup: Lookup, tab: int | None, *,
+             resumed: bool) -> Ahead | None:
+    """What records ``command`` (at ``path``, after step ``running`` of its list) ahead: a write action, not a
+    block, whose references name only steps before ``running`` (``lookup`` has their results); else None."""
+    if not is_write(command) or isinstance(command, BLOCKS):
+        return None
+    if any(ref.step >= running for _, ref in own_references(command)):
+        return None
+    return Ahead(run, command, path, lookup, tab, resumed=resumed)
