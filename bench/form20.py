@@ -14,10 +14,11 @@ The ways, run in turn each round (the order alternates) so that the machine's no
   over stdio with the ``mcp`` SDK's own client: what an MCP client does.
 - ``mcp+p``: the same call from a client that asks for progress (a progressToken): a
   notification per finished step, which the gateway hears from the bridge as the call runs.
-- ``raw+r`` and ``mcp+r``, the ready tab: a client that reuses its tab has it open before the task,
-  so each has one tab (a page; a ``browser_tabs`` ``op: new`` tab) opened before the first round and
-  kept: the timed part navigates it to the form, fills, submits and reads, and closes nothing.
-  ``mcp+r`` against ``raw+r`` is what the node and the gateway add to the steps themselves.
+- ``raw+r``, ``http+r`` and ``mcp+r``, the ready tab: a client that reuses its tab has it open before
+  the task, so raw Playwright has a page and the node a tab (``browser_tabs`` ``op: new``, shared by
+  ``http+r`` and ``mcp+r``) opened before the first round and kept: the timed part navigates it to the
+  form, fills, submits and reads, and closes nothing. Against ``raw+r``, ``http+r`` is what the node adds
+  to the steps themselves, ``mcp+r`` that and the gateway.
 
 Each figure is the median wall time of the task; the ratio is the median of the paired ratios
 (way / raw of the same round). Goals: ``mcp`` within 1.10x raw, ``mcp+r`` within 1.05x ``raw+r``.
@@ -61,7 +62,7 @@ WARMUP = 2
 GAP = 0.5
 GOAL = 1.10
 READY_GOAL = 1.05
-WAYS = ("raw", "raw+a", "http", "mcp", "mcp+p", "raw+r", "mcp+r")
+WAYS = ("raw", "raw+a", "http", "mcp", "mcp+p", "raw+r", "http+r", "mcp+r")
 TOKEN = "bench-token-0123456789abcdef0123"
 
 
@@ -183,8 +184,8 @@ async def run(rounds: int, gap: float, chosen: list[str]) -> dict[str, list[floa
             async def open_ahead() -> None:
                 opened_ahead.append(await context.new_page())
 
-            async def over_http(round_: int) -> str:
-                answer = (await http.post("/api/batch", json=batch(site.url, round_))).json()
+            async def over_http(round_: int, ready: int | None = None) -> str:
+                answer = (await http.post("/api/batch", json=batch(site.url, round_, ready))).json()
                 assert answer.get("status") == "ok", answer
                 return thanks_of(answer["results"])
 
@@ -207,9 +208,12 @@ async def run(rounds: int, gap: float, chosen: list[str]) -> dict[str, list[floa
             async def over_mcp_ready(round_: int) -> str:
                 return await over_mcp(round_, ready=ready_tab)
 
+            async def over_http_ready(round_: int) -> str:
+                return await over_http(round_, ready_tab)
+
             every: dict[str, Callable[[int], Awaitable[str]]] = {
                 "raw": raw, "raw+a": raw_ahead, "http": over_http, "mcp": over_mcp, "mcp+p": over_mcp_with_progress,
-                "raw+r": raw_ready, "mcp+r": over_mcp_ready}
+                "raw+r": raw_ready, "http+r": over_http_ready, "mcp+r": over_mcp_ready}
             ways = {way: every[way] for way in chosen}
             before = {"raw+a": open_ahead}
             """What a way does before its gap, untimed."""
@@ -243,9 +247,9 @@ def report(times: dict[str, list[float]], load_before: tuple[float, ...]) -> Non
 
     print(f"20-field form task: {len(next(iter(times.values())))} interleaved rounds after {WARMUP} warm-up, "
           f"{os.cpu_count()} CPUs; load average before {load_before[0]:.2f}, after {load_after[0]:.2f}")
-    print("  way   | median s | x raw (median of paired ratios; a ready tab's way against raw+r)")
+    print("  way    | median s | x raw (median of paired ratios; a ready tab's way against raw+r)")
     for way, series in times.items():
-        print(f"  {way:5s} | {med(series):8.3f} | {med(paired(way)):.3f}")
+        print(f"  {way:6s} | {med(series):8.3f} | {med(paired(way)):.3f}")
     if "mcp" in times:
         ratio = med(paired("mcp"))
         print(f"browser_batch through kitsune mcp: {ratio:.3f}x raw Playwright "
