@@ -5,6 +5,7 @@ from the events of the node that runs the call, and the driver's time of each ac
 from __future__ import annotations
 
 import itertools
+import os
 import secrets
 import statistics
 import subprocess
@@ -117,7 +118,8 @@ def p95(values: Sequence[float]) -> float:
 class ServedNode:
     """A ``kitsune serve`` with embedded NATS and its own Chromium, for one agent (``bench``, with ``token``)."""
 
-    def __init__(self, directory: Path, token: str) -> None:
+    def __init__(self, directory: Path, token: str, *, tree: Path | None = None) -> None:
+        """``tree``, when given: another checkout of Kitsune whose code it runs (on ``PYTHONPATH``)."""
         config = directory / "kitsune.yaml"
         config.write_text(yaml.safe_dump({"agents": [{"name": "bench", "token": token}], "caps": ["core", "automation"],
                                           "audit_file": str(directory / "audit.jsonl")}))
@@ -126,7 +128,8 @@ class ServedNode:
         self._log = (directory / "serve.log").open("w")
         self.process = subprocess.Popen([str(KITSUNE), "serve", "--port", "0", "--config", str(config),
                                          "--state-dir", str(directory / "state")],
-                                        stdout=subprocess.PIPE, stderr=self._log, text=True)
+                                        stdout=subprocess.PIPE, stderr=self._log, text=True,
+                                        env=None if tree is None else {**os.environ, "PYTHONPATH": str(tree)})
         assert self.process.stdout is not None
         for line in self.process.stdout:
             if line.startswith("kitsune serving "):
