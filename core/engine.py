@@ -16,7 +16,8 @@ from dataclasses import dataclass
 from typing import Any, Literal
 
 from core.blocks import Lookup, lookup_in, scrub, tab_of
-from core.lanes import barriers, leaves, tabs_needed
+from core.here import read_target, reads_here
+from core.lanes import barriers, leaves, outline_of, tabs_needed
 from core.ports import (
     NO_AUDIT,
     Clock,
@@ -48,7 +49,6 @@ from messages.events import (
     CallStarted,
     EndReason,
     Event,
-    OutlineStep,
     StepFailed,
     StepHeld,
     StepKept,
@@ -59,7 +59,6 @@ from messages.events import (
     StepSucceeded,
 )
 from messages.paths import ROOT, StepPath
-from messages.references import Ref
 from messages.results import Done, Failed, Failure, Ok, Outcome, Result, Status, Unknown, result_to_json, worst
 from messages.steplog import StepLog, StepLogBuilder, StepRecord
 
@@ -113,20 +112,6 @@ class RunReport:
         """``results``, ``progress``, ``status`` and ``summary`` (spec: Checkpoints)."""
         return {"results": self.results_json(), "progress": self.log.progress, "status": self.log.status,
                 "summary": self.log.summary}
-
-
-def outline_of(command: Command, tab: int | None) -> OutlineStep:
-    """The step's shape for ``progress``, with the tab it acts on when known before it runs."""
-    own = command.tab_id if isinstance(command.tab_id, int) else None
-    if isinstance(command, Sequence):
-        inner = own if own is not None else (None if isinstance(command.tab_id, Ref) else tab)
-        return OutlineStep("sequence", own, steps=tuple(outline_of(c, inner) for c in command.steps))
-    if isinstance(command, Parallel):
-        return OutlineStep("parallel", None, sequences=tuple(
-            tuple(outline_of(c, tab) for c in seq) for seq in command.sequences))
-    if own is None and command.acts_on_tab and command.tab_id is None:
-        own = tab
-    return OutlineStep(command.action, own)
 
 
 class _Run:
@@ -206,23 +191,41 @@ class _Run:
 
     def _run_list(self, commands: tuple[Command, ...], within: StepPath, owner: StepPath | None,
                   tab: int | None) -> Status:
-        """Run a list's steps (at ``within.i``) in order until one is not ok; the list's status."""
+        """Run a list's steps (at ``within.i``) in order until one is not ok; the list's status. Consecutive
+        reads of the node's own tabs run on its loop, in one hop (``core.here``)."""
         paths = [within.child(i) for i in range(len(commands))]
         scope: list[Result | None] = [None] * len(commands)
         stop = False
-        for i, (command, path) in enumerate(zip(commands, paths, strict=True)):
+        here, i = self.ports.here, 0
+        while i < len(commands):
+            command, path = commands[i], paths[i]
             if not stop and self.ports.clock.now() >= self.deadline:
                 self.timed_out = stop = True
             if stop:
                 self._leave(command, path, "the call stopped before this step")
+            elif here is not None and read_target(self, here, command, path, lookup_in(scope[:i]), tab) is not None:
+                ran, stop = here.run(reads_here(self, here, commands, paths, scope, i, owner, tab))
+                i += ran
+                continue
             else:
-                kept = self._step(command, path, scope, i, owner, tab)
-                result = self.results.get(path)
-                warned = isinstance(result, Ok) and result.warning is not None
-                if self._status(path) != "ok" or (warned and self.spec.stop_on_warning and not kept):
-                    stop = self.stopped = True
+                stop = self.stops(path, self._step(command, path, scope, i, owner, tab))
             scope[i] = self.results.get(path)
+            i += 1
         return worst([self._status(p) for p in paths])
+
+    def runs(self, path: str) -> bool:
+        """Whether the step at ``path`` is to be sent (not kept or observed from an earlier run)."""
+        return self.plan.get(path, "run") == "run"
+
+    def stops(self, path: str, kept: bool) -> bool:
+        """Whether the list stops after the step at ``path`` (``kept``: from an earlier run): it was not ok, or
+        warned and the call stops on warnings."""
+        result = self.results.get(path)
+        warned = isinstance(result, Ok) and result.warning is not None
+        stop = self._status(path) != "ok" or (warned and self.spec.stop_on_warning and not kept)
+        if stop:
+            self.stopped = True
+        return stop
 
     def _step(self, command: Command, path: StepPath, scope: list[Result | None], index: int,
               owner: StepPath | None, tab: int | None) -> bool:
@@ -378,30 +381,40 @@ class _Run:
 
     def _leaf(self, command: Command, path: StepPath, lookup: Lookup, owner: StepPath | None,
               tab: int | None) -> None:
+        begun = self.begin(command, path, lookup, owner, tab)
+        if begun is None:
+            return
+        step, resolved, target = begun
+        try:
+            outcome = step.perform(resolved, target, lookup, inner=False)
+        except KitsuneError as e:  # a port answered with an error instead of an outcome
+            failure = Failure.of(e)
+            outcome = Unknown(failure) if step.dispatched else Failed(failure)
+        self.finish(step, outcome)
+
+    def begin(self, command: Command, path: StepPath, lookup: Lookup, owner: StepPath | None,
+              tab: int | None) -> tuple[Step, Command, int | None] | None:
+        """Start a step: its ``StepStarted``, its references resolved, its audit entry on its way (a write's
+        driver waits for it before it sends it: ``Step._dispatch``); None when it ended already (failed)."""
         step = Step(self, path, owner, secret_values(command))
         try:
             target = tab_of(command, lookup, tab)
         except KitsuneError as e:
             self.emit(StepStarted(self.call, path, command.action, None))
-            self._finish(step, Failed(Failure.of(e)))
-            return
+            self.finish(step, Failed(Failure.of(e)))
+            return None
         self.emit(StepStarted(self.call, path, command.action, target))
         try:
             resolved = resolve_command(command, lookup)
-        except KitsuneError as e:
-            self._finish(step, Failed(Failure.of(e)))
-            return
-        step.secrets += secret_values(resolved)
-        try:
-            # a write's driver waits for its audit entry before it sends it (Step._dispatch), meanwhile it is written
+            step.secrets += secret_values(resolved)
             step.audit = self.ports.audit.step(self.call, path, resolved, target, resumed=self.prior is not None)
-            outcome = step.perform(resolved, target, lookup, inner=False)
-        except KitsuneError as e:  # a port answered with an error instead of an outcome
-            failure = Failure.of(e)
-            outcome = Unknown(failure) if step.dispatched else Failed(failure)
-        self._finish(step, outcome)
+        except KitsuneError as e:
+            self.finish(step, Failed(Failure.of(e)))
+            return None
+        return step, resolved, target
 
-    def _finish(self, step: Step, outcome: Outcome) -> None:
+    def finish(self, step: Step, outcome: Outcome) -> None:
+        """Tell a step's outcome: its event, its result."""
         path = step.path
         if isinstance(outcome, Done):
             warning = outcome.warning or step.warning
@@ -420,11 +433,19 @@ class _Run:
     def send(self, command: Command, tab: int | None, recorded: tuple[Recorded, ...] = ()) -> Outcome:
         """Send an action to the driver once ``recorded`` are made, within its own timeout (the
         records' wait included) and the container's deadline."""
+        step_timeout, remaining = self.budget(command)
+        return self.late(self.ports.driver.execute(command, tab, min(step_timeout, remaining), recorded), step_timeout,
+                         remaining)
+
+    def budget(self, command: Command) -> tuple[float, float]:
+        """The step's own timeout (seconds) and what is left of the container's."""
         step_timeout = command.timeout if isinstance(command.timeout, float) else self.config.step_timeout
-        remaining = self.deadline - self.ports.clock.now()
-        outcome = self.ports.driver.execute(command, tab, min(step_timeout, remaining), recorded)
+        return step_timeout, self.deadline - self.ports.clock.now()
+
+    def late(self, outcome: Outcome, step_timeout: float, remaining: float) -> Outcome:
+        """``outcome``, or the container's timeout when its deadline cut the step short (unknown only if sent)."""
         if not isinstance(outcome, Done) and self.ports.clock.now() >= self.deadline and remaining < step_timeout:
-            self.timed_out = True  # the container's deadline cut it short: unknown only if it was sent
+            self.timed_out = True
             return deadline_outcome(self.timeout, isinstance(outcome, Unknown))
         return outcome
 

@@ -1,5 +1,6 @@
-"""A parallel's sequences before they start (spec: Parallel): the steps each will run, the tabs
-they act on and the barriers where they meet, as far as they are known before anything runs."""
+"""A call's steps before they start: their outline (``progress``'s shape), and a parallel's sequences (spec:
+Parallel): the steps each will run, the tabs they act on and the barriers where they meet, as far as they are
+known before anything runs."""
 
 from __future__ import annotations
 
@@ -10,6 +11,7 @@ from messages.commands import (
     Broadcast,
     Command,
     If,
+    Parallel,
     Sequence,
     SyncBarrier,
     While,
@@ -19,11 +21,12 @@ from messages.commands import (
     resolve_command,
 )
 from messages.errors import KitsuneError
+from messages.events import OutlineStep
 from messages.paths import StepPath
 from messages.references import Ref
 from messages.results import Result
 
-__all__ = ["barriers", "leaves", "tabs_needed"]
+__all__ = ["barriers", "leaves", "outline_of", "tabs_needed"]
 
 
 def leaves(steps: tuple[Command, ...], within: StepPath) -> list[tuple[StepPath, Command]]:
@@ -83,3 +86,17 @@ def _targets(command: Command, lookup: Lookup, tab: int | None) -> list[tuple[in
     for child in children(command):
         found += _targets(child.command, lookup, inner_tab)
     return found
+
+
+def outline_of(command: Command, tab: int | None) -> OutlineStep:
+    """The step's shape for ``progress``, with the tab it acts on when known before it runs."""
+    own = command.tab_id if isinstance(command.tab_id, int) else None
+    if isinstance(command, Sequence):
+        inner = own if own is not None else (None if isinstance(command.tab_id, Ref) else tab)
+        return OutlineStep("sequence", own, steps=tuple(outline_of(c, inner) for c in command.steps))
+    if isinstance(command, Parallel):
+        return OutlineStep("parallel", None, sequences=tuple(
+            tuple(outline_of(c, tab) for c in seq) for seq in command.sequences))
+    if own is None and command.acts_on_tab and command.tab_id is None:
+        own = tab
+    return OutlineStep(command.action, own)
