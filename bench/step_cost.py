@@ -2,9 +2,10 @@
 
 300-step batches of ``title`` (a read) and of ``js`` returning 1 (a write: its dispatch and audit
 entry stored before it is sent) on one tab of the calling node, run as ``POST /api/batch`` runs them
-(``Node.run_async``), six rounds each after a warm-up; prints milliseconds per step. Its use is a
-comparison of two trees in the same hour: run it on each, interleaved (``bench/overhead.py`` splits a
-step into driver and infrastructure; this one times the step whole, where that split is noisiest).
+(``Node.run_async``), six rounds each after a warm-up; prints milliseconds per step, and the part of it
+spent outside the driver (the step minus the mean time inside ``ChromiumBrowser.execute``: the engine,
+events, audit, actors and hops; under load the driver's own time swings most, this part much less). Its
+use is a comparison of two trees in the same hour: run it on each, interleaved.
 
     .venv/bin/python bench/step_cost.py [--rounds N]
 """
@@ -20,9 +21,9 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # the repo root, for tests.site
 
 from actors.call_actor import RunCall
+from bench.shared import TimedBrowser
 from bridge.node import Node
 from bridge.wiring import run_node
-from driver import ChromiumBrowser
 from messages.commands import parse_body
 from tests.nodes import open_user_tab
 from tests.site import TestSite
@@ -31,16 +32,19 @@ STEPS = 300
 KINDS = {"read": {"action": "title"}, "write": {"action": "js", "code": "return 1"}}
 
 
-def per_step(node: Node, tab: int, command: dict[str, str], rounds: int) -> list[float]:
-    """Milliseconds per step of each round (the first, a warm-up, left out)."""
-    times = []
+def per_step(node: Node, browser: TimedBrowser, tab: int, command: dict[str, str],
+             rounds: int) -> tuple[list[float], list[float]]:
+    """Milliseconds per step of each round, and of it outside the driver (the first round, a warm-up, left out)."""
+    times, outside = [], []
     for _ in range(rounds + 1):
         spec = parse_body("batch", {"commands": [command] * STEPS, "tabId": tab})
+        browser.timings.clear()
         started = time.perf_counter()
         body = node.io.run(node.run_async(RunCall(spec))).body
         times.append((time.perf_counter() - started) * 1000 / STEPS)
+        outside.append(times[-1] - statistics.mean(browser.timings))
         assert body["status"] == "ok", body.get("summary")
-    return times[1:]
+    return times[1:], outside[1:]
 
 
 def main() -> None:
@@ -49,12 +53,14 @@ def main() -> None:
     rounds = parser.parse_args().rounds
     site = TestSite()
     site.start()
-    node = run_node(ChromiumBrowser())
+    browser = TimedBrowser()
+    node = run_node(browser)
     try:
         tab = open_user_tab(node, site.url("/clicks"))
         for kind, command in KINDS.items():
-            times = per_step(node, tab, command, rounds)
-            print(f"{kind}: {statistics.median(times):.3f} ms a step (rounds {min(times):.3f}..{max(times):.3f})")
+            times, outside = per_step(node, browser, tab, command, rounds)
+            print(f"{kind}: {statistics.median(times):.3f} ms a step (rounds {min(times):.3f}..{max(times):.3f}), "
+                  f"outside the driver {statistics.median(outside):.3f} ({min(outside):.3f}..{max(outside):.3f})")
     finally:
         node.stop()
         site.stop()
