@@ -105,16 +105,12 @@ class TabActors:
 
     async def ask_here(self, tab_id: int, request: TabRequest) -> Outcome | None:
         """:meth:`ask` of a read from the loop: run in the asking task itself, past the actor's mailbox (no hop at
-        all; cancelled with the asking task, which a read allows)."""
+        all, no timer but the tab's own, which bounds it; cancelled with the asking task, which a read allows)."""
         admitted = self._admitted(tab_id, request)
         if not isinstance(admitted, tuple):
             return admitted
         (_, _, work), ticket = admitted
-        try:
-            async with asyncio.timeout(_wait(request)):
-                outcome = await work.run(ticket)
-        except TimeoutError as e:
-            return _unanswered(ticket, tab_id, e)
+        outcome = await work.run(ticket)
         if _changes_tabs(request, outcome):
             await self.reconcile()
         return outcome
