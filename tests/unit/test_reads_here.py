@@ -62,7 +62,7 @@ def run_both(commands: list[dict[str, Any]], script: dict[str, list[Any]] | None
         world, loop = world_with(here)
         for key, answers in (script or {}).items():
             world.driver.on(key, *answers)
-        spec = parse_call("batch", commands, default_tab=1, **options)  # type: ignore[arg-type]
+        spec = parse_call("batch", commands, default_tab=1, **options)
         body = world.calls.run(spec).body
         body.pop("resume_token", None)  # a new one each call
         told.append((body, world.events, [(s.key, s.tab) for s in world.driver.sent]))
