@@ -221,8 +221,8 @@ class LoopReads:
     def holds(self, tab: int) -> bool:
         return self._holds(tab)
 
-    def run(self, reads: Callable[[], Coroutine[Any, Any, T]]) -> T:
-        return self._io.run(reads())
+    def run(self, reads: Callable[[], Coroutine[Any, Any, T]], timeout: float) -> T:
+        return self._io.run(reads(), timeout=timeout)
 
     async def read(self, command: Command, tab: int, timeout: float) -> Outcome | None:
         if self._policy is not None and (refused := self._policy.refused(command, tab)) is not None:

@@ -41,7 +41,7 @@ from messages.commands import (
     resolve_command,
     secret_values,
 )
-from messages.contract import STEP_TIMEOUT
+from messages.contract import SETTLE, STEP_TIMEOUT
 from messages.errors import KitsuneError
 from messages.events import (
     CallEnded,
@@ -204,7 +204,8 @@ class _Run:
             if stop:
                 self._leave(command, path, "the call stopped before this step")
             elif here is not None and read_target(self, here, command, path, lookup_in(scope[:i]), tab) is not None:
-                ran, stop = here.run(reads_here(self, here, commands, paths, scope, i, owner, tab))
+                ran, stop = here.run(reads_here(self, here, commands, paths, scope, i, owner, tab),
+                                     self.deadline - self.ports.clock.now() + 2 * SETTLE)
                 i += ran
                 continue
             else:

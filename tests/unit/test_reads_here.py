@@ -34,7 +34,7 @@ class FakeHere:
     def holds(self, tab: int) -> bool:
         return tab in HERE
 
-    def run(self, reads: Callable[[], Coroutine[Any, Any, T]]) -> T:
+    def run(self, reads: Callable[[], Coroutine[Any, Any, T]], timeout: float) -> T:
         before = len(self.driver.sent)
         value = asyncio.run(reads())
         self.hops.append(len(self.driver.sent) - before)
