@@ -9,7 +9,7 @@ import secrets
 import time
 from collections.abc import Callable, Coroutine, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TypeVar
 
 from actors.bus import Bus, BusError
 from actors.event_store import EventStore
@@ -20,6 +20,7 @@ from actors.tab_actor import not_sent
 from core.calls import Calls, Listener
 from core.checkpoints import WorkflowSource
 from core.log_context import AGENT, CALL, SESSION, STEP
+from core.policy import PolicyDriver
 from core.ports import Recorded, not_recorded, wait_recorded
 from messages.codec import decode_outcome, encode
 from messages.commands import CallSpec, Command, GetTabs, NewTab, ResetSession, is_write
@@ -30,7 +31,9 @@ from messages.fleet import ResumeRequest
 from messages.requests import RequestEnded, RequestRunning, RequestWithdrawn, Subjects, TabCancel, TabRequest
 from messages.results import Failed, Failure, Outcome, Unknown
 
-__all__ = ["BusDriver", "CallActor", "EventSink", "LocalTabs", "ResumeCall", "RunCall"]
+__all__ = ["BusDriver", "CallActor", "EventSink", "LocalTabs", "LoopReads", "ResumeCall", "RunCall"]
+
+T = TypeVar("T")
 
 log = logging.getLogger(__name__)
 
@@ -201,6 +204,30 @@ class BusDriver:
         except (BusError, TimeoutError) as e:
             raise KitsuneError("tabs_unavailable", f"The tabs could not be listed ({type(e).__name__})",
                                retryable=True) from e
+
+
+class LoopReads:
+    """The engine's reads of this node's tabs on the loop (``core.ports.ReadsHere``): the agent's policy judges
+    each (as :meth:`PolicyDriver.execute` does a read), then the tab runs it in the asking task: no thread, no
+    mailbox, no lookup of a lease or a session (a read passes none)."""
+
+    def __init__(self, io: IoLoop, holds: Callable[[int], bool], driver: BusDriver,
+                 policy: PolicyDriver | None = None) -> None:
+        self._io = io
+        self._holds = holds
+        self._driver = driver
+        self._policy = policy
+
+    def holds(self, tab: int) -> bool:
+        return self._holds(tab)
+
+    def run(self, reads: Callable[[], Coroutine[Any, Any, T]], timeout: float) -> T:
+        return self._io.run(reads(), timeout=timeout)
+
+    async def read(self, command: Command, tab: int, timeout: float) -> Outcome | None:
+        if self._policy is not None and (refused := self._policy.refused(command, tab)) is not None:
+            return refused
+        return await self._driver.read_here(command, tab, timeout)
 
 
 def _unanswered(tab_id: int | None, writes: bool) -> Outcome:

@@ -13,7 +13,7 @@ import asyncio
 import collections
 import threading
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Coroutine
 from dataclasses import dataclass
 from typing import Any, Protocol
 
@@ -23,7 +23,7 @@ from messages.contract import SETTLE
 from messages.requests import RequestEnded, RequestRunning, RequestWithdrawn, TabCancel, TabRequest
 from messages.results import Failed, Failure, Outcome, Unknown
 
-__all__ = ["Interrupt", "Pause", "ServedRequests", "TabActor", "TabDriver", "Ticket", "not_sent"]
+__all__ = ["Interrupt", "Pause", "ServedRequests", "TabActor", "TabDriver", "TabWork", "Ticket", "not_sent"]
 
 Pause = Callable[[float], Awaitable[None]]
 """Awaited by a write between its rounds (a ``waitForResult`` between polls) instead of a sleep."""
@@ -128,15 +128,12 @@ class _Turn:
             raise TimeoutError
 
 
-class TabActor(LoopActor):
-    """Owns one tab of the browser: every command for it passes through this actor's mailbox.
+class TabWork:
+    """What runs on one tab: its requests, each in a task of its own, its writes one at a time. On the loop only:
+    its actor's mailbox hands it requests from threads, and code on the loop runs a request with no hop at all
+    (:meth:`run`)."""
 
-    It runs on the loop, where Playwright runs: a command costs no thread hop inside the node.
-    Each request runs in a task of its own, so the mailbox never waits for the browser.
-    """
-
-    def __init__(self, tab_id: int, browser: TabDriver, io: IoLoop) -> None:
-        super().__init__(io)
+    def __init__(self, tab_id: int, browser: TabDriver) -> None:
         self.tab_id = tab_id
         self._browser = browser
         self._writes = asyncio.Lock()
@@ -146,16 +143,16 @@ class TabActor(LoopActor):
         """Every request's task, waiting for the tab or running."""
         self._stopping = False
 
-    async def handle(self, message: Any) -> Any:
-        if isinstance(message, Interrupt):
-            return self._interrupt()
-        if not isinstance(message, Ticket):
-            raise TypeError(f"a tab actor takes Ticket or Interrupt, not {type(message).__name__}")
-        work = self._write(message) if message.request.writes else self._execute(message)
-        task = asyncio.get_running_loop().create_task(work)
+    def submit(self, ticket: Ticket) -> asyncio.Task[Outcome]:
+        """Start the request of ``ticket`` in a task of its own (the mailbox goes on meanwhile)."""
+        task = asyncio.get_running_loop().create_task(self.run(ticket))
         self._tasks.add(task)  # the loop keeps only weak references to tasks
         task.add_done_callback(self._tasks.discard)
-        return Later(task)
+        return task
+
+    def run(self, ticket: Ticket) -> Coroutine[Any, Any, Outcome]:
+        """The request of ``ticket``, to be awaited in the caller's own task: a write waits for the tab's turn."""
+        return self._write(ticket) if ticket.request.writes else self._execute(ticket)
 
     async def _write(self, ticket: Ticket) -> Outcome:
         turn = _Turn(self._writes, ticket)
@@ -196,12 +193,34 @@ class TabActor(LoopActor):
         finally:
             del self._running[task]
 
-    def _interrupt(self) -> list[Ticket]:
+    def interrupt(self) -> list[Ticket]:
+        """Refuse what has not started, cancel what runs; the tickets of the writes that were running."""
         self._stopping = True
         writes = [ticket for ticket in self._running.values() if ticket.request.writes]
         for task in self._running:
             task.cancel()
         return writes
+
+
+class TabActor(LoopActor):
+    """Owns one tab of the browser: every command for it from a thread passes through this actor's mailbox.
+
+    It runs on the loop, where Playwright runs: a command costs no thread hop inside the node.
+    Each request runs in a task of its own, so the mailbox never waits for the browser.
+    """
+
+    def __init__(self, tab_id: int, browser: TabDriver, io: IoLoop, *, work: TabWork | None = None) -> None:
+        super().__init__(io)
+        self.tab_id = tab_id
+        self.work = work if work is not None else TabWork(tab_id, browser)
+        """What runs on the tab (given: its owner runs requests from the loop with it directly too)."""
+
+    async def handle(self, message: Any) -> Any:
+        if isinstance(message, Interrupt):
+            return self.work.interrupt()
+        if not isinstance(message, Ticket):
+            raise TypeError(f"a tab actor takes Ticket or Interrupt, not {type(message).__name__}")
+        return Later(self.work.submit(message))
 
 
 class ServedRequests:

@@ -19,7 +19,7 @@ import pykka
 from actors.bus import Bus, Subscription
 from actors.loop import IoLoop, ask_from_loop
 from actors.serving import typed
-from actors.tab_actor import Interrupt, ServedRequests, TabActor, TabDriver, Ticket, not_sent
+from actors.tab_actor import Interrupt, ServedRequests, TabActor, TabDriver, TabWork, Ticket, not_sent
 from messages.commands import CloseTab
 from messages.contract import SETTLE
 from messages.requests import Subjects, TabCancel, TabRequest
@@ -52,7 +52,7 @@ class TabActors:
         self._admission = admission
         self._bus = bus
         """Where the tabs take other nodes' requests."""
-        self._tabs: dict[int, tuple[pykka.ActorRef[TabActor], Subscription]] = {}
+        self._tabs: dict[int, tuple[pykka.ActorRef[TabActor], Subscription, TabWork]] = {}
         self._served = ServedRequests()
         """Requests other nodes' calls sent to this node's tabs (so that they can withdraw them)."""
         self._reconciling = asyncio.Lock()
@@ -62,10 +62,14 @@ class TabActors:
         return sorted(self._tabs)
 
     def refs(self) -> list[pykka.ActorRef[Any]]:
-        return [ref for ref, _ in list(self._tabs.values())]
+        return [ref for ref, _, _ in list(self._tabs.values())]
 
     def subscriptions(self) -> list[Subscription]:
-        return [sub for _, sub in self._tabs.values()]
+        return [sub for _, sub, _ in self._tabs.values()]
+
+    def holds(self, tab_id: int) -> bool:
+        """Whether ``tab_id`` is a tab of this node (from any thread)."""
+        return tab_id in self._tabs
 
     def forget(self) -> list[pykka.ActorRef[Any]]:
         """Let go of every actor (the node stops them); theirs."""
@@ -76,7 +80,7 @@ class TabActors:
     async def interrupt(self) -> list[tuple[int, Ticket]]:
         """Interrupt every tab's actor (:class:`Interrupt`); the requests that were running, by tab."""
         running: list[tuple[int, Ticket]] = []
-        for tab_id, (actor, _) in list(self._tabs.items()):
+        for tab_id, (actor, _, _) in list(self._tabs.items()):
             with contextlib.suppress(pykka.ActorDeadError):
                 running += [(tab_id, ticket) for ticket in await ask_from_loop(actor, Interrupt())]
         return running
@@ -88,7 +92,7 @@ class TabActors:
         admitted = self._admitted(tab_id, request)
         if not isinstance(admitted, tuple):
             return admitted
-        actor, ticket = admitted
+        (actor, _, _), ticket = admitted
         try:
             outcome = cast(Outcome, actor.ask(ticket, timeout=_wait(request)))
         except pykka.ActorDeadError:
@@ -100,23 +104,19 @@ class TabActors:
         return outcome
 
     async def ask_here(self, tab_id: int, request: TabRequest) -> Outcome | None:
-        """:meth:`ask` from the loop: the tab's actor answers on the loop, no thread on the way."""
+        """:meth:`ask` of a read from the loop: run in the asking task itself, past the actor's mailbox (no hop at
+        all, no timer but the tab's own, which bounds it; cancelled with the asking task, which a read allows)."""
         admitted = self._admitted(tab_id, request)
         if not isinstance(admitted, tuple):
             return admitted
-        actor, ticket = admitted
-        try:
-            async with asyncio.timeout(_wait(request)):
-                outcome: Outcome = await ask_from_loop(actor, ticket)
-        except pykka.ActorDeadError:
-            outcome = tab_closed(tab_id)
-        except TimeoutError as e:
-            return _unanswered(ticket, tab_id, e)
+        (_, _, work), ticket = admitted
+        outcome = await work.run(ticket)
         if _changes_tabs(request, outcome):
             await self.reconcile()
         return outcome
 
-    def _admitted(self, tab_id: int, request: TabRequest) -> tuple[pykka.ActorRef[TabActor], Ticket] | Outcome | None:
+    def _admitted(self, tab_id: int, request: TabRequest) -> (
+            tuple[tuple[pykka.ActorRef[TabActor], Subscription, TabWork], Ticket] | Outcome | None):
         """The actor of ``tab_id`` and the ticket ``request`` travels as; why it may not run; None when the tab
         is not this node's."""
         attached = self._tabs.get(tab_id)
@@ -124,7 +124,7 @@ class TabActors:
             return None
         if (refused := self._admission(tab_id, request)) is not None:
             return refused
-        return attached[0], Ticket(request, request.timeout)
+        return attached, Ticket(request, request.timeout)
 
     async def reconcile(self) -> None:
         """Give every open tab (popups included) an actor, and stop the actors of closed tabs.
@@ -138,14 +138,15 @@ class TabActors:
             for tab_id in sorted(opened):
                 await self._attach(tab_id)
             for tab_id in sorted(closed):
-                actor, subscription = self._tabs.pop(tab_id)
+                actor, subscription, _ = self._tabs.pop(tab_id)
                 await subscription.unsubscribe()
                 actor.stop(block=False)
             if opened or closed:
                 await self._on_change(opened, closed)
 
     async def _attach(self, tab_id: int) -> None:
-        actor = TabActor.start(tab_id, self._browser, self._io)
+        work = TabWork(tab_id, self._browser)
+        actor = TabActor.start(tab_id, self._browser, self._io, work=work)
 
         async def run(request: TabRequest) -> Outcome:  # a request from a call on another node
             if (refused := self._admission(tab_id, request)) is not None:
@@ -153,10 +154,8 @@ class TabActors:
             ticket = self._served.admit(request)
             if ticket is None:
                 return not_sent(request.command, tab_id, "its caller withdrew it before it arrived")
-            try:
-                outcome: Outcome = await ask_from_loop(actor, ticket)
-            except pykka.ActorDeadError:
-                outcome = tab_closed(tab_id)
+            # on the loop already: past the actor's mailbox, in a task of its own that no cancel of this one stops
+            outcome = await asyncio.shield(work.submit(ticket))
             self._served.ended(request, outcome)
             if _changes_tabs(request, outcome):
                 await self.reconcile()
@@ -169,7 +168,7 @@ class TabActors:
         subscription = await self._bus.subscribe(
             subject, typed(subject, {TabRequest: run, TabCancel: withdraw}, limit=LARGE, outcomes=True),
             concurrent=True)
-        self._tabs[tab_id] = (actor, subscription)
+        self._tabs[tab_id] = (actor, subscription, work)
 
 
 def _wait(request: TabRequest) -> float:

@@ -22,7 +22,7 @@ from playwright.async_api import Error as PlaywrightError
 
 from actors.audit_actor import AuditActor, Auditor, AuditTrail, JetStreamAuditLog, recorded
 from actors.bus import Subscription
-from actors.call_actor import BusDriver, CallActor, EventSink, ResumeCall, RunCall
+from actors.call_actor import BusDriver, CallActor, EventSink, LoopReads, ResumeCall, RunCall
 from actors.checkpoint_actor import CheckpointActor, CheckpointsPort
 from actors.event_store import JetStreamEventStore
 from actors.heartbeat import Heartbeat, LoopWatch
@@ -55,7 +55,7 @@ from bridge.tasks.service import Tasks
 from bridge.workflows import WorkflowLibrary
 from core.calls import CallResponse, Calls
 from core.checkpoints import CheckpointStore, DropReason
-from core.engine import Driver, EngineConfig, Ports
+from core.engine import EngineConfig, Ports
 from core.log_context import CALL, SESSION, STEP
 from core.policy import ConfirmTokens, HeldStep, Policy, PolicyDriver
 from core.session_names import ONE_SHOT
@@ -290,8 +290,11 @@ class Node:
 
     def ports_for(self, agent: str | None, confirm_token: str | None = None) -> Ports:
         """The ports a call of ``agent`` runs with: its policy in the driver (its session: ``SESSION``), its audit."""
-        driver: Driver = self._driver if agent is None else self._policy_driver(agent, confirm_token)
-        return Ports(driver, SystemClock(), self.claims, self._sequences, self.auditor(agent), self.sessions.approved)
+        policy = None if agent is None else self._policy_driver(agent, confirm_token)
+        bus = self._driver if agent is None else self._driver.for_agent(agent)
+        here = LoopReads(self.io, self.tabs.holds, bus, policy)
+        return Ports(policy or self._driver, SystemClock(), self.claims, self._sequences, self.auditor(agent),
+                     self.sessions.approved, here)
 
     def _policy_driver(self, agent: str, confirm_token: str | None) -> PolicyDriver:
         return PolicyDriver(self._driver.for_agent(agent), agent, lambda: self.policy_of(agent), self.owners,
@@ -432,10 +435,8 @@ class Node:
         driver = self._policy_driver(agent, confirm_token)
         timeout = command.timeout if isinstance(command.timeout, float) else self.config.step_timeout
         if tab is not None and not is_write(command):
-            refused = driver.refused(command, tab)
-            if refused is not None:
-                return refused
-            read = await self._driver.for_agent(agent).read_here(command, tab, timeout)
+            read = await LoopReads(self.io, self.tabs.holds, self._driver.for_agent(agent), driver).read(command, tab,
+                                                                                                      timeout)
             if read is not None:
                 return read
         return await asyncio.to_thread(driver.execute, command, tab, timeout)

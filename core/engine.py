@@ -17,17 +17,9 @@ from typing import Any, Literal
 
 from core.ahead import Ahead, Intent, ahead_of
 from core.blocks import Lookup, lookup_in, scrub, tab_of
-from core.lanes import barriers, leaves, tabs_needed
-from core.ports import (
-    NO_AUDIT,
-    Clock,
-    Driver,
-    EventSinkPort,
-    Ports,
-    Recorded,
-    Sequences,
-    StepAudit,
-)
+from core.here import read_target, reads_here
+from core.lanes import barriers, check_sequences, leaves, outline_of
+from core.ports import NO_AUDIT, Clock, Driver, EventSinkPort, Ports, Recorded, Sequences, StepAudit
 from core.step import Step, deadline_outcome
 from messages.commands import (
     CallSpec,
@@ -37,11 +29,12 @@ from messages.commands import (
     Sequence,
     SyncBarrier,
     children,
+    is_write,
     leaf_paths,
     resolve_command,
     secret_values,
 )
-from messages.contract import STEP_TIMEOUT
+from messages.contract import SETTLE, STEP_TIMEOUT
 from messages.errors import KitsuneError
 from messages.events import (
     CallEnded,
@@ -49,7 +42,6 @@ from messages.events import (
     CallStarted,
     EndReason,
     Event,
-    OutlineStep,
     StepFailed,
     StepHeld,
     StepKept,
@@ -60,7 +52,6 @@ from messages.events import (
     StepSucceeded,
 )
 from messages.paths import ROOT, StepPath
-from messages.references import Ref
 from messages.results import Done, Failed, Failure, Ok, Outcome, Result, Status, Unknown, result_to_json, worst
 from messages.steplog import StepLog, StepLogBuilder, StepRecord
 
@@ -114,20 +105,6 @@ class RunReport:
         """``results``, ``progress``, ``status`` and ``summary`` (spec: Checkpoints)."""
         return {"results": self.results_json(), "progress": self.log.progress, "status": self.log.status,
                 "summary": self.log.summary}
-
-
-def outline_of(command: Command, tab: int | None) -> OutlineStep:
-    """The step's shape for ``progress``, with the tab it acts on when known before it runs."""
-    own = command.tab_id if isinstance(command.tab_id, int) else None
-    if isinstance(command, Sequence):
-        inner = own if own is not None else (None if isinstance(command.tab_id, Ref) else tab)
-        return OutlineStep("sequence", own, steps=tuple(outline_of(c, inner) for c in command.steps))
-    if isinstance(command, Parallel):
-        return OutlineStep("parallel", None, sequences=tuple(
-            tuple(outline_of(c, tab) for c in seq) for seq in command.sequences))
-    if own is None and command.acts_on_tab and command.tab_id is None:
-        own = tab
-    return OutlineStep(command.action, own)
 
 
 class _Run:
@@ -207,43 +184,63 @@ class _Run:
 
     def _run_list(self, commands: tuple[Command, ...], within: StepPath, owner: StepPath | None,
                   tab: int | None) -> Status:
-        """Run a list's steps (at ``within.i``) in order until one is not ok; the list's status. A write recorded
-        ahead (:meth:`_ahead`) whose turn never comes is skipped like any step not reached (on an error, here)."""
+        """Run a list's steps (at ``within.i``) in order until one is not ok; the list's status. Consecutive
+        reads of the node's own tabs run on its loop, in one hop (``core.here``); a write recorded ahead
+        (:meth:`ahead`) whose turn never comes is skipped like any step not reached (on an error, here)."""
         paths = [within.child(i) for i in range(len(commands))]
         scope: list[Result | None] = [None] * len(commands)
         stop = False
+        here, i = self.ports.here, 0
         ahead: Ahead | None = None
         try:
-            for i, (command, path) in enumerate(zip(commands, paths, strict=True)):
+            while i < len(commands):
+                command, path = commands[i], paths[i]
                 intent, ahead = (ahead.intent if ahead is not None else None), None
                 if not stop and self.ports.clock.now() >= self.deadline:
                     self.timed_out = stop = True
                 if stop:
                     self._leave(command, path, "the call stopped before this step")  # its intent too
+                elif intent is None and here is not None \
+                        and read_target(self, here, command, path, lookup_in(scope[:i]), tab) is not None:
+                    ran, stop, ahead = here.run(reads_here(self, here, commands, paths, scope, i, owner, tab),
+                                                self.deadline - self.ports.clock.now() + 2 * SETTLE)
+                    i += ran
+                    continue
                 else:
-                    ahead = self._ahead(commands, paths, scope, i, tab)
-                    kept = self._step(command, path, scope, i, owner, tab, intent, ahead)
-                    result = self.results.get(path)
-                    warned = isinstance(result, Ok) and result.warning is not None
-                    if self._status(path) != "ok" or (warned and self.spec.stop_on_warning and not kept):
-                        stop = self.stopped = True
+                    ahead = self.ahead(commands, paths, scope, i, tab)
+                    stop = self.stops(path, self._step(command, path, scope, i, owner, tab, intent, ahead))
                 scope[i] = self.results.get(path)
+                i += 1
         except BaseException:
             if ahead is not None and ahead.intent is not None:  # recorded, never sent
                 self.emit(StepSkipped(self.call, ahead.intent.path, "the call stopped before this step"))
             raise
         return worst([self._status(p) for p in paths])
 
-    def _ahead(self, commands: tuple[Command, ...], paths: list[StepPath], scope: list[Result | None], i: int,
-               tab: int | None) -> Ahead | None:
+    def ahead(self, commands: tuple[Command, ...], paths: list[StepPath], scope: list[Result | None], i: int,
+              tab: int | None) -> Ahead | None:
         """What records step ``i + 1`` ahead while step ``i`` runs, if it may be (``core.ahead``)."""
-        path = paths[i + 1] if i + 1 < len(commands) else None
-        if path is None:
+        if i + 1 == len(commands) or not is_write(commands[i + 1]) or not self.runs(paths[i + 1]):
             return None
-        prior = self.prior.records.get(path) if self.prior else None
-        if self.plan.get(path, "run") != "run" or (prior is not None and prior.status == "ok"):
+        prior = self.prior.records.get(paths[i + 1]) if self.prior else None
+        if prior is not None and prior.status == "ok":
             return None
-        return ahead_of(self, commands[i + 1], path, i, lookup_in(scope[:i]), tab, resumed=self.prior is not None)
+        return ahead_of(self, commands[i + 1], paths[i + 1], i, lookup_in(scope[:i]), tab,
+                        resumed=self.prior is not None)
+
+    def runs(self, path: str) -> bool:
+        """Whether the step at ``path`` is to be sent (not kept or observed from an earlier run)."""
+        return self.plan.get(path, "run") == "run"
+
+    def stops(self, path: str, kept: bool) -> bool:
+        """Whether the list stops after the step at ``path`` (``kept``: from an earlier run): it was not ok, or
+        warned and the call stops on warnings."""
+        result = self.results.get(path)
+        warned = isinstance(result, Ok) and result.warning is not None
+        stop = self._status(path) != "ok" or (warned and self.spec.stop_on_warning and not kept)
+        if stop:
+            self.stopped = True
+        return stop
 
     def _step(self, command: Command, path: StepPath, scope: list[Result | None], index: int,
               owner: StepPath | None, tab: int | None, intent: Intent | None = None,
@@ -341,7 +338,8 @@ class _Run:
         lanes = {path.child(q): seq for q, seq in enumerate(command.sequences)}
         active = [lane for lane, seq in lanes.items()
                   if any(self.plan.get(p, "run") != "keep" for p, _ in leaves(seq, lane))]
-        refusals = self._check_sequences(lanes, active, tab)
+        refusals = check_sequences(self.ports, self.call, lanes, active, tab, self.plan, self.claims,
+                                   self.prior.results if self.prior else {}, self.prior.claims if self.prior else {})
         runnable = [lane for lane in active if lane not in refusals]
         for lane, seq in lanes.items():
             for i, child in enumerate(seq):
@@ -369,68 +367,50 @@ class _Run:
             self.ports.sequences.discard(key)
         self._close_container(command, path)
 
-    def _check_sequences(self, lanes: Mapping[StepPath, tuple[Command, ...]], active: list[StepPath],
-                         tab: int | None) -> dict[StepPath, Failure]:
-        """Refuse sequences before they start: tab_closed, tab_owned, tab_claimed (spec: Parallel)."""
-        if not active:
-            return {}
-        try:
-            open_tabs = self.ports.driver.list_tabs()
-        except KitsuneError as e:
-            return {lane: Failure.of(e) for lane in active}
-        refusals: dict[StepPath, Failure] = {}
-        for lane in active:
-            reads, writes = tabs_needed(lanes[lane], lane, tab, self.plan, self.prior.results if self.prior else {})
-            closed = sorted((reads | writes) - open_tabs)
-            if closed:
-                refusals[lane] = Failure(f"Tab {closed[0]} is closed; a closed tab is never replaced", "tab_closed",
-                                         False, {"tabId": closed[0]})
-                continue
-            earlier = self.prior.claims.get(lane, frozenset()) if self.prior else frozenset()
-            for t in sorted(writes | (earlier & open_tabs)):
-                conflict = self.ports.claims.claim(self.call, lane, t)
-                if conflict is not None:
-                    self.ports.claims.release(self.call, lane)
-                    self.claims.pop(lane, None)
-                    refusals[lane] = conflict
-                    break
-                self.claims.setdefault(lane, set()).add(t)
-        return refusals
-
     # one step
 
     def _leaf(self, command: Command, path: StepPath, lookup: Lookup, owner: StepPath | None,
               tab: int | None, intent: Intent | None, ahead: Ahead | None) -> None:
-        step = Step(self, path, owner, secret_values(command), ahead)
         if intent is not None:  # resolved and recorded ahead: sent with those records
+            step = Step(self, path, owner, secret_values(command) + secret_values(intent.command), ahead)
             self.emit(StepStarted(self.call, path, command.action, intent.tab))
             target, resolved, step.intent = intent.tab, intent.command, intent.recorded
         else:
-            try:
-                target = tab_of(command, lookup, tab)
-            except KitsuneError as e:
-                self.emit(StepStarted(self.call, path, command.action, None))
-                self._finish(step, Failed(Failure.of(e)))
+            begun = self.begin(command, path, lookup, owner, tab, ahead)
+            if begun is None:
                 return
-            self.emit(StepStarted(self.call, path, command.action, target))
-            try:
-                resolved = resolve_command(command, lookup)
-            except KitsuneError as e:
-                self._finish(step, Failed(Failure.of(e)))
-                return
-        step.secrets += secret_values(resolved)
+            step, resolved, target = begun
         try:
-            if intent is None:
-                # a write's driver waits for its audit entry before it sends it (Step._dispatch), meanwhile
-                # it is written
-                step.audit = self.ports.audit.step(self.call, path, resolved, target, resumed=self.prior is not None)
             outcome = step.perform(resolved, target, lookup, inner=False)
         except KitsuneError as e:  # a port answered with an error instead of an outcome
             failure = Failure.of(e)
             outcome = Unknown(failure) if step.dispatched else Failed(failure)
-        self._finish(step, outcome)
+        self.finish(step, outcome)
 
-    def _finish(self, step: Step, outcome: Outcome) -> None:
+    def begin(self, command: Command, path: StepPath, lookup: Lookup, owner: StepPath | None,
+              tab: int | None, ahead: Ahead | None = None) -> tuple[Step, Command, int | None] | None:
+        """Start a step (with what records the next step's write ``ahead``): its ``StepStarted``, its references
+        resolved, its audit entry on its way (a write's driver waits for it before it sends it:
+        ``Step._dispatch``); None when it ended already (failed)."""
+        step = Step(self, path, owner, secret_values(command), ahead)
+        try:
+            target = tab_of(command, lookup, tab)
+        except KitsuneError as e:
+            self.emit(StepStarted(self.call, path, command.action, None))
+            self.finish(step, Failed(Failure.of(e)))
+            return None
+        self.emit(StepStarted(self.call, path, command.action, target))
+        try:
+            resolved = resolve_command(command, lookup)
+            step.secrets += secret_values(resolved)
+            step.audit = self.ports.audit.step(self.call, path, resolved, target, resumed=self.prior is not None)
+        except KitsuneError as e:
+            self.finish(step, Failed(Failure.of(e)))
+            return None
+        return step, resolved, target
+
+    def finish(self, step: Step, outcome: Outcome) -> None:
+        """Tell a step's outcome: its event, its result."""
         path = step.path
         if isinstance(outcome, Done):
             warning = outcome.warning or step.warning
@@ -449,11 +429,19 @@ class _Run:
     def send(self, command: Command, tab: int | None, recorded: tuple[Recorded, ...] = ()) -> Outcome:
         """Send an action to the driver once ``recorded`` are made, within its own timeout (the
         records' wait included) and the container's deadline."""
+        step_timeout, remaining = self.budget(command)
+        return self.late(self.ports.driver.execute(command, tab, min(step_timeout, remaining), recorded), step_timeout,
+                         remaining)
+
+    def budget(self, command: Command) -> tuple[float, float]:
+        """The step's own timeout (seconds) and what is left of the container's."""
         step_timeout = command.timeout if isinstance(command.timeout, float) else self.config.step_timeout
-        remaining = self.deadline - self.ports.clock.now()
-        outcome = self.ports.driver.execute(command, tab, min(step_timeout, remaining), recorded)
+        return step_timeout, self.deadline - self.ports.clock.now()
+
+    def late(self, outcome: Outcome, step_timeout: float, remaining: float) -> Outcome:
+        """``outcome``, or the container's timeout when its deadline cut the step short (unknown only if sent)."""
         if not isinstance(outcome, Done) and self.ports.clock.now() >= self.deadline and remaining < step_timeout:
-            self.timed_out = True  # the container's deadline cut it short: unknown only if it was sent
+            self.timed_out = True
             return deadline_outcome(self.timeout, isinstance(outcome, Unknown))
         return outcome
 

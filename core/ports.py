@@ -6,9 +6,9 @@ and the Playwright driver of ``bridge/`` plug in; unit tests use fakes.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Awaitable, Callable, Coroutine, Sequence
 from dataclasses import dataclass
-from typing import Any, Protocol
+from typing import Any, Protocol, TypeVar
 
 from core.claims import TabClaims
 from messages.commands import Command
@@ -17,7 +17,9 @@ from messages.events import Event
 from messages.results import Outcome
 
 __all__ = ["NO_APPROVALS", "NO_AUDIT", "Approvals", "Clock", "Driver", "EventSinkPort", "NotRecorded", "Ports",
-           "Recorded", "Sequences", "StepAudit", "not_recorded", "wait_recorded"]
+           "ReadsHere", "Recorded", "Sequences", "StepAudit", "not_recorded", "wait_recorded"]
+
+T = TypeVar("T")
 
 Recorded = Callable[[], None]
 """A record a write waits for before it is sent (its ``StepDispatched`` stored, its audit entry
@@ -58,6 +60,22 @@ class Driver(Protocol):
 
     def list_tabs(self) -> frozenset[int]:
         """Ids of the open tabs; raises :class:`KitsuneError` when they cannot be listed."""
+
+
+class ReadsHere(Protocol):
+    """Where the browser of the node's own tabs runs (its loop): a run of consecutive reads of those tabs goes
+    there in one hop, the engine's work for each of them with it, instead of one round trip a read."""
+
+    def holds(self, tab: int) -> bool:
+        """Whether ``tab`` is read there (a tab of this node)."""
+
+    def run(self, reads: Callable[[], Coroutine[Any, Any, T]], timeout: float) -> T:
+        """Run ``reads()`` there and answer its value (from a thread, never from there); ``TimeoutError`` when it
+        has not answered within ``timeout`` seconds (a backstop: each read is bounded on its own)."""
+
+    def read(self, command: Command, tab: int, timeout: float) -> Awaitable[Outcome | None]:
+        """Run a read whose references are resolved on ``tab`` (awaited there), as the driver would, its policy
+        included; None when the tab is not there."""
 
 
 class Clock(Protocol):
@@ -142,3 +160,5 @@ class Ports:
     sequences: Sequences
     audit: StepAudit = NO_AUDIT
     approvals: Approvals = NO_APPROVALS
+    here: ReadsHere | None = None
+    """Where reads of the node's own tabs run in one hop (None: every step through ``driver``)."""
