@@ -16,12 +16,13 @@ from driver import ChromiumBrowser
 from driver.sessions import Session
 from messages.commands import NewTab
 from messages.results import Done, Failed
-from tests.integration.browser_fixtures import *  # noqa: F403 - the fixtures, used by name
-from tests.integration.browser_fixtures import Run
+from tests.integration.browser_fixtures import Run, loop_thread, run, site
 from tests.integration.fleet_nodes import until
 from tests.integration.persist_sessions import KEY
 from tests.nats_access import NatsAccess
 from tests.site import TestSite
+
+__all__ = ["loop_thread", "run", "site"]  # the fixtures, used by name
 
 
 @dataclass
