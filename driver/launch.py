@@ -131,6 +131,7 @@ def _discard(ahead: _Ahead, spares: SpareWindows) -> None:
 async def _context_ids(cdp: CDPSession) -> set[str]:
     return set((await cdp.send("Target.getBrowserContexts"))["browserContextIds"])
 
+
 class Chromium:
     """One Chromium process and its browser contexts, restarted when it dies.
 
