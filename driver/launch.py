@@ -128,6 +128,16 @@ def _discard(ahead: _Ahead, spares: SpareWindows) -> None:
         ahead.made.cancel()
 
 
+async def _load(context: BrowserContext, storage_state: dict[str, Any]) -> None:
+    """Load a stored state into a fresh context: its cookies alone when it holds nothing else (what Playwright's
+    ``set_storage_state`` does after clearing the cache, cookies and credentials a fresh context has none of),
+    else ``set_storage_state`` (each origin's storage is written on a page of its own)."""
+    if set(storage_state) <= {"cookies", "origins"} and not storage_state.get("origins"):
+        await context.add_cookies(storage_state.get("cookies", []))
+    else:
+        await context.set_storage_state(storage_state)  # type: ignore[arg-type]
+
+
 async def _context_ids(cdp: CDPSession) -> set[str]:
     return set((await cdp.send("Target.getBrowserContexts"))["browserContextIds"])
 
@@ -336,7 +346,7 @@ class Chromium:
             if made.hooked or not self._guard.hooks(agent):
                 try:
                     if storage_state is not None:
-                        await made.context.set_storage_state(storage_state)  # type: ignore[arg-type]
+                        await _load(made.context, storage_state)
                     return made
                 except PlaywrightError:
                     pass

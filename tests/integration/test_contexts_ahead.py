@@ -108,19 +108,25 @@ def test_an_agent_s_next_session_is_the_context_made_ahead_fresh_and_never_anoth
         run(chromium.sessions.close(session, "closed"))
 
 
+@pytest.mark.parametrize("stored", ["cookies", "cookies and local storage"])
 def test_a_persistent_session_is_restored_in_the_context_made_ahead_and_the_site_sees_its_sign_in(
-        chromium: ChromiumBrowser, run: Run[Any], rules: Rules, site: TestSite) -> None:
+        chromium: ChromiumBrowser, run: Run[Any], rules: Rules, site: TestSite, stored: str) -> None:
     rules.policy = UrlPolicy()
-    tab, session = _open(chromium, run, site.url("/session/start"), "cid", "shop", persist=True)
+    agent = f"cid-{len(stored)}"
+    tab, session = _open(chromium, run, site.url("/session/start"), agent, "shop", persist=True)
     assert _signed_in(chromium, run, tab) == "signed in"
-    keep, _ = _open(chromium, run, site.url("/session"), "cid", "keep")  # reaches the browser meanwhile
+    if stored != "cookies":
+        run(chromium.page(tab).evaluate("localStorage.setItem('cart', '3 items')"))
+    keep, _ = _open(chromium, run, site.url("/session"), agent, "keep")  # reaches the browser meanwhile
     run(chromium.close_tab(tab))  # its last tab: saved, its context freed
-    until(lambda: chromium.sessions.table.find("cid", "shop") is None, 30, "the session saved and freed")
-    before = _made_ahead(chromium, run, "cid", chromium.sessions.of_tab(keep) or session)
-    again, restored = _open(chromium, run, site.url("/session"), "cid", "shop")
+    until(lambda: chromium.sessions.table.find(agent, "shop") is None, 30, "the session saved and freed")
+    before = _made_ahead(chromium, run, agent, chromium.sessions.of_tab(keep) or session)
+    again, restored = _open(chromium, run, site.url("/session"), agent, "shop")
     assert restored.context_id in before and restored.context_id != session.context_id
     assert _signed_in(chromium, run, again) == "signed in"
-    run(chromium.sessions.close_named("cid", "shop"))
+    cart = run(chromium.page(again).evaluate("localStorage.getItem('cart')"))
+    assert cart == (None if stored == "cookies" else "3 items")
+    run(chromium.sessions.close_named(agent, "shop"))
     run(chromium.close_tab(keep))
 
 
