@@ -173,6 +173,10 @@ class ChromiumBrowser:
         started (see ``Chromium.context_ahead``)."""
         self._chromium.context_ahead(agent)
 
+    async def ahead_made(self, agent: str) -> bool:
+        """Wait for the context made ahead for ``agent``'s next session, if any; whether one is ready."""
+        return await self._chromium.ahead_made(agent)
+
     async def start(self) -> None:
         """Launch Chromium; raises :class:`KitsuneError` (``browser_unavailable``) when it cannot."""
         if self._chromium.started:

@@ -12,8 +12,9 @@ list sees, are blocked.
 
 from __future__ import annotations
 
+import asyncio
 import re
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from typing import Any
 
 from playwright.async_api import BrowserContext, Route, WebSocketRoute
@@ -77,22 +78,28 @@ class UrlGuard:
         """How many connections the proxies could not open so far because a name did not resolve."""
         return self._proxy.unresolved + sum(p.unresolved for p in self._agents_proxies.values())
 
-    async def install(self, context: BrowserContext, agent: str | None) -> None:
-        """Block service workers in a new browser context and, with URL lists, hook its requests (by the
-        lists of ``agent``, whose session it is; the node's for the user context). A session of an agent
-        whose lists hold no rule as it opens gets no hooks, which would only slow each request: its
-        proxy still judges every connection, with the lists as they are then."""
-        await context.add_init_script(NO_SERVICE_WORKERS)
+    def hooks(self, agent: str | None) -> bool:
+        """Whether a browser context opened now for ``agent`` (the user context when None) gets the route and
+        WebSocket hooks: with URL lists, the user context always, an agent's session when its lists hold a rule."""
         lists = self.url_policy
-        if lists is not None and (agent is None or lists(agent).allow or lists(agent).deny):
+        return lists is not None and (agent is None or bool(lists(agent).allow or lists(agent).deny))
+
+    async def install(self, context: BrowserContext, agent: str | None, hooks: bool) -> None:
+        """Block service workers in a new browser context and, with ``hooks`` (:meth:`hooks`, as it opens), hook
+        its requests by the lists of ``agent``, whose session it is (the node's for the user context). A session
+        of an agent whose lists hold no rule as it opens gets no hooks, which would only slow each request: its
+        proxy still judges every connection, with the lists as they are then. The steps are sent at once."""
+        steps: list[Awaitable[Any]] = [context.add_init_script(NO_SERVICE_WORKERS)]
+        lists = self.url_policy
+        if hooks and lists is not None:
 
             async def guard_request(route: Route) -> None:
                 await _guard_request(lists(agent), route)
 
             async def guard_websocket(socket: WebSocketRoute) -> None:
                 await _guard_websocket(lists(agent), socket)
-            await context.route("**/*", guard_request)
-            await context.route_web_socket(re.compile(".*"), guard_websocket)
+            steps += [context.route("**/*", guard_request), context.route_web_socket(re.compile(".*"), guard_websocket)]
+        await asyncio.gather(*steps)
 
     def proxy_answer(self, response: Any) -> str | None:
         """The reason a node's proxy answered a navigation itself (a refusal, ``unreachable``), or None."""

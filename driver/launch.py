@@ -15,7 +15,7 @@ import os
 import shutil
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 from playwright.async_api import Browser, BrowserContext, CDPSession, Playwright, async_playwright
 from playwright.async_api import Error as PlaywrightError
@@ -23,10 +23,12 @@ from playwright.async_api import Error as PlaywrightError
 from driver.errors import first_line
 from driver.guard import UrlGuard
 from driver.site_tools import SiteTools
+from driver.spares import SpareWindows
 from driver.tabs import TabRegistry
 from messages.errors import KitsuneError
 
-__all__ = ["AGENT_DISABLED_FEATURES", "CHROMIUM_FLAGS", "PLAYWRIGHT_DISABLED_FEATURES", "Chromium", "find_chromium"]
+__all__ = ["AGENT_DISABLED_FEATURES", "AHEAD_LIMIT", "CHROMIUM_FLAGS", "PLAYWRIGHT_DISABLED_FEATURES", "Chromium",
+           "find_chromium"]
 
 PLAYWRIGHT_DISABLED_FEATURES: tuple[str, ...] = (
     "AvoidUnnecessaryBeforeUnloadCheckSync", "DestroyProfileOnBrowserClose", "HttpsUpgrades",
@@ -92,6 +94,54 @@ def find_chromium() -> Path:
     )
 
 
+AHEAD_LIMIT = 4
+"""Agents holding a context made ahead for their next session at once (an empty context each, and the spare
+windows :mod:`.spares` allows)."""
+
+
+class _Made(NamedTuple):
+    """A browser context made, its CDP id, and whether it has the URL guard's hooks."""
+
+    context: BrowserContext
+    context_id: str
+    hooked: bool
+
+
+class _Ahead:
+    """A context being made ahead for an agent's next session."""
+
+    made: asyncio.Future[_Made]
+    started = False
+    """Past the wait for the browser to be idle: its context is being made (it is then awaited, not cancelled)."""
+
+
+def _discard(ahead: _Ahead, spares: SpareWindows) -> None:
+    """Give up a context made ahead: closed (its spare window with it) once made, or never made."""
+    def close(made: asyncio.Future[_Made]) -> None:
+        if not made.cancelled() and made.exception() is None:
+            spares.drop(made.result().context_id)
+            closing = asyncio.get_running_loop().create_task(made.result().context.close())
+            closing.add_done_callback(lambda task: task.cancelled() or task.exception())
+    if ahead.started:
+        ahead.made.add_done_callback(close)
+    else:
+        ahead.made.cancel()
+
+
+async def _load(context: BrowserContext, storage_state: dict[str, Any]) -> None:
+    """Load a stored state into a fresh context: its cookies alone when it holds nothing else (what Playwright's
+    ``set_storage_state`` does after clearing the cache, cookies and credentials a fresh context has none of),
+    else ``set_storage_state`` (each origin's storage is written on a page of its own)."""
+    if set(storage_state) <= {"cookies", "origins"} and not storage_state.get("origins"):
+        await context.add_cookies(storage_state.get("cookies", []))
+    else:
+        await context.set_storage_state(storage_state)  # type: ignore[arg-type]
+
+
+async def _context_ids(cdp: CDPSession) -> set[str]:
+    return set((await cdp.send("Target.getBrowserContexts"))["browserContextIds"])
+
+
 class Chromium:
     """One Chromium process and its browser contexts, restarted when it dies.
 
@@ -119,8 +169,10 @@ class Chromium:
         self._making_context = asyncio.Lock()
         self._launching: asyncio.Future[Browser] | None = None
         self._started = False
-        self._ahead: dict[str, asyncio.Future[tuple[BrowserContext, str]]] = {}
-        """The context made ahead for an agent's next session (:meth:`context_ahead`), by agent."""
+        self._ahead: dict[str, _Ahead] = {}
+        """The context made ahead for an agent's next session (:meth:`context_ahead`), by agent, the oldest first."""
+        self._known: tuple[CDPSession, set[str]] | None = None
+        """The browser's contexts as the last was made (and its CDP session): the next made is the one not in it."""
         self.on_lost: Callable[[], None] = lambda: None
         """Called when the browser died: every context, and every session with it, is gone."""
 
@@ -214,7 +266,7 @@ class Chromium:
         """The browser's CDP session and user context: it serves from now on (closed again when they fail)."""
         try:
             cdp = await browser.new_browser_cdp_session()
-            context, context_id = await self._new_context(browser, cdp, None)
+            context, context_id, _ = await self._new_context(browser, cdp, None)
         except BaseException as e:
             with contextlib.suppress(Exception):
                 await browser.close()
@@ -227,57 +279,100 @@ class Chromium:
         self._context_id = context_id
         self._failure = None
 
-    def context_ahead(self, agent: str) -> None:
-        """Make a context for ``agent``'s next session now, in the background, and a spare window in it once
-        the browser is idle: the agent's first ``newTab`` finds both ready (:meth:`new_context` takes it)."""
+    def context_ahead(self, agent: str, *, window: bool = True) -> None:
+        """Make a context for ``agent``'s next session in the background once the browser is idle (and, with
+        ``window``, a spare window in it): the agent's next session (its first ``newTab``, a restore) finds it
+        ready (:meth:`new_context` takes it, and makes the next, windowless: the spare windows are the open
+        sessions'). At most :data:`AHEAD_LIMIT` agents hold one: the oldest gives its up for a newer."""
         if agent in self._ahead or self._browser is None or self._cdp is None:
             return
-        ahead = asyncio.ensure_future(self._made_ahead(self._browser, self._cdp, agent))
-        ahead.add_done_callback(lambda task: task.cancelled() or task.exception())  # new_context retries
+        while len(self._ahead) >= AHEAD_LIMIT:
+            _discard(self._ahead.pop(next(iter(self._ahead))), self._tabs.spares)
+        ahead = _Ahead()
+        ahead.made = asyncio.ensure_future(self._made_ahead(self._browser, self._cdp, agent, ahead, window))
+        ahead.made.add_done_callback(lambda task: task.cancelled() or task.exception())  # new_context retries
         self._ahead[agent] = ahead
 
-    async def _made_ahead(self, browser: Browser, cdp: CDPSession, agent: str) -> tuple[BrowserContext, str]:
+    async def _made_ahead(self, browser: Browser, cdp: CDPSession, agent: str, ahead: _Ahead, window: bool) -> _Made:
+        await self._tabs.spares.idle()
+        ahead.started = True
         made = await self._new_context(browser, cdp, agent)
-        self._tabs.spares.refill(cdp, made[1])
+        if window:
+            self._tabs.spares.refill(cdp, made.context_id)
         return made
+
+    async def ahead_made(self, agent: str) -> bool:
+        """Wait for the context made ahead for ``agent`` (:meth:`context_ahead`); whether it was made."""
+        ahead = self._ahead.get(agent)
+        if ahead is None:
+            return False
+        await asyncio.wait([ahead.made])
+        return not ahead.made.cancelled() and ahead.made.exception() is None
 
     def _forget_ahead(self) -> None:
         for ahead in self._ahead.values():
-            ahead.cancel()
+            ahead.made.cancel()
         self._ahead.clear()
 
     async def new_context(self, agent: str, timeout: float,
                           storage_state: dict[str, Any] | None = None) -> tuple[BrowserContext, str]:
-        """A new browser context for a session of ``agent`` (with a persistent session's ``storage_state``, else
-        the one made ahead for it, if any), its connections through that agent's proxy, and its CDP id; raises
-        :class:`KitsuneError` (``browser_unavailable``) when it cannot be made."""
+        """A new browser context for a session of ``agent`` (with a persistent session's ``storage_state``), its
+        connections through that agent's proxy, and its CDP id; raises :class:`KitsuneError`
+        (``browser_unavailable``) when it cannot be made. It is the one made ahead for the agent when there is one
+        (never used before: a session's context is never another's), and the next is made ahead."""
         cdp, _ = await self.ready(timeout)
-        ahead = self._ahead.pop(agent, None) if storage_state is None else None
-        if ahead is not None:
-            with contextlib.suppress(PlaywrightError, KitsuneError):  # what could not be made ahead is made now
-                return await ahead
-        assert self._browser is not None
-        try:
-            return await self._new_context(self._browser, cdp, agent, storage_state)
-        except PlaywrightError as e:
-            raise KitsuneError("browser_unavailable", "The browser could not open a session", retryable=True) from e
+        with self._tabs.spares.busy():  # the next is made once the browser is idle again
+            ahead = self._ahead.pop(agent, None)
+            made = await self._warm(ahead, agent, storage_state) if ahead is not None else None
+            if made is None:  # none made ahead, or it could not be
+                assert self._browser is not None
+                try:
+                    made = await self._new_context(self._browser, cdp, agent, storage_state)
+                except PlaywrightError as e:
+                    raise KitsuneError("browser_unavailable", "The browser could not open a session",
+                                       retryable=True) from e
+            self.context_ahead(agent, window=False)
+        return made.context, made.context_id
+
+    async def _warm(self, ahead: _Ahead, agent: str, storage_state: dict[str, Any] | None) -> _Made | None:
+        """The context made ahead, with ``storage_state`` loaded; None (and it is closed) when it could not be made
+        or loaded, or when the agent's URL lists now want hooks it was made without. One still waiting for the
+        browser to be idle is given up (a ``newTab`` keeps the browser busy)."""
+        if not ahead.started or ahead.made.cancelled():
+            ahead.made.cancel()
+            return None
+        with contextlib.suppress(PlaywrightError, KitsuneError):
+            made = await ahead.made
+            if made.hooked or not self._guard.hooks(agent):
+                try:
+                    if storage_state is not None:
+                        await _load(made.context, storage_state)
+                    return made
+                except PlaywrightError:
+                    pass
+            _discard(ahead, self._tabs.spares)
+        return None
 
     async def bare_context(self, timeout: float) -> BrowserContext:
         """A context of the node's own, apart from the tabs and sessions (none of its pages is a tab): DevTools'
         front end is read from one (``driver.devtools``). Its connections, if any, go through the node's proxy."""
         await self.ready(timeout)
         assert self._browser is not None
-        try:
-            return await self._browser.new_context(service_workers="block")
-        except PlaywrightError as e:
-            raise KitsuneError("browser_unavailable", "The browser could not open a context", retryable=True) from e
+        async with self._making_context:
+            self._known = None  # a context the next session's must be told from
+            try:
+                return await self._browser.new_context(service_workers="block")
+            except PlaywrightError as e:
+                raise KitsuneError("browser_unavailable", "The browser could not open a context",
+                                   retryable=True) from e
 
     async def _new_context(self, browser: Browser, cdp: CDPSession, agent: str | None,
-                           storage_state: dict[str, Any] | None = None) -> tuple[BrowserContext, str]:
-        """A context with the node's options and hooks (the user context when ``agent`` is None), and its
-        CDP id: the one context that appeared, so contexts are made one at a time."""
+                           storage_state: dict[str, Any] | None = None) -> _Made:
+        """A context with the node's options and hooks (the user context when ``agent`` is None), and its CDP id:
+        the one context that appeared since the last made (the browser's are listed once, as the hooks are
+        installed), so contexts are made one at a time."""
         async with self._making_context:
-            before = set((await cdp.send("Target.getBrowserContexts"))["browserContextIds"])
+            known = self._known[1] if self._known is not None and self._known[0] is cdp else await _context_ids(cdp)
             proxy = None if agent is None else {"server": await self._guard.proxy_server(agent),
                                                 "bypass": "<-loopback>"}
             context = await browser.new_context(
@@ -285,14 +380,23 @@ class Chromium:
                 proxy=proxy,  # type: ignore[arg-type]
                 storage_state=storage_state,  # type: ignore[arg-type]
             )
-            await self._guard.install(context, agent)
-            await self._site_tools.install(context)
-            created = set((await cdp.send("Target.getBrowserContexts"))["browserContextIds"]) - before
+            hooked = self._guard.hooks(agent)
+            try:
+                ids, _, _ = await asyncio.gather(_context_ids(cdp), self._guard.install(context, agent, hooked),
+                                                 self._site_tools.install(context))
+            except BaseException:
+                self._known = None
+                with contextlib.suppress(PlaywrightError):
+                    await context.close()
+                raise
+            self._known = (cdp, ids)
+        created = ids - known
         if len(created) != 1:
+            self._known = None
             await context.close()
             raise KitsuneError("browser_unavailable", "Could not identify the browser context of the tabs")
         context.on("page", self._tabs.on_page)
-        return context, created.pop()
+        return _Made(context, created.pop(), hooked)
 
     def _on_disconnected(self, browser: Browser) -> None:
         if self._stopping or browser is not self._browser:

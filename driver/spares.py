@@ -150,7 +150,7 @@ class SpareWindows:
 
     async def _make_wanted(self) -> None:
         while self._wanted:
-            await self._idle()
+            await self.idle()
             if not self._wanted:  # dropped while the browser was busy
                 return
             context_id, cdp = next(iter(self._wanted.items()))
@@ -159,7 +159,7 @@ class SpareWindows:
             finally:
                 self._wanted.pop(context_id, None)
 
-    async def _idle(self) -> None:
+    async def idle(self) -> None:
         """Return once no command has run in the browser for :data:`IDLE` seconds."""
         loop = asyncio.get_running_loop()
         while (quiet := loop.time() - self._last_ran) < IDLE or self._running:

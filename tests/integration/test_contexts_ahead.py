@@ -1,0 +1,146 @@
+"""The context made ahead for an agent's next session, on a real Chromium (issue 34's restore): the next session
+of that agent (a restore too) is that context, fresh; no other agent's session, and no closed session's context,
+is ever used; one made without the URL guard's hooks is given up once the agent's lists hold a rule."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from dataclasses import dataclass
+from typing import Any
+
+import pytest
+
+from actors.session_vault import SessionVault
+from core.url_policy import UrlPolicy
+from driver import ChromiumBrowser
+from driver.sessions import Session
+from messages.commands import NewTab
+from messages.results import Done, Failed
+from tests.integration.browser_fixtures import Run, loop_thread, run, site
+from tests.integration.fleet_nodes import until
+from tests.integration.persist_sessions import KEY
+from tests.nats_access import NatsAccess
+from tests.site import TestSite
+
+__all__ = ["loop_thread", "run", "site"]  # the fixtures, used by name
+
+
+@dataclass
+class Rules:
+    policy: UrlPolicy = UrlPolicy()
+
+
+@pytest.fixture(scope="module")
+def rules() -> Rules:
+    return Rules()
+
+
+@pytest.fixture(scope="module")
+def chromium(run: Run[Any], rules: Rules, nats_access: NatsAccess) -> Iterator[ChromiumBrowser]:
+    """One real Chromium under the module's current URL lists, its persistent sessions kept in the shared NATS."""
+    browser = ChromiumBrowser()
+    browser.url_policy = lambda agent: rules.policy
+    client = run(nats_access.client())
+    browser.sessions.persistence.store = SessionVault(client, "ahead-tests", KEY)
+    run(browser.start())
+    yield browser
+    run(browser.stop())
+    run(client.close())
+
+
+def _open(chromium: ChromiumBrowser, run: Run[Any], url: str, agent: str, session: str,
+          persist: bool | None = None) -> tuple[int, Session]:
+    outcome = run(chromium.execute(NewTab(url=url, session=session, persist=persist), None, 10.0, agent=agent,
+                                   call=1))
+    assert isinstance(outcome, Done), outcome
+    found = chromium.sessions.table.find(agent, session)
+    assert found is not None
+    return int(outcome.value["tabId"]), found
+
+
+def _contexts(chromium: ChromiumBrowser, run: Run[Any], session: Session) -> set[str]:
+    """The CDP ids of the browser's contexts now (reached through ``session``'s)."""
+    async def listed() -> set[str]:
+        browser = session.context.browser
+        assert browser is not None
+        cdp = await browser.new_browser_cdp_session()
+        try:
+            return set((await cdp.send("Target.getBrowserContexts"))["browserContextIds"])
+        finally:
+            await cdp.detach()
+    ids: set[str] = run(listed())
+    return ids
+
+
+def _made_ahead(chromium: ChromiumBrowser, run: Run[Any], agent: str, session: Session) -> set[str]:
+    """Once the context made ahead for ``agent`` is ready: the browser's contexts then."""
+    assert run(chromium.ahead_made(agent)) is True
+    return _contexts(chromium, run, session)
+
+
+def _signed_in(chromium: ChromiumBrowser, run: Run[Any], tab: int) -> str:
+    """What the site's page in ``tab`` says of the request that loaded it: ``signed in`` or ``signed out``."""
+    text: str = run(chromium.page(tab).inner_text("#session"))
+    return text
+
+
+def test_an_agent_s_next_session_is_the_context_made_ahead_fresh_and_never_another_agent_s(
+        chromium: ChromiumBrowser, run: Run[Any], rules: Rules, site: TestSite) -> None:
+    rules.policy = UrlPolicy()
+    _, first = _open(chromium, run, site.url("/session/start"), "ann", "one")  # signed in: a cookie
+    assert run(first.context.cookies())
+    before = _made_ahead(chromium, run, "ann", first)
+    _, second = _open(chromium, run, site.url("/session"), "ann", "two")
+    assert second.context_id in before and second.context_id != first.context_id  # made ahead, before the open
+    assert run(second.context.cookies()) == [] and second.context.pages[-1].url == site.url("/session")
+
+    before = _made_ahead(chromium, run, "ann", first)
+    _, other = _open(chromium, run, site.url("/session"), "bob", "one")
+    assert other.context_id not in before  # another agent's: made for it, through its own proxy
+    assert run(chromium.ahead_made("ann")) is True  # ann's next context stays hers
+
+    run(chromium.sessions.close(second, "closed"))
+    before = _made_ahead(chromium, run, "ann", first)
+    _, third = _open(chromium, run, site.url("/session"), "ann", "three")
+    assert third.context_id in before and third.context_id not in {first.context_id, second.context_id}
+    assert run(third.context.cookies()) == []
+    for session in (first, third, other):
+        run(chromium.sessions.close(session, "closed"))
+
+
+@pytest.mark.parametrize("stored", ["cookies", "cookies and local storage"])
+def test_a_persistent_session_is_restored_in_the_context_made_ahead_and_the_site_sees_its_sign_in(
+        chromium: ChromiumBrowser, run: Run[Any], rules: Rules, site: TestSite, stored: str) -> None:
+    rules.policy = UrlPolicy()
+    agent = f"cid-{len(stored)}"
+    tab, session = _open(chromium, run, site.url("/session/start"), agent, "shop", persist=True)
+    assert _signed_in(chromium, run, tab) == "signed in"
+    if stored != "cookies":
+        run(chromium.page(tab).evaluate("localStorage.setItem('cart', '3 items')"))
+    keep, _ = _open(chromium, run, site.url("/session"), agent, "keep")  # reaches the browser meanwhile
+    run(chromium.close_tab(tab))  # its last tab: saved, its context freed
+    until(lambda: chromium.sessions.table.find(agent, "shop") is None, 30, "the session saved and freed")
+    before = _made_ahead(chromium, run, agent, chromium.sessions.of_tab(keep) or session)
+    again, restored = _open(chromium, run, site.url("/session"), agent, "shop")
+    assert restored.context_id in before and restored.context_id != session.context_id
+    assert _signed_in(chromium, run, again) == "signed in"
+    cart = run(chromium.page(again).evaluate("localStorage.getItem('cart')"))
+    assert cart == (None if stored == "cookies" else "3 items")
+    run(chromium.sessions.close_named(agent, "shop"))
+    run(chromium.close_tab(keep))
+
+
+def test_a_context_made_ahead_without_hooks_is_given_up_once_the_agent_s_lists_hold_a_rule(
+        chromium: ChromiumBrowser, run: Run[Any], rules: Rules, site: TestSite) -> None:
+    rules.policy = UrlPolicy()  # no rule: a session gets no hooks (its proxy judges every connection)
+    _, first = _open(chromium, run, site.url("/session"), "dee", "one")
+    before = _made_ahead(chromium, run, "dee", first)
+    rules.policy = UrlPolicy.from_config(deny=["denied.example.test"])
+    _, second = _open(chromium, run, site.url("/session"), "dee", "two")
+    assert second.context_id not in before  # made now, with the hooks
+    outcome = run(chromium.execute(NewTab(url="http://denied.example.test/", session="two"), None, 10.0,
+                                   agent="dee", call=1))
+    assert isinstance(outcome, Failed) and outcome.failure.code == "url_denied", outcome
+    assert "(denied)" not in outcome.failure.error, outcome  # its hook refused it, not its proxy
+    for session in (first, second):
+        run(chromium.sessions.close(session, "closed"))
