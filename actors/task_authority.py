@@ -17,14 +17,15 @@ from __future__ import annotations
 import dataclasses
 import time
 from collections.abc import Callable
-from typing import Any
-
-import httpx
+from typing import TYPE_CHECKING, Any
 
 from actors.task_store import SWEEP_EVERY, TOMBSTONE_TTL, LocalTaskStore, WriteConflict
 from core.settings import TaskAuthority
 from core.tasks import Task
 from messages.errors import KitsuneError
+
+if TYPE_CHECKING:
+    import httpx
 
 __all__ = ["DEADLINE_HEADER", "AuthorityTaskStore"]
 
@@ -42,6 +43,7 @@ class AuthorityTaskStore(LocalTaskStore):
         self._http: httpx.AsyncClient | None = None
 
     async def start(self) -> None:
+        import httpx  # noqa: PLC0415 (loaded where an authority is set: not by every node's start, where it took 6%)
         self._http = httpx.AsyncClient(base_url=self._authority.url, timeout=self._authority.timeout,
                                        trust_env=False, follow_redirects=False,
                                        headers={"Authorization": f"Bearer {self._authority.token}"})
@@ -109,6 +111,7 @@ class AuthorityTaskStore(LocalTaskStore):
         """One request, given up at the timeout; the authority not answering as ``task_authority_unavailable``."""
         if self._http is None:
             raise _unavailable("is not connected (the node is not started)")
+        import httpx  # noqa: PLC0415 (loaded by start)
         deadline = self._clock() + self._authority.timeout
         try:
             return await self._http.request(method, path, json=body, headers={DEADLINE_HEADER: f"{deadline:.3f}"})

@@ -4,6 +4,7 @@ never decoded back); and the reading of what one subject takes (:class:`Reader`)
 
 from __future__ import annotations
 
+import gc
 import sys
 from collections.abc import Callable, Iterable
 from typing import Any, TypeVar, cast
@@ -104,12 +105,18 @@ def decode_events(wire: Iterable[bytes]) -> list[Event]:
 
 def replay(wire: Iterable[bytes]) -> StepLog:
     """The step log of a call from its events' wire forms, in order: the fold of each record as it is read,
-    no event built for a step's start, dispatch or success (``StepLogBuilder.apply_record``)."""
+    no event built for a step's start, dispatch or success (``StepLogBuilder.apply_records``), the fold's own
+    nodes made the log's records. The garbage collector is off meanwhile: its passes over the records built so
+    far, again and again, took a sixth of the time, and a replay builds nothing cyclic."""
     builder = StepLogBuilder()
-    apply, loads = builder.apply_record, orjson.loads
-    for data in wire:
-        apply(loads(data))
-    return builder.freeze()
+    collecting = gc.isenabled()
+    gc.disable()
+    try:
+        builder.apply_records(map(orjson.loads, wire))
+        return builder.finish()
+    finally:
+        if collecting:
+            gc.enable()
 
 
 class Reader:

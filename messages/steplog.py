@@ -176,11 +176,15 @@ def _on_tab(record: StepRecord) -> str:
     return record.action if record.tab_id is None else f"{record.action} on tab {record.tab_id}"
 
 
-class _Node:
-    """A mutable record while events are folded."""
+_FIELDS = tuple(f.name for f in dataclasses.fields(StepRecord))
+_CONTAINERS = ("sequence", "parallel")
 
-    __slots__ = ("action", "code", "dispatched", "error", "index", "kept", "observed", "path",
-                 "retryable", "sequences", "started", "status", "steps", "tab_id", "warning", "wrote")
+
+class _Node:
+    """A step's record while events are folded: a :class:`StepRecord`'s layout, not frozen (or one being built).
+    Its status is the step's as the events so far tell it, None while none told it anything (``skipped``)."""
+
+    __slots__ = _FIELDS
 
     def __init__(self, path: str, index: int, action: str, tab_id: int | None) -> None:
         self.path = path
@@ -188,38 +192,58 @@ class _Node:
         self.action = action
         self.tab_id = tab_id
         self.status: Status | None = None
-        self.started = self.dispatched = self.wrote = self.kept = False
+        self.kept = False
         self.observed: Observation | None = None
+        self.dispatched = False
+        self.wrote = False
         self.code: str | None = None
         self.error: str | None = None
         self.warning: str | None = None
+        self.steps: Sequence[Any] = ()
+        """Its steps' nodes while folded (a sequence's), their records once sealed."""
+        self.sequences: Sequence[Sequence[Any]] = ()
         self.retryable = False
-        self.steps: Sequence[_Node] = ()
-        self.sequences: Sequence[Sequence[_Node]] = ()
 
     def freeze(self) -> StepRecord:
-        if self.action not in ("sequence", "parallel"):  # most steps: nothing inside to freeze
-            status = self.status or ("unknown" if self.started or self.dispatched else "skipped")
-            return _record(self.path, self.index, self.action, self.tab_id, status, self.kept, self.observed,
-                           self.dispatched, self.wrote, self.code, self.error, self.warning, (), (), self.retryable)
+        """Its record as the events so far tell it (the node folds on)."""
+        if self.action not in _CONTAINERS:  # most steps: nothing inside to freeze
+            return _record(self.path, self.index, self.action, self.tab_id, self.status or "skipped", self.kept,
+                           self.observed, self.dispatched, self.wrote, self.code, self.error, self.warning, (), (),
+                           self.retryable)
         steps = tuple(n.freeze() for n in self.steps)
         sequences = tuple(tuple(n.freeze() for n in seq) for seq in self.sequences)
-        inner = [*steps, *(r for seq in sequences for r in seq)]
-        status = worst([r.status for r in inner])
-        kept = bool(inner) and all(r.kept for r in inner)
-        return _record(self.path, self.index, self.action, self.tab_id, status, kept, self.observed,
+        return _record(self.path, self.index, self.action, self.tab_id, *_inside(steps, sequences), self.observed,
                        self.dispatched, self.wrote, self.code, self.error, self.warning, steps, sequences, False)
 
+    def seal(self) -> StepRecord:
+        """Its record, made of this node itself (and of those inside it), which folds nothing more."""
+        if self.action in _CONTAINERS:
+            steps = tuple(n.seal() for n in self.steps)
+            sequences = tuple(tuple(n.seal() for n in seq) for seq in self.sequences)
+            self.steps, self.sequences = steps, sequences
+            self.status, self.kept = _inside(steps, sequences)
+            self.retryable = False
+        elif self.status is None:
+            self.status = "skipped"
+        self.__class__ = StepRecord  # type: ignore[assignment]
+        return cast(StepRecord, self)
 
-_Thawed: Any = dataclasses.make_dataclass(
-    "_Thawed", [(f.name, f.type) for f in dataclasses.fields(StepRecord)], slots=True, eq=False, repr=False)
-"""A plain slots class with :class:`StepRecord`'s layout: a record is built as one, then becomes a StepRecord."""
+
+def _inside(steps: tuple[StepRecord, ...], sequences: tuple[tuple[StepRecord, ...], ...]) -> tuple[Status, bool]:
+    """A container's status and kept, from the records inside it."""
+    inner = [*steps, *(r for seq in sequences for r in seq)]
+    return worst([r.status for r in inner]), bool(inner) and all(r.kept for r in inner)
+
+
+_Thawed: Any = dataclasses.make_dataclass("_Thawed", [(f.name, f.type) for f in dataclasses.fields(StepRecord)],
+                                          slots=True, eq=False, repr=False)
+"""A plain slots class with :class:`StepRecord`'s layout (a node's, all its fields given at once)."""
 
 
 def _record(*fields: Any) -> StepRecord:
     """A :class:`StepRecord` of ``fields`` (all of them, in order), built at plain-attribute speed: a frozen
-    dataclass's own ``__init__`` sets each field through ``object.__setattr__``, ten times slower (a replay of
-    10,000 steps freezes 10,000 records). Once its class is StepRecord, it is as frozen as any other."""
+    dataclass's own ``__init__`` sets each field through ``object.__setattr__``, ten times slower. Once its
+    class is StepRecord (a node has its layout), it is as frozen as any other."""
     record = _Thawed(*fields)
     record.__class__ = StepRecord
     return cast(StepRecord, record)
@@ -228,7 +252,7 @@ def _record(*fields: Any) -> StepRecord:
 class StepLogBuilder:
     """Folds events one at a time; :meth:`freeze` gives the step log so far.
 
-    It folds typed events (:meth:`apply`), or events in their wire form (:meth:`apply_record`): a replay
+    It folds typed events (:meth:`apply`), or events in their wire form (:meth:`apply_records`): a replay
     folds the stream's records without building an event for each of its steps' (``messages.codec.replay``).
     """
 
@@ -255,28 +279,48 @@ class StepLogBuilder:
         elif isinstance(event, SiteToolEvent):
             self._site_tools.append(event)
 
-    def apply_record(self, record: Mapping[str, Any]) -> None:
-        """Fold one event in, given in its wire form (``messages.events.event_to_json``): a step's start,
+    def apply_records(self, records: Iterable[Mapping[str, Any]]) -> None:
+        """Fold events in, given in their wire form (``messages.events.event_to_json``), in order: a step's start,
         dispatch and success, and a call's start, are read from the record; any other event is decoded first."""
-        kind = record["type"]
-        if kind == "StepStarted":
-            _started(self._nodes[record["path"]], record["tab_id"])
-        elif kind == "StepSucceeded":
-            _succeeded(self._nodes[record["path"]], record["warning"])
-        elif kind == "StepDispatched":
-            self._nodes[record["path"]].dispatched = True
-        elif kind in _STARTS:
-            self._start(record["call"], record["call_kind"], record["timeout"], record["outline"])
-        else:
-            self.apply(event_from_json(record))
+        nodes = self._nodes
+        for record in records:
+            kind = record["type"]
+            if kind == "StepSucceeded":  # a step's three events (all but a few of a call's) first
+                node = nodes[record["path"]]
+                node.status = "ok"
+                node.warning = record["warning"]
+            elif kind == "StepStarted":
+                node = nodes[record["path"]]
+                if node.status is None and not node.wrote:
+                    node.status = "unknown"
+                    node.tab_id = record["tab_id"]
+                else:
+                    _started(node, record["tab_id"])
+            elif kind == "StepDispatched":
+                node = nodes[record["path"]]
+                node.dispatched = True
+                if node.status is None:
+                    node.status = "unknown"
+            else:
+                if kind in _STARTS:
+                    self._start(record["call"], record["call_kind"], record["timeout"], record["outline"])
+                else:
+                    self.apply(event_from_json(record))
+                nodes = self._nodes
 
     def _start(self, call: int, kind: str, timeout: float, outline: Sequence[Mapping[str, Any]]) -> None:
         """Lay the call's steps out from its outline in wire form (``OutlineStep.to_json``), none started."""
         self._call, self._kind, self._timeout = call, kind, timeout
         self._ended = None
-        self._nodes = {}
-        # A top-level step's path is its index (``ROOT.child(i)``'s text): no StepPath built for each of thousands.
-        self._top = [self._lay_out(str(i), i, step) for i, step in enumerate(outline)]
+        self._nodes = nodes = {}
+        self._top = top = []
+        for i, step in enumerate(outline):
+            path = str(i)  # a top-level step's path is its index (``ROOT.child(i)``'s text)
+            if "steps" in step or "sequences" in step:
+                top.append(self._lay_out(path, i, step))
+            else:  # most steps: a leaf, laid out here rather than through a call for each of thousands
+                top.append(node := _Node(path, i, step["action"], step["tab_id"]))
+                nodes[path] = node
 
     def _lay_out(self, path: str, index: int, outline: Mapping[str, Any]) -> _Node:
         node = self._nodes[path] = _Node(path, index, outline["action"], outline["tab_id"])
@@ -294,8 +338,25 @@ class StepLogBuilder:
 
     def freeze(self) -> StepLog:
         """The step log as the events folded so far tell it."""
-        return StepLog(self._call, self._kind, self._timeout, tuple(n.freeze() for n in self._top), self._ended,
-                       tuple(self._sessions), tuple(self._site_tools))
+        return self._log(tuple(n.freeze() for n in self._top))
+
+    def finish(self) -> StepLog:
+        """The step log, its records made of the builder's own nodes rather than copies: it folds nothing after."""
+        top = self._top
+        for node in top:
+            if node.action in _CONTAINERS:
+                node.seal()
+            else:  # most steps: sealed here rather than through a call for each of thousands
+                if node.status is None:
+                    node.status = "skipped"
+                node.__class__ = StepRecord  # type: ignore[assignment]
+        steps = cast(tuple[StepRecord, ...], tuple(top))
+        self._nodes, self._top = {}, []
+        return self._log(steps)
+
+    def _log(self, steps: tuple[StepRecord, ...]) -> StepLog:
+        return StepLog(self._call, self._kind, self._timeout, steps, self._ended, tuple(self._sessions),
+                       tuple(self._site_tools))
 
 
 _STARTS = frozenset((CallStarted.kind, CallResumed.kind))
@@ -307,7 +368,7 @@ def _apply_step(node: _Node, event: StepEvent) -> None:
         case StepStarted():
             _started(node, event.tab_id)
         case StepDispatched():
-            node.dispatched = True
+            _dispatched(node)
         case BlockWriteSucceeded():
             node.wrote = True
         case StepSucceeded():
@@ -324,11 +385,19 @@ def _apply_step(node: _Node, event: StepEvent) -> None:
 
 
 def _started(node: _Node, tab_id: int | None) -> None:
-    """A step (re)started: what an earlier run of it told is gone, but for a dispatch, which may come before
-    its start (a write recorded ahead of its turn, ``core.ahead``)."""
-    node.started, node.tab_id = True, tab_id
-    node.status = node.code = node.error = node.warning = node.observed = None
-    node.wrote = node.kept = node.retryable = False
+    """A step (re)started: ``unknown`` until it ends, and what an earlier run of it told is gone, but for a
+    dispatch, which may come before its start (a write recorded ahead of its turn, ``core.ahead``)."""
+    if node.status is not None or node.wrote:  # else nothing told it anything: nothing to clear
+        node.code = node.error = node.warning = node.observed = None
+        node.wrote = node.kept = node.retryable = False
+    node.status, node.tab_id = "unknown", tab_id
+
+
+def _dispatched(node: _Node) -> None:
+    """A write was sent (or about to be): ``unknown``, if nothing ended it already."""
+    node.dispatched = True
+    if node.status is None:
+        node.status = "unknown"
 
 
 def _succeeded(node: _Node, warning: str | None) -> None:
@@ -343,7 +412,7 @@ def fold(events: Iterable[Event]) -> StepLog:
     builder = StepLogBuilder()
     for event in events:
         builder.apply(event)
-    return builder.freeze()
+    return builder.finish()
 
 
 def record_to_json(record: StepRecord) -> dict[str, Any]:

@@ -16,7 +16,7 @@ from typing import Any
 
 import orjson
 
-from driver.site_tools.schema_check import FRAME
+from driver.site_tools.frames import FRAME
 from messages.errors import KitsuneError
 
 __all__ = ["CHECK_SECONDS", "InputChecker"]

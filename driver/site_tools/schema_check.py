@@ -11,7 +11,6 @@ breaks, never the value itself: a tool's input is a typed value, redacted everyw
 from __future__ import annotations
 
 import functools
-import struct
 import sys
 from typing import Any, BinaryIO
 
@@ -20,12 +19,11 @@ import orjson
 import referencing
 import referencing.exceptions
 
+from driver.site_tools.frames import FRAME
 from messages.schema_errors import without_value
 
-__all__ = ["FRAME", "VALIDATORS", "check", "main"]
+__all__ = ["VALIDATORS", "check", "main"]
 
-FRAME = struct.Struct(">I")
-"""The length of each request and answer, before its JSON."""
 VALIDATORS = 64
 """Schemas whose validators the checker keeps, the most recently used (at most 64 KB of schema each)."""
 

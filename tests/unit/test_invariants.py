@@ -31,14 +31,30 @@ from typing import Any, Literal
 
 import hypothesis.strategies as st
 import pytest
-from hypothesis import event, settings
+from hypothesis import event, given, settings
 from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, precondition, rule
 
 from core.calls import CallResponse
 from messages.codec import decode, encode, replay
 from messages.commands import parse_call
 from messages.errors import KitsuneError
-from messages.events import CallEnded, CallResumed, CallStarted, Event, StepObserved, StepSucceeded
+from messages.events import (
+    BlockWriteSucceeded,
+    CallEnded,
+    CallResumed,
+    CallStarted,
+    Event,
+    OutlineStep,
+    StepDispatched,
+    StepFailed,
+    StepHeld,
+    StepKept,
+    StepObserved,
+    StepOutcomeUnknown,
+    StepSkipped,
+    StepStarted,
+    StepSucceeded,
+)
 from messages.steplog import fold
 from tests.unit.fakes import Sent, World
 
@@ -508,3 +524,42 @@ def predict(observed: Any, progress: dict[str, dict[str, Any]], leaves: dict[str
 
 ResumeMachine.TestCase.settings = settings(max_examples=60, stateful_step_count=30, deadline=None)
 TestInvariants = ResumeMachine.TestCase
+
+
+# --- the fold of any order of step events ------------------------------------------------------
+
+OUTLINE = (OutlineStep("click", 3),
+           OutlineStep("sequence", 3, steps=(OutlineStep("click", 3), OutlineStep("pageText", 3))),
+           OutlineStep("parallel", None, sequences=((OutlineStep("fill", 4),), (OutlineStep("check", 5),))))
+PATHS = ("0", "1", "1.0", "1.1", "2", "2.0.0", "2.1.0")
+LEAVES = ("0", "1.0", "1.1", "2.0.0", "2.1.0")
+step_events = st.tuples(st.sampled_from(PATHS), st.sampled_from((
+    lambda p: StepStarted(1, p, "click", 3), lambda p: StepDispatched(1, p), lambda p: BlockWriteSucceeded(1, p),
+    lambda p: StepSucceeded(1, p, "covered"), lambda p: StepFailed(1, p, "x", "e", True),
+    lambda p: StepOutcomeUnknown(1, p, "x", "e"), lambda p: StepHeld(1, p, "x", "e"),
+    lambda p: StepSkipped(1, p, "stopped"), lambda p: StepKept(1, p, 4), lambda p: StepObserved(1, p, "applied"),
+    lambda p: StepObserved(1, p, "not_applied"), lambda p: CallResumed(1, "batch", OUTLINE, 300.0, 2)))).map(
+    lambda pair: pair[1](pair[0]))
+
+
+@given(st.lists(step_events, max_size=30))
+def test_a_replay_folds_any_order_of_step_events_as_the_fold_does(events: list[Event]) -> None:
+    """The replay's fast path (records folded into the nodes that become the records) is the fold of the
+    events, whatever their order, and each step's status is what its events tell: the last terminal event's
+    since its last start, else ``unknown`` once started or dispatched, else ``skipped``."""
+    run: list[Event] = [CallStarted(1, "batch", OUTLINE, 60.0), *events]
+    log = fold(run)
+    assert replay(encode(e) for e in run) == log
+    start = max(i for i, e in enumerate(run) if isinstance(e, CallStarted))
+    for path in LEAVES:
+        told = [e for e in run[start:] if getattr(e, "path", None) == path]
+        since = told[max((i for i, e in enumerate(told) if isinstance(e, StepStarted)), default=0):]
+        ended = [e for e in since if not isinstance(e, StepStarted | StepDispatched | BlockWriteSucceeded)
+                 and not (isinstance(e, StepObserved) and e.observed == "not_applied")]
+        begun = any(isinstance(e, StepStarted | StepDispatched) for e in since)
+        expected = _ENDED[type(ended[-1])] if ended else "unknown" if begun else "skipped"
+        assert log.find(path) is not None and log.find(path).status == expected  # type: ignore[union-attr]
+
+
+_ENDED = {StepSucceeded: "ok", StepFailed: "failed", StepOutcomeUnknown: "unknown", StepHeld: "held",
+          StepSkipped: "skipped", StepKept: "ok", StepObserved: "ok"}

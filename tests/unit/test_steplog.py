@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+import gc
 from typing import Any
 
 import pytest
@@ -335,6 +336,20 @@ def test_a_record_is_frozen_and_hashable_however_it_was_built() -> None:
     assert type(record) is StepRecord and hash(record) == hash(fold([begin(), *ran("0", "click")]).steps[0])
     with pytest.raises(dataclasses.FrozenInstanceError):
         record.status = "failed"  # type: ignore[misc]
+
+def test_a_replay_gives_the_collector_its_state_back_even_when_a_record_is_bad() -> None:
+    good = [encode(e) for e in [begin(), *ran("0", "click")]]
+    assert replay(good).steps[0].status == "ok" and gc.isenabled()
+    with pytest.raises(KeyError):
+        replay([*good, encode(StepSucceeded(CALL, "7"))])  # no step 7 in the call
+    assert gc.isenabled()
+    gc.disable()
+    try:
+        replay(good)
+        assert not gc.isenabled()  # off before, off after
+    finally:
+        gc.enable()
+
 
 # --- summary ---------------------------------------------------------------------------------
 
