@@ -292,9 +292,8 @@ class Node:
         """The ports a call of ``agent`` runs with: its policy in the driver (its session: ``SESSION``), its audit."""
         policy = None if agent is None else self._policy_driver(agent, confirm_token)
         bus = self._driver if agent is None else self._driver.for_agent(agent)
-        here = LoopReads(self.io, self.tabs.holds, bus, policy)
         return Ports(policy or self._driver, SystemClock(), self.claims, self._sequences, self.auditor(agent),
-                     self.sessions.approved, here)
+                     self.sessions.approved, LoopReads(self.io, self.tabs.holds, bus, policy))
 
     def _policy_driver(self, agent: str, confirm_token: str | None) -> PolicyDriver:
         return PolicyDriver(self._driver.for_agent(agent), agent, lambda: self.policy_of(agent), self.owners,
