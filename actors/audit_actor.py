@@ -44,6 +44,7 @@ from messages.audit import (
     StepEntry,
     TakeoverEntry,
     TaskEntry,
+    WithdrawnEntry,
     redacted_params,
 )
 from messages.codec import encode
@@ -246,6 +247,10 @@ class Auditor:
     def observed(self, call: int, path: str, command: Command, tab_id: int | None) -> None:
         self._record(ObservedStepEntry(time=_now(), agent=self._agent, action=command.action, tab_id=tab_id,
                                        params=redacted_params(command), call=call, path=path))
+
+    def withdrawn(self, call: int, path: str, command: Command, tab_id: int | None) -> None:
+        self._record(WithdrawnEntry(time=_now(), agent=self._agent, action=command.action, tab_id=tab_id, call=call,
+                                    path=path))
 
     def interrupted(self, call: int | None, path: str | None, command: Command, tab_id: int) -> None:
         """Record that a write was running when its node stopped: its outcome is unknown."""

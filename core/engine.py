@@ -198,8 +198,10 @@ class _Run:
                 intent, ahead = (ahead.intent if ahead is not None else None), None
                 if not stop and self.ports.clock.now() >= self.deadline:
                     self.timed_out = stop = True
-                if stop:
-                    self._leave(command, path, "the call stopped before this step")  # its intent too
+                if stop and intent is not None:
+                    self.withdraw(intent)
+                elif stop:
+                    self._leave(command, path, "the call stopped before this step")
                 elif intent is None and here is not None \
                         and read_target(self, here, command, path, lookup_in(scope[:i]), tab) is not None:
                     ran, stop, ahead = here.run(reads_here(self, here, commands, paths, scope, i, owner, tab),
@@ -213,7 +215,7 @@ class _Run:
                 i += 1
         except BaseException:
             if ahead is not None and ahead.intent is not None:  # recorded, never sent
-                self.emit(StepSkipped(self.call, ahead.intent.path, "the call stopped before this step"))
+                self.withdraw(ahead.intent)
             raise
         return worst([self._status(p) for p in paths])
 
@@ -227,6 +229,11 @@ class _Run:
             return None
         return ahead_of(self, commands[i + 1], paths[i + 1], i, lookup_in(scope[:i]), tab,
                         resumed=self.prior is not None)
+
+    def withdraw(self, intent: Intent) -> None:
+        """A write recorded ahead whose turn did not come: skipped, and its audit entry told it was not sent."""
+        self.emit(StepSkipped(self.call, intent.path, "the call stopped before this step"))
+        self.ports.audit.withdrawn(self.call, intent.path, intent.command, intent.tab)
 
     def runs(self, path: str) -> bool:
         """Whether the step at ``path`` is to be sent (not kept or observed from an earlier run)."""

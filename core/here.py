@@ -13,13 +13,12 @@ from __future__ import annotations
 from collections.abc import Callable, Coroutine
 from typing import Any, Protocol
 
-from core.ahead import Ahead
+from core.ahead import Ahead, Intent
 from core.blocks import Lookup, lookup_in, tab_of
 from core.ports import Ports, ReadsHere
 from core.step import Step, deadline_outcome
 from messages.commands import BLOCKS, Command, SyncBarrier, is_write
 from messages.errors import KitsuneError
-from messages.events import Event, StepSkipped
 from messages.paths import StepPath
 from messages.results import Failed, Failure, Outcome, Result
 
@@ -29,7 +28,6 @@ __all__ = ["reads_here", "read_target"]
 class ListRun(Protocol):
     """The run of a call as its reads on the loop talk to it (``core.engine``)."""
 
-    call: int
     ports: Ports
     deadline: float
     timeout: float
@@ -59,8 +57,8 @@ class ListRun(Protocol):
               tab: int | None) -> Ahead | None:
         """What records step ``i + 1`` ahead while step ``i`` runs, if it may be (``core.ahead``)."""
 
-    def emit(self, event: Event) -> None:
-        """Fold an event in and store it."""
+    def withdraw(self, intent: Intent) -> None:
+        """A write recorded ahead whose turn did not come: skipped, and its audit entry told it was not sent."""
 
 
 def read_target(run: ListRun, here: ReadsHere, command: Command, path: str, lookup: Lookup,
@@ -102,7 +100,7 @@ def reads_here(run: ListRun, here: ReadsHere, commands: tuple[Command, ...], pat
                     return i - start, True, ahead
         except BaseException:
             if ahead is not None and ahead.intent is not None:  # recorded, never sent
-                run.emit(StepSkipped(run.call, ahead.intent.path, "the call stopped before this step"))
+                run.withdraw(ahead.intent)
             raise
         return i - start, False, ahead
     return reads

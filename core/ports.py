@@ -117,6 +117,9 @@ class StepAudit(Protocol):
     def observed(self, call: int, path: str, command: Command, tab_id: int | None) -> None:
         """Record a step the caller reported ``applied``: marked ok, not sent."""
 
+    def withdrawn(self, call: int, path: str, command: Command, tab_id: int | None) -> None:
+        """Record that a write whose entry was written ahead of its turn was not sent (``core.ahead``)."""
+
 
 class _NoAudit:
     def step(self, call: int, path: str, command: Command, tab_id: int | None, *,
@@ -124,6 +127,9 @@ class _NoAudit:
         return None
 
     def observed(self, call: int, path: str, command: Command, tab_id: int | None) -> None:
+        return None
+
+    def withdrawn(self, call: int, path: str, command: Command, tab_id: int | None) -> None:
         return None
 
 

@@ -16,7 +16,7 @@ from messages.commands import Command, audit_params
 
 __all__ = ["AuditEntry", "CallEntry", "DirectEntry", "InterruptedEntry", "LiveViewEntry", "ObservedStepEntry",
            "RedactedParams", "ResumeEntry", "SiteToolEntry", "StepEntry", "TakeoverEntry", "TaskEntry",
-           "redacted_params"]
+           "WithdrawnEntry", "redacted_params"]
 
 RedactedParams = NewType("RedactedParams", Mapping[str, Any])
 """A command's parameters as the audit log may keep them (only :func:`redacted_params` makes one)."""
@@ -121,6 +121,22 @@ class InterruptedEntry(AuditEntry):
 
     def _fields(self) -> dict[str, Any]:
         return {"action": self.action, "tabId": self.tab_id, "outcome": "unknown", "reason": "node_stopped",
+                "parent": {"call": self.call, "path": self.path}}
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class WithdrawnEntry(AuditEntry):
+    """A write whose ``step`` entry was written ahead of its turn (``core.ahead``) was not sent: the call stopped
+    before it."""
+
+    kind = "withdrawn"
+    action: str
+    tab_id: int | None
+    call: int
+    path: str
+
+    def _fields(self) -> dict[str, Any]:
+        return {"action": self.action, "tabId": self.tab_id, "outcome": "skipped", "sent": False,
                 "parent": {"call": self.call, "path": self.path}}
 
 

@@ -986,6 +986,9 @@ class Audit:
     def observed(self, call: int, path: str, command: Command, tab_id: int | None) -> None:
         self.entries.append((path, "observed"))
 
+    def withdrawn(self, call: int, path: str, command: Command, tab_id: int | None) -> None:
+        self.entries.append((path, "withdrawn"))
+
 
 def _with_audit(world: World, audit: Audit) -> None:
     world.calls = Calls(lambda agent: Ports(world.driver, world.clock, world.claims, ThreadedSequences(), audit),

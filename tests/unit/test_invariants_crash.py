@@ -86,6 +86,8 @@ class Timeline:
         """Events handed over, not yet acknowledged."""
         self._audit: list[Written] = []
         """Audit entries on their way."""
+        self.withdrawn: list[str] = []
+        """The paths of the writes recorded ahead whose turn did not come, as the audit log told them."""
 
     def _settle(self, queue: list[Any], upto: int, wrap: Callable[[Any], Entry]) -> None:
         """Acknowledge the first ``upto`` items of ``queue``, in order."""
@@ -148,6 +150,9 @@ class TimelineAudit:
 
     def observed(self, call: int, path: str, command: Command, tab_id: int | None) -> None:
         self._timeline.audit(call, path, command)()
+
+    def withdrawn(self, call: int, path: str, command: Command, tab_id: int | None) -> None:
+        self._timeline.withdrawn.append(path)
 
 
 class TimelineDriver(ScriptedDriver):
@@ -262,14 +267,17 @@ def check_replay(log: StepLog, by_key: dict[str, Leaf], sent: list[str], ran_ok:
 
 def check_closed(timeline: Timeline, leaves: dict[str, Leaf]) -> None:
     """With no crash, a write the run did not send is reported so (skipped, failed, kept), never ``unknown``:
-    one recorded ahead whose turn never came included."""
+    one recorded ahead whose turn never came included, and the audit log says that one was not sent."""
     log = fold(e.event for e in timeline.entries if isinstance(e, Stored))
     sent = {e.key for e in timeline.entries if isinstance(e, SentTo)}
+    audited = {e.path for e in timeline.entries if isinstance(e, Written)}
     for leaf in leaves.values():
         record = log.find(leaf.path)
         assert record is not None
         if leaf.write and leaf.key not in sent:
             assert record.status in ("skipped", "failed") or record.kept, (leaf, record)
+        if leaf.write and record.status == "skipped" and leaf.path in audited:
+            assert leaf.path in timeline.withdrawn, (leaf, record)
 
 
 def run_with_crashes(shape: list[tuple[str, Any]], seed: int, kind: Literal["batch", "parallel"]) -> None:
