@@ -3,9 +3,12 @@
 
 from __future__ import annotations
 
+import pytest
+
 from tests.static.typecheck import Typecheck
 
 
+@pytest.mark.timeout(900)  # a cold mypy on a loaded machine took over 300 s (the suite's bound) from its start
 def test_the_project_type_checks_strictly(typecheck: Typecheck) -> None:
-    status, output = typecheck.result()
+    status, output = typecheck.result(timeout=840)
     assert status == 0, output

@@ -54,7 +54,7 @@ class Typecheck:
         if self._thread is not None:
             self._thread.join()
 
-    def result(self, timeout: float = 900.0) -> tuple[int, str]:
+    def result(self, timeout: float) -> tuple[int, str]:
         """mypy's exit status and output, waiting for them; mypy runs here and now if nobody started it."""
         if not self._lock.exists():
             self.start()
