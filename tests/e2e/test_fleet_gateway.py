@@ -15,7 +15,7 @@ from collections.abc import Iterator
 import pytest
 
 from tests.e2e.clients import call, over_http
-from tests.integration.serving import Served, serve_all
+from tests.integration.serving import Served, serve
 from tests.nats_access import NatsAccess
 from tests.site import TestSite
 
@@ -27,9 +27,9 @@ CLICK = {"action": "click", "selector": "#hit"}
 
 @pytest.fixture(scope="module")
 def pair(tmp_path_factory: pytest.TempPathFactory, nats_access: NatsAccess) -> Iterator[tuple[Served, Served]]:
-    nodes = serve_all(nats_access, {tmp_path_factory.mktemp(name): {"fleet": "gateway", "node_name": name,
-                                                                     "caps": ["core", "automation"]}
-                                    for name in ("gw-a", "gw-b")})
+    nodes = [serve(tmp_path_factory.mktemp(name), nats_access, {"fleet": "gateway", "node_name": name,
+                                                                  "caps": ["core", "automation"]})
+             for name in ("gw-a", "gw-b")]
     yield nodes[0], nodes[1]
     for node in nodes:
         assert node.stop() == 0

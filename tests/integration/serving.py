@@ -70,33 +70,6 @@ class Served:
 
 def serve(directory: Path, nats: NatsAccess, config: dict[str, Any], *args: str) -> Served:
     """Start ``kitsune serve`` on a free port, joining ``nats``, with ``config`` (agents alice and bob unless given)."""
-    return launch(directory, nats, config, *args).served()
-
-
-@dataclass
-class Launched:
-    """A ``kitsune serve`` started, not yet known to serve: the test may start other things meanwhile."""
-
-    process: subprocess.Popen[str]
-    directory: Path
-
-    def served(self) -> Served:
-        """The node once it serves (its "kitsune serving" line read); killed, and failing, if it never does."""
-        assert self.process.stdout is not None
-        for line in self.process.stdout:
-            if line.startswith("kitsune serving "):
-                return Served(self.process, line.split()[2], self.directory)
-        self.process.kill()
-        raise AssertionError(f"kitsune serve did not start:\n{(self.directory / 'server.log').read_text()}")
-
-    def stop(self) -> int:
-        """As :meth:`Served.stop`, whether it serves yet or not."""
-        self.process.terminate()
-        return self.process.wait(timeout=60)
-
-
-def launch(directory: Path, nats: NatsAccess, config: dict[str, Any], *args: str) -> Launched:
-    """:func:`serve` without waiting for the node to serve: nodes launched together start side by side."""
     settings = {"agents": [{"name": name, "token": token} for name, token in TOKENS.items()],
                 "fleet": directory.name, "nats": nats.serve_settings(),
                 "audit_file": str(directory / "audit.jsonl"), **config}
@@ -106,23 +79,20 @@ def launch(directory: Path, nats: NatsAccess, config: dict[str, Any], *args: str
         [str(KITSUNE), "serve", "--port", "0", "--config", str(directory / "kitsune.yaml"),
          "--state-dir", str(directory / "state"), *args],
         stdout=subprocess.PIPE, stderr=log, text=True, env=nats.serve_env())
-    return Launched(process, directory)
+    assert process.stdout is not None
+    for line in _lines(process):
+        if line.startswith("kitsune serving "):
+            return Served(process, line.split()[2], directory)
+    process.kill()
+    raise AssertionError(f"kitsune serve did not start:\n{(directory / 'server.log').read_text()}")
 
 
-def serve_all(nats: NatsAccess, configs: dict[Path, dict[str, Any]]) -> list[Served]:
-    """Nodes started side by side (one ``kitsune serve`` for each folder, with its configuration), in order; if one
-    fails to start, those that did are stopped."""
-    launched = [launch(directory, nats, config) for directory, config in configs.items()]
-    served: list[Served] = []
-    try:
-        for node in launched:
-            served.append(node.served())
-    except BaseException:
-        for node in launched:
-            node.process.kill()
-            node.process.wait(timeout=60)
-        raise
-    return served
+def _lines(process: subprocess.Popen[str]) -> Iterator[str]:
+    assert process.stdout is not None
+    for line in process.stdout:
+        yield line
+        if line.startswith("kitsune serving "):
+            return
 
 
 @contextlib.contextmanager

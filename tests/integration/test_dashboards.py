@@ -29,7 +29,7 @@ import yaml
 from prometheus_client.parser import text_string_to_metric_families
 
 from actors.nats_server import free_port
-from tests.integration.serving import TOKENS, Served, open_tab, serve_all
+from tests.integration.serving import TOKENS, Served, open_tab, serve
 from tests.metric_labels import unbounded_labels
 from tests.nats_access import NatsAccess
 from tests.site import TestSite
@@ -114,16 +114,22 @@ def nodes(tmp_path_factory: pytest.TempPathFactory,
           nats_access: NatsAccess) -> Iterator[tuple[Served, Served, Served]]:
     agents = [{"name": name, "token": token} for name, token in {**TOKENS, **EXTRA_AGENTS}.items()]
     metrics = {"metrics": {"token": SCRAPE_TOKEN}}
-    observed = tmp_path_factory.mktemp("observed")
-    started = serve_all(nats_access, {
-        observed: {"caps": ["core", "automation"], "agents": agents, "urls": {"deny": ["denied.test"]},
-                   "node_name": PLAIN, **metrics},
-        tmp_path_factory.mktemp("observed-asking"): {"caps": ["core", "automation"], "ask_before_act": True,
-                                                     "node_name": ASKING, **metrics},
-        tmp_path_factory.mktemp("observed-peer"): {"fleet": observed.name, "node_name": PEER, "max_tabs": 1,
-                                                   **metrics}})
-    yield started[0], started[1], started[2]
-    assert [served.stop() for served in reversed(started)] == [0, 0, 0]
+    plain = serve(tmp_path_factory.mktemp("observed"), nats_access, {
+        "caps": ["core", "automation"], "agents": agents, "urls": {"deny": ["denied.test"]}, "node_name": PLAIN,
+        **metrics})
+    started = [plain]
+    try:
+        started.append(serve(tmp_path_factory.mktemp("observed-asking"), nats_access, {
+            "caps": ["core", "automation"], "ask_before_act": True, "node_name": ASKING, **metrics}))
+        started.append(serve(tmp_path_factory.mktemp("observed-peer"), nats_access, {
+            "fleet": plain.directory.name, "node_name": PEER, "max_tabs": 1, **metrics}))
+    except BaseException:
+        for served in started:
+            served.stop()
+        raise
+    yield plain, started[1], started[2]
+    for served in reversed(started):
+        assert served.stop() == 0
 
 
 @pytest.fixture(scope="module")

@@ -34,7 +34,7 @@ from kitsune.config import load_config
 from kitsune.fleet import FLEET
 from tests.integration.fleet_nodes import until
 from tests.integration.persist_sessions import KEY, SIGN_IN, open_persistent, secrets_absent, seen_by_site
-from tests.integration.serving import KITSUNE, Served, app_over, launch, serve
+from tests.integration.serving import KITSUNE, Served, app_over, serve
 from tests.nats_access import NatsAccess
 from tests.nats_cluster import ClusterAccess
 from tests.site import TestSite
@@ -82,12 +82,11 @@ class Pair:
 @pytest.fixture
 def pair(tmp_path_factory: pytest.TempPathFactory, nats_cluster: ClusterAccess) -> Iterator[Pair]:
     directory = tmp_path_factory.mktemp("drain")
-    launched = launch(directory, nats_cluster, {**_settings(), "drain_deadline": 60, "fleet": FLEET})  # the cluster's
+    a = serve(directory, nats_cluster, {**_settings(), "drain_deadline": 60, "fleet": FLEET})  # the cluster's
     try:
-        b = run_node(ChromiumBrowser(), nats_cluster.node_config(step_timeout=10.0,  # while A starts
+        b = run_node(ChromiumBrowser(), nats_cluster.node_config(step_timeout=10.0,
                                                                   sessions=SessionTimes(persist_key=KEY)))
         try:
-            a = launched.served()
             config = load_config(None, {"KITSUNE_AGENTS": ",".join(f"{n}={t}" for n, t in AGENTS.items()),
                                         "KITSUNE_CAPS": "core,automation",
                                         "KITSUNE_OPERATORS": json.dumps(_settings()["operators"])})
@@ -97,8 +96,8 @@ def pair(tmp_path_factory: pytest.TempPathFactory, nats_cluster: ClusterAccess) 
         finally:
             b.stop()
     finally:
-        if launched.process.poll() is None:
-            launched.stop()
+        if a.process.poll() is None:
+            a.stop()
 
 
 @dataclass

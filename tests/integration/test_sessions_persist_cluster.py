@@ -14,7 +14,7 @@ import pytest
 from kitsune.fleet import FLEET
 from tests.integration.fleet_nodes import until
 from tests.integration.persist_sessions import KEY, SIGN_IN, open_persistent, secrets_absent, seen_by_site
-from tests.integration.serving import Served, serve_all
+from tests.integration.serving import Served, serve
 from tests.nats_cluster import ClusterAccess
 from tests.site import TestSite
 
@@ -26,16 +26,17 @@ INTERVAL = 1.0
 def pair(tmp_path_factory: pytest.TempPathFactory, nats_cluster: ClusterAccess) -> Iterator[tuple[Served, Served]]:
     config = {"caps": ["core", "automation"], "fleet": FLEET,  # the only fleet the cluster's node user may serve
               "sessions": {"persist_key": KEY, "persist_interval": INTERVAL}}
-    a, b = serve_all(nats_cluster, {tmp_path_factory.mktemp(name): config for name in ("node-a", "node-b")})
+    a = serve(tmp_path_factory.mktemp("node-a"), nats_cluster, config)
     try:
-        yield a, b
-    finally:
+        b = serve(tmp_path_factory.mktemp("node-b"), nats_cluster, config)
         try:
-            assert b.stop() == 0
+            yield a, b
         finally:
-            if a.process.poll() is None:
-                a.process.kill()
-                a.process.wait(30)
+            assert b.stop() == 0
+    finally:
+        if a.process.poll() is None:
+            a.process.kill()
+            a.process.wait(30)
 
 
 def _node_name(served: Served) -> str:

@@ -23,7 +23,7 @@ from bridge.wiring import run_node
 from driver import ChromiumBrowser
 from kitsune.config import load_config
 from tests.integration.fleet_nodes import until
-from tests.integration.serving import TOKENS, Served, app_over, launch
+from tests.integration.serving import TOKENS, Served, app_over, serve
 from tests.nats_access import NatsAccess
 from tests.site import TestSite
 
@@ -60,11 +60,10 @@ class Pair:
 @pytest.fixture(scope="module")
 def pair(tmp_path_factory: pytest.TempPathFactory, nats_access: NatsAccess) -> Iterator[Pair]:
     directory = tmp_path_factory.mktemp("leases")
-    launched = launch(directory, nats_access, {"caps": ["core", "automation"], "tasks": {"lease_ttl": LEASE}})
+    a = serve(directory, nats_access, {"caps": ["core", "automation"], "tasks": {"lease_ttl": LEASE}})
     try:
-        b = run_node(ChromiumBrowser(), nats_access.node_config(fleet=directory.name, step_timeout=10.0))  # meanwhile
+        b = run_node(ChromiumBrowser(), nats_access.node_config(fleet=directory.name, step_timeout=10.0))
         try:
-            a = launched.served()
             config = load_config(None, {"KITSUNE_AGENTS": ",".join(f"{n}={t}" for n, t in TOKENS.items()),
                                         "KITSUNE_CAPS": "core,automation"})
             with app_over(b, config) as base:
@@ -73,7 +72,7 @@ def pair(tmp_path_factory: pytest.TempPathFactory, nats_access: NatsAccess) -> I
         finally:
             b.stop()
     finally:
-        assert launched.stop() == 0
+        assert a.stop() == 0
 
 
 def _session(base: str, name: str) -> httpx.Client:
