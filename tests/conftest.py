@@ -14,7 +14,8 @@ Under pytest-xdist (``scripts/test`` runs two workers, each test file whole on o
 session of its own: its own nats-server, test sites, node and browsers, so no name, port or stream is
 shared between workers. An external server would be shared: with one, the run needs a single worker.
 The files that start nodes and browsers are collected first, the unit tests last, so that the workers
-end together (xdist hands out whole files in collection order).
+end together (xdist hands out whole files in collection order); the type check's test comes after them all,
+its mypy having run in the background since the session began (tests/static/typecheck.py).
 """
 
 from __future__ import annotations
@@ -32,6 +33,8 @@ from messages.errors import KitsuneError
 from tests.integration.serving import Served, serve
 from tests.nats_access import PASSWORD_ENV, NatsAccess
 from tests.site import TestSite
+from tests.static.typecheck import TEST as TYPECHECK_TEST
+from tests.static.typecheck import Typecheck
 
 pytest_plugins = ["tests.nats_cluster"]  # fixture nats_cluster: a 3-server cluster, for the tests that ask
 NATS_URL_ENV = "KITSUNE_TEST_NATS_URL"
@@ -42,8 +45,11 @@ SLOWEST_FIRST = ("static", "e2e", "integration", "docs", "site", "unit")
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
-    """Order the files by :data:`SLOWEST_FIRST` (a stable sort: each file's tests keep their order)."""
+    """Order the files by :data:`SLOWEST_FIRST` (a stable sort: each file's tests keep their order), the type
+    check's last."""
     def rank(item: pytest.Item) -> int:
+        if item.nodeid == TYPECHECK_TEST:
+            return len(SLOWEST_FIRST) + 1
         folder = item.path.relative_to(TESTS).parts[0] if item.path.is_relative_to(TESTS) else ""
         return SLOWEST_FIRST.index(folder) if folder in SLOWEST_FIRST else len(SLOWEST_FIRST)
 
@@ -67,6 +73,18 @@ def _no_actor_outlives_a_unit_test(request: pytest.FixtureRequest) -> Iterator[N
     for ref in left:
         ref.stop(timeout=30)
     assert not left, f"the test left actors running: {sorted(ref.actor_class.__name__ for ref in left)}"
+
+
+@pytest.fixture(scope="session", autouse=True)
+def typecheck(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Typecheck]:
+    """The session's mypy run, started now if the session runs its test; kept in the run's temporary folder,
+    which every xdist worker shares (each has its own folder in it)."""
+    base = tmp_path_factory.getbasetemp()
+    checking = Typecheck(base.parent if os.environ.get("PYTEST_XDIST_WORKER") else base)
+    if any(item.nodeid == TYPECHECK_TEST for item in request.session.items):
+        checking.start()
+    yield checking
+    checking.finish()
 
 
 @pytest.fixture(scope="session")

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import os
 import signal
+import time
 from collections.abc import AsyncIterator, Iterator
 from contextlib import asynccontextmanager
 from typing import Any
@@ -49,6 +50,12 @@ def _gateway_pid(served: Served) -> int:
     return found[0]
 
 
+async def _past_the_lease(view: dict[str, Any]) -> None:
+    """Until the lease ``view`` gave has ended (its ``lease_expires``, on this machine's clock): a task still its
+    owner's after it was renewed meanwhile, which only heartbeats do when the session sends nothing else."""
+    await anyio.sleep(max(0.0, view["lease_expires"] - time.time()) + 0.1)
+
+
 async def _task(session: ClientSession, task: str) -> dict[str, Any]:
     got = await call(session, "browser_task_get", {"taskId": task})
     assert got.get("ok"), got
@@ -66,7 +73,7 @@ async def _lose_the_owner_mid_call(served: Served, site: TestSite, tab: int) -> 
         task = created["task"]["id"]
         checkpointed = await call(first, "browser_task_checkpoint", {"taskId": task, "summary": summary})
         assert checkpointed["task"]["state"] == "owner", checkpointed
-        await anyio.sleep(LEASE_TTL * 1.5)  # the gateway's heartbeats keep the lease meanwhile
+        await _past_the_lease(checkpointed["task"])  # the gateway's heartbeats keep it meanwhile
         assert (await _task(first, task))["state"] == "owner"
         gateway = _gateway_pid(served)
         failures: list[BaseException] = []
@@ -113,7 +120,7 @@ async def test_a_task_survives_its_client_s_death_and_a_new_client_takes_it_over
         assert all(lost["status"] == "unknown" and lost["reason"] == "session lost mid-execution"
                    for lost in taken["in_flight"]), taken["in_flight"]
         assert site.count("POST /slow") == 1  # the takeover sent nothing again
-        await anyio.sleep(LEASE_TTL * 1.5)  # its own heartbeats keep it now
+        await _past_the_lease(taken["task"])  # its own heartbeats keep it now
         assert (await _task(second, task))["state"] == "owner"
         done = await call(second, "browser_task_complete", {"taskId": task, "summary": "Seen submitted once"})
         assert done["task"]["state"] == "completed", done
@@ -152,7 +159,7 @@ async def test_an_http_session_owns_its_tasks_while_it_lives_and_lets_their_leas
         created = await call(first, "browser_task_create", {"goal": "Read the text", "tabs": [tab]})
         task = created["task"]["id"]
         assert created["task"]["owner"] == "you" and _state(leasing, task, given[0]) == "owner"  # its Mcp-Session-Id
-        await anyio.sleep(LEASE_TTL * 1.5)  # no request meanwhile: its heartbeats keep the lease
+        await _past_the_lease(created["task"])  # no request meanwhile: its heartbeats keep it
         assert _state(leasing, task) == "follower" and (await _task(first, task))["state"] == "owner"
     with anyio.fail_after(LEASE_TTL * 4):  # the session closed: no more heartbeats
         while _state(leasing, task) != "expired":

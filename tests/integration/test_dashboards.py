@@ -314,11 +314,30 @@ def fleet(nodes: tuple[Served, Served, Served], prometheus: str, test_site: Test
     remote = _remote_tab(plain, test_site)
     _round(made_up, plain, asking, remote, test_site, first=True)
     _site_tools(made_up, plain, test_site)
-    time.sleep(2.5)  # scrapes between the rounds: the second round's increases show in rate()
+    _scraped_twice(prometheus, len(nodes))  # between the rounds: the second round's increases show in rate()
     _round(made_up, plain, asking, remote, test_site, first=False)
     _site_tools(made_up, plain, test_site)
-    time.sleep(3.0)  # and after it
+    _scraped_twice(prometheus, len(nodes))  # and after it
     return Fleet(plain, asking, peer, prometheus, made_up)
+
+
+def _scraped_twice(prometheus: str, nodes: int) -> None:
+    """Until Prometheus has scraped every node twice from now on (the time of each node's latest ``up`` sample):
+    the first scrape may have begun before the last counts landed, the second began after."""
+    def after(moment: float) -> float:
+        """The latest of the nodes' last scrapes, once each node's last one began after ``moment``."""
+        found: list[float] = []
+
+        def scraped() -> bool:
+            answer = httpx.get(f"{prometheus}/api/v1/query", params={"query": 'timestamp(up{job="kitsune"})'},
+                               timeout=10).json()
+            found[:] = [float(series["value"][1]) for series in answer["data"]["result"]]
+            return len(found) == nodes and min(found) > moment
+
+        _until(scraped, "every node scraped")
+        return max(found)
+
+    after(after(time.time()))
 
 
 def _panels(panels: list[dict[str, Any]]) -> Iterator[dict[str, Any]]:

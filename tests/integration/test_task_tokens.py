@@ -39,7 +39,7 @@ def test_a_task_revoked_or_taken_over_revokes_its_calls_continuation_tokens(
         tab = open_tab(owner, site.url("/shop/hold"), far, session=f"far-{s1}")
         task = create(owner, [tab], "Hold on")["id"]
         held = apart.submit(_held_call, owner, tab)
-        [token] = until(lambda: kept_tokens(far, tab), 10, "the hold page's token")
+        [token] = until(lambda: kept_tokens(far, tab), 30, "the hold page's token")  # a bound on failing, no wait
         if ending == "revoke":
             answer(owner.delete(f"/api/tasks/{task}"))
         else:

@@ -8,7 +8,8 @@ a call in flight when its session is lost comes back unknown, never ok, its chec
 raw KV value; an approval of one session authorizes no call of another; an operator revokes or expires a
 task and its owner's next write is refused. Beside them, the contract's refusals (another agent's task, a
 tab in two tasks, a request without a session) and a task on the agent's tab on the other node. Leases
-last 3 s: the tests poll, they never sleep long.
+last 30 s, longer than any test: one whose owner's session goes silent runs its lease out (``lapse``), then
+polls until the heir sees it expired; none sleeps.
 """
 
 from __future__ import annotations
@@ -42,6 +43,7 @@ from tests.integration.task_fleet import (
     expire,
     fleet,
     hit,
+    lapse,
     open_tab,
     refused,
     sessions,
@@ -210,8 +212,10 @@ def _slow_batch(client: httpx.Client, tab: int, timeout: float) -> dict[str, Any
         {"action": "waitForResult", "code": SLOW_WRITE, "timeout": timeout}]}))
 
 
-def _lapsed(client: httpx.Client, task: str) -> None:
-    until(lambda: state(client, task) == "expired", LEASE * 4, "the owner's lease lapsing")
+def _lapsed(fleet: Fleet, client: httpx.Client, task: str) -> None:
+    """The owner's session says nothing more: its lease runs out, and ``client`` sees the task expired."""
+    lapse(fleet.nodes[0], task)
+    until(lambda: state(client, task) == "expired", 10, "the owner's lease lapsing")
 
 
 def test_a_call_running_when_its_session_is_lost_comes_back_unknown(fleet: Fleet, site: TestSite) -> None:
@@ -226,7 +230,7 @@ def test_a_call_running_when_its_session_is_lost_comes_back_unknown(fleet: Fleet
         call.start()
         try:
             assert site.wait_for_count(SLOW, 1, timeout=30) == 1  # the write is out, its answer held
-            _lapsed(heir, task)  # the owner's session says nothing more
+            _lapsed(fleet, heir, task)  # the owner's session says nothing more
             taken = answer(heir.post(f"/api/tasks/{task}/takeover", json={}))
         finally:
             site.release_slow()
@@ -254,7 +258,7 @@ def test_a_call_whose_end_its_session_never_heard_comes_back_unknown_with_a_new_
         finally:
             site.release_slow()
         assert stopped["status"] != "ok" and stopped["resume_token"], stopped
-        _lapsed(heir, task)  # the answer came back, and its session was never heard from again
+        _lapsed(fleet, heir, task)  # the answer came back, and its session was never heard from again
         taken = answer(heir.post(f"/api/tasks/{task}/takeover", json={}))
         (unknown,) = taken["in_flight"]
         assert (unknown["call"], unknown["status"], unknown["reason"]) == (stopped["call"], "unknown", LOST), taken
@@ -415,7 +419,7 @@ def test_an_auto_takeover_answers_its_report_when_a_lost_call_needs_an_observati
         finally:
             site.release_slow()
         assert stopped["progress"][1]["status"] == "unknown" and stopped["resume_token"], stopped
-        _lapsed(heir, task)
+        _lapsed(fleet, heir, task)
         taken = answer(heir.post(f"/api/tasks/{task}/takeover", json={}))
         assert taken["task"]["state"] == "owner", taken
         (report,) = taken["in_flight"]
