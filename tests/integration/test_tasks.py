@@ -448,7 +448,7 @@ def test_tasks_are_bounded_per_agent_in_goal_and_in_tabs_each_refusal_naming_its
             assert bad["state"] == {"param": parameter, "max": most} and str(most) in bad["error"], bad
         started = time.monotonic()
         many = refused(dave.post("/api/tasks", json={"goal": "g", "tabs": list(range(30_000))}), "invalid_parameter")
-        assert many["state"] == {"param": "tabs", "max": 4} and time.monotonic() - started < 2.0, many
+        assert many["state"] == {"param": "tabs", "max": 4} and time.monotonic() - started < 10, many  # refused unread
         made = [create(dave, [tab], scope="browser")["id"], create(dave, [])["id"], create(other, [])["id"]]
         until(lambda: all(len(n.tasks.store.of_agent("dave")) == 3 for n in fleet.nodes), 10, "both nodes' mirrors")
         over = refused(other.post("/api/tasks", json={"goal": "One more", "tabs": []}), "quota_exceeded")
