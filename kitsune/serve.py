@@ -4,9 +4,10 @@ SIGTERM drains the node (``bridge.drain``: its calls in flight get ``drain_deadl
 fleet) and the process exits 0 once it left; a drain started otherwise (``kitsune drain``) ends the same way.
 SIGINT, or a second SIGTERM, stops at once: what runs on the node's tabs is interrupted.
 
-Chromium starts launching first, while the configuration and the node's modules load in a worker
-thread (a second and more of CPU: :mod:`kitsune.config`, :mod:`kitsune.node_server`, the MCP SDK
-unless ``--no-mcp``); then the node starts (NATS beside the launch's end) and serves.
+Chromium starts launching first (``driver.process``: Playwright's API and the URL guard, loaded in a tenth of a
+second), while the configuration and the node's modules load in a worker thread (a second and more of CPU:
+:mod:`kitsune.config`, :mod:`kitsune.node_server` with the driver's action table and the command language, the
+MCP SDK unless ``--no-mcp``); then the node starts (NATS beside the launch's end) and serves.
 """
 
 from __future__ import annotations
@@ -21,7 +22,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from bridge.logs import configure_logging
-from driver import ChromiumBrowser
+from driver.process import FirstLaunch  # Playwright's API and the URL guard: not the driver's action table
 
 if TYPE_CHECKING:
     from core.settings import Settings
@@ -42,25 +43,26 @@ def serve(args: argparse.Namespace) -> int:
 
 
 async def _launched_first(args: argparse.Namespace) -> int:
-    """Serve with a browser that launches while the configuration and the node's modules load."""
-    browser = ChromiumBrowser()
-    browser.launch_early()
+    """Serve with a browser that launches while the configuration and the node's modules (the driver's with
+    them) load."""
+    first = FirstLaunch()
     try:
         config = await asyncio.to_thread(_configured, args)
         if config is not None:
             await asyncio.to_thread(_load_node_modules, mcp=not args.no_mcp)
     except BaseException:
-        await browser.stop()
+        await first.stop()
         raise
     if config is None:
-        await browser.stop()
+        await first.stop()
         return 2
-    from kitsune.node_server import serve_http  # noqa: PLC0415 (loaded just above, off the loop)
-    return await serve_http(args, config, browser)
+    from driver import ChromiumBrowser  # noqa: PLC0415 (loaded just above, off the loop)
+    from kitsune.node_server import serve_http  # noqa: PLC0415
+    return await serve_http(args, config, ChromiumBrowser(first=first))
 
 
 def _load_node_modules(*, mcp: bool) -> None:
-    """The node's modules, and the MCP gateway's where ``/mcp`` is served."""
+    """The node's modules (the driver's among them), and the MCP gateway's where ``/mcp`` is served."""
     for module in ("kitsune.node_server", *(["mcp_gateway.http"] if mcp else [])):
         importlib.import_module(module)
 
