@@ -93,7 +93,8 @@ class ChromiumBrowser:
     """One Chromium (its user context and the agents' sessions), its tabs, and the actions that run on them.
 
     Everything runs on the asyncio loop that called :meth:`start`. It launches its Chromium at :meth:`start` (or
-    :meth:`launch_early`), or takes over ``first``, a launch begun before it was made (with its own executable).
+    :meth:`launch_early`), or takes over ``first``, a launch begun before it was made (with its own executable and
+    headless mode).
     """
 
     def __init__(self, *, executable: Path | None = None, downloads_dir: Path | None = None,

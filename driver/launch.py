@@ -140,7 +140,7 @@ class Chromium:
         self._ready = asyncio.Event()
         browser = await first.browser
         self._first = None  # taken over: stopped as this browser from now on
-        self._playwright, self.executable = first.playwright, first.executable
+        self._playwright, self.executable, self.headless = first.playwright, first.executable, first.headless
         await self._open(browser)
         self._started = True
         self._ready.set()
