@@ -28,6 +28,7 @@ import pykka
 from nats.aio.client import Client
 from nats.js.api import StorageType, StreamConfig
 
+from actors.buckets import AUDIT_STREAM, AUDIT_SUBJECT
 from actors.jetstream import acknowledged_within, ensure_stream
 from actors.loop import IoLoop
 from actors.pipeline import OrderedWriter, Pending
@@ -56,8 +57,6 @@ __all__ = ["AUDIT_STREAM", "AUDIT_SUBJECT", "AuditActor", "AuditLog", "AuditTrai
 
 log = logging.getLogger(__name__)
 
-AUDIT_STREAM = "KITSUNE_AUDIT"
-AUDIT_SUBJECT = "kitsune.audit.entries"
 _WAIT = 30.0
 """Seconds to wait for an entry to be written."""
 _ACK_TIMEOUT = 5.0

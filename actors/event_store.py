@@ -18,6 +18,7 @@ from nats.aio.client import Client
 from nats.js import JetStreamContext
 from nats.js.api import AckPolicy, ConsumerConfig, DeliverPolicy, StorageType, StreamConfig
 
+from actors.buckets import EVENTS_STREAM, EVENTS_SUBJECTS
 from actors.bus import BusError, NatsBus
 from actors.jetstream import acknowledged_within, ensure_stream
 from messages.codec import decode_events, encode
@@ -27,8 +28,6 @@ from messages.events import Event
 __all__ = ["EVENTS_STREAM", "EVENTS_SUBJECTS", "EventStore", "JetStreamEventStore", "LocalEventStore", "events_config",
            "events_subject"]
 
-EVENTS_STREAM = "KITSUNE_EVENTS"
-EVENTS_SUBJECTS = "kitsune.events.>"
 _FETCH_BATCH = 256
 _TIMEOUT = 5.0
 

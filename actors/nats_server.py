@@ -18,6 +18,7 @@ it once at start to provision the streams (``actors.nats_admin``).
 
 from __future__ import annotations
 
+import asyncio
 import atexit
 import contextlib
 import ctypes
@@ -39,9 +40,17 @@ from pathlib import Path
 from types import TracebackType
 from typing import IO, Any
 
-from actors.audit_actor import AUDIT_STREAM, AUDIT_SUBJECT
-from actors.buckets import FLEET_BUCKET, NODES_BUCKET, SESSIONS_BUCKET, TABS_BUCKET, TASKS_BUCKET
-from actors.event_store import EVENTS_STREAM, EVENTS_SUBJECTS
+from actors.buckets import (
+    AUDIT_STREAM,
+    AUDIT_SUBJECT,
+    EVENTS_STREAM,
+    EVENTS_SUBJECTS,
+    FLEET_BUCKET,
+    NODES_BUCKET,
+    SESSIONS_BUCKET,
+    TABS_BUCKET,
+    TASKS_BUCKET,
+)
 from core.settings import NatsAuth
 from messages.errors import KitsuneError
 from messages.tokens import new_token
@@ -118,8 +127,21 @@ class EmbeddedNats:
         self._process: subprocess.Popen[bytes] | None = None
         self._run_dir: Path | None = None
         self._url: str | None = None
+        self._starting: asyncio.Future[str] | None = None
 
     # --- lifecycle ----------------------------------------------------------------------
+
+    def start_soon(self) -> None:
+        """Begin :meth:`start` in a worker thread of the running loop (``kitsune serve``, as soon as its configuration
+        is read): :meth:`started` waits for it."""
+        if self._starting is None:
+            self._starting = asyncio.ensure_future(asyncio.to_thread(self.start))
+
+    async def started(self) -> str:
+        """:meth:`start`'s URL (the start begun by :meth:`start_soon`, else begun now), or its error."""
+        self.start_soon()
+        assert self._starting is not None
+        return await self._starting
 
     def start(self, timeout: float = 10.0) -> str:
         """Start the server and return its URL once it answers; ``nats_unavailable`` if it cannot."""

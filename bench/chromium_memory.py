@@ -34,7 +34,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # the repo root
 
 from bench.sessions import children, comm, descendants, resident_kb
 from driver import find_chromium
-from driver.launch import CHROMIUM_FLAGS
+from driver.process import CHROMIUM_FLAGS
 from tests.site import TestSite
 
 TRIMMED = ("--disable-features=", "--optimization-guide-performance-class=")

@@ -48,7 +48,7 @@ from playwright.async_api import Browser, BrowserContext, Page, async_playwright
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # the repo root
 
 from driver import find_chromium
-from driver.launch import CHROMIUM_FLAGS
+from driver.process import CHROMIUM_FLAGS
 
 ROOT = Path(__file__).resolve().parents[1]
 AGENTS = 200

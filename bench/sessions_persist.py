@@ -39,7 +39,7 @@ from bridge.wiring import run_node
 from core.session_state import SavedState
 from core.settings import NodeConfig, SessionTimes
 from driver import ChromiumBrowser, find_chromium
-from driver.launch import CHROMIUM_FLAGS
+from driver.process import CHROMIUM_FLAGS
 from driver.sessions import Sessions
 from tests.site import TestSite
 

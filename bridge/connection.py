@@ -43,13 +43,14 @@ class Connection:
             await asyncio.to_thread(self.nats.stop)
 
 
-async def connect(config: NodeConfig) -> Connection:
+async def connect(config: NodeConfig, nats: EmbeddedNats | None = None) -> Connection:
     """Start or join NATS, connect the bus, open the streams, reserve tab ids; nothing is left
-    running when a step fails."""
-    nats, url, auth = None, config.nats.url, config.nats.auth
+    running when a step fails. ``nats``: the embedded server, its start begun (``EmbeddedNats.start_soon``),
+    where the configuration names no NATS to join."""
+    url, auth = config.nats.url, config.nats.auth
     if url is None:
-        nats = EmbeddedNats(fleet=config.fleet)
-        url = await asyncio.to_thread(nats.start)
+        nats = nats or EmbeddedNats(fleet=config.fleet)
+        url = await nats.started()
         auth = nats.auth
     try:
         if nats is not None:

@@ -12,6 +12,7 @@ import asyncio
 from collections.abc import Mapping
 
 from actors.loop import IoLoop
+from actors.nats_server import EmbeddedNats
 from bridge.browser import Browser
 from bridge.connection import connect
 from bridge.node import Node
@@ -24,13 +25,14 @@ __all__ = ["run_node", "start_node"]
 
 async def start_node(browser: Browser, config: NodeConfig = NodeConfig(), *, policy: Policy = Policy(),
                      agent_policies: Mapping[str, Policy] | None = None, workflows: WorkflowLibrary | None = None,
-                     io: IoLoop | None = None) -> Node:
+                     io: IoLoop | None = None, nats: EmbeddedNats | None = None) -> Node:
     """A started node on the running loop (``io``: the node's view of it): connected, built, opened.
     The browser launches while NATS starts (its user context is made once the node gave it its URL
-    lists). What started is stopped again when a step fails."""
+    lists; ``nats``: the embedded server, its start begun, see ``connect``). What started is stopped
+    again when a step fails."""
     browser.launch_early()
     try:
-        connection = await connect(config)
+        connection = await connect(config, nats)
     except BaseException:
         await browser.stop()
         raise

@@ -33,6 +33,7 @@ from driver.guard import UrlGuard
 from driver.launch import Chromium
 from driver.navigation import goto
 from driver.page_js import NEEDS_USER
+from driver.process import FirstLaunch
 from driver.proxy import Endpoint
 from driver.quotas import Quotas
 from driver.reads import evaluate_settled
@@ -91,21 +92,24 @@ async def _perform(run: Run, action: Action) -> Outcome:
 class ChromiumBrowser:
     """One Chromium (its user context and the agents' sessions), its tabs, and the actions that run on them.
 
-    Everything runs on the asyncio loop that called :meth:`start`.
+    Everything runs on the asyncio loop that called :meth:`start`. It launches its Chromium at :meth:`start` (or
+    :meth:`launch_early`), or takes over ``first``, a launch begun before it was made (with its own executable and
+    headless mode).
     """
 
     def __init__(self, *, executable: Path | None = None, downloads_dir: Path | None = None,
-                 headless: bool = True) -> None:
+                 headless: bool = True, first: FirstLaunch | None = None) -> None:
         self.downloads_dir = downloads_dir
         """Where downloads are saved; a temporary directory (removed at stop) when None."""
         self.next_tab_id: Callable[[], int] = itertools.count(1).__next__
         """Names each new page, popups included, at once (the node gives ids unique in its fleet)."""
         self._own_downloads = downloads_dir is None
-        self._guard = UrlGuard()
+        self._guard = first.guard if first is not None else UrlGuard()
         self._tabs = TabRegistry(lambda: self.next_tab_id())  # noqa: PLW0108 - the node replaces next_tab_id
         self.site_tools = SiteTools(self._tabs.tab_of)
         """The WebMCP tools its pages declare, and the continuations of the calls of them."""
-        self._chromium = Chromium(self._guard, self._tabs, self.site_tools, executable=executable, headless=headless)
+        self._chromium = Chromium(self._guard, self._tabs, self.site_tools, executable=executable, headless=headless,
+                                 first=first)
         self.sessions = Sessions(self._chromium, self._tabs)
         """The agents' sessions (browser contexts) and the tombstones of closed ones."""
         self.spares = self._tabs.spares

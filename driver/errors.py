@@ -19,6 +19,7 @@ from typing import Any
 from playwright.async_api import Error as PlaywrightError
 from playwright.async_api import TimeoutError as PlaywrightTimeoutError
 
+from driver.process import first_line
 from messages.commands import Clipboard, Command, Cookies, Fill, Js, Storage, Type, WaitForResult, secret_values
 from messages.results import Failed, Failure, Unknown
 
@@ -93,12 +94,6 @@ class Step:
 
 
 # --- reading Playwright's messages ---------------------------------------------------------
-
-
-def first_line(message: str) -> str:
-    """The first line of a Playwright message, without its ``Class.method: `` prefix."""
-    line = message.strip().splitlines()[0] if message.strip() else ""
-    return re.sub(r"^\w+\.\w+: ", "", line)
 
 
 def net_error(message: str) -> str | None:

@@ -11,88 +11,21 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import os
-import shutil
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any, NamedTuple
 
-from playwright.async_api import Browser, BrowserContext, CDPSession, Playwright, async_playwright
+from playwright.async_api import Browser, BrowserContext, CDPSession, Playwright
 from playwright.async_api import Error as PlaywrightError
 
-from driver.errors import first_line
 from driver.guard import UrlGuard
+from driver.process import FirstLaunch, launch_process
 from driver.site_tools import SiteTools
 from driver.spares import SpareWindows
 from driver.tabs import TabRegistry
 from messages.errors import KitsuneError
 
-__all__ = ["AGENT_DISABLED_FEATURES", "AHEAD_LIMIT", "CHROMIUM_FLAGS", "PLAYWRIGHT_DISABLED_FEATURES", "Chromium",
-           "find_chromium"]
-
-PLAYWRIGHT_DISABLED_FEATURES: tuple[str, ...] = (
-    "AvoidUnnecessaryBeforeUnloadCheckSync", "DestroyProfileOnBrowserClose", "HttpsUpgrades",
-    "HttpsFirstBalancedModeAutoEnable", "LensOverlay", "MediaRouter", "PaintHolding", "ThirdPartyStoragePartitioning",
-    "AvoidCorsURLLoaderRestartOnRedirect", "TcpPortRandomizationWin", "OptimizationHints", "NetworkTimeServiceQuerying",
-    "AimEnabled", "PreconnectToSearch", "msForceBrowserSignIn", "msEdgeUpdateLaunchServicesPreferredVersion",
-)
-"""The features Playwright's own ``--disable-features`` turns off: Chromium keeps only the last
-``--disable-features`` of its command line, so the node's repeats them (a test holds it to Playwright's)."""
-
-AGENT_DISABLED_FEATURES: tuple[str, ...] = ("WebUIOmniboxPopup", "WebUIOmniboxAimPopup")
-"""What a headless agent browser runs for nobody: the omnibox's WebUI popups, preloaded into a renderer
-of their own in every browser context (about 40 MB a session, and the CPU to load them as the context
-opens) though no window of a headless browser has an omnibox (``bench/chromium_memory.py``)."""
-
-CHROMIUM_FLAGS: tuple[str, ...] = (
-    "--disable-gpu",
-    "--disable-quic",
-    "--no-first-run",
-    "--disable-background-networking",
-    "--disable-component-update",
-    "--disable-sync",
-    "--proxy-bypass-list=<-loopback>",
-    "--host-resolver-rules=MAP * ~NOTFOUND , EXCLUDE 127.0.0.1",
-    "--webrtc-ip-handling-policy=disable_non_proxied_udp",
-    "--disable-blink-features=SpeculationRules",
-    "--disable-features=" + ",".join((*PLAYWRIGHT_DISABLED_FEATURES, *AGENT_DISABLED_FEATURES)),
-    "--optimization-guide-performance-class=8",
-)
-"""Flags every launch gets, with ``--proxy-server`` naming the node's proxy (``--no-sandbox`` is added
-when running as root). Loopback goes through the proxy too (``<-loopback>``); Chromium resolves no
-name itself (the proxy does); WebRTC sends no UDP and nothing that does not go through the proxy;
-speculation rules (prefetch and prerender) are not parsed at all; what no agent uses is turned off
-(:data:`AGENT_DISABLED_FEATURES`), and the device's performance class is given, as Chrome for Testing
-does, so that no ``OnDeviceModelService`` utility is started (three minutes after the launch) to
-benchmark it for on-device models no agent has."""
-
-_CANDIDATES = ("chromium", "chromium-browser", "google-chrome")
-
-
-def find_chromium() -> Path:
-    """The Chromium to launch: ``KITSUNE_CHROMIUM``, else ``/usr/bin/chromium`` or one on ``PATH``.
-
-    Raises :class:`KitsuneError` (``browser_unavailable``) when there is none; a
-    ``KITSUNE_CHROMIUM`` that names no executable file is an error too, never silently replaced.
-    """
-    override = os.environ.get("KITSUNE_CHROMIUM")
-    if override:
-        path = Path(override).expanduser()
-        if not (path.is_file() and os.access(path, os.X_OK)):
-            raise KitsuneError("browser_unavailable", f"KITSUNE_CHROMIUM names no executable file: {path}")
-        return path
-    default = Path("/usr/bin/chromium")
-    if default.is_file() and os.access(default, os.X_OK):
-        return default
-    for name in _CANDIDATES:
-        found = shutil.which(name)
-        if found:
-            return Path(found)
-    raise KitsuneError(
-        "browser_unavailable",
-        "No Chromium found: install Debian's chromium package or set KITSUNE_CHROMIUM",
-    )
-
+__all__ = ["AHEAD_LIMIT", "Chromium"]
 
 AHEAD_LIMIT = 4
 """Agents holding a context made ahead for their next session at once (an empty context each, and the spare
@@ -149,9 +82,9 @@ class Chromium:
     """
 
     def __init__(self, guard: UrlGuard, tabs: TabRegistry, site_tools: SiteTools, *, executable: Path | None,
-                 headless: bool) -> None:
+                 headless: bool, first: FirstLaunch | None = None) -> None:
         self.executable = executable
-        """The Chromium binary; :func:`find_chromium` at start when None."""
+        """The Chromium binary; ``driver.process.find_chromium``'s at start when None."""
         self.headless = headless
         self.restarts = 0
         """How many times the browser died and was restarted."""
@@ -167,7 +100,8 @@ class Chromium:
         self._stopping = False
         self._restart_task: asyncio.Task[None] | None = None
         self._making_context = asyncio.Lock()
-        self._launching: asyncio.Future[Browser] | None = None
+        self._first = first
+        """The first launch, begun (:meth:`launch_early`, or by whoever made this) and not yet taken over."""
         self._started = False
         self._ahead: dict[str, _Ahead] = {}
         """The context made ahead for an agent's next session (:meth:`context_ahead`), by agent, the oldest first."""
@@ -189,8 +123,8 @@ class Chromium:
         """Begin launching Chromium (Playwright's driver, the proxy, the browser process) in the background,
         before whoever uses it is ready: :meth:`start` then only waits for it and makes the user context,
         with the URL lists given by then. A failure is :meth:`start`'s to raise; :meth:`stop` ends it."""
-        if self._launching is None:
-            self._launching = asyncio.ensure_future(self._first_launch())
+        if self._first is None:
+            self._first = FirstLaunch(self._guard, executable=self.executable, headless=self.headless)
 
     async def start(self) -> None:
         """Launch Chromium (or finish :meth:`launch_early`'s launch); raises :class:`KitsuneError`
@@ -199,12 +133,14 @@ class Chromium:
         The caller stops it after a failure.
         """
         self.launch_early()
-        assert self._launching is not None
+        first = self._first
+        assert first is not None
         self._stopping = False
         self._tabs.reset()
         self._ready = asyncio.Event()
-        browser = await self._launching
-        self._launching = None
+        browser = await first.browser
+        self._first = None  # taken over: stopped as this browser from now on
+        self._playwright, self.executable, self.headless = first.playwright, first.executable, first.headless
         await self._open(browser)
         self._started = True
         self._ready.set()
@@ -213,18 +149,18 @@ class Chromium:
         """Close the browser and its tabs; no Chromium process is left."""
         self._stopping = True
         self._started = False
-        launching, self._launching = self._launching, None
-        early: Browser | None = None
-        if launching is not None:  # launched early, never started: the launch ends (a cancelled one could leave
-            with contextlib.suppress(Exception):  # its process starting), then its browser is closed below
-                early = await launching
+        first, self._first = self._first, None
+        if first is not None:  # launched early, never started: it ends (the proxy with it), and nothing else began
+            await first.stop()
+            self._ready.set()
+            return
         self._forget_ahead()
         task, self._restart_task = self._restart_task, None
         if task is not None and not task.done():
             task.cancel()
             with contextlib.suppress(BaseException):
                 await task
-        browser, playwright = self._browser or early, self._playwright
+        browser, playwright = self._browser, self._playwright
         self._browser = self._cdp = self._tabs.context = None
         self._playwright = None
         self._tabs.forget_all()
@@ -237,30 +173,13 @@ class Chromium:
         await self._guard.stop()
         self._ready.set()
 
-    async def _first_launch(self) -> Browser:
-        """Playwright's driver, the proxy, then the browser process."""
-        if self.executable is None:
-            self.executable = find_chromium()
-        self._playwright = await async_playwright().start()
-        await self._guard.start()
-        return await self._process()
-
     async def _launch(self) -> None:
         await self._open(await self._process())
 
     async def _process(self) -> Browser:
         """A new Chromium process, with no context of the node's yet."""
         assert self._playwright is not None and self.executable is not None
-        root = hasattr(os, "geteuid") and os.geteuid() == 0
-        try:
-            return await self._playwright.chromium.launch(
-                executable_path=str(self.executable), headless=self.headless, chromium_sandbox=not root,
-                args=[*CHROMIUM_FLAGS, self._guard.proxy_flag(), *(["--no-sandbox"] if root else [])],
-                handle_sigint=False, handle_sigterm=False, handle_sighup=False,
-            )
-        except PlaywrightError as e:
-            raise KitsuneError("browser_unavailable", f"Chromium did not start: {first_line(e.message)[:200]}",
-                               retryable=True) from e
+        return await launch_process(self._playwright, self.executable, self._guard, headless=self.headless)
 
     async def _open(self, browser: Browser) -> None:
         """The browser's CDP session and user context: it serves from now on (closed again when they fail)."""

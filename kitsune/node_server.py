@@ -17,6 +17,7 @@ from typing import Any
 import uvicorn
 
 from actors.nats_connection import display_url
+from actors.nats_server import EmbeddedNats
 from bridge.node import Node
 from bridge.wiring import start_node
 from bridge.workflows import WorkflowLibrary
@@ -38,14 +39,15 @@ def proxy_options(http: HttpConfig) -> dict[str, Any]:
     return {"proxy_headers": True, "forwarded_allow_ips": ",".join(http.forwarded_allow_ips)}
 
 
-async def start_configured(config: Settings, nats_url: str | None, browser: ChromiumBrowser) -> Node:
+async def start_configured(config: Settings, nats_url: str | None, browser: ChromiumBrowser,
+                           nats: EmbeddedNats | None = None) -> Node:
     """The node the settings describe, started on ``browser``, each part given its section (``nats_url``:
-    ``--nats-url``, over ``nats.url``)."""
+    ``--nats-url``, over ``nats.url``; ``nats``: the embedded server, its start begun, where neither is given)."""
     node = config.node
     if nats_url:
         node = replace(node, nats=replace(node.nats, url=nats_url))
     return await start_node(browser, node, policy=config.policy, agent_policies=config.agent_policies(),
-                            workflows=WorkflowLibrary(config.workflows) if config.workflows else None)
+                            workflows=WorkflowLibrary(config.workflows) if config.workflows else None, nats=nats)
 
 
 _SHUTDOWN_GRACE = 3
@@ -88,10 +90,12 @@ class _Server(uvicorn.Server):
         await super().shutdown(sockets)
 
 
-async def serve_http(args: argparse.Namespace, config: Settings, browser: ChromiumBrowser) -> int:
-    """Start the node on ``browser`` and serve its HTTP API until a stop; the exit status."""
+async def serve_http(args: argparse.Namespace, config: Settings, browser: ChromiumBrowser,
+                     nats: EmbeddedNats | None = None) -> int:
+    """Start the node on ``browser`` (and ``nats``, see ``start_configured``) and serve its HTTP API until a stop;
+    the exit status."""
     try:
-        node = await start_configured(config, args.nats_url, browser)
+        node = await start_configured(config, args.nats_url, browser, nats)
     except KitsuneError as e:
         print(f"kitsune: cannot start: {e.message}", file=sys.stderr)
         return 1

@@ -4,15 +4,18 @@ SIGTERM drains the node (``bridge.drain``: its calls in flight get ``drain_deadl
 fleet) and the process exits 0 once it left; a drain started otherwise (``kitsune drain``) ends the same way.
 SIGINT, or a second SIGTERM, stops at once: what runs on the node's tabs is interrupted.
 
-Chromium starts launching first, while the configuration and the node's modules load in a worker
-thread (a second and more of CPU: :mod:`kitsune.config`, :mod:`kitsune.node_server`, the MCP SDK
-unless ``--no-mcp``); then the node starts (NATS beside the launch's end) and serves.
+Chromium starts launching first (``driver.process``: Playwright's API and the URL guard, loaded in a tenth of a
+second), while the configuration and the node's modules load in a worker thread (a second and more of CPU:
+:mod:`kitsune.config`, :mod:`kitsune.node_server` with the driver's action table and the command language, the
+MCP SDK unless ``--no-mcp``); its embedded NATS starts as soon as the configuration is read (beside the node's
+modules); then the node starts and serves.
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import importlib
 import logging
 import os
@@ -21,9 +24,10 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from bridge.logs import configure_logging
-from driver import ChromiumBrowser
+from driver.process import FirstLaunch  # Playwright's API and the URL guard: not the driver's action table
 
 if TYPE_CHECKING:
+    from actors.nats_server import EmbeddedNats
     from core.settings import Settings
 
 __all__ = ["serve"]
@@ -42,25 +46,47 @@ def serve(args: argparse.Namespace) -> int:
 
 
 async def _launched_first(args: argparse.Namespace) -> int:
-    """Serve with a browser that launches while the configuration and the node's modules load."""
-    browser = ChromiumBrowser()
-    browser.launch_early()
+    """Serve with a browser that launches while the configuration and the node's modules (the driver's with
+    them) load, and an embedded NATS that starts once the configuration is read."""
+    first = FirstLaunch()
+    nats: EmbeddedNats | None = None
     try:
         config = await asyncio.to_thread(_configured, args)
         if config is not None:
+            nats = await asyncio.to_thread(_embedded_nats, args, config)
+            if nats is not None:
+                nats.start_soon()
             await asyncio.to_thread(_load_node_modules, mcp=not args.no_mcp)
     except BaseException:
-        await browser.stop()
+        await first.stop()
+        if nats is not None:
+            await _stop(nats)
         raise
     if config is None:
-        await browser.stop()
+        await first.stop()
         return 2
-    from kitsune.node_server import serve_http  # noqa: PLC0415 (loaded just above, off the loop)
-    return await serve_http(args, config, browser)
+    from driver import ChromiumBrowser  # noqa: PLC0415 (loaded just above, off the loop)
+    from kitsune.node_server import serve_http  # noqa: PLC0415
+    return await serve_http(args, config, ChromiumBrowser(first=first), nats)
+
+
+def _embedded_nats(args: argparse.Namespace, config: Settings) -> EmbeddedNats | None:
+    """The node's embedded NATS server, not yet started; None where ``--nats-url`` or ``nats.url`` names one to join."""
+    if args.nats_url or config.node.nats.url is not None:
+        return None
+    from actors.nats_server import EmbeddedNats  # noqa: PLC0415 (the NATS client alone, loaded off the loop)
+    return EmbeddedNats(fleet=config.node.fleet)
+
+
+async def _stop(nats: EmbeddedNats) -> None:
+    """Stop an embedded server once its start ended (whatever the start's outcome)."""
+    with contextlib.suppress(Exception):
+        await nats.started()
+    await asyncio.to_thread(nats.stop)
 
 
 def _load_node_modules(*, mcp: bool) -> None:
-    """The node's modules, and the MCP gateway's where ``/mcp`` is served."""
+    """The node's modules (the driver's among them), and the MCP gateway's where ``/mcp`` is served."""
     for module in ("kitsune.node_server", *(["mcp_gateway.http"] if mcp else [])):
         importlib.import_module(module)
 

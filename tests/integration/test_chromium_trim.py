@@ -7,7 +7,7 @@ from pathlib import Path
 from typing import Any
 
 from driver import ChromiumBrowser
-from driver.launch import AGENT_DISABLED_FEATURES, PLAYWRIGHT_DISABLED_FEATURES
+from driver.process import AGENT_DISABLED_FEATURES, PLAYWRIGHT_DISABLED_FEATURES
 from messages.commands import NewTab
 from messages.results import Done
 from tests.integration.browser_fixtures import *  # noqa: F403 - the fixtures, used by name
