@@ -164,6 +164,7 @@ def test_a_cold_restore_makes_the_context_as_the_state_is_fetched_with_its_hooks
     assert restored.context_id not in before and restored.persist is True
     assert _signed_in(chromium, run, again) == "signed in"
     assert run(chromium.page(again).evaluate("localStorage.getItem('cart')")) == "3 items"
+    assert run(chromium.page(again).evaluate("typeof navigator.modelContext")) == "object"  # the site tools' script
     outcome = run(chromium.execute(NewTab(url="http://denied.example.test/", session="moved"), None, 10.0,
                                    agent="newcomer", call=1))
     assert isinstance(outcome, Failed) and outcome.failure.code == "url_denied", outcome
