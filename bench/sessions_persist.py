@@ -14,8 +14,8 @@ times, in pairs whose order alternates:
   node's next context made ahead) to be done.
 
 Ratios are medians of the paired ratios; the goal is <= 1.3x. Also: a cold restore (an agent new to the node:
-no context made ahead, its proxy started, a context made with the state, as on the node a dead node's
-sessions move to), paired with the round's raw restore; a fresh context either side (a Kitsune session's own
+no context made ahead; its context made, and its proxy started, while the state is fetched, as on the node a
+dead node's sessions move to), paired with the round's raw restore; a fresh context either side (a Kitsune session's own
 cost, with no state); and the bytes stored per session.
 
     .venv/bin/python bench/sessions_persist.py [--rounds 30]

@@ -345,7 +345,7 @@ class Sessions:
         try:
             context, context_id = await self._chromium.new_context(agent, timeout, storage)
         finally:
-            for task in (storage, fetch):  # the browser failed first: the fetch is given up, and stays quiet
+            for task in (storage, fetch):  # given up when the browser failed first; quiet either way
                 if task is not None:
                     task.cancel()
                     task.add_done_callback(lambda done: done.cancelled() or done.exception())
