@@ -32,6 +32,10 @@ AHEAD_LIMIT = 4
 windows :mod:`.spares` allows)."""
 
 
+Fetched = asyncio.Future[dict[str, Any] | None]
+"""A persistent session's storage state being fetched (None: none is stored) while its context is made."""
+
+
 class _Made(NamedTuple):
     """A browser context made, its CDP id, and whether it has the URL guard's hooks."""
 
@@ -69,6 +73,14 @@ async def _load(context: BrowserContext, storage_state: dict[str, Any]) -> None:
         await context.add_cookies(storage_state.get("cookies", []))
     else:
         await context.set_storage_state(storage_state)  # type: ignore[arg-type]
+
+
+async def _filled(context: BrowserContext, storage_state: Fetched | None) -> None:
+    """Load into a context just made the state fetched meanwhile (nothing when the fetch found none); what the
+    fetch raised is raised."""
+    state = None if storage_state is None else await storage_state
+    if state is not None:
+        await _load(context, state)
 
 
 async def _context_ids(cdp: CDPSession) -> set[str]:
@@ -234,11 +246,12 @@ class Chromium:
         self._ahead.clear()
 
     async def new_context(self, agent: str, timeout: float,
-                          storage_state: dict[str, Any] | None = None) -> tuple[BrowserContext, str]:
-        """A new browser context for a session of ``agent`` (with a persistent session's ``storage_state``), its
-        connections through that agent's proxy, and its CDP id; raises :class:`KitsuneError`
-        (``browser_unavailable``) when it cannot be made. It is the one made ahead for the agent when there is one
-        (never used before: a session's context is never another's), and the next is made ahead."""
+                          storage_state: Fetched | None = None) -> tuple[BrowserContext, str]:
+        """A new browser context for a session of ``agent`` (with a persistent session's ``storage_state``, fetched
+        as the context is made), its connections through that agent's proxy, and its CDP id; raises
+        :class:`KitsuneError` (``browser_unavailable``) when it cannot be made, and what the state's fetch raised
+        (the context made is then closed). It is the one made ahead for the agent when there is one (never used
+        before: a session's context is never another's), and the next is made ahead."""
         cdp, _ = await self.ready(timeout)
         with self._tabs.spares.busy():  # the next is made once the browser is idle again
             ahead = self._ahead.pop(agent, None)
@@ -253,23 +266,28 @@ class Chromium:
             self.context_ahead(agent, window=False)
         return made.context, made.context_id
 
-    async def _warm(self, ahead: _Ahead, agent: str, storage_state: dict[str, Any] | None) -> _Made | None:
+    async def _warm(self, ahead: _Ahead, agent: str, storage_state: Fetched | None) -> _Made | None:
         """The context made ahead, with ``storage_state`` loaded; None (and it is closed) when it could not be made
-        or loaded, or when the agent's URL lists now want hooks it was made without. One still waiting for the
-        browser to be idle is given up (a ``newTab`` keeps the browser busy)."""
+        or loaded, or when the agent's URL lists now want hooks it was made without; closed too when the state's
+        fetch failed (raised). One still waiting for the browser to be idle is given up (a ``newTab`` keeps the
+        browser busy)."""
         if not ahead.started or ahead.made.cancelled():
             ahead.made.cancel()
             return None
-        with contextlib.suppress(PlaywrightError, KitsuneError):
+        try:
             made = await ahead.made
-            if made.hooked or not self._guard.hooks(agent):
-                try:
-                    if storage_state is not None:
-                        await _load(made.context, storage_state)
-                    return made
-                except PlaywrightError:
-                    pass
-            _discard(ahead, self._tabs.spares)
+        except (PlaywrightError, KitsuneError):
+            return None
+        if made.hooked or not self._guard.hooks(agent):
+            try:
+                await _filled(made.context, storage_state)
+                return made
+            except PlaywrightError:
+                pass
+            except BaseException:  # the state's fetch failed: the context goes with it
+                _discard(ahead, self._tabs.spares)
+                raise
+        _discard(ahead, self._tabs.spares)
         return None
 
     async def bare_context(self, timeout: float) -> BrowserContext:
@@ -286,23 +304,23 @@ class Chromium:
                                    retryable=True) from e
 
     async def _new_context(self, browser: Browser, cdp: CDPSession, agent: str | None,
-                           storage_state: dict[str, Any] | None = None) -> _Made:
+                           storage_state: Fetched | None = None) -> _Made:
         """A context with the node's options and hooks (the user context when ``agent`` is None), and its CDP id:
         the one context that appeared since the last made (the browser's are listed once, as the hooks are
-        installed), so contexts are made one at a time."""
+        installed), so contexts are made one at a time. A ``storage_state`` is loaded as the hooks are installed, once
+        fetched: no page of the session's is open before both are (what the fetch raised is raised, the context
+        closed)."""
         async with self._making_context:
-            known = self._known[1] if self._known is not None and self._known[0] is cdp else await _context_ids(cdp)
-            proxy = None if agent is None else {"server": await self._guard.proxy_server(agent),
-                                                "bypass": "<-loopback>"}
+            known, proxy = await asyncio.gather(self._known_ids(cdp), self._proxy_of(agent))
             context = await browser.new_context(
                 permissions=["clipboard-read", "clipboard-write"], accept_downloads=True, service_workers="block",
                 proxy=proxy,  # type: ignore[arg-type]
-                storage_state=storage_state,  # type: ignore[arg-type]
             )
             hooked = self._guard.hooks(agent)
             try:
-                ids, _, _ = await asyncio.gather(_context_ids(cdp), self._guard.install(context, agent, hooked),
-                                                 self._site_tools.install(context))
+                ids, _, _, _ = await asyncio.gather(
+                    _context_ids(cdp), self._guard.install(context, agent, hooked), self._site_tools.install(context),
+                    _filled(context, storage_state))
             except BaseException:
                 self._known = None
                 with contextlib.suppress(PlaywrightError):
@@ -316,6 +334,14 @@ class Chromium:
             raise KitsuneError("browser_unavailable", "Could not identify the browser context of the tabs")
         context.on("page", self._tabs.on_page)
         return _Made(context, created.pop(), hooked)
+
+    async def _known_ids(self, cdp: CDPSession) -> set[str]:
+        """The browser's contexts as the last was made (listed again when not known)."""
+        return self._known[1] if self._known is not None and self._known[0] is cdp else await _context_ids(cdp)
+
+    async def _proxy_of(self, agent: str | None) -> dict[str, str] | None:
+        """The proxy settings of ``agent``'s contexts (its proxy started on first use); None for the user context."""
+        return None if agent is None else {"server": await self._guard.proxy_server(agent), "bypass": "<-loopback>"}
 
     def _on_disconnected(self, browser: Browser) -> None:
         if self._stopping or browser is not self._browser:

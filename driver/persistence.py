@@ -31,7 +31,7 @@ from core.session_state import SavedState, StateStore
 from messages.contract import SESSION_SAVE_TIMEOUT
 from messages.errors import KitsuneError
 
-__all__ = ["Persistence", "Stored"]
+__all__ = ["Fetch", "Persistence", "Stored"]
 
 log = logging.getLogger(__name__)
 
@@ -80,6 +80,9 @@ class Host(Protocol):
     async def release(self, session: Any, reason: Literal["idle", "swept"]) -> None: ...
 
 
+Fetch = asyncio.Task[tuple[SavedState, int] | None]
+"""The fetch of a stored state: the state and its bytes stored, or None when there is none."""
+
 Stored = Callable[[Literal["saved", "restored"], Session, int], None]
 """Told of a state saved or restored: the session and the bytes stored (never the state)."""
 
@@ -103,29 +106,31 @@ class Persistence:
             with contextlib.suppress(Exception):
                 await asyncio.shield(retiring)
 
-    async def restoring(self, agent: str, name: str, persist: bool | None) -> tuple[bool, SavedState | None, int]:
-        """Whether a session ``agent`` makes now is persistent, the state it starts from and its bytes
-        (``persistence_not_configured`` when it asks for persistence and no key is configured). A stored
-        state is restored whatever ``persist`` says: the session is that one."""
+    def restoring(self, agent: str, name: str, persist: bool | None) -> tuple[bool, Fetch | None]:
+        """Whether a session ``agent`` makes now is asked to persist, and the fetch of the state it starts from,
+        begun now (on the loop: the context is made meanwhile), None with no store or for a one-shot session
+        (``persistence_not_configured`` when it asks for persistence and no key is configured). A stored state
+        is restored whatever ``persist`` says: the session is that one."""
         if one_shot_call(name) is not None:
             if persist:
                 raise KitsuneError("invalid_parameter", 'newTab: a one-shot session ("call") cannot persist',
                                    state={"param": "persist"})
-            return False, None, 0
+            return False, None
         wanted = self.default(agent) if persist is None else persist
         if self.store is None:
             if wanted:
                 raise not_configured()
-            return False, None, 0
+            return False, None
+        return wanted, asyncio.get_running_loop().create_task(self._stored(self.store, agent, name, wanted))
+
+    @staticmethod
+    async def _stored(store: StateStore, agent: str, name: str, wanted: bool) -> tuple[SavedState, int] | None:
         try:
-            found = await self.store.load(agent, name)
+            return await store.load(agent, name)
         except KitsuneError as e:  # a session that did not ask to persist opens without the store
             if wanted or e.code != "session_state_unavailable":
                 raise
-            return False, None, 0
-        if found is None:
-            return wanted, None, 0
-        return True, found[0], found[1]
+            return None
 
     def made_persistent(self, session: Session) -> None:
         """An open reuse session becomes persistent (a ``newTab`` naming it asked for it)."""

@@ -36,7 +36,7 @@ from core.quotas import Held
 from core.session_names import ONE_SHOT, names_one_shot, one_shot_call, one_shot_name
 from driver.debug_log import DebugLog
 from driver.launch import Chromium
-from driver.persistence import Persistence
+from driver.persistence import Fetch, Persistence
 from driver.tabs import TabRegistry
 from messages.contract import CHECKPOINT_TTL
 from messages.errors import KitsuneError
@@ -281,6 +281,12 @@ class SessionTable:
             del self._tombstones[key]
 
 
+async def _storage_state(fetch: Fetch) -> dict[str, Any] | None:
+    """The storage state a persistent session's fetch brings (None: none is stored)."""
+    found = await fetch
+    return found[0].storage_state if found is not None else None
+
+
 class Sessions:
     """The sessions of one Chromium: opened on first use, promoted, closed, swept (on the loop)."""
 
@@ -334,15 +340,22 @@ class Sessions:
 
     async def _make(self, agent: str, name: str, call: int | None, timeout: float,
                     persist: bool | None) -> tuple[Session, dict[str, Any]]:
-        persistent, state, size = await self.persistence.restoring(agent, name, persist)
-        context, context_id = await self._chromium.new_context(agent, timeout,
-                                                               state.storage_state if state is not None else None)
+        persistent, fetch = self.persistence.restoring(agent, name, persist)  # fetched as the context is made
+        storage = None if fetch is None else asyncio.ensure_future(_storage_state(fetch))
+        try:
+            context, context_id = await self._chromium.new_context(agent, timeout, storage)
+        finally:
+            for task in (storage, fetch):  # given up when the browser failed first; quiet either way
+                if task is not None:
+                    task.cancel()
+                    task.add_done_callback(lambda done: done.cancelled() or done.exception())
+        found = None if fetch is None else fetch.result()
         session = self.table.add(agent, name, context, context_id, call)
-        session.persist = persistent
+        session.persist = persistent or found is not None
         self.on_change(SessionChange("opened", agent, name, session.mode, call))
-        if state is not None:
-            self.persistence.on_stored("restored", session, size)
-        return session, self.persistence.answer(session, state)
+        if found is not None:
+            self.persistence.on_stored("restored", session, found[1])
+        return session, self.persistence.answer(session, found[0] if found is not None else None)
 
     def of_page(self, page: Page) -> Session | None:
         """The session a tab's page lives in (None for a user tab)."""

@@ -110,10 +110,10 @@ class SiteTools:
         """An agent's URL lists as they are now (None: no lists): a redemption's document must pass its chain's."""
 
     async def install(self, context: BrowserContext) -> None:
-        """Give every document of ``context`` its ``navigator.modelContext`` (the binding first: the script
-        takes it)."""
-        await context.expose_binding(BINDING, self._message)
-        await context.add_init_script(MODEL_CONTEXT)
+        """Give every document of ``context``, a context with no page yet, its ``navigator.modelContext``. The binding
+        and the script are sent at once: the script takes the binding, and a page made after both evaluates every
+        binding's script before any init script (Playwright's ``Page.allInitScripts``)."""
+        await asyncio.gather(context.expose_binding(BINDING, self._message), context.add_init_script(MODEL_CONTEXT))
         context.on("page", self._watch)
 
     def _watch(self, page: Page) -> None:

@@ -1,16 +1,21 @@
 """The context made ahead for an agent's next session, on a real Chromium (issue 34's restore): the next session
 of that agent (a restore too) is that context, fresh; no other agent's session, and no closed session's context,
-is ever used; one made without the URL guard's hooks is given up once the agent's lists hold a rule."""
+is ever used; one made without the URL guard's hooks is given up once the agent's lists hold a rule. An agent new
+to the node (none made ahead) gets its context made as its state is fetched, with its hooks and the state; a state
+refused (another agent's) leaves no context behind, made ahead or not."""
 
 from __future__ import annotations
 
+import time
 from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
 
 import pytest
 
-from actors.session_vault import SessionVault
+from actors.buckets import SESSIONS_BUCKET
+from actors.session_vault import SessionVault, seal
+from core.session_state import SavedState
 from core.url_policy import UrlPolicy
 from driver import ChromiumBrowser
 from driver.sessions import Session
@@ -144,3 +149,61 @@ def test_a_context_made_ahead_without_hooks_is_given_up_once_the_agent_s_lists_h
     assert "(denied)" not in outcome.failure.error, outcome  # its hook refused it, not its proxy
     for session in (first, second):
         run(chromium.sessions.close(session, "closed"))
+
+
+def test_a_cold_restore_makes_the_context_as_the_state_is_fetched_with_its_hooks_and_the_state(
+        chromium: ChromiumBrowser, run: Run[Any], rules: Rules, site: TestSite) -> None:
+    rules.policy = UrlPolicy.from_config(deny=["denied.example.test"])
+    tab, signed = _open(chromium, run, site.url("/session/start"), "eve", "signed")
+    run(chromium.page(tab).evaluate("localStorage.setItem('cart', '3 items')"))
+    store = chromium.sessions.persistence.store
+    assert store is not None
+    run(store.save("newcomer", "moved", SavedState(dict(run(signed.context.storage_state())), (), time.time())))
+    before = _contexts(chromium, run, signed)  # an agent new to the node: no context made ahead for it
+    again, restored = _open(chromium, run, site.url("/session"), "newcomer", "moved")
+    assert restored.context_id not in before and restored.persist is True
+    assert _signed_in(chromium, run, again) == "signed in"
+    assert run(chromium.page(again).evaluate("localStorage.getItem('cart')")) == "3 items"
+    assert run(chromium.page(again).evaluate("typeof navigator.modelContext")) == "object"  # the site tools' script
+    outcome = run(chromium.execute(NewTab(url="http://denied.example.test/", session="moved"), None, 10.0,
+                                   agent="newcomer", call=1))
+    assert isinstance(outcome, Failed) and outcome.failure.code == "url_denied", outcome
+    assert "(denied)" not in outcome.failure.error, outcome  # its hook refused it, on the context before any page
+    run(chromium.sessions.close_named("newcomer", "moved"))
+    run(chromium.sessions.close(signed, "closed"))
+
+
+@pytest.mark.parametrize("ahead", [False, True], ids=["cold", "made ahead"])
+def test_a_state_refused_under_another_agent_s_name_leaves_no_context_behind(
+        chromium: ChromiumBrowser, run: Run[Any], rules: Rules, site: TestSite, nats_access: NatsAccess,
+        ahead: bool) -> None:
+    rules.policy = UrlPolicy()
+    agent = f"mallory-{int(ahead)}"
+    _, keep = _open(chromium, run, site.url("/session"), "keeper", f"keep-{ahead}")
+    store = chromium.sessions.persistence.store
+    assert isinstance(store, SessionVault)
+    blob = seal(KEY, "ahead-tests", "alice", "shop", SavedState({"cookies": []}, (), time.time()).to_bytes())
+
+    async def put() -> None:  # alice's blob under the agent's name: refused, never opened
+        client = await nats_access.client()
+        try:
+            kv = await client.jetstream().key_value(SESSIONS_BUCKET)
+            await kv.put(store.key_of(agent, "shop"), blob)
+        finally:
+            await client.close()
+    assert run(store.load(agent, "shop")) is None  # the bucket made
+    run(put())
+    if ahead:
+        _, first = _open(chromium, run, site.url("/session"), agent, "first")  # its next context is made ahead
+        before = _made_ahead(chromium, run, agent, keep)
+    else:
+        before = _contexts(chromium, run, keep)
+    outcome = run(chromium.execute(NewTab(url=site.url("/session"), session="shop", persist=True), None, 10.0,
+                                   agent=agent, call=1))
+    assert isinstance(outcome, Failed) and outcome.failure.code == "session_state_refused", outcome
+    assert chromium.sessions.table.find(agent, "shop") is None
+    until(lambda: (ids := _contexts(chromium, run, keep)) <= before and len(before - ids) == int(ahead), 30,
+          "the context made for the refused state closed")
+    if ahead:
+        run(chromium.sessions.close(first, "closed"))
+    run(chromium.sessions.close(keep, "closed"))
