@@ -285,7 +285,9 @@ def _while_draining(pair: Pair, agents: list[Agent]) -> None:
     assert (ready.status_code, ready.json()) == (503, {"ok": False, "node": pair.a_name, "nats": True,
                                                        "browser": True, "draining": True})
     assert httpx.get(pair.a.base + "/livez").status_code == 200
-    with _operator(pair.b) as operator:
+    with _operator(pair.b) as operator:  # B hears of it through the fleet, a heartbeat later at most
+        until(lambda: (operator.get(f"/api/fleet/nodes/{pair.a_name}/drain").json()["state"] == "draining"), 30,
+              "B seeing A draining")
         where = operator.get(f"/api/fleet/nodes/{pair.a_name}/drain")
     assert (where.status_code, where.json()["state"]) == (200, "draining")
     with httpx.Client(base_url=pair.a.base, headers={"Authorization": f"Bearer {AGENTS['agent01']}"}) as client:
