@@ -181,6 +181,10 @@ class ChromiumBrowser:
         """Wait for the context made ahead for ``agent``'s next session, if any; whether one is ready."""
         return await self._chromium.ahead_made(agent)
 
+    def ahead_ids(self, agent: str | None = None) -> frozenset[str]:
+        """The CDP ids of the contexts made ahead and ready, not yet a session's (``agent``'s, or every agent's)."""
+        return self._chromium.ahead_ids(agent)
+
     async def start(self) -> None:
         """Launch Chromium; raises :class:`KitsuneError` (``browser_unavailable``) when it cannot."""
         if self._chromium.started:

@@ -240,6 +240,13 @@ class Chromium:
         await asyncio.wait([ahead.made])
         return not ahead.made.cancelled() and ahead.made.exception() is None
 
+    def ahead_ids(self, agent: str | None = None) -> frozenset[str]:
+        """The CDP ids of the contexts made ahead and ready, not yet taken by a session (``agent``'s, or every
+        agent's): a copy, read-only."""
+        return frozenset(ahead.made.result().context_id for name, ahead in list(self._ahead.items())
+                         if agent in (None, name) and ahead.made.done() and not ahead.made.cancelled()
+                         and ahead.made.exception() is None)
+
     def _forget_ahead(self) -> None:
         for ahead in self._ahead.values():
             ahead.made.cancel()

@@ -83,13 +83,6 @@ def _made_ahead(chromium: ChromiumBrowser, run: Run[Any], agent: str, session: S
     return _contexts(chromium, run, session)
 
 
-def _ahead_ids(chromium: ChromiumBrowser, agent: str | None = None) -> set[str]:
-    """The CDP ids of the contexts made ahead now (``agent``'s, or every agent's): the launcher's own table."""
-    table = chromium._chromium._ahead  # which contexts are fresh ones made ahead, not a session's
-    return {a.made.result().context_id for name, a in list(table.items()) if agent in (None, name)
-            and a.made.done() and not a.made.cancelled() and a.made.exception() is None}
-
-
 def _signed_in(chromium: ChromiumBrowser, run: Run[Any], tab: int) -> str:
     """What the site's page in ``tab`` says of the request that loaded it: ``signed in`` or ``signed out``."""
     text: str = run(chromium.page(tab).inner_text("#session"))
@@ -200,11 +193,11 @@ def test_a_state_refused_under_another_agent_s_name_leaves_no_context_behind(
             await client.close()
     assert run(store.load(agent, "shop")) is None  # the bucket made
     run(put())
-    mine: set[str] = set()
+    mine: frozenset[str] = frozenset()
     if ahead:
         _, first = _open(chromium, run, site.url("/session"), agent, "first")  # its next context is made ahead
         assert run(chromium.ahead_made(agent)) is True
-        mine = _ahead_ids(chromium, agent)
+        mine = chromium.ahead_ids(agent)
     before = _contexts(chromium, run, keep)
     outcome = run(chromium.execute(NewTab(url=site.url("/session"), session="shop", persist=True), None, 10.0,
                                    agent=agent, call=1))
@@ -212,7 +205,7 @@ def test_a_state_refused_under_another_agent_s_name_leaves_no_context_behind(
     assert chromium.sessions.table.find(agent, "shop") is None
     # the context the refused restore took (made ahead) or made (cold) is closed; the only new ones are contexts
     # made ahead since, for any agent's next session (fresh: the launcher's own, holding no state)
-    until(lambda: not ((ids := _contexts(chromium, run, keep)) & mine) and ids - _ahead_ids(chromium) <= before, 30,
+    until(lambda: not ((ids := _contexts(chromium, run, keep)) & mine) and ids - chromium.ahead_ids() <= before, 30,
           "the context made for the refused state closed")
     if ahead:
         run(chromium.sessions.close(first, "closed"))
