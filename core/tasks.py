@@ -155,11 +155,11 @@ def session_of(header: str | None) -> str:
     return header
 
 
-def new_task(agent: str, session: str, goal: str, tabs: Iterable[int], *, now: float, resume: str = "ask",
-             scope: str = "browser", lease_ttl: float = TASK_LEASE_TTL, task_id: str | None = None,
-             limits: TaskLimits | None = None) -> Task:
+def new_task(agent: str, session: str, goal: str, tabs: Iterable[int], *, now: float, scope: str, resume: str = "ask",
+             lease_ttl: float = TASK_LEASE_TTL, task_id: str | None = None, limits: TaskLimits | None = None) -> Task:
     """A task just created: active, owned by ``session`` for ``lease_ttl`` seconds from ``now``; its goal and
-    tabs within ``limits`` (the defaults when None; ``invalid_parameter`` naming the limit: ``state.max``)."""
+    tabs within ``limits`` (the defaults when None; ``invalid_parameter`` naming the limit: ``state.max``). The
+    ``scope`` is always the caller's to state (the API's default, ``tab``, is the API's)."""
     limits = limits or TaskLimits()
     if not isinstance(goal, str) or not goal.strip() or len(goal) > limits.goal:
         raise _invalid("goal", f"goal must be a non-empty string of at most {limits.goal} characters",

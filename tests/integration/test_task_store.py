@@ -64,7 +64,8 @@ async def stores(request: pytest.FixtureRequest) -> AsyncIterator[Stores]:
 
 def a_task(tabs: list[int], *, session: str = "s-1", agent: str = "alice", ttl: float = 30.0,
            now: float | None = None) -> Task:
-    return new_task(agent, session, "buy shoes", tabs, now=time.time() if now is None else now, lease_ttl=ttl)
+    return new_task(agent, session, "buy shoes", tabs, now=time.time() if now is None else now,
+                    scope="browser", lease_ttl=ttl)
 
 
 async def eventually(check: Callable[[], bool], seconds: float = 10.0) -> None:

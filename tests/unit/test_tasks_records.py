@@ -37,7 +37,8 @@ NOW = 1_700_000_000.0
 
 
 def task(**changes: object) -> Task:
-    made = new_task("alice", "s-1", "buy shoes", [3, 4, 3], now=NOW, lease_ttl=30.0, task_id="t-0123456789abcdef")
+    made = new_task("alice", "s-1", "buy shoes", [3, 4, 3], now=NOW, scope="browser", lease_ttl=30.0,
+                    task_id="t-0123456789abcdef")
     return dataclasses.replace(made, **changes)  # type: ignore[arg-type]
 
 
@@ -46,7 +47,7 @@ def code_of(error: pytest.ExceptionInfo[KitsuneError]) -> tuple[str, int]:
 
 
 def test_a_new_task_is_active_owned_by_its_session_and_round_trips_as_json() -> None:
-    made = new_task("alice", "s-1", "buy shoes", [3, 4, 3], now=NOW)
+    made = new_task("alice", "s-1", "buy shoes", [3, 4, 3], now=NOW, scope="browser")
     assert made.id.startswith("t-") and len(made.id) == 18
     assert (made.tabs, made.resume, made.scope, made.owner, made.status) == ((3, 4), "ask", "browser", "s-1", "active")
     assert made.lease_expires == NOW + 30.0 and made.created == made.updated == NOW
@@ -129,12 +130,13 @@ def test_another_agent_s_write_is_refused_whatever_session_it_names_and_told_of_
 
 def test_a_task_s_goal_and_tabs_are_bounded_each_refusal_naming_its_limit() -> None:
     limits = TaskLimits(per_agent=2, goal=10, tabs=3)
-    assert new_task("alice", "s-1", "g" * 10, [1, 2, 3], now=NOW, limits=limits).tabs == (1, 2, 3)
+    assert new_task("alice", "s-1", "g" * 10, [1, 2, 3], now=NOW, scope="browser", limits=limits).tabs == (1, 2, 3)
     for goal, tabs, parameter, most in [("g" * 11, [1], "goal", 10), ("g", [1, 2, 3, 4], "tabs", 3),
                                         ("g" * (MAX_GOAL + 1), [1], "goal", MAX_GOAL),
                                         ("g", list(range(30_000)), "tabs", MAX_TABS)]:
         with pytest.raises(KitsuneError) as error:
-            new_task("alice", "s-1", goal, tabs, now=NOW, limits=None if most in (MAX_GOAL, MAX_TABS) else limits)
+            new_task("alice", "s-1", goal, tabs, now=NOW, scope="browser",
+                     limits=None if most in (MAX_GOAL, MAX_TABS) else limits)
         assert (error.value.code, error.value.state) == ("invalid_parameter", {"param": parameter, "max": most})
         assert str(most) in error.value.message
 
@@ -201,12 +203,18 @@ def test_a_session_is_required_and_well_formed(header: str | None, code: str) ->
     assert session_of("mcp:9f2c-41.a_b") == "mcp:9f2c-41.a_b"
 
 
+def test_a_task_s_scope_is_the_caller_s_to_state() -> None:
+    """No default in the core: the API's (``tab``) is applied where a request is read, nowhere else."""
+    with pytest.raises(TypeError, match="scope"):
+        new_task("alice", "s-1", "g", [3], now=NOW)  # type: ignore[call-arg]
+
+
 @pytest.mark.parametrize(("changes", "parameter"), [
     ({"goal": " "}, "goal"), ({"resume": "always"}, "resume"), ({"scope": "world"}, "scope"),
     ({"tabs": [True]}, "tabs"), ({"tabs": ["3"]}, "tabs"), ({"lease_ttl": 0.0}, "lease_ttl"),
 ])
 def test_a_task_is_made_only_of_the_contracts_values(changes: dict[str, object], parameter: str) -> None:
-    arguments: dict[str, object] = {"goal": "g", "tabs": [3], **changes}
+    arguments: dict[str, object] = {"goal": "g", "tabs": [3], "scope": "tab", **changes}
     with pytest.raises(KitsuneError) as error:
         new_task("alice", "s-1", now=NOW, **arguments)  # type: ignore[arg-type]
     assert error.value.code == "invalid_parameter" and error.value.state is not None
