@@ -26,7 +26,7 @@ From a YAML or JSON file (``kitsune serve --config FILE``) and the environment::
     #   persistent sessions: {persist: true, persist_interval: 60, persist_key_env: KITSUNE_PERSIST_KEY}
     #   (or persist_key, persist_key_file; an agent entry may set persist_sessions)
     workflows: ./workflows
-    audit_file: ./kitsune-audit.jsonl
+    audit_file: ./kitsune-audit.jsonl  # the default: in the directory the node runs in (a relative path too)
     drain_deadline: 30             # seconds a drain (SIGTERM, kitsune drain) gives the calls in flight
     max_body_bytes: 1048576
     metrics: {token_env: SCRAPE_TOKEN}   # a scrape token: reads /metrics only

@@ -91,6 +91,8 @@ def test_the_readme_tour_runs_in_order_against_a_node(example: str, env: dict[st
         assert ran.returncode == 0 and len(outputs) == len(steps) + 1, ran.stdout + ran.stderr
         for step, output, parts in zip(steps, outputs, ANSWERS, strict=False):
             assert all(part in output for part in parts), f"{step}\nanswered:\n{output}\n{ran.stderr}"
+        audit = tmp_path / "kitsune-audit.jsonl"  # where the tour says the audit log goes: the node's directory
+        assert audit.is_file() and '"agent":"default"' in audit.read_text(), sorted(p.name for p in tmp_path.iterdir())
     finally:
         node.terminate()
         node.wait(timeout=60)

@@ -164,3 +164,14 @@ def test_live_view_links_start_with_the_public_url_when_one_is_set(tmp_path: Pat
         with pytest.raises(KitsuneError) as refused:
             load_config(None, {"KITSUNE_LIVE_VIEW__PUBLIC_URL": bad})
         assert refused.value.message.startswith("live_view.public_url: "), bad
+
+
+def test_the_audit_file_is_in_the_node_s_directory_unless_configured(tmp_path: Path) -> None:
+    """The documented default (README's tour, the configuration reference): ``kitsune-audit.jsonl`` in the directory
+    the node runs in; a configured path is kept as given, a relative one from that directory too (not the file's)."""
+    assert load_config(None, {}).node.audit_file == Path("kitsune-audit.jsonl")
+    (tmp_path / "k.yaml").write_text(f"audit_file: {tmp_path / 'audit.jsonl'}\n")
+    assert load_config(tmp_path / "k.yaml", {}).node.audit_file == tmp_path / "audit.jsonl"
+    (tmp_path / "k.yaml").write_text("audit_file: logs/audit.jsonl\n")
+    assert load_config(tmp_path / "k.yaml", {}).node.audit_file == Path("logs/audit.jsonl")
+    assert load_config(None, {"KITSUNE_AUDIT_FILE": "/var/log/k.jsonl"}).node.audit_file == Path("/var/log/k.jsonl")
