@@ -242,6 +242,7 @@ class Front:
         self._opened = False
         """Whether the client's first request came."""
         self._ready: Callable[[], None] = lambda: None
+        self._ended: Callable[[], None] = lambda: None
         self.initialize_id: int | str | None = None
         """The id of the ``initialize`` the front answered, replayed to the SDK (None until then)."""
 
@@ -280,6 +281,11 @@ class Front:
         """Have ``ready`` called (on the reading thread) after each line queued for the SDK from now on."""
         self._ready = ready
 
+    def on_early_end(self, ended: Callable[[], None]) -> None:
+        """Have ``ended`` called (on the reading thread) if the input ends before the SDK took the channel over:
+        the client left before anything but the front could answer it (the SDK then never takes over)."""
+        self._ended = ended
+
     @property
     def output(self) -> BinaryIO:
         """The channel the front writes (the SDK's, once it took over)."""
@@ -297,6 +303,10 @@ class Front:
                     self._lines.put(line)
                     self._ready()
         finally:
+            with self._lock:
+                early, self._taken = not self._taken, True
+            if early:
+                self._ended()
             self._lines.put(None)
             self._ready()
 

@@ -25,13 +25,12 @@ through a pipe and its log goes to standard error.
 from __future__ import annotations
 
 import asyncio
-import os
 import queue
 import signal
 import sys
 from collections.abc import AsyncIterator, Awaitable, Callable, Coroutine
 from contextlib import suppress
-from typing import Any, NoReturn
+from typing import Any
 
 import anyio
 import httpx
@@ -40,7 +39,7 @@ from mcp.shared.message import SessionMessage
 
 from mcp_gateway._bridge import Bridge
 from mcp_gateway._caller import Caller
-from mcp_gateway._embedded import BridgeNotStarted, EmbeddedBridge
+from mcp_gateway._embedded import BridgeNotStarted, EmbeddedBridge, leave
 from mcp_gateway._handshake import Front
 from mcp_gateway._leases import Leases
 from mcp_gateway.server import Gateway, approval_wait_from_env
@@ -99,7 +98,7 @@ async def _serve(front: Front, gateway: Gateway, bridge: Bridge,
             await server.run(incoming, outgoing, server.create_initialization_options())
         group.cancel_scope.cancel()
     if signalled:  # stdin is still open: its reader, a thread blocked on a read, would hold the exit
-        _leave(embedded)
+        leave(embedded)
 
 
 async def _lines(front: Front) -> AsyncIterator[bytes]:
@@ -166,14 +165,6 @@ def _message_of(line: bytes) -> SessionMessage | Exception:
         return SessionMessage(types.jsonrpc_message_adapter.validate_json(line, by_name=False))
     except Exception as e:  # the server answers it, as over the SDK's own stdio transport
         return e
-
-
-def _leave(embedded: EmbeddedBridge | None) -> NoReturn:
-    """Stop the embedded bridge and exit at once."""
-    if embedded is not None:
-        embedded.stop()
-    sys.stderr.flush()
-    os._exit(0)
 
 
 def serve(front: Front, *, caps: frozenset[str], known: frozenset[str] | None, bridge: str | None, token: str,
