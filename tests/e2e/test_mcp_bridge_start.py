@@ -8,6 +8,7 @@ that keeps it waiting, nor for the SDK; an embedded bridge is stopped and leaves
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import subprocess
@@ -41,14 +42,21 @@ class _Refusing(BaseHTTPRequestHandler):
         pass
 
 
-@pytest.fixture
-def refusing() -> Iterator[str]:
-    server = ThreadingHTTPServer(("127.0.0.1", 0), _Refusing)
+@contextlib.contextmanager
+def _bridge(handler: type[BaseHTTPRequestHandler]) -> Iterator[str]:
+    """A stand-in bridge on a free loopback port, answering with ``handler``: its URL."""
+    server = ThreadingHTTPServer(("127.0.0.1", 0), handler)
     threading.Thread(target=server.serve_forever, daemon=True).start()
     try:
         yield f"http://127.0.0.1:{server.server_address[1]}"
     finally:
         server.shutdown()
+
+
+@pytest.fixture
+def refusing() -> Iterator[str]:
+    with _bridge(_Refusing) as url:
+        yield url
 
 
 @pytest.fixture
@@ -63,13 +71,11 @@ def silent() -> Iterator[str]:
         def log_message(self, *args: object) -> None:
             pass
 
-    server = ThreadingHTTPServer(("127.0.0.1", 0), _Silent)
-    threading.Thread(target=server.serve_forever, daemon=True).start()
-    try:
-        yield f"http://127.0.0.1:{server.server_address[1]}"
-    finally:
-        released.set()
-        server.shutdown()
+    with _bridge(_Silent) as url:
+        try:
+            yield url
+        finally:
+            released.set()
 
 
 def _gateway(bridge: str | None) -> subprocess.Popen[bytes]:
