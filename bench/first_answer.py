@@ -18,7 +18,10 @@ call, a page of a local HTTP server opened (Kitsune: ``browser_tabs`` ``op: new`
   ``PYTHONPATH``, the same interpreter and packages): the tree before a change, in the same run.
 
 Rounds alternate (K P, P K, ...) so that noise from other work on the machine hits both; the
-figures are the medians, and their ratios measured in this one run.
+figures are the medians, and their ratios measured in this one run. Beside the wall times, a count
+that load disturbs less: the CPU seconds the server's process used up to the first call's answer,
+and those of its whole tree (its processes then alive, Chromium's included, and those they reaped),
+read from ``/proc``.
 
     .venv/bin/python bench/first_answer.py [--rounds N] [--playwright-mcp PATH] [--baseline TREE]
 """
@@ -26,6 +29,7 @@ figures are the medians, and their ratios measured in this one run.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import os
 import shutil
 import statistics
@@ -66,10 +70,43 @@ def playwright_mcp(given: str | None, folder: Path, version: str | None = None) 
 
 Call = tuple[str, dict[str, str]]
 """The first tool call: its name and arguments."""
+Answers = tuple[float, float, float, float, float]
+"""Seconds from the spawn to the answers to initialize, to the first tools/list and to the first call; CPU
+seconds of the server's process and of its tree up to the first call's answer."""
+TICK = os.sysconf("SC_CLK_TCK")
 
 
-async def first_answer(parameters: StdioServerParameters, first_call: Call) -> tuple[float, float, float]:
-    """Seconds from the spawn to the answers to initialize, to the first tools/list and to the first call."""
+def _stat(pid: int) -> list[str]:
+    """The fields of ``/proc/PID/stat`` after the command's name (the state first)."""
+    return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+
+
+def server_cpu() -> tuple[float, float]:
+    """CPU seconds of the server this process runs (its one child): its own, and its tree's (every process of it
+    alive now, with the children each reaped)."""
+    parents: dict[int, int] = {}
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            with contextlib.suppress(OSError):
+                parents[int(entry.name)] = int(_stat(int(entry.name))[1])
+    (server,) = [pid for pid, parent in parents.items() if parent == os.getpid()]
+    tree, grown = {server}, True
+    while grown:
+        grown = bool(found := {pid for pid, parent in parents.items() if parent in tree} - tree)
+        tree |= found
+    own = total = 0.0
+    for pid in tree:
+        with contextlib.suppress(OSError):  # it ended meanwhile
+            fields = _stat(pid)
+            spent = (int(fields[11]) + int(fields[12])) / TICK
+            own = spent if pid == server else own
+            total += spent + (int(fields[13]) + int(fields[14])) / TICK
+    return own, total
+
+
+async def first_answer(parameters: StdioServerParameters, first_call: Call) -> Answers:
+    """Seconds from the spawn to the answers to initialize, to the first tools/list and to the first call, and
+    the CPU the server used to its first call's answer (:func:`server_cpu`)."""
     started = time.perf_counter()
     with open("/dev/null", "w") as quiet:
         async with stdio_client(parameters, errlog=quiet) as (read, write), ClientSession(read, write) as session:
@@ -79,16 +116,20 @@ async def first_answer(parameters: StdioServerParameters, first_call: Call) -> t
             listed = time.perf_counter() - started
             answer = await session.call_tool(*first_call)
             called = time.perf_counter() - started
+            own, tree = server_cpu()
     assert tools.tools, "no tools listed"
     assert not answer.is_error, f"the first call failed: {answer.content}"
-    return initialized, listed, called
+    return initialized, listed, called, own, tree
 
 
-def import_mcp() -> float:
-    """Seconds for this interpreter to start and load the ``mcp`` SDK."""
+def import_mcp() -> tuple[float, float]:
+    """Seconds for this interpreter to start and load the ``mcp`` SDK, and the CPU seconds it took."""
     started = time.perf_counter()
-    subprocess.run([sys.executable, "-c", "import mcp"], check=True)
-    return time.perf_counter() - started
+    loading = subprocess.Popen([sys.executable, "-c", "import mcp"])
+    _, status, usage = os.wait4(loading.pid, 0)
+    loading.returncode = os.waitstatus_to_exitcode(status)
+    assert loading.returncode == 0, "python -c 'import mcp' failed"
+    return time.perf_counter() - started, usage.ru_utime + usage.ru_stime
 
 
 def kitsune(tree: Path | str = TREE) -> StdioServerParameters:
@@ -109,29 +150,32 @@ async def rounds(count: int, playwright: Path | None, folder: str, baseline: str
             "--executable-path", CHROMIUM, "--headless", "--isolated", *root]), ("browser_navigate", {"url": url}))
     floor = "python -c 'import mcp'"
     sides = [*servers, floor]
-    times: dict[str, list[tuple[float, float, float]]] = {side: [] for side in sides}
+    times: dict[str, list[Answers]] = {side: [] for side in sides}
     for server in servers.values():  # warm-up: caches, compiled bytecode
         await first_answer(*server)
     for n in range(count):
         for side in (sides if n % 2 == 0 else sides[::-1]):
             if side == floor:
-                loaded = await anyio.to_thread.run_sync(import_mcp)
-                times[side].append((loaded, loaded, loaded))
+                loaded, spent = await anyio.to_thread.run_sync(import_mcp)
+                times[side].append((loaded, loaded, loaded, spent, spent))
                 continue
             times[side].append(answered := await first_answer(*servers[side]))
             print(f"round {n + 1} {side}: initialize {answered[0]:.3f} s, tools/list {answered[1]:.3f} s, "
-                  f"first call {answered[2]:.3f} s", flush=True)
-    medians = {side: [statistics.median(t[i] for t in times[side]) for i in range(3)] for side in sides}
+                  f"first call {answered[2]:.3f} s; CPU {answered[3]:.2f} s, its tree {answered[4]:.2f} s", flush=True)
+    medians = {side: [statistics.median(t[i] for t in times[side]) for i in range(5)] for side in sides}
     print("\nload average (1, 5, 15 min): " + ", ".join(f"{load:.2f}" for load in os.getloadavg()))
-    print(f"medians of {count}: tools/list, first call")
+    print(f"medians of {count}: tools/list, first call; CPU of the server's process, of its tree")
     for side in sides:
-        print(f"  {side}: {medians[side][1]:.3f} s, {medians[side][2]:.3f} s")
+        print(f"  {side}: {medians[side][1]:.3f} s, {medians[side][2]:.3f} s; {medians[side][3]:.2f} s, "
+              f"{medians[side][4]:.2f} s")
     other = "Playwright MCP" if playwright is not None else floor
     print(f"ratio kitsune / {other}: tools/list {medians['kitsune'][1] / medians[other][1]:.2f}"
           + ("" if other == floor else f", first call {medians['kitsune'][2] / medians[other][2]:.2f}"))
     if baseline:
         print(f"ratio kitsune / kitsune (baseline): first call "
-              f"{medians['kitsune'][2] / medians['kitsune (baseline)'][2]:.2f}")
+              f"{medians['kitsune'][2] / medians['kitsune (baseline)'][2]:.2f}, CPU of the process "
+              f"{medians['kitsune'][3] / medians['kitsune (baseline)'][3]:.2f}, of its tree "
+              f"{medians['kitsune'][4] / medians['kitsune (baseline)'][4]:.2f}")
 
 
 def main() -> None:

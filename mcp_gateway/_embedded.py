@@ -21,10 +21,11 @@ import tempfile
 import threading
 from collections.abc import Callable
 from pathlib import Path
+from typing import NoReturn
 
 from messages.tokens import new_token
 
-__all__ = ["BridgeNotStarted", "EmbeddedBridge"]
+__all__ = ["BridgeNotStarted", "EmbeddedBridge", "leave"]
 
 
 class BridgeNotStarted(Exception):
@@ -65,6 +66,8 @@ class EmbeddedBridge:
         self._process: subprocess.Popen[str] | None = None
         self._directory: Path | None = None
         self._serving = threading.Event()
+        self._stopping = threading.Lock()
+        """Held while the child stops: a second :meth:`stop` (another thread's) returns once it stopped."""
         self.token = new_token(32)
         self.url: str | None = None
         """The child's base URL once it serves (None until then, and when it did not start)."""
@@ -109,19 +112,28 @@ class EmbeddedBridge:
 
     def stop(self) -> None:
         """Stop the child gracefully (SIGTERM, then SIGKILL after 10 s) and remove its directory."""
-        process, self._process = self._process, None
-        if process is not None and process.poll() is None:
-            with contextlib.suppress(ProcessLookupError):
-                process.terminate()
-            try:
-                process.wait(_STOP_TIMEOUT)
-            except subprocess.TimeoutExpired:
+        with self._stopping:
+            process, self._process = self._process, None
+            if process is not None and process.poll() is None:
                 with contextlib.suppress(ProcessLookupError):
-                    process.kill()
-                process.wait()
-        if self._directory is not None:
-            shutil.rmtree(self._directory, ignore_errors=True)
-            self._directory = None
+                    process.terminate()
+                try:
+                    process.wait(_STOP_TIMEOUT)
+                except subprocess.TimeoutExpired:
+                    with contextlib.suppress(ProcessLookupError):
+                        process.kill()
+                    process.wait()
+            if self._directory is not None:
+                shutil.rmtree(self._directory, ignore_errors=True)
+                self._directory = None
+
+
+def leave(embedded: EmbeddedBridge | None) -> NoReturn:
+    """Stop the embedded bridge (if any) and exit at once, whatever the other threads are doing."""
+    if embedded is not None:
+        embedded.stop()
+    sys.stderr.flush()
+    os._exit(0)
 
 
 def _names_audit_file(config: str | None) -> bool:

@@ -239,9 +239,13 @@ class Front:
         if not tasks_pending:
             self._tasks_known.set()
         self._taken = False
+        """Whether the front answers no more (the SDK took over, or serves the client's era whole, or input ended)."""
+        self._handed = False
+        """Whether the SDK took the channel over."""
         self._opened = False
         """Whether the client's first request came."""
         self._ready: Callable[[], None] = lambda: None
+        self._ended: Callable[[], None] = lambda: None
         self.initialize_id: int | str | None = None
         """The id of the ``initialize`` the front answered, replayed to the SDK (None until then)."""
 
@@ -269,7 +273,7 @@ class Front:
     def take_over(self) -> None:
         """The SDK answers from here on: the front writes no more (once a write in progress ended)."""
         with self._lock:
-            self._taken = True
+            self._taken = self._handed = True
 
     def next_line(self, *, block: bool = True) -> bytes | None:
         """The next line for the SDK (waiting for one, or ``queue.Empty`` when there is none and not ``block``);
@@ -279,6 +283,11 @@ class Front:
     def on_line(self, ready: Callable[[], None]) -> None:
         """Have ``ready`` called (on the reading thread) after each line queued for the SDK from now on."""
         self._ready = ready
+
+    def on_early_end(self, ended: Callable[[], None]) -> None:
+        """Have ``ended`` called (on the reading thread) if the input ends before the SDK took the channel over:
+        the client left before anything but the front could answer it (the front answers nothing more)."""
+        self._ended = ended
 
     @property
     def output(self) -> BinaryIO:
@@ -297,6 +306,10 @@ class Front:
                     self._lines.put(line)
                     self._ready()
         finally:
+            with self._lock:
+                early, self._taken = not self._handed, True
+            if early:
+                self._ended()
             self._lines.put(None)
             self._ready()
 

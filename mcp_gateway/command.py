@@ -1,5 +1,7 @@
 """``kitsune mcp``: the embedded bridge launched first (if any), then the front answers (``_handshake``),
-then the bridge's groups are resolved, then the MCP SDK's gateway serves stdio (``stdio``)."""
+then the bridge's groups are resolved, then the MCP SDK's gateway serves stdio (``stdio``). A client that
+closes its input before the gateway took the channel over ends the process at once (the embedded bridge
+stopped): nothing waits for a bridge that does not answer, nor for the SDK to load."""
 
 from __future__ import annotations
 
@@ -7,7 +9,7 @@ import signal
 import sys
 from collections.abc import Callable
 
-from mcp_gateway._embedded import EmbeddedBridge
+from mcp_gateway._embedded import EmbeddedBridge, leave
 
 __all__ = ["run"]
 
@@ -50,6 +52,7 @@ def _serve(*, bridge: str | None, token_file: str | None, config: str | None,
         return 1
     session = new_session()
     front = Front.on_stdio(tasks_pending=bool(bridge))  # an embedded bridge has not started: no tasks to name
+    front.on_early_end(lambda: leave(embedded))  # not waiting for the bridge's groups nor the SDK: nobody is left
     front.start()
     listed = None
     if bridge:

@@ -2,10 +2,13 @@
 
 A token the bridge refuses can never work: the gateway says so and exits 1. A bridge that cannot
 be reached may start later: the gateway says so and serves, its tools answering ``bridge_unavailable``.
+A client that leaves before the gateway serves (issue 35) ends it at once: nothing waits for a bridge
+that keeps it waiting, nor for the SDK; an embedded bridge is stopped and leaves nothing behind.
 """
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import subprocess
@@ -14,10 +17,12 @@ import threading
 from collections.abc import Iterator
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
+from typing import IO
 
 import pytest
 
 from actors.nats_server import free_port
+from tests.e2e.clients import process_tree, processes
 
 KITSUNE = Path(sys.executable).parent / "kitsune"
 
@@ -37,9 +42,10 @@ class _Refusing(BaseHTTPRequestHandler):
         pass
 
 
-@pytest.fixture
-def refusing() -> Iterator[str]:
-    server = ThreadingHTTPServer(("127.0.0.1", 0), _Refusing)
+@contextlib.contextmanager
+def _bridge(handler: type[BaseHTTPRequestHandler]) -> Iterator[str]:
+    """A stand-in bridge on a free loopback port, answering with ``handler``: its URL."""
+    server = ThreadingHTTPServer(("127.0.0.1", 0), handler)
     threading.Thread(target=server.serve_forever, daemon=True).start()
     try:
         yield f"http://127.0.0.1:{server.server_address[1]}"
@@ -47,18 +53,56 @@ def refusing() -> Iterator[str]:
         server.shutdown()
 
 
-def _gateway(bridge: str) -> subprocess.Popen[bytes]:
-    return subprocess.Popen([str(KITSUNE), "mcp", "--bridge", bridge], stdin=subprocess.PIPE,
+@pytest.fixture
+def refusing() -> Iterator[str]:
+    with _bridge(_Refusing) as url:
+        yield url
+
+
+@pytest.fixture
+def silent() -> Iterator[str]:
+    """A bridge that takes every request and answers none (until the test ends)."""
+    released = threading.Event()
+
+    class _Silent(BaseHTTPRequestHandler):
+        def do_GET(self) -> None:
+            released.wait()
+
+        def log_message(self, *args: object) -> None:
+            pass
+
+    with _bridge(_Silent) as url:
+        try:
+            yield url
+        finally:
+            released.set()
+
+
+def _gateway(bridge: str | None) -> subprocess.Popen[bytes]:
+    return subprocess.Popen([str(KITSUNE), "mcp", *(["--bridge", bridge] if bridge else [])], stdin=subprocess.PIPE,
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                             env={**os.environ, "KITSUNE_TOKEN": "wrong-token-0123456789abcdef"})
 
 
+def _initialized(gateway: subprocess.Popen[bytes]) -> tuple[IO[bytes], IO[bytes]]:
+    """The front's answer to an ``initialize`` read; the gateway's stdin and stderr."""
+    assert gateway.stdin is not None and gateway.stdout is not None and gateway.stderr is not None
+    gateway.stdin.write(json.dumps({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
+        "protocolVersion": "2025-06-18", "capabilities": {},
+        "clientInfo": {"name": "t", "version": "1"}}}).encode() + b"\n")
+    gateway.stdin.flush()
+    assert json.loads(gateway.stdout.readline())["id"] == 1  # it serves
+    return gateway.stdin, gateway.stderr
+
+
 def test_a_refused_token_is_said_on_stderr_and_the_gateway_exits_1(refusing: str) -> None:
     gateway = _gateway(refusing)
-    _, stderr = gateway.communicate(timeout=60)
-    assert gateway.returncode == 1
-    assert stderr.decode() == (f"kitsune mcp: the bridge at {refusing} refused the agent's token (401 unauthorized): "
-                               "check --token-file, KITSUNE_TOKEN or ~/.kitsune/token\n")
+    assert gateway.stdin is not None and gateway.stderr is not None
+    with gateway.stdin:  # open, as a client's: the gateway ends by itself
+        assert gateway.wait(timeout=60) == 1
+    assert gateway.stderr.read().decode() == (
+        f"kitsune mcp: the bridge at {refusing} refused the agent's token (401 unauthorized): "
+        "check --token-file, KITSUNE_TOKEN or ~/.kitsune/token\n")
 
 
 def test_an_unreachable_bridge_is_said_on_stderr_and_the_gateway_serves_on() -> None:
@@ -69,11 +113,29 @@ def test_an_unreachable_bridge_is_said_on_stderr_and_the_gateway_serves_on() -> 
         line = gateway.stderr.readline().decode()
         assert line.startswith(f"kitsune mcp: the bridge at {bridge} cannot be reached (")
         assert line.endswith("; tools answer bridge_unavailable until it does\n")
-        gateway.stdin.write(json.dumps({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
-            "protocolVersion": "2025-06-18", "capabilities": {},
-            "clientInfo": {"name": "t", "version": "1"}}}).encode() + b"\n")
-        gateway.stdin.flush()
-        assert json.loads(gateway.stdout.readline())["id"] == 1  # it serves
+        _initialized(gateway)
     finally:
         gateway.stdin.close()
         gateway.wait(timeout=60)
+
+
+def test_a_client_that_leaves_while_the_bridge_keeps_the_gateway_waiting_ends_it_at_once(silent: str) -> None:
+    gateway = _gateway(silent)
+    stdin, stderr = _initialized(gateway)  # the front answers; the bridge's groups are still awaited (10 s at most)
+    stdin.close()
+    assert gateway.wait(timeout=60) == 0
+    assert stderr.read() == b""  # it never said the bridge did not answer GET /api/caps: it did not wait for that
+
+
+def test_a_client_that_leaves_before_the_embedded_bridge_serves_ends_the_gateway_and_the_bridge() -> None:
+    gateway = _gateway(None)
+    stdin, _ = _initialized(gateway)  # the embedded bridge was launched before the front answered
+    running = processes()
+    bridges = [pid for pid in process_tree(gateway.pid, running) if "kitsune.cli serve" in running[pid][1]]
+    assert len(bridges) == 1
+    state_dir = Path(running[bridges[0]][1].split("--state-dir ")[1].split()[0]).parent
+    assert state_dir.is_dir()
+    stdin.close()
+    assert gateway.wait(timeout=60) == 0
+    assert bridges[0] not in processes()  # stopped and waited for before the gateway exited
+    assert not state_dir.exists()

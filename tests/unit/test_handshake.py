@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import io
 import json
+from collections.abc import Callable
 from typing import Any
 
 import anyio
@@ -36,16 +37,22 @@ def _initialize(version: str, request_id: int = 0) -> dict[str, Any]:
 _INITIALIZED = {"jsonrpc": "2.0", "method": "notifications/initialized"}
 _TOOLS_LIST = {"jsonrpc": "2.0", "id": 1, "method": "tools/list"}
 _PING = {"jsonrpc": "2.0", "id": 2, "method": "ping"}
+_PROBE = {"jsonrpc": "2.0", "id": 0, "method": "server/discover",
+          "params": {"_meta": {PROTOCOL_VERSION_META_KEY: "2026-07-28"}}}
 
 
 def _lines(*messages: dict[str, Any]) -> bytes:
     return b"".join(json.dumps(m).encode() + b"\n" for m in messages)
 
 
-def _front(data: bytes, caps: frozenset[str] | None = None, *, taken: bool = False) -> tuple[Front, io.BytesIO]:
-    """A front over ``data`` that read it all: what it wrote, and (by next_line) what it left."""
+def _front(data: bytes, caps: frozenset[str] | None = None, *, taken: bool = False,
+           ended: Callable[[], None] | None = None) -> tuple[Front, io.BytesIO]:
+    """A front over ``data`` that read it all: what it wrote, and (by next_line) what it left (``ended``: called if
+    the input ends before the SDK took over)."""
     written = io.BytesIO()
     front = Front(io.BytesIO(data), written)
+    if ended is not None:
+        front.on_early_end(ended)
     if caps is not None:
         front.know_caps(caps)
     if taken:
@@ -89,9 +96,7 @@ def test_the_front_negotiates_among_the_sdk_s_handshake_versions() -> None:
 def test_a_client_that_opens_with_a_discover_probe_is_the_sdk_s_even_for_an_initialize_after_it() -> None:
     """The SDK's client probes ``server/discover`` (10 s), then falls back to ``initialize``: on a node slow to
     start, the SDK serves the probe's era when it comes, so the front must not answer the ``initialize``."""
-    probe = {"jsonrpc": "2.0", "id": 0, "method": "server/discover",
-             "params": {"_meta": {PROTOCOL_VERSION_META_KEY: "2026-07-28"}}}
-    messages = (probe, _initialize("2025-11-25", 1), _INITIALIZED, {**_TOOLS_LIST, "id": 2})
+    messages = (_PROBE, _initialize("2025-11-25", 1), _INITIALIZED, {**_TOOLS_LIST, "id": 2})
     front, written = _front(_lines(*messages), frozenset({"core"}))
     assert _left(front) == list(messages)
     assert written.getvalue() == b""
@@ -125,6 +130,19 @@ def test_a_malformed_initialize_and_what_follows_it_are_the_sdk_s() -> None:
     assert _left(front) == [malformed, _TOOLS_LIST]
     assert written.getvalue() == b""
     assert front.initialize_id is None
+
+
+@pytest.mark.parametrize(("messages", "taken", "calls"), [
+    ((_initialize("2025-06-18"), _INITIALIZED, _PING), False, 1),
+    ((_PROBE,), False, 1),  # the era the SDK would serve whole: the client left before it could
+    ((_initialize("2025-06-18"), _INITIALIZED, _PING), True, 0),  # the SDK's to end: it cancels what runs
+], ids=["before-the-sdk", "probe-before-the-sdk", "after-the-sdk"])
+def test_input_that_ends_before_the_sdk_took_over_ends_the_process_once(
+        messages: tuple[dict[str, Any], ...], taken: bool, calls: int) -> None:
+    ended: list[None] = []
+    front, _ = _front(_lines(*messages), frozenset({"core"}), taken=taken, ended=lambda: ended.append(None))
+    _left(front)  # the end of input reached the SDK's side: the reading thread is done
+    assert len(ended) == calls
 
 
 def test_once_the_sdk_took_over_the_front_answers_nothing() -> None:
