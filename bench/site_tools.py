@@ -12,7 +12,7 @@ Three ways run the shop's tools (tests/site/shop.py), interleaved in one run:
   result there. The pages make the very same requests and navigations on every side.
 - **driver**: ``callSiteTool`` through ``ChromiumBrowser.execute`` on a tab of that same Chromium (a browser
   without a node, so no URL lists and no request hook): the input checked against the page's schema, the
-  binding's round trips (invoke, settled; requestToken, hello, redeem and begin across documents), the
+  binding's round trips (invoke, took, settled; resume and begin across documents), the
   chain's bookkeeping. The difference from raw is the node's part of a site tool's call.
 - **node**: the same command as a one-step batch of a whole node (``Node.run``: embedded NATS with
   JetStream, the call and tab actors, the step's events and audit entry, a Chromium of its own whose user
