@@ -21,7 +21,7 @@
     throw new DOMException("the node does not track this document", "NotAllowedError");
   };
   const first = (message) => {  // the document's first message: the node tracks the document from it
-    const sent = send({ ...message, hello: true });
+    const sent = new Promise((resolve) => { resolve(send({ ...message, hello: true })); });  // a throw rejects it
     hello = sent.then((answer) => {
       if (answer && typeof answer.untracked === "string") untracked = answer.untracked;
     }, () => {});
