@@ -12,7 +12,7 @@ Three ways run the shop's tools (tests/site/shop.py), interleaved in one run:
   result there. The pages make the very same requests and navigations on every side.
 - **driver**: ``callSiteTool`` through ``ChromiumBrowser.execute`` on a tab of that same Chromium (a browser
   without a node, so no URL lists and no request hook): the input checked against the page's schema, the
-  binding's round trips (invoke, settled; requestToken, hello, redeem and begin across documents), the
+  binding's round trips (invoke, took, settled; resume and begin across documents), the
   chain's bookkeeping. The difference from raw is the node's part of a site tool's call.
 - **node**: the same command as a one-step batch of a whole node (``Node.run``: embedded NATS with
   JetStream, the call and tab actors, the step's events and audit entry, a Chromium of its own whose user
@@ -21,7 +21,8 @@ Three ways run the shop's tools (tests/site/shop.py), interleaved in one run:
 
 **Round trips**: the binding messages the Kitsune sides' documents send are counted by kind; those a page waits
 on (``requestToken``, ``resume``, ``begin``) are round trips in a row, reported per call (the invoke's
-``evaluate`` and the last invocation's ``settled`` come on top, on raw's side too as its ``evaluate`` calls).
+``evaluate`` and the last invocation's ``settled`` come on top, on raw's side too as its ``evaluate`` calls), and so
+are all the messages the pages sent (each is a binding call Playwright answers in the page, whether it waits or not).
 
 The raw and driver sides are timed on their loop (``time.perf_counter()`` around the awaited call).
 Before each call (untimed) the tab is at the tool's page and, on Kitsune's sides, the node has heard the
@@ -115,7 +116,8 @@ a ``resumeTool`` callback runs at once with that input, and ``__bench.done`` is 
 
 T = TypeVar("T")
 Figures = dict[tuple[str, str], list[float]]
-"""Milliseconds of each (work, side); under (work, side + " waits") the round trips a page waited on, per call."""
+"""Milliseconds of each (work, side); under (work, side + " waits") the round trips a page waited on, per call, and
+under (work, side + " sent") the binding messages its pages sent."""
 
 _loads = itertools.count(1)
 
@@ -149,6 +151,9 @@ class Side(Protocol):
     def waits(self) -> int:
         """Binding round trips the side's pages waited on so far."""
 
+    def sent(self) -> int:
+        """Binding messages the side's pages sent so far."""
+
 
 def counting(browser: ChromiumBrowser) -> collections.Counter[str]:
     """The binding messages of ``browser``'s documents, by kind (counted from its start: call it before)."""
@@ -174,6 +179,9 @@ class KitsuneTab:
 
     def waits(self) -> int:
         return sum(self.messages[op] for op in WAITED)
+
+    def sent(self) -> int:
+        return sum(self.messages.values())
 
     async def _go(self, path: str, tool: str | None) -> None:
         await self.page.goto(self.site.url(path))
@@ -261,38 +269,47 @@ class RawSide:
     def waits(self) -> int:
         return 0
 
+    def sent(self) -> int:
+        return 0
 
-def searches(site: TestSite, side: Side, count: int) -> tuple[list[float], list[float]]:
+
+Counts = tuple[list[float], list[float], list[float]]
+"""Each call's milliseconds, the binding round trips its pages waited on, and the binding messages they sent."""
+
+
+def searches(site: TestSite, side: Side, count: int) -> Counts:
     """``count`` searches: each answers what the site's search answers, and none posts anything."""
     status, body, _ = site.shop.get("/shop/api/search", {"q": [SEARCH["query"]]})
     assert status == 200
     expected, posted = json.loads(body), site.counts()
     side.go("/shop", "search")
-    times, waits = [], []
+    times, waits, sent = [], [], []
     for _ in range(count):
-        before = side.waits()
+        before = side.waits(), side.sent()
         ms, output = side.call("search", SEARCH)
         assert output == expected, output
         times.append(ms)
-        waits.append(float(side.waits() - before))
+        waits.append(float(side.waits() - before[0]))
+        sent.append(float(side.sent() - before[1]))
     assert site.counts() == posted, "a search posted"
-    return times, waits
+    return times, waits, sent
 
 
-def checkouts(site: TestSite, side: Side, count: int) -> tuple[list[float], list[float]]:
+def checkouts(site: TestSite, side: Side, count: int) -> Counts:
     """``count`` checkouts from zeroed counters: each answers the order with one POST per page."""
-    times, waits = [], []
+    times, waits, sent = [], [], []
     for _ in range(count):
         side.go("/shop/billing", "checkout")
         assert site.counts() in ({}, CHECKOUT_POSTS), f"more was posted after a checkout: {site.counts()}"
         site.reset()
-        before = side.waits()
+        before = side.waits(), side.sent()
         ms, output = side.call("checkout", CHECKOUT)
         assert output == ORDER, output
         assert site.counts() == CHECKOUT_POSTS, site.counts()
         times.append(ms)
-        waits.append(float(side.waits() - before))
-    return times, waits
+        waits.append(float(side.waits() - before[0]))
+        sent.append(float(side.sent() - before[1]))
+    return times, waits, sent
 
 
 def loads(side: Side, count: int) -> list[float]:
@@ -303,10 +320,10 @@ def loads(side: Side, count: int) -> list[float]:
 
 def one_round(site: TestSite, sides: dict[str, Side], order: tuple[str, ...]) -> Figures:
     figures: Figures = {}
-    for name in order:
-        figures["search", name], figures["search", name + " waits"] = searches(site, sides[name], SEARCHES)
-    for name in order:
-        figures["checkout", name], figures["checkout", name + " waits"] = checkouts(site, sides[name], CHECKOUTS)
+    for work, calls, count in (("search", searches, SEARCHES), ("checkout", checkouts, CHECKOUTS)):
+        for name in order:
+            figures[work, name], figures[work, name + " waits"], figures[work, name + " sent"] = calls(
+                site, sides[name], count)
     for name in order:
         figures["load", name] = loads(sides[name], LOADS)
     return figures
@@ -364,8 +381,10 @@ def report(rounds: list[Figures], load_before: tuple[float, ...], load_after: tu
                          f" {med(mine) - med(raw):+16.2f} {p95(mine) - p95(raw):+7.2f}")
             print(line)
     for work in ("search", "checkout"):
-        waits = "/".join(f"{med(pooled(work, side + ' waits')):g}" for side in SIDES)
-        print(f"  {work}: binding round trips a page waited on, per call (raw/driver/node): {waits}")
+        waits, sent = ("/".join(f"{med(pooled(work, side + kind)):g}" for side in SIDES)
+                       for kind in (" waits", " sent"))
+        print(f"  {work}: binding round trips a page waited on, per call (raw/driver/node): {waits}; "
+              f"binding messages its pages sent: {sent}")
     print("driver: callSiteTool through ChromiumBrowser.execute (no node); node: a one-step batch of a whole node; "
           "for loads, the driver's tab and the node's tab (its URL hook too)")
 

@@ -15,16 +15,22 @@
   crypto.getRandomValues(random);
   const doc = Array.from(random, (b) => b.toString(16).padStart(2, "0")).join("");
   let untracked = null;  // the node's refusal of this document (its tab has as many as it tracks): it declares nothing
-  const hello = send({ op: "hello", doc }).then((answer) => {
-    if (answer && typeof answer.refused === "string") untracked = answer.refused;
-  });
-  const post = (op, fields) => hello.then(() => {
-    if (untracked !== null) {
-      if (op === "register") return { refused: `registerTool ${fields.tool.name}: ${untracked}` };
-      throw new DOMException("the node does not track this document", "NotAllowedError");
-    }
-    return send({ op, doc, ...fields });
-  });
+  let hello = null;  // the answer to the document's first message, which is its hello too (none is sent before)
+  const refused = (op, fields) => {
+    if (op === "register") return { refused: `registerTool ${fields.tool.name}: ${untracked}` };
+    throw new DOMException("the node does not track this document", "NotAllowedError");
+  };
+  const first = (message) => {  // the document's first message: the node tracks the document from it
+    const sent = new Promise((resolve) => { resolve(send({ ...message, hello: true })); });  // a throw rejects it
+    hello = sent.then((answer) => {
+      if (answer && typeof answer.untracked === "string") untracked = answer.untracked;
+    }, () => {});
+    return sent.then((answer) => (untracked === null ? answer : refused(message.op, message)));
+  };
+  const post = (op, fields) => {
+    if (hello === null) return first({ op, doc, ...fields });
+    return hello.then(() => (untracked === null ? send({ op, doc, ...fields }) : refused(op, fields)));
+  };
   // The page's own scripts run later and may replace these: the ones taken now are the browser's.
   const { stringify, parse } = JSON;
   let heard = 0;  // declaration messages sent: the node has heard them all when its count is the same
@@ -192,10 +198,11 @@
     if (token.length > 256 || untracked !== null) {  // no token is that long (runtime.py's TOKEN_CHARS)
       return Promise.reject(new DOMException("the continuation token was refused", "NotAllowedError"));
     }
-    // One round trip: the node takes it as this document's hello too (if that has not reached it yet), redeems the
+    // One round trip: the node takes it as this document's hello too (when it is its first message), redeems the
     // token and answers the callback's id, the token it may ask for and, once the invocations before this one
     // settled, its input.
-    return send({ op: "resume", doc, token }).then(
+    const message = { op: "resume", doc, token };
+    return (hello === null ? first(message) : send(message)).then(
       ({ invocation: id, token: reserved, ...answer }) => {
         const input = "input" in answer ? Promise.resolve(answer.input) : post("begin", { invocation: id });
         input.then((value) => run(id, callback, value, reserved), () => {});
@@ -418,7 +425,7 @@
   Object.defineProperty(globalThis, Symbol.for("kitsune.siteTools"), {
     value: Object.freeze({
       doc,
-      declared: () => (untracked === null ? [doc, heard] : null),
+      declared: () => (hello !== null && untracked === null ? [doc, heard] : null),  // null: nothing to hear
       invoke(to, id, name, input, token) {
         const tool = tools.get(name);
         if (to !== doc || tool === undefined) return false;

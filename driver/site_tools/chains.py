@@ -29,7 +29,7 @@ _invocation_ids = itertools.count(1)
 
 @dataclass(eq=False, slots=True)
 class Document:
-    """One document of one frame of a tab, from its hello (its init script ran)."""
+    """One document of one frame of a tab, from its first message (its hello)."""
 
     nonce: str
     """The document's own random name: a message that does not carry it comes from another document."""

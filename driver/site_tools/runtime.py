@@ -237,21 +237,22 @@ class SiteTools:
     # -- the binding -----------------------------------------------------------------------------
 
     async def _message(self, source: dict[str, Any], message: Any) -> Any:
-        """One message of a document: ``hello``, its declarations, or its invocations' news."""
+        """One message of a document: its declarations, its continuation's start (``resume``), or its invocations'
+        news. A document's first message says ``hello`` too: the node tracks the document from it (a refusal
+        answers ``{"untracked": why}`` and takes nothing of the message)."""
         page, frame = source.get("page"), source.get("frame")
         if not isinstance(page, Page) or not isinstance(frame, Frame) or not isinstance(message, dict):
             raise _Refused
-        tab = self._tab_of(page)
-        if tab is None:
+        tab, op, nonce = self._tab_of(page), message.get("op"), message.get("doc")
+        if tab is None or not isinstance(nonce, str):
             raise _Refused
-        op, nonce = message.get("op"), message.get("doc")
-        if op == "hello" and isinstance(nonce, str):
-            return self._hello(page, frame, tab, nonce)
-        if op == "resume" and isinstance(nonce, str):
-            return self._resume(page, frame, tab, nonce, message.get("token"))
+        if message.get("hello") is True and (untracked := self._hello(page, frame, tab, nonce)) is not None:
+            return {"untracked": untracked}
         document = self._documents.get(frame)
         if document is None or document.nonce != nonce:
             raise _Refused
+        if op == "resume":
+            return self._resume(document, message.get("token"))
         found = self._invocation_of(document, message.get("invocation"))
         if op == "took" and found is not None and self._tokens.take(*found):
             return None
@@ -266,27 +267,29 @@ class SiteTools:
             return self._declare(document, op, message)
         raise _Refused
 
-    def _hello(self, page: Page, frame: Frame, tab: int, nonce: str) -> dict[str, str] | None:
-        """A new document in ``frame``; a frame's document past :data:`MAX_TAB_DOCUMENTS` is refused by name and
-        not tracked (its declarations are refused), a detached frame's is not tracked."""
+    def _hello(self, page: Page, frame: Frame, tab: int, nonce: str) -> str | None:
+        """A new document in ``frame`` (its first message); a frame's document past :data:`MAX_TAB_DOCUMENTS` is
+        refused by name (returned) and not tracked (its messages are refused), a detached frame's is not tracked."""
         if frame.is_detached():
             raise _Refused
         known, main = self._documents.get(frame), frame is page.main_frame
         if not main and known is None and len(self._tabs.get(tab, ())) >= MAX_TAB_DOCUMENTS:
-            return {"refused": tab_documents_refused()}
-        parent = self._documents.get(frame.parent_frame) if frame.parent_frame is not None else None
-        origin, url = origin_of(frame.url, parent.origin if parent is not None else "null")
+            return tab_documents_refused()
+        origin, url = self._origin(frame)
         if not potentially_trustworthy(origin):
             raise _Refused  # no secure context: its script offers no modelContext, and the node takes none
-        if known is not None and known.nonce == nonce:  # heard already: a document's resume brings its hello too
-            if known.origin == "null":  # a new frame's hello can come before the node knows its URL
-                known.origin, known.url = origin, url
-            return None
+        if known is not None and known.nonce == nonce:
+            raise _Refused  # a document says hello once: a second is not the page's script
         self._gone(self._untrack(frame))
         document = self._documents[frame] = Document(nonce, frame, tab, origin, url, main)
         self._tabs.setdefault(tab, {})[frame] = document
         self._change()
         return None
+
+    def _origin(self, frame: Frame) -> tuple[str, str]:
+        """The origin and bare URL of the document the node sees in ``frame`` now."""
+        parent = self._documents.get(frame.parent_frame) if frame.parent_frame is not None else None
+        return origin_of(frame.url, parent.origin if parent is not None else "null")
 
     def _untrack(self, frame: Frame) -> Document | None:
         document = self._documents.pop(frame, None)
@@ -347,13 +350,13 @@ class SiteTools:
         chain.settle(invocation, answer)
         chain.advance()
 
-    def _resume(self, page: Page, frame: Frame, tab: int, nonce: str, token: object) -> dict[str, Any]:
-        """A document's start as a continuation, in one round trip: its hello (unless heard), its redemption of
-        ``token``, and its callback's ``input`` once the invocations before it settled (if they have not, the
-        document asks for it with ``begin``, which waits for them)."""
-        if self._hello(page, frame, tab, nonce) is not None:
-            raise _Refused  # its tab holds all the documents it may: this one is not tracked
-        chain, invocation = self._redeem(self._documents[frame], token)
+    def _resume(self, document: Document, token: object) -> dict[str, Any]:
+        """A document's start as a continuation, in one round trip: its hello (when it is its first message), its
+        redemption of ``token``, and its callback's ``input`` once the invocations before it settled (if they have
+        not, the document asks for it with ``begin``, which waits for them)."""
+        if document.origin == "null":  # a new frame's first message can come before the node knows its URL
+            document.origin, document.url = self._origin(document.frame)
+        chain, invocation = self._redeem(document, token)
         answer = {"invocation": invocation.id, "token": self._tokens.reserve(chain, invocation)}
         if all(i.settled.is_set() for i in chain.invocations if i is not invocation):
             return {**answer, "input": chain.input}

@@ -266,6 +266,8 @@ def test_a_tab_s_frames_hold_a_bounded_total_of_tools_and_schema_bytes_each_refu
 
 def test_a_tab_s_documents_are_bounded_and_those_of_removed_frames_dropped(node: Node, site: TestSite) -> None:
     tab = open_user_tab(node, site.url(PAGE))
+    assert held(node, tab)["documents"] == 0  # a document the node holds is one that spoke to it: none has yet
+    assert register(node, tab, '[{"name": "top"}]') == ["ok"]
     over = declarations.MAX_TAB_DOCUMENTS + 8
     answers = on_page(node, tab, FRAMES.format(count=over, tools=1, schema="{}"))
     assert sum(answer == ["ok"] for answer in answers) == declarations.MAX_TAB_DOCUMENTS - 1  # with the top one
