@@ -80,15 +80,15 @@ class UrlGuard:
 
     def hooks(self, agent: str | None) -> bool:
         """Whether a browser context opened now for ``agent`` (the user context when None) gets the route and
-        WebSocket hooks: with URL lists, the user context always, an agent's session when its lists hold a rule."""
+        WebSocket hooks: when its URL lists (the node's for the user context) hold a rule."""
         lists = self.url_policy
-        return lists is not None and (agent is None or bool(lists(agent).allow or lists(agent).deny))
+        return lists is not None and bool(lists(agent).allow or lists(agent).deny)
 
     async def install(self, context: BrowserContext, agent: str | None, hooks: bool) -> None:
         """Block service workers in a new browser context and, with ``hooks`` (:meth:`hooks`, as it opens), hook
-        its requests by the lists of ``agent``, whose session it is (the node's for the user context). A session
-        of an agent whose lists hold no rule as it opens gets no hooks, which would only slow each request: its
-        proxy still judges every connection, with the lists as they are then. The steps are sent at once."""
+        its requests by the lists of ``agent``, whose session it is (the node's for the user context). A context
+        whose lists hold no rule as it opens gets no hooks, which would only slow each request: its proxy still
+        judges every connection, with the lists as they are then. The steps are sent at once."""
         steps: list[Awaitable[Any]] = [context.add_init_script(NO_SERVICE_WORKERS)]
         lists = self.url_policy
         if hooks and lists is not None:
