@@ -85,7 +85,8 @@ class OrderedWriter(Generic[T, R]):
         """Start the writer (on the loop)."""
         loop = asyncio.get_running_loop()
         self._wake = asyncio.Event()
-        self._in_flight = in_flight = asyncio.Queue(IN_FLIGHT)
+        in_flight: asyncio.Queue[tuple[T, Awaitable[R]]] = asyncio.Queue(IN_FLIGHT)
+        self._in_flight = in_flight
         self._tasks = [loop.create_task(self._write(in_flight)), loop.create_task(self._settle(in_flight))]
 
     async def stop(self) -> None:

@@ -1,16 +1,18 @@
 """Benchmark: the whole cost of a step through a node, reads and writes apart, with no raw side.
 
 300-step batches of ``title`` (a read) and of ``js`` returning 1 (a write: its dispatch and audit
-entry stored before it is sent) on one tab of the calling node, run as ``POST /api/batch`` runs them
-(``Node.run_async``), six rounds each after a warm-up; prints milliseconds per step, the part of it
-spent outside the driver (the step minus the mean time inside ``ChromiumBrowser.execute``: the engine,
-events, audit, actors and hops; under load the driver's own time swings most, this part much less), and
-how many waits for a record (an acknowledgement of the event store or the audit stream) a step blocked
-on, the thread wake-ups (``Condition.notify``) and the process's CPU a step: counts the machine's load
-does not move (much). Its use is a comparison of two trees in the same hour: run it on each, interleaved.
-``--strace FILE`` has ``strace -c -f`` count the process's system calls over the timed rounds.
+entry stored before it is sent) on one tab of the calling node, which keeps an audit file as ``kitsune
+serve`` does, run as ``POST /api/batch`` runs them (``Node.run_async``), six rounds each after a
+warm-up; prints milliseconds per step, the part of it spent outside the driver (the step minus the
+mean time inside ``ChromiumBrowser.execute``: the engine, events, audit, actors and hops; under load
+the driver's own time swings most, this part much less), and a step's counts: the waits for a record
+(an acknowledgement of the event store or the audit stream) it blocked on, the threads woken
+(``Condition.notify`` with a thread waiting), the process's CPU and the audit actor thread's part of
+it. Its use is a comparison of two trees in the same hour: run it on each, interleaved. ``--strace
+FILE`` has ``strace -c -f`` count the process's system calls over the timed rounds (in ``FILE.read``
+and ``FILE.write``; the CPU figures are then strace's too).
 
-    .venv/bin/python bench/step_cost.py [--rounds N] [--strace FILE]
+    .venv/bin/python bench/step_cost.py [--rounds N] [--kind read|write] [--strace FILE]
 """
 
 from __future__ import annotations
@@ -21,6 +23,7 @@ import signal
 import statistics
 import subprocess
 import sys
+import tempfile
 import threading
 import time
 from collections.abc import Iterator
@@ -34,6 +37,7 @@ from actors.pipeline import Pending
 from bench.shared import TimedBrowser
 from bridge.node import Node
 from bridge.wiring import run_node
+from core.settings import NodeConfig
 from messages.commands import parse_body
 from tests.nodes import open_user_tab
 from tests.site import TestSite
@@ -70,7 +74,7 @@ class WakeUps:
             if getattr(condition, "_waiters"):  # noqa: B009 (a benchmark looks inside)
                 self.count += 1
             notify(condition, n)
-        threading.Condition.notify = counted  # type: ignore[method-assign]
+        threading.Condition.notify = counted  # type: ignore[method-assign,assignment]
 
     def stop(self) -> None:
         threading.Condition.notify = self._notify  # type: ignore[method-assign]
@@ -128,15 +132,18 @@ def per_step(node: Node, browser: TimedBrowser, tab: int, command: dict[str, str
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--rounds", type=int, default=6)
+    parser.add_argument("--kind", choices=sorted(KINDS), action="append", help="only these kinds of step")
     parser.add_argument("--strace", metavar="FILE", help="strace -c -f's summary of the timed rounds, to FILE.KIND")
     args = parser.parse_args()
     site = TestSite()
     site.start()
     browser = TimedBrowser()
-    node = run_node(browser)
+    directory = tempfile.TemporaryDirectory()  # the audit file, as ``kitsune serve`` keeps one
+    node = run_node(browser, NodeConfig(audit_file=Path(directory.name) / "audit.jsonl"))
     try:
         tab = open_user_tab(node, site.url("/clicks"))
-        for kind, command in KINDS.items():
+        for kind in args.kind or KINDS:
+            command = KINDS[kind]
             times, outside, counts = per_step(node, browser, tab, command, args.rounds,
                                               args.strace and f"{args.strace}.{kind}")
             print(f"{kind}: {statistics.median(times):.3f} ms a step (rounds {min(times):.3f}..{max(times):.3f}), "
@@ -145,6 +152,7 @@ def main() -> None:
     finally:
         node.stop()
         site.stop()
+        directory.cleanup()
 
 
 if __name__ == "__main__":

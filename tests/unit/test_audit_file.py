@@ -8,6 +8,7 @@ import concurrent.futures
 import json
 from collections.abc import Iterator
 from pathlib import Path
+from typing import BinaryIO
 
 import pytest
 
@@ -60,7 +61,11 @@ def test_a_burst_goes_to_the_file_in_one_write_in_order(trail: AuditTrail, io: I
                                                         monkeypatch: pytest.MonkeyPatch) -> None:
     writes: list[bytes] = []
     write = audit_actor._write_all
-    monkeypatch.setattr(audit_actor, "_write_all", lambda file, data: (writes.append(data), write(file, data))[1])
+
+    def counted(file: BinaryIO, data: bytes) -> None:
+        writes.append(data)
+        write(file, data)
+    monkeypatch.setattr(audit_actor, "_write_all", counted)
 
     async def burst() -> list[concurrent.futures.Future[int]]:  # handed over in one pass of the loop
         return [trail.record(_entry(n), urgent=n == 49) for n in range(50)]
@@ -103,6 +108,19 @@ def test_an_entry_that_cannot_be_written_fails_closed(trail: AuditTrail, tmp_pat
     (tmp_path / "logs").mkdir()  # back: the next entry is written again
     assert trail.record(_entry(2)).result(timeout=5) == 3
     assert _lines(tmp_path / "logs" / "audit.jsonl") == [_line(3, 2)]
+
+
+def test_every_entry_of_a_burst_that_cannot_be_written_fails_closed(trail: AuditTrail, io: IoLoop,
+                                                                     tmp_path: Path) -> None:
+    (tmp_path / "logs").rename(tmp_path / "gone")
+
+    async def burst() -> list[concurrent.futures.Future[int]]:
+        return [trail.record(_entry(n), urgent=n == 4) for n in range(5)]
+    for answer in io.run(burst(), timeout=5):
+        with pytest.raises(KitsuneError) as caught:
+            answer.result(timeout=5)
+        assert (caught.value.code, caught.value.retryable) == ("audit_unavailable", True)
+    assert not (tmp_path / "logs").exists()
 
 
 def test_every_kind_of_entry_keeps_its_exact_form(trail: AuditTrail, tmp_path: Path,
