@@ -220,8 +220,8 @@ def _names(path: Path, file: BinaryIO) -> bool:
         return False
 
 
-_Entry = tuple[AuditEntry, concurrent.futures.Future[int]]
-"""An entry on its way, and the future of its id."""
+_Entry = tuple[AuditEntry, concurrent.futures.Future[int], bool]
+"""An entry on its way, the future of its id, and whether someone waits for it (urgent)."""
 
 
 class AuditTrail:
@@ -236,8 +236,8 @@ class AuditTrail:
         """Entries settled in this pass of the loop, not yet handed to the actor (touched on the loop only)."""
         self._writer: OrderedWriter[_Entry, int] = OrderedWriter(
             io, send=lambda item: log_.send(item[0]),
-            on_stored=lambda item, seq: self._settled(_Numbered(item[0], seq, item[1])),
-            on_lost=lambda item, error: self._settled(_Numbered(item[0], None, item[1])))
+            on_stored=lambda item, seq: self._settled(_Numbered(item[0], seq, item[1]), urgent=item[2]),
+            on_lost=lambda item, error: self._settled(_Numbered(item[0], None, item[1]), urgent=item[2]))
 
     async def start(self) -> None:
         """Start numbering (on the loop)."""
@@ -252,14 +252,14 @@ class AuditTrail:
         """Start recording one entry (from any thread); the future of its id, or of ``audit_unavailable``.
         An entry nobody waits for (not ``urgent``) may linger a little to go out with others."""
         answer: concurrent.futures.Future[int] = concurrent.futures.Future()
-        self._writer.put((entry, answer), acknowledged=True, urgent=urgent)
+        self._writer.put((entry, answer, urgent), acknowledged=True, urgent=urgent)
         return answer
 
-    def _settled(self, numbered: _Numbered) -> None:
-        """Keep a settled entry for the actor: the burst goes at once when no other entry is on its way (the
-        pass is over), else once the writer suspends (the loop runs the callback after it)."""
+    def _settled(self, numbered: _Numbered, *, urgent: bool) -> None:
+        """Keep a settled entry for the actor: the burst goes at once when someone waits for this entry or no
+        other is on its way (the pass is over), else once the writer suspends (the loop runs the callback then)."""
         self._burst.append(numbered)
-        if not self._writer.in_flight():
+        if urgent or not self._writer.in_flight():
             self._hand_over()
         elif len(self._burst) == 1:
             self._io.loop.call_soon(self._hand_over)
