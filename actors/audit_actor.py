@@ -265,9 +265,11 @@ class AuditTrail:
             self._io.loop.call_soon(self._hand_over)
 
     def _hand_over(self) -> None:
+        """Tell the actor the entries kept so far, as one burst."""
         if self._burst:
             burst, self._burst = tuple(self._burst), []
             self._actor.tell(_Burst(burst))
+
 
 class Auditor:
     """The audit of one agent's calls: the call service's ``CallAudit`` and the engine's ``StepAudit``."""
