@@ -156,8 +156,8 @@ class AuditActor(pykka.ThreadingActor):
             raise TypeError(f"the audit actor takes bursts of numbered entries, not {type(message).__name__}")
         lines = [_line(numbered) for numbered in message.entries]
         try:
-            if self._path is not None and (kept := b"".join(line for line in lines if isinstance(line, bytes))):
-                _write_all(self._open(self._path), kept)
+            if self._path is not None and (kept := [line for line in lines if isinstance(line, bytes)]):
+                _write_all(self._open(self._path), b"".join(kept))
         except Exception as e:
             self._close()
             lines = [e if isinstance(line, bytes) else line for line in lines]
