@@ -261,6 +261,7 @@ class NodeMetrics:
                     del self._running[next(iter(self._running))]
                 self._running[event.call] = _Running(bounded(event.call_kind, KINDS), isinstance(event, CallResumed),
                                                      dict(_actions(event.outline)))
+                self.calls_running.set(len(self._running))
             run = self._running.get(event.call)
             if run is None:
                 return
@@ -278,13 +279,13 @@ class NodeMetrics:
                         self._refused_on_closed += 1
             elif isinstance(event, CallEnded):
                 del self._running[event.call]
+                self.calls_running.set(len(self._running))
                 step_log = run.builder.freeze()
                 if not run.resumed:
                     self.calls.labels(run.kind, step_log.status).inc()
                 for record in step_log.records():
                     if not record.kept:
                         self.steps.labels(bounded(record.action, ACTION_NAMES), record.status).inc()
-            self.calls_running.set(len(self._running))
 
     def running_calls(self) -> list[dict[str, Any]]:
         """The calls in flight (the console): call, kind, agent, resumed, seconds running, steps, actions running."""
