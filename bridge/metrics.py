@@ -221,6 +221,7 @@ class NodeMetrics:
                                       ["route"], buckets=HTTP_BUCKETS, registry=r)
         self._lock = threading.Lock()
         self._running: dict[int, _Running] = {}
+        self.calls_running.set_function(lambda: len(self._running))  # read as it is scraped, not set on every event
         self._refused_on_closed = 0
         """Parallel sequences refused before they started because a tab they need is closed."""
         for kind in KINDS:  # series present from the start: rates and alerts see their first increase
@@ -261,7 +262,6 @@ class NodeMetrics:
                     del self._running[next(iter(self._running))]
                 self._running[event.call] = _Running(bounded(event.call_kind, KINDS), isinstance(event, CallResumed),
                                                      dict(_actions(event.outline)))
-                self.calls_running.set(len(self._running))
             run = self._running.get(event.call)
             if run is None:
                 return
@@ -279,7 +279,6 @@ class NodeMetrics:
                         self._refused_on_closed += 1
             elif isinstance(event, CallEnded):
                 del self._running[event.call]
-                self.calls_running.set(len(self._running))
                 step_log = run.builder.freeze()
                 if not run.resumed:
                     self.calls.labels(run.kind, step_log.status).inc()
