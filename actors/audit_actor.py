@@ -7,7 +7,8 @@ dropped (``messages.audit``, whose typed entries hold nothing else); no token ev
 be written, the write it records is refused (fail closed).
 
 The stream numbers entries on the loop, several on their way at once (``actors.pipeline``); the
-audit actor then writes them to the file in the stream's order and answers whoever waits.
+audit actor then writes them to the file in the stream's order and answers whoever waits: the
+entries settled in one pass of the loop reach it together, one hand-off and one write a burst.
 """
 
 from __future__ import annotations
@@ -132,9 +133,16 @@ class _Numbered:
     """Resolved with the id once the entry is written, or with ``audit_unavailable``."""
 
 
+@dataclass(frozen=True, slots=True)
+class _Burst:
+    """The entries the stream settled in one pass of the writer, in the stream's order."""
+
+    entries: tuple[_Numbered, ...]
+
+
 class AuditActor(pykka.ThreadingActor):
-    """The audit log's file writer: takes the entries the stream numbered, in the stream's order,
-    writes each to the JSON-lines file and answers whoever waits for it."""
+    """The audit log's file writer: takes the entries the stream numbered, a burst at a time in the
+    stream's order, writes their lines to the JSON-lines file at once and answers whoever waits for each."""
 
     def __init__(self, file: Path | None, on_record: Callable[[bool], None] = lambda written: None) -> None:
         super().__init__()
@@ -144,22 +152,29 @@ class AuditActor(pykka.ThreadingActor):
         """Told of every entry: whether it was written (metrics)."""
 
     def on_receive(self, message: Any) -> None:
-        if not isinstance(message, _Numbered):
-            raise TypeError(f"the audit actor takes numbered entries, not {type(message).__name__}")
+        if not isinstance(message, _Burst):
+            raise TypeError(f"the audit actor takes bursts of numbered entries, not {type(message).__name__}")
+        lines = [_line(numbered) for numbered in message.entries]
         try:
-            if message.seq is None:
-                raise KitsuneError("audit_unavailable", "The audit stream did not keep the entry")
-            if self._path is not None:
-                self._open(self._path).write(orjson.dumps({"call": message.seq, **message.entry.to_json()}) + b"\n")
+            if self._path is not None and (kept := [line for line in lines if isinstance(line, bytes)]):
+                _write_all(self._open(self._path), b"".join(kept))
         except Exception as e:
             self._close()
-            self._on_record(False)
-            log.error("audit entry not written (%s)", type(e).__name__)
-            message.answer.set_exception(KitsuneError(
-                "audit_unavailable", "The audit log cannot be written; nothing was sent", retryable=True))
+            lines = [e if isinstance(line, bytes) else line for line in lines]
+        for numbered, line in zip(message.entries, lines, strict=True):
+            self._answer(numbered, line)
+
+    def _answer(self, numbered: _Numbered, line: bytes | Exception) -> None:
+        """Answer whoever waits for an entry: its id once its ``line`` is written, else ``audit_unavailable``."""
+        if isinstance(line, bytes):
+            assert numbered.seq is not None
+            self._on_record(True)
+            numbered.answer.set_result(numbered.seq)
             return
-        self._on_record(True)
-        message.answer.set_result(message.seq)
+        self._on_record(False)
+        log.error("audit entry not written (%s)", type(line).__name__)
+        numbered.answer.set_exception(KitsuneError(
+            "audit_unavailable", "The audit log cannot be written; nothing was sent", retryable=True))
 
     def on_stop(self) -> None:
         self._close()
@@ -170,7 +185,7 @@ class AuditActor(pykka.ThreadingActor):
         if self._file is not None and not _names(path, self._file):
             self._close()
         if self._file is None:
-            self._file = path.open("ab", buffering=0)  # each line goes to the file as it is written
+            self._file = path.open("ab", buffering=0)  # each burst's lines go to the file as they are written
         return self._file
 
     def _close(self) -> None:
@@ -178,6 +193,23 @@ class AuditActor(pykka.ThreadingActor):
             with contextlib.suppress(OSError):
                 self._file.close()
             self._file = None
+
+
+def _line(numbered: _Numbered) -> bytes | Exception:
+    """An entry's line in the file, or why it has none."""
+    if numbered.seq is None:
+        return KitsuneError("audit_unavailable", "The audit stream did not keep the entry")
+    try:
+        return orjson.dumps({"call": numbered.seq, **numbered.entry.to_json()}) + b"\n"
+    except Exception as e:
+        return e
+
+
+def _write_all(file: BinaryIO, data: bytes) -> None:
+    """Write ``data`` whole (an unbuffered file may take part of it at a time)."""
+    written = file.write(data)
+    while written < len(data):
+        written += file.write(memoryview(data)[written:])
 
 
 def _names(path: Path, file: BinaryIO) -> bool:
@@ -188,19 +220,24 @@ def _names(path: Path, file: BinaryIO) -> bool:
         return False
 
 
-_Entry = tuple[AuditEntry, concurrent.futures.Future[int]]
-"""An entry on its way, and the future of its id."""
+_Entry = tuple[AuditEntry, concurrent.futures.Future[int], bool]
+"""An entry on its way, the future of its id, and whether someone waits for it (urgent)."""
 
 
 class AuditTrail:
     """Where entries are recorded: numbered by the audit log on the loop, several on their way at
-    once (``actors.pipeline``), then written to the file by the audit actor in the log's order."""
+    once (``actors.pipeline``), then written to the file by the audit actor in the log's order: the
+    entries settled in one pass of the writer go to the actor together (one hand-off, one write)."""
 
     def __init__(self, log_: AuditLog, io: IoLoop, actor: pykka.ActorRef[AuditActor]) -> None:
+        self._io = io
+        self._actor = actor
+        self._burst: list[_Numbered] = []
+        """Entries settled in this pass of the loop, not yet handed to the actor (touched on the loop only)."""
         self._writer: OrderedWriter[_Entry, int] = OrderedWriter(
             io, send=lambda item: log_.send(item[0]),
-            on_stored=lambda item, seq: actor.tell(_Numbered(item[0], seq, item[1])),
-            on_lost=lambda item, error: actor.tell(_Numbered(item[0], None, item[1])))
+            on_stored=lambda item, seq: self._settled(_Numbered(item[0], seq, item[1]), urgent=item[2]),
+            on_lost=lambda item, error: self._settled(_Numbered(item[0], None, item[1]), urgent=item[2]))
 
     async def start(self) -> None:
         """Start numbering (on the loop)."""
@@ -209,13 +246,29 @@ class AuditTrail:
     async def stop(self) -> None:
         """Number what was handed over, then stop (the actor is stopped by its owner)."""
         await self._writer.stop()
+        self._hand_over()
 
     def record(self, entry: AuditEntry, *, urgent: bool = True) -> concurrent.futures.Future[int]:
         """Start recording one entry (from any thread); the future of its id, or of ``audit_unavailable``.
         An entry nobody waits for (not ``urgent``) may linger a little to go out with others."""
         answer: concurrent.futures.Future[int] = concurrent.futures.Future()
-        self._writer.put((entry, answer), acknowledged=True, urgent=urgent)
+        self._writer.put((entry, answer, urgent), acknowledged=True, urgent=urgent)
         return answer
+
+    def _settled(self, numbered: _Numbered, *, urgent: bool) -> None:
+        """Keep a settled entry for the actor: the burst goes at once when someone waits for this entry or no
+        other is on its way (the pass is over), else once the writer suspends (the loop runs the callback then)."""
+        self._burst.append(numbered)
+        if urgent or not self._writer.in_flight():
+            self._hand_over()
+        elif len(self._burst) == 1:
+            self._io.loop.call_soon(self._hand_over)
+
+    def _hand_over(self) -> None:
+        """Tell the actor the entries kept so far, as one burst."""
+        if self._burst:
+            burst, self._burst = tuple(self._burst), []
+            self._actor.tell(_Burst(burst))
 
 
 class Auditor:

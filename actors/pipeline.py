@@ -78,6 +78,7 @@ class OrderedWriter(Generic[T, R]):
         self._lingering = False
         """Whether a linger timer will wake the writer."""
         self._wake: asyncio.Event | None = None
+        self._in_flight: asyncio.Queue[tuple[T, Awaitable[R]]] | None = None
         self._tasks: list[asyncio.Task[None]] = []
 
     async def start(self) -> None:
@@ -85,6 +86,7 @@ class OrderedWriter(Generic[T, R]):
         loop = asyncio.get_running_loop()
         self._wake = asyncio.Event()
         in_flight: asyncio.Queue[tuple[T, Awaitable[R]]] = asyncio.Queue(IN_FLIGHT)
+        self._in_flight = in_flight
         self._tasks = [loop.create_task(self._write(in_flight)), loop.create_task(self._settle(in_flight))]
 
     async def stop(self) -> None:
@@ -97,6 +99,10 @@ class OrderedWriter(Generic[T, R]):
         await done
         for task in self._tasks:
             task.cancel()
+
+    def in_flight(self) -> int:
+        """How many items are sent and not yet settled, besides the one being told of (on the loop)."""
+        return 0 if self._in_flight is None else self._in_flight.qsize()
 
     def put(self, item: T, *, acknowledged: bool, urgent: bool) -> None:
         """Hand ``item`` over (from any thread): sent and acknowledged when ``acknowledged``, posted

@@ -221,6 +221,7 @@ class NodeMetrics:
                                       ["route"], buckets=HTTP_BUCKETS, registry=r)
         self._lock = threading.Lock()
         self._running: dict[int, _Running] = {}
+        self.calls_running.set_function(lambda: len(self._running))  # read as it is scraped, not set on every event
         self._refused_on_closed = 0
         """Parallel sequences refused before they started because a tab they need is closed."""
         for kind in KINDS:  # series present from the start: rates and alerts see their first increase
@@ -284,7 +285,6 @@ class NodeMetrics:
                 for record in step_log.records():
                     if not record.kept:
                         self.steps.labels(bounded(record.action, ACTION_NAMES), record.status).inc()
-            self.calls_running.set(len(self._running))
 
     def running_calls(self) -> list[dict[str, Any]]:
         """The calls in flight (the console): call, kind, agent, resumed, seconds running, steps, actions running."""

@@ -1,14 +1,18 @@
-"""The audit actor's file: lines in the log's order, a rotated or deleted file followed, a vanished
-directory failing closed; every kind of entry in the exact form the file and the stream keep."""
+"""The audit actor's file: lines in the log's order, a burst of entries in one write, an entry on disk
+before its waiter hears of it, a rotated or deleted file followed, a vanished directory failing closed;
+every kind of entry in the exact form the file and the stream keep."""
 
 from __future__ import annotations
 
+import concurrent.futures
 import json
 from collections.abc import Iterator
 from pathlib import Path
+from typing import BinaryIO
 
 import pytest
 
+from actors import audit_actor
 from actors.audit_actor import AuditActor, Auditor, AuditTrail, LocalAuditLog
 from actors.loop import IoLoop
 from messages.audit import AuditEntry, TakeoverEntry
@@ -18,8 +22,14 @@ from messages.errors import KitsuneError
 
 
 @pytest.fixture
-def trail(tmp_path: Path) -> Iterator[AuditTrail]:
-    io = IoLoop()
+def io() -> Iterator[IoLoop]:
+    loop = IoLoop()
+    yield loop
+    loop.close()
+
+
+@pytest.fixture
+def trail(io: IoLoop, tmp_path: Path) -> Iterator[AuditTrail]:
     actor = AuditActor.start(tmp_path / "logs" / "audit.jsonl")
     (tmp_path / "logs").mkdir()
     recorded = AuditTrail(LocalAuditLog(), io, actor)
@@ -27,7 +37,6 @@ def trail(tmp_path: Path) -> Iterator[AuditTrail]:
     yield recorded
     io.run(recorded.stop(), timeout=5)
     actor.stop()
-    io.close()
 
 
 def _lines(path: Path) -> list[dict[str, object]]:
@@ -46,6 +55,36 @@ def test_entries_are_written_in_order_with_their_ids(trail: AuditTrail, tmp_path
     ids = [trail.record(_entry(n), urgent=n % 2 == 0).result(timeout=5) for n in range(6)]
     assert ids == [1, 2, 3, 4, 5, 6]
     assert _lines(tmp_path / "logs" / "audit.jsonl") == [_line(n + 1, n) for n in range(6)]
+
+
+def test_a_burst_goes_to_the_file_in_one_write_in_order(trail: AuditTrail, io: IoLoop, tmp_path: Path,
+                                                        monkeypatch: pytest.MonkeyPatch) -> None:
+    writes: list[bytes] = []
+    write = audit_actor._write_all
+
+    def counted(file: BinaryIO, data: bytes) -> None:
+        writes.append(data)
+        write(file, data)
+    monkeypatch.setattr(audit_actor, "_write_all", counted)
+
+    async def burst() -> list[concurrent.futures.Future[int]]:  # handed over in one pass of the loop
+        return [trail.record(_entry(n), urgent=n == 49) for n in range(50)]
+    assert [answer.result(timeout=5) for answer in io.run(burst(), timeout=5)] == list(range(1, 51))
+    assert _lines(tmp_path / "logs" / "audit.jsonl") == [_line(n + 1, n) for n in range(50)]
+    assert len(writes) == 1
+
+
+def test_an_entry_is_on_disk_before_its_waiter_hears_of_it(trail: AuditTrail, io: IoLoop, tmp_path: Path) -> None:
+    on_disk: concurrent.futures.Future[list[dict[str, object]]] = concurrent.futures.Future()
+
+    async def burst() -> concurrent.futures.Future[int]:
+        for n in range(9):
+            trail.record(_entry(n), urgent=False)
+        answer = trail.record(_entry(9))  # a write's entry, after reads'
+        answer.add_done_callback(lambda _: on_disk.set_result(_lines(tmp_path / "logs" / "audit.jsonl")))
+        return answer
+    assert io.run(burst(), timeout=5).result(timeout=5) == 10
+    assert on_disk.result(timeout=5) == [_line(n + 1, n) for n in range(10)]  # as the answer was given
 
 
 def test_a_rotated_or_deleted_file_is_followed_by_a_new_one(trail: AuditTrail, tmp_path: Path) -> None:
@@ -69,6 +108,19 @@ def test_an_entry_that_cannot_be_written_fails_closed(trail: AuditTrail, tmp_pat
     (tmp_path / "logs").mkdir()  # back: the next entry is written again
     assert trail.record(_entry(2)).result(timeout=5) == 3
     assert _lines(tmp_path / "logs" / "audit.jsonl") == [_line(3, 2)]
+
+
+def test_every_entry_of_a_burst_that_cannot_be_written_fails_closed(trail: AuditTrail, io: IoLoop,
+                                                                     tmp_path: Path) -> None:
+    (tmp_path / "logs").rename(tmp_path / "gone")
+
+    async def burst() -> list[concurrent.futures.Future[int]]:
+        return [trail.record(_entry(n), urgent=n == 4) for n in range(5)]
+    for answer in io.run(burst(), timeout=5):
+        with pytest.raises(KitsuneError) as caught:
+            answer.result(timeout=5)
+        assert (caught.value.code, caught.value.retryable) == ("audit_unavailable", True)
+    assert not (tmp_path / "logs").exists()
 
 
 def test_every_kind_of_entry_keeps_its_exact_form(trail: AuditTrail, tmp_path: Path,

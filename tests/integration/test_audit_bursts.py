@@ -1,0 +1,79 @@
+"""The audit file under a burst of reads, through a node on the real nats-server and Chromium: every
+entry's line, in the stream's order and as the stream keeps it, and a write's entry on disk before
+the write reaches the driver."""
+
+from __future__ import annotations
+
+import json
+import secrets
+from pathlib import Path
+from typing import Any
+
+from actors.buckets import AUDIT_STREAM
+from bridge.wiring import run_node
+from driver import ChromiumBrowser
+from messages.commands import Command, Js, parse_body
+from messages.results import Outcome
+from tests.nats_access import NatsAccess
+from tests.nodes import open_user_tab, run_call
+from tests.site import TestSite
+
+READS = 40
+"""Reads before each write: their entries linger and go to the stream together."""
+
+
+class WatchingBrowser(ChromiumBrowser):
+    """The driver, reading the audit file as each ``js`` step (a write) reaches it."""
+
+    def __init__(self, audit_file: Path, downloads: Path) -> None:
+        super().__init__(downloads_dir=downloads)
+        self.audit_file = audit_file
+        self.at_writes: list[list[dict[str, Any]]] = []
+
+    async def execute(self, command: Command, tab_id: int | None, timeout: float, **options: Any) -> Outcome:
+        if isinstance(command, Js):
+            self.at_writes.append(_lines(self.audit_file))
+        return await super().execute(command, tab_id, timeout, **options)
+
+
+def _lines(path: Path) -> list[dict[str, Any]]:
+    return [json.loads(line) for line in path.read_text().splitlines()]
+
+
+def test_a_burst_of_reads_is_written_in_order_and_a_write_s_entry_before_it_is_sent(
+        nats_access: NatsAccess, test_site: TestSite, tmp_path: Path) -> None:
+    audit_file = tmp_path / "audit.jsonl"
+    browser = WatchingBrowser(audit_file, tmp_path / "downloads")
+    node = run_node(browser, nats_access.node_config(step_timeout=10.0, fleet=f"bursts-{secrets.token_hex(4)}",
+                                                     audit_file=audit_file))
+    try:
+        tab = open_user_tab(node, test_site.url("/clicks"))
+        commands = ([{"action": "title"}] * READS + [{"action": "js", "code": "return 1"}]) * 2
+        body = run_call(node, parse_body("batch", {"commands": commands, "tabId": tab})).body
+        assert body["status"] == "ok", body["summary"]
+        written = _lines(audit_file)
+        kept = node.io.run(_kept(nats_access, [entry["call"] for entry in written]), timeout=30)
+    finally:
+        node.stop()
+    steps = [entry for entry in written if entry["kind"] == "step"]
+    assert [entry["parent"]["path"] for entry in steps] == [str(n) for n in range(len(commands))]
+    assert [entry["action"] for entry in steps] == [command["action"] for command in commands]
+    ids = [entry["call"] for entry in written]
+    assert ids == sorted(ids) and len(set(ids)) == len(ids)  # the stream's order, each entry once
+    assert kept == [{k: v for k, v in entry.items() if k != "call"} for entry in written]  # the stream's entries
+    writes = [n for n, command in enumerate(commands) if command["action"] == "js"]
+    for at_write, path in zip(browser.at_writes, writes, strict=True):  # a write's entry, and all before it, on disk
+        assert [entry["parent"]["path"] for entry in at_write if entry["kind"] == "step"][:path + 1] == [
+            str(n) for n in range(path + 1)]
+    assert "return 1" not in audit_file.read_text()  # a JavaScript body is never audited
+
+
+async def _kept(access: NatsAccess, seqs: list[int]) -> list[Any]:
+    """The audit stream's entries of sequences ``seqs``."""
+    client = await access.client()
+    try:
+        js = client.jetstream()
+        return [json.loads((await js.get_msg(AUDIT_STREAM, seq)).data or b"null") for seq in seqs]
+    finally:
+        await client.close()
+
