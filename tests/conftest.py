@@ -13,10 +13,9 @@ user use every fleet's subjects (tests run many fleets), within the node's permi
 Under pytest-xdist (``scripts/test`` runs two workers, each test file whole on one) every worker is a
 session of its own: its own nats-server, test sites, node and browsers, so no name, port or stream is
 shared between workers. An external server would be shared: with one, the run needs a single worker.
-xdist hands out whole files in collection order, so the files are collected the longest first, that the
-workers end together: the files measured longest (:data:`LONGEST_FIRST`), then those that start nodes and
-browsers, the unit tests last; the type check's test comes after them all, its mypy having run in the
-background since the session began (tests/static/typecheck.py).
+The files that start nodes and browsers are collected first, the unit tests last, so that the workers
+end together (xdist hands out whole files in collection order); the type check's test comes after them all,
+its mypy having run in the background since the session began (tests/static/typecheck.py).
 """
 
 from __future__ import annotations
@@ -44,30 +43,18 @@ APPROVAL_WAIT = 2.0
 """Seconds the ``asking`` node's gateway keeps a direct call's approval prompt open (KITSUNE_APPROVAL_WAIT)."""
 TESTS = Path(__file__).parent
 UNIT_TESTS = TESTS / "unit"
-LONGEST_FIRST = (
-    "integration/test_dashboards.py", "e2e/test_manners.py", "e2e/test_stdio.py", "integration/test_fleet_nodes.py",
-    "integration/test_never_twice.py", "integration/test_fleet_calls.py", "e2e/test_tasks_gateway.py",
-    "integration/test_fleet_drain.py", "unit/test_grammar.py", "integration/test_browser.py",
-    "integration/test_policy.py", "integration/test_http.py",
-)
-"""The files that take longest on one worker (a minute and more: nodes and Prometheus started, leases run out,
-MCP clients spawned, Hypothesis), the longest first (measured with ``--durations`` one file at a time): handed out
-before all others, none starts late and holds one worker while the other has nothing left."""
 SLOWEST_FIRST = ("static", "e2e", "integration", "docs", "site", "unit")
-"""The other files by folder, those whose files take longest first (nodes, browsers, servers; pure code last)."""
+"""The test folders, those whose files take longest first (mypy; nodes, browsers, servers; pure code last)."""
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
-    """Order the files by :data:`LONGEST_FIRST`, then by :data:`SLOWEST_FIRST` (a stable sort: each file's
-    tests keep their order), the type check's last."""
+    """Order the files by :data:`SLOWEST_FIRST` (a stable sort: each file's tests keep their order), the type
+    check's last."""
     def rank(item: pytest.Item) -> int:
         if item.nodeid == TYPECHECK_TEST:
-            return len(LONGEST_FIRST) + len(SLOWEST_FIRST) + 1
-        relative = item.path.relative_to(TESTS).as_posix() if item.path.is_relative_to(TESTS) else ""
-        if relative in LONGEST_FIRST:
-            return LONGEST_FIRST.index(relative)
-        folder = relative.split("/")[0]
-        return len(LONGEST_FIRST) + (SLOWEST_FIRST.index(folder) if folder in SLOWEST_FIRST else len(SLOWEST_FIRST))
+            return len(SLOWEST_FIRST) + 1
+        folder = item.path.relative_to(TESTS).parts[0] if item.path.is_relative_to(TESTS) else ""
+        return SLOWEST_FIRST.index(folder) if folder in SLOWEST_FIRST else len(SLOWEST_FIRST)
 
     items.sort(key=rank)
 
