@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 import pykka
@@ -38,6 +39,8 @@ from tests.static.typecheck import Typecheck
 
 pytest_plugins = ["tests.nats_cluster"]  # fixture nats_cluster: a 3-server cluster, for the tests that ask
 NATS_URL_ENV = "KITSUNE_TEST_NATS_URL"
+APPROVAL_WAIT = 2.0
+"""Seconds the ``asking`` node's gateway keeps a direct call's approval prompt open (KITSUNE_APPROVAL_WAIT)."""
 TESTS = Path(__file__).parent
 UNIT_TESTS = TESTS / "unit"
 SLOWEST_FIRST = ("static", "e2e", "integration", "docs", "site", "unit")
@@ -133,5 +136,30 @@ def plain(tmp_path_factory: pytest.TempPathFactory, nats_access: NatsAccess) -> 
     """A ``kitsune serve`` node with both capability groups and no ask-before-act, shared by the session's
     tests (end-to-end and integration alike): a test finds other tests' tabs and calls on it."""
     running = serve(tmp_path_factory.mktemp("plain"), nats_access, {"caps": ["core", "automation"]})
+    yield running
+    assert running.stop() == 0
+
+
+@contextmanager
+def _environment(**values: str) -> Iterator[None]:
+    saved = {name: os.environ.get(name) for name in values}
+    os.environ.update(values)
+    try:
+        yield
+    finally:
+        for name, value in saved.items():
+            if value is None:
+                os.environ.pop(name, None)
+            else:
+                os.environ[name] = value
+
+
+@pytest.fixture(scope="session")
+def asking(tmp_path_factory: pytest.TempPathFactory, nats_access: NatsAccess) -> Iterator[Served]:
+    """A node that holds every write for approval (ask_before_act), shared by the session's tests as ``plain`` is;
+    its /mcp prompts stay open 2 s on a call."""
+    with _environment(KITSUNE_APPROVAL_WAIT=str(APPROVAL_WAIT)):
+        running = serve(tmp_path_factory.mktemp("asking"), nats_access,
+                        {"caps": ["core", "automation"], "ask_before_act": True})
     yield running
     assert running.stop() == 0

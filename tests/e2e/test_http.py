@@ -12,8 +12,8 @@ import anyio
 import httpx
 import pytest
 
+from tests.conftest import APPROVAL_WAIT
 from tests.e2e.clients import Asker, act, audit_of, call, open_tab, over_http
-from tests.e2e.conftest import APPROVAL_WAIT
 from tests.integration.serving import TOKENS, Served
 from tests.site import TestSite
 

@@ -6,24 +6,13 @@ from __future__ import annotations
 
 import os
 import time
-from collections.abc import Iterator
 from pathlib import Path
-
-import pytest
 
 from tests.integration.serving import Served, serve
 from tests.nats_access import NatsAccess
 from tests.site import TestSite
 
 HIT = "POST /clicks/hit"
-
-
-@pytest.fixture(scope="module")
-def asking(tmp_path_factory: pytest.TempPathFactory, nats_access: NatsAccess) -> Iterator[Served]:
-    """A node that holds every write for approval."""
-    running = serve(tmp_path_factory.mktemp("asking"), nats_access, {"ask_before_act": True})
-    yield running
-    assert running.stop() == 0
 
 
 def _open_confirmed(served: Served, url: str) -> int:

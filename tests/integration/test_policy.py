@@ -56,11 +56,6 @@ def read_only(tmp_path_factory: pytest.TempPathFactory, nats_access: NatsAccess)
     yield from _serve(tmp_path_factory, nats_access, read_only=True)
 
 
-@pytest.fixture(scope="module")
-def asking(tmp_path_factory: pytest.TempPathFactory, nats_access: NatsAccess) -> Iterator[Served]:
-    yield from _serve(tmp_path_factory, nats_access, ask_before_act=True)
-
-
 def _answer(answer: httpx.Response, status: int) -> dict[str, Any]:
     """The JSON body of ``answer``, whose HTTP status must be ``status``: a direct route answers an error
     outcome with its code's status (``messages.errors.ERROR_CODES``: ``url_denied``, ``read_only`` and a hold's

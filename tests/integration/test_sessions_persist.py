@@ -172,18 +172,13 @@ def test_forget_closes_only_a_reuse_session(served: Served, site: TestSite) -> N
     assert f"tab {opened['tabId']} is in none" in refused["error"]
 
 
-def test_a_persistent_request_without_a_key_is_refused_and_nothing_is_stored(
-        tmp_path_factory: pytest.TempPathFactory, nats_access: NatsAccess, site: TestSite) -> None:
-    keyless = serve(tmp_path_factory.mktemp("keyless"), nats_access, {"caps": ["core", "automation"]})
-    try:
-        with keyless.client("alice") as alice:
-            before = site.count(SIGN_IN)
-            refused = open_persistent(alice, site.url("/session/start"), "nokey", status=409)
-            assert refused["code"] == "persistence_not_configured", refused
-            assert "persist_key" in refused["error"]
-            assert site.count(SIGN_IN) == before  # nothing sent
-    finally:
-        assert keyless.stop() == 0
+def test_a_persistent_request_without_a_key_is_refused_and_nothing_is_stored(plain: Served, site: TestSite) -> None:
+    with plain.client("alice") as alice:  # the session's node: no persist_key
+        before = site.count(SIGN_IN)
+        refused = open_persistent(alice, site.url("/session/start"), "nokey", status=409)
+        assert refused["code"] == "persistence_not_configured", refused
+        assert "persist_key" in refused["error"]
+        assert site.count(SIGN_IN) == before  # nothing sent
 
 
 def test_a_swept_persistent_session_is_saved_freed_and_restored_on_its_next_use(

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import dataclasses
 import itertools
+import json
 import types
 import typing
 from collections.abc import Callable, Iterator
@@ -19,6 +20,8 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from jsonschema import Draft202012Validator
+from jsonschema.protocols import Validator
+from jsonschema.validators import extend
 
 from messages.commands import ACTIONS, Command, Param, parameters, parse_body, parse_call
 from messages.errors import KitsuneError
@@ -48,6 +51,27 @@ STRINGS = st.text(max_size=6) | st.sampled_from(
 """Any text, and texts with references, well-formed or not: the schema's ``not`` sorts them."""
 
 
+def _remembering_validator() -> type[Validator]:
+    """Draft 2020-12 validators (of one ``$defs``) that check a value against a definition once: a value drawn for
+    a definition passed its filter there, and the definitions and the document that hold it find it valid without
+    descending into it again. (Valid against a ``$ref`` is a fact of the definition and the value alone: the
+    schemas use no ``$dynamicRef`` and no ``unevaluated*``.)"""
+    valid: set[tuple[str, str]] = set()
+    follow = Draft202012Validator.VALIDATORS["$ref"]
+
+    def ref(validator: Validator, ref: str, instance: Any, schema: dict[str, Any]) -> Iterator[Any]:
+        key = (ref, json.dumps(instance, sort_keys=True))
+        if key in valid:
+            return
+        errors = list(follow(validator, ref, instance, schema))
+        if not errors:
+            valid.add(key)
+        yield from errors
+
+    remembering: type[Validator] = extend(Draft202012Validator, {"$ref": ref})
+    return remembering
+
+
 class SchemaDocuments:
     """Documents valid for a schema of the command language, drawn from its keywords.
 
@@ -60,10 +84,10 @@ class SchemaDocuments:
 
     def __init__(self, root: dict[str, Any]) -> None:
         self.defs: dict[str, Any] = root["$defs"]
-        self.validators = {name: Draft202012Validator({"$defs": self.defs, "$ref": f"#/$defs/{name}"})
-                           for name in self.defs}
+        checking = _remembering_validator()
+        self.validators = {name: checking({"$defs": self.defs, "$ref": f"#/$defs/{name}"}) for name in self.defs}
         self.named: dict[tuple[str, int], st.SearchStrategy[Any]] = {}
-        self.documents = self.draw(root, 0).filter(Draft202012Validator(root).is_valid)
+        self.documents = self.draw(root, 0).filter(checking(root).is_valid)
 
     def definition(self, name: str, depth: int) -> st.SearchStrategy[Any]:
         if (name, depth) not in self.named:
