@@ -72,7 +72,7 @@ class ReadsHere(Protocol):
 
     def run(self, reads: Callable[[], Coroutine[Any, Any, T]], timeout: float) -> T:
         """Run ``reads()`` there and answer its value (from a thread, never from there); ``TimeoutError`` when it
-        has not answered within ``timeout`` seconds (a backstop: each read is bounded on its own)."""
+        has not answered within ``timeout`` seconds (a backstop: each step is bounded on its own)."""
 
     def read(self, command: Command, tab: int, timeout: float) -> Awaitable[Outcome | None]:
         """Run a read whose references are resolved on ``tab`` (awaited there), as the driver would, its policy
