@@ -28,12 +28,14 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+import pykka
+
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # the repo root, for tests.site
 
 from actors.call_actor import RunCall
 from actors.loop import IoLoop
 from actors.pipeline import Pending
-from actors.tab_actors import TabActors
+from actors.tab_actor import Ticket
 from bench.shared import TimedBrowser
 from bridge.node import Node
 from bridge.wiring import run_node
@@ -78,7 +80,8 @@ class Counts:
         self.seen: Counter[str] = Counter()
         self._loop_thread = io.run(_thread_id(), timeout=5)
         self._count(IoLoop, "run", "hops", lambda *a: threading.get_ident() != self._loop_thread)
-        self._count(TabActors, "ask", "hops")  # a write from a thread, through its tab actor's mailbox
+        self._count(pykka.ActorRef, "ask", "hops",  # a write from a thread, through its tab actor's mailbox
+                    lambda ref, message, *a: isinstance(message, Ticket))
         self._count(type(io.loop), "call_soon_threadsafe", "wake-ups",
                     lambda *a: threading.get_ident() != self._loop_thread)
         self._count(type(io.loop), "_run_once", "loop iterations")

@@ -144,22 +144,25 @@ class LoopHere:
         self.driver = driver
         self.tabs = tabs
         self.hops: list[int] = []
-        """How many commands were sent in each hop, in order."""
+        """How many steps were handed to the tab in each hop, in order."""
+        self._sent = threading.local()
 
     def holds(self, tab: int) -> bool:
         return tab in self.tabs
 
     def run(self, steps: Callable[[], Coroutine[Any, Any, T]], timeout: float) -> T:
-        before = len(self.driver.sent)
+        self._sent.n = 0  # each parallel sequence runs its hops on a thread of its own
         value = asyncio.run(steps())
-        self.hops.append(len(self.driver.sent) - before)
+        self.hops.append(self._sent.n)
         return value
 
     async def read(self, command: Command, tab: int, timeout: float) -> Outcome | None:
+        self._sent.n += 1
         return self.driver.execute(command, tab, timeout)
 
     async def write(self, command: Command, tab: int, timeout: float,
                     recorded: Sequence[Recorded]) -> Outcome | None:
+        self._sent.n += 1
         return self.driver.execute(command, tab, timeout, recorded)
 
 
