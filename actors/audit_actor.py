@@ -32,7 +32,7 @@ from nats.js.api import StorageType, StreamConfig
 from actors.buckets import AUDIT_STREAM, AUDIT_SUBJECT
 from actors.jetstream import acknowledged_within, ensure_stream
 from actors.loop import IoLoop
-from actors.pipeline import OrderedWriter, Pending
+from actors.pipeline import RECORD_WAIT, OrderedWriter, Pending
 from messages.audit import (
     AuditEntry,
     CallEntry,
@@ -58,7 +58,7 @@ __all__ = ["AUDIT_STREAM", "AUDIT_SUBJECT", "AuditActor", "AuditLog", "AuditTrai
 
 log = logging.getLogger(__name__)
 
-_WAIT = 30.0
+_WAIT = RECORD_WAIT
 """Seconds to wait for an entry to be written."""
 _ACK_TIMEOUT = 5.0
 """Seconds the stream has to acknowledge an entry."""

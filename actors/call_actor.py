@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import concurrent.futures
 import dataclasses
 import logging
@@ -14,7 +15,7 @@ from typing import Any, TypeVar
 from actors.bus import Bus, BusError
 from actors.event_store import EventStore
 from actors.loop import Answering, IoLoop
-from actors.pipeline import OrderedWriter, Pending
+from actors.pipeline import RECORD_WAIT, OrderedWriter, Pending
 from actors.serving import ask
 from actors.tab_actor import not_sent
 from core.calls import Calls, Listener
@@ -170,15 +171,16 @@ class BusDriver:
             return _unanswered(tab_id, writes)
         return decode_outcome(reply)
 
-    async def read_here(self, command: Command, tab_id: int, timeout: float) -> Outcome | None:
-        """A read (``command`` is no write) on a tab of this node, from the loop: no thread on its way; None when
-        the tab is another node's (or the driver cannot ask from the loop)."""
+    async def run_here(self, command: Command, tab_id: int, timeout: float) -> Outcome | None:
+        """An action on a tab of this node, from the loop: no thread on its way (a write's records are made already);
+        None when the tab is another node's (or the driver cannot ask from the loop)."""
         if self._here is None:
             return None
+        writes = is_write(command)
         try:
-            return await self._here(tab_id, self._request(command, timeout, False, False))
+            return await self._here(tab_id, self._request(command, timeout, writes, False))
         except TimeoutError:
-            return _unanswered(tab_id, False)
+            return _unanswered(tab_id, writes)
 
     def _request(self, command: Command, timeout: float, writes: bool, as_read: bool) -> TabRequest:
         return TabRequest(command, timeout, time.time() + timeout, CALL.get(), STEP.get() if writes else None,
@@ -207,9 +209,10 @@ class BusDriver:
 
 
 class LoopReads:
-    """The engine's reads of this node's tabs on the loop (``core.ports.ReadsHere``): the agent's policy judges
-    each (as :meth:`PolicyDriver.execute` does a read), then the tab runs it in the asking task: no thread, no
-    mailbox, no lookup of a lease or a session (a read passes none)."""
+    """The engine's steps on this node's tabs on the loop (``core.ports.ReadsHere``): the agent's policy judges
+    each (as :meth:`PolicyDriver.execute` does), a write's records are awaited, then the tab runs it in the asking
+    task (a write in its turn among the tab's writes): no thread, no mailbox, no lookup of a session, and none of a
+    lease unless a task holds the tab (then judged on a thread: the lease is read from the tasks' store)."""
 
     def __init__(self, io: IoLoop, holds: Callable[[int], bool], driver: BusDriver,
                  policy: PolicyDriver | None = None) -> None:
@@ -222,12 +225,27 @@ class LoopReads:
         return self._holds(tab)
 
     def run(self, reads: Callable[[], Coroutine[Any, Any, T]], timeout: float) -> T:
-        return self._io.run(reads(), timeout=timeout)
+        return self._io.run(reads(), timeout=timeout + 2 * RECORD_WAIT)  # a write's records may be waited for
 
     async def read(self, command: Command, tab: int, timeout: float) -> Outcome | None:
         if self._policy is not None and (refused := self._policy.refused(command, tab)) is not None:
             return refused
-        return await self._driver.read_here(command, tab, timeout)
+        return await self._driver.run_here(command, tab, timeout)
+
+    async def write(self, command: Command, tab: int, timeout: float,
+                    recorded: Sequence[Recorded]) -> Outcome | None:
+        policy = self._policy
+        if policy is not None:  # nothing awaited between the look at the tasks' mirror and the judgement
+            refused = policy.refused(command, tab) if policy.judges_here(tab) else \
+                await asyncio.to_thread(policy.refused, command, tab)
+            if refused is not None:
+                return refused
+        for wait in recorded:
+            try:
+                await (wait.wait() if isinstance(wait, Pending) else asyncio.to_thread(wait))
+            except Exception as e:
+                raise not_recorded(e) from e
+        return await self._driver.run_here(command, tab, timeout)
 
 
 def _unanswered(tab_id: int | None, writes: bool) -> Outcome:
@@ -271,7 +289,7 @@ class EventSink:
             return None
         stored: concurrent.futures.Future[None] = concurrent.futures.Future()
         self._writer.put((event, stored), acknowledged=True, urgent=True)
-        return Pending(stored, 30)
+        return Pending(stored, RECORD_WAIT)
 
 
 _Queued = tuple[Event, concurrent.futures.Future[None] | None]

@@ -23,7 +23,7 @@ from typing import Any, Generic, TypeVar
 
 from actors.loop import IoLoop
 
-__all__ = ["IN_FLIGHT", "LINGER", "OrderedWriter", "Pending"]
+__all__ = ["IN_FLIGHT", "LINGER", "RECORD_WAIT", "OrderedWriter", "Pending"]
 
 log = logging.getLogger(__name__)
 
@@ -34,11 +34,13 @@ IN_FLIGHT = 256
 """Items sent and not yet acknowledged, at most."""
 LINGER = 0.02
 """Seconds an item that is not urgent may wait for others to go out with."""
+RECORD_WAIT = 30.0
+"""Seconds a sender waits for its acknowledged item (an event, an audit entry) to be stored."""
 
 
 class Pending:
     """An acknowledged item as its sender waits for it: called (off the loop), it returns once the
-    item is stored and raises why not."""
+    item is stored and raises why not; awaited (:meth:`wait`) on the loop."""
 
     __slots__ = ("_future", "_timeout")
 
@@ -48,6 +50,13 @@ class Pending:
 
     def __call__(self) -> None:
         self._future.result(timeout=self._timeout)
+
+    async def wait(self) -> None:
+        """The same wait, on the loop (never blocking it); no wake-up at all when the item is stored already."""
+        if not self._future.done():
+            async with asyncio.timeout(self._timeout):
+                await asyncio.wrap_future(self._future)
+        self._future.result()
 
 
 class _Flush:

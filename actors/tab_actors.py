@@ -104,8 +104,10 @@ class TabActors:
         return outcome
 
     async def ask_here(self, tab_id: int, request: TabRequest) -> Outcome | None:
-        """:meth:`ask` of a read from the loop: run in the asking task itself, past the actor's mailbox (no hop at
-        all, no timer but the tab's own, which bounds it; cancelled with the asking task, which a read allows)."""
+        """:meth:`ask` from the loop: run in the asking task itself, past the actor's mailbox (no hop at all, no
+        timer but the tab's own, which bounds it; a write waits for its turn on the same lock as the mailbox's
+        writes, in the order they come to it). Cancelled with the asking task (a write then ends unknown, as when
+        the node stops)."""
         admitted = self._admitted(tab_id, request)
         if not isinstance(admitted, tuple):
             return admitted

@@ -12,6 +12,7 @@ while it runs would.
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Callable
 from dataclasses import dataclass
 
@@ -44,10 +45,25 @@ class Ahead:
                  resumed: bool) -> None:
         self._run, self._command, self._path, self._lookup, self._tab = run, command, path, lookup, tab
         self._resumed = resumed
-        self.intent: Intent | None = None
+        self._intent: Intent | None = None
         """What it recorded; None until then, or when the write cannot be resolved yet (recorded at its turn)."""
+        self._taken = False
+        self._lock = threading.Lock()
+        """``take`` and the recording, atomic against each other: a write taken before it was recorded never is."""
+
+    def take(self) -> Intent | None:
+        """What it recorded, for its turn or to be withdrawn, to one taker only (None after, from any thread);
+        taken before it was recorded, it never records."""
+        with self._lock:
+            intent, self._intent, self._taken = self._intent, None, True
+            return intent
 
     def __call__(self) -> None:
+        with self._lock:
+            if not self._taken:
+                self._record()
+
+    def _record(self) -> None:
         run = self._run
         try:
             tab = tab_of(self._command, self._lookup, self._tab)
@@ -60,7 +76,7 @@ class Ahead:
             stored = run.hand_over(StepDispatched(run.call, self._path))
         except Exception as e:  # its turn fails it unsent, as if it had been recorded then
             stored = _failed(e)
-        self.intent = Intent(self._path, command, tab, tuple(r for r in (written, stored) if r is not None))
+        self._intent = Intent(self._path, command, tab, tuple(r for r in (written, stored) if r is not None))
 
 
 def _failed(error: Exception) -> Recorded:

@@ -190,10 +190,13 @@ def tab_of(command: Command, lookup: Lookup, tab: int | None) -> int | None:
     return value
 
 
-def lookup_in(scope: list[Result | None]) -> Lookup:
-    """``${$N}`` in a list whose earlier steps' results are ``scope``."""
+def lookup_in(scope: list[Result | None], end: int | None = None) -> Lookup:
+    """``${$N}`` in a list whose earlier steps' results are ``scope`` (its first ``end`` alone, when given: a step's
+    view of its list, no copy; a result once set is never changed)."""
+    limit = len(scope) if end is None else end
+
     def result_of(step: int) -> Any:
-        return result_to_json(scope[step]) if step < len(scope) else None
+        return result_to_json(scope[step]) if 0 <= step < limit else None
     return result_of
 
 

@@ -11,15 +11,15 @@ from __future__ import annotations
 
 import logging
 import threading
-from collections.abc import Callable, Mapping
-from dataclasses import dataclass
-from typing import Any, Literal
+from collections.abc import Callable, Coroutine, Mapping
+from typing import Any
 
 from core.ahead import Ahead, Intent, ahead_of
 from core.blocks import Lookup, lookup_in, scrub, tab_of
-from core.here import read_target, reads_here
+from core.here import Hand, here_target, steps_here
 from core.lanes import barriers, check_sequences, leaves, outline_of
-from core.ports import NO_AUDIT, Clock, Driver, EventSinkPort, Ports, Recorded, Sequences, StepAudit
+from core.ports import NO_AUDIT, Clock, Driver, EventSinkPort, Ports, ReadsHere, Recorded, Sequences, StepAudit
+from core.reports import Decision, EngineConfig, Prior, RunReport, trimmed
 from core.step import Step, deadline_outcome
 from messages.commands import (
     CallSpec,
@@ -34,7 +34,7 @@ from messages.commands import (
     resolve_command,
     secret_values,
 )
-from messages.contract import SETTLE, STEP_TIMEOUT
+from messages.contract import SETTLE
 from messages.errors import KitsuneError
 from messages.events import (
     CallEnded,
@@ -52,8 +52,8 @@ from messages.events import (
     StepSucceeded,
 )
 from messages.paths import ROOT, StepPath
-from messages.results import Done, Failed, Failure, Ok, Outcome, Result, Status, Unknown, result_to_json, worst
-from messages.steplog import StepLog, StepLogBuilder, StepRecord
+from messages.results import Done, Failed, Failure, Ok, Outcome, Result, Status, Unknown, worst
+from messages.steplog import StepLogBuilder, StepRecord
 
 __all__ = [
     "NO_AUDIT", "Clock", "Decision", "Driver", "EngineConfig", "EventSinkPort", "Ports", "Prior", "RunReport",
@@ -61,50 +61,6 @@ __all__ = [
 ]
 
 log = logging.getLogger(__name__)
-
-Decision = Literal["keep", "run", "applied", "not_applied"]
-"""What a resume does with a step: reuse it, send it, mark it ok unsent, or send it after observation."""
-
-
-@dataclass(frozen=True, slots=True)
-class EngineConfig:
-    """Engine settings."""
-
-    step_timeout: float = STEP_TIMEOUT
-    """Seconds a command may take when it gives no ``timeout``."""
-
-
-@dataclass(frozen=True, slots=True)
-class Prior:
-    """What a resume starts from: the checkpoint's records and results, and the plan."""
-
-    records: Mapping[str, StepRecord]
-    results: Mapping[str, Result]
-    plan: Mapping[str, Decision]
-    claims: Mapping[str, frozenset[int]]
-    attempt: int
-
-
-@dataclass(frozen=True, slots=True)
-class RunReport:
-    """What a run did: the step log (the fold of its events), results and claims."""
-
-    log: StepLog
-    results: Mapping[str, Result]
-    """Every step's result by path (containers included); steps that never ran have none."""
-    claims: Mapping[str, frozenset[int]]
-    """The tabs each parallel sequence claimed, by sequence path."""
-    refused: frozenset[str]
-    """Sequences refused before they started (tab_closed, tab_owned, tab_claimed)."""
-
-    def results_json(self) -> list[dict[str, Any] | None]:
-        """Top-level results; trailing steps that never ran are left out, others are null."""
-        return _trimmed([self.results.get(ROOT.child(i)) for i in range(len(self.log.steps))])
-
-    def to_json(self) -> dict[str, Any]:
-        """``results``, ``progress``, ``status`` and ``summary`` (spec: Checkpoints)."""
-        return {"results": self.results_json(), "progress": self.log.progress, "status": self.log.status,
-                "summary": self.log.summary}
 
 
 class _Run:
@@ -185,7 +141,7 @@ class _Run:
     def _run_list(self, commands: tuple[Command, ...], within: StepPath, owner: StepPath | None,
                   tab: int | None) -> Status:
         """Run a list's steps (at ``within.i``) in order until one is not ok; the list's status. Consecutive
-        reads of the node's own tabs run on its loop, in one hop (``core.here``); a write recorded ahead
+        steps of the node's own tabs run on its loop, in one hop (``core.here``); a write recorded ahead
         (:meth:`ahead`) whose turn never comes is skipped like any step not reached (on an error, here)."""
         paths = [within.child(i) for i in range(len(commands))]
         scope: list[Result | None] = [None] * len(commands)
@@ -195,29 +151,41 @@ class _Run:
         try:
             while i < len(commands):
                 command, path = commands[i], paths[i]
-                intent, ahead = (ahead.intent if ahead is not None else None), None
                 if not stop and self.ports.clock.now() >= self.deadline:
                     self.timed_out = stop = True
+                if not stop and here is not None \
+                        and here_target(self, here, command, path, lookup_in(scope, i), tab, owner) is not None:
+                    hand, ahead = Hand(ahead), None
+                    ran, stop = self._here(here, steps_here(self, here, commands, paths, scope, i, owner, tab, hand),
+                                           hand)
+                    ahead, i = hand.back(), i + ran
+                    continue
+                intent, ahead = (ahead.take() if ahead is not None else None), None
                 if stop and intent is not None:
                     self.withdraw(intent)
                 elif stop:
                     self._leave(command, path, "the call stopped before this step")
-                elif intent is None and here is not None \
-                        and read_target(self, here, command, path, lookup_in(scope[:i]), tab) is not None:
-                    ran, stop, ahead = here.run(reads_here(self, here, commands, paths, scope, i, owner, tab),
-                                                self.deadline - self.ports.clock.now() + 2 * SETTLE)
-                    i += ran
-                    continue
                 else:
                     ahead = self.ahead(commands, paths, scope, i, tab)
                     stop = self.stops(path, self._step(command, path, scope, i, owner, tab, intent, ahead))
                 scope[i] = self.results.get(path)
                 i += 1
         except BaseException:
-            if ahead is not None and ahead.intent is not None:  # recorded, never sent
-                self.withdraw(ahead.intent)
+            if ahead is not None and (intent := ahead.take()) is not None:  # recorded, never sent
+                self.withdraw(intent)
             raise
         return worst([self._status(p) for p in paths])
+
+    def _here(self, here: ReadsHere, steps: Callable[[], Coroutine[Any, Any, tuple[int, bool]]],
+              hand: Hand) -> tuple[int, bool]:
+        """Run ``steps`` on the node's loop; when the wait for them gives up, the write recorded ahead that the loop
+        did not take is withdrawn (here, on this thread: the loop runs nothing more of the list)."""
+        try:
+            return here.run(steps, self.deadline - self.ports.clock.now() + 2 * SETTLE)
+        except BaseException:
+            if (intent := hand.close()) is not None:
+                self.withdraw(intent)
+            raise
 
     def ahead(self, commands: tuple[Command, ...], paths: list[StepPath], scope: list[Result | None], i: int,
               tab: int | None) -> Ahead | None:
@@ -227,7 +195,7 @@ class _Run:
         prior = self.prior.records.get(paths[i + 1]) if self.prior else None
         if prior is not None and prior.status == "ok":
             return None
-        return ahead_of(self, commands[i + 1], paths[i + 1], i, lookup_in(scope[:i]), tab,
+        return ahead_of(self, commands[i + 1], paths[i + 1], i, lookup_in(scope, i), tab,
                         resumed=self.prior is not None)
 
     def withdraw(self, intent: Intent) -> None:
@@ -263,7 +231,7 @@ class _Run:
             return False
         if decision == "not_applied":
             self.emit(StepObserved(self.call, path, "not_applied"))
-        lookup = lookup_in(scope[:index])
+        lookup = lookup_in(scope, index)
         if isinstance(command, Sequence):
             self._sequence(command, path, lookup, owner, tab)
         elif isinstance(command, Parallel):
@@ -314,11 +282,11 @@ class _Run:
     def _close_container(self, command: Command, path: StepPath) -> None:
         """Set a sequence's or parallel's result from its steps' (its status is the fold's, from theirs)."""
         if isinstance(command, Parallel):
-            nested: Any = [_trimmed([self.results.get(path.child(q, i)) for i in range(len(seq))])
+            nested: Any = [trimmed([self.results.get(path.child(q, i)) for i in range(len(seq))])
                            for q, seq in enumerate(command.sequences)]
             key = "sequences"
         else:
-            nested = _trimmed([self.results.get(child.path) for child in children(command, path)])
+            nested = trimmed([self.results.get(child.path) for child in children(command, path)])
             key = "results"
         if self._status(path) == "ok":
             self.results[path] = Ok({key: nested})
@@ -378,15 +346,10 @@ class _Run:
 
     def _leaf(self, command: Command, path: StepPath, lookup: Lookup, owner: StepPath | None,
               tab: int | None, intent: Intent | None, ahead: Ahead | None) -> None:
-        if intent is not None:  # resolved and recorded ahead: sent with those records
-            step = Step(self, path, owner, secret_values(command) + secret_values(intent.command), ahead)
-            self.emit(StepStarted(self.call, path, command.action, intent.tab))
-            target, resolved, step.intent = intent.tab, intent.command, intent.recorded
-        else:
-            begun = self.begin(command, path, lookup, owner, tab, ahead)
-            if begun is None:
-                return
-            step, resolved, target = begun
+        begun = self.begin(command, path, lookup, owner, tab, ahead, intent)
+        if begun is None:
+            return
+        step, resolved, target = begun
         try:
             outcome = step.perform(resolved, target, lookup, inner=False)
         except KitsuneError as e:  # a port answered with an error instead of an outcome
@@ -394,11 +357,16 @@ class _Run:
             outcome = Unknown(failure) if step.dispatched else Failed(failure)
         self.finish(step, outcome)
 
-    def begin(self, command: Command, path: StepPath, lookup: Lookup, owner: StepPath | None,
-              tab: int | None, ahead: Ahead | None = None) -> tuple[Step, Command, int | None] | None:
+    def begin(self, command: Command, path: StepPath, lookup: Lookup, owner: StepPath | None, tab: int | None,
+              ahead: Ahead | None = None, intent: Intent | None = None) -> tuple[Step, Command, int | None] | None:
         """Start a step (with what records the next step's write ``ahead``): its ``StepStarted``, its references
-        resolved, its audit entry on its way (a write's driver waits for it before it sends it:
-        ``Step._dispatch``); None when it ended already (failed)."""
+        resolved, its audit entry on its way (a write's driver waits for it before it sends it: ``Step.dispatch``),
+        or all that made ahead (``intent``: sent with those records); None when it ended already (failed)."""
+        if intent is not None:
+            step = Step(self, path, owner, secret_values(command) + secret_values(intent.command), ahead)
+            self.emit(StepStarted(self.call, path, command.action, intent.tab))
+            step.intent = intent.recorded
+            return step, intent.command, intent.tab
         step = Step(self, path, owner, secret_values(command), ahead)
         try:
             target = tab_of(command, lookup, tab)
@@ -473,14 +441,6 @@ class _Run:
         if self.ports.sequences.barrier(key, self.parties.get(key, 1), timeout):
             return Done({"barrier": command.barrier})
         return Failed(Failure(f"Barrier {command.barrier!r}: not every sequence arrived", "barrier_timeout", True))
-
-
-def _trimmed(results: list[Result | None]) -> list[dict[str, Any] | None]:
-    """Results as JSON; trailing steps that never ran are left out, others are null."""
-    out = [result_to_json(r) for r in results]
-    while out and out[-1] is None:
-        out.pop()
-    return out
 
 
 def run_call(call: int, spec: CallSpec, ports: Ports, sink: EventSinkPort, *,

@@ -1,48 +1,56 @@
-"""Reads where the browser runs: a run of consecutive reads of the node's own tabs in one hop.
+"""Steps where the browser runs: a run of consecutive steps of the node's own tabs in one hop, writes included.
 
-A step list's reads of tabs of this node (``Ports.here``) go onto the node's loop together: each read's
-own work (its ``StepStarted``, references, audit entry, result and events, folded as any step's) runs
-there around the read, and the call's thread waits once for the whole run instead of once a read. A
-read is never a write: nothing in it is dispatched, claimed or leased; the policy still judges it
-(``ReadsHere.read``). The run ends before the first step that is not such a read, after a step that
-stops the list, and at the container's deadline; the engine goes on from there as usual.
+A step list's actions on tabs of this node (``Ports.here``) go onto the node's loop together: each step's own work
+(its ``StepStarted``, references, audit entry, result and events, folded as any step's) runs there around it, and the
+call's thread waits once for the whole run instead of once a step. A write keeps every guarantee it has on the
+thread: its tab claim checked, its records (``StepDispatched``, audit entry, or both made ahead: ``core.ahead``)
+awaited there before it is sent, the policy's judgement, the tab's admission, and its turn among the tab's writes
+(``ReadsHere.write``). The run ends before a block, a ``syncBarrier``, a tab of another node, a step kept or
+observed by a resume, a write in a parallel sequence (its claim may ask the tab's node) or a ``callSiteTool`` write
+(tried as a read first); after a step that stops the list; and at the container's deadline. The engine goes on from
+there as usual.
 """
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Callable, Coroutine
 from typing import Any, Protocol
 
 from core.ahead import Ahead, Intent
 from core.blocks import Lookup, lookup_in, tab_of
-from core.ports import Ports, ReadsHere
+from core.ports import NotRecorded, Ports, ReadsHere
 from core.step import Step, deadline_outcome
-from messages.commands import BLOCKS, Command, SyncBarrier, is_write
+from messages.commands import BLOCKS, CallSiteTool, Command, SyncBarrier, is_write
 from messages.errors import KitsuneError
 from messages.paths import StepPath
-from messages.results import Failed, Failure, Outcome, Result
+from messages.results import Failed, Failure, Outcome, Result, Unknown
 
-__all__ = ["reads_here", "read_target"]
+__all__ = ["Hand", "here_target", "steps_here"]
 
 
 class ListRun(Protocol):
-    """The run of a call as its reads on the loop talk to it (``core.engine``)."""
+    """The run of a call as its steps on the loop talk to it (``core.engine``)."""
 
     ports: Ports
-    deadline: float
     timeout: float
+    deadline: float
     timed_out: bool
     results: dict[str, Result]
 
     def runs(self, path: str) -> bool:
         """Whether the step at ``path`` is to be sent (not kept or observed from an earlier run)."""
 
-    def begin(self, command: Command, path: StepPath, lookup: Lookup, owner: StepPath | None,
-              tab: int | None) -> tuple[Step, Command, int | None] | None:
-        """Start a step (``StepStarted``, references, audit entry); None when it ended already."""
+    def begin(self, command: Command, path: StepPath, lookup: Lookup, owner: StepPath | None, tab: int | None,
+              ahead: Ahead | None = None, intent: Intent | None = None) -> tuple[Step, Command, int | None] | None:
+        """Start a step (``StepStarted``, references, audit entry, or its records made ahead: ``intent``); None when
+        it ended already."""
 
     def finish(self, step: Step, outcome: Outcome) -> None:
         """Tell a step's outcome (its event and result)."""
+
+    def claim(self, tab: int, owner: StepPath | None) -> Failure | None:
+        """Check that no parallel sequence holds ``tab`` (``owner`` None); the conflict, if any."""
 
     def budget(self, command: Command) -> tuple[float, float]:
         """The step's own timeout and what is left of the container's."""
@@ -57,15 +65,53 @@ class ListRun(Protocol):
               tab: int | None) -> Ahead | None:
         """What records step ``i + 1`` ahead while step ``i`` runs, if it may be (``core.ahead``)."""
 
-    def withdraw(self, intent: Intent) -> None:
-        """A write recorded ahead whose turn did not come: skipped, and its audit entry told it was not sent."""
+
+class Hand:
+    """The write recorded ahead (``core.ahead``) between the call's thread and the loop: the run of steps on the loop
+    takes it at its turn; the thread, when its wait for the run gave up, closes the hand and withdraws what it held.
+    Atomic against each other, so a write is either sent (or may be) by the loop or withdrawn by the thread."""
+
+    def __init__(self, ahead: Ahead | None) -> None:
+        self._ahead = ahead
+        self._closed = False
+        self._lock = threading.Lock()
+
+    def take(self) -> tuple[bool, Intent | None]:
+        """For the next step on the loop: whether it may run (the hand is open), and its write recorded ahead."""
+        with self._lock:
+            if self._closed:
+                return False, None
+            ahead, self._ahead = self._ahead, None
+            return True, ahead.take() if ahead is not None else None
+
+    def give(self, ahead: Ahead | None) -> None:
+        """What records the next step's write ahead, from the loop (never records once the hand is closed)."""
+        with self._lock:
+            if self._closed and ahead is not None:
+                ahead.take()
+            else:
+                self._ahead = ahead
+
+    def back(self) -> Ahead | None:
+        """What the thread goes on with once the run on the loop ended."""
+        with self._lock:
+            ahead, self._ahead = self._ahead, None
+            return ahead
+
+    def close(self) -> Intent | None:
+        """The thread gave up on the run: nothing more runs on the loop; the write recorded ahead and never sent."""
+        with self._lock:
+            self._closed = True
+            ahead, self._ahead = self._ahead, None
+            return ahead.take() if ahead is not None else None
 
 
-def read_target(run: ListRun, here: ReadsHere, command: Command, path: str, lookup: Lookup,
-                tab: int | None) -> int | None:
-    """The tab of this node the step reads, when it is a read that may run on the loop; None otherwise."""
-    if (isinstance(command, (*BLOCKS, SyncBarrier)) or not command.acts_on_tab or is_write(command)
-            or not run.runs(path)):
+def here_target(run: ListRun, here: ReadsHere, command: Command, path: str, lookup: Lookup, tab: int | None,
+                owner: StepPath | None) -> int | None:
+    """The tab of this node the step acts on, when it may run on the loop; None otherwise."""
+    if isinstance(command, (*BLOCKS, SyncBarrier)) or not command.acts_on_tab or not run.runs(path):
+        return None
+    if is_write(command) and (owner is not None or isinstance(command, CallSiteTool)):
         return None
     try:
         target = tab_of(command, lookup, tab)
@@ -74,51 +120,63 @@ def read_target(run: ListRun, here: ReadsHere, command: Command, path: str, look
     return target if target is not None and here.holds(target) else None
 
 
-def reads_here(run: ListRun, here: ReadsHere, commands: tuple[Command, ...], paths: list[StepPath],
-               scope: list[Result | None], start: int, owner: StepPath | None,
-               tab: int | None) -> Callable[[], Coroutine[Any, Any, tuple[int, bool, Ahead | None]]]:
-    """The work ``here.run`` takes: run the list's steps from ``start`` on while each is such a read, on the loop;
-    it answers how many ran, whether the list stops after the last of them, and what recorded the write after
-    them ahead (``core.ahead``: as the last read is sent), if anything did."""
+def steps_here(run: ListRun, here: ReadsHere, commands: tuple[Command, ...], paths: list[StepPath],
+               scope: list[Result | None], start: int, owner: StepPath | None, tab: int | None,
+               hand: Hand) -> Callable[[], Coroutine[Any, Any, tuple[int, bool]]]:
+    """The work ``here.run`` takes: run the list's steps from ``start`` on while each may run there, on the loop; it
+    answers how many ran and whether the list stops after the last of them. ``hand`` holds the write recorded ahead of
+    the step at ``start`` and, once it ended, what recorded the write after the last step ahead."""
 
-    async def reads() -> tuple[int, bool, Ahead | None]:
-        i, ahead = start, None
-        try:
-            while i < len(commands) and run.ports.clock.now() < run.deadline:
-                lookup = lookup_in(scope[:i])
-                target = read_target(run, here, commands[i], paths[i], lookup, tab)
-                if target is None:
-                    break
-                begun, ahead = run.begin(commands[i], paths[i], lookup, owner, tab), None
-                if begun is not None:
-                    step, resolved, _ = begun
-                    ahead = run.ahead(commands, paths, scope, i, tab)
-                    run.finish(step, await _read(run, here, resolved, target, ahead))
-                scope[i] = run.results.get(paths[i])
-                i += 1
-                if run.stops(paths[i - 1], False):
-                    return i - start, True, ahead
-        except BaseException:
-            if ahead is not None and ahead.intent is not None:  # recorded, never sent
-                run.withdraw(ahead.intent)
-            raise
-        return i - start, False, ahead
-    return reads
+    async def steps() -> tuple[int, bool]:
+        i = start
+        while i < len(commands) and run.ports.clock.now() < run.deadline:
+            command, path, lookup = commands[i], paths[i], lookup_in(scope, i)
+            if here_target(run, here, command, path, lookup, tab, owner) is None:
+                break
+            runs, intent = hand.take()
+            if not runs:  # the thread gave up waiting: it tells the rest
+                break
+            ahead = run.ahead(commands, paths, scope, i, tab)
+            hand.give(ahead)
+            begun = run.begin(command, path, lookup, owner, tab, ahead, intent)
+            if begun is not None:
+                step, resolved, target = begun
+                assert target is not None
+                run.finish(step, await _send(run, here, step, resolved, target))
+            scope[i] = run.results.get(path)
+            i += 1
+            if run.stops(path, False):
+                return i - start, True
+        return i - start, False
+    return steps
 
 
-async def _read(run: ListRun, here: ReadsHere, command: Command, tab: int, ahead: Ahead | None) -> Outcome:
-    """Send one read within its own timeout and the container's deadline (``Step``'s way, for a read), the next
-    step's write recorded ``ahead`` as it is sent."""
+async def _send(run: ListRun, here: ReadsHere, step: Step, command: Command, tab: int) -> Outcome:
+    """Send one action as ``Step`` does on the thread, within its own timeout and the container's deadline; a port's
+    error is the step's failure (unknown once its write was recorded dispatched)."""
+    try:
+        return await _action(run, here, step, command, tab)
+    except KitsuneError as e:
+        failure = Failure.of(e)
+        return Unknown(failure) if step.dispatched else Failed(failure)
+
+
+async def _action(run: ListRun, here: ReadsHere, step: Step, command: Command, tab: int) -> Outcome:
+    writes = is_write(command)
+    if writes and (conflict := run.claim(tab, None)) is not None:
+        return Failed(conflict)
     if run.ports.clock.now() >= run.deadline:
         run.timed_out = True
-        return deadline_outcome(run.timeout, False)
-    if ahead is not None:
-        ahead()
+        return deadline_outcome(run.timeout, step.dispatched)
+    recorded = step.dispatch() if writes else ()
+    step.record_next()
     step_timeout, remaining = run.budget(command)
+    timeout = min(step_timeout, remaining)
     try:
-        outcome = await here.read(command, tab, min(step_timeout, remaining))
-    except KitsuneError as e:  # a port answered with an error instead of an outcome
-        return Failed(Failure.of(e))
-    if outcome is None:  # its actor went between the look and the read: the tab closed
+        outcome = await (here.write(command, tab, timeout, recorded) if writes else here.read(command, tab, timeout))
+    except NotRecorded:
+        step.dispatched = False  # nothing was sent
+        raise
+    if outcome is None:  # its actor went between the look and the step: the tab closed
         return Failed(Failure(f"Tab {tab} is closed", "tab_closed", False, {"tabId": tab}))
     return run.late(outcome, step_timeout, remaining)

@@ -288,10 +288,17 @@ class TaskLeases(Protocol):
         """Why ``session`` of ``agent`` may not write ``tab`` now (a task leases it), or None (from any thread)."""
         ...
 
+    def looks_up(self, tab: int) -> bool:
+        """Whether :meth:`refusal` of ``tab`` reads the tasks' store (a task holds it): never from the loop then."""
+        ...
+
 
 class _NoTasks:
     def refusal(self, tab: int, agent: str, session: str | None) -> Failure | None:
         return None
+
+    def looks_up(self, tab: int) -> bool:
+        return False
 
 
 NO_TASKS = _NoTasks()
@@ -328,6 +335,11 @@ class PolicyDriver:
         if refused is None and policy.ask_before_act:
             return self._ask(command, tab)
         return refused
+
+    def judges_here(self, tab: int) -> bool:
+        """Whether its judgement of a write to ``tab`` reads memory alone (no task's lease in the store to read): it
+        may be made on the loop."""
+        return not self._leases.looks_up(tab)
 
     def refused(self, command: Command, tab: int | None, *, as_read: bool = False) -> Outcome | None:
         """:meth:`refusal`, told to ``on_refusal`` (a command about to be run, or not)."""

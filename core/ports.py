@@ -63,19 +63,27 @@ class Driver(Protocol):
 
 
 class ReadsHere(Protocol):
-    """Where the browser of the node's own tabs runs (its loop): a run of consecutive reads of those tabs goes
-    there in one hop, the engine's work for each of them with it, instead of one round trip a read."""
+    """Where the browser of the node's own tabs runs (its loop): a run of consecutive steps of those tabs, reads and
+    writes, goes there in one hop, the engine's work for each of them with it, instead of one round trip a step
+    (``core.here``)."""
 
     def holds(self, tab: int) -> bool:
         """Whether ``tab`` is read there (a tab of this node)."""
 
     def run(self, reads: Callable[[], Coroutine[Any, Any, T]], timeout: float) -> T:
         """Run ``reads()`` there and answer its value (from a thread, never from there); ``TimeoutError`` when it
-        has not answered within ``timeout`` seconds (a backstop: each read is bounded on its own)."""
+        has not answered within ``timeout`` seconds (a backstop: each step is bounded on its own)."""
 
     def read(self, command: Command, tab: int, timeout: float) -> Awaitable[Outcome | None]:
         """Run a read whose references are resolved on ``tab`` (awaited there), as the driver would, its policy
         included; None when the tab is not there."""
+
+    def write(self, command: Command, tab: int, timeout: float,
+              recorded: Sequence[Recorded]) -> Awaitable[Outcome | None]:
+        """Run a write action whose references are resolved on ``tab`` (awaited there) as the driver would: the
+        policy's judgement first, then every record in ``recorded`` awaited (:class:`NotRecorded`, nothing sent,
+        when one cannot be), then the tab's admission and its turn among the tab's writes; None when the tab is
+        not there."""
 
 
 class Clock(Protocol):

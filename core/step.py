@@ -98,10 +98,8 @@ class Step:
         if run.ports.clock.now() >= run.deadline:
             run.timed_out = True
             return deadline_outcome(run.timeout, self.dispatched)
-        recorded = self._dispatch() if writes and not self.dispatched else ()
-        if self.ahead is not None:  # after this write's records: their wait is not the next one's
-            ahead, self.ahead = self.ahead, None
-            ahead()
+        recorded = self.dispatch() if writes and not self.dispatched else ()
+        self.record_next()
         try:
             if isinstance(command, SyncBarrier):
                 wait_recorded(recorded)
@@ -121,7 +119,14 @@ class Step:
                 run.claim(new_tab, self.owner)
         return outcome
 
-    def _dispatch(self) -> tuple[Recorded, ...]:
+    def record_next(self) -> None:
+        """Record the next step's write ahead (``core.ahead``), once, as this step sends: after this write's own
+        records, so that their wait is not the next one's."""
+        if self.ahead is not None:
+            ahead, self.ahead = self.ahead, None
+            ahead()
+
+    def dispatch(self) -> tuple[Recorded, ...]:
         """Start recording a write before it is sent: its ``StepDispatched`` handed over, its audit
         entry on its way already (or both made ahead: ``core.ahead``); the records the send waits
         for, the audit entry first. Raises :class:`KitsuneError` if the event cannot be handed over:

@@ -277,6 +277,9 @@ class Tasks:
 
     # -- writes (the policy's TaskLeases; any thread but the loop's) ---------------------------
 
+    def looks_up(self, tab: int) -> bool:
+        return bool(self.store.tasks_of_tab(tab))
+
     def refusal(self, tab: int, agent: str, session: str | None) -> Failure | None:
         for mirrored in self.store.tasks_of_tab(tab):  # usually one; a task gone since is passed over
             try:

@@ -26,17 +26,26 @@ TOKEN = "resume-failed-token-0123456789"
 
 
 class _Breaking:
-    """The node's driver port, raising a bug's exception for one selector."""
+    """The node's driver port, raising a bug's exception for one selector (from a thread, and from the loop, where the
+    steps of the node's own tabs go: ``run_here``)."""
 
     def __init__(self, inner: Any) -> None:
         self.inner = inner
         self.broken = False
 
-    def execute(self, command: Command, tab_id: int | None, timeout: float,
-                recorded: Sequence[Recorded] = (), *, as_read: bool = False) -> Outcome:
+    def _break(self, command: Command) -> None:
         if self.broken and getattr(command, "selector", None) == "#local":
             raise RuntimeError("a bug in a port")
+
+    def execute(self, command: Command, tab_id: int | None, timeout: float,
+                recorded: Sequence[Recorded] = (), *, as_read: bool = False) -> Outcome:
+        self._break(command)
         outcome: Outcome = self.inner.execute(command, tab_id, timeout, recorded)
+        return outcome
+
+    async def run_here(self, command: Command, tab_id: int, timeout: float) -> Outcome | None:
+        self._break(command)
+        outcome: Outcome | None = await self.inner.run_here(command, tab_id, timeout)
         return outcome
 
     def list_tabs(self) -> frozenset[int]:

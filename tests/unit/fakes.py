@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
+import asyncio
 import itertools
 import threading
 from collections import defaultdict, deque
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Coroutine, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TypeVar
 
 from actors.threads import ThreadedSequences
 from core.calls import Calls, SequentialIds
@@ -20,6 +21,8 @@ from messages.contract import CHECKPOINT_TOTAL_CAPACITY
 from messages.errors import KitsuneError
 from messages.events import Event
 from messages.results import Done, Failed, Failure, HeldForApproval, Outcome, Unknown
+
+T = TypeVar("T")
 
 
 class FakeClock:
@@ -131,6 +134,36 @@ class ScriptedDriver:
         if command.action == "closeTab":
             self.tabs.discard(command.tab_id)
         return {"text": f"text of {self.key_of(command)}"} if not is_write(command) else {}
+
+
+class LoopHere:
+    """The node's loop as the engine sees it (``core.ports.ReadsHere``): its steps answered by ``driver`` (a write once
+    its records are made), ``tabs`` its own; each hop counted."""
+
+    def __init__(self, driver: ScriptedDriver, tabs: frozenset[int]) -> None:
+        self.driver = driver
+        self.tabs = tabs
+        self.hops: list[int] = []
+        """How many steps were handed to the tab in each hop, in order."""
+        self._sent = threading.local()
+
+    def holds(self, tab: int) -> bool:
+        return tab in self.tabs
+
+    def run(self, steps: Callable[[], Coroutine[Any, Any, T]], timeout: float) -> T:
+        self._sent.n = 0  # each parallel sequence runs its hops on a thread of its own
+        value = asyncio.run(steps())
+        self.hops.append(self._sent.n)
+        return value
+
+    async def read(self, command: Command, tab: int, timeout: float) -> Outcome | None:
+        self._sent.n += 1
+        return self.driver.execute(command, tab, timeout)
+
+    async def write(self, command: Command, tab: int, timeout: float,
+                    recorded: Sequence[Recorded]) -> Outcome | None:
+        self._sent.n += 1
+        return self.driver.execute(command, tab, timeout, recorded)
 
 
 class World:

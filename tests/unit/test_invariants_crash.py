@@ -40,7 +40,7 @@ from messages.commands import Command, parse_call
 from messages.events import CallEnded, CallStarted, Event, StepDispatched
 from messages.results import Outcome
 from messages.steplog import StepLog, fold
-from tests.unit.fakes import FakeClock, ScriptedDriver
+from tests.unit.fakes import FakeClock, LoopHere, ScriptedDriver
 from tests.unit.test_invariants import STATUS_OF, call_shapes
 
 ANSWERS = ("ok", "ok", "ok", "warn", "fail", "fail_retryable", "unknown", "hang", "hold", "break")
@@ -280,13 +280,15 @@ def check_closed(timeline: Timeline, leaves: dict[str, Leaf]) -> None:
             assert leaf.path in timeline.withdrawn, (leaf, record)
 
 
-def run_with_crashes(shape: list[tuple[str, Any]], seed: int, kind: Literal["batch", "parallel"]) -> None:
+def run_with_crashes(shape: list[tuple[str, Any]], seed: int, kind: Literal["batch", "parallel"], here: bool) -> None:
+    """``here``: the steps of tabs 1 and 3 run on the node's loop (``core.here``), tab 2's through the driver."""
     rng = random.Random(seed)
     timeline = Timeline(rng)
     clock = FakeClock()
     driver = TimelineDriver(clock, timeline)
     claims = ClaimTable()
-    calls = Calls(lambda agent: Ports(driver, clock, claims, ThreadedSequences(), TimelineAudit(timeline)),
+    loop = LoopHere(driver, frozenset({1, 3})) if here else None
+    calls = Calls(lambda agent: Ports(driver, clock, claims, ThreadedSequences(), TimelineAudit(timeline), here=loop),
                   CheckpointStore(clock), audit=SequentialIds(), sink=timeline.sink)
     build = Build(shape, rng)
     for leaf in build.leaves.values():
@@ -321,15 +323,17 @@ def run_with_crashes(shape: list[tuple[str, Any]], seed: int, kind: Literal["bat
 
 
 @settings(max_examples=150, deadline=None)
-@given(shape=call_shapes(), seed=st.integers(0, 2**32 - 1))
+@given(shape=call_shapes(), seed=st.integers(0, 2**32 - 1), here=st.booleans())
 def test_records_come_before_sends_and_a_crash_anywhere_reports_nothing_false(shape: list[tuple[str, Any]],
-                                                                               seed: int) -> None:
+                                                                               seed: int, here: bool) -> None:
     parallel = any(kind == "parallel" for kind, _ in shape)
-    run_with_crashes(shape, seed, "parallel" if parallel and len(shape) == 1 else "batch")
+    run_with_crashes(shape, seed, "parallel" if parallel and len(shape) == 1 else "batch", here)
 
 
 @settings(max_examples=60, deadline=None)
-@given(writes=st.lists(st.sampled_from(ANSWERS), min_size=2, max_size=8), seed=st.integers(0, 2**32 - 1))
-def test_a_list_of_writes_each_recorded_ahead(writes: list[str], seed: int) -> None:
-    """Writes in a row: each but the first is recorded ahead; a crash anywhere still reports nothing false."""
-    run_with_crashes([("leaf", (True, answer)) for answer in writes], seed, "batch")
+@given(writes=st.lists(st.sampled_from(ANSWERS), min_size=2, max_size=8), seed=st.integers(0, 2**32 - 1),
+       here=st.booleans())
+def test_a_list_of_writes_each_recorded_ahead(writes: list[str], seed: int, here: bool) -> None:
+    """Writes in a row: each but the first is recorded ahead; a crash anywhere still reports nothing false, on the
+    node's loop (``here``) as through the driver."""
+    run_with_crashes([("leaf", (True, answer)) for answer in writes], seed, "batch", here)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import concurrent.futures
 import threading
 import time
 from collections.abc import Awaitable, Iterator
@@ -10,7 +11,7 @@ from collections.abc import Awaitable, Iterator
 import pytest
 
 from actors.loop import IoLoop
-from actors.pipeline import LINGER, OrderedWriter
+from actors.pipeline import LINGER, OrderedWriter, Pending
 
 
 class Store:
@@ -112,3 +113,29 @@ def test_items_nobody_waits_for_linger_then_go_out_and_an_urgent_one_takes_them_
     io.run(writer.stop(), timeout=30)
     assert store.received == ["lingering", "a", "b", "waited"]
     assert reports == [("waited", 4)]
+
+
+def test_a_pending_item_is_awaited_on_the_loop_as_it_is_waited_for_on_a_thread(io: IoLoop) -> None:
+    """``Pending.wait``: returns once the item is stored (at once when it is already), raises why it was not, and
+    never blocks the loop meanwhile."""
+    stored: concurrent.futures.Future[None] = concurrent.futures.Future()
+    lost: concurrent.futures.Future[None] = concurrent.futures.Future()
+    done: concurrent.futures.Future[None] = concurrent.futures.Future()
+    done.set_result(None)
+
+    async def awaited() -> list[str]:
+        heard: list[str] = []
+        await Pending(done, 5).wait()
+        heard.append("stored already")
+        waiting = asyncio.ensure_future(Pending(stored, 5).wait())
+        await asyncio.sleep(0)  # the loop goes on while the item is on its way
+        heard.append("the loop went on")
+        stored.set_result(None)
+        await waiting
+        heard.append("stored")
+        lost.set_exception(ConnectionError("the store did not answer"))
+        with pytest.raises(ConnectionError):
+            await Pending(lost, 5).wait()
+        return heard
+
+    assert io.run(awaited(), timeout=10) == ["stored already", "the loop went on", "stored"]

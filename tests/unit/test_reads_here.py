@@ -1,88 +1,121 @@
-"""Reads of the node's own tabs on its loop (``core.here``): a run of consecutive reads goes there in one hop,
-and the call tells exactly what it tells with every step through the driver: events, results, statuses."""
+"""Steps of the node's own tabs on its loop (``core.here``): a run of consecutive reads and writes goes there in one
+hop, and the call tells exactly what it tells with every step through the driver: events, results, statuses, what
+was sent, and each write's records made before it is sent, in the same order."""
 
 from __future__ import annotations
 
-import asyncio
-from collections.abc import Callable, Coroutine
-from typing import Any, TypeVar
+from collections.abc import Callable, Sequence
+from typing import Any
 
 import pytest
 
 from actors.threads import ThreadedSequences
 from core.calls import Calls, SequentialIds
 from core.engine import Ports
-from messages.commands import Command, parse_call
-from messages.events import Event
+from core.ports import Recorded
+from messages.commands import Command, is_write, parse_call
+from messages.events import Event, StepDispatched
 from messages.results import Outcome
-from tests.unit.fakes import ScriptedDriver, World
-from tests.unit.helpers import click, read, sequence
+from tests.unit.fakes import LoopHere, ScriptedDriver, World
+from tests.unit.helpers import click, find, parallel, read, sequence
 
-T = TypeVar("T")
 HERE = frozenset({1, 2})
 """The tabs of the node the fake loop stands for; tab 3 is another node's."""
 
 
-class FakeHere:
-    """The node's loop as the engine sees it: its reads answered by the same scripted driver; each hop counted."""
+class Records:
+    """The run's records as the engine sees them: each write's audit entry and ``StepDispatched``, made in order;
+    ``lost``: the store loses every ``StepDispatched``."""
 
-    def __init__(self, driver: ScriptedDriver) -> None:
-        self.driver = driver
-        self.hops: list[int] = []
-        """How many reads ran in each hop, in order."""
+    def __init__(self, world: World, *, lost: bool = False) -> None:
+        self.world = world
+        self.lost = lost
+        self.made: list[str] = []
+        """``entry <path>``, ``stored <path>`` as each record is made, ``sent <key>`` as each write is sent."""
 
-    def holds(self, tab: int) -> bool:
-        return tab in HERE
+    def sink(self, event: Event) -> Callable[[], None] | None:
+        self.world.events.append(event)
+        if not isinstance(event, StepDispatched):
+            return None
 
-    def run(self, reads: Callable[[], Coroutine[Any, Any, T]], timeout: float) -> T:
-        before = len(self.driver.sent)
-        value = asyncio.run(reads())
-        self.hops.append(len(self.driver.sent) - before)
-        return value
+        def stored() -> None:
+            if self.lost:
+                raise RuntimeError("the store did not answer")
+            self.made.append(f"stored {event.path}")
+        return stored
 
-    async def read(self, command: Command, tab: int, timeout: float) -> Outcome | None:
-        return self.driver.execute(command, tab, timeout)
+    def step(self, call: int, path: str, command: Command, tab_id: int | None, *,
+             resumed: bool) -> Callable[[], None] | None:
+        return lambda: self.made.append(f"entry {path}") if is_write(command) else None
+
+    def observed(self, call: int, path: str, command: Command, tab_id: int | None) -> None:
+        self.made.append(f"observed {path}")
+
+    def withdrawn(self, call: int, path: str, command: Command, tab_id: int | None) -> None:
+        self.made.append(f"withdrawn {path}")
 
 
-def world_with(here: bool) -> tuple[World, FakeHere]:
+def world_with(here: bool, *, lost: bool = False) -> tuple[World, LoopHere, Records]:
     world = World()
-    loop = FakeHere(world.driver)
-    world.calls = Calls(lambda agent: Ports(world.driver, world.clock, world.claims, ThreadedSequences(),
+    loop = LoopHere(world.driver, HERE)
+    records = Records(world, lost=lost)
+    world.calls = Calls(lambda agent: Ports(world.driver, world.clock, world.claims, ThreadedSequences(), records,
                                             here=loop if here else None),
-                        world.store, audit=SequentialIds(), sink=world.events.append)
-    return world, loop
+                        world.store, audit=SequentialIds(), sink=records.sink)
+    execute = world.driver.execute
+
+    def noted(command: Command, tab_id: int | None, timeout: float, recorded: Sequence[Recorded] = (), *,
+              as_read: bool = False) -> Outcome:
+        outcome = execute(command, tab_id, timeout, recorded, as_read=as_read)
+        records.made.append(f"sent {ScriptedDriver.key_of(command)}")  # once its records are made
+        return outcome
+    world.driver.execute = noted  # type: ignore[method-assign]
+    return world, loop, records
 
 
-def run_both(commands: list[dict[str, Any]], script: dict[str, list[Any]] | None = None,
-             **options: Any) -> tuple[dict[str, Any], list[Event], FakeHere]:
-    """Run the call with and without the loop; assert both tell the same; the loop's response, events, hops."""
+def run_both(commands: list[dict[str, Any]], script: dict[str, list[Any]] | None = None, *, lost: bool = False,
+             observed: dict[str, str] | None = None, interleaved: bool = False,
+             **options: Any) -> tuple[dict[str, Any], list[Event], LoopHere]:
+    """Run the call with and without the loop (and resume it with ``observed``, if given); assert both tell the same:
+    responses, events, what was sent, the records in order (each step's own order, when parallel sequences
+    ``interleaved``); the loop's response, events, hops."""
     told = []
     loop = None
     for here in (False, True):
-        world, loop = world_with(here)
+        world, loop, records = world_with(here, lost=lost)
         for key, answers in (script or {}).items():
             world.driver.on(key, *answers)
         spec = parse_call("batch", commands, default_tab=1, **options)
         body = world.calls.run(spec).body
-        body.pop("resume_token", None)  # a new one each call
-        told.append((body, world.events, [(s.key, s.tab) for s in world.driver.sent]))
+        token = body.pop("resume_token", None)  # a new one each call
+        if observed is not None:
+            assert token is not None
+            body = world.calls.resume(body["call"], token, observed).body
+            body.pop("resume_token", None)
+        sent = [(s.key, s.tab) for s in world.driver.sent]
+        if interleaved:
+            told.append((body, sorted(world.events, key=lambda e: getattr(e, "path", "")), sorted(sent),
+                         sorted(records.made)))
+        else:
+            told.append((body, world.events, sent, records.made))
     assert told[0] == told[1]
     assert loop is not None
     return told[1][0], told[1][1], loop
 
 
-def test_consecutive_reads_of_the_nodes_tabs_take_one_hop_and_a_write_splits_them() -> None:
+def test_consecutive_steps_of_the_nodes_tabs_writes_included_take_one_hop() -> None:
     body, _, loop = run_both([read("#a"), read("#b"), {"action": "title"}, click("#go"), read("#c"), read("#d")])
 
     assert body["status"] == "ok"
-    assert loop.hops == [3, 2]  # the click went through the driver, between the two hops
+    assert loop.hops == [6]
 
 
-def test_a_read_of_another_nodes_tab_goes_through_the_driver() -> None:
-    body, _, loop = run_both([read("#a"), {"action": "pageText", "selector": "#b", "tabId": 3}, read("#c")])
+def test_a_step_of_another_nodes_tab_goes_through_the_driver() -> None:
+    body, _, loop = run_both([read("#a"), {"action": "pageText", "selector": "#b", "tabId": 3}, read("#c"),
+                              click("#d", 3), click("#e")])
 
     assert body["status"] == "ok"
-    assert loop.hops == [1, 1]
+    assert loop.hops == [1, 1, 1]
 
 
 def test_a_failed_read_stops_the_list_on_the_loop_and_the_rest_is_skipped() -> None:
@@ -110,7 +143,7 @@ def test_reads_inside_a_sequence_run_on_the_loop_too() -> None:
     body, _, loop = run_both([sequence(read("#a"), read("#b"), click("#c"), read("#d"))])
 
     assert body["status"] == "ok"
-    assert loop.hops == [2, 1]
+    assert loop.hops == [4]
 
 
 @pytest.mark.parametrize("answer", ["fail_retryable", "busy"])
@@ -118,3 +151,59 @@ def test_a_read_that_fails_or_runs_out_of_time_on_the_loop_tells_what_the_driver
     body, _, _ = run_both([read("#a"), read("#b")], {"#a": [answer]}, timeout=600)
 
     assert body["status"] == "failed"
+
+
+@pytest.mark.parametrize("answer", ["fail", "fail_retryable", "unknown", "hang", "busy", "hold", "warn"])
+def test_a_write_that_does_not_end_ok_on_the_loop_tells_what_the_driver_would(answer: str) -> None:
+    body, events, loop = run_both([click("#a"), click("#b"), click("#c"), read("#d")], {"#b": [answer]},
+                                  stop_on_warning=True, timeout=600)
+
+    assert loop.hops == [2]
+    assert body["progress"][2]["status"] == "skipped"  # recorded ahead, withdrawn
+    assert sum(isinstance(e, StepDispatched) for e in events) == 3
+
+
+def test_writes_recorded_ahead_and_at_their_turn_are_sent_after_their_records() -> None:
+    commands = [read("#a"), click("#b"), find("#c", text="${$0.text}"),
+                {"action": "fill", "selector": "#d", "value": "${$2.text}"}, click("#e"),
+                {"action": "fill", "selector": "#f", "value": "${$2.text}"}]
+    body, _, loop = run_both(commands)
+
+    assert body["status"] == "ok"
+    assert loop.hops == [6]
+    world, _, records = world_with(True)
+    world.calls.run(parse_call("batch", commands, default_tab=1))
+    writes = [made.split()[1] for made in records.made if made.startswith("sent #") and made[6] in "bdef"]
+    for path, key in zip(("1", "3", "4", "5"), writes, strict=True):
+        sent = records.made.index(f"sent {key}")
+        assert records.made.index(f"entry {path}") < sent and records.made.index(f"stored {path}") < sent
+
+
+def test_a_write_whose_records_cannot_be_made_is_not_sent() -> None:
+    body, _, loop = run_both([read("#a"), click("#b"), read("#c")], lost=True)
+
+    assert [p["status"] for p in body["progress"]] == ["ok", "failed", "skipped"]
+    assert body["results"][1]["code"] == "events_unavailable"
+    assert loop.hops == [2]  # the write went there, and was not sent (the driver's sends are compared above)
+
+
+def test_the_containers_deadline_stops_the_steps_on_the_loop() -> None:
+    body, _, _ = run_both([click("#a"), click("#b"), read("#c")], {"#a": ["hang"]}, timeout=1)
+
+    assert body["status"] == "unknown"
+    assert [p["status"] for p in body["progress"]] == ["unknown", "skipped", "skipped"]
+
+
+def test_writes_in_a_parallel_claim_their_tabs_on_the_thread() -> None:
+    body, _, loop = run_both([parallel([read("#a", tabId=1), click("#b", 1)], [click("#c", 2), read("#d", tabId=2)])],
+                             interleaved=True)
+
+    assert body["status"] == "ok"
+    assert sorted(loop.hops) == [1, 1]  # the reads, each its own hop; the writes through the driver
+
+
+def test_a_resume_keeps_and_observes_steps_as_it_does_without_the_loop() -> None:
+    body, _, _ = run_both([click("#a"), click("#b"), read("#c"), click("#d")], {"#b": ["unknown"]},
+                          observed={"1": "applied"})
+
+    assert [p["status"] for p in body["progress"]] == ["ok", "ok", "ok", "ok"]

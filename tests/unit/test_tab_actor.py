@@ -21,7 +21,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from actors.loop import IoLoop
-from actors.tab_actor import Interrupt, Pause, ServedRequests, TabActor, Ticket
+from actors.tab_actor import Interrupt, Pause, ServedRequests, TabActor, TabWork, Ticket
 from messages.commands import Command, is_write, parse_command
 from messages.contract import SETTLE
 from messages.requests import RequestEnded, RequestRunning, RequestWithdrawn, TabCancel, TabRequest
@@ -227,6 +227,34 @@ def test_writes_stay_one_at_a_time_and_in_order(actor: pykka.ActorRef[TabActor],
     answers = [actor.ask(ticket(click(20, tag=n), 5.0), block=False) for n in range(5)]
     assert all(isinstance(a.get(timeout=3), Done) for a in answers)
     assert [r.label for r in tab.ran] == [f"#d20.t{n}" for n in range(5)]
+    assert not tab.overlapped_writes
+
+
+def test_writes_from_the_loop_take_the_tabs_turn_with_the_mailboxs_writes_one_at_a_time(io: IoLoop,
+                                                                                          tab: RecordingTab) -> None:
+    """A call's write from the loop (``TabWork.run``, in the asking task: ``core.here``) waits for the tab's turn on the
+    lock the mailbox's writes take: behind a write that holds the tab, never beside one, each caller's in its order."""
+    work = TabWork(7, tab)
+    ref = TabActor.start(7, tab, io, work=work)
+    try:
+        first = tab.hold(click(5, tag=0))
+        held = ref.ask(ticket(first, 30.0), block=False)
+        tab.started(first)
+
+        async def from_loop() -> list[Outcome]:
+            return list(await asyncio.gather(*(work.run(ticket(click(5, tag=n), 30.0)) for n in range(1, 4))))
+        here = asyncio.run_coroutine_threadsafe(from_loop(), io.loop)
+        mailbox = [ref.ask(ticket(click(5, tag=n), 30.0), block=False) for n in range(4, 7)]
+        assert [r.label for r in tab.ran] == ["#d5.t0"]  # the others wait for the write holding the tab
+        tab.release(first)
+        assert isinstance(held.get(timeout=10), Done)
+        assert all(isinstance(outcome, Done) for outcome in here.result(timeout=10))
+        assert all(isinstance(answer.get(timeout=10), Done) for answer in mailbox)
+    finally:
+        ref.stop()
+    labels = [r.label for r in tab.ran]
+    assert [label for label in labels if label[-1] in "123"] == ["#d5.t1", "#d5.t2", "#d5.t3"]
+    assert [label for label in labels if label[-1] in "456"] == ["#d5.t4", "#d5.t5", "#d5.t6"]
     assert not tab.overlapped_writes
 
 
