@@ -32,7 +32,7 @@ from messages.fleet import ResumeRequest
 from messages.requests import RequestEnded, RequestRunning, RequestWithdrawn, Subjects, TabCancel, TabRequest
 from messages.results import Failed, Failure, Outcome, Unknown
 
-__all__ = ["BusDriver", "CallActor", "EventSink", "LocalTabs", "LoopReads", "ResumeCall", "RunCall"]
+__all__ = ["BusDriver", "CallActor", "EventSink", "LocalTabs", "LoopSteps", "ResumeCall", "RunCall"]
 
 T = TypeVar("T")
 
@@ -208,8 +208,8 @@ class BusDriver:
                                retryable=True) from e
 
 
-class LoopReads:
-    """The engine's steps on this node's tabs on the loop (``core.ports.ReadsHere``): the agent's policy judges
+class LoopSteps:
+    """The engine's steps on this node's tabs on the loop (``core.ports.StepsHere``): the agent's policy judges
     each (as :meth:`PolicyDriver.execute` does), a write's records are awaited, then the tab runs it in the asking
     task (a write in its turn among the tab's writes): no thread, no mailbox, no lookup of a session, and none of a
     lease unless a task holds the tab (then judged on a thread: the lease is read from the tasks' store)."""

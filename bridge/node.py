@@ -22,7 +22,7 @@ from playwright.async_api import Error as PlaywrightError
 
 from actors.audit_actor import AuditActor, Auditor, AuditTrail, JetStreamAuditLog, recorded
 from actors.bus import Subscription
-from actors.call_actor import BusDriver, CallActor, EventSink, LoopReads, ResumeCall, RunCall
+from actors.call_actor import BusDriver, CallActor, EventSink, LoopSteps, ResumeCall, RunCall
 from actors.checkpoint_actor import CheckpointActor, CheckpointsPort
 from actors.event_store import JetStreamEventStore
 from actors.heartbeat import Heartbeat, LoopWatch
@@ -293,7 +293,7 @@ class Node:
         policy = None if agent is None else self._policy_driver(agent, confirm_token)
         bus = self._driver if agent is None else self._driver.for_agent(agent)
         return Ports(policy or self._driver, SystemClock(), self.claims, self._sequences, self.auditor(agent),
-                     self.sessions.approved, LoopReads(self.io, self.tabs.holds, bus, policy))
+                     self.sessions.approved, LoopSteps(self.io, self.tabs.holds, bus, policy))
 
     def _policy_driver(self, agent: str, confirm_token: str | None) -> PolicyDriver:
         return PolicyDriver(self._driver.for_agent(agent), agent, lambda: self.policy_of(agent), self.owners,
@@ -434,7 +434,7 @@ class Node:
         driver = self._policy_driver(agent, confirm_token)
         timeout = command.timeout if isinstance(command.timeout, float) else self.config.step_timeout
         if tab is not None and not is_write(command):
-            read = await LoopReads(self.io, self.tabs.holds, self._driver.for_agent(agent), driver).read(command, tab,
+            read = await LoopSteps(self.io, self.tabs.holds, self._driver.for_agent(agent), driver).read(command, tab,
                                                                                                       timeout)
             if read is not None:
                 return read

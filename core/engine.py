@@ -18,7 +18,7 @@ from core.ahead import Ahead, Intent, ahead_of
 from core.blocks import Lookup, lookup_in, scrub, tab_of
 from core.here import Hand, here_target, steps_here
 from core.lanes import barriers, check_sequences, leaves, outline_of
-from core.ports import NO_AUDIT, Clock, Driver, EventSinkPort, Ports, ReadsHere, Recorded, Sequences, StepAudit
+from core.ports import NO_AUDIT, Clock, Driver, EventSinkPort, Ports, Recorded, Sequences, StepAudit, StepsHere
 from core.reports import Decision, EngineConfig, Prior, RunReport, trimmed
 from core.step import Step, deadline_outcome
 from messages.commands import (
@@ -176,7 +176,7 @@ class _Run:
             raise
         return worst([self._status(p) for p in paths])
 
-    def _here(self, here: ReadsHere, steps: Callable[[], Coroutine[Any, Any, tuple[int, bool]]],
+    def _here(self, here: StepsHere, steps: Callable[[], Coroutine[Any, Any, tuple[int, bool]]],
               hand: Hand) -> tuple[int, bool]:
         """Run ``steps`` on the node's loop; when the wait for them gives up, the write recorded ahead that the loop
         did not take is withdrawn (here, on this thread: the loop runs nothing more of the list)."""

@@ -5,7 +5,7 @@ A step list's actions on tabs of this node (``Ports.here``) go onto the node's l
 call's thread waits once for the whole run instead of once a step. A write keeps every guarantee it has on the
 thread: its tab claim checked, its records (``StepDispatched``, audit entry, or both made ahead: ``core.ahead``)
 awaited there before it is sent, the policy's judgement, the tab's admission, and its turn among the tab's writes
-(``ReadsHere.write``). The run ends before a block, a ``syncBarrier``, a tab of another node, a step kept or
+(``StepsHere.write``). The run ends before a block, a ``syncBarrier``, a tab of another node, a step kept or
 observed by a resume, a write in a parallel sequence (its claim may ask the tab's node) or a ``callSiteTool`` write
 (tried as a read first); after a step that stops the list; and at the container's deadline. The engine goes on from
 there as usual.
@@ -19,7 +19,7 @@ from typing import Any, Protocol
 
 from core.ahead import Ahead, Intent
 from core.blocks import Lookup, lookup_in, tab_of
-from core.ports import NotRecorded, Ports, ReadsHere
+from core.ports import NotRecorded, Ports, StepsHere
 from core.step import Step, deadline_outcome
 from messages.commands import BLOCKS, CallSiteTool, Command, SyncBarrier, is_write
 from messages.errors import KitsuneError
@@ -106,7 +106,7 @@ class Hand:
             return ahead.take() if ahead is not None else None
 
 
-def here_target(run: ListRun, here: ReadsHere, command: Command, path: str, lookup: Lookup, tab: int | None,
+def here_target(run: ListRun, here: StepsHere, command: Command, path: str, lookup: Lookup, tab: int | None,
                 owner: StepPath | None) -> int | None:
     """The tab of this node the step acts on, when it may run on the loop; None otherwise."""
     if isinstance(command, (*BLOCKS, SyncBarrier)) or not command.acts_on_tab or not run.runs(path):
@@ -120,7 +120,7 @@ def here_target(run: ListRun, here: ReadsHere, command: Command, path: str, look
     return target if target is not None and here.holds(target) else None
 
 
-def steps_here(run: ListRun, here: ReadsHere, commands: tuple[Command, ...], paths: list[StepPath],
+def steps_here(run: ListRun, here: StepsHere, commands: tuple[Command, ...], paths: list[StepPath],
                scope: list[Result | None], start: int, owner: StepPath | None, tab: int | None,
                hand: Hand) -> Callable[[], Coroutine[Any, Any, tuple[int, bool]]]:
     """The work ``here.run`` takes: run the list's steps from ``start`` on while each may run there, on the loop; it
@@ -151,7 +151,7 @@ def steps_here(run: ListRun, here: ReadsHere, commands: tuple[Command, ...], pat
     return steps
 
 
-async def _send(run: ListRun, here: ReadsHere, step: Step, command: Command, tab: int) -> Outcome:
+async def _send(run: ListRun, here: StepsHere, step: Step, command: Command, tab: int) -> Outcome:
     """Send one action as ``Step`` does on the thread, within its own timeout and the container's deadline; a port's
     error is the step's failure (unknown once its write was recorded dispatched)."""
     try:
@@ -161,7 +161,7 @@ async def _send(run: ListRun, here: ReadsHere, step: Step, command: Command, tab
         return Unknown(failure) if step.dispatched else Failed(failure)
 
 
-async def _action(run: ListRun, here: ReadsHere, step: Step, command: Command, tab: int) -> Outcome:
+async def _action(run: ListRun, here: StepsHere, step: Step, command: Command, tab: int) -> Outcome:
     writes = is_write(command)
     if writes and (conflict := run.claim(tab, None)) is not None:
         return Failed(conflict)

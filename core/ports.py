@@ -17,7 +17,7 @@ from messages.events import Event
 from messages.results import Outcome
 
 __all__ = ["NO_APPROVALS", "NO_AUDIT", "Approvals", "Clock", "Driver", "EventSinkPort", "NotRecorded", "Ports",
-           "ReadsHere", "Recorded", "Sequences", "StepAudit", "not_recorded", "wait_recorded"]
+           "StepsHere", "Recorded", "Sequences", "StepAudit", "not_recorded", "wait_recorded"]
 
 T = TypeVar("T")
 
@@ -62,7 +62,7 @@ class Driver(Protocol):
         """Ids of the open tabs; raises :class:`KitsuneError` when they cannot be listed."""
 
 
-class ReadsHere(Protocol):
+class StepsHere(Protocol):
     """Where the browser of the node's own tabs runs (its loop): a run of consecutive steps of those tabs, reads and
     writes, goes there in one hop, the engine's work for each of them with it, instead of one round trip a step
     (``core.here``)."""
@@ -174,5 +174,5 @@ class Ports:
     sequences: Sequences
     audit: StepAudit = NO_AUDIT
     approvals: Approvals = NO_APPROVALS
-    here: ReadsHere | None = None
+    here: StepsHere | None = None
     """Where reads of the node's own tabs run in one hop (None: every step through ``driver``)."""

@@ -137,7 +137,7 @@ class ScriptedDriver:
 
 
 class LoopHere:
-    """The node's loop as the engine sees it (``core.ports.ReadsHere``): its steps answered by ``driver`` (a write once
+    """The node's loop as the engine sees it (``core.ports.StepsHere``): its steps answered by ``driver`` (a write once
     its records are made), ``tabs`` its own; each hop counted."""
 
     def __init__(self, driver: ScriptedDriver, tabs: frozenset[int]) -> None:
