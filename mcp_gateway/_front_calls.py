@@ -6,6 +6,10 @@ here: it runs through the gateway's own handlers (:meth:`ToolCalls.answer`, the 
 checkpoints, current tab, bridge client and session the SDK's calls get afterwards, and its answer is the JSON
 the SDK would write, byte for byte. A ``notifications/cancelled`` for it ends it unanswered, as the SDK does.
 Until the SDK took the channel over the front writes the answer; after, the SDK's writer does.
+
+The SDK is not loaded before it is wanted (:attr:`FrontCalls.wanted`): once the front left a line that needs the
+SDK's answer, or wrote its first call's answer (the SDK then loads while the agent reads it). Until then its
+second of CPU is not on the way to the first answer, which on two cores shares them with the bridge's start.
 """
 
 from __future__ import annotations
@@ -43,6 +47,8 @@ class FrontCalls:
         """The calls under way, by their id (its type too: 1 and "1" are two ids)."""
         self._send: Callable[[bytes], Awaitable[None]] | None = None
         self._handed = anyio.Event()
+        self.wanted = anyio.Event()
+        """Set once the SDK is wanted: a line left for it needs its answer, or the front answered a call."""
 
     async def run(self) -> None:
         """Take the front's calls (from now on) and run each, until cancelled."""
@@ -55,7 +61,11 @@ class FrontCalls:
             with suppress(RuntimeError):  # the loop is closed
                 loop.call_soon_threadsafe(self._cancel, request_id)
 
-        self._front.serve_calls(start, cancel)
+        def wanted() -> None:
+            with suppress(RuntimeError):
+                loop.call_soon_threadsafe(self.wanted.set)
+
+        self._front.serve_calls(start, cancel, wanted)
         async with anyio.create_task_group() as group, self._taken:
             async for call in self._taken:
                 group.start_soon(self._run, call)
@@ -79,6 +89,7 @@ class FrontCalls:
                 result = await self._calls.answer(self._caller(), params["name"], dict(params.get("arguments") or {}))
                 await self._write(answer_line(request_id, result))
             finally:
+                self.wanted.set()
                 del self._running[key]
 
     async def _write(self, line: bytes) -> None:

@@ -234,6 +234,15 @@ def _no_constant(name: str) -> Any:
     raise ValueError(f"{name} is not JSON")
 
 
+def _needs_answer(line: bytes) -> bool:
+    """Whether a line left for the SDK needs its answer: anything but a well-formed notification."""
+    try:
+        message = json.loads(line, parse_constant=_no_constant)
+    except ValueError:
+        return True
+    return not (isinstance(message, dict) and "method" in message and "id" not in message)
+
+
 def _is_request(message: Any) -> bool:
     """Whether ``message`` is a JSON-RPC request (a notification or an answer is not)."""
     return isinstance(message, dict) and "method" in message and "id" in message
@@ -286,6 +295,7 @@ class Front:
         """Whether the client declared elicitation (its calls may prompt: the SDK's)."""
         self._start: Callable[[dict[str, Any]], None] | None = None
         self._cancel: Callable[[object], None] = lambda request_id: None
+        self._wanted: Callable[[], None] = lambda: None
         self._serving = threading.Event()
         if not calls:
             self._serving.set()
@@ -312,10 +322,12 @@ class Front:
         self._tasks = tasks
         self._tasks_known.set()
 
-    def serve_calls(self, start: Callable[[dict[str, Any]], None], cancel: Callable[[object], None]) -> None:
-        """Have ``start`` called (on the reading thread) with each ``tools/call`` the front takes, and ``cancel`` with
-        the id of each request a ``notifications/cancelled`` names (which is also queued for the SDK)."""
-        self._start, self._cancel = start, cancel
+    def serve_calls(self, start: Callable[[dict[str, Any]], None], cancel: Callable[[object], None],
+                    wanted: Callable[[], None]) -> None:
+        """Have ``start`` called (on the reading thread) with each ``tools/call`` the front takes, ``cancel`` with the
+        id of each request a ``notifications/cancelled`` names (which is also queued for the SDK), and ``wanted``
+        when a line left for the SDK needs an answer (a request, or a line that is no notification)."""
+        self._start, self._cancel, self._wanted = start, cancel, wanted
         self._serving.set()
 
     def take_over(self) -> None:
@@ -363,6 +375,8 @@ class Front:
                 if not self._answered(line):
                     self._lines.put(line)
                     self._ready()
+                    if not self._handed and _needs_answer(line):
+                        self._wanted()
         finally:
             with self._lock:
                 early, self._taken = not self._handed, True

@@ -7,10 +7,11 @@ own embedded NATS and Chromium), reachable only with a token generated for this 
 it on exit. The child starts in the background: the client's ``initialize`` and ``tools/list``
 are answered at once (by ``_handshake``'s front while this module loads; the tools from the
 child's configuration), and the first request to the bridge waits until it serves. The gateway's loop
-starts before the MCP SDK has loaded (in a worker thread, ``_stdio_sdk``): meanwhile it serves the tool calls
-the front may take (``_front_calls``), then the SDK serves the channel, with the same checkpoints, bridge
-client and session. The child is in its own session and gets SIGTERM if the gateway dies, so it always
-shuts down gracefully (NATS and Chromium with it); its state directory is temporary and removed.
+starts before the MCP SDK has loaded (in a worker thread, ``_stdio_sdk``, once it is wanted): meanwhile it
+serves the tool calls the front may take (``_front_calls``), then the SDK serves the channel, with the same
+checkpoints, bridge client and session. The child is in its own session and gets SIGTERM if the gateway
+dies, so it always shuts down gracefully (NATS and Chromium with it); its state directory is temporary and
+removed.
 
 The process is one MCP session: an id made at start (``mcp-`` and 16 hex digits) rides every request
 to the bridge, so the tasks it creates or takes over are its own, and it renews their leases while
@@ -26,6 +27,7 @@ through a pipe and its log goes to standard error.
 
 from __future__ import annotations
 
+import signal
 import ssl
 import sys
 from collections.abc import Awaitable, Callable
@@ -36,7 +38,7 @@ import httpx
 
 from mcp_gateway._bridge import Bridge
 from mcp_gateway._caller import Caller
-from mcp_gateway._embedded import BridgeNotStarted, EmbeddedBridge
+from mcp_gateway._embedded import BridgeNotStarted, EmbeddedBridge, leave
 from mcp_gateway._front_calls import FrontCalls
 from mcp_gateway._handshake import Front
 from mcp_gateway._leases import Leases
@@ -93,9 +95,20 @@ async def _connected(front: Front, gateway: ToolCalls, url: str | None, token: s
         group.start_soon(leases.run)
         early = FrontCalls(front, gateway, lambda: Caller(STDIO_AGENT, bridge, None, leases))
         group.start_soon(early.run)
+        before_the_sdk = anyio.CancelScope()  # then the SDK's server takes SIGTERM and SIGHUP over
+        group.start_soon(_until_signal, before_the_sdk, embedded)
+        await early.wanted.wait()
         serve_sdk = await anyio.to_thread.run_sync(_sdk)
+        before_the_sdk.cancel()
         await serve_sdk(front, gateway, lambda ctx: Caller(STDIO_AGENT, bridge, ctx, leases), early, embedded)
         group.cancel_scope.cancel()
+
+
+async def _until_signal(scope: anyio.CancelScope, embedded: EmbeddedBridge | None) -> None:
+    """Until ``scope`` ends, a SIGTERM or SIGHUP stops the embedded bridge and ends the process at once."""
+    with scope, anyio.open_signal_receiver(signal.SIGTERM, signal.SIGHUP) as signals:
+        async for _ in signals:
+            leave(embedded)
 
 
 def _sdk() -> Callable[..., Awaitable[None]]:

@@ -142,7 +142,7 @@ def _taken(*messages: dict[str, Any]) -> tuple[list[Any], list[Any], list[object
     front.know_caps(_GROUPS)
     taken: list[Any] = []
     cancelled: list[object] = []
-    front.serve_calls(taken.append, cancelled.append)
+    front.serve_calls(taken.append, cancelled.append, lambda: None)
     front.start()
     left = []
     while (line := front.next_line()) is not None:
