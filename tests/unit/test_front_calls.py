@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import io
 import json
+import os
 import threading
 from collections.abc import Callable
 from typing import Any
@@ -198,3 +199,43 @@ async def test_a_call_the_front_served_and_the_sdk_s_next_share_the_bridge_clien
     assert isinstance(answer, types.JSONRPCResponse) and answer.id == 6
     assert [path for path, _, _ in bridge.seen] == ["/api/tabs", "/api/tabs", "/api/tabs"]  # opened; current; link
     assert {(token, session) for _, token, session in bridge.seen} == {("Bearer token", "mcp-1")}
+
+
+async def test_a_call_the_front_serves_ends_unanswered_when_the_client_cancels_it() -> None:
+    """As the SDK does: a cancelled request is never answered (its request to the bridge ends with it)."""
+    asked, ended = anyio.Event(), anyio.Event()
+
+    async def hanging(request: httpx.Request) -> httpx.Response:
+        asked.set()
+        try:
+            await anyio.sleep_forever()
+        finally:
+            ended.set()
+        raise AssertionError("unreachable")
+
+    read, client = os.pipe()
+    written = _Written()
+    front = Front(os.fdopen(read, "rb"), written, calls=True)
+
+    def give(*messages: dict[str, Any]) -> None:
+        os.write(client, b"".join(json.dumps(message).encode() + b"\n" for message in messages))
+
+    front.know_caps(_GROUPS)
+    async with httpx.AsyncClient(transport=httpx.MockTransport(hanging), base_url="http://bridge") as http, \
+            anyio.create_task_group() as group:
+        early = FrontCalls(front, ToolCalls(_GROUPS, bridge_caps=_GROUPS),
+                           lambda: Caller("stdio", Bridge(http, "token", session="s")))
+        group.start_soon(early.run)
+        front.start()
+        give(_initialize("2025-11-25"), _call("browser_snapshot", {}))
+        await asked.wait()
+        give({"jsonrpc": "2.0", "method": "notifications/cancelled", "params": {"requestId": 5}})
+        await ended.wait()
+        give(_call("browser_nope", {}, request_id=6))  # the next call is answered: nothing else was
+        await anyio.to_thread.run_sync(written.answered.wait)
+        os.close(client)
+        group.cancel_scope.cancel()
+    answers = [json.loads(line)["id"] for line in written.getvalue().splitlines()]
+    assert answers == [0, 6]
+    assert early.wanted.is_set()  # the front answered (or ended) a call: the SDK loads
+
