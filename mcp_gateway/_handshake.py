@@ -296,6 +296,8 @@ class Front:
         self._start: Callable[[dict[str, Any]], None] | None = None
         self._cancel: Callable[[object], None] = lambda request_id: None
         self._wanted: Callable[[], None] = lambda: None
+        self._asked = False
+        """Whether a line left for the SDK needs its answer."""
         self._serving = threading.Event()
         if not calls:
             self._serving.set()
@@ -327,8 +329,12 @@ class Front:
         """Have ``start`` called (on the reading thread) with each ``tools/call`` the front takes, ``cancel`` with the
         id of each request a ``notifications/cancelled`` names (which is also queued for the SDK), and ``wanted``
         when a line left for the SDK needs an answer (a request, or a line that is no notification)."""
-        self._start, self._cancel, self._wanted = start, cancel, wanted
+        with self._lock:
+            self._start, self._cancel, self._wanted = start, cancel, wanted
+            asked = self._asked
         self._serving.set()
+        if asked:  # before the gateway's loop ran
+            wanted()
 
     def take_over(self) -> None:
         """The SDK answers from here on: the front writes no more (once a write in progress ended)."""
@@ -376,7 +382,9 @@ class Front:
                     self._lines.put(line)
                     self._ready()
                     if not self._handed and _needs_answer(line):
-                        self._wanted()
+                        with self._lock:
+                            self._asked, wanted = True, self._wanted
+                        wanted()
         finally:
             with self._lock:
                 early, self._taken = not self._handed, True

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import asyncio
 import queue
-import signal
 from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import suppress
 
@@ -13,7 +12,6 @@ import anyio
 import mcp_types as types
 from mcp.shared.message import SessionMessage
 
-from mcp_gateway._embedded import EmbeddedBridge, leave
 from mcp_gateway._front_calls import FrontCalls
 from mcp_gateway._handshake import Front
 from mcp_gateway._tool_calls import ToolCalls
@@ -22,13 +20,11 @@ from mcp_gateway.server import Identify, mcp_server
 __all__ = ["serve_sdk"]
 
 
-async def serve_sdk(front: Front, calls: ToolCalls, identify: Identify, early: FrontCalls,
-                    embedded: EmbeddedBridge | None) -> None:
+async def serve_sdk(front: Front, calls: ToolCalls, identify: Identify, early: FrontCalls) -> None:
     """Serve the client (taking the channel over from the front and the writing of its calls' answers from
-    ``early``) until its stdin ends or SIGTERM/SIGHUP: either way the calls still running are cancelled at once
-    (nobody is left to read their answers)."""
+    ``early``) until its stdin ends: the calls still running are then cancelled at once (nobody is left to read
+    their answers)."""
     server = mcp_server(calls, identify)
-    signalled = False
     front.take_over()
     send = await _output(front)
     early.hand_over(send)
@@ -54,21 +50,11 @@ async def serve_sdk(front: Front, calls: ToolCalls, identify: Identify, early: F
                     line = message.model_dump_json(by_alias=True, exclude_unset=True) + "\n"
                     await send(line.encode())
 
-        async def until_signal() -> None:
-            nonlocal signalled
-            with anyio.open_signal_receiver(signal.SIGTERM, signal.SIGHUP) as signals:
-                async for _ in signals:
-                    signalled = True
-                    group.cancel_scope.cancel()
-
         group.start_soon(until_end)
-        group.start_soon(until_signal)
         group.start_soon(write)
         async with outgoing:
             await server.run(incoming, outgoing, server.create_initialization_options())
         group.cancel_scope.cancel()
-    if signalled:  # stdin is still open: its reader, a thread blocked on a read, would hold the exit
-        leave(embedded)
 
 
 async def _lines(front: Front) -> AsyncIterator[bytes]:

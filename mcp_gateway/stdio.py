@@ -93,20 +93,20 @@ async def _connected(front: Front, gateway: ToolCalls, url: str | None, token: s
         bridge = Bridge(http, token, started=started, session=session)
         leases = Leases()
         group.start_soon(leases.run)
+        group.start_soon(_until_signal, embedded)
         early = FrontCalls(front, gateway, lambda: Caller(STDIO_AGENT, bridge, None, leases))
         group.start_soon(early.run)
-        before_the_sdk = anyio.CancelScope()  # then the SDK's server takes SIGTERM and SIGHUP over
-        group.start_soon(_until_signal, before_the_sdk, embedded)
         await early.wanted.wait()
         serve_sdk = await anyio.to_thread.run_sync(_sdk)
-        before_the_sdk.cancel()
-        await serve_sdk(front, gateway, lambda ctx: Caller(STDIO_AGENT, bridge, ctx, leases), early, embedded)
+        await serve_sdk(front, gateway, lambda ctx: Caller(STDIO_AGENT, bridge, ctx, leases), early)
         group.cancel_scope.cancel()
 
 
-async def _until_signal(scope: anyio.CancelScope, embedded: EmbeddedBridge | None) -> None:
-    """Until ``scope`` ends, a SIGTERM or SIGHUP stops the embedded bridge and ends the process at once."""
-    with scope, anyio.open_signal_receiver(signal.SIGTERM, signal.SIGHUP) as signals:
+async def _until_signal(embedded: EmbeddedBridge | None) -> None:
+    """A SIGTERM or SIGHUP stops the embedded bridge and ends the process at once: the calls still running are
+    cut short (nobody is left to read their answers), and stdin's reader, a thread blocked on a read, would hold
+    the exit."""
+    with anyio.open_signal_receiver(signal.SIGTERM, signal.SIGHUP) as signals:
         async for _ in signals:
             leave(embedded)
 

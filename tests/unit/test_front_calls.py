@@ -239,3 +239,18 @@ async def test_a_call_the_front_serves_ends_unanswered_when_the_client_cancels_i
     assert answers == [0, 6]
     assert early.wanted.is_set()  # the front answered (or ended) a call: the SDK loads
 
+
+
+def test_a_line_left_for_the_sdk_before_the_gateway_s_loop_ran_still_has_the_sdk_loaded() -> None:
+    """A client that declared elicitation calls at once: its call is the SDK's, wanted even though the gateway's
+    loop had not asked yet (else nothing would ever load the SDK to answer it)."""
+    elicits = _initialize("2025-11-25", {"elicitation": {}})
+    front = Front(io.BytesIO(json.dumps(elicits).encode() + b"\n" + json.dumps(_call("browser_snapshot", {})).encode()
+                             + b"\n"), io.BytesIO(), calls=True)
+    front.know_caps(_GROUPS)
+    front.start()
+    while front.next_line() is not None:  # the reading thread is done
+        pass
+    wanted: list[None] = []
+    front.serve_calls(lambda call: None, lambda request_id: None, lambda: wanted.append(None))
+    assert wanted == [None]
