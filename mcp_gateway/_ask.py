@@ -6,16 +6,18 @@ hand-back of that tab answers a prompt still open (``via: "live_view"``).
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import anyio
-import mcp_types as types
 
 from mcp_gateway._caller import Caller
 from mcp_gateway._checkpoints import DirectCheckpoint, StopKind
 from mcp_gateway._direct import DirectCalls, Outcome, hint
 from mcp_gateway._live import handed_back, live_view_link, with_link
 from mcp_gateway._pages import PAGE_STATE_CHECKS, current_tab
+
+if TYPE_CHECKING:
+    import mcp_types as types
 
 __all__ = ["ASK_MAX", "ask_user", "resume_ask"]
 

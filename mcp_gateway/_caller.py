@@ -4,16 +4,17 @@ from __future__ import annotations
 
 from contextlib import suppress
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import anyio
-import mcp_types as types
-from mcp.server.context import ServerRequestContext
-from mcp.shared.exceptions import MCPError
 
 from mcp_gateway._bridge import Bridge
 from mcp_gateway._leases import Leases
 from mcp_gateway._progress import Progress
+
+if TYPE_CHECKING:  # a call without a request context (the front's, before the SDK loaded) needs no SDK
+    import mcp_types as types
+    from mcp.server.context import ServerRequestContext
 
 __all__ = ["Caller"]
 
@@ -63,6 +64,7 @@ class Caller:
         """
         if self.ctx is None or wait <= 0:
             return None
+        from mcp.shared.exceptions import MCPError  # noqa: PLC0415 (loaded already: there is a request context)
         ctx = self.ctx
         with self.progress.waiting("waiting for the user's answer"), anyio.move_on_after(wait):
             try:

@@ -6,7 +6,9 @@ with a :class:`Front` that needs only the standard library and the tool table: a
 stdin's newline-delimited JSON-RPC and answers ``initialize`` (the version negotiated as the SDK's
 server does) and, once it answered that, ``tools/list``; meanwhile the bridge's groups are
 resolved and the SDK and the gateway load (``mcp_gateway.stdio``, started by ``mcp_gateway.command``).
-Every other line waits.
+Once the gateway's loop runs (before the SDK has loaded), it also takes ``tools/call`` requests it can serve
+exactly as the SDK would (:func:`servable_call`; ``mcp_gateway._front_calls`` runs them through the gateway's
+own handlers), from a client that did not declare elicitation. Every other line waits, in order, for the SDK.
 
 The hand-over: the gateway's SDK server reads the front's lines in order, first the ``initialize``
 the front answered (its answer is dropped: the client has it) and whatever followed except the
@@ -33,7 +35,7 @@ from mcp_gateway._tools import PAGE_MAX_CHARS, ToolSpec, enabled_tools
 
 __all__ = ["GROUPS", "HANDSHAKE_VERSIONS", "INSTRUCTIONS", "PROTOCOL_VERSION_META_KEY", "Front", "TokenRefused",
            "bridge_caps", "bridge_tasks", "caps_from_env", "initialize_result", "instructions", "new_session",
-           "read_token", "resources_result", "tools_result"]
+           "read_token", "resources_result", "servable_call", "tools_result"]
 
 GROUPS = frozenset({"core", "automation"})
 """Every capability group."""
@@ -202,6 +204,45 @@ def _answerable(message: Any, method: str) -> bool:
             and isinstance(info.get("name"), str) and isinstance(info.get("version"), str))
 
 
+def servable_call(message: Any) -> bool:
+    """Whether ``message`` is a ``tools/call`` the front may serve as the SDK would: well-formed (the SDK refuses
+    anything else), without a ``progressToken`` (its notifications are the SDK's) nor any parameter but the name,
+    the arguments and ``_meta``."""
+    if not (isinstance(message, dict) and message.get("jsonrpc") == "2.0" and message.get("method") == "tools/call"
+            and isinstance(message.get("id"), int | str) and not isinstance(message.get("id"), bool)
+            and set(message) == {"jsonrpc", "id", "method", "params"}):
+        return False
+    params = message["params"]
+    if not (isinstance(params, dict) and set(params) <= {"name", "arguments", "_meta"}
+            and isinstance(params.get("name"), str)):
+        return False
+    meta = params.get("_meta", {})
+    return (isinstance(params.get("arguments", {}), dict) and isinstance(meta, dict) and "progressToken" not in meta
+            and PROTOCOL_VERSION_META_KEY not in meta)
+
+
+def _cancelled(message: Any) -> object:
+    """The id of the request a ``notifications/cancelled`` cancels (None for any other message)."""
+    if not (isinstance(message, dict) and message.get("method") == "notifications/cancelled" and "id" not in message):
+        return None
+    params = message.get("params")
+    return params.get("requestId") if isinstance(params, dict) else None
+
+
+def _no_constant(name: str) -> Any:
+    """Refuses ``NaN`` and ``Infinity``, which are no JSON: the SDK refuses a line with them, so the front leaves it."""
+    raise ValueError(f"{name} is not JSON")
+
+
+def _needs_answer(line: bytes) -> bool:
+    """Whether a line left for the SDK needs its answer: anything but a well-formed notification."""
+    try:
+        message = json.loads(line, parse_constant=_no_constant)
+    except ValueError:
+        return True
+    return not (isinstance(message, dict) and "method" in message and "id" not in message)
+
+
 def _is_request(message: Any) -> bool:
     """Whether ``message`` is a JSON-RPC request (a notification or an answer is not)."""
     return isinstance(message, dict) and "method" in message and "id" in message
@@ -222,10 +263,12 @@ class Front:
     timed out gets the SDK's answer for that era, never the front's.
 
     ``tasks_pending``: ``initialize`` waits (1 s at most) for :meth:`know_tasks`, so that its
-    instructions name the agent's open tasks.
+    instructions name the agent's open tasks. ``calls``: the gateway will serve the front's ``tools/call``
+    (:meth:`serve_calls`): one that comes before it does waits for it (or for the SDK's taking over).
     """
 
-    def __init__(self, reader: BinaryIO, writer: BinaryIO, *, tasks_pending: bool = False) -> None:
+    def __init__(self, reader: BinaryIO, writer: BinaryIO, *, tasks_pending: bool = False,
+                 calls: bool = False) -> None:
         self._reader = reader
         self._writer = writer
         self._lock = threading.Lock()
@@ -248,13 +291,24 @@ class Front:
         self._ended: Callable[[], None] = lambda: None
         self.initialize_id: int | str | None = None
         """The id of the ``initialize`` the front answered, replayed to the SDK (None until then)."""
+        self._elicits = False
+        """Whether the client declared elicitation (its calls may prompt: the SDK's)."""
+        self._start: Callable[[dict[str, Any]], None] | None = None
+        self._cancel: Callable[[object], None] = lambda request_id: None
+        self._wanted: Callable[[], None] = lambda: None
+        self._asked = False
+        """Whether a line left for the SDK needs its answer."""
+        self._serving = threading.Event()
+        if not calls:
+            self._serving.set()
 
     @classmethod
-    def on_stdio(cls, *, tasks_pending: bool = False) -> Front:
+    def on_stdio(cls, *, tasks_pending: bool = False, calls: bool = False) -> Front:
         """A front on the process's stdin and stdout, which it claims: file descriptors 0 and 1 then
         point at the null device and standard error, so that nothing else reads or writes the channel."""
         return cls(os.fdopen(_claimed(0, os.open(os.devnull, os.O_RDONLY)), "rb", closefd=False),
-                   os.fdopen(_claimed(1, os.dup(2)), "wb", closefd=False), tasks_pending=tasks_pending)
+                   os.fdopen(_claimed(1, os.dup(2)), "wb", closefd=False), tasks_pending=tasks_pending,
+                   calls=calls)
 
     def start(self) -> None:
         """Read the channel in a thread, answering what the front can."""
@@ -270,10 +324,32 @@ class Front:
         self._tasks = tasks
         self._tasks_known.set()
 
+    def serve_calls(self, start: Callable[[dict[str, Any]], None], cancel: Callable[[object], None],
+                    wanted: Callable[[], None]) -> None:
+        """Have ``start`` called (on the reading thread) with each ``tools/call`` the front takes, ``cancel`` with the
+        id of each request a ``notifications/cancelled`` names (which is also queued for the SDK), and ``wanted``
+        when a line left for the SDK needs an answer (a request, or a line that is no notification)."""
+        with self._lock:
+            self._start, self._cancel, self._wanted = start, cancel, wanted
+            asked = self._asked
+        self._serving.set()
+        if asked:  # before the gateway's loop ran
+            wanted()
+
     def take_over(self) -> None:
         """The SDK answers from here on: the front writes no more (once a write in progress ended)."""
         with self._lock:
             self._taken = self._handed = True
+        self._serving.set()
+
+    def answer_call(self, line: bytes) -> bool:
+        """Write the answer to a call the front took, unless the SDK took the channel over (then it is the SDK's
+        writer's to write); whether it did."""
+        with self._lock:
+            if self._handed:
+                return False
+            self.write(line)
+            return True
 
     def next_line(self, *, block: bool = True) -> bytes | None:
         """The next line for the SDK (waiting for one, or ``queue.Empty`` when there is none and not ``block``);
@@ -305,6 +381,10 @@ class Front:
                 if not self._answered(line):
                     self._lines.put(line)
                     self._ready()
+                    if not self._handed and _needs_answer(line):
+                        with self._lock:
+                            self._asked, wanted = True, self._wanted
+                        wanted()
         finally:
             with self._lock:
                 early, self._taken = not self._handed, True
@@ -318,7 +398,7 @@ class Front:
         if self._taken:
             return False
         try:
-            message = json.loads(line)
+            message = json.loads(line, parse_constant=_no_constant)
         except ValueError:
             return False
         if not self._opened and _is_request(message):
@@ -327,6 +407,7 @@ class Front:
                 self._taken = True
                 return False
         if self.initialize_id is None and _answerable(message, "initialize"):
+            self._elicits = "elicitation" in message["params"]["capabilities"]
             self._lines.put(line)
             self._tasks_known.wait(_TASKS_TIMEOUT)
             return self._answer(message, initialize_result(message["params"]["protocolVersion"], self._tasks),
@@ -335,7 +416,20 @@ class Front:
             self._caps_known.wait()
             assert self._caps is not None
             return self._answer(message, tools_result(self._caps))
+        if self.initialize_id is not None and not self._elicits and servable_call(message):
+            return self._took(message)
+        if (request_id := _cancelled(message)) is not None:
+            self._cancel(request_id)
         return False
+
+    def _took(self, call: dict[str, Any]) -> bool:
+        """Have the gateway serve ``call``, unless the SDK serves it (there is no gateway loop to serve it)."""
+        self._serving.wait()
+        with self._lock:
+            if self._taken or self._start is None:
+                return False
+            self._start(call)
+            return True
 
     def _answer(self, request: dict[str, Any], result: dict[str, Any], *, initialize: bool = False) -> bool:
         with self._lock:

@@ -1,14 +1,14 @@
-"""Results as MCP carries them: errors, tool descriptions, and call results (structured and as text)."""
+"""Results as MCP carries them: errors, tool descriptions, and call results (structured and as text), built as
+the JSON the SDK writes (no SDK needed: ``kitsune mcp``'s front answers calls before it loads)."""
 
 from __future__ import annotations
 
 from collections.abc import Mapping
 from typing import Any
 
-import mcp_types as types
 import orjson
 
-__all__ = ["error", "page_texts", "to_call_tool_result"]
+__all__ = ["call_result", "error", "page_texts"]
 
 
 def error(code: str, message: str, **state: Any) -> dict[str, Any]:
@@ -57,16 +57,18 @@ def page_texts(result: dict[str, Any]) -> tuple[dict[str, Any], list[str]]:
     return shown, texts
 
 
-def to_call_tool_result(result: dict[str, Any]) -> types.CallToolResult:
-    """A result as MCP carries it: structured, readable as text, a screenshot as an image. A snapshot's structured
-    content has every field but ``elements``, as a write's ``page`` has: the text says each ref with its role and
-    name, and that list of a dict per ref was most of the cost of the answer's way to the client (the SDK walks
-    it four times, the client's twice: a 1,000-row table's answer took 5-10 ms more with it than without)."""
-    content: list[types.ContentBlock] = []
+def call_result(result: dict[str, Any]) -> dict[str, Any]:
+    """A result as MCP carries it, a ``CallToolResult`` as JSON in the SDK's wire form (the order of its
+    per-version models' fields, nothing None; a test holds the two equal): structured, readable as text, a
+    screenshot as an image. A snapshot's structured content has every field but ``elements``, as a write's
+    ``page`` has: the text says each ref with its role and name, and that list of a dict per ref was most of the
+    cost of the answer's way to the client (the SDK walks it four times, the client's twice: a 1,000-row table's
+    answer took 5-10 ms more with it than without)."""
+    content: list[dict[str, Any]] = []
     structured = dict(result)
     image = structured.pop("image", None)
     if isinstance(image, str):
-        content.append(types.ImageContent(data=image, mime_type=str(structured.get("mimeType", "image/png"))))
+        content.append({"data": image, "mimeType": str(structured.get("mimeType", "image/png")), "type": "image"})
         structured["bytes"] = len(image) * 3 // 4
     if isinstance(structured.get("snapshot"), str):  # the text's lines say each ref with its role and name
         structured.pop("elements", None)
@@ -76,5 +78,5 @@ def to_call_tool_result(result: dict[str, Any]) -> types.CallToolResult:
     shown, texts = page_texts(structured)
     lines.append(orjson.dumps(shown, default=str).decode())
     lines.extend(texts)
-    content.append(types.TextContent(text="\n".join(lines)))
-    return types.CallToolResult(content=content, structured_content=structured, is_error="error" in structured)
+    content.append({"text": "\n".join(lines), "type": "text"})
+    return {"content": content, "isError": "error" in structured, "structuredContent": structured}

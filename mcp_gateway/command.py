@@ -51,7 +51,8 @@ def _serve(*, bridge: str | None, token_file: str | None, config: str | None,
         print(f"kitsune mcp: {e}", file=sys.stderr)
         return 1
     session = new_session()
-    front = Front.on_stdio(tasks_pending=bool(bridge))  # an embedded bridge has not started: no tasks to name
+    # an embedded bridge has not started: no tasks to name; the gateway's loop serves calls before the SDK loaded
+    front = Front.on_stdio(tasks_pending=bool(bridge), calls=True)
     front.on_early_end(lambda: leave(embedded))  # not waiting for the bridge's groups nor the SDK: nobody is left
     front.start()
     listed = None

@@ -11,6 +11,7 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import signal
 import subprocess
 import sys
 import threading
@@ -139,3 +140,23 @@ def test_a_client_that_leaves_before_the_embedded_bridge_serves_ends_the_gateway
     assert gateway.wait(timeout=60) == 0
     assert bridges[0] not in processes()  # stopped and waited for before the gateway exited
     assert not state_dir.exists()
+
+
+def test_sigterm_while_the_front_serves_calls_before_the_sdk_stops_the_embedded_bridge() -> None:
+    """The gateway's loop runs before the MCP SDK is wanted: a SIGTERM then stops the embedded bridge (its state
+    directory removed) and ends the gateway, as it does once the SDK serves."""
+    gateway = _gateway(None)
+    stdin, _ = _initialized(gateway)
+    assert gateway.stdout is not None
+    stdin.write(json.dumps({"jsonrpc": "2.0", "id": 2, "method": "tools/call",
+                            "params": {"name": "browser_nope", "arguments": {}}}).encode() + b"\n")
+    stdin.flush()
+    answer = json.loads(gateway.stdout.readline())  # the front's: the gateway's loop serves
+    assert answer["id"] == 2 and answer["result"]["structuredContent"]["code"] == "unknown_tool"
+    running = processes()
+    bridges = [pid for pid in process_tree(gateway.pid, running) if "kitsune.cli serve" in running[pid][1]]
+    state_dir = Path(running[bridges[0]][1].split("--state-dir ")[1].split()[0]).parent
+    gateway.send_signal(signal.SIGTERM)
+    assert gateway.wait(timeout=60) == 0
+    assert bridges[0] not in processes() and not state_dir.exists()
+    stdin.close()

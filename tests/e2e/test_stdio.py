@@ -137,14 +137,20 @@ async def test_type_with_submit_held_at_its_enter_presses_enter_alone_with_the_e
     assert site.last_form["name"] == ["Ada"]  # typed once
 
 
+async def _unheard(progress: float, total: float | None, message: str | None) -> None:
+    """A progress callback: the call carries a progressToken, so the SDK serves it."""
+
+
 async def test_without_a_bridge_it_runs_an_embedded_one_for_its_lifetime_and_leaves_nothing_behind(
         site: TestSite) -> None:
     async with over_stdio(None, caps="core") as session:
         names = {tool.name for tool in (await session.list_tools()).tools}
         assert names == CORE
+        # the first call is the front's while the SDK loads; one with a progressToken is the SDK's: it reads the
+        # tab the front's opened (the same bridge client, token and MCP session)
         opened = await call(session, "browser_tabs", {"op": "new", "url": site.url("/text")})
         assert opened["status"] == "ok", opened
-        text = await call(session, "browser_page_text", {"selector": "#heading"})
+        text = await call(session, "browser_page_text", {"selector": "#heading"}, progress_callback=_unheard)
         assert text["text"] == "Known text"
         running = processes()
         ours = process_tree(os.getpid(), running)  # not another suite's, on a shared machine

@@ -18,9 +18,8 @@ from mcp_gateway._checkpoints import Continuations, DirectCheckpoint, DirectChec
 from mcp_gateway._direct import DirectCalls, _describe, commands_of
 from mcp_gateway._handshake import tools_result
 from mcp_gateway._pages import PAGE_STATE_CHECKS
-from mcp_gateway._results import to_call_tool_result
 from mcp_gateway._tools import TOOLS, enabled_tools
-from mcp_gateway.server import Gateway, approval_wait_from_env
+from mcp_gateway.server import Gateway, approval_wait_from_env, to_call_tool_result
 from messages.schema import command_schema
 
 pytestmark = pytest.mark.anyio
