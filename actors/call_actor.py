@@ -227,7 +227,10 @@ class LoopSteps:
     def run(self, reads: Callable[[], Coroutine[Any, Any, T]], timeout: float) -> T:
         return self._io.run(reads(), timeout=timeout + 2 * RECORD_WAIT)  # a write's records may be waited for
 
-    async def read(self, command: Command, tab: int, timeout: float) -> Outcome | None:
+    async def read(self, command: Command, tab: int, timeout: float,
+                   sent: Callable[[], None] | None = None) -> Outcome | None:
+        if sent is not None:  # runs once this task suspends: when the request is out
+            asyncio.get_running_loop().call_soon(sent)
         if self._policy is not None and (refused := self._policy.refused(command, tab)) is not None:
             return refused
         return await self._driver.run_here(command, tab, timeout)

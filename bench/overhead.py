@@ -81,8 +81,8 @@ class KitsuneSide:
     request of the batch to the other tab crosses NATS to reach it.
     """
 
-    def __init__(self, site: TestSite, *, remote: bool = False) -> None:
-        self.browser = TimedBrowser()
+    def __init__(self, site: TestSite, *, remote: bool = False, browser: TimedBrowser | None = None) -> None:
+        self.browser = browser or TimedBrowser()
         self._audit = tempfile.TemporaryDirectory(prefix="kitsune-bench-")
         audit_dir = Path(self._audit.name)
         self.node = start_node(ChromiumBrowser() if remote else self.browser, audit_dir)

@@ -169,11 +169,13 @@ async def _action(run: ListRun, here: StepsHere, step: Step, command: Command, t
         run.timed_out = True
         return deadline_outcome(run.timeout, step.dispatched)
     recorded = step.dispatch() if writes else ()
-    step.record_next()
+    if writes:
+        step.record_next()
     step_timeout, remaining = run.budget(command)
     timeout = min(step_timeout, remaining)
-    try:
-        outcome = await (here.write(command, tab, timeout, recorded) if writes else here.read(command, tab, timeout))
+    try:  # a read's request goes out first, then the next write is recorded ahead (its records meanwhile)
+        outcome = await (here.write(command, tab, timeout, recorded) if writes
+                         else here.read(command, tab, timeout, step.record_next))
     except NotRecorded:
         step.dispatched = False  # nothing was sent
         raise

@@ -156,9 +156,11 @@ class LoopHere:
         self.hops.append(self._sent.n)
         return value
 
-    async def read(self, command: Command, tab: int, timeout: float) -> Outcome | None:
+    async def read(self, command: Command, tab: int, timeout: float, sent: Callable[[], None]) -> Outcome | None:
         self._sent.n += 1
-        return self.driver.execute(command, tab, timeout)
+        outcome = self.driver.execute(command, tab, timeout)
+        sent()
+        return outcome
 
     async def write(self, command: Command, tab: int, timeout: float,
                     recorded: Sequence[Recorded]) -> Outcome | None:
