@@ -111,10 +111,10 @@ class _Replay(StepLogBuilder):
         try:
             for path, node in self._nodes.items():
                 key = path.encode()
-                started = starts.get((node.action, node.tab_id), ())
-                if started == ():
-                    started = starts[(node.action, node.tab_id)] = _form(StepStarted(call, _MARK, node.action,
-                                                                                     node.tab_id))
+                shape = (node.action, node.tab_id)
+                if shape not in starts:
+                    starts[shape] = _form(StepStarted(call, _MARK, node.action, node.tab_id))
+                started = starts[shape]
                 if succeeded is None or dispatched is None or started is None:
                     return {}
                 foretold[succeeded[0] + key + succeeded[1]] = (_SUCCEEDED, node, None)
