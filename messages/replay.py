@@ -107,7 +107,7 @@ class _Replay(StepLogBuilder):
         cannot be cut around its path (a call id that holds the very text of the mark)."""
         foretold: dict[bytes, tuple[str, _Node, Any]] = {}
         succeeded, dispatched = _form(StepSucceeded(call, _MARK)), _form(StepDispatched(call, _MARK))
-        starts: dict[tuple[str, Any], tuple[bytes, bytes] | None] = {}
+        starts: dict[tuple[str, Any], bytes | None] = {}
         try:
             for path, node in self._nodes.items():
                 key = path.encode()
@@ -117,19 +117,19 @@ class _Replay(StepLogBuilder):
                 started = starts[shape]
                 if succeeded is None or dispatched is None or started is None:
                     return {}
-                foretold[succeeded[0] + key + succeeded[1]] = (_SUCCEEDED, node, None)
-                foretold[dispatched[0] + key + dispatched[1]] = (_DISPATCHED, node, None)
-                foretold[started[0] + key + started[1]] = (_STARTED, node, node.tab_id)
+                foretold[succeeded % key] = (_SUCCEEDED, node, None)
+                foretold[dispatched % key] = (_DISPATCHED, node, None)
+                foretold[started % key] = (_STARTED, node, node.tab_id)
         except TypeError:  # an outline's action or tab no key can be made of (a list): nothing foretold
             return {}
         return foretold
 
 
-def _form(event: StepEvent) -> tuple[bytes, bytes] | None:
-    """The wire form of ``event`` (whose path is the mark) before and after its path's text; None when the mark
-    shows in it elsewhere too."""
+def _form(event: StepEvent) -> bytes | None:
+    """The wire form of ``event`` (whose path is the mark) as a template its path's text fills (``%b``); None when
+    the mark shows in it elsewhere too."""
     wire = orjson.dumps(event_to_json(event))
     if wire.count(_MARKED) != 1:
         return None
     head, _, tail = wire.partition(_MARKED)
-    return head + b'"path":"', b'"' + tail
+    return head.replace(b"%", b"%%") + b'"path":"%b"' + tail.replace(b"%", b"%%")
