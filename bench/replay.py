@@ -1,8 +1,8 @@
 """Benchmark: rebuild the step log of a 10,000-step call from its events.
 
 Runs a 10,000-step batch through the engine (scripted driver, no browser), keeps its events in
-their wire form, then times the replay a node does (``messages.codec.replay``: each record parsed
-and folded as it is read, no event object built for a step's start, dispatch or success), and,
+their wire form, then times the replay a node does (``messages.codec.replay``: each record folded as
+it is read, those the call's layout foretells byte for byte without being parsed, ``messages.replay``), and,
 for comparison, decoding every record into a typed event first and folding those. Baseline in
 the same run: parsing the same bytes with orjson alone. The three are timed in turn, round by
 round, so load falls on each alike. Target: 25 ms.

@@ -4,7 +4,6 @@ never decoded back); and the reading of what one subject takes (:class:`Reader`)
 
 from __future__ import annotations
 
-import gc
 import sys
 from collections.abc import Callable, Iterable
 from typing import Any, TypeVar, cast
@@ -16,6 +15,7 @@ from messages.audit import AuditEntry
 from messages.commands import Command, command_to_json, parse_command
 from messages.errors import KitsuneError
 from messages.events import Event, event_from_json, event_to_json
+from messages.replay import replay
 from messages.requests import TabRequest
 from messages.results import (
     Done,
@@ -29,7 +29,7 @@ from messages.results import (
     outcome_to_json,
     result_from_json,
 )
-from messages.steplog import StepLog, StepLogBuilder, StepRecord, record_from_json, record_to_json
+from messages.steplog import StepRecord, record_from_json, record_to_json
 from messages.wire import KIND, KINDS, SMALL, ErrorAnswer, Message, Refused
 
 __all__ = ["Reader", "decode", "decode_events", "decode_outcome", "encode", "read_answer", "replay"]
@@ -101,22 +101,6 @@ def decode_outcome(data: bytes) -> Outcome:
 def decode_events(wire: Iterable[bytes]) -> list[Event]:
     """Events from their wire forms, in order."""
     return [event_from_json(orjson.loads(data)) for data in wire]
-
-
-def replay(wire: Iterable[bytes]) -> StepLog:
-    """The step log of a call from its events' wire forms, in order: the fold of each record as it is read,
-    no event built for a step's start, dispatch or success (``StepLogBuilder.apply_records``), the fold's own
-    nodes made the log's records. The garbage collector is off meanwhile: its passes over the records built so
-    far, again and again, took a sixth of the time, and a replay builds nothing cyclic."""
-    builder = StepLogBuilder()
-    collecting = gc.isenabled()
-    gc.disable()
-    try:
-        builder.apply_records(map(orjson.loads, wire))
-        return builder.finish()
-    finally:
-        if collecting:
-            gc.enable()
 
 
 class Reader:

@@ -16,7 +16,6 @@ from typing import Any, cast
 from messages.events import (
     BlockWriteSucceeded,
     CallEnded,
-    CallResumed,
     CallStarted,
     EndReason,
     Event,
@@ -33,7 +32,6 @@ from messages.events import (
     StepSkipped,
     StepStarted,
     StepSucceeded,
-    event_from_json,
 )
 from messages.paths import StepPath
 from messages.results import STATUSES, Status, worst
@@ -252,8 +250,8 @@ def _record(*fields: Any) -> StepRecord:
 class StepLogBuilder:
     """Folds events one at a time; :meth:`freeze` gives the step log so far.
 
-    It folds typed events (:meth:`apply`), or events in their wire form (:meth:`apply_records`): a replay
-    folds the stream's records without building an event for each of its steps' (``messages.codec.replay``).
+    It folds typed events (:meth:`apply`); a replay folds a stream's records in their wire form, most of them without
+    building an event (``messages.replay``).
     """
 
     def __init__(self) -> None:
@@ -278,35 +276,6 @@ class StepLogBuilder:
             self._sessions.append(event)
         elif isinstance(event, SiteToolEvent):
             self._site_tools.append(event)
-
-    def apply_records(self, records: Iterable[Mapping[str, Any]]) -> None:
-        """Fold events in, given in their wire form (``messages.events.event_to_json``), in order: a step's start,
-        dispatch and success, and a call's start, are read from the record; any other event is decoded first."""
-        nodes = self._nodes
-        for record in records:
-            kind = record["type"]
-            if kind == "StepSucceeded":  # a step's three events (all but a few of a call's) first
-                node = nodes[record["path"]]
-                node.status = "ok"
-                node.warning = record["warning"]
-            elif kind == "StepStarted":
-                node = nodes[record["path"]]
-                if node.status is None and not node.wrote:
-                    node.status = "unknown"
-                    node.tab_id = record["tab_id"]
-                else:
-                    _started(node, record["tab_id"])
-            elif kind == "StepDispatched":
-                node = nodes[record["path"]]
-                node.dispatched = True
-                if node.status is None:
-                    node.status = "unknown"
-            else:
-                if kind in _STARTS:
-                    self._start(record["call"], record["call_kind"], record["timeout"], record["outline"])
-                else:
-                    self.apply(event_from_json(record))
-                nodes = self._nodes
 
     def _start(self, call: int, kind: str, timeout: float, outline: Sequence[Mapping[str, Any]]) -> None:
         """Lay the call's steps out from its outline in wire form (``OutlineStep.to_json``), none started."""
@@ -357,9 +326,6 @@ class StepLogBuilder:
     def _log(self, steps: tuple[StepRecord, ...]) -> StepLog:
         return StepLog(self._call, self._kind, self._timeout, steps, self._ended, tuple(self._sessions),
                        tuple(self._site_tools))
-
-
-_STARTS = frozenset((CallStarted.kind, CallResumed.kind))
 
 
 def _apply_step(node: _Node, event: StepEvent) -> None:
