@@ -83,6 +83,11 @@ async def over_stdio(served: Served | None, asker: Asker | None = None, caps: st
         yield session
 
 
+async def sdk_served(progress: float, total: float | None, message: str | None) -> None:
+    """A progress callback that hears nothing: the call carries a progressToken, so ``kitsune mcp``'s SDK serves it
+    (its front serves a call without one while the SDK loads)."""
+
+
 async def call(session: ClientSession, name: str, arguments: dict[str, Any], **options: Any) -> dict[str, Any]:
     """A tool's structured result; its text content must say the same."""
     result = await session.call_tool(name, arguments, **options)

@@ -12,7 +12,7 @@ from pathlib import Path
 import anyio
 import pytest
 
-from tests.e2e.clients import call, open_tab, over_stdio, process_tree, processes
+from tests.e2e.clients import call, open_tab, over_stdio, process_tree, processes, sdk_served
 from tests.e2e.test_stdio import AUTOMATION, CORE
 from tests.integration.serving import Served, serve
 from tests.nats_access import NatsAccess
@@ -136,13 +136,13 @@ async def test_a_tool_list_answered_before_the_sdk_loaded_is_the_sdk_s_and_the_s
     with anyio.fail_after(120):  # a front that does not answer would leave the client waiting at the gate
         async with over_stdio(None, caps="core,automation", PYTHONPATH=str(tmp_path)) as session:
             before = (await session.list_tools()).tools  # answered while the SDK cannot load: the gate is shut
+            opened = await call(session, "browser_tabs", {"op": "new", "url": site.url("/text")})
+            assert opened["status"] == "ok", opened  # the front's call, which the SDK is loaded after
             while not held.exists():  # the gateway reaches the gate: it had not loaded the SDK, and is held
                 await anyio.sleep(0.05)
             go.touch()
-            opened = await call(session, "browser_tabs", {"op": "new", "url": site.url("/text")})
-            assert opened["status"] == "ok", opened  # the SDK took over and reached the embedded bridge
-            read = await call(session, "browser_page_text", {})
-            assert read["status"] == "ok", read
+            read = await call(session, "browser_page_text", {}, progress_callback=sdk_served)
+            assert read["status"] == "ok", read  # the SDK took over and reads the tab the front's call opened
             after = (await session.list_tools()).tools
     assert {tool.name for tool in before} == CORE | AUTOMATION
     assert [tool.model_dump() for tool in before] == [tool.model_dump() for tool in after]

@@ -10,7 +10,7 @@ import anyio
 import pytest
 
 from messages.commands import ACTIONS
-from tests.e2e.clients import act, call, open_tab, over_stdio, process_tree, processes
+from tests.e2e.clients import act, call, open_tab, over_stdio, process_tree, processes, sdk_served
 from tests.integration.serving import Served
 from tests.site import TestSite
 
@@ -137,10 +137,6 @@ async def test_type_with_submit_held_at_its_enter_presses_enter_alone_with_the_e
     assert site.last_form["name"] == ["Ada"]  # typed once
 
 
-async def _unheard(progress: float, total: float | None, message: str | None) -> None:
-    """A progress callback: the call carries a progressToken, so the SDK serves it."""
-
-
 async def test_without_a_bridge_it_runs_an_embedded_one_for_its_lifetime_and_leaves_nothing_behind(
         site: TestSite) -> None:
     async with over_stdio(None, caps="core") as session:
@@ -150,7 +146,7 @@ async def test_without_a_bridge_it_runs_an_embedded_one_for_its_lifetime_and_lea
         # tab the front's opened (the same bridge client, token and MCP session)
         opened = await call(session, "browser_tabs", {"op": "new", "url": site.url("/text")})
         assert opened["status"] == "ok", opened
-        text = await call(session, "browser_page_text", {"selector": "#heading"}, progress_callback=_unheard)
+        text = await call(session, "browser_page_text", {"selector": "#heading"}, progress_callback=sdk_served)
         assert text["text"] == "Known text"
         running = processes()
         ours = process_tree(os.getpid(), running)  # not another suite's, on a shared machine
