@@ -26,7 +26,7 @@ from messages.events import (
     event_from_json,
     event_to_json,
 )
-from messages.steplog import StepLog, StepLogBuilder, _Node, _started
+from messages.steplog import StepLog, StepLogBuilder, StepNode, node_started
 
 __all__ = ["replay"]
 
@@ -58,7 +58,7 @@ class _Replay(StepLogBuilder):
 
     def __init__(self) -> None:
         super().__init__()
-        self._foretold: dict[bytes, tuple[str, _Node, Any]] = {}
+        self._foretold: dict[bytes, tuple[str, StepNode, Any]] = {}
         """The wire form of each step event the layout foretells: its kind, its step's node, its tab or warning."""
 
     def apply_wire(self, wire: Iterable[bytes]) -> None:
@@ -92,7 +92,7 @@ class _Replay(StepLogBuilder):
                     node.status = "unknown"
                     node.tab_id = value
                 else:
-                    _started(node, value)
+                    node_started(node, value)
             else:
                 node.dispatched = True
                 if node.status is None:
@@ -102,10 +102,10 @@ class _Replay(StepLogBuilder):
         super()._start(call, kind, timeout, outline)
         self._foretold = self._foretell(call)
 
-    def _foretell(self, call: int) -> dict[bytes, tuple[str, _Node, Any]]:
+    def _foretell(self, call: int) -> dict[bytes, tuple[str, StepNode, Any]]:
         """The wire forms of the step events the layout foretells, each with what it tells: none when one of them
         cannot be cut around its path (a call id that holds the very text of the mark)."""
-        foretold: dict[bytes, tuple[str, _Node, Any]] = {}
+        foretold: dict[bytes, tuple[str, StepNode, Any]] = {}
         succeeded, dispatched = _form(StepSucceeded(call, _MARK)), _form(StepDispatched(call, _MARK))
         starts: dict[tuple[str, Any], bytes | None] = {}
         try:

@@ -36,7 +36,8 @@ from messages.events import (
 from messages.paths import StepPath
 from messages.results import STATUSES, Status, worst
 
-__all__ = ["StepLog", "StepLogBuilder", "StepRecord", "fold", "record_from_json", "record_to_json"]
+__all__ = ["StepLog", "StepLogBuilder", "StepNode", "StepRecord", "fold", "node_started", "record_from_json",
+           "record_to_json"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -178,7 +179,7 @@ _FIELDS = tuple(f.name for f in dataclasses.fields(StepRecord))
 _CONTAINERS = ("sequence", "parallel")
 
 
-class _Node:
+class StepNode:
     """A step's record while events are folded: a :class:`StepRecord`'s layout, not frozen (or one being built).
     Its status is the step's as the events so far tell it, None while none told it anything (``skipped``)."""
 
@@ -255,8 +256,8 @@ class StepLogBuilder:
     """
 
     def __init__(self) -> None:
-        self._nodes: dict[str, _Node] = {}
-        self._top: list[_Node] = []
+        self._nodes: dict[str, StepNode] = {}
+        self._top: list[StepNode] = []
         self._call = 0
         self._kind = ""
         self._timeout = 0.0
@@ -288,11 +289,11 @@ class StepLogBuilder:
             if "steps" in step or "sequences" in step:
                 top.append(self._lay_out(path, i, step))
             else:  # most steps: a leaf, laid out here rather than through a call for each of thousands
-                top.append(node := _Node(path, i, step["action"], step["tab_id"]))
+                top.append(node := StepNode(path, i, step["action"], step["tab_id"]))
                 nodes[path] = node
 
-    def _lay_out(self, path: str, index: int, outline: Mapping[str, Any]) -> _Node:
-        node = self._nodes[path] = _Node(path, index, outline["action"], outline["tab_id"])
+    def _lay_out(self, path: str, index: int, outline: Mapping[str, Any]) -> StepNode:
+        node = self._nodes[path] = StepNode(path, index, outline["action"], outline["tab_id"])
         steps, sequences = outline.get("steps"), outline.get("sequences")  # absent for most: a leaf step
         if steps:
             node.steps = [self._lay_out(StepPath(path).child(i), i, s) for i, s in enumerate(steps)]
@@ -328,11 +329,11 @@ class StepLogBuilder:
                        tuple(self._site_tools))
 
 
-def _apply_step(node: _Node, event: StepEvent) -> None:
+def _apply_step(node: StepNode, event: StepEvent) -> None:
     """Fold one step's event into its record."""
     match event:
         case StepStarted():
-            _started(node, event.tab_id)
+            node_started(node, event.tab_id)
         case StepDispatched():
             _dispatched(node)
         case BlockWriteSucceeded():
@@ -350,7 +351,7 @@ def _apply_step(node: _Node, event: StepEvent) -> None:
             node.status, node.observed = "ok", "applied"
 
 
-def _started(node: _Node, tab_id: int | None) -> None:
+def node_started(node: StepNode, tab_id: int | None) -> None:
     """A step (re)started: ``unknown`` until it ends, and what an earlier run of it told is gone, but for a
     dispatch, which may come before its start (a write recorded ahead of its turn, ``core.ahead``)."""
     if node.status is not None or node.wrote:  # else nothing told it anything: nothing to clear
@@ -359,14 +360,14 @@ def _started(node: _Node, tab_id: int | None) -> None:
     node.status, node.tab_id = "unknown", tab_id
 
 
-def _dispatched(node: _Node) -> None:
+def _dispatched(node: StepNode) -> None:
     """A write was sent (or about to be): ``unknown``, if nothing ended it already."""
     node.dispatched = True
     if node.status is None:
         node.status = "unknown"
 
 
-def _succeeded(node: _Node, warning: str | None) -> None:
+def _succeeded(node: StepNode, warning: str | None) -> None:
     node.status, node.warning = "ok", warning
 
 
