@@ -90,7 +90,8 @@ class FrontCalls:
                 await self._write(answer_line(request_id, result))
             finally:
                 self.wanted.set()
-                del self._running[key]
+                if self._running.get(key) is scope:  # a client that reused an id under way leaves the later call's
+                    del self._running[key]
 
     async def _write(self, line: bytes) -> None:
         try:
