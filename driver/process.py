@@ -13,6 +13,7 @@ import contextlib
 import os
 import re
 import shutil
+from collections.abc import MutableMapping
 from pathlib import Path
 
 from playwright.async_api import Browser, Playwright, async_playwright
@@ -22,7 +23,7 @@ from driver.guard import UrlGuard
 from messages.errors import KitsuneError
 
 __all__ = ["AGENT_DISABLED_FEATURES", "CHROMIUM_FLAGS", "PLAYWRIGHT_DISABLED_FEATURES", "FirstLaunch",
-           "find_chromium", "first_line", "launch_process"]
+           "driver_compile_cache", "find_chromium", "first_line", "launch_process"]
 
 PLAYWRIGHT_DISABLED_FEATURES: tuple[str, ...] = (
     "AvoidUnnecessaryBeforeUnloadCheckSync", "DestroyProfileOnBrowserClose", "HttpsUpgrades",
@@ -88,6 +89,18 @@ def find_chromium() -> Path:
     )
 
 
+def driver_compile_cache(environ: MutableMapping[str, str] = os.environ) -> None:
+    """Have Playwright's driver (Node.js, started with ``environ``) keep its compiled code between starts: it
+    compiles Playwright's JavaScript at every start, 0.07 s of its 0.37 s of CPU to a launched browser, which
+    Node.js's compile cache (``NODE_COMPILE_CACHE``, a quiet optimization: a directory it cannot write is not an
+    error) saves. The cache is the user's own (``$XDG_CACHE_HOME``, else ``~/.cache``): another user's files are
+    never read as compiled code. A cache or a refusal (``NODE_DISABLE_COMPILE_CACHE``) given is kept."""
+    if "NODE_COMPILE_CACHE" in environ or "NODE_DISABLE_COMPILE_CACHE" in environ:
+        return
+    home = environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
+    environ["NODE_COMPILE_CACHE"] = os.path.join(home, "kitsune", "node-compile-cache")
+
+
 def first_line(message: str) -> str:
     """The first line of a Playwright message, without its ``Class.method: `` prefix."""
     line = message.strip().splitlines()[0] if message.strip() else ""
@@ -129,6 +142,7 @@ class FirstLaunch:
     async def _launch(self) -> Browser:
         if self.executable is None:
             self.executable = find_chromium()
+        driver_compile_cache()
         self.playwright = await async_playwright().start()
         await self.guard.start()
         return await launch_process(self.playwright, self.executable, self.guard, headless=self.headless)
