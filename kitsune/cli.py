@@ -13,6 +13,11 @@ __all__ = ["main"]
 # each command loads only what it runs: `kitsune mcp` launches its bridge, and `kitsune serve` its
 # Chromium, before the command language and the rest load
 
+# httpx's import loads its own command line client, with click, rich and pygments where they are installed (0.06 s of
+# CPU of the 0.16 s `import httpx` took, on the way to `kitsune mcp`'s first answer); no kitsune process runs it, and
+# a module set to None in sys.modules is one Python does not import (httpx then defines a stub for it)
+sys.modules.setdefault("httpx._main", None)  # type: ignore[arg-type]
+
 
 class _Version(argparse.Action):
     """``--version``: the installed package's version, read only when asked for."""

@@ -5,10 +5,10 @@ fleet) and the process exits 0 once it left; a drain started otherwise (``kitsun
 SIGINT, or a second SIGTERM, stops at once: what runs on the node's tabs is interrupted.
 
 Chromium starts launching first (``driver.process``: Playwright's API and the URL guard, loaded in a tenth of a
-second), while the configuration and the node's modules load in a worker thread (a second and more of CPU:
-:mod:`kitsune.config`, :mod:`kitsune.node_server` with the driver's action table and the command language, the
-MCP SDK unless ``--no-mcp``); its embedded NATS starts as soon as the configuration is read (beside the node's
-modules); then the node starts and serves.
+second), while the configuration and the node's modules load in a worker thread (half a second and more of CPU:
+:mod:`kitsune.config`, :mod:`kitsune.node_server` with the driver's action table and the command language); its
+embedded NATS starts as soon as the configuration is read (beside the node's modules); then the node starts and
+serves. The MCP SDK behind ``/mcp`` loads with the first request there (``kitsune.app``), not with the node.
 """
 
 from __future__ import annotations
@@ -56,7 +56,7 @@ async def _launched_first(args: argparse.Namespace) -> int:
             nats = await asyncio.to_thread(_embedded_nats, args, config)
             if nats is not None:
                 nats.start_soon()
-            await asyncio.to_thread(_load_node_modules, mcp=not args.no_mcp)
+            await asyncio.to_thread(importlib.import_module, "kitsune.node_server")  # the driver's modules with it
     except BaseException:
         await first.stop()
         if nats is not None:
@@ -83,12 +83,6 @@ async def _stop(nats: EmbeddedNats) -> None:
     with contextlib.suppress(Exception):
         await nats.started()
     await asyncio.to_thread(nats.stop)
-
-
-def _load_node_modules(*, mcp: bool) -> None:
-    """The node's modules (the driver's among them), and the MCP gateway's where ``/mcp`` is served."""
-    for module in ("kitsune.node_server", *(["mcp_gateway.http"] if mcp else [])):
-        importlib.import_module(module)
 
 
 def _configured(args: argparse.Namespace) -> Settings | None:
