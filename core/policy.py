@@ -17,9 +17,8 @@ from typing import Any, Literal, Protocol
 
 import orjson
 
-from core.engine import Driver
 from core.log_context import CALL, STEP
-from core.ports import Recorded
+from core.ports import Driver, Recorded
 from core.session_names import ONE_SHOT, one_shot_name
 from core.url_policy import UrlPolicy
 from messages.cdp_methods import rule_of
