@@ -117,6 +117,9 @@ class Chromium:
         self._started = False
         self._ahead: dict[str, _Ahead] = {}
         """The context made ahead for an agent's next session (:meth:`context_ahead`), by agent, the oldest first."""
+        self._ahead_at_start: dict[str, bool] = {}
+        """The agents whose context :meth:`context_ahead` asked for before the browser started (with a window or
+        not): made as soon as it starts."""
         self._known: tuple[CDPSession, set[str]] | None = None
         """The browser's contexts as the last was made (and its CDP session): the next made is the one not in it."""
         self.on_lost: Callable[[], None] = lambda: None
@@ -156,11 +159,15 @@ class Chromium:
         await self._open(browser)
         self._started = True
         self._ready.set()
+        asked, self._ahead_at_start = self._ahead_at_start, {}
+        for agent, window in asked.items():
+            self.context_ahead(agent, window=window)
 
     async def stop(self) -> None:
         """Close the browser and its tabs; no Chromium process is left."""
         self._stopping = True
         self._started = False
+        self._ahead_at_start.clear()
         first, self._first = self._first, None
         if first is not None:  # launched early, never started: it ends (the proxy with it), and nothing else began
             await first.stop()
@@ -214,7 +221,12 @@ class Chromium:
         """Make a context for ``agent``'s next session in the background once the browser is idle (and, with
         ``window``, a spare window in it): the agent's next session (its first ``newTab``, a restore) finds it
         ready (:meth:`new_context` takes it, and makes the next, windowless: the spare windows are the open
-        sessions'). At most :data:`AHEAD_LIMIT` agents hold one: the oldest gives its up for a newer."""
+        sessions'). At most :data:`AHEAD_LIMIT` agents hold one: the oldest gives its up for a newer. Asked before
+        the browser started (its launch under way), it is made as soon as the browser starts, right after the user
+        context."""
+        if not self._started and not self._stopping:
+            self._ahead_at_start[agent] = window
+            return
         if agent in self._ahead or self._browser is None or self._cdp is None:
             return
         while len(self._ahead) >= AHEAD_LIMIT:

@@ -94,13 +94,13 @@ async def serve_http(args: argparse.Namespace, config: Settings, browser: Chromi
                      nats: EmbeddedNats | None = None) -> int:
     """Start the node on ``browser`` (and ``nats``, see ``start_configured``) and serve its HTTP API until a stop;
     the exit status."""
+    if len(config.agents) == 1:  # its one agent's first tab opens in a session made as soon as Chromium started
+        browser.context_ahead(config.agents[0].name)  # (while the node opens and the server starts)
     try:
         node = await start_configured(config, args.nats_url, browser, nats)
     except KitsuneError as e:
         print(f"kitsune: cannot start: {e.message}", file=sys.stderr)
         return 1
-    if len(config.agents) == 1:  # its one agent's first tab opens in a session made while the server starts
-        browser.context_ahead(config.agents[0].name)
     app = create_app(node, config, mcp=not args.no_mcp)
 
     def announce() -> None:

@@ -210,3 +210,17 @@ def test_a_state_refused_under_another_agent_s_name_leaves_no_context_behind(
     if ahead:
         run(chromium.sessions.close(first, "closed"))
     run(chromium.sessions.close(keep, "closed"))
+
+
+def test_a_context_asked_ahead_before_the_browser_started_is_made_as_it_starts_and_is_the_first_session(
+        run: Run[Any], site: TestSite) -> None:
+    browser = ChromiumBrowser()
+    browser.context_ahead("first")  # as `kitsune serve` asks it for its one agent, before the node opens
+    run(browser.start())
+    try:
+        assert run(browser.ahead_made("first")) is True
+        [ahead] = browser.ahead_ids("first")
+        tab, session = _open(browser, run, site.url("/text"), "first", "default")
+        assert session.context_id == ahead and browser.page(tab).url == site.url("/text")
+    finally:
+        run(browser.stop())
