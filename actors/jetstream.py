@@ -32,7 +32,8 @@ from nats.js import JetStreamContext
 from nats.js.api import KeyValueConfig, StreamConfig
 from nats.js.kv import KeyValue
 
-__all__ = ["MAX_REPLICAS", "acknowledged_within", "ensure_bucket", "ensure_stream", "patiently", "stream_replicas"]
+__all__ = ["MAX_REPLICAS", "acknowledged_within", "all_done", "ensure_bucket", "ensure_stream", "patiently",
+           "stream_replicas"]
 
 log = logging.getLogger(__name__)
 
@@ -48,6 +49,18 @@ _NAME_IN_USE = 10058
 """JetStream's error code for a stream made already with another configuration."""
 
 _T = TypeVar("_T")
+
+
+async def all_done(*tasks: asyncio.Future[Any]) -> None:
+    """Once every task is done (the streams and buckets a start makes, each its own round trips, made at once, not
+    one after another); the first to fail cancels the others, awaited, and its error is raised as it is."""
+    try:
+        await asyncio.gather(*tasks)
+    except BaseException:
+        for task in tasks:
+            task.cancel()
+        await asyncio.gather(*tasks, return_exceptions=True)
+        raise
 
 
 async def stream_replicas(client: Client) -> int:

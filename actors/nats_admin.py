@@ -15,14 +15,17 @@ holds:
 
 from __future__ import annotations
 
+import asyncio
+
 import nats
 import nats.errors
+from nats.aio.client import Client
 from nats.js.api import KeyValueConfig, StreamConfig
 
 from actors.audit_actor import audit_config
 from actors.buckets import fleet_bucket, nodes_bucket, sessions_bucket, tabs_bucket, tasks_bucket
 from actors.event_store import events_config
-from actors.jetstream import ensure_bucket, ensure_stream
+from actors.jetstream import all_done, ensure_bucket, ensure_stream
 from actors.nats_connection import connect_options, display_url
 from actors.nats_server import ADMIN_USER
 from core.settings import NatsAuth
@@ -40,26 +43,30 @@ def stream_configs(checkpoint_ttl: float = CHECKPOINT_TTL) -> list[StreamConfig 
 
 async def provision(url: str, auth: NatsAuth, *, checkpoint_ttl: float = CHECKPOINT_TTL,
                     timeout: float = 10.0) -> list[str]:
-    """Make or bring every stream and bucket to what :func:`stream_configs` says, as the administrator
-    ``auth``; the names of the streams. ``nats_unavailable`` if the server cannot be reached or refuses."""
+    """Make or bring every stream and bucket to what :func:`stream_configs` says (each its own requests, made at
+    once), as the administrator ``auth``; the names of the streams. ``nats_unavailable`` if the server cannot be
+    reached or refuses."""
     try:
         client = await nats.connect([u.strip() for u in url.split(",") if u.strip()], allow_reconnect=False,
                                     connect_timeout=timeout, **connect_options(auth))
     except (nats.errors.Error, OSError) as e:
         raise KitsuneError("nats_unavailable", f"NATS at {display_url(url)} did not take the administrator "
                            f"({type(e).__name__})") from e
-    names: list[str] = []
+    made = [asyncio.ensure_future(_provisioned(client, config, timeout)) for config in stream_configs(checkpoint_ttl)]
     try:
-        for config in stream_configs(checkpoint_ttl):
-            if isinstance(config, StreamConfig):
-                await ensure_stream(client, config, timeout=timeout, admin=True)
-                names.append(str(config.name))
-            else:
-                await ensure_bucket(client, config, timeout=timeout, admin=True)
-                names.append(f"KV_{config.bucket}")
+        await all_done(*made)
     except (nats.errors.Error, TimeoutError) as e:
         raise KitsuneError("nats_unavailable", f"the streams of NATS at {display_url(url)} were not provisioned "
                            f"({type(e).__name__})") from e
     finally:
         await client.close()
-    return names
+    return [task.result() for task in made]
+
+
+async def _provisioned(client: Client, config: StreamConfig | KeyValueConfig, timeout: float) -> str:
+    """The stream or bucket of ``config`` made or brought to it, as the administrator; its stream's name."""
+    if isinstance(config, StreamConfig):
+        await ensure_stream(client, config, timeout=timeout, admin=True)
+        return str(config.name)
+    await ensure_bucket(client, config, timeout=timeout, admin=True)
+    return f"KV_{config.bucket}"

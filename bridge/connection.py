@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from actors.audit_actor import JetStreamAuditLog
 from actors.bus import NatsBus
 from actors.event_store import JetStreamEventStore
+from actors.jetstream import all_done
 from actors.nats_admin import provision
 from actors.nats_server import EmbeddedNats
 from actors.tab_ids import TabIds, kv_reserve
@@ -56,11 +57,11 @@ async def connect(config: NodeConfig, nats: EmbeddedNats | None = None) -> Conne
         if nats is not None:
             await provision(url, nats.admin, checkpoint_ttl=config.checkpoints.ttl)  # as the server's owner
         bus = await NatsBus.connect(url, auth=auth, name="kitsune-node")
+        tab_ids = TabIds(kv_reserve(bus.client, config.fleet))
+        events = asyncio.ensure_future(JetStreamEventStore.create(bus, max_age_seconds=config.checkpoints.ttl))
+        audit_log = asyncio.ensure_future(JetStreamAuditLog.create(bus.client))
         try:
-            events = await JetStreamEventStore.create(bus, max_age_seconds=config.checkpoints.ttl)
-            audit_log = await JetStreamAuditLog.create(bus.client)
-            tab_ids = TabIds(kv_reserve(bus.client, config.fleet))
-            await tab_ids.start()
+            await all_done(events, audit_log, asyncio.ensure_future(tab_ids.start()))  # at once
         except BaseException:
             await bus.close()
             raise
@@ -68,4 +69,4 @@ async def connect(config: NodeConfig, nats: EmbeddedNats | None = None) -> Conne
         if nats is not None:
             await asyncio.to_thread(nats.stop)
         raise
-    return Connection(url, auth, bus, events, audit_log, tab_ids, nats)
+    return Connection(url, auth, bus, events.result(), audit_log.result(), tab_ids, nats)

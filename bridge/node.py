@@ -213,8 +213,8 @@ class Node:
                    **self.drain.serving(self.subjects.node(self.config.name, "drain")), **self.member.serving(),
                    **self.forwarding.serving(), **self.live.serving(), **self.task_service.serving(),
                    **console_serving(self)}
-        for subject, handler in serving.items():
-            self._subscriptions.append(await self.bus.subscribe(subject, handler, concurrent=True))
+        self._subscriptions += await asyncio.gather(*(self.bus.subscribe(subject, handler, concurrent=True)  # at once
+                                                      for subject, handler in serving.items()))
         listing = typed(self.subjects.tabs, {TabRequest: taking(GetTabs, self._serve_tabs)}, outcomes=True)
         self._subscriptions.append(await self.bus.subscribe(self.subjects.tabs, listing, queue="tabs",
                                                             concurrent=True))
