@@ -11,8 +11,8 @@ import copy
 from dataclasses import dataclass
 from typing import Any
 
-from mcp_gateway._listing import compact, container_schema
-from messages.schema import batch_schema, command_schema, parallel_schema
+from mcp_gateway._listing import command_definitions, compact, container_schema
+from messages.schema import batch_schema, parallel_schema
 
 __all__ = ["CDP_READS", "FORM_FIELDS", "PAGE_MAX_CHARS", "TOOLS", "ToolSpec", "enabled_tools"]
 
@@ -73,7 +73,7 @@ def _without_references(schema: Any) -> Any:
 
 def _action_properties(action: str) -> tuple[dict[str, Any], list[str]]:
     """The parameters of ``action`` (without ``action`` and ``label``) and which are required."""
-    definition = command_schema()["$defs"][action]
+    definition = command_definitions()[action]
     properties = {name: _without_references(copy.deepcopy(schema))
                   for name, schema in definition["properties"].items() if name not in ("action", "label")}
     if "tabId" in properties:
@@ -102,7 +102,7 @@ def _referred(schema: Any) -> set[str]:
 
 def _with_definitions(schema: dict[str, Any]) -> dict[str, Any]:
     """``schema`` with the command schema's definitions it refers to (a JSON value's, say), and theirs."""
-    definitions, wanted = command_schema()["$defs"], _referred(schema)
+    definitions, wanted = command_definitions(), _referred(schema)
     found: dict[str, Any] = {}
     while wanted:
         name = wanted.pop()
@@ -117,7 +117,7 @@ def _direct(action: str, *, confirmable: bool, extra: dict[str, Any] | None = No
     if confirmable:
         properties["confirm_token"] = dict(_CONFIRM_TOKEN)
     schema = _object(properties, required)
-    rules = command_schema()["$defs"][action].get("allOf")  # across parameters: "selector or text"
+    rules = command_definitions()[action].get("allOf")  # across parameters: "selector or text"
     if rules:
         schema["allOf"] = copy.deepcopy(rules)
     return _with_definitions(schema)
@@ -145,7 +145,7 @@ def _fill_form_schema() -> dict[str, Any]:
     given = {key: {k: v for k, v in _action_properties(action)[0][key].items() if k not in ("default", "description")}
              for key, action in FORM_FIELDS.items()}
     field = _object({"selector": fill["selector"], "ref": fill["ref"], **given}, [])
-    field["allOf"] = [*copy.deepcopy(command_schema()["$defs"]["fill"]["allOf"]),
+    field["allOf"] = [*copy.deepcopy(command_definitions()["fill"]["allOf"]),
                       {"description": "a field takes one of value, values, checked",
                        "oneOf": [{"required": [key]} for key in FORM_FIELDS]}]
     return _object({
