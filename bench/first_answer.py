@@ -24,6 +24,10 @@ and those of its whole tree (its processes then alive, Chromium's included, and 
 read from ``/proc``.
 
     .venv/bin/python bench/first_answer.py [--rounds N] [--playwright-mcp PATH] [--baseline TREE]
+
+With ``--serve-starts N`` it times instead N starts of ``kitsune serve`` (with ``/mcp``, as the tests' nodes, and
+``--no-mcp``, as ``kitsune mcp``'s embedded bridge), each to its "kitsune serving" line: the CPU of its process and
+of its tree by then (Playwright's driver, Chromium, nats-server), interleaved with ``--baseline``'s.
 """
 
 from __future__ import annotations
@@ -32,6 +36,7 @@ import argparse
 import contextlib
 import os
 import shutil
+import signal
 import statistics
 import subprocess
 import sys
@@ -81,15 +86,16 @@ def _stat(pid: int) -> list[str]:
     return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
 
 
-def server_cpu() -> tuple[float, float]:
-    """CPU seconds of the server this process runs (its one child): its own, and its tree's (every process of it
-    alive now, with the children each reaped)."""
+def server_cpu(server: int | None = None) -> tuple[float, float]:
+    """CPU seconds of the server this process runs (``server``, else its one child): its own, and its tree's (every
+    process of it alive now, with the children each reaped)."""
     parents: dict[int, int] = {}
     for entry in Path("/proc").iterdir():
         if entry.name.isdigit():
             with contextlib.suppress(OSError):
                 parents[int(entry.name)] = int(_stat(int(entry.name))[1])
-    (server,) = [pid for pid, parent in parents.items() if parent == os.getpid()]
+    if server is None:
+        (server,) = [pid for pid, parent in parents.items() if parent == os.getpid()]
     tree, grown = {server}, True
     while grown:
         grown = bool(found := {pid for pid, parent in parents.items() if parent in tree} - tree)
@@ -134,8 +140,9 @@ def import_mcp() -> tuple[float, float]:
 
 def kitsune(tree: Path | str = TREE) -> StdioServerParameters:
     """``kitsune mcp`` with its embedded bridge, its code from ``tree`` (the SDK passes the server no
-    ``PYTHONPATH`` of its own: the interpreter's would load the tree it was installed from)."""
-    return StdioServerParameters(command=str(KITSUNE), args=["mcp"],
+    ``PYTHONPATH`` of its own: the interpreter's would load the tree it was installed from), and run in ``tree``:
+    the bridge, ``python -m kitsune.cli``, finds its code in its working directory first."""
+    return StdioServerParameters(command=str(KITSUNE), args=["mcp"], cwd=str(tree),
                                  env={"KITSUNE_CAPS": "core,automation", "PYTHONPATH": str(tree)})
 
 
@@ -178,12 +185,63 @@ async def rounds(count: int, playwright: Path | None, folder: str, baseline: str
               f"{medians['kitsune'][4] / medians['kitsune (baseline)'][4]:.2f}")
 
 
+def serve_start(tree: Path | str, *, mcp: bool) -> Answers:
+    """One ``kitsune serve`` (its code from ``tree``; ``mcp``: with ``/mcp``, else ``--no-mcp`` as ``kitsune mcp``'s
+    embedded bridge) started: seconds from the spawn to its "kitsune serving" line, and the CPU of its process and
+    of its tree (Playwright's driver, Chromium, nats-server) by then, in the last two of the five."""
+    with tempfile.TemporaryDirectory(prefix="kitsune-bench-") as folder:
+        env = {**os.environ, "PYTHONPATH": str(tree), "KITSUNE_AGENTS": f"mcp={'t' * 32}",
+               "KITSUNE_AUDIT_FILE": f"{folder}/audit.jsonl"}
+        started = time.perf_counter()
+        server = subprocess.Popen(
+            [sys.executable, "-m", "kitsune.cli", "serve", "--port", "0", "--state-dir", f"{folder}/state",
+             *([] if mcp else ["--no-mcp"])], env=env, cwd=tree, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
+            text=True)
+        try:
+            assert server.stdout is not None
+            assert any(line.startswith("kitsune serving ") for line in server.stdout), "kitsune serve did not start"
+            serving = time.perf_counter() - started
+            own, total = server_cpu(server.pid)
+        finally:
+            server.send_signal(signal.SIGINT)
+            server.wait(timeout=60)
+    return serving, serving, serving, own, total
+
+
+def serve_starts(count: int, baseline: str | None) -> None:
+    """``count`` starts of ``kitsune serve`` and of ``kitsune serve --no-mcp`` from this tree (and ``baseline``),
+    interleaved; the medians of each."""
+    trees: list[tuple[str, Path | str]] = [("kitsune serve", TREE), *([("kitsune serve (baseline)", baseline)]
+                                                                      if baseline else [])]
+    sides = [(f"{name}{'' if mcp else ' --no-mcp'}", tree, mcp) for name, tree in trees for mcp in (True, False)]
+    times: dict[str, list[Answers]] = {side: [] for side, _, _ in sides}
+    for _, tree, mcp in sides:  # warm-up: caches, compiled bytecode
+        serve_start(tree, mcp=mcp)
+    for n in range(count):
+        for side, tree, mcp in (sides if n % 2 == 0 else sides[::-1]):
+            times[side].append(started := serve_start(tree, mcp=mcp))
+            print(f"start {n + 1} {side}: serving at {started[0]:.3f} s; CPU {started[3]:.2f} s, its tree "
+                  f"{started[4]:.2f} s", flush=True)
+    print("\nload average (1, 5, 15 min): " + ", ".join(f"{load:.2f}" for load in os.getloadavg()))
+    print(f"medians of {count} (range of the tree's CPU): serving; CPU of the process, of its tree")
+    for side, _, _ in sides:
+        spent = [t[4] for t in times[side]]
+        print(f"  {side}: {statistics.median(t[0] for t in times[side]):.3f} s; "
+              f"{statistics.median(t[3] for t in times[side]):.2f} s, {statistics.median(spent):.2f} s "
+              f"({min(spent):.2f}-{max(spent):.2f})")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
     parser.add_argument("--rounds", type=int, default=5)
     parser.add_argument("--playwright-mcp", help="Playwright MCP's launcher (default: npm install into a temp folder)")
     parser.add_argument("--baseline", help="another checkout of Kitsune, measured beside this one")
+    parser.add_argument("--serve-starts", type=int, metavar="N",
+                        help="instead: N starts of kitsune serve (with /mcp, and --no-mcp), the CPU of each to serving")
     args = parser.parse_args()
+    if args.serve_starts:
+        serve_starts(args.serve_starts, args.baseline)
+        return
     with tempfile.TemporaryDirectory(prefix="kitsune-bench-") as folder, TestSite() as site:
         launcher = playwright_mcp(args.playwright_mcp, Path(folder))
         if launcher is None:
