@@ -22,7 +22,6 @@ import asyncio
 import atexit
 import contextlib
 import ctypes
-import ctypes.util
 import json
 import logging
 import os
@@ -309,13 +308,13 @@ def die_with_parent() -> Callable[[], None] | None:
     """A ``preexec_fn`` asking Linux to SIGTERM the child when its parent dies; None elsewhere.
 
     libc and ``prctl`` are looked up here, in the parent, so the child only calls a function
-    pointer between fork and exec.
+    pointer between fork and exec: among the symbols of the running process (libc's with them), not by
+    ``ctypes.util.find_library``, which runs ``ldconfig`` (20 ms and more before nats-server could start).
     """
     if not sys.platform.startswith("linux"):
         return None
     try:
-        libc = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6", use_errno=True)
-        prctl = libc.prctl
+        prctl = ctypes.CDLL(None, use_errno=True).prctl
     except (OSError, AttributeError):
         return None
     parent = os.getpid()

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import contextlib
 import ctypes
-import ctypes.util
 import os
 import shutil
 import signal
@@ -40,11 +39,13 @@ _STOP_TIMEOUT = 10.0
 
 
 def _die_with_parent() -> Callable[[], None] | None:
-    """A ``preexec_fn`` asking Linux to SIGTERM the child when the gateway dies; None elsewhere."""
+    """A ``preexec_fn`` asking Linux to SIGTERM the child when the gateway dies; None elsewhere (``prctl`` among
+    the symbols of the running process: ``ctypes.util.find_library`` runs ``ldconfig``, 20 ms and more before the
+    bridge could start)."""
     if not sys.platform.startswith("linux"):
         return None
     try:
-        prctl = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6", use_errno=True).prctl
+        prctl = ctypes.CDLL(None, use_errno=True).prctl
     except (OSError, AttributeError):
         return None
     parent = os.getpid()
