@@ -70,7 +70,6 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
-import yaml
 from pydantic import ValidationError
 
 from core.policy import Policy
@@ -144,6 +143,7 @@ def _explain(error: ValidationError) -> str:
 def _document(path: Path | None) -> dict[str, Any]:
     if path is None:
         return {}
+    import yaml  # noqa: PLC0415 (a file's reader: the configuration of the environment alone, kitsune mcp's, needs none)
     try:
         document = yaml.safe_load(path.read_bytes())
     except yaml.MarkedYAMLError as e:  # its problem and where, never the text there (it may be a secret)
