@@ -14,13 +14,10 @@ from __future__ import annotations
 import functools
 import hashlib
 import os
+from typing import TYPE_CHECKING
 
 import nats.errors
 import nats.js.errors
-from cryptography.exceptions import InvalidTag
-from cryptography.hazmat.primitives import hashes
-from cryptography.hazmat.primitives.ciphers.aead import AESGCM
-from cryptography.hazmat.primitives.kdf.hkdf import HKDF
 from nats.aio.client import Client
 from nats.js.kv import KeyValue
 
@@ -31,6 +28,9 @@ from core.session_state import SavedState
 from messages.contract import SESSION_STATE_MAX
 from messages.errors import KitsuneError
 
+if TYPE_CHECKING:
+    from cryptography.hazmat.primitives.ciphers.aead import AESGCM
+
 __all__ = ["SessionVault", "seal", "unseal"]
 
 _VERSION = b"\x01"
@@ -40,7 +40,11 @@ _DELETED = ("DEL", "PURGE")
 
 @functools.lru_cache(maxsize=4)
 def _aes(key: str) -> AESGCM:
-    """The cipher of ``key`` (derived once per key, not per state)."""
+    """The cipher of ``key`` (derived once per key, not per state; ``cryptography`` loaded then: a node whose sessions
+    are never kept loads none)."""
+    from cryptography.hazmat.primitives import hashes  # noqa: PLC0415
+    from cryptography.hazmat.primitives.ciphers.aead import AESGCM  # noqa: PLC0415
+    from cryptography.hazmat.primitives.kdf.hkdf import HKDF  # noqa: PLC0415
     derived = HKDF(algorithm=hashes.SHA256(), length=32, salt=None, info=b"kitsune session state v1")
     return AESGCM(derived.derive(key.encode()))
 
@@ -64,8 +68,10 @@ def unseal(key: str, fleet: str, agent: str, name: str, blob: bytes) -> bytes:
     """What :func:`seal` sealed for that agent and session; ``session_state_refused`` for any other blob or key."""
     if blob[:1] != _VERSION or len(blob) < 1 + _NONCE + 16:
         raise _refused(name)
+    cipher = _aes(key)
+    from cryptography.exceptions import InvalidTag  # noqa: PLC0415 (loaded by the cipher)
     try:
-        return _aes(key).decrypt(blob[1:1 + _NONCE], blob[1 + _NONCE:], _bound(fleet, agent, name))
+        return cipher.decrypt(blob[1:1 + _NONCE], blob[1 + _NONCE:], _bound(fleet, agent, name))
     except InvalidTag:
         raise _refused(name) from None
 
