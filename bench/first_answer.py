@@ -25,9 +25,10 @@ read from ``/proc``.
 
     .venv/bin/python bench/first_answer.py [--rounds N] [--playwright-mcp PATH] [--baseline TREE]
 
-With ``--serve-starts N`` it times instead N starts of ``kitsune serve`` (with ``/mcp``, as the tests' nodes, and
-``--no-mcp``, as ``kitsune mcp``'s embedded bridge), each to its "kitsune serving" line: the CPU of its process and
-of its tree by then (Playwright's driver, Chromium, nats-server), interleaved with ``--baseline``'s.
+With ``--serve-starts N`` it times instead N starts of ``kitsune serve`` (with ``/mcp`` and two agents, as the
+tests' nodes, and ``--no-mcp`` with one, as ``kitsune mcp``'s embedded bridge), each to its "kitsune serving" line:
+the CPU of its process and of its tree by then (Playwright's driver, Chromium, nats-server), interleaved with
+``--baseline``'s.
 """
 
 from __future__ import annotations
@@ -186,11 +187,13 @@ async def rounds(count: int, playwright: Path | None, folder: str, baseline: str
 
 
 def serve_start(tree: Path | str, *, mcp: bool) -> Answers:
-    """One ``kitsune serve`` (its code from ``tree``; ``mcp``: with ``/mcp``, else ``--no-mcp`` as ``kitsune mcp``'s
-    embedded bridge) started: seconds from the spawn to its "kitsune serving" line, and the CPU of its process and
+    """One ``kitsune serve`` (its code from ``tree``) started: with ``/mcp`` and two agents, as the tests' nodes
+    (``mcp``), else with ``--no-mcp`` and one agent, as ``kitsune mcp``'s embedded bridge (whose agent's first session
+    is made as Chromium starts); seconds from the spawn to its "kitsune serving" line, and the CPU of its process and
     of its tree (Playwright's driver, Chromium, nats-server) by then, in the last two of the five."""
+    agents = ["alice", "bob"] if mcp else ["mcp"]
     with tempfile.TemporaryDirectory(prefix="kitsune-bench-") as folder:
-        env = {**os.environ, "PYTHONPATH": str(tree), "KITSUNE_AGENTS": f"mcp={'t' * 32}",
+        env = {**os.environ, "PYTHONPATH": str(tree), "KITSUNE_AGENTS": ",".join(f"{a}={a * 32}" for a in agents),
                "KITSUNE_AUDIT_FILE": f"{folder}/audit.jsonl"}
         started = time.perf_counter()
         server = subprocess.Popen(
