@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import gc
 import signal
 import socket
 import sys
@@ -114,6 +115,9 @@ async def serve_http(args: argparse.Namespace, config: Settings, browser: Chromi
                 return
             print(f"kitsune: no agent configured; the token of agent 'default' is in {token_file}", flush=True)
         node.browser.own_endpoints.add((host, port))
+        if not gc.isenabled():  # off for the start (kitsune.cli): on, what the start made kept out of its passes
+            gc.freeze()
+            gc.enable()
         nats = display_url(node.config.nats.url) if node.config.nats.url else (node.nats.url if node.nats else "")
         print(f"kitsune serving http://{host}:{port} (nats {nats}, chromium {find_chromium()})", flush=True)
 

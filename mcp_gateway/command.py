@@ -5,6 +5,7 @@ stopped): nothing waits for a bridge that does not answer, nor for the SDK to lo
 
 from __future__ import annotations
 
+import gc
 import signal
 import sys
 from collections.abc import Callable
@@ -74,6 +75,9 @@ def _serve(*, bridge: str | None, token_file: str | None, config: str | None,
             return 1
         front.know_caps(caps & known)
     from mcp_gateway.stdio import serve  # noqa: PLC0415 (the SDK: loaded while the front answers)
+    if not gc.isenabled():  # off for the start (kitsune.cli): on, what the start made kept out of its passes
+        gc.freeze()
+        gc.enable()
     return serve(front, caps=caps, known=known, bridge=bridge, token=token, embedded=embedded, listed=listed,
                  session=session)
 
