@@ -25,7 +25,7 @@ from messages.commands import BLOCKS, Command, is_write, own_references, resolve
 from messages.errors import KitsuneError
 from messages.events import StepDispatched
 
-__all__ = ["Ahead", "Intent", "ahead_of", "writes_ahead"]
+__all__ = ["Ahead", "Intent", "ahead_of", "at_turn", "writes_ahead"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -60,6 +60,11 @@ class Ahead:
             intent, self._intent, self._taken = self._intent, None, True
             return intent
 
+    @property
+    def called(self) -> bool:
+        """Whether a step called it (it recorded the write, or tried to)."""
+        return self._called
+
     def __call__(self) -> None:
         with self._lock:
             if not self._taken and not self._called:
@@ -86,6 +91,20 @@ def _failed(error: Exception) -> Recorded:
     def wait() -> None:
         raise not_recorded() from error
     return wait
+
+
+def at_turn(ahead: Ahead | None, path: str) -> tuple[Ahead | None, Intent | None]:
+    """At the turn of the step at ``path``: the write recorded ahead carried on to a later step, and what this step's
+    own write recorded ahead (when ``ahead`` is this step's). One that the step given it never called (that step sent
+    nothing: kept, a block with lists of its own, failed before it) is dropped, so that a later step records it."""
+    if ahead is None:
+        return None, None
+    if ahead.path == path:
+        return None, ahead.take()
+    if not ahead.called:
+        ahead.take()  # never records now
+        return None, None
+    return ahead, None
 
 
 def writes_ahead(commands: tuple[Command, ...]) -> list[int | None]:

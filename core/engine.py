@@ -14,7 +14,7 @@ import threading
 from collections.abc import Callable, Coroutine, Mapping
 from typing import Any
 
-from core.ahead import Ahead, Intent, ahead_of, writes_ahead
+from core.ahead import Ahead, Intent, ahead_of, at_turn, writes_ahead
 from core.blocks import Lookup, lookup_in, scrub, tab_of
 from core.here import Hand, here_target, steps_here
 from core.lanes import barriers, check_sequences, leaves, outline_of
@@ -148,8 +148,7 @@ class _Run:
         writes = writes_ahead(commands)
         stop = False
         here, i = self.ports.here, 0
-        ahead: Ahead | None = None
-        """The write recorded ahead (or to be, as a step before it is sent), carried to its turn."""
+        ahead: Ahead | None = None  # the write recorded ahead (or to be, as a step before it is sent), to its turn
         try:
             while i < len(commands):
                 command, path = commands[i], paths[i]
@@ -162,9 +161,7 @@ class _Run:
                                                             tab, hand), hand)
                     ahead, i = hand.back(), i + ran
                     continue
-                intent: Intent | None = None
-                if ahead is not None and ahead.path == path:
-                    intent, ahead = ahead.take(), None
+                ahead, intent = at_turn(ahead, path)
                 if stop and intent is not None:
                     self.withdraw(intent)
                 elif stop:

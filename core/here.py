@@ -17,7 +17,7 @@ import threading
 from collections.abc import Callable, Coroutine
 from typing import Any, Protocol
 
-from core.ahead import Ahead, Intent
+from core.ahead import Ahead, Intent, at_turn
 from core.blocks import Lookup, lookup_in, tab_of
 from core.ports import NotRecorded, Ports, StepsHere
 from core.step import Step, deadline_outcome
@@ -83,11 +83,8 @@ class Hand:
         with self._lock:
             if self._closed:
                 return False, None
-            ahead = self._ahead
-            if ahead is None or ahead.path != path:
-                return True, None
-            self._ahead = None
-            return True, ahead.take()
+            self._ahead, intent = at_turn(self._ahead, path)
+            return True, intent
 
     def carries(self) -> bool:
         """Whether it carries a later step's write recorded ahead (or to be), from the loop."""
