@@ -1,15 +1,15 @@
 """A write recorded ahead of its turn, while a step before it runs.
 
 A write waits for its records (its ``StepDispatched`` stored, its audit entry written) before it is
-sent. When the next write of a list comes after reads alone (``writes_ahead``) and its arguments are
-known already (no reference to the step running now or a later one), the engine records it as that
-step is sent, and carries it over the reads in between to its turn: by then its records are stored,
-and its wait costs no round trip. Recorded as the write before it is sent, its records go out while
-that write waits for the page (a click waits for animation frames), not while the reads run. The
-guarantee is the same: nothing is sent before its records are made. A write recorded ahead whose
-turn never comes (an earlier step failed, was held, or the call stopped) is closed ``skipped`` by the
-run, which knows it was not sent; only a crash between the two leaves it ``unknown`` (a dispatched
-write without a terminal event), as a crash while it runs would.
+sent. The engine records the next write of a list as the step before it is sent or, when only reads
+lie between it and the write before it, as that write is sent (``writes_ahead``), and carries it over
+the reads to its turn; if its arguments are known by then (no reference to the step running or a
+later one). By its turn its records are stored, and its wait costs no round trip; recorded as the
+write before it is sent, they go out while that write waits for the page (a click waits for animation
+frames), not while the reads run. The guarantee is the same: nothing is sent before its records are
+made. A write recorded ahead whose turn never comes (an earlier step failed, was held, or the call
+stopped) is closed ``skipped`` by the run, which knows it was not sent; only a crash between the two
+leaves it ``unknown`` (a dispatched write without a terminal event), as a crash while it runs would.
 """
 
 from __future__ import annotations
@@ -108,17 +108,19 @@ def at_turn(ahead: Ahead | None, path: str) -> tuple[Ahead | None, Intent | None
 
 
 def writes_ahead(commands: tuple[Command, ...]) -> list[int | None]:
-    """For each step of a list, the write that may be recorded ahead as it runs: the next write action of the list
-    when only read actions lie between (None when a block or the end comes first)."""
+    """For each step of a list, the write that may be recorded ahead as it runs: after a write action, the next write
+    action when only read actions lie between (carried over them: recorded while that write waits for the page);
+    after any other step, the next step when it is a write action; else None."""
     after: list[int | None] = [None] * len(commands)
-    upcoming: int | None = None
+    upcoming: int | None = None  # the next write action after step i with only read actions between
     for i in range(len(commands) - 1, -1, -1):
-        after[i] = upcoming
         command = commands[i]
-        if isinstance(command, BLOCKS):
-            upcoming = None
-        elif is_write(command):
+        writes = is_write(command) and not isinstance(command, BLOCKS)
+        after[i] = upcoming if writes or upcoming == i + 1 else None
+        if writes:
             upcoming = i
+        elif isinstance(command, BLOCKS) or is_write(command):
+            upcoming = None
     return after
 
 

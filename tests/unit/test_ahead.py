@@ -52,11 +52,11 @@ def ahead(run: Run, path: str = "2") -> Ahead:
     return Ahead(run, parse_call("batch", [click("#a")]).commands[0], path, lookup_in([]), 1, resumed=False)
 
 
-def test_each_step_records_the_next_write_when_only_reads_lie_between() -> None:
+def test_a_write_records_the_next_write_across_reads_and_any_other_step_the_next_step_if_a_write() -> None:
     commands = parse_call("batch", [click("#a"), read("#b"), read("#c"), click("#d"), click("#e"), read("#f"),
                                     sequence(click("#g")), read("#h"), click("#i"), read("#j")]).commands
 
-    assert writes_ahead(commands) == [3, 3, 3, 4, None, None, 8, 8, None, None]
+    assert writes_ahead(commands) == [3, None, 3, 4, None, None, None, 8, None, None]
 
 
 def test_a_write_is_recorded_once_however_often_it_is_called() -> None:
