@@ -119,14 +119,24 @@ class OrderedWriter(Generic[T, R]):
         assert self._wake is not None, "the writer is not started"
         assert acknowledged or self._post is not None, "this store takes acknowledged items only"
         self._handed.append((item, acknowledged))
-        # Each flag is cleared on the loop before the items are taken: none is left behind.
+        # Each flag is cleared on the loop before the items are taken: none is left behind. Handed over on the loop
+        # itself (a step run there), the writer is woken or its timer set at once: no wake-up of the loop through its
+        # self-pipe, no callback later (in the middle of the step's request).
+        loop = self._io.loop
+        here = asyncio._get_running_loop() is loop
         if urgent:
             if not self._scheduled:
                 self._scheduled = True
-                self._io.loop.call_soon_threadsafe(self._wake.set)
+                if here:
+                    self._wake.set()
+                else:
+                    loop.call_soon_threadsafe(self._wake.set)
         elif not self._lingering:
             self._lingering = True
-            self._io.loop.call_soon_threadsafe(self._io.loop.call_later, LINGER, self._linger_over)
+            if here:
+                loop.call_later(LINGER, self._linger_over)
+            else:
+                loop.call_soon_threadsafe(loop.call_later, LINGER, self._linger_over)
 
     def _linger_over(self) -> None:
         assert self._wake is not None

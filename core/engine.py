@@ -14,7 +14,7 @@ import threading
 from collections.abc import Callable, Coroutine, Mapping
 from typing import Any
 
-from core.ahead import Ahead, Intent, ahead_of
+from core.ahead import Ahead, Intent, ahead_of, at_turn, writes_ahead
 from core.blocks import Lookup, lookup_in, scrub, tab_of
 from core.here import Hand, here_target, steps_here
 from core.lanes import barriers, check_sequences, leaves, outline_of
@@ -29,7 +29,6 @@ from messages.commands import (
     Sequence,
     SyncBarrier,
     children,
-    is_write,
     leaf_paths,
     resolve_command,
     secret_values,
@@ -142,12 +141,14 @@ class _Run:
                   tab: int | None) -> Status:
         """Run a list's steps (at ``within.i``) in order until one is not ok; the list's status. Consecutive
         steps of the node's own tabs run on its loop, in one hop (``core.here``); a write recorded ahead
-        (:meth:`ahead`) whose turn never comes is skipped like any step not reached (on an error, here)."""
+        (:meth:`ahead`) is carried to its turn, and skipped like any step not reached when it never comes (on an
+        error, here)."""
         paths = [within.child(i) for i in range(len(commands))]
         scope: list[Result | None] = [None] * len(commands)
+        writes = writes_ahead(commands)
         stop = False
         here, i = self.ports.here, 0
-        ahead: Ahead | None = None
+        ahead: Ahead | None = None  # the write recorded ahead (or to be, as a step before it is sent), to its turn
         try:
             while i < len(commands):
                 command, path = commands[i], paths[i]
@@ -156,18 +157,19 @@ class _Run:
                 if not stop and here is not None \
                         and here_target(self, here, command, path, lookup_in(scope, i), tab, owner) is not None:
                     hand, ahead = Hand(ahead), None
-                    ran, stop = self._here(here, steps_here(self, here, commands, paths, scope, i, owner, tab, hand),
-                                           hand)
+                    ran, stop = self._here(here, steps_here(self, here, commands, paths, scope, writes, i, owner,
+                                                            tab, hand), hand)
                     ahead, i = hand.back(), i + ran
                     continue
-                intent, ahead = (ahead.take() if ahead is not None else None), None
+                ahead, intent = at_turn(ahead, path)
                 if stop and intent is not None:
                     self.withdraw(intent)
                 elif stop:
                     self._leave(command, path, "the call stopped before this step")
                 else:
-                    ahead = self.ahead(commands, paths, scope, i, tab)
-                    stop = self.stops(path, self._step(command, path, scope, i, owner, tab, intent, ahead))
+                    new = None if ahead is not None else self.ahead(commands, paths, scope, i, writes[i], tab)
+                    ahead = new or ahead
+                    stop = self.stops(path, self._step(command, path, scope, i, owner, tab, intent, new))
                 scope[i] = self.results.get(path)
                 i += 1
         except BaseException:
@@ -187,15 +189,16 @@ class _Run:
                 self.withdraw(intent)
             raise
 
-    def ahead(self, commands: tuple[Command, ...], paths: list[StepPath], scope: list[Result | None], i: int,
-              tab: int | None) -> Ahead | None:
-        """What records step ``i + 1`` ahead while step ``i`` runs, if it may be (``core.ahead``)."""
-        if i + 1 == len(commands) or not is_write(commands[i + 1]) or not self.runs(paths[i + 1]):
+    def ahead(self, commands: tuple[Command, ...], paths: list[StepPath], scope: list[Result | None], running: int,
+              write: int | None, tab: int | None) -> Ahead | None:
+        """What records the write at ``write`` (``core.ahead.writes_ahead``) ahead while step ``running`` runs, if it
+        may be (``core.ahead``)."""
+        if write is None or not self.runs(paths[write]):
             return None
-        prior = self.prior.records.get(paths[i + 1]) if self.prior else None
+        prior = self.prior.records.get(paths[write]) if self.prior else None
         if prior is not None and prior.status == "ok":
             return None
-        return ahead_of(self, commands[i + 1], paths[i + 1], i, lookup_in(scope, i), tab,
+        return ahead_of(self, commands[write], paths[write], running, lookup_in(scope, running), tab,
                         resumed=self.prior is not None)
 
     def withdraw(self, intent: Intent) -> None:

@@ -17,7 +17,7 @@ import threading
 from collections.abc import Callable, Coroutine
 from typing import Any, Protocol
 
-from core.ahead import Ahead, Intent
+from core.ahead import Ahead, Intent, at_turn
 from core.blocks import Lookup, lookup_in, tab_of
 from core.ports import NotRecorded, Ports, StepsHere
 from core.step import Step, deadline_outcome
@@ -61,33 +61,40 @@ class ListRun(Protocol):
     def stops(self, path: str, kept: bool) -> bool:
         """Whether the list stops after the step at ``path``."""
 
-    def ahead(self, commands: tuple[Command, ...], paths: list[StepPath], scope: list[Result | None], i: int,
-              tab: int | None) -> Ahead | None:
-        """What records step ``i + 1`` ahead while step ``i`` runs, if it may be (``core.ahead``)."""
+    def ahead(self, commands: tuple[Command, ...], paths: list[StepPath], scope: list[Result | None], running: int,
+              write: int | None, tab: int | None) -> Ahead | None:
+        """What records the write at ``write`` ahead while step ``running`` runs, if it may be (``core.ahead``)."""
 
 
 class Hand:
-    """The write recorded ahead (``core.ahead``) between the call's thread and the loop: the run of steps on the loop
-    takes it at its turn; the thread, when its wait for the run gave up, closes the hand and withdraws what it held.
-    Atomic against each other, so a write is either sent (or may be) by the loop or withdrawn by the thread."""
+    """The write recorded ahead (``core.ahead``) between the call's thread and the loop, carried over the steps before
+    its turn: the run of steps on the loop takes it at its turn (by its path); the thread, when its wait for the run
+    gave up, closes the hand and withdraws what it held. Atomic against each other, so a write is either sent (or may
+    be) by the loop or withdrawn by the thread."""
 
     def __init__(self, ahead: Ahead | None) -> None:
         self._ahead = ahead
         self._closed = False
         self._lock = threading.Lock()
 
-    def take(self) -> tuple[bool, Intent | None]:
-        """For the next step on the loop: whether it may run (the hand is open), and its write recorded ahead."""
+    def take(self, path: str) -> tuple[bool, Intent | None]:
+        """For the step at ``path`` on the loop: whether it may run (the hand is open), and its write recorded ahead
+        (when the hand carries that step's)."""
         with self._lock:
             if self._closed:
                 return False, None
-            ahead, self._ahead = self._ahead, None
-            return True, ahead.take() if ahead is not None else None
+            self._ahead, intent = at_turn(self._ahead, path)
+            return True, intent
 
-    def give(self, ahead: Ahead | None) -> None:
-        """What records the next step's write ahead, from the loop (never records once the hand is closed)."""
+    def carries(self) -> bool:
+        """Whether it carries a later step's write recorded ahead (or to be), from the loop."""
+        return self._ahead is not None
+
+    def give(self, ahead: Ahead) -> None:
+        """What records a later step's write ahead, from the loop when the hand carries none (never records once the
+        hand is closed)."""
         with self._lock:
-            if self._closed and ahead is not None:
+            if self._closed:
                 ahead.take()
             else:
                 self._ahead = ahead
@@ -121,11 +128,12 @@ def here_target(run: ListRun, here: StepsHere, command: Command, path: str, look
 
 
 def steps_here(run: ListRun, here: StepsHere, commands: tuple[Command, ...], paths: list[StepPath],
-               scope: list[Result | None], start: int, owner: StepPath | None, tab: int | None,
-               hand: Hand) -> Callable[[], Coroutine[Any, Any, tuple[int, bool]]]:
+               scope: list[Result | None], writes: list[int | None], start: int, owner: StepPath | None,
+               tab: int | None, hand: Hand) -> Callable[[], Coroutine[Any, Any, tuple[int, bool]]]:
     """The work ``here.run`` takes: run the list's steps from ``start`` on while each may run there, on the loop; it
-    answers how many ran and whether the list stops after the last of them. ``hand`` holds the write recorded ahead of
-    the step at ``start`` and, once it ended, what recorded the write after the last step ahead."""
+    answers how many ran and whether the list stops after the last of them. ``hand`` carries the write recorded ahead
+    (``writes``: which one each step may record, ``core.ahead.writes_ahead``) to its turn, and back to the thread
+    when its turn is not on the loop."""
 
     async def steps() -> tuple[int, bool]:
         i = start
@@ -133,11 +141,12 @@ def steps_here(run: ListRun, here: StepsHere, commands: tuple[Command, ...], pat
             command, path, lookup = commands[i], paths[i], lookup_in(scope, i)
             if here_target(run, here, command, path, lookup, tab, owner) is None:
                 break
-            runs, intent = hand.take()
+            runs, intent = hand.take(path)
             if not runs:  # the thread gave up waiting: it tells the rest
                 break
-            ahead = run.ahead(commands, paths, scope, i, tab)
-            hand.give(ahead)
+            ahead = None if hand.carries() else run.ahead(commands, paths, scope, i, writes[i], tab)
+            if ahead is not None:
+                hand.give(ahead)
             begun = run.begin(command, path, lookup, owner, tab, ahead, intent)
             if begun is not None:
                 step, resolved, target = begun
@@ -169,13 +178,14 @@ async def _action(run: ListRun, here: StepsHere, step: Step, command: Command, t
         run.timed_out = True
         return deadline_outcome(run.timeout, step.dispatched)
     recorded = step.dispatch() if writes else ()
-    if writes:
+    if writes:  # the next write recorded ahead now: its records go out while this write waits for the page
         step.record_next()
     step_timeout, remaining = run.budget(command)
     timeout = min(step_timeout, remaining)
-    try:  # a read's request goes out first, then the next write is recorded ahead (its records meanwhile)
+    sent = step.record_next if step.ahead is not None else None  # a read's request goes out first, then this
+    try:
         outcome = await (here.write(command, tab, timeout, recorded) if writes
-                         else here.read(command, tab, timeout, step.record_next))
+                         else here.read(command, tab, timeout, sent))
     except NotRecorded:
         step.dispatched = False  # nothing was sent
         raise

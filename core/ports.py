@@ -74,10 +74,11 @@ class StepsHere(Protocol):
         """Run ``reads()`` there and answer its value (from a thread, never from there); ``TimeoutError`` when it
         has not answered within ``timeout`` seconds (a backstop: each step is bounded on its own)."""
 
-    def read(self, command: Command, tab: int, timeout: float, sent: Callable[[], None]) -> Awaitable[Outcome | None]:
+    def read(self, command: Command, tab: int, timeout: float,
+             sent: Callable[[], None] | None) -> Awaitable[Outcome | None]:
         """Run a read whose references are resolved on ``tab`` (awaited there), as the driver would, its policy
-        included; None when the tab is not there. ``sent`` is called there once, after the read's request is out
-        (the loop's next turn), whatever the read's end."""
+        included; None when the tab is not there. ``sent``, if given, is called there once, after the read's request
+        is out (the loop's next turn), whatever the read's end."""
 
     def write(self, command: Command, tab: int, timeout: float,
               recorded: Sequence[Recorded]) -> Awaitable[Outcome | None]:

@@ -3,10 +3,10 @@
 Before a write is sent, its tab is claimed (in a parallel) and the write is recorded: its
 ``StepDispatched`` stored and its audit entry written. The step hands both records to the driver
 with the write, which waits for them where it sends (one hop for the records and the request);
-if either cannot be made, nothing is sent. A write that is the next step of its list is recorded
-ahead (``core.ahead``), as the step before it is sent, so that its records are stored by its
-turn: its wait is then no round trip. A write inside a block that ran ok is told once
-(``BlockWriteSucceeded``): resume never sends that block again unobserved.
+if either cannot be made, nothing is sent. The next write of a list is recorded ahead
+(``core.ahead``), as the step before it (or the write before the reads before it) is sent, so
+that its records are stored by its turn: its wait is then no round trip. A write inside a block
+that ran ok is told once (``BlockWriteSucceeded``): resume never sends that block again unobserved.
 """
 
 from __future__ import annotations
@@ -65,7 +65,7 @@ class Step:
                  ahead: Callable[[], None] | None = None) -> None:
         self.run, self.path, self.owner = run, path, owner
         self.ahead = ahead
-        """Records the next step's write ahead (``core.ahead``), once, as this step first sends."""
+        """Records a later step's write ahead (``core.ahead``), once, as this step first sends."""
         self.intent: tuple[Recorded, ...] | None = None
         """This write's records, made ahead of its turn."""
         self.secrets = secrets
@@ -120,7 +120,7 @@ class Step:
         return outcome
 
     def record_next(self) -> None:
-        """Record the next step's write ahead (``core.ahead``), once, as this step sends: after this write's own
+        """Record a later step's write ahead (``core.ahead``), once, as this step sends: after this write's own
         records, so that their wait is not the next one's."""
         if self.ahead is not None:
             ahead, self.ahead = self.ahead, None

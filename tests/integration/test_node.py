@@ -316,6 +316,20 @@ def test_a_write_recorded_ahead_whose_turn_never_comes_is_skipped_and_never_sent
     assert site.count("POST /clicks/hit") == counted
 
 
+def test_a_write_carried_over_a_read_that_fails_is_skipped_and_never_sent(node: Node, site: TestSite) -> None:
+    tab = open_user_tab(node, site.url("/clicks"))
+    counted = site.count("POST /clicks/hit")
+    body = batch(node, [{"action": "click", "selector": "#local"},
+                        {"action": "pageText", "selector": "#missing", "timeout": 0.3},
+                        {"action": "click", "selector": "#hit"}], tabId=tab)
+    assert statuses(body["progress"]) == ["ok", "failed", "skipped"]
+    log = node.replay(body["call"])
+    record = log.find("2")
+    assert record is not None and record.dispatched and record.status == "skipped"  # recorded as #local was sent
+    assert (log.progress, log.status) == (body["progress"], body["status"])
+    assert site.count("POST /clicks/hit") == counted
+
+
 def test_no_typed_value_javascript_or_token_reaches_the_event_stream(node: Node, site: TestSite) -> None:
     typed, script = "canary-typed-7d1f", "canary_js_4b2e"
     tab = open_user_tab(node, site.url("/slow"))

@@ -156,10 +156,12 @@ class LoopHere:
         self.hops.append(self._sent.n)
         return value
 
-    async def read(self, command: Command, tab: int, timeout: float, sent: Callable[[], None]) -> Outcome | None:
+    async def read(self, command: Command, tab: int, timeout: float,
+                   sent: Callable[[], None] | None) -> Outcome | None:
         self._sent.n += 1
         outcome = self.driver.execute(command, tab, timeout)
-        sent()
+        if sent is not None:
+            sent()
         return outcome
 
     async def write(self, command: Command, tab: int, timeout: float,

@@ -1,12 +1,12 @@
 """Property tests of a write's records against crashes (spec: Checkpoint and resume; ``core.ahead``).
 
 A write is sent only once its ``StepDispatched`` is stored and its audit entry written; the next
-write of a list is recorded ahead, while the step before it runs. Hypothesis runs random calls
-(leaves, sequences, a parallel; writes whose values name earlier steps' results, which can only be
-recorded at their turn; answers that fail, hold, end unknown or break the engine) against stores
-that acknowledge in their own time, in order, and a driver that notes each send. One timeline
-holds what was stored, written and sent, in order. A crash may come at any point of it: what a
-node then replays is the fold of the events stored before that point. At every point:
+write of a list is recorded ahead, while a step before it runs (the write before it, across the reads
+between). Hypothesis runs random calls (leaves, sequences, a parallel; writes whose values name earlier
+steps' results, which are recorded only once those steps ran; answers that fail, hold, end unknown or
+break the engine) against stores that acknowledge in their own time, in order, and a driver that
+notes each send. One timeline holds what was stored, written and sent, in order. A crash may come at
+any point of it: what a node then replays is the fold of the events stored before that point. At every point:
 
 1. a write sent before the crash had its ``StepDispatched`` stored and its audit entry written
    before it was sent;
@@ -337,3 +337,14 @@ def test_a_list_of_writes_each_recorded_ahead(writes: list[str], seed: int, here
     """Writes in a row: each but the first is recorded ahead; a crash anywhere still reports nothing false, on the
     node's loop (``here``) as through the driver."""
     run_with_crashes([("leaf", (True, answer)) for answer in writes], seed, "batch", here)
+
+
+@settings(max_examples=100, deadline=None)
+@given(steps=st.lists(st.tuples(st.booleans(), st.sampled_from(ANSWERS)), min_size=3, max_size=10),
+       seed=st.integers(0, 2**32 - 1), here=st.booleans())
+def test_writes_recorded_ahead_across_the_reads_before_their_turn(steps: list[tuple[bool, str]], seed: int,
+                                                                   here: bool) -> None:
+    """Reads and writes mixed: a write is recorded ahead as the write before it is sent (or, when its value names a
+    read in between, as a later read is), carried over the reads to its turn, and withdrawn when one of them stops the
+    list; a crash anywhere still reports nothing false, on the node's loop (``here``) as through the driver."""
+    run_with_crashes([("leaf", step) for step in steps], seed, "batch", here)

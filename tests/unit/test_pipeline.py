@@ -115,6 +115,27 @@ def test_items_nobody_waits_for_linger_then_go_out_and_an_urgent_one_takes_them_
     assert reports == [("waited", 4)]
 
 
+def test_items_handed_over_on_the_loop_itself_linger_or_go_at_once_as_from_a_thread(io: IoLoop) -> None:
+    """On the loop (a step run there) the writer is woken, or its linger timer set, with no hop through the loop."""
+    store = Store()
+    writer, reports = _writer(io, store)
+
+    async def on_the_loop() -> None:
+        writer.put("lingering", acknowledged=False, urgent=False)
+        while not store.received:  # goes out on its own, once the linger is over
+            await asyncio.sleep(LINGER / 4)
+        writer.put("a", acknowledged=False, urgent=False)
+        writer.put("waited", acknowledged=True, urgent=True)  # takes "a" along, at the loop's next turn
+        while len(store.received) < 3:
+            await asyncio.sleep(0)
+
+    io.run(on_the_loop(), timeout=5)
+    writer.put("from a thread", acknowledged=True, urgent=True)
+    io.run(writer.stop(), timeout=30)
+    assert store.received == ["lingering", "a", "waited", "from a thread"]
+    assert reports == [("waited", 3), ("from a thread", 4)]
+
+
 def test_a_pending_item_is_awaited_on_the_loop_as_it_is_waited_for_on_a_thread(io: IoLoop) -> None:
     """``Pending.wait``: returns once the item is stored (at once when it is already), raises why it was not, and
     never blocks the loop meanwhile."""

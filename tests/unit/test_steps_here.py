@@ -207,3 +207,58 @@ def test_a_resume_keeps_and_observes_steps_as_it_does_without_the_loop() -> None
                           observed={"1": "applied"})
 
     assert [p["status"] for p in body["progress"]] == ["ok", "ok", "ok", "ok"]
+
+
+def _before(events: list[Event], first: tuple[str, str], then: tuple[str, str]) -> bool:
+    """Whether the event ``first`` (kind, path) of the run came before ``then``."""
+    told = [(e.kind, getattr(e, "path", None)) for e in events]
+    return told.index(first) < told.index(then)
+
+
+def test_a_write_is_recorded_ahead_as_the_write_before_it_is_sent_and_carried_over_the_reads_between() -> None:
+    fill = {"action": "fill", "selector": "#g", "value": "${$6.text}"}
+    body, events, loop = run_both([click("#a"), read("#b"), {"action": "title"}, click("#c"), read("#d"),
+                                   click("#e", 3), read("#f"), read("#h"), fill])
+
+    assert body["status"] == "ok"
+    assert loop.hops == [5, 3]  # #e is another node's tab: through the driver
+    assert _before(events, ("StepDispatched", "3"), ("StepStarted", "1"))  # as #a was sent, before the reads
+    assert _before(events, ("StepDispatched", "5"), ("StepStarted", "4"))  # as #c was sent
+    # naming a read after #e: recorded as the read after that one is sent
+    assert _before(events, ("StepStarted", "7"), ("StepDispatched", "8"))
+    assert _before(events, ("StepDispatched", "8"), ("StepSucceeded", "7"))
+
+
+@pytest.mark.parametrize("answer", ["fail", "fail_retryable", "hold", "warn"])
+def test_a_read_between_that_stops_the_list_withdraws_the_write_carried_over_it(answer: str) -> None:
+    _, events, loop = run_both([click("#a"), read("#b"), read("#c"), click("#d"), read("#e")], {"#c": [answer]},
+                               stop_on_warning=True)
+
+    assert loop.hops == [3]
+    world, _, records = world_with(True)
+    world.driver.on("#c", answer)
+    body = world.calls.run(parse_call("batch", [click("#a"), read("#b"), read("#c"), click("#d"), read("#e")],
+                                      default_tab=1, stop_on_warning=True)).body
+    assert [p["status"] for p in body["progress"]][3:] == ["skipped", "skipped"]
+    assert [e.kind for e in events if getattr(e, "path", None) == "3"] == ["StepDispatched", "StepSkipped"]
+    assert "withdrawn 3" in records.made and "sent #d" not in records.made
+
+
+def test_the_containers_deadline_between_withdraws_the_write_carried_to_it() -> None:
+    body, events, _ = run_both([click("#a"), read("#b"), click("#c")], {"#b": ["hang"]}, timeout=1)
+
+    assert [p["status"] for p in body["progress"]][::2] == ["ok", "skipped"]
+    assert body["results"][1]["code"] == "container_timeout"
+    assert [e.kind for e in events if getattr(e, "path", None) == "2"] == ["StepDispatched", "StepSkipped"]
+
+
+def test_a_resume_records_ahead_across_kept_steps_and_reads() -> None:
+    body, events, _ = run_both([click("#a"), read("#b"), click("#c"), read("#d"), click("#e")],
+                               {"#b": ["fail_retryable", "ok"]}, observed={})
+    first = events[:[e.kind for e in events].index("CallResumed")]
+    resumed = events[len(first):]
+    assert [e.kind for e in first if getattr(e, "path", None) == "2"] == ["StepDispatched", "StepSkipped"]
+    assert [p["status"] for p in body["progress"]] == ["ok", "ok", "ok", "ok", "ok"]
+    # #a kept: #c is recorded as the read after it is sent; #e as #c is sent, before the read between
+    assert _before(resumed, ("StepStarted", "1"), ("StepDispatched", "2"))
+    assert _before(resumed, ("StepDispatched", "4"), ("StepStarted", "3"))
