@@ -1,0 +1,187 @@
+"""A page's site-tool channel: a CDP session of its own, through which the page's documents speak to the node.
+
+The session adds the binding every document's ``navigator.modelContext`` speaks through (``Runtime.addBinding``)
+and follows the page's frames (``Page`` events) and the main world of each frame's document (``Runtime`` events).
+The browser names the execution context of every call of the binding: a message is the document's of that context,
+in the frame the browser says, whatever the page says. The node answers, and calls into a document, with
+``Runtime.callFunctionOn`` in its context: no Playwright utility script is injected into a document for it (a
+13.6 KB evaluation in a renderer that is loading the page), no evaluation of Playwright's waits on it, and a message
+that wants no answer costs no command. The session covers the frames in the page's own renderer: a frame the
+browser moves to a process of its own (another site's, or a sandboxed one) leaves it, and its documents have no
+``modelContext``: no such frame can be of the top document's origin, the only one whose tools a tab lists.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from playwright.async_api import CDPSession, Page
+from playwright.async_api import Error as PlaywrightError
+
+__all__ = ["BINDING", "MAX_MESSAGE_CHARS", "Channel"]
+
+BINDING = "__kitsuneSiteTools"
+"""The binding's name in the page (``model_context.js`` takes it out of the page's reach at once)."""
+MAX_MESSAGE_CHARS = 1024 * 1024 + 64 * 1024
+"""Characters of one message at most (a tool's output of 1 MiB of JSON, and its envelope): a longer one is
+dropped unread."""
+
+
+@dataclass(slots=True)
+class _Frame:
+    """A frame of the page as the browser reports it."""
+
+    parent: str | None
+    url: str
+    context: int | None = None
+    """The execution context of its document's main world (None until the browser reports it)."""
+
+
+Heard = Callable[["Channel", str, int, str], None]
+"""Told of a message: the channel, the frame and the context it came from, and its text (within the bound)."""
+Lost = Callable[["Channel", str, int], None]
+"""Told of a document gone: the channel, its frame and the context its main world had."""
+
+
+class Channel:
+    """The site-tool channel of one page (made by :meth:`open`; used on the loop only)."""
+
+    def __init__(self, page: Page, session: CDPSession, heard: Heard, lost: Lost, changed: Callable[[], None]) -> None:
+        self.page = page
+        self.session = session
+        self.main = ""
+        """The id of the page's main frame."""
+        self.tab: int | None = None
+        """The page's tab, once a message of its documents named it (the tab's name outlives its page)."""
+        self._frames: dict[str, _Frame] = {}
+        """The page's frames in its renderer, in the order they were attached."""
+        self._contexts: dict[int, tuple[str, str]] = {}
+        """The main-world execution context of each frame's document -> the frame and the document's origin."""
+        self._heard, self._lost, self._changed = heard, lost, changed
+
+    @classmethod
+    async def open(cls, page: Page, heard: Heard, lost: Lost, changed: Callable[[], None]) -> Channel:
+        """The channel of ``page``, once the binding is in every document it loads from now on."""
+        session = await page.context.new_cdp_session(page)
+        channel = cls(page, session, heard, lost, changed)
+        for event, handler in (("Page.frameAttached", channel._attached), ("Page.frameDetached", channel._detached),
+                               ("Page.frameNavigated", channel._navigated),
+                               ("Page.navigatedWithinDocument", channel._moved),
+                               ("Runtime.executionContextCreated", channel._created),
+                               ("Runtime.executionContextDestroyed", channel._destroyed),
+                               ("Runtime.executionContextsCleared", channel._cleared),
+                               ("Runtime.bindingCalled", channel._called)):
+            session.on(event, handler)
+        tree: dict[str, Any] = (await asyncio.gather(session.send("Page.enable"), session.send("Page.getFrameTree")))[1]
+        channel._seed(tree["frameTree"], None)
+        await asyncio.gather(session.send("Runtime.addBinding", {"name": BINDING}), session.send("Runtime.enable"))
+        return channel
+
+    def frame_ids(self) -> list[str]:
+        """The page's frames (in its renderer), the main one first."""
+        return list(self._frames)
+
+    def has(self, frame: str) -> bool:
+        return frame in self._frames
+
+    def url(self, frame: str) -> str:
+        """The URL of the document the browser reports in ``frame`` ('' when it is gone)."""
+        known = self._frames.get(frame)
+        return known.url if known is not None else ""
+
+    def context(self, frame: str) -> int | None:
+        """The main-world context of the document in ``frame`` now (None: none reported yet, or the frame is gone)."""
+        known = self._frames.get(frame)
+        return known.context if known is not None else None
+
+    def origin(self, context: int) -> str:
+        """The origin of the document of ``context`` as the browser reports it (``null`` for an opaque one)."""
+        origin = self._contexts.get(context, ("", "null"))[1]
+        return origin if "://" in origin and not origin.startswith("://") else "null"
+
+    async def call(self, context: int, function: str, *args: Any, wait: bool = False) -> Any:
+        """What ``function`` returns (as JSON), called with ``args`` in ``context`` (``wait``: the promise it returns
+        settled); raises :class:`PlaywrightError` when the context is gone or the function threw."""
+        result = await self.session.send("Runtime.callFunctionOn", {
+            "functionDeclaration": function, "executionContextId": context, "returnByValue": True,
+            "awaitPromise": wait, "arguments": [{"value": arg} for arg in args]})
+        if "exceptionDetails" in result:
+            raise PlaywrightError("the function threw in the page")
+        return result.get("result", {}).get("value")
+
+    def send(self, context: int, function: str, *args: Any) -> None:
+        """Call ``function`` in ``context`` without waiting for it (a context gone meanwhile drops it)."""
+        task = asyncio.get_running_loop().create_task(self.call(context, function, *args))
+        task.add_done_callback(lambda t: t.cancelled() or t.exception())
+
+    # -- what the browser reports ------------------------------------------------------------------
+
+    def _seed(self, tree: dict[str, Any], parent: str | None) -> None:
+        frame = tree["frame"]
+        if parent is None:
+            self.main = frame["id"]
+        self._frames.setdefault(frame["id"], _Frame(parent, frame.get("url", "") + frame.get("urlFragment", "")))
+        for child in tree.get("childFrames", ()):
+            self._seed(child, frame["id"])
+
+    def _attached(self, event: dict[str, Any]) -> None:
+        self._frames.setdefault(event["frameId"], _Frame(event.get("parentFrameId"), "about:blank"))
+
+    def _navigated(self, event: dict[str, Any]) -> None:
+        frame = event["frame"]
+        url = frame.get("url", "") + frame.get("urlFragment", "")
+        known = self._frames.get(frame["id"])
+        if known is None:
+            self._frames[frame["id"]] = _Frame(frame.get("parentId"), url)
+        else:
+            known.url = url
+
+    def _moved(self, event: dict[str, Any]) -> None:
+        known = self._frames.get(event["frameId"])
+        if known is not None:
+            known.url = event["url"]
+
+    def _detached(self, event: dict[str, Any]) -> None:
+        known = self._frames.pop(event["frameId"], None)
+        if known is not None and known.context is not None:
+            self._contexts.pop(known.context, None)
+            self._lost(self, event["frameId"], known.context)
+
+    def _created(self, event: dict[str, Any]) -> None:
+        context = event["context"]
+        data = context.get("auxData") or {}
+        known = self._frames.get(data.get("frameId", ""))
+        if known is None or data.get("isDefault") is not True:
+            return  # an isolated world (Playwright's, an extension's): no document of the page speaks from it
+        if known.context is not None:
+            self._contexts.pop(known.context, None)
+            self._lost(self, data["frameId"], known.context)
+        known.context = context["id"]
+        self._contexts[context["id"]] = data["frameId"], str(context.get("origin", ""))
+        self._changed()
+
+    def _destroyed(self, event: dict[str, Any]) -> None:
+        frame, _ = self._contexts.pop(event["executionContextId"], (None, ""))
+        if frame is not None:
+            known = self._frames.get(frame)
+            if known is not None and known.context == event["executionContextId"]:
+                known.context = None
+            self._lost(self, frame, event["executionContextId"])
+
+    def _cleared(self, _event: Any) -> None:
+        gone, self._contexts = self._contexts, {}
+        for frame in self._frames.values():
+            frame.context = None
+        for context, (frame_id, _) in gone.items():
+            self._lost(self, frame_id, context)
+
+    def _called(self, event: dict[str, Any]) -> None:
+        known = self._contexts.get(event.get("executionContextId", -1))
+        payload = event.get("payload")
+        if (known is None or event.get("name") != BINDING or not isinstance(payload, str)
+                or len(payload) > MAX_MESSAGE_CHARS):
+            return
+        self._heard(self, known[0], event["executionContextId"], payload)
