@@ -14,20 +14,29 @@ browser moves to a process of its own (another site's, or a sandboxed one) leave
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable
+import logging
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any
 
+import orjson
 from playwright.async_api import CDPSession, Page
 from playwright.async_api import Error as PlaywrightError
 
-__all__ = ["BINDING", "MAX_MESSAGE_CHARS", "Channel"]
+__all__ = ["BINDING", "MAX_MESSAGE_CHARS", "Channel", "NotTaken"]
+
+log = logging.getLogger(__name__)
 
 BINDING = "__kitsuneSiteTools"
 """The binding's name in the page (``model_context.js`` takes it out of the page's reach at once)."""
 MAX_MESSAGE_CHARS = 1024 * 1024 + 64 * 1024
 """Characters of one message at most (a tool's output of 1 MiB of JSON, and its envelope): a longer one is
 dropped unread."""
+_ANSWER = "(reply, outcome) => globalThis[Symbol.for('kitsune.siteTools')]?.answer(reply, outcome)"
+
+
+class NotTaken(Exception):
+    """A message the node does not take: its answer is ``{"ok": false}``, with nothing the page can learn from."""
 
 
 @dataclass(slots=True)
@@ -40,8 +49,9 @@ class _Frame:
     """The execution context of its document's main world (None until the browser reports it)."""
 
 
-Heard = Callable[["Channel", str, int, str], None]
-"""Told of a message: the channel, the frame and the context it came from, and its text (within the bound)."""
+Take = Callable[["Channel", str, int, Any], Awaitable[Any]]
+"""Takes a message (the channel, the frame and the context it came from, the message's JSON): its answer, or raises
+:class:`NotTaken`."""
 Lost = Callable[["Channel", str, int], None]
 """Told of a document gone: the channel, its frame and the context its main world had."""
 
@@ -49,7 +59,7 @@ Lost = Callable[["Channel", str, int], None]
 class Channel:
     """The site-tool channel of one page (made by :meth:`open`; used on the loop only)."""
 
-    def __init__(self, page: Page, session: CDPSession, heard: Heard, lost: Lost, changed: Callable[[], None]) -> None:
+    def __init__(self, page: Page, session: CDPSession, take: Take, lost: Lost, changed: Callable[[], None]) -> None:
         self.page = page
         self.session = session
         self.main = ""
@@ -60,13 +70,13 @@ class Channel:
         """The page's frames in its renderer, in the order they were attached."""
         self._contexts: dict[int, tuple[str, str]] = {}
         """The main-world execution context of each frame's document -> the frame and the document's origin."""
-        self._heard, self._lost, self._changed = heard, lost, changed
+        self._take, self._lost, self._changed = take, lost, changed
 
     @classmethod
-    async def open(cls, page: Page, heard: Heard, lost: Lost, changed: Callable[[], None]) -> Channel:
+    async def open(cls, page: Page, take: Take, lost: Lost, changed: Callable[[], None]) -> Channel:
         """The channel of ``page``, once the binding is in every document it loads from now on."""
         session = await page.context.new_cdp_session(page)
-        channel = cls(page, session, heard, lost, changed)
+        channel = cls(page, session, take, lost, changed)
         for event, handler in (("Page.frameAttached", channel._attached), ("Page.frameDetached", channel._detached),
                                ("Page.frameNavigated", channel._navigated),
                                ("Page.navigatedWithinDocument", channel._moved),
@@ -179,9 +189,30 @@ class Channel:
             self._lost(self, frame_id, context)
 
     def _called(self, event: dict[str, Any]) -> None:
+        """A message from the document of a main-world context, as the browser says (taken in the order they came);
+        one from any other context, over the bound or not JSON is dropped unread."""
         known = self._contexts.get(event.get("executionContextId", -1))
         payload = event.get("payload")
         if (known is None or event.get("name") != BINDING or not isinstance(payload, str)
                 or len(payload) > MAX_MESSAGE_CHARS):
             return
-        self._heard(self, known[0], event["executionContextId"], payload)
+        try:
+            message = orjson.loads(payload)
+        except orjson.JSONDecodeError:
+            return
+        task = asyncio.get_running_loop().create_task(self._answer(known[0], event["executionContextId"], message))
+        task.add_done_callback(lambda t: t.cancelled() or t.exception())
+
+    async def _answer(self, frame: str, context: int, message: Any) -> None:
+        """Take ``message``, and answer it in its document when it carries ``reply``: ``{"ok": true, "value"}``, or
+        ``{"ok": false}`` when it is not taken."""
+        try:
+            outcome = {"ok": True, "value": await self._take(self, frame, context, message)}
+        except NotTaken:
+            outcome = {"ok": False}
+        except Exception as e:  # a page's message never breaks the node's loop; what it held stays out of the log
+            log.error("a site-tool message failed (%s)", type(e).__name__)
+            outcome = {"ok": False}
+        reply = message.get("reply") if isinstance(message, dict) else None
+        if type(reply) is int:
+            self.send(context, _ANSWER, reply, outcome)

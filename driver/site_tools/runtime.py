@@ -17,12 +17,10 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import logging
 from collections.abc import Callable, Collection
 from dataclasses import dataclass
 from typing import Any
 
-import orjson
 from playwright.async_api import BrowserContext, Page
 from playwright.async_api import Error as PlaywrightError
 
@@ -30,7 +28,7 @@ from core.url_policy import UrlPolicy
 from driver.errors import Stop
 from driver.page_js import MODEL_CONTEXT
 from driver.site_tools.chains import Chain, Document, Invocation, bare_url, potentially_trustworthy
-from driver.site_tools.channel import BINDING, Channel
+from driver.site_tools.channel import BINDING, Channel, NotTaken
 from driver.site_tools.continuations import Refusal
 from driver.site_tools.declarations import (
     MAX_FRAME_SCHEMA_BYTES,
@@ -55,25 +53,15 @@ from messages.events import (
 
 __all__ = ["BINDING", "TOKEN_CHARS", "SiteToolHooks", "SiteTools"]
 
-log = logging.getLogger(__name__)
-
 _INVOKE = ("(doc, id, name, input, token) => "
            "!!globalThis[Symbol.for('kitsune.siteTools')]?.invoke(doc, id, name, input, token)")
 _ABORT = "(doc, id) => globalThis[Symbol.for('kitsune.siteTools')]?.abort(doc, id)"
-_ANSWER = "(reply, outcome) => globalThis[Symbol.for('kitsune.siteTools')]?.answer(reply, outcome)"
 _DECLARED = "() => globalThis[Symbol.for('kitsune.siteTools')]?.declared() ?? null"
 _RESPONSE = "() => globalThis[Symbol.for('kitsune.siteTools')]?.response() ?? null"
 TOKEN_CHARS = 256
 """Characters a continuation token a page redeems may have (none has as many): a longer one is refused unread."""
 _RESPONSE_MS = 300_000
 """Milliseconds at most a form's response document has to load (the call's own timeout ends it sooner)."""
-
-
-class _Refused(Exception):
-    """A message the node does not take: the page's promise rejects (with nothing it can learn from)."""
-
-    def __init__(self) -> None:
-        super().__init__("refused")
 
 
 @dataclass(slots=True)
@@ -127,7 +115,8 @@ class SiteTools:
 
     async def _open(self, page: Page) -> Channel | None:
         try:
-            return await Channel.open(page, self._heard, self._lost, self._change)
+            return await Channel.open(page, lambda *message: self._message(*message),  # noqa: PLW0108 (wrapped in tests)
+                                      self._lost, self._change)
         except PlaywrightError:
             return None  # the page closed as it opened
 
@@ -140,8 +129,11 @@ class SiteTools:
                 await asyncio.wait_for(asyncio.shield(opening), max(0.001, seconds))
 
     def _channel(self, page: Page) -> Channel | None:
+        """The page's channel, once open (None: still opening, or it could not open)."""
         opening = self._channels.get(page)
-        return opening.result() if opening is not None and opening.done() and not opening.cancelled() else None
+        if opening is None or not opening.done() or opening.cancelled() or opening.exception() is not None:
+            return None
+        return opening.result()
 
     # -- what the tabs declare ---------------------------------------------------------------
 
@@ -224,9 +216,12 @@ class SiteTools:
         """Run the chain's tool in the invocation's document (with the token it may ask for, but a form's); False
         when that document no longer declares it."""
         document = invocation.document
+        channel = self._tab_channels.get(document.tab)
+        if document.gone or channel is None:
+            return False
         token = None if chain.form else self._tokens.reserve(chain, invocation)
-        return bool(await self._tab_channels[document.tab].call(document.context, _INVOKE, document.nonce,
-                                                                invocation.id, chain.tool, chain.input, token))
+        return bool(await channel.call(document.context, _INVOKE, document.nonce, invocation.id, chain.tool,
+                                       chain.input, token))
 
     def end(self, chain: Chain, reason: str) -> None:
         """The chain's step is over (``reason`` says how, if it did not end by itself): revoke its tokens, stop
@@ -263,45 +258,21 @@ class SiteTools:
 
     # -- the binding -----------------------------------------------------------------------------
 
-    def _heard(self, channel: Channel, frame: str, context: int, text: str) -> None:
-        """A message from the document of ``context`` in ``frame`` (as the browser says), taken in the order the
-        messages came."""
-        try:
-            message = orjson.loads(text)
-        except orjson.JSONDecodeError:
-            return
-        task = asyncio.get_running_loop().create_task(self._answer(channel, frame, context, message))
-        task.add_done_callback(lambda t: t.cancelled() or t.exception())
-
-    async def _answer(self, channel: Channel, frame: str, context: int, message: Any) -> None:
-        """Take ``message``, and answer it in its document when it carries ``reply``: ``{"ok": true, "value"}``, or
-        ``{"ok": false}`` when it is refused (the page learns nothing more)."""
-        try:
-            outcome = {"ok": True, "value": await self._message(channel, frame, context, message)}
-        except _Refused:
-            outcome = {"ok": False}
-        except Exception as e:  # a page's message never breaks the node's loop; what it held stays out of the log
-            log.error("a site-tool message failed (%s)", type(e).__name__)
-            outcome = {"ok": False}
-        reply = message.get("reply") if isinstance(message, dict) else None
-        if type(reply) is int:
-            channel.send(context, _ANSWER, reply, outcome)
-
     async def _message(self, channel: Channel, frame: str, context: int, message: Any) -> Any:
         """One message of a document: its declarations, its continuation's start (``resume``), or its invocations'
         news. A document's first message says ``hello`` too: the node tracks the document from it (a refusal
         answers ``{"untracked": why}`` and takes nothing of the message)."""
         if not isinstance(message, dict):
-            raise _Refused
+            raise NotTaken
         tab, op, nonce = self._tab_of(channel.page), message.get("op"), message.get("doc")
         if tab is None or not isinstance(nonce, str):
-            raise _Refused
+            raise NotTaken
         channel.tab = tab
         if message.get("hello") is True and (untracked := self._hello(channel, frame, context, tab, nonce)):
             return {"untracked": untracked}
         document = self._tabs.get(tab, {}).get(frame)
         if document is None or document.nonce != nonce or document.context != context:
-            raise _Refused
+            raise NotTaken
         if op == "resume":
             return self._resume(document, message.get("token"))
         found = self._invocation_of(document, message.get("invocation"))
@@ -316,21 +287,21 @@ class SiteTools:
             return await self._begin(*found)
         if op in ("register", "unregister", "clear"):
             return self._declare(document, op, message)
-        raise _Refused
+        raise NotTaken
 
     def _hello(self, channel: Channel, frame: str, context: int, tab: int, nonce: str) -> str | None:
         """A new document in ``frame`` (its first message); a frame's document past :data:`MAX_TAB_DOCUMENTS` is
         refused by name (returned) and not tracked (its messages are refused), a detached frame's is not tracked."""
         if not channel.has(frame):
-            raise _Refused
+            raise NotTaken
         known, main = self._tabs.get(tab, {}).get(frame), frame == channel.main
         if not main and known is None and len(self._tabs.get(tab, ())) >= MAX_TAB_DOCUMENTS:
             return tab_documents_refused()
         origin = channel.origin(context)
         if not potentially_trustworthy(origin):
-            raise _Refused  # no secure context: its script offers no modelContext, and the node takes none
+            raise NotTaken  # no secure context: its script offers no modelContext, and the node takes none
         if known is not None and (known.nonce == nonce or known.context == context):
-            raise _Refused  # a document says hello once: a second is not the page's script
+            raise NotTaken  # a document says hello once: a second is not the page's script
         self._gone(self._untrack(tab, frame), channel)
         self._tabs.setdefault(tab, {})[frame] = Document(nonce, frame, tab, origin, bare_url(channel.url(frame)),
                                                          main, context)
@@ -411,7 +382,7 @@ class SiteTools:
             if isinstance(token, str) and len(token) <= TOKEN_CHARS and document.origin != "null" else Refusal.UNKNOWN
         if isinstance(found, Refusal) or self._denied(found.chain, document):
             self.hooks.continuation("refused")
-            raise _Refused
+            raise NotTaken
         self._tokens.redeemed(found)
         chain = found.chain
         invocation = chain.invoke(document)
@@ -426,7 +397,7 @@ class SiteTools:
         await asyncio.wait([waiting, ended], return_when=asyncio.FIRST_COMPLETED)
         if not waiting.done():
             waiting.cancel()
-            raise _Refused  # the call ended meanwhile
+            raise NotTaken  # the call ended meanwhile
         return chain.input
 
     # -- documents that go ---------------------------------------------------------------------
