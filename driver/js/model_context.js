@@ -6,9 +6,15 @@
 (() => {
   "use strict";
   const BINDING = "__kitsuneSiteTools";
-  const send = globalThis[BINDING];
-  if (typeof send !== "function") return;
-  delete globalThis[BINDING];  // the node's CDP binding: this script holds it, out of the page's reach
+  let send = null;
+  const bound = () => {  // the node's CDP binding, taken out of the page's reach as soon as it is in the document
+    if (send === null && typeof globalThis[BINDING] === "function") {
+      send = globalThis[BINDING];
+      delete globalThis[BINDING];
+    }
+    return send;
+  };
+  bound();
   if (!globalThis.isSecureContext) return;  // the draft's [SecureContext]: no modelContext at all
 
   // The page's own scripts run later and may replace these: the ones taken now are the browser's.
@@ -18,13 +24,25 @@
   const doc = Array.from(random, (b) => b.toString(16).padStart(2, "0")).join("");
   // A message is one call of the binding with its JSON. One the page waits on carries `reply`: the node answers it
   // with answer(reply, outcome) in this document; the others (took, settled, unregister, clear) are not answered.
+  // A document that loaded before the node's channel reached its page (a popup's first one) keeps its messages
+  // until the node, once there, tells it (attach).
+  const queued = [];
+  const flush = () => {
+    if (bound() === null) return false;
+    queued.splice(0).forEach((text) => send(text));
+    return true;
+  };
+  const out = (message) => {
+    queued.push(stringify(message));
+    flush();
+  };
   const waiting = new Map();  // reply -> [resolve, reject]
   let replies = 0;
   const ask = (message) => new Promise((resolve, reject) => {
     const reply = ++replies;
     waiting.set(reply, [resolve, reject]);
     try {
-      send(stringify({ ...message, reply }));
+      out({ ...message, reply });
     } catch (e) {
       waiting.delete(reply);
       reject(e);
@@ -32,7 +50,7 @@
   });
   const tell = (message) => {
     try {
-      send(stringify(message));
+      out(message);
     } catch (e) {}  // a message the node never hears: what waits on the node learns it there
   };
   let untracked = null;  // the node's refusal of this document (its tab has as many as it tracks): it declares nothing
@@ -451,6 +469,7 @@
   const loaded = new Promise((resolve) => { addEventListener("load", resolve, { once: true }); });
   Object.defineProperty(globalThis, Symbol.for("kitsune.siteTools"), {
     value: Object.freeze({
+      attach: flush,  // the node's channel reached this document: what it said so far goes now (false: no binding)
       answer(reply, outcome) {  // the node's answer to the message sent with `reply`
         const asked = waiting.get(reply);
         if (asked === undefined) return;

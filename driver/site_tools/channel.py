@@ -33,6 +33,7 @@ MAX_MESSAGE_CHARS = 1024 * 1024 + 64 * 1024
 """Characters of one message at most (a tool's output of 1 MiB of JSON, and its envelope): a longer one is
 dropped unread."""
 _ANSWER = "(reply, outcome) => globalThis[Symbol.for('kitsune.siteTools')]?.answer(reply, outcome)"
+_ATTACH = "() => globalThis[Symbol.for('kitsune.siteTools')]?.attach()"
 
 
 class NotTaken(Exception):
@@ -74,7 +75,9 @@ class Channel:
 
     @classmethod
     async def open(cls, page: Page, take: Take, lost: Lost, changed: Callable[[], None]) -> Channel:
-        """The channel of ``page``, once the binding is in every document it loads from now on."""
+        """The channel of ``page``, once the binding is in every document it loads from now on. A document that
+        loaded before (a popup's first one: its page is there only once it runs) gets it too, and is told to send
+        what it kept meanwhile."""
         session = await page.context.new_cdp_session(page)
         channel = cls(page, session, take, lost, changed)
         for event, handler in (("Page.frameAttached", channel._attached), ("Page.frameDetached", channel._detached),
@@ -87,7 +90,10 @@ class Channel:
             session.on(event, handler)
         tree: dict[str, Any] = (await asyncio.gather(session.send("Page.enable"), session.send("Page.getFrameTree")))[1]
         channel._seed(tree["frameTree"], None)
-        await asyncio.gather(session.send("Runtime.addBinding", {"name": BINDING}), session.send("Runtime.enable"))
+        # The contexts first: the browser reports each before any call of the binding in it can come.
+        await asyncio.gather(session.send("Runtime.enable"), session.send("Runtime.addBinding", {"name": BINDING}))
+        for context in channel._contexts:
+            channel.send(context, _ATTACH)
         return channel
 
     def frame_ids(self) -> list[str]:

@@ -176,6 +176,7 @@ class SiteTools:
         """Wait (``seconds`` at most) until the node has heard every declaration the page's documents made so far."""
         loop = asyncio.get_running_loop()
         end = loop.time() + seconds
+        await self.attached(page, seconds)  # a popup's: its first document speaks once the channel is open
         channel, tab = self._channel(page), self._tab_of(page)
         if channel is None or tab is None:
             return  # no document of the page can speak to the node
