@@ -6,9 +6,17 @@ The browser names the execution context of every call of the binding: a message 
 in the frame the browser says, whatever the page says. The node answers, and calls into a document, with
 ``Runtime.callFunctionOn`` in its context: no Playwright utility script is injected into a document for it (a
 13.6 KB evaluation in a renderer that is loading the page), no evaluation of Playwright's waits on it, and a message
-that wants no answer costs no command. The session covers the frames in the page's own renderer: a frame the
-browser moves to a process of its own (another site's, or a sandboxed one) leaves it, and its documents have no
-``modelContext``: no such frame can be of the top document's origin, the only one whose tools a tab lists.
+that wants no answer costs no command.
+
+What else the ``Runtime`` events carry, every console message and exception of the page's documents, reaches the
+node's loop: a page past :data:`MAX_NOISE` of them a second goes unheard for :data:`QUIET` seconds, twice as long
+each time again. Its documents
+still speak (the browser reports a binding's calls to the session all the same); those it loads meanwhile get the
+binding as it is heard again, and keep their messages until.
+
+The session covers the frames in the page's own renderer: a frame the browser moves to a process of its own
+(another site's, or a sandboxed one) leaves it, and its documents have no ``modelContext``: no such frame can be of
+the top document's origin, the only one whose tools a tab lists.
 """
 
 from __future__ import annotations
@@ -32,6 +40,15 @@ BINDING = "__kitsuneSiteTools"
 MAX_MESSAGE_CHARS = 1024 * 1024 + 64 * 1024
 """Characters of one message at most (a tool's output of 1 MiB of JSON, and its envelope): a longer one is
 dropped unread."""
+MAX_NOISE = 200
+"""Console messages and exceptions of a page's documents a second that its channel hears at most (those already on
+their way when it stops hearing them come too)."""
+QUIET = 10.0
+"""Seconds a page past :data:`MAX_NOISE` goes unheard the first time: its ``Runtime`` events off, and the console
+messages it logged meanwhile discarded as they come back on (the browser would report each again). Each time after,
+twice as long as the time before, up to :data:`MAX_QUIET` (the messages on their way as it stops hearing them, a few
+thousand from a page that logs as fast as it can, come all the same)."""
+MAX_QUIET = 320.0
 _ANSWER = "(reply, outcome) => globalThis[Symbol.for('kitsune.siteTools')]?.answer(reply, outcome)"
 _ATTACH = "() => globalThis[Symbol.for('kitsune.siteTools')]?.attach()"
 
@@ -72,6 +89,12 @@ class Channel:
         self._contexts: dict[int, tuple[str, str]] = {}
         """The main-world execution context of each frame's document -> the frame and the document's origin."""
         self._take, self._lost, self._changed = take, lost, changed
+        self._noise = 0
+        self._noise_since = 0.0
+        self._quiet = QUIET
+        """Seconds the page goes unheard the next time it is too noisy."""
+        self._heard = True
+        """Whether the session hears the page's ``Runtime`` events (off while it is too noisy)."""
 
     @classmethod
     async def open(cls, page: Page, take: Take, lost: Lost, changed: Callable[[], None]) -> Channel:
@@ -86,15 +109,22 @@ class Channel:
                                ("Runtime.executionContextCreated", channel._created),
                                ("Runtime.executionContextDestroyed", channel._destroyed),
                                ("Runtime.executionContextsCleared", channel._cleared),
+                               ("Runtime.consoleAPICalled", channel._noisy),
+                               ("Runtime.exceptionThrown", channel._noisy),
                                ("Runtime.bindingCalled", channel._called)):
             session.on(event, handler)
         tree: dict[str, Any] = (await asyncio.gather(session.send("Page.enable"), session.send("Page.getFrameTree")))[1]
         channel._seed(tree["frameTree"], None)
-        # The contexts first: the browser reports each before any call of the binding in it can come.
-        await asyncio.gather(session.send("Runtime.enable"), session.send("Runtime.addBinding", {"name": BINDING}))
-        for context in channel._contexts:
-            channel.send(context, _ATTACH)
+        await channel._hear()
         return channel
+
+    async def _hear(self) -> None:
+        """Hear the page's ``Runtime`` events, the binding in every document (those there already too), each told
+        to send what it kept. The contexts first: the browser reports each before a call of the binding in it."""
+        await asyncio.gather(self.session.send("Runtime.enable"),
+                             self.session.send("Runtime.addBinding", {"name": BINDING}))
+        for context in self._contexts:
+            self.send(context, _ATTACH)
 
     def frame_ids(self) -> list[str]:
         """The page's frames (in its renderer), the main one first."""
@@ -130,8 +160,24 @@ class Channel:
 
     def send(self, context: int, function: str, *args: Any) -> None:
         """Call ``function`` in ``context`` without waiting for it (a context gone meanwhile drops it)."""
-        task = asyncio.get_running_loop().create_task(self.call(context, function, *args))
-        task.add_done_callback(lambda t: t.cancelled() or t.exception())
+        _spawn(self.call(context, function, *args))
+
+    def _noisy(self, _event: Any) -> None:
+        """A console message or an exception: past :data:`MAX_NOISE` this second, the page goes unheard awhile."""
+        loop = asyncio.get_running_loop()
+        if loop.time() - self._noise_since >= 1.0:
+            self._noise, self._noise_since = 0, loop.time()
+        self._noise += 1
+        if self._noise > MAX_NOISE and self._heard:
+            self._heard = False
+            _spawn(self.session.send("Runtime.disable"))
+            loop.call_later(self._quiet, self._hear_again)
+            self._quiet = min(2 * self._quiet, MAX_QUIET)
+
+    def _hear_again(self) -> None:
+        self._heard = True
+        _spawn(self.session.send("Runtime.discardConsoleEntries"))
+        _spawn(self._hear())
 
     # -- what the browser reports ------------------------------------------------------------------
 
@@ -147,13 +193,19 @@ class Channel:
         self._frames.setdefault(event["frameId"], _Frame(event.get("parentFrameId"), "about:blank"))
 
     def _navigated(self, event: dict[str, Any]) -> None:
+        """A frame's new document. Its last one is gone: while the page is heard the browser says so itself (and may
+        report the new document's context first), while it is not, this is all the channel learns."""
         frame = event["frame"]
         url = frame.get("url", "") + frame.get("urlFragment", "")
         known = self._frames.get(frame["id"])
         if known is None:
             self._frames[frame["id"]] = _Frame(frame.get("parentId"), url)
-        else:
-            known.url = url
+            return
+        known.url = url
+        if not self._heard and known.context is not None:
+            self._contexts.pop(known.context, None)
+            self._lost(self, frame["id"], known.context)
+            known.context = None
 
     def _moved(self, event: dict[str, Any]) -> None:
         known = self._frames.get(event["frameId"])
@@ -172,7 +224,7 @@ class Channel:
         known = self._frames.get(data.get("frameId", ""))
         if known is None or data.get("isDefault") is not True:
             return  # an isolated world (Playwright's, an extension's): no document of the page speaks from it
-        if known.context is not None:
+        if known.context not in (None, context["id"]):  # (as it is heard again, the browser reports it anew)
             self._contexts.pop(known.context, None)
             self._lost(self, data["frameId"], known.context)
         known.context = context["id"]
@@ -222,3 +274,9 @@ class Channel:
         reply = message.get("reply") if isinstance(message, dict) else None
         if type(reply) is int:
             self.send(context, _ANSWER, reply, outcome)
+
+
+def _spawn(work: Awaitable[Any]) -> None:
+    """Run ``work`` without waiting for it: what it raises (the page went meanwhile) is dropped."""
+    task = asyncio.ensure_future(work)
+    task.add_done_callback(lambda t: t.cancelled() or t.exception())

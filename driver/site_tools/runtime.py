@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import logging
 from collections.abc import Callable, Collection
 from dataclasses import dataclass
 from typing import Any
@@ -52,6 +53,8 @@ from messages.events import (
 )
 
 __all__ = ["BINDING", "TOKEN_CHARS", "SiteToolHooks", "SiteTools"]
+
+log = logging.getLogger(__name__)
 
 _INVOKE = ("(doc, id, name, input, token) => "
            "!!globalThis[Symbol.for('kitsune.siteTools')]?.invoke(doc, id, name, input, token)")
@@ -119,6 +122,9 @@ class SiteTools:
                                       self._lost, self._change)
         except PlaywrightError:
             return None  # the page closed as it opened
+        except Exception as e:  # a channel that does not open leaves its page without site tools, never the tab
+            log.error("a page's site-tool channel did not open (%s)", type(e).__name__)
+            return None
 
     async def attached(self, page: Page, seconds: float) -> None:
         """Wait (``seconds`` at most) until ``page``'s channel is open: each document it loads from then on has the
