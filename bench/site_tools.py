@@ -161,10 +161,10 @@ def counting(browser: ChromiumBrowser) -> collections.Counter[str]:
     tools = browser.site_tools
     message = tools._message
 
-    async def counted(source: dict[str, Any], sent: Any) -> Any:
+    async def counted(channel: Any, frame: str, context: int, sent: Any) -> Any:
         counts[str(sent.get("op")) if isinstance(sent, dict) else "?"] += 1
-        return await message(source, sent)
-    tools._message = counted  # type: ignore[method-assign]  # the binding takes it as the browser starts
+        return await message(channel, frame, context, sent)
+    tools._message = counted  # type: ignore[method-assign]  # every message the channels hear goes through it
     return counts
 
 

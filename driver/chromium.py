@@ -408,6 +408,7 @@ class ChromiumBrowser:
         if page is None:
             return Unknown(Failure(f"newTab: tab {tab} closed as it opened", "tab_closed", False, {"tabId": tab}))
         named = {"session": session.name, **said} if session is not None else {}
+        await self.site_tools.attached(page, deadline - asyncio.get_running_loop().time())
         if command.url is None:
             return Done({"tabId": tab, "url": page.url, **named})
         url = command.url

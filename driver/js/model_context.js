@@ -6,35 +6,78 @@
 (() => {
   "use strict";
   const BINDING = "__kitsuneSiteTools";
-  const send = globalThis[BINDING];
-  if (typeof send !== "function") return;
-  delete globalThis[BINDING];  // Playwright delivers answers through its own controller, not this global
+  let send = null;
+  const bound = () => {  // the node's CDP binding, taken out of the page's reach as soon as it is in the document
+    if (send === null && typeof globalThis[BINDING] === "function") {
+      send = globalThis[BINDING];
+      delete globalThis[BINDING];
+    }
+    return send;
+  };
+  bound();
   if (!globalThis.isSecureContext) return;  // the draft's [SecureContext]: no modelContext at all
 
+  // The page's own scripts run later and may replace these: the ones taken now are the browser's.
+  const { stringify, parse } = JSON;
   const random = new Uint8Array(16);
   crypto.getRandomValues(random);
   const doc = Array.from(random, (b) => b.toString(16).padStart(2, "0")).join("");
+  // A message is one call of the binding with its JSON. One the page waits on carries `reply`: the node answers it
+  // with answer(reply, outcome) in this document; the others (took, settled, unregister, clear) are not answered.
+  // A document that loaded before the node's channel reached its page (a popup's first one) keeps its messages
+  // until the node, once there, tells it (attach).
+  const queued = [];
+  const flush = () => {
+    if (bound() === null) return false;
+    queued.splice(0).forEach((text) => send(text));
+    return true;
+  };
+  const out = (message) => {
+    queued.push(stringify(message));
+    flush();
+  };
+  const waiting = new Map();  // reply -> [resolve, reject]
+  let replies = 0;
+  const ask = (message) => new Promise((resolve, reject) => {
+    const reply = ++replies;
+    waiting.set(reply, [resolve, reject]);
+    try {
+      out({ ...message, reply });
+    } catch (e) {
+      waiting.delete(reply);
+      reject(e);
+    }
+  });
+  const tell = (message) => {
+    try {
+      out(message);
+    } catch (e) {}  // a message the node never hears: what waits on the node learns it there
+  };
   let untracked = null;  // the node's refusal of this document (its tab has as many as it tracks): it declares nothing
   let hello = null;  // the answer to the document's first message, which is its hello too (none is sent before)
   const refused = (op, fields) => {
     if (op === "register") return { refused: `registerTool ${fields.tool.name}: ${untracked}` };
     throw new DOMException("the node does not track this document", "NotAllowedError");
   };
-  const first = (message) => {  // the document's first message: the node tracks the document from it
-    const sent = new Promise((resolve) => { resolve(send({ ...message, hello: true })); });  // a throw rejects it
+  const first = (message) => {  // the document's first message: the node tracks the document from it (and answers)
+    const sent = ask({ ...message, hello: true });
     hello = sent.then((answer) => {
       if (answer && typeof answer.untracked === "string") untracked = answer.untracked;
     }, () => {});
     return sent.then((answer) => (untracked === null ? answer : refused(message.op, message)));
   };
-  const post = (op, fields) => {
+  // `answered`: whether the page waits on the node's answer (a promise of it), or only tells it (a promise of null).
+  const post = (op, fields, answered = true) => {
     if (hello === null) return first({ op, doc, ...fields });
-    return hello.then(() => (untracked === null ? send({ op, doc, ...fields }) : refused(op, fields)));
+    return hello.then(() => {
+      if (untracked !== null) return refused(op, fields);
+      if (answered) return ask({ op, doc, ...fields });
+      tell({ op, doc, ...fields });
+      return null;
+    });
   };
-  // The page's own scripts run later and may replace these: the ones taken now are the browser's.
-  const { stringify, parse } = JSON;
   let heard = 0;  // declaration messages sent: the node has heard them all when its count is the same
-  const declare = (op, fields) => post(op, { seq: ++heard, ...fields });
+  const declare = (op, fields, answered = true) => post(op, { seq: ++heard, ...fields }, answered);
   const quietly = (promise) => { promise.catch(() => {}); };
 
   const OUTPUT_CHARS = 1048576;  // a tool's output, as JSON: the node does not take more
@@ -84,7 +127,7 @@
         if (token === null) return post("requestToken", { invocation: id });
         const taken = token;
         token = null;
-        quietly(post("took", { invocation: id }));
+        quietly(post("took", { invocation: id }, false));
         return Promise.resolve(taken);
       },
     });
@@ -97,7 +140,7 @@
       settled = true;
       token = null;
       running.delete(id);
-      quietly(post("settled", { invocation: id, ...answer }));
+      quietly(post("settled", { invocation: id, ...answer }, false));
     });
   }
 
@@ -180,14 +223,14 @@
 
   function unregister(name) {
     if (tools.delete(name)) {
-      quietly(declare("unregister", { name }));
+      quietly(declare("unregister", { name }, false));
       changed();
     }
   }
 
   function clear() {
     tools.clear();
-    quietly(declare("clear", {}));
+    quietly(declare("clear", {}, false));
     changed();
   }
 
@@ -202,7 +245,7 @@
     // token and answers the callback's id, the token it may ask for and, once the invocations before this one
     // settled, its input.
     const message = { op: "resume", doc, token };
-    return (hello === null ? first(message) : send(message)).then(
+    return (hello === null ? first(message) : ask(message)).then(
       ({ invocation: id, token: reserved, ...answer }) => {
         const input = "input" in answer ? Promise.resolve(answer.input) : post("begin", { invocation: id });
         input.then((value) => run(id, callback, value, reserved), () => {});
@@ -421,10 +464,19 @@
     attributeFilter: ["toolname", "tooldescription", "toolautosubmit", "toolparamdescription", "name", "type",
       "required", "disabled", "min", "max", "minlength", "maxlength", "multiple", "value"] });
 
-  // What the node calls in this document (frame.evaluate); `doc` makes sure it is still this document.
+  // What the node calls in this document (Runtime.callFunctionOn in its main world); `doc` makes sure it is still
+  // this document. The page may call them too: nothing they do reaches beyond this document.
+  const loaded = new Promise((resolve) => { addEventListener("load", resolve, { once: true }); });
   Object.defineProperty(globalThis, Symbol.for("kitsune.siteTools"), {
     value: Object.freeze({
-      doc,
+      attach: flush,  // the node's channel reached this document: what it said so far goes now (false: no binding)
+      answer(reply, outcome) {  // the node's answer to the message sent with `reply`
+        const asked = waiting.get(reply);
+        if (asked === undefined) return;
+        waiting.delete(reply);
+        if (outcome !== null && typeof outcome === "object" && outcome.ok === true) asked[0](outcome.value);
+        else asked[1](new DOMException("the node refused the message", "NotAllowedError"));
+      },
       declared: () => (hello !== null && untracked === null ? [doc, heard] : null),  // null: nothing to hear
       invoke(to, id, name, input, token) {
         const tool = tools.get(name);
@@ -432,7 +484,8 @@
         run(id, tool.execute, input, token);
         return true;
       },
-      response() {  // a form tool's answer, in the document its submission loaded: its first JSON-LD, if any
+      async response() {  // a form tool's answer, in the document its submission loaded: its first JSON-LD, if any
+        await loaded;
         const script = querySelector.call(document, 'script[type="application/ld+json"]');
         if (script === null) return { ok: true, value: null };
         const text = textOf.call(script);

@@ -5,8 +5,8 @@ the tool; each continuation token it asks for lets another document of the same 
 carry it on in an invocation of its own. The chain ends when every invocation settled and no token
 is outstanding: its result is the output of the last invocation. It ends ``unknown`` when a
 document is lost under an invocation that asked for no token, when a token expires, or when an
-invocation throws. Everything here runs on the node's loop. A document's origin is read from its frame's URL
-(:func:`origin_of`), never from the page.
+invocation throws. Everything here runs on the node's loop. A document's origin is its execution context's, as the
+browser reports it (:mod:`~driver.site_tools.channel`), never the page's word.
 """
 
 from __future__ import annotations
@@ -22,7 +22,7 @@ from driver.errors import Stop
 from driver.site_tools.continuations import Continuation
 from driver.site_tools.declarations import DeclarationRate
 
-__all__ = ["Chain", "Document", "Invocation", "bare_url", "origin_of", "potentially_trustworthy"]
+__all__ = ["Chain", "Document", "Invocation", "bare_url", "potentially_trustworthy"]
 
 _invocation_ids = itertools.count(1)
 
@@ -33,8 +33,8 @@ class Document:
 
     nonce: str
     """The document's own random name: a message that does not carry it comes from another document."""
-    frame: Any
-    """Its Playwright frame."""
+    frame: str
+    """Its frame's id (the browser's)."""
     tab: int
     origin: str
     """``scheme://host:port``, or ``null`` for an opaque origin."""
@@ -42,6 +42,8 @@ class Document:
     """Its URL without query or fragment."""
     main: bool
     """Whether it is the tab's top document."""
+    context: int = 0
+    """The execution context of its main world (the browser's id): only a message from it is the document's."""
     tools: dict[str, dict[str, Any]] = field(default_factory=dict)
     """The tools it declares, by name: ``{name, description, inputSchema}`` (and ``annotations``, ``invalid``)."""
     sizes: dict[str, int] = field(default_factory=dict)
@@ -168,18 +170,6 @@ class Chain:
         if not self.ended:
             self.result.set_exception(stop)
             self.result.exception()  # retrieved: a chain nobody awaits any more logs nothing
-
-
-def origin_of(url: str, inherited: str) -> tuple[str, str]:
-    """The origin of a document at ``url`` (an about: document inherits its parent's), and its URL without
-    query and fragment."""
-    parts = urlsplit(url)
-    if parts.scheme in ("http", "https") and parts.netloc:
-        origin = f"{parts.scheme}://{parts.netloc.lower()}"
-        return origin, origin + (parts.path or "/")
-    if url.startswith("about:"):
-        return inherited, bare_url(url)
-    return "null", f"{parts.scheme}:"
 
 
 def potentially_trustworthy(origin: str) -> bool:

@@ -1,11 +1,12 @@
 """The node's side of site tools: the binding every document speaks through, the tools each tab's
 documents declare, and the chains of the tools it calls.
 
-Each browser context gets ``navigator.modelContext`` as an init script and one Playwright binding.
-The binding tells the node which page and frame called it; a message must also carry the nonce of
-that frame's current document, so a document that is gone (or one that forges another's name)
-speaks for nobody. A document's origin is taken from its frame's URL as the node sees it, never from
-the page. The continuation rules (once, same origin, same tab, within the lifetime, revoked when the
+Each browser context gets ``navigator.modelContext`` as an init script, and each of its pages a channel
+(:mod:`~driver.site_tools.channel`): a CDP binding whose every call the browser attributes to the execution
+context, and so the frame, that made it. A message must also carry the nonce of that frame's current
+document, and come from its context, so a document that is gone (or one that forges another's name)
+speaks for nobody. A document's origin is its context's as the browser reports it, never the page's
+word. The continuation rules (once, same origin, same tab, within the lifetime, revoked when the
 call ends another way) are enforced here and in :mod:`~driver.site_tools.continuations`. A token also
 ends with its authority: :meth:`SiteTools.revoke` ends the chains of calls whose task was revoked or
 taken over, and a redemption in a document whose URL the agent's URL lists now refuse revokes its
@@ -16,17 +17,19 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import logging
 from collections.abc import Callable, Collection
 from dataclasses import dataclass
 from typing import Any
 
-from playwright.async_api import BrowserContext, Frame, Page
+from playwright.async_api import BrowserContext, Page
 from playwright.async_api import Error as PlaywrightError
 
 from core.url_policy import UrlPolicy
 from driver.errors import Stop
 from driver.page_js import MODEL_CONTEXT
-from driver.site_tools.chains import Chain, Document, Invocation, bare_url, origin_of, potentially_trustworthy
+from driver.site_tools.chains import Chain, Document, Invocation, bare_url, potentially_trustworthy
+from driver.site_tools.channel import BINDING, Channel, NotTaken
 from driver.site_tools.continuations import Refusal
 from driver.site_tools.declarations import (
     MAX_FRAME_SCHEMA_BYTES,
@@ -51,26 +54,17 @@ from messages.events import (
 
 __all__ = ["BINDING", "TOKEN_CHARS", "SiteToolHooks", "SiteTools"]
 
-BINDING = "__kitsuneSiteTools"
-"""The binding's name in the page (``model_context.js`` takes it out of the page's reach at once)."""
+log = logging.getLogger(__name__)
 
-_INVOKE = ("([doc, id, name, input, token]) => "
+_INVOKE = ("(doc, id, name, input, token) => "
            "!!globalThis[Symbol.for('kitsune.siteTools')]?.invoke(doc, id, name, input, token)")
-_ABORT = "([doc, id]) => globalThis[Symbol.for('kitsune.siteTools')]?.abort(doc, id)"
-_DOC = "() => globalThis[Symbol.for('kitsune.siteTools')]?.doc ?? null"
+_ABORT = "(doc, id) => globalThis[Symbol.for('kitsune.siteTools')]?.abort(doc, id)"
 _DECLARED = "() => globalThis[Symbol.for('kitsune.siteTools')]?.declared() ?? null"
 _RESPONSE = "() => globalThis[Symbol.for('kitsune.siteTools')]?.response() ?? null"
 TOKEN_CHARS = 256
 """Characters a continuation token a page redeems may have (none has as many): a longer one is refused unread."""
 _RESPONSE_MS = 300_000
 """Milliseconds at most a form's response document has to load (the call's own timeout ends it sooner)."""
-
-
-class _Refused(Exception):
-    """A message the node does not take: the page's promise rejects (with nothing it can learn from)."""
-
-    def __init__(self) -> None:
-        super().__init__("refused")
 
 
 @dataclass(slots=True)
@@ -95,10 +89,12 @@ class SiteTools:
         self.checker = InputChecker()
         """Checks a call's input against its tool's schema, off the loop."""
         self._tab_of = tab_of
-        self._documents: dict[Frame, Document] = {}
-        """Each frame's current document."""
-        self._tabs: dict[int, dict[Frame, Document]] = {}
-        """The same, by tab (at most :data:`MAX_TAB_DOCUMENTS` each)."""
+        self._channels: dict[Page, asyncio.Future[Channel | None]] = {}
+        """Each page's channel, as it opens (None: the page closed first)."""
+        self._tabs: dict[int, dict[str, Document]] = {}
+        """Each tab's documents the node tracks, by frame (at most :data:`MAX_TAB_DOCUMENTS` each)."""
+        self._tab_channels: dict[int, Channel] = {}
+        """The channel of each tab with a tracked document."""
         self._frame_rates: dict[int, DeclarationRate] = {}
         """The declarations of each tab's frames, within their rate (the top document's is its own)."""
         self._chains: set[Chain] = set()
@@ -110,16 +106,40 @@ class SiteTools:
         """An agent's URL lists as they are now (None: no lists): a redemption's document must pass its chain's."""
 
     async def install(self, context: BrowserContext) -> None:
-        """Give every document of ``context``, a context with no page yet, its ``navigator.modelContext``. The binding
-        and the script are sent at once: the script takes the binding, and a page made after both evaluates every
-        binding's script before any init script (Playwright's ``Page.allInitScripts``)."""
-        await asyncio.gather(context.expose_binding(BINDING, self._message), context.add_init_script(MODEL_CONTEXT))
+        """Give every document of ``context``, a context with no page yet, its ``navigator.modelContext``: the script
+        in every document, and a channel to each page (its binding: a document loaded before it has none)."""
+        await context.add_init_script(MODEL_CONTEXT)
         context.on("page", self._watch)
 
     def _watch(self, page: Page) -> None:
-        page.on("framenavigated", self._navigated)
-        page.on("framedetached", lambda frame: self._gone(self._untrack(frame)))
+        self._channels[page] = opening = asyncio.ensure_future(self._open(page))
+        opening.add_done_callback(lambda f: f.cancelled() or f.exception())
         page.on("close", self._closed)
+
+    async def _open(self, page: Page) -> Channel | None:
+        try:
+            return await Channel.open(page, lambda *message: self._message(*message),  # noqa: PLW0108 (wrapped in tests)
+                                      self._lost, self._change)
+        except PlaywrightError:
+            return None  # the page closed as it opened
+        except Exception as e:  # a channel that does not open leaves its page without site tools, never the tab
+            log.error("a page's site-tool channel did not open (%s)", type(e).__name__)
+            return None
+
+    async def attached(self, page: Page, seconds: float) -> None:
+        """Wait (``seconds`` at most) until ``page``'s channel is open: each document it loads from then on has the
+        binding (a tab is navigated only then)."""
+        opening = self._channels.get(page)
+        if opening is not None:
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(asyncio.shield(opening), max(0.001, seconds))
+
+    def _channel(self, page: Page) -> Channel | None:
+        """The page's channel, once open (None: still opening, or it could not open)."""
+        opening = self._channels.get(page)
+        if opening is None or not opening.done() or opening.cancelled() or opening.exception() is not None:
+            return None
+        return opening.result()
 
     # -- what the tabs declare ---------------------------------------------------------------
 
@@ -137,10 +157,12 @@ class SiteTools:
 
     def documents(self, page: Page) -> list[Document]:
         """The tab's top document and the documents of its frames of the same origin, in frame order."""
-        main = self._documents.get(page.main_frame)
-        if main is None:
+        channel, tab = self._channel(page), self._tab_of(page)
+        documents = self._tabs.get(tab, {}) if tab is not None else {}
+        main = documents.get(channel.main) if channel is not None else None
+        if main is None or channel is None:
             return []
-        others = (self._documents.get(frame) for frame in page.frames[1:])
+        others = (documents.get(frame) for frame in channel.frame_ids() if frame != channel.main)
         return [main, *(d for d in others if d is not None and d.origin == main.origin != "null")]
 
     def listing(self, page: Page) -> dict[str, Any]:
@@ -160,17 +182,22 @@ class SiteTools:
         """Wait (``seconds`` at most) until the node has heard every declaration the page's documents made so far."""
         loop = asyncio.get_running_loop()
         end = loop.time() + seconds
-        while not all(await asyncio.gather(*(self._frame_in_sync(frame) for frame in page.frames))):
+        await self.attached(page, seconds)  # a popup's: its first document speaks once the channel is open
+        channel, tab = self._channel(page), self._tab_of(page)
+        if channel is None or tab is None:
+            return  # no document of the page can speak to the node
+        while not all(await asyncio.gather(*(self._in_sync(channel, tab, frame) for frame in channel.frame_ids()))):
             if loop.time() >= end:
                 return
             await self.changed(end - loop.time())
 
-    async def _frame_in_sync(self, frame: Frame) -> bool:
+    async def _in_sync(self, channel: Channel, tab: int, frame: str) -> bool:
+        context = channel.context(frame)
         try:
-            declared = await frame.evaluate(_DECLARED)
+            declared = None if context is None else await channel.call(context, _DECLARED)
         except PlaywrightError:
-            return True  # a frame that went says nothing more
-        document = self._documents.get(frame)
+            return True  # a document that went says nothing more
+        document = self._tabs.get(tab, {}).get(frame)
         return declared is None or (document is not None and [document.nonce, document.heard] == declared)
 
     async def changed(self, seconds: float) -> None:
@@ -196,9 +223,12 @@ class SiteTools:
         """Run the chain's tool in the invocation's document (with the token it may ask for, but a form's); False
         when that document no longer declares it."""
         document = invocation.document
+        channel = self._tab_channels.get(document.tab)
+        if document.gone or channel is None:
+            return False
         token = None if chain.form else self._tokens.reserve(chain, invocation)
-        return bool(await document.frame.evaluate(_INVOKE, [document.nonce, invocation.id, chain.tool, chain.input,
-                                                             token]))
+        return bool(await channel.call(document.context, _INVOKE, document.nonce, invocation.id, chain.tool,
+                                       chain.input, token))
 
     def end(self, chain: Chain, reason: str) -> None:
         """The chain's step is over (``reason`` says how, if it did not end by itself): revoke its tokens, stop
@@ -207,10 +237,9 @@ class SiteTools:
         chain.fail(Stop(reason, f"callSiteTool {chain.tool}: the call ended ({reason})"))  # wakes what waits on it
         self._tokens.end(chain, reason)
         for invocation in chain.invocations:
-            if not invocation.settled.is_set() and not invocation.document.gone:
-                task = asyncio.get_running_loop().create_task(
-                    invocation.document.frame.evaluate(_ABORT, [invocation.document.nonce, invocation.id]))
-                task.add_done_callback(lambda t: t.cancelled() or t.exception())
+            document = invocation.document
+            if not invocation.settled.is_set() and not document.gone:
+                self._tab_channels[document.tab].send(document.context, _ABORT, document.nonce, invocation.id)
         if chain.result.done() and chain.result.exception() is None:
             self._emit(chain, SiteToolChainCompleted, documents=len(chain.invocations))
 
@@ -236,21 +265,21 @@ class SiteTools:
 
     # -- the binding -----------------------------------------------------------------------------
 
-    async def _message(self, source: dict[str, Any], message: Any) -> Any:
+    async def _message(self, channel: Channel, frame: str, context: int, message: Any) -> Any:
         """One message of a document: its declarations, its continuation's start (``resume``), or its invocations'
         news. A document's first message says ``hello`` too: the node tracks the document from it (a refusal
         answers ``{"untracked": why}`` and takes nothing of the message)."""
-        page, frame = source.get("page"), source.get("frame")
-        if not isinstance(page, Page) or not isinstance(frame, Frame) or not isinstance(message, dict):
-            raise _Refused
-        tab, op, nonce = self._tab_of(page), message.get("op"), message.get("doc")
+        if not isinstance(message, dict):
+            raise NotTaken
+        tab, op, nonce = self._tab_of(channel.page), message.get("op"), message.get("doc")
         if tab is None or not isinstance(nonce, str):
-            raise _Refused
-        if message.get("hello") is True and (untracked := self._hello(page, frame, tab, nonce)) is not None:
+            raise NotTaken
+        channel.tab = tab
+        if message.get("hello") is True and (untracked := self._hello(channel, frame, context, tab, nonce)):
             return {"untracked": untracked}
-        document = self._documents.get(frame)
-        if document is None or document.nonce != nonce:
-            raise _Refused
+        document = self._tabs.get(tab, {}).get(frame)
+        if document is None or document.nonce != nonce or document.context != context:
+            raise NotTaken
         if op == "resume":
             return self._resume(document, message.get("token"))
         found = self._invocation_of(document, message.get("invocation"))
@@ -265,40 +294,35 @@ class SiteTools:
             return await self._begin(*found)
         if op in ("register", "unregister", "clear"):
             return self._declare(document, op, message)
-        raise _Refused
+        raise NotTaken
 
-    def _hello(self, page: Page, frame: Frame, tab: int, nonce: str) -> str | None:
+    def _hello(self, channel: Channel, frame: str, context: int, tab: int, nonce: str) -> str | None:
         """A new document in ``frame`` (its first message); a frame's document past :data:`MAX_TAB_DOCUMENTS` is
         refused by name (returned) and not tracked (its messages are refused), a detached frame's is not tracked."""
-        if frame.is_detached():
-            raise _Refused
-        known, main = self._documents.get(frame), frame is page.main_frame
+        if not channel.has(frame):
+            raise NotTaken
+        known, main = self._tabs.get(tab, {}).get(frame), frame == channel.main
         if not main and known is None and len(self._tabs.get(tab, ())) >= MAX_TAB_DOCUMENTS:
             return tab_documents_refused()
-        origin, url = self._origin(frame)
+        origin = channel.origin(context)
         if not potentially_trustworthy(origin):
-            raise _Refused  # no secure context: its script offers no modelContext, and the node takes none
-        if known is not None and known.nonce == nonce:
-            raise _Refused  # a document says hello once: a second is not the page's script
-        self._gone(self._untrack(frame))
-        document = self._documents[frame] = Document(nonce, frame, tab, origin, url, main)
-        self._tabs.setdefault(tab, {})[frame] = document
+            raise NotTaken  # no secure context: its script offers no modelContext, and the node takes none
+        if known is not None and (known.nonce == nonce or known.context == context):
+            raise NotTaken  # a document says hello once: a second is not the page's script
+        self._gone(self._untrack(tab, frame), channel)
+        self._tabs.setdefault(tab, {})[frame] = Document(nonce, frame, tab, origin, bare_url(channel.url(frame)),
+                                                         main, context)
+        self._tab_channels[tab] = channel
         self._change()
         return None
 
-    def _origin(self, frame: Frame) -> tuple[str, str]:
-        """The origin and bare URL of the document the node sees in ``frame`` now."""
-        parent = self._documents.get(frame.parent_frame) if frame.parent_frame is not None else None
-        return origin_of(frame.url, parent.origin if parent is not None else "null")
-
-    def _untrack(self, frame: Frame) -> Document | None:
-        document = self._documents.pop(frame, None)
-        if document is not None:
-            documents = self._tabs.get(document.tab, {})
-            documents.pop(frame, None)
-            if not documents:
-                self._tabs.pop(document.tab, None)
-                self._frame_rates.pop(document.tab, None)
+    def _untrack(self, tab: int, frame: str) -> Document | None:
+        documents = self._tabs.get(tab, {})
+        document = documents.pop(frame, None)
+        if document is not None and not documents:
+            self._tabs.pop(tab, None)
+            self._tab_channels.pop(tab, None)
+            self._frame_rates.pop(tab, None)
         return document
 
     def _declare(self, document: Document, op: str, message: dict[str, Any]) -> dict[str, str] | None:
@@ -354,8 +378,6 @@ class SiteTools:
         """A document's start as a continuation, in one round trip: its hello (when it is its first message), its
         redemption of ``token``, and its callback's ``input`` once the invocations before it settled (if they have
         not, the document asks for it with ``begin``, which waits for them)."""
-        if document.origin == "null":  # a new frame's first message can come before the node knows its URL
-            document.origin, document.url = self._origin(document.frame)
         chain, invocation = self._redeem(document, token)
         answer = {"invocation": invocation.id, "token": self._tokens.reserve(chain, invocation)}
         if all(i.settled.is_set() for i in chain.invocations if i is not invocation):
@@ -367,7 +389,7 @@ class SiteTools:
             if isinstance(token, str) and len(token) <= TOKEN_CHARS and document.origin != "null" else Refusal.UNKNOWN
         if isinstance(found, Refusal) or self._denied(found.chain, document):
             self.hooks.continuation("refused")
-            raise _Refused
+            raise NotTaken
         self._tokens.redeemed(found)
         chain = found.chain
         invocation = chain.invoke(document)
@@ -382,34 +404,26 @@ class SiteTools:
         await asyncio.wait([waiting, ended], return_when=asyncio.FIRST_COMPLETED)
         if not waiting.done():
             waiting.cancel()
-            raise _Refused  # the call ended meanwhile
+            raise NotTaken  # the call ended meanwhile
         return chain.input
 
     # -- documents that go ---------------------------------------------------------------------
 
-    def _navigated(self, frame: Frame) -> None:
-        """A frame navigated: unless it is the same document (a same-document navigation), that one is gone.
-        (Only a document that declares tools or runs a chain's invocation matters: the next hello replaces any.)"""
-        document = self._documents.get(frame)
-        if document is not None and (document.tools or any(chain.runs_in(document) for chain in self._chains)):
-            task = asyncio.get_running_loop().create_task(self._check(frame, document))
-            task.add_done_callback(lambda t: t.cancelled() or t.exception())
+    def _lost(self, channel: Channel, frame: str, context: int) -> None:
+        """The document of ``context`` in ``frame`` is gone (the browser destroyed its context: it navigated away, or
+        its frame went); a same-document navigation keeps it."""
+        tab = self._tab_of(channel.page)
+        document = self._tabs.get(tab, {}).get(frame) if tab is not None else None
+        if document is not None and document.context == context:
+            self._gone(self._untrack(document.tab, frame), channel)
 
-    async def _check(self, frame: Frame, document: Document) -> None:
-        try:
-            current = await frame.evaluate(_DOC)
-        except PlaywrightError:
-            current = None
-        if current != document.nonce and self._documents.get(frame) is document:
-            self._gone(self._untrack(frame))
-
-    def _gone(self, document: Document | None) -> None:
+    def _gone(self, document: Document | None, channel: Channel) -> None:
         if document is None or document.gone:
             return
         document.gone = True
         for chain in list(self._chains):
             if chain.lost(document):
-                task = asyncio.get_running_loop().create_task(self._respond(chain, document.frame))
+                task = asyncio.get_running_loop().create_task(self._respond(chain, document, channel))
                 task.add_done_callback(lambda t: t.cancelled() or t.exception())
             for invocation in chain.invocations:
                 if invocation.document is document:
@@ -417,28 +431,38 @@ class SiteTools:
             chain.advance()
         self._change()
 
-    async def _respond(self, chain: Chain, frame: Frame) -> None:
-        """Answer a form's call whose submission navigated ``frame``: with the first JSON-LD of the document it
-        loaded (None when it has none, or none that is JSON within the output's bound)."""
+    async def _respond(self, chain: Chain, gone: Document, channel: Channel) -> None:
+        """Answer a form's call whose submission navigated the frame of ``gone``: with the first JSON-LD of the
+        document it loaded, once loaded (None when it has none, or none that is JSON within the output's bound)."""
+        loop = asyncio.get_running_loop()
+        end = loop.time() + _RESPONSE_MS / 1000
         try:
-            await frame.wait_for_load_state("load", timeout=_RESPONSE_MS)
-            answer = await frame.evaluate(_RESPONSE)
-        except PlaywrightError:
+            while (context := channel.context(gone.frame)) in (None, gone.context) and not chain.ended:
+                if not channel.has(gone.frame) or loop.time() >= end:
+                    raise PlaywrightError("the form's frame went")
+                await self.changed(end - loop.time())
+            if chain.ended:
+                return
+            assert context is not None
+            answer = await asyncio.wait_for(channel.call(context, _RESPONSE, wait=True), end - loop.time())
+        except (PlaywrightError, TimeoutError):
             chain.fail(Stop("navigated", f"callSiteTool {chain.tool}: the form was submitted, and the document it "
                             "navigated to was lost before it answered", state={"tabId": chain.tab, "tool": chain.tool,
                                                                                 "reason": "navigated_mid_execution"}))
             return
         output = answer.get("value") if isinstance(answer, dict) and answer.get("ok") is True else None
-        chain.answer(output, {"url": bare_url(frame.url), "frame": "main" if frame.parent_frame is None else "iframe"})
+        chain.answer(output, {"url": bare_url(channel.url(gone.frame)), "frame": "main" if gone.main else "iframe"})
 
     def _closed(self, page: Page) -> None:
         """The tab closed: its documents are gone, and its chains end ``tab_closed``."""
-        for frame in [f for f, d in self._documents.items() if d.frame.page is page]:
-            document = self._untrack(frame)
-            if document is not None:
-                document.gone = True
+        channel = self._channel(page)
+        self._channels.pop(page, None)
+        tab = channel.tab if channel is not None and channel.tab is not None else self._tab_of(page)
+        for document in list(self._tabs.get(tab, {}).values()) if tab is not None else ():
+            self._untrack(document.tab, document.frame)
+            document.gone = True
         for chain in self._chains:
-            if chain.invocations and chain.invocations[0].document.frame.page is page:
+            if chain.tab == tab:
                 chain.fail(Stop("tab_closed", f"callSiteTool {chain.tool}: tab {chain.tab} closed while the tool ran",
                                 state={"tabId": chain.tab}))
         self._change()

@@ -5,7 +5,8 @@ schema whose ``$ref`` names a forbidden listener (that counts every connection),
 that accepts and never answers is ``invalid_schema``, listed as such, never fetched and never called; a
 pattern that backtracks catastrophically is stopped within its bound while the node's loop stays free for
 everyone else; each per-document limit is refused by name; the ``siteTools`` answer is bounded; a tool the page
-declares ``readOnlyHint`` is a read for a read-only or asking agent, and no other tool is (issue 32).
+declares ``readOnlyHint`` is a read for a read-only or asking agent, and no other tool is (issue 32); a page that
+floods its console reaches the node's loop with a bounded part of it, and its tools work after.
 """
 
 from __future__ import annotations
@@ -23,8 +24,9 @@ import httpx
 import pytest
 
 from bridge.node import Node
-from driver.site_tools import declarations
+from driver.site_tools import channel, declarations
 from tests.integration.calls import batch
+from tests.integration.fleet_nodes import until
 from tests.integration.serving import open_tab, serve
 from tests.nats_access import NatsAccess
 from tests.nodes import open_user_tab
@@ -360,3 +362,38 @@ def test_a_tool_its_page_declares_read_only_is_a_read_for_read_only_and_asking_a
     confirmed = _act(agents["carol"], wish, confirm_token=held["state"]["confirm_token"])
     assert confirmed["status"] == "ok" and confirmed["output"] == {"wished": "coat-wool"}, confirmed
     assert site.count("POST /shop/wish") == 1
+
+
+# --- what a page's noise costs the node -----------------------------------------------------------------------
+
+CONSOLE_FLOOD = """() => new Promise((flooded) => {
+  window.logged = 0;
+  const flood = setInterval(() => {
+    for (let i = 0; i < 200; i++) console.log("noise", window.logged++, {i});
+    if (window.logged >= 100000) {
+      clearInterval(flood);
+      flooded(window.logged);
+    }
+  }, 1);
+})"""
+"""Logs console messages (with an object each) as fast as the page can, 100,000 of them; how many."""
+
+
+def test_a_page_that_floods_its_console_goes_unheard_awhile_and_its_tools_work_after(
+        node: Node, site: TestSite, monkeypatch: pytest.MonkeyPatch) -> None:
+    heard: list[str] = []
+    noisy = channel.Channel._noisy
+
+    def counted(self: channel.Channel, event: Any) -> None:
+        heard.append(event.get("type", "?"))
+        noisy(self, event)
+    monkeypatch.setattr(channel.Channel, "_noisy", counted)  # as the page's channel opens
+    monkeypatch.setattr(channel, "QUIET", 5.0)
+    tab = open_user_tab(node, site.url("/shop"))
+    logged = on_page(node, tab, CONSOLE_FLOOD)
+    assert len(heard) < logged / 4, (len(heard), logged)  # what reached the node's loop: a part, bounded
+    body, result = one(node, tab, {"action": "callSiteTool", "name": "search", "input": {"query": "coat"}})
+    assert body["status"] == "ok" and result["output"]["results"][0]["id"] == "coat-wool", body
+    node.io.run(node.browser.page(tab).goto(site.url("/shop/wishlist")), timeout=30)  # a document after the noise
+    assert [t["name"] for t in until(lambda: listing(node, tab)["tools"], 20, "the next document's tools")] == [
+        "stock", "wish"]

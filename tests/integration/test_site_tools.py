@@ -1,7 +1,8 @@
 """Site tools on a real node: the test site's shop declares WebMCP tools, and the agent calls them.
 
 The must-shows of issue 16, counted at the site: the checkout crosses three documents with two tokens
-and one POST each, in a batch and as a direct call; try_on finishes in the frame it creates; a
+and one POST each, in a batch and as a direct call; try_on finishes in the frame it creates; a popup's first
+document (loaded before the node's channel reached its page) declares its tools; a
 replayed, a cross-origin, another tab's and an expired token are refused; a tool that navigates
 without a token is unknown and resumes only as observed; input that breaks the schema sends nothing;
 no token or input reaches the audit file, the logs, the events or /metrics.
@@ -14,7 +15,7 @@ import json
 import logging
 import secrets
 import time
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import Any
 from urllib.parse import urlencode
@@ -28,8 +29,10 @@ from bridge.wiring import run_node
 from core.settings import SiteToolConfig
 from driver import ChromiumBrowser
 from kitsune.config import load_config
+from messages.commands import parse_command
 from messages.errors import KitsuneError
 from messages.events import Event
+from messages.results import Done
 from tests.integration.calls import batch
 from tests.integration.fleet_nodes import until
 from tests.integration.serving import app_over, open_tab
@@ -179,6 +182,22 @@ def test_try_on_completes_in_the_frame_it_creates_and_search_needs_no_continuati
                                                               "price": "129.00"}]}
     assert result["documents"] == documents(site, "/shop")
     assert site.counts() == {"POST /shop/tryon": 1}
+
+
+def test_a_popup_s_first_document_declares_its_tools_and_runs_them(node: Node, site: TestSite) -> None:
+    opener = open_user_tab(node, site.url("/text"))
+    before = node.browser.tab_ids()
+    on_page(node, opener, f"!!window.open({json.dumps(site.url('/shop'))})")  # the page's own popup, a tab too
+
+    def driven(tab: int, command: dict[str, Any]) -> Mapping[str, Any]:  # the node's driver: a popup has no tab actor
+        outcome = node.io.run(node.browser.execute(parse_command(command), tab, 10), timeout=30)
+        assert isinstance(outcome, Done), outcome
+        return outcome.value
+    [popup] = until(lambda: list(node.browser.tab_ids() - before), 10, "the popup's tab")
+    listed = until(lambda: driven(popup, {"action": "siteTools"})["tools"], 10, "the popup's tools")
+    assert [(t["name"], t["origin"], t["frame"]) for t in listed] == [("search", site.base, "main")]
+    result = driven(popup, tool("search", {"query": "coat"}))
+    assert result["output"]["results"][0]["id"] == "coat-wool" and result["documents"] == documents(site, "/shop")
 
 
 def test_a_callback_redeemed_while_its_tool_runs_runs_once_the_tool_settled(node: Node, site: TestSite) -> None:
