@@ -11,7 +11,7 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, cast
+from typing import Any, ClassVar, cast
 
 from messages.events import (
     BlockWriteSucceeded,
@@ -284,8 +284,9 @@ class StepLogBuilder:
         self._ended = None
         self._nodes = nodes = {}
         self._top = top = []
+        texts = _IndexTexts.first(len(outline))
         for i, step in enumerate(outline):
-            path = str(i)  # a top-level step's path is its index (``ROOT.child(i)``'s text)
+            path = texts[i]  # a top-level step's path is its index (``ROOT.child(i)``'s text)
             if "steps" in step or "sequences" in step:
                 top.append(self._lay_out(path, i, step))
             else:  # most steps: a leaf, laid out here rather than through a call for each of thousands
@@ -327,6 +328,21 @@ class StepLogBuilder:
     def _log(self, steps: tuple[StepRecord, ...]) -> StepLog:
         return StepLog(self._call, self._kind, self._timeout, steps, self._ended, tuple(self._sessions),
                        tuple(self._site_tools))
+
+
+class _IndexTexts:
+    """The texts of indexes, from 0 (a top-level step's path is its index's text), made once for every call."""
+
+    known: ClassVar[list[str]] = []
+    """Those made so far; replaced by a longer list, never changed, so a reader's list stays whole."""
+
+    @classmethod
+    def first(cls, count: int) -> list[str]:
+        """At least the first ``count`` texts."""
+        known = cls.known
+        if len(known) < count:
+            known = cls.known = known + [str(i) for i in range(len(known), count)]
+        return known
 
 
 def _apply_step(node: StepNode, event: StepEvent) -> None:

@@ -91,13 +91,18 @@ def test_a_replay_of_any_call_in_any_wire_form_is_the_fold_of_its_events(events:
 
 
 def test_a_foretold_form_is_the_codecs_own() -> None:
-    """What the layout foretells is byte for byte what ``codec.encode`` writes for those events."""
+    """What the layout foretells of each step (in path order) is byte for byte what ``codec.encode`` writes for its
+    start on its outline's tab, its success without a warning and its dispatch."""
     outline = (OutlineStep("click", 3), OutlineStep("sequence", None, steps=(OutlineStep('a "b" 100%', 2),)))
     builder = _Replay()
     builder.apply_wire([encode(CallStarted(5, "batch", outline, 60.0))])
-    foretold = builder._foretold
-    assert set(foretold) == {encode(e) for path, step in paths(outline) for e in (
-        StepStarted(5, path, step.action, step.tab_id), StepDispatched(5, path), StepSucceeded(5, path))}
+    assert builder._forms is not None
+    for pos, (path, step) in enumerate(paths(outline)):
+        start, success, tab, key = builder._expect(pos)
+        assert (start, success, tab) == (encode(StepStarted(5, path, step.action, step.tab_id)),
+                                         encode(StepSucceeded(5, path)), step.tab_id)
+        assert builder._forms.dispatched % key == encode(StepDispatched(5, path))
+    assert builder._expect(len(paths(outline)))[:2] == (None, None)
 
 
 def test_a_call_id_holding_the_mark_is_folded_record_by_record() -> None:
