@@ -22,6 +22,7 @@ the top document's origin, the only one whose tools a tab lists.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
@@ -273,7 +274,8 @@ class Channel:
             outcome = {"ok": False}
         reply = message.get("reply") if isinstance(message, dict) else None
         if type(reply) is int:
-            self.send(context, _ANSWER, reply, outcome)
+            with contextlib.suppress(PlaywrightError):  # the document went meanwhile
+                await self.call(context, _ANSWER, reply, outcome)
 
 
 def _spawn(work: Awaitable[Any]) -> None:
