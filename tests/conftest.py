@@ -34,7 +34,7 @@ from actors.nats_server import EmbeddedNats
 from core.settings import NatsAuth
 from messages.errors import KitsuneError
 from tests.integration.persist_sessions import KEY
-from tests.integration.serving import Served, serve
+from tests.integration.serving import TENANTS, Served, serve
 from tests.nats_access import PASSWORD_ENV, NatsAccess
 from tests.site import TestSite
 from tests.static.typecheck import TEST as TYPECHECK_TEST
@@ -55,6 +55,8 @@ ONE_WORKER = {
         "test_task_tokens", "test_tasks")),
     "persisting": ("tests/e2e/test_mcp_sessions_persist.py", "tests/integration/test_sessions_persist.py"),
     "core_only": ("tests/e2e/test_manners.py", "tests/integration/test_http.py"),
+    "tenants": tuple(f"tests/integration/{name}.py" for name in (
+        "test_agent_policy", "test_one_shot_approval", "test_site_tool_limits", "test_snapshot_api")),
 }
 """Fixtures of the session that some files alone use, and those files: each group runs whole on one xdist worker,
 so that the fixture starts once a run, not once on each worker that runs one of its files."""
@@ -172,6 +174,16 @@ def plain(tmp_path_factory: pytest.TempPathFactory, nats_access: NatsAccess) -> 
 def core_only(tmp_path_factory: pytest.TempPathFactory, nats_access: NatsAccess) -> Iterator[Served]:
     """A node of the default settings, with the core group alone, shared as ``plain`` is."""
     running = serve(tmp_path_factory.mktemp("core-only"), nats_access, {})
+    yield running
+    assert running.stop() == 0
+
+
+@pytest.fixture(scope="session")
+def tenants(tmp_path_factory: pytest.TempPathFactory, nats_access: NatsAccess) -> Iterator[Served]:
+    """A node of agents with policies of their own (``serving.TENANTS``; both groups for the others), shared as
+    ``plain`` is."""
+    running = serve(tmp_path_factory.mktemp("tenants"), nats_access,
+                    {"agents": TENANTS, "caps": ["core", "automation"]})
     yield running
     assert running.stop() == 0
 
