@@ -27,17 +27,21 @@ from pathlib import Path
 
 import pykka
 import pytest
+from xdist.remote import Producer
+from xdist.scheduler import LoadFileScheduling
 
 from actors.nats_server import EmbeddedNats
 from core.settings import NatsAuth
 from messages.errors import KitsuneError
-from tests.integration.serving import Served, serve
+from tests.integration.persist_sessions import KEY
+from tests.integration.serving import TENANTS, Served, serve
 from tests.nats_access import PASSWORD_ENV, NatsAccess
 from tests.site import TestSite
 from tests.static.typecheck import TEST as TYPECHECK_TEST
 from tests.static.typecheck import Typecheck
 
-pytest_plugins = ["tests.nats_cluster"]  # fixture nats_cluster: a 3-server cluster, for the tests that ask
+pytest_plugins = ["tests.nats_cluster",  # fixture nats_cluster: a 3-server cluster, for the tests that ask
+                  "tests.integration.task_fleet"]  # fixture fleet: the task tests' two nodes
 NATS_URL_ENV = "KITSUNE_TEST_NATS_URL"
 APPROVAL_WAIT = 2.0
 """Seconds the ``asking`` node's gateway keeps a direct call's approval prompt open (KITSUNE_APPROVAL_WAIT)."""
@@ -45,6 +49,32 @@ TESTS = Path(__file__).parent
 UNIT_TESTS = TESTS / "unit"
 SLOWEST_FIRST = ("static", "e2e", "integration", "docs", "site", "unit")
 """The test folders, those whose files take longest first (mypy; nodes, browsers, servers; pure code last)."""
+ONE_WORKER = {
+    "fleet": tuple(f"tests/integration/{name}.py" for name in (
+        "test_task_checkpoint", "test_task_scopes", "test_task_tab_scope", "test_task_takeover_fork",
+        "test_task_tokens", "test_tasks")),
+    "persisting": ("tests/e2e/test_mcp_sessions_persist.py", "tests/integration/test_sessions_persist.py"),
+    "core_only": ("tests/e2e/test_manners.py", "tests/integration/test_http.py"),
+    "tenants": tuple(f"tests/integration/{name}.py" for name in (
+        "test_agent_policy", "test_one_shot_approval", "test_site_tool_limits", "test_snapshot_api")),
+}
+"""Fixtures of the session that some files alone use, and those files: each group runs whole on one xdist worker,
+so that the fixture starts once a run, not once on each worker that runs one of its files."""
+_GROUP_OF = {file: group for group, files in ONE_WORKER.items() for file in files}
+
+
+class _FilesAndGroups(LoadFileScheduling):  # type: ignore[misc]  # xdist ships no types
+    """xdist's ``--dist loadfile``, with each group of :data:`ONE_WORKER` handed out as one file."""
+
+    def _split_scope(self, nodeid: str) -> str:
+        file: str = super()._split_scope(nodeid)
+        return _GROUP_OF.get(file, file)
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_xdist_make_scheduler(config: pytest.Config, log: Producer) -> LoadFileScheduling | None:
+    """The scheduler of ``--dist loadfile`` (``scripts/test``'s): :class:`_FilesAndGroups`."""
+    return _FilesAndGroups(config, log) if config.getvalue("dist") == "loadfile" else None
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
@@ -136,6 +166,34 @@ def plain(tmp_path_factory: pytest.TempPathFactory, nats_access: NatsAccess) -> 
     """A ``kitsune serve`` node with both capability groups and no ask-before-act, shared by the session's
     tests (end-to-end and integration alike): a test finds other tests' tabs and calls on it."""
     running = serve(tmp_path_factory.mktemp("plain"), nats_access, {"caps": ["core", "automation"]})
+    yield running
+    assert running.stop() == 0
+
+
+@pytest.fixture(scope="session")
+def core_only(tmp_path_factory: pytest.TempPathFactory, nats_access: NatsAccess) -> Iterator[Served]:
+    """A node of the default settings, with the core group alone, shared as ``plain`` is."""
+    running = serve(tmp_path_factory.mktemp("core-only"), nats_access, {})
+    yield running
+    assert running.stop() == 0
+
+
+@pytest.fixture(scope="session")
+def tenants(tmp_path_factory: pytest.TempPathFactory, nats_access: NatsAccess) -> Iterator[Served]:
+    """A node of agents with policies of their own (``serving.TENANTS``; both groups for the others), shared as
+    ``plain`` is."""
+    running = serve(tmp_path_factory.mktemp("tenants"), nats_access,
+                    {"agents": TENANTS, "caps": ["core", "automation"]})
+    yield running
+    assert running.stop() == 0
+
+
+@pytest.fixture(scope="session")
+def persisting(tmp_path_factory: pytest.TempPathFactory, nats_access: NatsAccess) -> Iterator[Served]:
+    """A node that keeps persistent sessions (sealed with ``persist_sessions.KEY``), shared by their tests over HTTP
+    and MCP; each test's sessions have names of its own."""
+    running = serve(tmp_path_factory.mktemp("persisting"), nats_access,
+                    {"caps": ["core", "automation"], "sessions": {"persist_key": KEY}})
     yield running
     assert running.stop() == 0
 

@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import itertools
 import os
-from collections.abc import Iterator
 from pathlib import Path
 
 import anyio
@@ -14,19 +13,10 @@ import pytest
 
 from tests.e2e.clients import call, open_tab, over_stdio, process_tree, processes, sdk_served
 from tests.e2e.test_stdio import AUTOMATION, CORE
-from tests.integration.serving import Served, serve
-from tests.nats_access import NatsAccess
+from tests.integration.serving import Served
 from tests.site import TestSite
 
 pytestmark = pytest.mark.anyio
-
-
-@pytest.fixture(scope="module")
-def core_only(tmp_path_factory: pytest.TempPathFactory, nats_access: NatsAccess) -> Iterator[Served]:
-    """A node with the core group alone."""
-    running = serve(tmp_path_factory.mktemp("core-only"), nats_access, {"caps": ["core"]})
-    yield running
-    assert running.stop() == 0
 
 
 def _embedded_bridge() -> tuple[set[int], Path]:

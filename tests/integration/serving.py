@@ -31,6 +31,17 @@ from tests.nats_access import NatsAccess
 
 KITSUNE = Path(sys.executable).parent / "kitsune"
 TOKENS = {"alice": "alice-token-0123456789abcdef", "bob": "bob-token-0123456789abcdef0"}
+TENANT_TOKENS = {**TOKENS, "carol": "carol-token-0123456789abcdef", "dave": "dave-token-0123456789abcdef0",
+                 "erin": "erin-token-0123456789abcdef0"}
+TENANTS = [
+    {"name": "alice", "token": TENANT_TOKENS["alice"], "read_only": True},
+    {"name": "bob", "token": TENANT_TOKENS["bob"], "caps": ["core"]},
+    {"name": "carol", "token": TENANT_TOKENS["carol"], "ask_before_act": True},
+    {"name": "dave", "token": TENANT_TOKENS["dave"], "urls": {"allow": ["127.0.0.3"]}},
+    {"name": "erin", "token": TENANT_TOKENS["erin"]},
+]
+"""The agents of the session's ``tenants`` node, each with a policy of its own: alice is read-only, bob has the core
+group alone, carol asks before acting, dave may go to 127.0.0.3 alone; erin has the node's (both groups, no lists)."""
 
 
 
@@ -58,7 +69,8 @@ class Served:
         return self.directory / "server.log"
 
     def client(self, agent: str = "alice") -> httpx.Client:
-        return httpx.Client(base_url=self.base, headers={"Authorization": f"Bearer {TOKENS[agent]}"}, timeout=90)
+        return httpx.Client(base_url=self.base, headers={"Authorization": f"Bearer {TENANT_TOKENS[agent]}"},
+                            timeout=90)
 
     def audit(self) -> list[dict[str, Any]]:
         return [json.loads(line) for line in self.audit_file.read_text().splitlines() if line]

@@ -1,6 +1,10 @@
 """The fleet the task tests run on, and their helpers: two in-process nodes of one fleet on the real
 nats-server, each with a real Chromium and the real app over HTTP (leases of 30 s: no owner loses its lease
-between two requests however loaded the machine; a test whose owner must lose it ends it with :func:`lapse`)."""
+between two requests however loaded the machine; a test whose owner must lose it ends it with :func:`lapse`).
+
+One fleet serves the session's task tests (a plugin of tests/conftest.py, whose ``ONE_WORKER`` runs their files on
+one xdist worker): each test works in sessions of its own (:func:`sessions`), so none sees another's tasks; the
+agent ``dave`` is the quota test's alone (``test_tasks.py``), whose count of his tasks starts at none."""
 
 from __future__ import annotations
 
@@ -58,7 +62,7 @@ def _config(directory: Path) -> Settings:
     return load_config(directory / "kitsune.yaml", {})
 
 
-@pytest.fixture(scope="module")
+@pytest.fixture(scope="session")
 def fleet(nats_access: NatsAccess, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Fleet]:
     config, name = _config(tmp_path_factory.mktemp("tasks")), f"tasks-{secrets.token_hex(4)}"
     with contextlib.ExitStack() as stack:

@@ -1,4 +1,5 @@
-"""Per-agent policy on a live ``kitsune serve``: agents of one node, each with its own policy.
+"""Per-agent policy on a live ``kitsune serve``: agents of one node, each with its own policy (the session's
+``tenants`` node).
 
 alice is read-only (with both capability groups), bob writes (``core`` only), carol asks before
 acting and dave may go to 127.0.0.3 alone; the node's own values are both groups and no lists.
@@ -7,36 +8,14 @@ The test site counts every write it receives: none of alice's, none of carol's u
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from typing import Any
 
 import httpx
-import pytest
 
-from tests.integration.serving import TOKENS, Served, open_tab, serve
-from tests.nats_access import NatsAccess
+from tests.integration.serving import Served, open_tab
 from tests.site import ANY, TestSite
 
-OWN_TOKENS = {**TOKENS, "carol": "carol-token-0123456789abcdef", "dave": "dave-token-0123456789abcdef0"}
-AGENTS = [
-    {"name": "alice", "token": OWN_TOKENS["alice"], "read_only": True},
-    {"name": "bob", "token": OWN_TOKENS["bob"], "caps": ["core"]},
-    {"name": "carol", "token": OWN_TOKENS["carol"], "ask_before_act": True},
-    {"name": "dave", "token": OWN_TOKENS["dave"], "urls": {"allow": ["127.0.0.3"]}},
-]
 HIT = "POST /clicks/hit"
-
-
-@pytest.fixture(scope="module")
-def tenants(tmp_path_factory: pytest.TempPathFactory, nats_access: NatsAccess) -> Iterator[Served]:
-    running = serve(tmp_path_factory.mktemp("tenants"), nats_access,
-                    {"agents": AGENTS, "caps": ["core", "automation"]})
-    yield running
-    assert running.stop() == 0
-
-
-def _client(served: Served, agent: str) -> httpx.Client:
-    return httpx.Client(base_url=served.base, headers={"Authorization": f"Bearer {OWN_TOKENS[agent]}"}, timeout=90)
 
 
 def _post(client: httpx.Client, path: str, body: dict[str, Any], status: int = 200) -> dict[str, Any]:
@@ -54,7 +33,7 @@ def _hit(client: httpx.Client, tab: int, status: int = 200) -> dict[str, Any]:
 
 def test_a_read_only_agent_sends_no_write_direct_in_a_batch_or_in_a_resume_while_a_writer_beside_it_does(
         tenants: Served, site: TestSite) -> None:
-    with _client(tenants, "alice") as alice, _client(tenants, "bob") as bob:
+    with tenants.client("alice") as alice, tenants.client("bob") as bob:
         tab = open_tab(bob, site.url("/clicks"))
         assert _hit(bob, tab)["status"] == "ok"
         assert site.wait_for_count(HIT) == 1
@@ -81,7 +60,7 @@ def test_a_read_only_agent_sends_no_write_direct_in_a_batch_or_in_a_resume_while
 
 def test_an_agent_that_asks_before_acting_is_held_while_the_one_beside_it_is_not(
         tenants: Served, site: TestSite) -> None:
-    with _client(tenants, "carol") as carol, _client(tenants, "bob") as bob:
+    with tenants.client("carol") as carol, tenants.client("bob") as bob:
         opened = _post(carol, "/api/tabs", {"op": "open", "url": site.url("/clicks")}, 403)
         assert (opened["status"], opened["code"]) == ("held", "needs_user")
         new_tab = {"action": "newTab", "url": site.url("/clicks")}
@@ -103,7 +82,7 @@ def test_an_agent_that_asks_before_acting_is_held_while_the_one_beside_it_is_not
 
 def test_caps_answer_for_the_calling_agent_and_a_route_of_a_group_it_lacks_is_disabled_for_it_alone(
         tenants: Served) -> None:
-    with _client(tenants, "alice") as alice, _client(tenants, "bob") as bob:
+    with tenants.client("alice") as alice, tenants.client("bob") as bob:
         assert alice.get("/api/caps").json() == {"caps": ["automation", "core"], "routes": [
             "/api/act", "/api/batch", "/api/live/handbacks", "/api/needs-user", "/api/parallel", "/api/resume",
             "/api/sessions", "/api/tabs", "/api/tasks", "/api/workflow"]}
@@ -121,7 +100,7 @@ def test_caps_answer_for_the_calling_agent_and_a_route_of_a_group_it_lacks_is_di
 
 def test_an_agent_with_an_allow_list_is_refused_other_hosts_and_one_without_is_not(
         tenants: Served, site: TestSite) -> None:
-    with _client(tenants, "dave") as dave, _client(tenants, "bob") as bob:
+    with tenants.client("dave") as dave, tenants.client("bob") as bob:
         opened = _post(dave, "/api/tabs", {"op": "open", "url": site.url("/clicks")}, 403)
         assert (opened["status"], opened["code"], opened["state"]["reason"]) == ("failed", "url_denied", "not_allowed")
         tab = open_tab(dave, "about:blank")

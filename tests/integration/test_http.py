@@ -104,20 +104,15 @@ def test_with_no_agent_configured_a_token_is_generated_into_an_owner_only_file(
         assert process.wait(timeout=60) == 0
 
 
-def test_routes_outside_the_enabled_groups_answer_404_capability_disabled(
-        tmp_path: Path, nats_access: NatsAccess, site: TestSite) -> None:
-    core_only = serve(tmp_path, nats_access, {})
-    try:
-        with core_only.client() as client:
-            for path in ("/api/batch", "/api/parallel", "/api/workflow"):
-                assert error(client.post(path, json={})) == (404, "capability_disabled")
-            assert error(client.post("/api/resume", json={"call": 1, "resume_token": "x"})) == (
-                404, "checkpoint_not_found")  # resume is in core too
-            assert client.get("/api/caps").json() == {"caps": ["core"], "routes": [
-                "/api/act", "/api/live/handbacks", "/api/needs-user", "/api/resume", "/api/sessions", "/api/tabs",
-                "/api/tasks"]}
-    finally:
-        assert core_only.stop() == 0
+def test_routes_outside_the_enabled_groups_answer_404_capability_disabled(core_only: Served) -> None:
+    with core_only.client() as client:
+        for path in ("/api/batch", "/api/parallel", "/api/workflow"):
+            assert error(client.post(path, json={})) == (404, "capability_disabled")
+        assert error(client.post("/api/resume", json={"call": 1, "resume_token": "x"})) == (
+            404, "checkpoint_not_found")  # resume is in core too
+        assert client.get("/api/caps").json() == {"caps": ["core"], "routes": [
+            "/api/act", "/api/live/handbacks", "/api/needs-user", "/api/resume", "/api/sessions", "/api/tabs",
+            "/api/tasks"]}
 
 
 def test_schema_route_publishes_the_command_language(alice: httpx.Client) -> None:

@@ -1,8 +1,8 @@
 """A held one-shot ``newTab`` approved end to end on a live ``kitsune serve`` (issue 29, section 4).
 
-carol asks before acting: her batch's ``newTab {"session": "call"}`` is held with a confirm token
-bound to her call's session ``call:<id>``; ``POST /api/tabs`` open with that token opens the tab
-there; the resume that reports the step ``applied`` gives it the tab, so the later steps'
+carol asks before acting (on the session's ``tenants`` node): her batch's ``newTab {"session": "call"}`` is
+held with a confirm token bound to her call's session ``call:<id>``; ``POST /api/tabs`` open with that token opens
+the tab there; the resume that reports the step ``applied`` gives it the tab, so the later steps'
 ``${$0.tabId}`` name it. Each later write is held in turn, confirmed with ``POST /api/act`` and
 reported applied: the site counts the form's one submission once.
 """
@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import dataclasses
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from typing import Any
 
 import httpx
@@ -22,27 +22,11 @@ from bridge.node import Node
 from messages.commands import parse_body
 from messages.errors import KitsuneError
 from messages.results import Done
-from tests.integration.serving import TOKENS, Served, serve
-from tests.nats_access import NatsAccess
+from tests.integration.serving import Served
 from tests.nodes import run_call
 from tests.site import TestSite
 
-CAROL = "carol-token-0123456789abcdef"
 SUBMIT = "POST /form"
-
-
-@pytest.fixture(scope="module")
-def asking(tmp_path_factory: pytest.TempPathFactory, nats_access: NatsAccess) -> Iterator[Served]:
-    agents = [*({"name": name, "token": token} for name, token in TOKENS.items()),
-              {"name": "carol", "token": CAROL, "ask_before_act": True}]
-    running = serve(tmp_path_factory.mktemp("approval"), nats_access,
-                    {"caps": ["core", "automation"], "agents": agents})
-    yield running
-    assert running.stop() == 0
-
-
-def _carol(served: Served) -> httpx.Client:
-    return httpx.Client(base_url=served.base, headers={"Authorization": f"Bearer {CAROL}"}, timeout=90)
 
 
 def _post(client: httpx.Client, path: str, body: dict[str, Any], status: int = 200) -> dict[str, Any]:
@@ -67,13 +51,13 @@ def _confirm(client: httpx.Client, command: dict[str, Any], held: dict[str, Any]
 
 
 def test_a_held_one_shot_new_tab_is_approved_by_an_open_in_its_calls_session_and_the_resume_uses_its_tab(
-        asking: Served, site: TestSite) -> None:
+        tenants: Served, site: TestSite) -> None:
     site.reset()
     url = site.url("/form")
     steps = [{"action": "newTab", "url": url, "session": "call"},
              {"action": "fill", "tabId": "${$0.tabId}", "selector": "#name", "value": "Ada"},
              {"action": "click", "tabId": "${$0.tabId}", "selector": "#submit"}]
-    with _carol(asking) as carol:
+    with tenants.client("carol") as carol:
         held = _post(carol, "/api/batch", {"commands": steps})
         call, hold = held["call"], held["results"][0]
         assert (_statuses(held), hold["code"]) == (["held", "skipped", "skipped"], "needs_user")
@@ -111,9 +95,9 @@ def test_a_held_one_shot_new_tab_is_approved_by_an_open_in_its_calls_session_and
 
 
 def test_an_open_in_a_one_shot_session_is_refused_without_a_held_calls_token_and_opens_nothing(
-        asking: Served, site: TestSite) -> None:
+        tenants: Served, site: TestSite) -> None:
     url = site.url("/form")
-    with _carol(asking) as carol:
+    with tenants.client("carol") as carol:
         before = carol.get("/api/tabs").json()["tabs"]
         refused = _post(carol, "/api/tabs", {"op": "open", "url": url, "session": "call"}, 400)
         assert (refused["code"], refused["state"]["param"]) == ("invalid_parameter", "session")
@@ -131,7 +115,7 @@ def test_an_open_in_a_one_shot_session_is_refused_without_a_held_calls_token_and
         other = _post(carol, "/api/tabs", {"op": "open", "url": url, "session": f"call:{held['call'] + 1000}",
                                            "confirm_token": token}, 400)
         assert (other["code"], other["state"]["call"]) == ("invalid_parameter", held["call"])
-        with httpx.Client(base_url=asking.base, headers={"Authorization": f"Bearer {TOKENS['bob']}"}) as bob:
+        with tenants.client("bob") as bob:
             bobs = _post(bob, "/api/tabs", {"op": "open", "url": url, "session": "call", "confirm_token": token}, 403)
             assert bobs["code"] == "confirm_token_invalid"  # another agent's token approves nothing of his
         assert carol.get("/api/tabs").json()["tabs"] == before

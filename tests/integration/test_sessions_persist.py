@@ -1,6 +1,7 @@
 """Persistent sessions on a live node (issue 34): saved sealed in the fleet's JetStream, restored on the next open.
 
-A ``kitsune serve`` with a persistence key serves them; the test site's sign-in (``GET /session/start``, counted)
+The session's ``kitsune serve`` with a persistence key (``persisting``, shared with the MCP tests of them) serves
+them, each test's sessions named its own way; the test site's sign-in (``GET /session/start``, counted)
 sets a session cookie of the server's making that must come back on a restored session (the site's ``/session``
 says whether the request carried it) and must reach no log, audit entry or stored blob in clear.
 """
@@ -9,7 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from typing import Any
 
 import pytest
@@ -29,14 +30,6 @@ from tests.integration.persist_sessions import (
 from tests.integration.serving import Served, serve
 from tests.nats_access import NatsAccess
 from tests.site import TestSite
-
-
-@pytest.fixture(scope="module")
-def served(tmp_path_factory: pytest.TempPathFactory, nats_access: NatsAccess) -> Iterator[Served]:
-    running = serve(tmp_path_factory.mktemp("persist"), nats_access,
-                    {"caps": ["core", "automation"], "sessions": {"persist_key": KEY}})
-    yield running
-    assert running.stop() == 0
 
 
 def _eventually(check: Callable[[], Any], timeout: float = 20.0) -> Any:
@@ -78,11 +71,11 @@ def _put_blob(nats_access: NatsAccess, fleet: str, agent: str, name: str, blob: 
 
 
 def test_a_signed_in_session_whose_last_tab_closed_is_restored_on_the_next_open(
-        served: Served, site: TestSite) -> None:
-    with served.client("alice") as alice:
+        persisting: Served, site: TestSite) -> None:
+    with persisting.client("alice") as alice:
         tab = sign_in(alice, site)["tabId"]
         close_tab(alice, tab)  # its last tab: saved, its context freed (no tombstone)
-        _eventually(lambda: _session_entries(served, "stored", "shop"))
+        _eventually(lambda: _session_entries(persisting, "stored", "shop"))
         listed = alice.get("/api/sessions").json()
         assert "shop" not in {s["name"] for s in listed["sessions"]}
         assert "shop" not in {t["name"] for t in listed["tombstones"]}
@@ -92,17 +85,17 @@ def test_a_signed_in_session_whose_last_tab_closed_is_restored_on_the_next_open(
         assert again["saved_at"] <= time.time() and again["age"] >= 0
         assert seen_by_site(alice, again["tabId"]) == "signed in"  # the server received the sign-in's cookie
     assert site.count(SIGN_IN) == 1  # signed in once
-    saved, restored = _session_entries(served, "saved", "shop"), _session_entries(served, "restored", "shop")
+    saved, restored = _session_entries(persisting, "saved", "shop"), _session_entries(persisting, "restored", "shop")
     assert saved and restored and all(e["bytes"] > 0 for e in saved + restored)
-    assert secrets_absent(site, served.audit_file.read_text(), served.log_file.read_text())
+    assert secrets_absent(site, persisting.audit_file.read_text(), persisting.log_file.read_text())
 
 
 def test_the_stored_blob_is_sealed_and_refused_under_another_agents_name(
-        served: Served, site: TestSite, nats_access: NatsAccess) -> None:
-    fleet = served.directory.name
-    with served.client("alice") as alice:
+        persisting: Served, site: TestSite, nats_access: NatsAccess) -> None:
+    fleet = persisting.directory.name
+    with persisting.client("alice") as alice:
         close_tab(alice, sign_in(alice, site, "sealed")["tabId"])
-        _eventually(lambda: _session_entries(served, "stored", "sealed"))
+        _eventually(lambda: _session_entries(persisting, "stored", "sealed"))
     blob = _blob(nats_access, fleet, "alice", "sealed")
     assert blob is not None and secrets_absent(site, blob.decode("latin-1")) and b"sid" not in blob
     with pytest.raises(KitsuneError) as wrong_key:
@@ -114,31 +107,31 @@ def test_the_stored_blob_is_sealed_and_refused_under_another_agents_name(
     assert site.session_tokens[-1].encode() in unseal(KEY, fleet, "alice", "sealed", blob)  # the node's key, her name
 
     _put_blob(nats_access, fleet, "bob", "sealed", blob)  # moved under bob's name: refused, never restored
-    with served.client("bob") as bob:
+    with persisting.client("bob") as bob:
         refused = open_persistent(bob, site.url("/session"), "sealed", status=409)
         assert refused["status"] == "failed" and refused["code"] == "session_state_refused", refused
 
 
-def test_closing_a_persistent_session_deletes_its_state(served: Served, site: TestSite,
+def test_closing_a_persistent_session_deletes_its_state(persisting: Served, site: TestSite,
                                                         nats_access: NatsAccess) -> None:
-    with served.client("alice") as alice:
+    with persisting.client("alice") as alice:
         close_tab(alice, sign_in(alice, site, "forgotten")["tabId"])
-        _eventually(lambda: _session_entries(served, "stored", "forgotten"))
-        assert _blob(nats_access, served.directory.name, "alice", "forgotten") is not None
+        _eventually(lambda: _session_entries(persisting, "stored", "forgotten"))
+        assert _blob(nats_access, persisting.directory.name, "alice", "forgotten") is not None
         forgot = alice.delete("/api/sessions/forgotten")
         assert forgot.json() == {"closed": "forgotten", "was": "stored", "forgot_state": True}, forgot.text
-        assert _blob(nats_access, served.directory.name, "alice", "forgotten") is None
+        assert _blob(nats_access, persisting.directory.name, "alice", "forgotten") is None
         assert alice.delete("/api/sessions/forgotten").status_code == 404
         fresh = open_persistent(alice, site.url("/session"), "forgotten")
         assert fresh["restored"] is False and seen_by_site(alice, fresh["tabId"]) == "signed out"
 
 
 def test_closing_its_last_tab_with_forget_deletes_its_state_and_leaves_a_tombstone(
-        served: Served, site: TestSite, nats_access: NatsAccess) -> None:
-    fleet = served.directory.name
-    with served.client("alice") as alice:
+        persisting: Served, site: TestSite, nats_access: NatsAccess) -> None:
+    fleet = persisting.directory.name
+    with persisting.client("alice") as alice:
         close_tab(alice, sign_in(alice, site, "once")["tabId"])  # saved: its blob is in the fleet
-        _eventually(lambda: _session_entries(served, "stored", "once"))
+        _eventually(lambda: _session_entries(persisting, "stored", "once"))
         again = open_persistent(alice, site.url("/session"), "once")
         assert again["restored"] is True and _blob(nats_access, fleet, "alice", "once") is not None
         wrong = alice.post("/api/tabs", json={"op": "close", "tabId": again["tabId"], "forget": "yes"})
@@ -153,7 +146,7 @@ def test_closing_its_last_tab_with_forget_deletes_its_state_and_leaves_a_tombsto
         assert _blob(nats_access, fleet, "alice", "once") is None  # deleted, not saved
         assert [t["reason"] for t in alice.get("/api/sessions").json()["tombstones"] if t["name"] == "once"] == [
             "closed"]
-        assert len(_session_entries(served, "saved", "once")) == 1  # its close saved nothing
+        assert len(_session_entries(persisting, "saved", "once")) == 1  # its close saved nothing
         closed = open_persistent(alice, site.url("/session"), "once", status=410)
         assert closed["code"] == "session_expired", closed  # its tombstone, as DELETE leaves it
         assert alice.delete("/api/sessions/once").json() == {"closed": "once", "was": "tombstone"}
@@ -161,8 +154,8 @@ def test_closing_its_last_tab_with_forget_deletes_its_state_and_leaves_a_tombsto
         assert fresh["restored"] is False and seen_by_site(alice, fresh["tabId"]) == "signed out"
 
 
-def test_forget_closes_only_a_reuse_session(served: Served, site: TestSite) -> None:
-    with served.client("alice") as alice:
+def test_forget_closes_only_a_reuse_session(persisting: Served, site: TestSite) -> None:
+    with persisting.client("alice") as alice:
         answer = alice.post("/api/batch", json={"commands": [
             {"action": "newTab", "url": site.url("/"), "session": "call"},
             {"action": "closeTab", "tabId": "${$0.tabId}", "forget": True}]}).json()

@@ -27,8 +27,7 @@ from bridge.node import Node
 from driver.site_tools import channel, declarations
 from tests.integration.calls import batch
 from tests.integration.fleet_nodes import until
-from tests.integration.serving import open_tab, serve
-from tests.nats_access import NatsAccess
+from tests.integration.serving import Served, open_tab
 from tests.nodes import open_user_tab
 from tests.site import TestSite
 from tests.site.forbidden import Forbidden
@@ -36,8 +35,6 @@ from tests.site.forbidden import Forbidden
 PAGE = "/clicks"
 CALLED = "window.__called || 0"
 """How many times the test page's tools ran."""
-AGENTS = {"bob": "limits-bob-token-0123456789", "alice": "limits-alice-token-0123456789",
-          "carol": "limits-carol-token-0123456789"}
 
 
 def on_page(node: Node, tab: int, script: str) -> Any:
@@ -314,17 +311,12 @@ def test_a_site_tool_call_whose_step_time_runs_out_in_the_check_is_counted_faile
 # --- readOnlyHint -----------------------------------------------------------------------------------------------
 
 @pytest.fixture(scope="module")
-def agents(tmp_path_factory: pytest.TempPathFactory, nats_access: NatsAccess) -> Iterator[dict[str, httpx.Client]]:
-    """bob writes, alice is read-only, carol asks before acting: agents of a ``kitsune serve`` over HTTP."""
-    running = serve(tmp_path_factory.mktemp("limits"), nats_access, {"caps": ["core", "automation"], "agents": [
-        {"name": "bob", "token": AGENTS["bob"]}, {"name": "alice", "token": AGENTS["alice"], "read_only": True},
-        {"name": "carol", "token": AGENTS["carol"], "ask_before_act": True}]})
-    clients = {name: httpx.Client(base_url=running.base, headers={"Authorization": f"Bearer {token}"}, timeout=60)
-               for name, token in AGENTS.items()}
+def agents(tenants: Served) -> Iterator[dict[str, httpx.Client]]:
+    """bob writes, alice is read-only, carol asks before acting: agents of the session's ``tenants`` node."""
+    clients = {name: tenants.client(name) for name in ("bob", "alice", "carol")}
     yield clients
     for client in clients.values():
         client.close()
-    assert running.stop() == 0
 
 
 def _act(client: httpx.Client, command: dict[str, Any], **confirm: str) -> dict[str, Any]:

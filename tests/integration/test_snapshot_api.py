@@ -1,34 +1,17 @@
 """Snapshots and refs through a live ``kitsune serve`` (issue 30): a ref of a gone document is ``stale_ref``
-(409, retryable) with nothing sent, in a direct call, a batch and a resume; a read-only agent may snapshot."""
+(409, retryable) with nothing sent, in a direct call, a batch and a resume; a read-only agent may snapshot.
+On the session's ``tenants`` node: erin writes, alice is read-only."""
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from typing import Any
 
 import httpx
-import pytest
 
-from tests.integration.serving import TOKENS, Served, open_tab, serve
-from tests.nats_access import NatsAccess
+from tests.integration.serving import Served, open_tab
 from tests.site import ANY, TestSite
 
-OWN_TOKENS = {**TOKENS, "carol": "carol-token-0123456789abcdef"}
-AGENTS = [{"name": "alice", "token": OWN_TOKENS["alice"]}, {"name": "carol", "token": OWN_TOKENS["carol"],
-                                                            "read_only": True}]
 POST_FORM = "POST /form"
-
-
-@pytest.fixture(scope="module")
-def served(tmp_path_factory: pytest.TempPathFactory, nats_access: NatsAccess) -> Iterator[Served]:
-    running = serve(tmp_path_factory.mktemp("snapshots"), nats_access, {"agents": AGENTS,
-                                                                        "caps": ["core", "automation"]})
-    yield running
-    assert running.stop() == 0
-
-
-def client(served: Served, agent: str) -> httpx.Client:
-    return httpx.Client(base_url=served.base, headers={"Authorization": f"Bearer {OWN_TOKENS[agent]}"}, timeout=90)
 
 
 def act(agent: httpx.Client, command: dict[str, Any], status: int = 200) -> dict[str, Any]:
@@ -42,46 +25,46 @@ def submit_index(shot: dict[str, Any]) -> int:
     return next(i for i, e in enumerate(shot["elements"]) if e.get("name") == "Submit")
 
 
-def test_a_ref_of_a_gone_document_is_stale_in_a_direct_call_a_batch_and_a_resume(served: Served,
+def test_a_ref_of_a_gone_document_is_stale_in_a_direct_call_a_batch_and_a_resume(tenants: Served,
                                                                                   site: TestSite) -> None:
-    with client(served, "alice") as alice:
-        tab = open_tab(alice, site.url("/form"))
-        shot = act(alice, {"action": "snapshot", "tabId": tab})
+    with tenants.client("erin") as erin:
+        tab = open_tab(erin, site.url("/form"))
+        shot = act(erin, {"action": "snapshot", "tabId": tab})
         submit = shot["elements"][submit_index(shot)]["ref"]
-        act(alice, {"action": "navigate", "tabId": tab, "url": site.url("/form")})
+        act(erin, {"action": "navigate", "tabId": tab, "url": site.url("/form")})
         site.reset()
-        stale = act(alice, {"action": "click", "tabId": tab, "ref": submit}, 409)
+        stale = act(erin, {"action": "click", "tabId": tab, "ref": submit}, 409)
         assert (stale["code"], stale["retryable"]) == ("stale_ref", True)
         assert site.count(ANY) == 0
 
         pick = f"${{$0.elements.{submit_index(shot)}.ref}}"
-        batch = alice.post("/api/batch", json={"tabId": tab, "commands": [
+        batch = erin.post("/api/batch", json={"tabId": tab, "commands": [
             {"action": "snapshot"}, {"action": "navigate", "url": site.url("/form")},
             {"action": "click", "ref": pick}]}).json()
         assert [p["status"] for p in batch["progress"]] == ["ok", "ok", "failed"]
         assert batch["results"][2]["code"] == "stale_ref"
 
-        stopped = alice.post("/api/batch", json={"tabId": tab, "commands": [
+        stopped = erin.post("/api/batch", json={"tabId": tab, "commands": [
             {"action": "snapshot"}, {"action": "waitFor", "selector": "#never", "timeout": 0.3},
             {"action": "click", "ref": pick}]}).json()
         assert [p["status"] for p in stopped["progress"]] == ["ok", "failed", "skipped"]
-        act(alice, {"action": "navigate", "tabId": tab, "url": site.url("/form")})  # the document is gone
-        resumed = alice.post("/api/resume", json={"call": stopped["call"], "resume_token": stopped["resume_token"],
-                                                  "observed": {"1": "applied"}}).json()
+        act(erin, {"action": "navigate", "tabId": tab, "url": site.url("/form")})  # the document is gone
+        resumed = erin.post("/api/resume", json={"call": stopped["call"], "resume_token": stopped["resume_token"],
+                                                 "observed": {"1": "applied"}}).json()
         assert resumed["results"][2]["code"] == "stale_ref", resumed
         assert site.count(POST_FORM) == 0
 
-        fresh = act(alice, {"action": "snapshot", "tabId": tab})  # a new snapshot's ref clicks, once
-        act(alice, {"action": "click", "tabId": tab, "ref": fresh["elements"][submit_index(fresh)]["ref"]})
+        fresh = act(erin, {"action": "snapshot", "tabId": tab})  # a new snapshot's ref clicks, once
+        act(erin, {"action": "click", "tabId": tab, "ref": fresh["elements"][submit_index(fresh)]["ref"]})
         assert site.wait_for_count(POST_FORM) == 1
 
 
-def test_a_read_only_agent_may_snapshot_but_not_click_by_ref(served: Served, site: TestSite) -> None:
-    with client(served, "alice") as alice, client(served, "carol") as carol:
-        tab = open_tab(alice, site.url("/form"))
-        shot = act(carol, {"action": "snapshot", "tabId": tab, "interactive": True})
+def test_a_read_only_agent_may_snapshot_but_not_click_by_ref(tenants: Served, site: TestSite) -> None:
+    with tenants.client("erin") as erin, tenants.client("alice") as alice:
+        tab = open_tab(erin, site.url("/form"))
+        shot = act(alice, {"action": "snapshot", "tabId": tab, "interactive": True})
         assert 'button "Submit"' in shot["snapshot"]
-        refused = act(carol, {"action": "click", "tabId": tab, "ref": shot["elements"][submit_index(shot)]["ref"]},
+        refused = act(alice, {"action": "click", "tabId": tab, "ref": shot["elements"][submit_index(shot)]["ref"]},
                       403)
         assert refused["code"] == "read_only"
         assert site.count(POST_FORM) == 0

@@ -16,15 +16,12 @@ from tests.integration.task_fleet import (
     answer,
     api,
     create,
-    fleet,
     hit,
     open_tab,
     refused,
     sessions,
 )
 from tests.site import TestSite
-
-__all__ = ["fleet"]  # the module's fixture
 
 
 def _checkpoint(client: httpx.Client, task: str) -> dict[str, Any]:

@@ -6,10 +6,8 @@ from __future__ import annotations
 import httpx
 
 from tests.integration.fleet_nodes import until
-from tests.integration.task_fleet import Fleet, answer, api, create, fleet, open_tab, refused, sessions
+from tests.integration.task_fleet import Fleet, answer, api, create, open_tab, refused, sessions
 from tests.site import TestSite
-
-__all__ = ["fleet"]  # the module's fixture
 
 
 def _go(client: httpx.Client, tab: int, url: str) -> None:

@@ -19,11 +19,9 @@ from bridge.wiring import run_node
 from core.settings import TaskConfig
 from driver import ChromiumBrowser
 from tests.integration.fleet_nodes import sees, until
-from tests.integration.task_fleet import HIT, LEASE, Fleet, answer, api, create, fleet, hit, open_tab, refused, sessions
+from tests.integration.task_fleet import HIT, LEASE, Fleet, answer, api, create, hit, open_tab, refused, sessions
 from tests.nats_access import NatsAccess
 from tests.site import TestSite
-
-__all__ = ["fleet"]  # the module's fixture
 
 
 def _in_the_bucket(nats_access: NatsAccess, fleet: str, keys: list[str]) -> list[str]:

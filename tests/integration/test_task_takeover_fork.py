@@ -17,15 +17,12 @@ from tests.integration.task_fleet import (
     approved_tab,
     create,
     expire,
-    fleet,
     open_tab,
     refused,
     sessions,
     state,
 )
 from tests.site import TestSite
-
-__all__ = ["fleet"]  # the module's fixture
 
 
 def test_a_force_takeover_waits_for_an_approval_bound_to_session_task_and_force(fleet: Fleet, site: TestSite) -> None:

@@ -14,11 +14,9 @@ import pytest
 
 from messages.errors import ERROR_CODES
 from tests.integration.fleet_nodes import until
-from tests.integration.task_fleet import Fleet, answer, api, create, fleet, open_tab, sessions
+from tests.integration.task_fleet import Fleet, answer, api, create, open_tab, sessions
 from tests.integration.test_site_tools import REFUSED, kept_tokens, redeem_in
 from tests.site import TestSite
-
-__all__ = ["fleet"]  # the module's fixture
 
 
 def _held_call(owner: httpx.Client, tab: int) -> tuple[int, dict[str, Any]]:

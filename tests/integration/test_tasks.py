@@ -41,7 +41,6 @@ from tests.integration.task_fleet import (
     approved_tab,
     create,
     expire,
-    fleet,
     hit,
     lapse,
     open_tab,
@@ -52,8 +51,6 @@ from tests.integration.task_fleet import (
 from tests.nats_access import NatsAccess
 from tests.site import TestSite
 from tests.site.pages import TEXT_HEADING
-
-__all__ = ["fleet"]  # the module's fixture
 
 
 def test_the_owner_writes_and_a_follower_observes_its_writes_refused_with_nothing_sent(
