@@ -235,8 +235,10 @@ class LoopSteps:
             return refused
         return await self._driver.run_here(command, tab, timeout)
 
-    async def write(self, command: Command, tab: int, timeout: float,
-                    recorded: Sequence[Recorded]) -> Outcome | None:
+    async def write(self, command: Command, tab: int, timeout: float, recorded: Sequence[Recorded],
+                    sent: Callable[[], None] | None = None) -> Outcome | None:
+        if sent is not None:  # runs once this task first suspends: its request out, or a record or judgement awaited
+            asyncio.get_running_loop().call_soon(sent)
         policy = self._policy
         if policy is not None:  # nothing awaited between the look at the tasks' mirror and the judgement
             refused = policy.refused(command, tab) if policy.judges_here(tab) else \

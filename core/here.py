@@ -178,13 +178,11 @@ async def _action(run: ListRun, here: StepsHere, step: Step, command: Command, t
         run.timed_out = True
         return deadline_outcome(run.timeout, step.dispatched)
     recorded = step.dispatch() if writes else ()
-    if writes:  # the next write recorded ahead now: its records go out while this write waits for the page
-        step.record_next()
     step_timeout, remaining = run.budget(command)
     timeout = min(step_timeout, remaining)
-    sent = step.record_next if step.ahead is not None else None  # a read's request goes out first, then this
+    sent = step.record_next if step.ahead is not None else None  # once the request is out, the next write recorded
     try:
-        outcome = await (here.write(command, tab, timeout, recorded) if writes
+        outcome = await (here.write(command, tab, timeout, recorded, sent) if writes
                          else here.read(command, tab, timeout, sent))
     except NotRecorded:
         step.dispatched = False  # nothing was sent

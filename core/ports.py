@@ -80,12 +80,13 @@ class StepsHere(Protocol):
         included; None when the tab is not there. ``sent``, if given, is called there once, after the read's request
         is out (the loop's next turn), whatever the read's end."""
 
-    def write(self, command: Command, tab: int, timeout: float,
-              recorded: Sequence[Recorded]) -> Awaitable[Outcome | None]:
+    def write(self, command: Command, tab: int, timeout: float, recorded: Sequence[Recorded],
+              sent: Callable[[], None] | None) -> Awaitable[Outcome | None]:
         """Run a write action whose references are resolved on ``tab`` (awaited there) as the driver would: the
         policy's judgement first, then every record in ``recorded`` awaited (:class:`NotRecorded`, nothing sent,
         when one cannot be), then the tab's admission and its turn among the tab's writes; None when the tab is
-        not there."""
+        not there. ``sent``, if given, is called there once, when the write first waits (its request out, or its
+        records or judgement awaited), whatever its end."""
 
 
 class Clock(Protocol):

@@ -159,15 +159,20 @@ class LoopHere:
     async def read(self, command: Command, tab: int, timeout: float,
                    sent: Callable[[], None] | None) -> Outcome | None:
         self._sent.n += 1
-        outcome = self.driver.execute(command, tab, timeout)
-        if sent is not None:
-            sent()
-        return outcome
+        try:
+            return self.driver.execute(command, tab, timeout)
+        finally:
+            if sent is not None:
+                sent()
 
-    async def write(self, command: Command, tab: int, timeout: float,
-                    recorded: Sequence[Recorded]) -> Outcome | None:
+    async def write(self, command: Command, tab: int, timeout: float, recorded: Sequence[Recorded],
+                    sent: Callable[[], None] | None) -> Outcome | None:
         self._sent.n += 1
-        return self.driver.execute(command, tab, timeout, recorded)
+        try:
+            return self.driver.execute(command, tab, timeout, recorded)
+        finally:
+            if sent is not None:
+                sent()
 
 
 class World:
