@@ -227,13 +227,15 @@ class LoopSteps:
     def run(self, reads: Callable[[], Coroutine[Any, Any, T]], timeout: float) -> T:
         return self._io.run(reads(), timeout=timeout + 2 * RECORD_WAIT)  # a write's records may be waited for
 
-    async def read(self, command: Command, tab: int, timeout: float,
-                   sent: Callable[[], None] | None = None) -> Outcome | None:
-        if sent is not None:  # runs once this task suspends: when the request is out
+    def read(self, command: Command, tab: int, timeout: float,
+             sent: Callable[[], None] | None = None) -> Coroutine[Any, Any, Outcome | None]:
+        """Not a coroutine of its own, but the driver's (or the policy's refusal): a read's await chain down to
+        Playwright is one frame shorter (its client walks the stack on every call)."""
+        if sent is not None:  # runs once the awaiting task suspends: when the request is out
             asyncio.get_running_loop().call_soon(sent)
         if self._policy is not None and (refused := self._policy.refused(command, tab)) is not None:
-            return refused
-        return await self._driver.run_here(command, tab, timeout)
+            return _answer(refused)
+        return self._driver.run_here(command, tab, timeout)
 
     async def write(self, command: Command, tab: int, timeout: float, recorded: Sequence[Recorded],
                     sent: Callable[[], None] | None = None) -> Outcome | None:
@@ -251,6 +253,10 @@ class LoopSteps:
             except Exception as e:
                 raise not_recorded(e) from e
         return await self._driver.run_here(command, tab, timeout)
+
+
+async def _answer(outcome: Outcome) -> Outcome:
+    return outcome
 
 
 def _unanswered(tab_id: int | None, writes: bool) -> Outcome:

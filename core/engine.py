@@ -109,7 +109,8 @@ class _Run:
             return self.builder.record(path)
 
     def _status(self, path: str) -> Status:
-        return self.record(path).status
+        with self.lock:
+            return self.builder.status(path)
 
     def execute(self) -> RunReport:
         outline = tuple(outline_of(c, self.spec.default_tab) for c in self.spec.commands)
@@ -380,7 +381,8 @@ class _Run:
         self.emit(StepStarted(self.call, path, command.action, target))
         try:
             resolved = resolve_command(command, lookup)
-            step.secrets += secret_values(resolved)
+            if resolved is not command:  # its references' values may be secrets too
+                step.secrets += secret_values(resolved)
             step.audit = self.ports.audit.step(self.call, path, resolved, target, resumed=self.prior is not None)
         except KitsuneError as e:
             self.finish(step, Failed(Failure.of(e)))

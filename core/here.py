@@ -162,31 +162,28 @@ def steps_here(run: ListRun, here: StepsHere, commands: tuple[Command, ...], pat
 
 async def _send(run: ListRun, here: StepsHere, step: Step, command: Command, tab: int) -> Outcome:
     """Send one action as ``Step`` does on the thread, within its own timeout and the container's deadline; a port's
-    error is the step's failure (unknown once its write was recorded dispatched)."""
+    error is the step's failure (unknown once its write was recorded dispatched). One frame between the run and the
+    port: Playwright's client walks the await chain on every call."""
     try:
-        return await _action(run, here, step, command, tab)
+        writes = is_write(command)
+        if writes and (conflict := run.claim(tab, None)) is not None:
+            return Failed(conflict)
+        if run.ports.clock.now() >= run.deadline:
+            run.timed_out = True
+            return deadline_outcome(run.timeout, step.dispatched)
+        recorded = step.dispatch() if writes else ()
+        step_timeout, remaining = run.budget(command)
+        timeout = min(step_timeout, remaining)
+        sent = step.record_next if step.ahead is not None else None  # once the request is out, the next write recorded
+        try:
+            outcome = await (here.write(command, tab, timeout, recorded, sent) if writes
+                             else here.read(command, tab, timeout, sent))
+        except NotRecorded:
+            step.dispatched = False  # nothing was sent
+            raise
+        if outcome is None:  # its actor went between the look and the step: the tab closed
+            return Failed(Failure(f"Tab {tab} is closed", "tab_closed", False, {"tabId": tab}))
+        return run.late(outcome, step_timeout, remaining)
     except KitsuneError as e:
         failure = Failure.of(e)
         return Unknown(failure) if step.dispatched else Failed(failure)
-
-
-async def _action(run: ListRun, here: StepsHere, step: Step, command: Command, tab: int) -> Outcome:
-    writes = is_write(command)
-    if writes and (conflict := run.claim(tab, None)) is not None:
-        return Failed(conflict)
-    if run.ports.clock.now() >= run.deadline:
-        run.timed_out = True
-        return deadline_outcome(run.timeout, step.dispatched)
-    recorded = step.dispatch() if writes else ()
-    step_timeout, remaining = run.budget(command)
-    timeout = min(step_timeout, remaining)
-    sent = step.record_next if step.ahead is not None else None  # once the request is out, the next write recorded
-    try:
-        outcome = await (here.write(command, tab, timeout, recorded, sent) if writes
-                         else here.read(command, tab, timeout, sent))
-    except NotRecorded:
-        step.dispatched = False  # nothing was sent
-        raise
-    if outcome is None:  # its actor went between the look and the step: the tab closed
-        return Failed(Failure(f"Tab {tab} is closed", "tab_closed", False, {"tabId": tab}))
-    return run.late(outcome, step_timeout, remaining)

@@ -40,7 +40,7 @@ from messages.commands import (
     WaitForResult,
 )
 
-__all__ = ["ACTIONS"]
+__all__ = ["ACTIONS", "DEADLINE_BOUND"]
 
 ACTIONS: dict[type[Command], Action] = {
     Navigate: navigation.navigate, CloseTab: navigation.close_tab, SwitchTab: navigation.switch_tab,
@@ -53,3 +53,8 @@ ACTIONS: dict[type[Command], Action] = {
     Cdp: cdp, CdpEvents: cdp_events, CdpSpec: cdp_spec,
 }
 """Action class -> the function that runs it."""
+
+DEADLINE_BOUND: frozenset[type[Command]] = frozenset({Title, Url})
+"""Actions that await nothing with a timeout of Playwright's own (``title`` evaluates ``document.title``): the
+driver's backstop is their deadline itself, with no grace past it for a Playwright timeout to fire first, as
+:meth:`~driver.run.Run.within` bounds an evaluation of the others."""

@@ -17,7 +17,7 @@ import asyncio
 import itertools
 import shutil
 import tempfile
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Coroutine
 from pathlib import Path
 from typing import Any
 
@@ -25,7 +25,7 @@ from playwright.async_api import CDPSession, Page
 from playwright.async_api import Error as PlaywrightError
 
 from core.url_policy import UrlPolicy
-from driver.actions import ACTIONS
+from driver.actions import ACTIONS, DEADLINE_BOUND
 from driver.cdp_tabs import CdpTabs
 from driver.devtools import DevtoolsSession, FrontEnd, FrontEndFile
 from driver.errors import Stop, closed, is_closed_error, stopped, timed_out, translate
@@ -68,6 +68,9 @@ _HINT_SETTLE = 5.0
 """Seconds a needs-user read waits for a loading page before it fails."""
 _NOBODY = Caller()
 """The caller of the driver's own steps (opening a tab's first page)."""
+_RUNS = frozenset((*ACTIONS, NewTab, GetTabs, KeepSession, ResetSession))
+"""The commands the browser runs (its actions, and the node's own: tabs, sessions)."""
+_NOT_RUN = (*BLOCKS, SyncBarrier)
 
 
 async def _perform(run: Run, action: Action) -> Outcome:
@@ -76,7 +79,7 @@ async def _perform(run: Run, action: Action) -> Outcome:
     not this session's ref of the tab's current document."""
     ref = getattr(run.command, "ref", None)
     try:
-        async with asyncio.timeout(run.remaining() + _GRACE):
+        async with asyncio.timeout(run.remaining() + (0.0 if type(run.command) in DEADLINE_BOUND else _GRACE)):
             if isinstance(ref, str) and not isinstance(run.command, Snapshot):
                 run.target = await resolve_ref(run, ref)
             value, warning = await action(run)
@@ -309,9 +312,13 @@ class ChromiumBrowser:
         """
         try:
             with self._tabs.spares.busy():
-                return await self._execute(command, tab_id, float(timeout), pause or asyncio.sleep,
-                                           Caller(agent, call, path, session, as_read),
-                                           float(timeout if within is None else within))
+                ready = self._ready(command, tab_id, float(timeout), pause or asyncio.sleep,
+                                    Caller(agent, call, path, session, as_read),
+                                    float(timeout if within is None else within))
+                if not isinstance(ready, Run):
+                    return await ready if isinstance(ready, Coroutine) else ready
+                with self.sessions.using(self.sessions.of_page(ready.page)):
+                    return await _perform(ready, ACTIONS[type(command)])
         except KitsuneError as e:
             return Failed(Failure.of(e))
         except Exception as e:  # a bug here must still answer as an outcome, never as an exception
@@ -319,22 +326,24 @@ class ChromiumBrowser:
             failure = Failure(f"{command.action}: internal driver error ({type(e).__name__})", "internal", False)
             return Unknown(failure) if sent else Failed(failure)
 
-    async def _execute(self, command: Command, tab_id: int | None, timeout: float,
-                       pause: Callable[[float], Awaitable[None]], caller: Caller, within: float) -> Outcome:
+    def _ready(self, command: Command, tab_id: int | None, timeout: float, pause: Callable[[float], Awaitable[None]],
+               caller: Caller, within: float) -> Run | Outcome | Coroutine[Any, Any, Outcome]:
+        """What ``execute`` does with ``command``: the run of an action on its tab, the outcome when it cannot run,
+        or the work of a command that is not an action on a tab (``newTab``, ``getTabs``...). Not a coroutine: a
+        read's await chain down to Playwright is one frame shorter (its client walks the stack on every call)."""
         action = command.action
-        if isinstance(command, (*BLOCKS, SyncBarrier)) or type(command) not in (*ACTIONS, NewTab, GetTabs,
-                                                                                   KeepSession, ResetSession):
+        if type(command) not in _RUNS or isinstance(command, _NOT_RUN):
             return Failed(Failure(f"{action} is not an action the browser runs", "invalid_call", False))
         if own_references(command):
             return Failed(Failure(f"{action}: its ${{$N...}} references are not resolved", "invalid_call", False))
         if within <= 0:
             return Failed(Failure(f"Command timed out after {timeout:g}s", "timeout", True))
         if isinstance(command, NewTab):
-            return await self._new_tab(command, timeout, caller.agent, caller.call, within)
+            return self._new_tab(command, timeout, caller.agent, caller.call, within)
         if isinstance(command, GetTabs):
-            return Done({"tabs": await self.tabs()})
+            return self._listed()
         if isinstance(command, ResetSession):
-            return await self._reset_session(command, caller, within)
+            return self._reset_session(command, caller, within)
         tab = tab_id
         if tab is None:
             return Failed(Failure(f"{action}: no tab named; open one or name a tabId", "no_tab", False))
@@ -346,12 +355,13 @@ class ChromiumBrowser:
             self.sessions.promote(page, caller.agent, command.name, caller.call)
             return Done({"session": command.name, "tabId": tab})
         if isinstance(command, CloseTab) and command.forget:
-            return await self._forget_session(page, tab, caller.agent)
+            return self._forget_session(page, tab, caller.agent)
         deadline = asyncio.get_running_loop().time() + within
-        run = self._run(command, tab, page, timeout, deadline, is_write(command) and not caller.as_read, pause=pause,
-                        caller=caller)
-        with self.sessions.using(self.sessions.of_page(page)):
-            return await _perform(run, ACTIONS[type(command)])
+        return self._run(command, tab, page, timeout, deadline, is_write(command) and not caller.as_read, pause=pause,
+                         caller=caller)
+
+    async def _listed(self) -> Outcome:
+        return Done({"tabs": await self.tabs()})
 
     async def _forget_session(self, page: Page, tab: int, agent: str | None) -> Outcome:
         """``closeTab`` with ``forget``: the tab's reuse session closed for good, as ``DELETE /api/sessions/{name}``

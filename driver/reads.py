@@ -56,7 +56,9 @@ async def url(run: Run) -> Result:
 
 
 async def title(run: Run) -> Result:
-    return {"title": await run.within(evaluate_settled(run.page, "document.title"))}, None
+    """Bounded by the driver's backstop at the command's deadline (``driver.actions.DEADLINE_BOUND``): no timer of
+    its own, and one frame less under Playwright's client, which walks the stack on every call."""
+    return {"title": await evaluate_settled(run.page, "document.title")}, None
 
 
 async def evaluate_settled(page: Page, script: str, *, loaded: bool = False) -> Any:

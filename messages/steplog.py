@@ -307,6 +307,12 @@ class StepLogBuilder:
         """The record of the step at ``path`` (a container's with its steps) as the events so far tell it."""
         return self._nodes[path].freeze()
 
+    def status(self, path: str) -> Status:
+        """The status of the step at ``path`` as the events so far tell it (its record's, built only for a
+        container)."""
+        node = self._nodes[path]
+        return node.freeze().status if node.action in _CONTAINERS else node.status or "skipped"
+
     def freeze(self) -> StepLog:
         """The step log as the events folded so far tell it."""
         return self._log(tuple(n.freeze() for n in self._top))

@@ -162,6 +162,16 @@ def test_reads_fail_retryably_and_never_unknown(act: Act, tab: int, site: TestSi
     assert isinstance(invalid, Failed) and invalid.failure.code == "invalid_selector"
 
 
+def test_a_title_the_page_cannot_answer_in_time_fails_as_a_read_timeout(act: Act, tab: int, site: TestSite) -> None:
+    """``title`` has no timer of its own (``DEADLINE_BOUND``): the driver's backstop ends it at its deadline."""
+    goto(act, tab, site.url("/text"))
+    busy = "setTimeout(() => { const t = Date.now(); while (Date.now() - t < 3000) {} }, 0); return 1"
+    assert value_of(act, tab, busy) == 1
+    late = act({"action": "title"}, tab, timeout=0.5)
+    assert isinstance(late, Failed) and late.failure.code == "timeout" and late.failure.retryable, late
+    assert done(act({"action": "title"}, tab, timeout=10)) == {"title": "Text"}
+
+
 def test_a_read_a_navigation_cuts_short_is_read_again_in_the_next_document(
         chromium: ChromiumBrowser, run: Run[Any], tab: int, site: TestSite) -> None:
     """A plain evaluation fails when a navigation replaces its document, and Playwright's ``title()``

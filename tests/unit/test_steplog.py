@@ -314,6 +314,21 @@ def test_the_builder_folds_incrementally() -> None:
 
 
 
+def test_a_step_status_is_its_record_status_as_the_events_fold_in() -> None:
+    builder = StepLogBuilder()
+    events: list[Event] = [begin(NESTED), *ran("0", "newTab", None), StepStarted(CALL, "1.0", "click", 3),
+                           *failed("1.0", "click"), StepStarted(CALL, "2.0.0", "navigate", 4),
+                           StepDispatched(CALL, "2.1.0"), StepSkipped(CALL, "2.0.1", "stopped")]
+    paths = ["0", "1", "1.0", "1.1", "2", "2.0.0", "2.0.1", "2.1.0", "2.1.1"]
+    seen: set[Status] = set()
+    for event in events:
+        builder.apply(event)
+        for path in paths:
+            assert builder.status(path) == builder.record(path).status
+            seen.add(builder.status(path))
+    assert seen == {"ok", "unknown", "failed", "skipped"}
+
+
 def test_a_replay_of_the_wire_records_folds_what_the_events_fold() -> None:
     events: list[Event] = [
         CallStarted(CALL, "batch", NESTED, 60.0), *ran("0", "newTab", None), *wrote("1.0", "click"),
