@@ -28,6 +28,9 @@ from messages.results import Failed, Failure, Outcome, Result, Unknown
 
 __all__ = ["Hand", "here_target", "steps_here"]
 
+_NOT_HERE = (*BLOCKS, SyncBarrier)
+"""Steps the engine runs on the call's thread: blocks, and a barrier between sequences."""
+
 
 class ListRun(Protocol):
     """The run of a call as its steps on the loop talk to it (``core.engine``)."""
@@ -116,7 +119,7 @@ class Hand:
 def here_target(run: ListRun, here: StepsHere, command: Command, path: str, lookup: Lookup, tab: int | None,
                 owner: StepPath | None) -> int | None:
     """The tab of this node the step acts on, when it may run on the loop; None otherwise."""
-    if isinstance(command, (*BLOCKS, SyncBarrier)) or not command.acts_on_tab or not run.runs(path):
+    if isinstance(command, _NOT_HERE) or not command.acts_on_tab or not run.runs(path):
         return None
     if is_write(command) and (owner is not None or isinstance(command, CallSiteTool)):
         return None

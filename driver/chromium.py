@@ -74,7 +74,8 @@ _NOT_RUN = (*BLOCKS, SyncBarrier)
 
 
 async def _perform(run: Run, action: Action) -> Outcome:
-    """Run an action within the command's time (and a backstop); every failure as an outcome. A command that
+    """Run an action within the command's time (and a backstop, a grace past it: none for ``DEADLINE_BOUND``
+    actions, which have no Playwright timeout to fire first); every failure as an outcome. A command that
     names a ``ref`` (not a snapshot's own) has it resolved first: ``stale_ref``, with nothing sent, when it is
     not this session's ref of the tab's current document."""
     ref = getattr(run.command, "ref", None)
