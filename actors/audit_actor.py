@@ -129,8 +129,8 @@ class _Numbered:
     entry: AuditEntry
     seq: int | None
     """Its id; None when the stream could not keep it."""
-    answer: concurrent.futures.Future[int]
-    """Resolved with the id once the entry is written, or with ``audit_unavailable``."""
+    answer: concurrent.futures.Future[int] | None
+    """Resolved with the id once the entry is written, or with ``audit_unavailable``; None when nobody waits."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -169,11 +169,13 @@ class AuditActor(pykka.ThreadingActor):
         if isinstance(line, bytes):
             assert numbered.seq is not None
             self._on_record(True)
-            numbered.answer.set_result(numbered.seq)
+            if numbered.answer is not None:
+                numbered.answer.set_result(numbered.seq)
             return
         self._on_record(False)
         log.error("audit entry not written (%s)", type(line).__name__)
-        numbered.answer.set_exception(KitsuneError(
+        if numbered.answer is not None:
+            numbered.answer.set_exception(KitsuneError(
             "audit_unavailable", "The audit log cannot be written; nothing was sent", retryable=True))
 
     def on_stop(self) -> None:
@@ -220,8 +222,8 @@ def _names(path: Path, file: BinaryIO) -> bool:
         return False
 
 
-_Entry = tuple[AuditEntry, concurrent.futures.Future[int], bool]
-"""An entry on its way, the future of its id, and whether someone waits for it (urgent)."""
+_Entry = tuple[AuditEntry, concurrent.futures.Future[int] | None, bool]
+"""An entry on its way, the future of its id (None: nobody asks), and whether someone waits for it (urgent)."""
 
 
 class AuditTrail:
@@ -254,6 +256,11 @@ class AuditTrail:
         answer: concurrent.futures.Future[int] = concurrent.futures.Future()
         self._writer.put((entry, answer, urgent), acknowledged=True, urgent=urgent)
         return answer
+
+    def post(self, entry: AuditEntry) -> None:
+        """Start recording one entry nobody waits for or asks the id of (from any thread): it may linger a little to
+        go out with others, and is written as any entry (a failure logged and counted)."""
+        self._writer.put((entry, None, False), acknowledged=True, urgent=False)
 
     def _settled(self, numbered: _Numbered, *, urgent: bool) -> None:
         """Keep a settled entry for the actor: the burst goes at once when someone waits for this entry or no
@@ -289,12 +296,13 @@ class Auditor:
         self._record(ResumeEntry(time=_now(), agent=agent or self._agent, call=call))
 
     def step(self, call: int, path: str, command: Command, tab_id: int | None, *,
-             resumed: bool) -> Callable[[], None]:
-        written = self._trail.record(StepEntry(time=_now(), agent=self._agent, action=command.action, tab_id=tab_id,
-                                               params=redacted_params(command), call=call, path=path,
-                                               resumed=resumed),
-                                     urgent=is_write(command))  # the engine waits only for a write's entry
-        return Pending(written, _WAIT)  # raises audit_unavailable when the entry could not be written
+             resumed: bool) -> Callable[[], None] | None:
+        entry = StepEntry(time=_now(), agent=self._agent, action=command.action, tab_id=tab_id,
+                          params=redacted_params(command), call=call, path=path, resumed=resumed)
+        if not is_write(command):  # the engine waits only for a write's entry: a read's has no answer to make
+            self._trail.post(entry)
+            return None
+        return Pending(self._trail.record(entry), _WAIT)  # raises audit_unavailable when the entry was not written
 
     def observed(self, call: int, path: str, command: Command, tab_id: int | None) -> None:
         self._record(ObservedStepEntry(time=_now(), agent=self._agent, action=command.action, tab_id=tab_id,

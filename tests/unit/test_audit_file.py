@@ -87,6 +87,33 @@ def test_an_entry_is_on_disk_before_its_waiter_hears_of_it(trail: AuditTrail, io
     assert on_disk.result(timeout=5) == [_line(n + 1, n) for n in range(10)]  # as the answer was given
 
 
+def test_a_read_entry_is_posted_with_nothing_to_answer_and_written_in_its_place(trail: AuditTrail,
+                                                                                 tmp_path: Path) -> None:
+    """The engine waits only for a write's entry: a read's has no answer, and is written in the stream's order."""
+    auditor = Auditor(trail, "alice")
+    assert auditor.step(1, "0", parse_command({"action": "title"}), 3, resumed=False) is None
+    written = auditor.step(1, "1", parse_command({"action": "click", "selector": "#b"}), 3, resumed=False)
+    assert written is not None
+    written()
+    assert [(line["kind"], line["action"], line["call"]) for line in _lines(tmp_path / "logs" / "audit.jsonl")] == [
+        ("step", "title", 1), ("step", "click", 2)]
+
+
+def test_a_read_entry_that_cannot_be_written_is_counted_and_raises_nowhere(io: IoLoop, tmp_path: Path) -> None:
+    written: list[bool] = []
+    actor = AuditActor.start(tmp_path / "gone" / "audit.jsonl", written.append)
+    trail = AuditTrail(LocalAuditLog(), io, actor)
+    io.run(trail.start(), timeout=5)
+    try:
+        assert Auditor(trail, "alice").step(1, "0", parse_command({"action": "title"}), 3, resumed=False) is None
+        with pytest.raises(KitsuneError):  # the write after it fails closed, once the read's entry was tried
+            trail.record(_entry(1)).result(timeout=5)
+        assert written == [False, False]
+    finally:
+        io.run(trail.stop(), timeout=5)
+        actor.stop()
+
+
 def test_a_rotated_or_deleted_file_is_followed_by_a_new_one(trail: AuditTrail, tmp_path: Path) -> None:
     path = tmp_path / "logs" / "audit.jsonl"
     trail.record(_entry(0)).result(timeout=5)
@@ -131,8 +158,9 @@ def test_every_kind_of_entry_keeps_its_exact_form(trail: AuditTrail, tmp_path: P
     script = parse_command({"action": "js", "code": "return 600000"})
     auditor.call(parse_call("batch", [{"action": "title"}], default_tab=3), "bob")
     auditor.resume(1, None)
-    auditor.step(1, "0.1", typed, 3, resumed=False)()
-    auditor.step(1, "2", script, None, resumed=True)()
+    for written in (auditor.step(1, "0.1", typed, 3, resumed=False), auditor.step(1, "2", script, None, resumed=True)):
+        assert written is not None
+        written()
     auditor.observed(1, "1", typed, 3)
     auditor.interrupted(None, None, typed, 4)
     auditor.takeover(4)
