@@ -31,7 +31,7 @@ from messages.events import (
     event_from_json,
     event_to_json,
 )
-from messages.steplog import IndexTexts, StepLog, StepLogBuilder, StepNode, node_started
+from messages.steplog import IndexTexts, Paths, StepLog, StepLogBuilder, StepNode, node_started
 
 __all__ = ["replay"]
 
@@ -68,88 +68,107 @@ class _Replay(StepLogBuilder):
         """The call's steps in path order, the order they start in."""
         self._keys: list[bytes] = []
         """The text of each one's path, in path order: digits and dots, which a JSON string holds as they are."""
+        self._shapes: list[tuple[bytes, bytes]] = []
+        """The head and tail of each one's start on the tab its outline names, in path order (none when no start
+        can be foretold)."""
         self._forms: _Forms | None = None
         """The wire forms of the call's step events; None when they cannot be cut around a path."""
-        self._starts: list[bytes | None] = [None]
-        """Each step's foretold start, in path order, then None (past the last step)."""
-        self._successes: list[bytes | None] = []
-        """Each step's foretold success without a warning, in path order."""
         self._positions: dict[bytes, int] = {}
         """Each step's position in ``_order`` by its path's text, made when a path that is not its position's
         digits is first looked up (a step inside another)."""
 
     def apply_wire(self, wire: Iterable[bytes]) -> None:
         """Fold a call's events in, given in their wire form (``codec.encode``), in order, from its start."""
-        order, starts, successes, (head, tail) = self._order, self._starts, self._successes, self._dispatch()
-        pos, start = 0, starts[0]  # the next step in path order, and its foretold start
+        order, keys, shapes, (succeeded, sent) = self._order, self._keys, self._shapes, self._parts()
+        pos, start = 0, self._foretell(0)  # the next step in path order, and its foretold start
         last: StepNode | None = None  # the step started last, and its foretold success
         success: bytes | None = None
+        ahead, ahead_at, sent_at = None, 0, -1  # the foretold dispatch, its step, the step of the one before
         for data in wire:
             if data == start:  # all but a few of a call's records are this, a success or a dispatch
-                last, success = order[pos], successes[pos]
+                last, success = order[pos], keys[pos].join(succeeded)
                 if last.status is None and not last.wrote:  # no start or end before: nothing to clear
                     last.status = "unknown"
                 else:  # a start again: what told it before is cleared (the tab read off its start, rare)
                     node_started(last, orjson.loads(data)["tab_id"])
                 pos += 1
-                start = starts[pos]
+                start = keys[pos].join(shapes[pos]) if pos < len(shapes) else None
                 continue
             if data == success and last is not None:
                 last.status = "ok"
                 last.warning = None
                 continue
-            if data.startswith(head) and data.endswith(tail) and \
-                    (at := self._position(data[len(head):len(data) - len(tail)])) is not None:
-                node = order[at]  # a dispatch, of any step
-            else:
+            if data == ahead:
+                at = ahead_at
+            elif (at := self._sent(data)) is None:
                 record = orjson.loads(data)
                 kind = record["type"]
-                if kind != _STARTED and kind != _SUCCEEDED and kind != _DISPATCHED:
-                    if kind in _STARTS:  # the call laid out anew
-                        self._start(record["call"], record["call_kind"], record["timeout"], record["outline"])
-                        order, starts, successes, (head, tail) = self._order, self._starts, self._successes, \
-                            self._dispatch()
-                        pos, start, last, success = 0, starts[0], None, None
-                    else:
-                        self.apply(event_from_json(record))
-                    continue
-                node = self._nodes[record["path"]]
-                if kind == _SUCCEEDED:
-                    node.status, node.warning = "ok", record["warning"]
-                    continue
-                if kind == _STARTED:
-                    node_started(node, record["tab_id"])
-                    last, pos = node, self._place(node)
-                    success, start = successes[pos], starts[pos + 1]
-                    pos += 1
-                    continue
-            node.dispatched = True  # no more: a start or an end that follows tells its status (``_unfolded``)
+                if kind == _STARTED or kind == _SUCCEEDED or kind == _DISPATCHED:
+                    pos = self._fold_step(self._nodes[record["path"]], record, pos)
+                    if kind == _STARTED:
+                        last, success, start = order[pos - 1], self._succeed(pos - 1), self._foretell(pos)
+                elif kind in _STARTS:  # the call laid out anew
+                    self._start(record["call"], record["call_kind"], record["timeout"], record["outline"])
+                    order, keys, shapes, (succeeded, sent) = self._order, self._keys, self._shapes, self._parts()
+                    pos, start, last, success, ahead, sent_at = 0, self._foretell(0), None, None, None, -1
+                else:
+                    self.apply(event_from_json(record))
+                continue
+            order[at].dispatched = True  # no more: a start or an end that follows tells its status (``_unfolded``)
+            ahead_at, sent_at = at + at - sent_at, at  # writes recorded ahead come at a stride (every other step...)
+            ahead = keys[ahead_at].join(sent) if at < ahead_at < len(order) else None
+
+    def _fold_step(self, node: StepNode, record: dict[str, Any], pos: int) -> int:
+        """Fold a step's start, success or dispatch, parsed; the position of the next step to start (after this
+        one, for a start)."""
+        kind = record["type"]
+        if kind == _SUCCEEDED:
+            node.status, node.warning = "ok", record["warning"]
+        elif kind == _DISPATCHED:
+            node.dispatched = True
+        else:
+            node_started(node, record["tab_id"])
+            return self._place(node) + 1
+        return pos
 
     def _start(self, call: int, kind: str, timeout: float, outline: Sequence[Mapping[str, Any]]) -> None:
         super()._start(call, kind, timeout, outline)
         nodes, top = self._nodes, self._top
-        if len(nodes) == len(top):  # top-level steps alone: each one's path is its position's digits
+        if isinstance(nodes, Paths):  # top-level leaves alone: each one's path is its position's digits
             self._order, self._keys = top, IndexTexts.keys(len(top))
         else:
             self._order, self._keys = list(nodes.values()), list(map(str.encode, nodes))
-        order, keys = self._order, self._keys
         self._forms = forms = _Forms.of(call)
-        self._positions = {}
-        self._starts, self._successes = [None] * (len(order) + 1), [None] * len(order)
-        if forms is None:
-            return
-        try:
-            shapes = list(map(forms.started.__getitem__, zip(map(_ACTION, order), map(_TAB, order))))
-        except TypeError:  # an action or tab no key can be made of (a list): no start is foretold
-            pass
-        else:
-            self._starts = [*map(bytes.join, keys, shapes), None]
-        self._successes = list(map(bytes.join, keys, repeat(forms.succeeded)))
+        self._positions, self._shapes = {}, []
+        if forms is not None:
+            try:
+                self._shapes = list(map(forms.started.__getitem__, zip(map(_ACTION, self._order),
+                                                                       map(_TAB, self._order))))
+            except TypeError:  # an action or tab no key can be made of (a list): no start is foretold
+                pass
 
-    def _dispatch(self) -> tuple[bytes | tuple[()], bytes | tuple[()]]:
-        """The head and tail of the call's dispatch form (around a step's path); when there is none, a pair no
-        record starts or ends with (no prefix at all)."""
-        return ((), ()) if self._forms is None else self._forms.dispatched
+    def _parts(self) -> tuple[tuple[bytes, ...], tuple[bytes, ...]]:
+        """The head and tail of the call's success and dispatch forms; nothing when they cannot be cut around a
+        path (then no start is foretold and no dispatch known, so neither is ever joined)."""
+        return ((), ()) if self._forms is None else (self._forms.succeeded, self._forms.dispatched)
+
+    def _foretell(self, pos: int) -> bytes | None:
+        """The foretold start of the step at ``pos`` in path order; None past the last step or when none is."""
+        return self._keys[pos].join(self._shapes[pos]) if pos < len(self._shapes) else None
+
+    def _succeed(self, pos: int) -> bytes | None:
+        """The foretold success of the step at ``pos`` in path order, if there is one."""
+        return None if self._forms is None else self._keys[pos].join(self._forms.succeeded)
+
+    def _sent(self, data: bytes) -> int | None:
+        """The position of the step ``data`` is the dispatch of, in the codec's form; None if it is not one."""
+        forms = self._forms
+        if forms is None:
+            return None
+        head, tail = forms.dispatched
+        if not (data.startswith(head) and data.endswith(tail)):
+            return None
+        return self._position(data[len(head):len(data) - len(tail)])
 
     def _place(self, node: StepNode) -> int:
         """The position in path order of one of the call's steps."""

@@ -37,7 +37,7 @@ from messages.events import (
 from messages.paths import StepPath
 from messages.results import STATUSES, Status, worst
 
-__all__ = ["IndexTexts", "StepLog", "StepLogBuilder", "StepNode", "StepRecord", "fold", "node_started", "record_from_json",
+__all__ = ["IndexTexts", "Paths", "StepLog", "StepLogBuilder", "StepNode", "StepRecord", "fold", "node_started", "record_from_json",
            "record_to_json"]
 
 
@@ -288,7 +288,7 @@ class StepLogBuilder:
         texts = IndexTexts.first(len(outline))
         if max(map(len, outline), default=0) <= 2:  # leaves alone (an action and a tab each): laid out at once
             self._top = list(map(StepNode, texts, range(len(outline)), map(_ACTION, outline), map(_TAB, outline)))
-            self._nodes = dict(zip(texts, self._top))
+            self._nodes = Paths(texts, self._top)
             return
         self._nodes = nodes = {}
         self._top = top = []
@@ -335,6 +335,22 @@ class StepLogBuilder:
     def _log(self, steps: tuple[StepRecord, ...]) -> StepLog:
         return StepLog(self._call, self._kind, self._timeout, steps, self._ended, tuple(self._sessions),
                        tuple(self._site_tools))
+
+
+class Paths(dict[str, StepNode]):
+    """The nodes of a call's steps by path when all are top-level leaves (a path is its index's text), entered when
+    one is first looked up: a replay whose records were all foretold looks none up."""
+
+    def __init__(self, texts: Sequence[str], top: Sequence[StepNode]) -> None:
+        super().__init__()
+        self._entering: tuple[Sequence[str], Sequence[StepNode]] | None = texts, top
+
+    def __missing__(self, path: str) -> StepNode:
+        if self._entering is None:
+            raise KeyError(path)
+        self.update(zip(*self._entering))
+        self._entering = None
+        return self[path]
 
 
 class IndexTexts:
