@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import gc
 from collections.abc import Iterable, Mapping, Sequence
-from itertools import repeat
 from operator import attrgetter
 from typing import Any
 
@@ -36,6 +35,7 @@ from messages.steplog import IndexTexts, Paths, StepLog, StepLogBuilder, StepNod
 __all__ = ["replay"]
 
 _SUCCEEDED, _STARTED, _DISPATCHED = StepSucceeded.kind, StepStarted.kind, StepDispatched.kind
+_STEP_KINDS = frozenset((_SUCCEEDED, _STARTED, _DISPATCHED))
 _STARTS = frozenset((CallStarted.kind, CallResumed.kind))
 _MARK = "0"
 """The path of the events a wire form is taken from, then cut out of it (``_form``)."""
@@ -100,10 +100,12 @@ class _Replay(StepLogBuilder):
                 continue
             if data == ahead:
                 at = ahead_at
-            elif (at := self._sent(data)) is None:
+            elif (found := self._sent(data)) is not None:
+                at = found
+            else:
                 record = orjson.loads(data)
                 kind = record["type"]
-                if kind == _STARTED or kind == _SUCCEEDED or kind == _DISPATCHED:
+                if kind in _STEP_KINDS:
                     pos = self._fold_step(self._nodes[record["path"]], record, pos)
                     if kind == _STARTED:
                         last, success, start = order[pos - 1], self._succeed(pos - 1), self._foretell(pos)
@@ -139,13 +141,7 @@ class _Replay(StepLogBuilder):
         else:
             self._order, self._keys = list(nodes.values()), list(map(str.encode, nodes))
         self._forms = forms = _Forms.of(call)
-        self._positions, self._shapes = {}, []
-        if forms is not None:
-            try:
-                self._shapes = list(map(forms.started.__getitem__, zip(map(_ACTION, self._order),
-                                                                       map(_TAB, self._order))))
-            except TypeError:  # an action or tab no key can be made of (a list): no start is foretold
-                pass
+        self._positions, self._shapes = {}, [] if forms is None else forms.shapes(self._order)
 
     def _parts(self) -> tuple[tuple[bytes, ...], tuple[bytes, ...]]:
         """The head and tail of the call's success and dispatch forms; nothing when they cannot be cut around a
@@ -183,7 +179,7 @@ class _Replay(StepLogBuilder):
         if key.isdigit() and len(key) < 10 and (at := int(key)) < len(self._order) and keys[at] == key:
             return at
         if not self._positions:
-            self._positions = dict(zip(keys, range(len(self._order))))
+            self._positions = dict(zip(keys, range(len(self._order)), strict=False))  # keys may run on
         return self._positions.get(key)
 
 
@@ -198,6 +194,14 @@ class _Forms:
         self.dispatched = dispatched
         self.started = _Starts(call)
         """A step's start, by its action and tab."""
+
+    def shapes(self, steps: Sequence[StepNode]) -> list[tuple[bytes, bytes]]:
+        """The head and tail of each step's start on the tab it names, in order; none when an action or tab no key
+        can be made of (a list) forbids foretelling any."""
+        try:
+            return list(map(self.started.__getitem__, zip(map(_ACTION, steps), map(_TAB, steps), strict=True)))
+        except TypeError:
+            return []
 
     @classmethod
     def of(cls, call: int) -> _Forms | None:

@@ -37,8 +37,8 @@ from messages.events import (
 from messages.paths import StepPath
 from messages.results import STATUSES, Status, worst
 
-__all__ = ["IndexTexts", "Paths", "StepLog", "StepLogBuilder", "StepNode", "StepRecord", "fold", "node_started", "record_from_json",
-           "record_to_json"]
+__all__ = ["IndexTexts", "Paths", "StepLog", "StepLogBuilder", "StepNode", "StepRecord", "fold", "node_started",
+           "record_from_json", "record_to_json"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -348,7 +348,7 @@ class Paths(dict[str, StepNode]):
     def __missing__(self, path: str) -> StepNode:
         if self._entering is None:
             raise KeyError(path)
-        self.update(zip(*self._entering))
+        self.update(zip(*self._entering, strict=False))  # the texts run on
         self._entering = None
         return self[path]
 
