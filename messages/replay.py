@@ -80,6 +80,7 @@ class _Replay(StepLogBuilder):
     def apply_wire(self, wire: Iterable[bytes]) -> None:
         """Fold a call's events in, given in their wire form (``codec.encode``), in order, from its start."""
         order, keys, shapes, (succeeded, sent) = self._order, self._keys, self._shapes, self._parts()
+        foretold = len(shapes)  # the steps whose start is foretold: all of them, or none
         pos, start = 0, self._foretell(0)  # the next step in path order, and its foretold start
         last: StepNode | None = None  # the step started last, and its foretold success
         success: bytes | None = None
@@ -92,7 +93,7 @@ class _Replay(StepLogBuilder):
                 else:  # a start again: what told it before is cleared (the tab read off its start, rare)
                     node_started(last, orjson.loads(data)["tab_id"])
                 pos += 1
-                start = keys[pos].join(shapes[pos]) if pos < len(shapes) else None
+                start = keys[pos].join(shapes[pos]) if pos < foretold else None
                 continue
             if data == success and last is not None:
                 last.status = "ok"
@@ -112,7 +113,8 @@ class _Replay(StepLogBuilder):
                 elif kind in _STARTS:  # the call laid out anew
                     self._start(record["call"], record["call_kind"], record["timeout"], record["outline"])
                     order, keys, shapes, (succeeded, sent) = self._order, self._keys, self._shapes, self._parts()
-                    pos, start, last, success, ahead, sent_at = 0, self._foretell(0), None, None, None, -1
+                    foretold, pos, start, last, success = len(shapes), 0, self._foretell(0), None, None
+                    ahead, sent_at = None, -1
                 else:
                     self.apply(event_from_json(record))
                 continue

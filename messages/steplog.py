@@ -287,7 +287,8 @@ class StepLogBuilder:
         self._ended = None
         texts = IndexTexts.first(len(outline))
         if max(map(len, outline), default=0) <= 2:  # leaves alone (an action and a tab each): laid out at once
-            self._top = list(map(StepNode, texts, range(len(outline)), map(_ACTION, outline), map(_TAB, outline)))
+            self._top = list(map(StepNode, texts, IndexTexts.indexes(len(outline)), map(_ACTION, outline),
+                                 map(_TAB, outline)))
             self._nodes = Paths(texts, self._top)
             return
         self._nodes = nodes = {}
@@ -360,6 +361,8 @@ class IndexTexts:
     """Those made so far; replaced by a longer list, never changed, so a reader's list stays whole."""
     encoded: ClassVar[list[bytes]] = []
     """Those encoded so far, likewise."""
+    numbers: ClassVar[list[int]] = []
+    """The indexes themselves, likewise: one object each for every call (an int past 256 is otherwise made anew)."""
 
     @classmethod
     def first(cls, count: int) -> list[str]:
@@ -368,6 +371,14 @@ class IndexTexts:
         if len(known) < count:
             known = cls.known = known + [str(i) for i in range(len(known), count)]
         return known
+
+    @classmethod
+    def indexes(cls, count: int) -> list[int]:
+        """At least the first ``count`` indexes."""
+        numbers = cls.numbers
+        if len(numbers) < count:
+            numbers = cls.numbers = numbers + list(range(len(numbers), count))
+        return numbers
 
     @classmethod
     def keys(cls, count: int) -> list[bytes]:
