@@ -3,10 +3,11 @@
 Most of a call's records are its steps' starts, dispatches and successes, and they come in the order its layout
 foretells: its steps start in path order, each ends before the next starts. So at each record the replay expects the
 next step's start (on the tab its outline names) or the success without a warning of the step started last, each in
-the wire form the codec writes (``event_to_json`` serialized by orjson), made when the call is laid out; a dispatch
-may come for any step (a write recorded ahead of its turn, ``core.ahead``), and is known by the codec's form of a
-dispatch around the text of a step's path. A record equal to one of them, byte for byte, is folded as that event
-without being parsed: orjson would parse it to exactly that event's fields. Any other record is parsed and folded as
+the wire form the codec writes (``event_to_json`` serialized by orjson), the step's path joined into that form's head
+and tail as the records come. A dispatch may come for any step (a write recorded ahead of its turn, ``core.ahead``):
+one is known by the codec's form around the text of one of the call's paths, and the next is foretold at the stride
+of the last two. A record equal to one of them, byte for byte, is folded as that event without being parsed: orjson
+would parse it to exactly that event's fields. Any other record is parsed and folded as
 its fields say (a step's start, dispatch or success read from them; any other event decoded first), so the log is the
 same either way; a start so read moves the expectation on to the step after its own.
 """
