@@ -24,7 +24,7 @@ from core.log_context import AGENT, CALL, SESSION, STEP
 from core.policy import PolicyDriver
 from core.ports import Recorded, not_recorded, wait_recorded
 from messages.codec import decode_outcome, encode
-from messages.commands import CallSpec, Command, GetTabs, NewTab, ResetSession, is_write
+from messages.commands import CallSiteTool, CallSpec, Command, GetTabs, NewTab, ResetSession, is_write
 from messages.contract import SETTLE
 from messages.errors import KitsuneError
 from messages.events import CallEnded, Event, StepDispatched
@@ -212,7 +212,9 @@ class LoopSteps:
     """The engine's steps on this node's tabs on the loop (``core.ports.StepsHere``): the agent's policy judges
     each (as :meth:`PolicyDriver.execute` does), a write's records are awaited, then the tab runs it in the asking
     task (a write in its turn among the tab's writes): no thread, no mailbox, no lookup of a session, and none of a
-    lease unless a task holds the tab (then judged on a thread: the lease is read from the tasks' store)."""
+    lease unless a task holds the tab (then judged on a thread: the lease is read from the tasks' store). A
+    ``callSiteTool`` the policy stops as a write, tried as a read first, runs on a thread as
+    :meth:`PolicyDriver.execute` runs it."""
 
     def __init__(self, io: IoLoop, holds: Callable[[int], bool], driver: BusDriver,
                  policy: PolicyDriver | None = None) -> None:
@@ -243,8 +245,11 @@ class LoopSteps:
             asyncio.get_running_loop().call_soon(sent)
         policy = self._policy
         if policy is not None:  # nothing awaited between the look at the tasks' mirror and the judgement
-            refused = policy.refused(command, tab) if policy.judges_here(tab) else \
-                await asyncio.to_thread(policy.refused, command, tab)
+            here = policy.judges_here(tab)
+            if isinstance(command, CallSiteTool) and (policy.tries_as_read(command, tab) if here else
+                                                      await asyncio.to_thread(policy.tries_as_read, command, tab)):
+                return await asyncio.to_thread(policy.execute, command, tab, timeout, recorded)  # as on a call thread
+            refused = policy.refused(command, tab) if here else await asyncio.to_thread(policy.refused, command, tab)
             if refused is not None:
                 return refused
         for wait in recorded:

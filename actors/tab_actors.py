@@ -90,6 +90,9 @@ class TabActors:
         None when the tab is not this node's (from a thread). A request the tab did not start in
         time is withdrawn: it then never runs, and nothing was sent."""
         admitted = self._admitted(tab_id, request)
+        if admitted is None and self._unattached(tab_id):
+            self._io.run(self.reconcile(), timeout=30)
+            admitted = self._admitted(tab_id, request)
         if not isinstance(admitted, tuple):
             return admitted
         (actor, _, _), ticket = admitted
@@ -109,6 +112,9 @@ class TabActors:
         writes, in the order they come to it). Cancelled with the asking task (a write then ends unknown, as when
         the node stops)."""
         admitted = self._admitted(tab_id, request)
+        if admitted is None and self._unattached(tab_id):
+            await self.reconcile()
+            admitted = self._admitted(tab_id, request)
         if not isinstance(admitted, tuple):
             return admitted
         (_, _, work), ticket = admitted
@@ -116,6 +122,11 @@ class TabActors:
         if _changes_tabs(request, outcome):
             await self.reconcile()
         return outcome
+
+    def _unattached(self, tab_id: int) -> bool:
+        """Whether ``tab_id`` is a tab of this node's browser that has no actor yet (a popup opened since the tabs were
+        last reconciled)."""
+        return tab_id not in self._tabs and tab_id in self._browser.tab_ids()
 
     def _admitted(self, tab_id: int, request: TabRequest) -> (
             tuple[tuple[pykka.ActorRef[TabActor], Subscription, TabWork], Ticket] | Outcome | None):

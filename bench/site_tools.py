@@ -35,6 +35,9 @@ answer the order with exactly one POST on each of its three pages, checked again
 raw context's page, on the driver's tab (the site tools' binding and init script) and on the node's tab
 (those and the node's URL hook): Playwright's own call on each, so the difference is what each tab carries.
 
+**CPU**: each call's CPU time of the benchmark's process (every thread: the node or the driver, Playwright's client,
+the test site and the proxy) and its context switches, which a loaded machine disturbs less than the wall clock.
+
 Every side is warmed up once, then rounds are interleaved (raw driver node, node driver raw, ...).
 The ratios are a Kitsune side's median (and p95) over raw's; "extra" is the difference in milliseconds.
 
@@ -50,6 +53,7 @@ import itertools
 import json
 import os
 import re
+import resource
 import statistics
 import sys
 import tempfile
@@ -273,8 +277,29 @@ class RawSide:
         return 0
 
 
-Counts = tuple[list[float], list[float], list[float]]
-"""Each call's milliseconds, the binding round trips its pages waited on, and the binding messages they sent."""
+KINDS = ("", " waits", " sent", " cpu", " switches")
+"""What each call counts, under (work, side + kind): its milliseconds, the binding round trips its pages waited on,
+the binding messages they sent, the CPU milliseconds this process spent and its context switches (all its threads:
+the node or the driver, Playwright's client, the test site and the browser's proxy; not Chromium, Playwright's driver
+or nats-server)."""
+Counts = tuple[list[float], ...]
+"""Each call's figures, one list per kind of :data:`KINDS`."""
+
+
+def _usage() -> tuple[float, float]:
+    """This process's CPU milliseconds (every thread) and context switches so far."""
+    used = resource.getrusage(resource.RUSAGE_SELF)
+    return (used.ru_utime + used.ru_stime) * 1000, float(used.ru_nvcsw + used.ru_nivcsw)
+
+
+def _call(side: Side, tool: str, value: dict[str, Any], counts: Counts) -> Any:
+    """One call of ``tool``, its figures added to ``counts``; its output."""
+    before = (side.waits(), side.sent(), *_usage())
+    ms, output = side.call(tool, value)
+    after = (side.waits(), side.sent(), *_usage())
+    for figures, figure in zip(counts, (ms, *(a - b for a, b in zip(after, before, strict=True))), strict=True):
+        figures.append(float(figure))
+    return output
 
 
 def searches(site: TestSite, side: Side, count: int) -> Counts:
@@ -283,33 +308,25 @@ def searches(site: TestSite, side: Side, count: int) -> Counts:
     assert status == 200
     expected, posted = json.loads(body), site.counts()
     side.go("/shop", "search")
-    times, waits, sent = [], [], []
+    counts: Counts = tuple([] for _ in KINDS)
     for _ in range(count):
-        before = side.waits(), side.sent()
-        ms, output = side.call("search", SEARCH)
+        output = _call(side, "search", SEARCH, counts)
         assert output == expected, output
-        times.append(ms)
-        waits.append(float(side.waits() - before[0]))
-        sent.append(float(side.sent() - before[1]))
     assert site.counts() == posted, "a search posted"
-    return times, waits, sent
+    return counts
 
 
 def checkouts(site: TestSite, side: Side, count: int) -> Counts:
     """``count`` checkouts from zeroed counters: each answers the order with one POST per page."""
-    times, waits, sent = [], [], []
+    counts: Counts = tuple([] for _ in KINDS)
     for _ in range(count):
         side.go("/shop/billing", "checkout")
         assert site.counts() in ({}, CHECKOUT_POSTS), f"more was posted after a checkout: {site.counts()}"
         site.reset()
-        before = side.waits(), side.sent()
-        ms, output = side.call("checkout", CHECKOUT)
+        output = _call(side, "checkout", CHECKOUT, counts)
         assert output == ORDER, output
         assert site.counts() == CHECKOUT_POSTS, site.counts()
-        times.append(ms)
-        waits.append(float(side.waits() - before[0]))
-        sent.append(float(side.sent() - before[1]))
-    return times, waits, sent
+    return counts
 
 
 def loads(side: Side, count: int) -> list[float]:
@@ -322,8 +339,8 @@ def one_round(site: TestSite, sides: dict[str, Side], order: tuple[str, ...]) ->
     figures: Figures = {}
     for work, calls, count in (("search", searches, SEARCHES), ("checkout", checkouts, CHECKOUTS)):
         for name in order:
-            figures[work, name], figures[work, name + " waits"], figures[work, name + " sent"] = calls(
-                site, sides[name], count)
+            for kind, counted in zip(KINDS, calls(site, sides[name], count), strict=True):
+                figures[work, name + kind] = counted
     for name in order:
         figures["load", name] = loads(sides[name], LOADS)
     return figures
@@ -385,6 +402,10 @@ def report(rounds: list[Figures], load_before: tuple[float, ...], load_after: tu
                        for kind in (" waits", " sent"))
         print(f"  {work}: binding round trips a page waited on, per call (raw/driver/node): {waits}; "
               f"binding messages its pages sent: {sent}")
+        cpu, switches = ("/".join(f"{med(pooled(work, side + kind)):.{digits}f}" for side in SIDES)
+                         for kind, digits in ((" cpu", 2), (" switches", 0)))
+        print(f"  {work}: this process's CPU ms per call (raw/driver/node, medians): {cpu}; its context switches: "
+              f"{switches}")
     print("driver: callSiteTool through ChromiumBrowser.execute (no node); node: a one-step batch of a whole node; "
           "for loads, the driver's tab and the node's tab (its URL hook too)")
 

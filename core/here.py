@@ -6,9 +6,10 @@ call's thread waits once for the whole run instead of once a step. A write keeps
 thread: its tab claim checked, its records (``StepDispatched``, audit entry, or both made ahead: ``core.ahead``)
 awaited there before it is sent, the policy's judgement, the tab's admission, and its turn among the tab's writes
 (``StepsHere.write``). The run ends before a block, a ``syncBarrier``, a tab of another node, a step kept or
-observed by a resume, a write in a parallel sequence (its claim may ask the tab's node) or a ``callSiteTool`` write
-(tried as a read first); after a step that stops the list; and at the container's deadline. The engine goes on from
-there as usual.
+observed by a resume or a write in a parallel sequence (its claim may ask the tab's node); after a step that stops
+the list; and at the container's deadline. The engine goes on from there as usual. (A ``callSiteTool`` that the
+policy stops as a write, tried as a read first, goes to a thread of its own there, as the engine's thread would run
+it.)
 """
 
 from __future__ import annotations
@@ -21,7 +22,7 @@ from core.ahead import Ahead, Intent, at_turn
 from core.blocks import Lookup, lookup_in, tab_of
 from core.ports import NotRecorded, Ports, StepsHere
 from core.step import Step, deadline_outcome
-from messages.commands import BLOCKS, CallSiteTool, Command, SyncBarrier, is_write
+from messages.commands import BLOCKS, Command, SyncBarrier, is_write
 from messages.errors import KitsuneError
 from messages.paths import StepPath
 from messages.results import Failed, Failure, Outcome, Result, Unknown
@@ -121,7 +122,7 @@ def here_target(run: ListRun, here: StepsHere, command: Command, path: str, look
     """The tab of this node the step acts on, when it may run on the loop; None otherwise."""
     if isinstance(command, _NOT_HERE) or not command.acts_on_tab or not run.runs(path):
         return None
-    if is_write(command) and (owner is not None or isinstance(command, CallSiteTool)):
+    if is_write(command) and owner is not None:
         return None
     try:
         target = tab_of(command, lookup, tab)

@@ -365,8 +365,11 @@ class PolicyDriver:
                                   {"reason": denial.reason, "host": denial.host}))
         return None
 
-    def _stopped_as_write(self, command: Command, tab: int | None) -> bool:
-        """Whether the policy refuses or holds ``command`` as a write but would let it run as a read."""
+    def tries_as_read(self, command: Command, tab: int | None) -> bool:
+        """Whether :meth:`execute` tries ``command`` as a read first: a ``callSiteTool`` the policy refuses or holds as
+        a write but would let run as a read."""
+        if not isinstance(command, CallSiteTool):
+            return False
         policy = self._policy()
         return self.refusal(command, tab, as_read=True) is None and (
             policy.ask_before_act or self._write_refusal(command, tab, policy) is not None)
@@ -389,7 +392,7 @@ class PolicyDriver:
         tried as a read first: the tab's node runs it if its page declares the tool ``readOnlyHint`` (the
         page's declaration decides, never the caller), else it answers ``site_tool_writes`` with nothing sent,
         and the policy refuses or holds it as the write it is."""
-        if isinstance(command, CallSiteTool) and not as_read and self._stopped_as_write(command, tab_id):
+        if not as_read and self.tries_as_read(command, tab_id):
             tried = self._inner.execute(command, tab_id, timeout, recorded, as_read=True)
             if not (isinstance(tried, Failed) and tried.failure.code == SITE_TOOL_WRITES):
                 return tried

@@ -11,6 +11,7 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
+from operator import itemgetter
 from typing import Any, ClassVar, cast
 
 from messages.events import (
@@ -36,8 +37,8 @@ from messages.events import (
 from messages.paths import StepPath
 from messages.results import STATUSES, Status, worst
 
-__all__ = ["StepLog", "StepLogBuilder", "StepNode", "StepRecord", "fold", "node_started", "record_from_json",
-           "record_to_json"]
+__all__ = ["IndexTexts", "Paths", "StepLog", "StepLogBuilder", "StepNode", "StepRecord", "fold", "node_started",
+           "record_from_json", "record_to_json"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -176,12 +177,14 @@ def _on_tab(record: StepRecord) -> str:
 
 
 _FIELDS = tuple(f.name for f in dataclasses.fields(StepRecord))
+_ACTION, _TAB = itemgetter("action"), itemgetter("tab_id")
 _CONTAINERS = ("sequence", "parallel")
 
 
 class StepNode:
     """A step's record while events are folded: a :class:`StepRecord`'s layout, not frozen (or one being built).
-    Its status is the step's as the events so far tell it, None while none told it anything (``skipped``)."""
+    Its status is the step's as the events so far tell it, None while no start or end told it anything: ``unknown``
+    if a write of it was sent (a dispatch), else ``skipped`` (:func:`_unfolded`)."""
 
     __slots__ = _FIELDS
 
@@ -206,7 +209,7 @@ class StepNode:
     def freeze(self) -> StepRecord:
         """Its record as the events so far tell it (the node folds on)."""
         if self.action not in _CONTAINERS:  # most steps: nothing inside to freeze
-            return _record(self.path, self.index, self.action, self.tab_id, self.status or "skipped", self.kept,
+            return _record(self.path, self.index, self.action, self.tab_id, self.status or _unfolded(self), self.kept,
                            self.observed, self.dispatched, self.wrote, self.code, self.error, self.warning, (), (),
                            self.retryable)
         steps = tuple(n.freeze() for n in self.steps)
@@ -223,7 +226,7 @@ class StepNode:
             self.status, self.kept = _inside(steps, sequences)
             self.retryable = False
         elif self.status is None:
-            self.status = "skipped"
+            self.status = _unfolded(self)
         self.__class__ = StepRecord  # type: ignore[assignment]
         return cast(StepRecord, self)
 
@@ -282,9 +285,14 @@ class StepLogBuilder:
         """Lay the call's steps out from its outline in wire form (``OutlineStep.to_json``), none started."""
         self._call, self._kind, self._timeout = call, kind, timeout
         self._ended = None
+        texts = IndexTexts.first(len(outline))
+        if max(map(len, outline), default=0) <= 2:  # leaves alone (an action and a tab each): laid out at once
+            self._top = list(map(StepNode, texts, IndexTexts.indexes(len(outline)), map(_ACTION, outline),
+                                 map(_TAB, outline)))
+            self._nodes = Paths(texts, self._top)
+            return
         self._nodes = nodes = {}
         self._top = top = []
-        texts = _IndexTexts.first(len(outline))
         for i, step in enumerate(outline):
             path = texts[i]  # a top-level step's path is its index (``ROOT.child(i)``'s text)
             if "steps" in step or "sequences" in step:
@@ -325,7 +333,7 @@ class StepLogBuilder:
                 node.seal()
             else:  # most steps: sealed here rather than through a call for each of thousands
                 if node.status is None:
-                    node.status = "skipped"
+                    node.status = _unfolded(node)
                 node.__class__ = StepRecord  # type: ignore[assignment]
         steps = cast(tuple[StepRecord, ...], tuple(top))
         self._nodes, self._top = {}, []
@@ -336,11 +344,31 @@ class StepLogBuilder:
                        tuple(self._site_tools))
 
 
-class _IndexTexts:
+class Paths(dict[str, StepNode]):
+    """The nodes of a call's steps by path when all are top-level leaves (a path is its index's text), entered when
+    one is first looked up: a replay whose records were all foretold looks none up."""
+
+    def __init__(self, texts: Sequence[str], top: Sequence[StepNode]) -> None:
+        super().__init__()
+        self._entering: tuple[Sequence[str], Sequence[StepNode]] | None = texts, top
+
+    def __missing__(self, path: str) -> StepNode:
+        if self._entering is None:
+            raise KeyError(path)
+        self.update(zip(*self._entering, strict=False))  # the texts run on
+        self._entering = None
+        return self[path]
+
+
+class IndexTexts:
     """The texts of indexes, from 0 (a top-level step's path is its index's text), made once for every call."""
 
     known: ClassVar[list[str]] = []
     """Those made so far; replaced by a longer list, never changed, so a reader's list stays whole."""
+    encoded: ClassVar[list[bytes]] = []
+    """Those encoded so far, likewise."""
+    numbers: ClassVar[list[int]] = []
+    """The indexes themselves, likewise: one object each for every call (an int past 256 is otherwise made anew)."""
 
     @classmethod
     def first(cls, count: int) -> list[str]:
@@ -350,6 +378,22 @@ class _IndexTexts:
             known = cls.known = known + [str(i) for i in range(len(known), count)]
         return known
 
+    @classmethod
+    def indexes(cls, count: int) -> list[int]:
+        """At least the first ``count`` indexes."""
+        numbers = cls.numbers
+        if len(numbers) < count:
+            numbers = cls.numbers = numbers + list(range(len(numbers), count))
+        return numbers
+
+    @classmethod
+    def keys(cls, count: int) -> list[bytes]:
+        """At least the first ``count`` texts, encoded."""
+        keys = cls.encoded
+        if len(keys) < count:
+            keys = cls.encoded = keys + [text.encode() for text in cls.first(count)[len(keys):]]
+        return keys
+
 
 def _apply_step(node: StepNode, event: StepEvent) -> None:
     """Fold one step's event into its record."""
@@ -357,7 +401,7 @@ def _apply_step(node: StepNode, event: StepEvent) -> None:
         case StepStarted():
             node_started(node, event.tab_id)
         case StepDispatched():
-            _dispatched(node)
+            node.dispatched = True  # its status is unknown once sealed, if no start or end tells it (_unfolded)
         case BlockWriteSucceeded():
             node.wrote = True
         case StepSucceeded():
@@ -382,11 +426,10 @@ def node_started(node: StepNode, tab_id: int | None) -> None:
     node.status, node.tab_id = "unknown", tab_id
 
 
-def _dispatched(node: StepNode) -> None:
-    """A write was sent (or about to be): ``unknown``, if nothing ended it already."""
-    node.dispatched = True
-    if node.status is None:
-        node.status = "unknown"
+def _unfolded(node: StepNode) -> Status:
+    """The status of a step no start or end told anything: ``unknown`` when a write of it was sent (it may have
+    run: never guessed ``skipped``), else ``skipped``."""
+    return "unknown" if node.dispatched else "skipped"
 
 
 def _succeeded(node: StepNode, warning: str | None) -> None:

@@ -34,8 +34,8 @@ def test_mcp_needs_a_bearer_token_and_a_session_belongs_to_the_agent_that_opened
     wrong = httpx.post(asking.base + "/mcp", json=_INITIALIZE,
                        headers={**_HEADERS, "Authorization": "Bearer not-a-token-0000000000"})
     assert (wrong.status_code, wrong.json()["code"]) == (401, "unauthorized")
-    opened = httpx.post(asking.base + "/mcp", json=_INITIALIZE,
-                        headers={**_HEADERS, "Authorization": f"Bearer {TOKENS['alice']}"})
+    opened = httpx.post(asking.base + "/mcp", json=_INITIALIZE,  # the node's first: it loads the MCP SDK
+                        headers={**_HEADERS, "Authorization": f"Bearer {TOKENS['alice']}"}, timeout=60)
     assert opened.status_code == 200
     session = opened.headers["mcp-session-id"]
     listing = {"jsonrpc": "2.0", "id": 2, "method": "tools/list"}

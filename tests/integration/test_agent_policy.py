@@ -58,6 +58,25 @@ def test_a_read_only_agent_sends_no_write_direct_in_a_batch_or_in_a_resume_while
     assert site.count(HIT) == 2 and site.counts() == {HIT: 2}
 
 
+def test_a_read_only_agent_s_batch_calls_a_tool_its_page_declares_read_only_and_no_other(
+        tenants: Served, site: TestSite) -> None:
+    """A ``callSiteTool`` the policy refuses as a write is tried as a read: the page's declaration decides."""
+    with tenants.client("alice") as alice, tenants.client("bob") as bob:
+        tab = open_tab(bob, site.url("/shop"))
+        found = _post(alice, "/api/batch", {"commands": [{"action": "callSiteTool", "name": "search",
+                                                          "input": {"query": "coat"}}], "tabId": tab})
+        assert found["status"] == "ok", found
+        assert [item["id"] for item in found["results"][0]["output"]["results"]] == ["coat-wool"]
+        assert _post(bob, "/api/act", {"command": {"action": "navigate", "tabId": tab,
+                                                   "url": site.url("/shop/billing")}})["status"] == "ok"
+        site.reset()
+        bought = _post(alice, "/api/batch", {"commands": [{"action": "callSiteTool", "name": "checkout", "input": {
+            "shipping_address": "1 Ship St", "billing_address": "2 Bill Rd"}}], "tabId": tab})
+        assert [p["status"] for p in bought["progress"]] == ["failed"]
+        assert bought["results"][0]["code"] == "read_only"
+    assert site.counts() == {}
+
+
 def test_an_agent_that_asks_before_acting_is_held_while_the_one_beside_it_is_not(
         tenants: Served, site: TestSite) -> None:
     with tenants.client("carol") as carol, tenants.client("bob") as bob:

@@ -127,8 +127,9 @@ def test_a_call_stopped_on_one_node_resumes_through_another_its_write_never_sent
         stopped = _stopped_call(on_r1, site, "node-r1")
         call, token = stopped["call"], stopped["resume_token"]
         assert first.resumes.holds(call) and not second.resumes.holds(call)
-        probed = _probed(nats_cluster, call)  # its node answers on the call's subject, under its own rules
-        assert probed is not None and probed["error"]["code"] == "resume_token_invalid", probed
+        until(lambda: _reaches(second, call), 10, "node-r1's interest in the call's subject reaching node-r2")
+        probed = until(lambda: _probed(nats_cluster, call), 10, "node-r1 answering on the call's subject")
+        assert probed["error"]["code"] == "resume_token_invalid", probed  # its node answers, under its own rules
 
         again = _resume(on_r2, call, token)  # the wait fails again on node-r1: a new checkpoint, a new token
         assert again.status_code == 200, again.text

@@ -189,7 +189,7 @@ def test_a_popup_s_first_document_declares_its_tools_and_runs_them(node: Node, s
     before = node.browser.tab_ids()
     on_page(node, opener, f"!!window.open({json.dumps(site.url('/shop'))})")  # the page's own popup, a tab too
 
-    def driven(tab: int, command: dict[str, Any]) -> Mapping[str, Any]:  # the node's driver: a popup has no tab actor
+    def driven(tab: int, command: dict[str, Any]) -> Mapping[str, Any]:  # the node's driver, no tab actor on the way
         outcome = node.io.run(node.browser.execute(parse_command(command), tab, 10), timeout=30)
         assert isinstance(outcome, Done), outcome
         return outcome.value
@@ -198,6 +198,9 @@ def test_a_popup_s_first_document_declares_its_tools_and_runs_them(node: Node, s
     assert [(t["name"], t["origin"], t["frame"]) for t in listed] == [("search", site.base, "main")]
     result = driven(popup, tool("search", {"query": "coat"}))
     assert result["output"]["results"][0]["id"] == "coat-wool" and result["documents"] == documents(site, "/shop")
+    body, result = one(node, popup, tool("search", {"query": "coat"}))  # a batch: the popup's actor made as it comes
+    assert body["status"] == "ok", body
+    assert result["output"]["results"][0]["id"] == "coat-wool"
 
 
 def test_a_callback_redeemed_while_its_tool_runs_runs_once_the_tool_settled(node: Node, site: TestSite) -> None:

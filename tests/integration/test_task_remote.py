@@ -35,6 +35,8 @@ from tests.task_authority import ReferenceAuthority
 TOKEN = f"authority-canary-{secrets.token_hex(12)}"
 """The node's credential at the authority: sent with every request, never logged."""
 TIMEOUT = 1.0
+LEASE = 8.0
+"""Seconds a task's lease lasts: long enough that a loaded machine's slow requests never outrun it mid-test."""
 
 
 class _Lines(logging.Handler):
@@ -63,7 +65,7 @@ class Remote:
 def _settings(directory: Path, authority: dict[str, Any], deny: list[str] | None = None) -> Settings:
     (directory / "kitsune.yaml").write_text(yaml.safe_dump({
         "agents": [{"name": name, "token": token} for name, token in AGENTS.items()], "caps": ["core", "automation"],
-        "urls": {"deny": deny or []}, "tasks": {"lease_ttl": 3, "authority": authority}}))
+        "urls": {"deny": deny or []}, "tasks": {"lease_ttl": LEASE, "authority": authority}}))
     return load_config(directory / "kitsune.yaml", {"AUTHORITY_TOKEN": TOKEN})
 
 
@@ -117,7 +119,7 @@ def test_a_remote_task_lives_at_the_authority(remote: Remote, authority: Referen
         assert hit(owner, tab)["status"] == "ok" and site.wait_for_count(HIT, 1) == 1
         assert (hit(follower, tab, 409)["code"], site.count(HIT)) == ("task_leased", 1)  # the authority's lease
         lease = authority.records[task["id"]][0]["lease_expires"]
-        time.sleep(max(0.0, lease - 1.2 - time.time()))  # past half the lease (3 s): the heartbeat writes
+        time.sleep(max(0.0, lease - LEASE / 2 + 0.3 - time.time()))  # past half the lease: the heartbeat writes
         answer(owner.post(f"/api/tasks/{task['id']}/heartbeat"))
         beat, after = authority.records[task["id"]]
         assert beat["lease_expires"] > lease and after > revision

@@ -7,6 +7,7 @@ import json
 from typing import Any
 
 import orjson
+import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
@@ -71,9 +72,42 @@ def calls(draw: st.DrawFn) -> list[Event]:
             StepOutcomeUnknown(call, path, "x", "e"), StepHeld(call, path, "x", "e"),
             StepSkipped(call, path, "stopped"),
             StepKept(call, path, 4), StepObserved(call, path, "applied"), StepObserved(call, path, "not_applied"),
-            StepSucceeded(call + 1, path), SessionChanged(call, "opened", "a", "s", "call"),
+            StepSucceeded(call + 1, path), StepDispatched(call + 1, path),
+            SessionChanged(call, "opened", "a", "s", "call"),
             CallResumed(call, "batch", outline, 300.0, 1), CallEnded(call, "stopped")])))
     return events
+
+
+@st.composite
+def runs(draw: st.DrawFn) -> list[Event]:
+    """A call of top-level steps as a node writes it: each started in path order, on its outline's tab or another,
+    a write's dispatch written just before or after its start or ahead of its turn at any stride, each ended (most
+    with a success) or left cut off; sometimes resumed."""
+    call = draw(st.sampled_from([1, 10**12]))
+    outline = tuple(draw(st.lists(st.builds(OutlineStep, st.sampled_from(["click", "pageText"]), TABS),
+                                  min_size=1, max_size=12)))
+    events: list[Event] = [CallStarted(call, "batch", outline, 60.0)]
+    for i, step in enumerate(outline):
+        sent = [StepDispatched(call, str(at)) for at in draw(st.lists(st.integers(i, len(outline) - 1), max_size=2))]
+        before = draw(st.integers(0, len(sent)))  # those written before its start, then the others
+        events += sent[:before]
+        events.append(StepStarted(call, str(i), step.action, draw(st.sampled_from([step.tab_id, step.tab_id, 2]))))
+        events += sent[before:]
+        events.append(draw(st.sampled_from([
+            StepSucceeded(call, str(i)), StepSucceeded(call, str(i)), StepSucceeded(call, str(i), "covered"),
+            StepFailed(call, str(i), "x", "e", True), StepDispatched(call, str(i)),
+            CallResumed(call, "batch", outline, 1.0, 1)])))
+    return events
+
+
+@given(runs(), st.lists(st.booleans(), max_size=40))
+def test_a_replay_of_a_run_as_a_node_writes_it_is_the_fold_of_its_events(events: list[Event],
+                                                                        loosely: list[bool]) -> None:
+    """Dispatches written ahead at any stride, a step started on another tab, ends of every kind, a resume: the
+    replay of the records, in the codec's form or another, is the fold of the events, whole."""
+    wire = [loose(e) if i < len(loosely) and loosely[i] else encode(e) for i, e in enumerate(events)]
+    assert replay(wire) == fold(events)
+    assert replay(encode(e) for e in events) == fold(events)
 
 
 def loose(event: Event) -> bytes:
@@ -92,17 +126,36 @@ def test_a_replay_of_any_call_in_any_wire_form_is_the_fold_of_its_events(events:
 
 def test_a_foretold_form_is_the_codecs_own() -> None:
     """What the layout foretells of each step (in path order) is byte for byte what ``codec.encode`` writes for its
-    start on its outline's tab, its success without a warning and its dispatch."""
+    start on its outline's tab and its success without a warning, and a dispatch in the codec's form is known as
+    its step's, by its path, from anywhere in the call."""
     outline = (OutlineStep("click", 3), OutlineStep("sequence", None, steps=(OutlineStep('a "b" 100%', 2),)))
     builder = _Replay()
     builder.apply_wire([encode(CallStarted(5, "batch", outline, 60.0))])
-    assert builder._forms is not None
     for pos, (path, step) in enumerate(paths(outline)):
-        start, success, tab, key = builder._expect(pos)
-        assert (start, success, tab) == (encode(StepStarted(5, path, step.action, step.tab_id)),
-                                         encode(StepSucceeded(5, path)), step.tab_id)
-        assert builder._forms.dispatched % key == encode(StepDispatched(5, path))
-    assert builder._expect(len(paths(outline)))[:2] == (None, None)
+        assert (builder._foretell(pos), builder._succeed(pos)) == (encode(StepStarted(5, path, step.action,
+                                                                                      step.tab_id)),
+                                                                   encode(StepSucceeded(5, path)))
+        assert builder._sent(encode(StepDispatched(5, path))) == pos
+    assert builder._foretell(len(paths(outline))) is None
+
+
+@pytest.mark.parametrize("record", [
+    b'{"type":"StepDispatched","call":5,"path":"01"}', b'{"type":"StepDispatched","call":5,"path":"1 "}',
+    b'{"type":"StepDispatched","call":5,"path":"' + b"9" * 5000 + b'"}',
+    b'{"type":"StepDispatched","call":5,"path":"3"}',
+    b'{"type":"StepDispatched","call":5,"path":"1.0.0"}', b'{"type":"StepDispatched","call":5,"path":"0","x":"1"}',
+    b'{"type":"StepDispatched","call":5,"path":""}', b'{"type":"StepDispatched","call":5,"path":"}',
+    b'{"type":"StepDispatched","call":5,"path":"0"} ', b'{"type":"StepDispatched","call":6,"path":"0"}',
+    b'{"type":"StepDispatched","call":5,"path":"\\u0030"}'])
+def test_a_record_not_in_the_codecs_form_of_a_dispatch_of_one_of_the_calls_steps_is_not_known_as_one(
+        record: bytes) -> None:
+    """Another path's text (a number written otherwise, one past the call's steps, one inside none), another field,
+    another call: none is taken for a dispatch unparsed (a node reads it, and folds what it says)."""
+    outline = (OutlineStep("click", 3), OutlineStep("sequence", None, steps=(OutlineStep("click", 2),)),
+               OutlineStep("click", 3))
+    builder = _Replay()
+    builder.apply_wire([encode(CallStarted(5, "batch", outline, 60.0))])
+    assert builder._sent(record) is None
 
 
 def test_a_call_id_holding_the_mark_is_folded_record_by_record() -> None:
