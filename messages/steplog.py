@@ -319,7 +319,7 @@ class StepLogBuilder:
         """The status of the step at ``path`` as the events so far tell it (its record's, built only for a
         container)."""
         node = self._nodes[path]
-        return node.freeze().status if node.action in _CONTAINERS else node.status or "skipped"
+        return node.freeze().status if node.action in _CONTAINERS else node.status or _unfolded(node)
 
     def freeze(self) -> StepLog:
         """The step log as the events folded so far tell it."""
