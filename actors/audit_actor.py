@@ -176,7 +176,7 @@ class AuditActor(pykka.ThreadingActor):
         log.error("audit entry not written (%s)", type(line).__name__)
         if numbered.answer is not None:
             numbered.answer.set_exception(KitsuneError(
-            "audit_unavailable", "The audit log cannot be written; nothing was sent", retryable=True))
+                "audit_unavailable", "The audit log cannot be written; nothing was sent", retryable=True))
 
     def on_stop(self) -> None:
         self._close()

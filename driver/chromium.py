@@ -71,6 +71,7 @@ _NOBODY = Caller()
 _RUNS = frozenset((*ACTIONS, NewTab, GetTabs, KeepSession, ResetSession))
 """The commands the browser runs (its actions, and the node's own: tabs, sessions)."""
 _NOT_RUN = (*BLOCKS, SyncBarrier)
+"""Commands the engine runs itself, never the browser (containers, barriers)."""
 
 
 async def _perform(run: Run, action: Action) -> Outcome:

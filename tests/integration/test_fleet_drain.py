@@ -161,8 +161,9 @@ class Agent:
             while (answer := client.post("/api/tabs", json={"op": "open", "url": self.site.url("/clicks")}
                                          )).status_code != 200 and not self.stop.is_set():
                 if answer.status_code == 503:
-                    assert (answer.json()["code"], answer.json()["state"]["node"]) == ("node_draining",
-                                                                                       self.pair.a_name)
+                    refused = answer.json()
+                    assert (refused["code"], refused.get("state", {}).get("node")) == ("node_draining",
+                                                                                      self.pair.a_name), answer.text
                 else:  # a newTab may time out on a machine this busy (ending unknown: no site write is at stake)
                     assert answer.json()["code"] in ("timeout", "bus_timeout"), answer.text
                 time.sleep(0.1)
