@@ -73,7 +73,8 @@ async def fill(run: Run) -> Result:
             raise
         if unmet in ("editable", "enabled"):
             raise not_editable(run) from None
-        raise await run.missing(locator, "visible" if unmet in ("", "visible") else "visible and not inert") from None
+        raise await run.missing(locator, "visible" if unmet in ("", "visible") else "visible and not inert",
+                                e) from None
     return {}, None
 
 

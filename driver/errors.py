@@ -158,6 +158,20 @@ def pointer_sent(message: str) -> bool:
     return not found or _POINTER_SENT_LINE.search(log) is not None
 
 
+_RESOLVED_LINE = re.compile(_LOG_LINE + r"locator resolved to ", re.MULTILINE)
+"""The call-log line Playwright writes each time the selector matched an element."""
+
+
+def never_matched(message: str) -> bool:
+    """Whether a Playwright timeout's call log shows its selector matched no element the whole time.
+
+    Playwright logs ``locator resolved to <element>`` whenever its wait finds the element; a log
+    without that line means none appeared. An error without a call log tells nothing (False).
+    """
+    _head, found, log = message.partition(_CALL_LOG)
+    return bool(found) and _RESOLVED_LINE.search(log) is None
+
+
 def fill_unmet_state(message: str) -> str | None:
     """What a failed Playwright ``fill`` was still waiting for, when it shows that nothing was sent; else None.
 

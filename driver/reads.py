@@ -23,8 +23,8 @@ async def page_text(run: Run) -> Result:
         locator = run.locator()
         try:  # one element (the usual case): one round trip, that waits for it to be attached
             text = await locator.inner_text(timeout=run.ms())
-        except PlaywrightTimeoutError:
-            raise await run.missing(locator, "attached") from None
+        except PlaywrightTimeoutError as e:
+            raise await run.missing(locator, "attached", e) from None
         except PlaywrightError as e:
             if "strict mode violation" not in (e.message or ""):
                 raise

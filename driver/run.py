@@ -17,7 +17,7 @@ from playwright.async_api import Error as PlaywrightError
 from playwright.async_api import Locator, Page
 from playwright.async_api import TimeoutError as PlaywrightTimeoutError
 
-from driver.errors import Step, Stop, absent, closed_message, pointer_sent
+from driver.errors import Step, Stop, absent, closed_message, never_matched, pointer_sent
 from driver.guard import UrlGuard
 from driver.site_tools.runtime import SiteTools
 from driver.tabs import TabRegistry
@@ -96,10 +96,16 @@ class Run(Step):
         async with asyncio.timeout(max(0.001, self.remaining())):  # no task of its own, unlike wait_for
             return await awaitable
 
-    async def missing(self, locator: Locator, what: str) -> Stop:
-        """Why an element wait timed out: no element at all, or one that never became ``what``."""
+    async def missing(self, locator: Locator, what: str, error: PlaywrightTimeoutError) -> Stop:
+        """Why an element wait timed out (``error``): no element at all, or one that never became ``what``.
+
+        The timeout's call log says when nothing ever matched; otherwise the page is asked how many
+        elements match now (a probe that a loaded page may not answer in time: then ``what`` it was not).
+        """
         if self.gone():
             return Stop("tab_closed", closed_message(self), state={"tabId": self.tab})
+        if never_matched(error.message or ""):
+            return absent(self, 0, what)
         try:
             count = await asyncio.wait_for(locator.count(), _PROBE_TIMEOUT)
         except (PlaywrightError, TimeoutError):
@@ -110,8 +116,8 @@ class Run(Step):
         """Wait until the element is ``state`` (which sends nothing); else fail, saying nothing was sent."""
         try:
             await locator.wait_for(state=state, timeout=self.ms())  # type: ignore[arg-type]
-        except PlaywrightTimeoutError:
-            raise await self.missing(locator, state) from None
+        except PlaywrightTimeoutError as e:
+            raise await self.missing(locator, state, e) from None
 
     async def pointer_write(self, locator: Locator, action: Callable[[float], Awaitable[Any]]) -> None:
         """Run a Playwright pointer action (a click) as one call, and tell from its call log, when it
@@ -129,7 +135,7 @@ class Run(Step):
                 raise
             self.sent = False
             if isinstance(e, PlaywrightTimeoutError):
-                raise await self.missing(locator, "visible, enabled and stable") from None
+                raise await self.missing(locator, "visible, enabled and stable", e) from None
             raise
 
 

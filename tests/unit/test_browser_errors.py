@@ -21,6 +21,7 @@ from driver.errors import (
     agent_js_stop,
     fill_unmet_state,
     navigation_stop,
+    never_matched,
     not_editable,
     pointer_sent,
     stopped,
@@ -131,6 +132,14 @@ def test_pointer_call_logs_tell_whether_input_was_sent() -> None:
     assert not pointer_sent(CLICK_WAITING) and not pointer_sent(CLICK_COVERED)
     assert pointer_sent(CLICK_PERFORMED) and pointer_sent(CLICK_NAVIGATING)
     assert pointer_sent(CLOSED)  # no call log: cannot tell
+
+
+def test_a_call_log_tells_when_the_selector_never_matched_without_asking_the_page() -> None:
+    hidden = ('Locator.wait_for: Timeout 500ms exceeded.\nCall log:\n  - waiting for locator("#h") to be visible\n'
+              '    6 \u00d7 locator resolved to hidden <input id="h"/>\n')
+    assert never_matched(CLICK_WAITING) and never_matched(NEVER_APPEARED)
+    assert not never_matched(CLICK_COVERED) and not never_matched(hidden) and not never_matched(READONLY)
+    assert not never_matched(CLOSED)  # no call log: cannot tell
 
 
 # --- Playwright errors as outcomes ---------------------------------------------------------
