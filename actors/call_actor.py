@@ -36,6 +36,9 @@ __all__ = ["BusDriver", "CallActor", "EventSink", "LocalTabs", "LoopSteps", "Res
 
 T = TypeVar("T")
 
+_PLACE_AGAIN = 0.05
+"""Seconds before a node placed to open a tab that had no responder is asked again (doubling to 0.5 s)."""
+
 log = logging.getLogger(__name__)
 
 
@@ -156,8 +159,7 @@ class BusDriver:
                 return outcome
             if tab_id is not None:  # another node's tab: named, so that it can be withdrawn
                 request = dataclasses.replace(request, id=secrets.token_hex(8))
-            reply = self._io.run(self._bus.request(subject, encode(request), timeout + SETTLE),
-                                 timeout=timeout + 2 * SETTLE)
+            reply = self._ask(subject, request)
         except BusError as e:
             if e.code == "no_responders" and tab_id is not None:
                 return Failed(Failure(f"Tab {tab_id} is closed", "tab_closed", False, {"tabId": tab_id}))
@@ -181,6 +183,29 @@ class BusDriver:
             return await self._here(tab_id, self._request(command, timeout, writes, False))
         except TimeoutError:
             return _unanswered(tab_id, writes)
+
+    def _ask(self, subject: str, request: TabRequest) -> bytes:
+        """The reply to ``request`` on ``subject``. A node placed to open a tab (or reset a session) with no
+        responder is placed and asked again until the request's deadline, pausing 50 ms doubling to 0.5 s:
+        the fleet's registry has it alive, so its subscription has not crossed the cluster's routes yet (it
+        just started) or it just died (placed elsewhere once its beat lapses). Nothing reached a subject
+        without responders."""
+        command, pause = request.command, _PLACE_AGAIN
+        while True:
+            left = max(0.0, request.deadline - time.time())
+            try:
+                return self._io.run(self._bus.request(subject, encode(request), left + SETTLE),
+                                    timeout=left + 2 * SETTLE)
+            except BusError as e:
+                if e.code != "no_responders" or not isinstance(command, NewTab | ResetSession) or left <= pause:
+                    raise
+                unplaced = e
+            time.sleep(pause)
+            pause = min(2 * pause, 10 * _PLACE_AGAIN)
+            try:
+                subject = self._place(command, self._agent, CALL.get())
+            except KitsuneError:  # its node left the fleet and no other has room (or it was named)
+                raise unplaced from None
 
     def _request(self, command: Command, timeout: float, writes: bool, as_read: bool) -> TabRequest:
         return TabRequest(command, timeout, time.time() + timeout, CALL.get(), STEP.get() if writes else None,
