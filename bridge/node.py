@@ -22,11 +22,11 @@ from playwright.async_api import Error as PlaywrightError
 
 from actors.audit_actor import AuditActor, Auditor, AuditTrail, JetStreamAuditLog, recorded
 from actors.bus import Subscription
-from actors.call_actor import BusDriver, CallActor, EventSink, LoopSteps, ResumeCall, RunCall
+from actors.call_actor import BusDriver, CallActors, EventSink, LoopSteps, ResumeCall, RunCall
 from actors.checkpoint_actor import CheckpointActor, CheckpointsPort
 from actors.event_store import JetStreamEventStore
 from actors.heartbeat import Heartbeat, LoopWatch
-from actors.loop import IoLoop, ask_from_loop
+from actors.loop import IoLoop
 from actors.sequence_actor import ActorSequences, BarrierActor
 from actors.serving import taking, typed
 from actors.session_vault import SessionVault
@@ -192,6 +192,7 @@ class Node:
                            sink=self._sink, config=EngineConfig(step_timeout=c.step_timeout),
                            workflow_sha256=self.workflow_sha256, on_resume=self.metrics.resumed,
                            on_end=self.sessions.call_ended)
+        self._call_actors = CallActors(self.calls)
 
     # life cycle
 
@@ -333,7 +334,7 @@ class Node:
         await self.sessions.stop()
         await self.interrupt()
         await self._disconnect()
-        actors = [*self._actors, *self.tabs.forget()]
+        actors = [*self._actors, *self.tabs.forget(), *self._call_actors.forget()]
         self._actors.clear()
         await asyncio.to_thread(lambda: [actor.stop(block=True, timeout=10) for actor in actors])
 
@@ -385,12 +386,7 @@ class Node:
             return await self._run_here(message)
 
     async def _run_here(self, message: RunCall | ResumeCall) -> CallResponse:
-        actor = CallActor.start(self.calls)
-        try:
-            response: CallResponse = await ask_from_loop(actor, message)
-            return response
-        finally:
-            actor.stop(block=False)
+        return await self._call_actors.run(message)
 
     async def act(self, agent: str, command: Command, tab: int | None, confirm_token: str | None = None,
                   held: HeldStep | None = None) -> tuple[Outcome, int]:

@@ -1,0 +1,94 @@
+"""CallActors: a node's call actors kept between calls, each call in a context of its own."""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+from typing import Any, cast
+
+import pytest
+
+from actors.call_actor import CallActors, RunCall
+from core.calls import CallResponse, Calls
+from core.log_context import AGENT, CALL
+from messages.commands import CallSpec, Title
+from messages.errors import KitsuneError
+
+SPEC = CallSpec("batch", (Title(),))
+
+
+class FakeCalls:
+    """Runs a "call" by noting its thread and the context it found, then naming itself in CALL;
+    the agent ``"slow"`` waits for ``release``, ``"broken"`` raises."""
+
+    def __init__(self) -> None:
+        self.seen: list[tuple[int, int | None, str | None]] = []
+        self.release = threading.Event()
+
+    def run(self, spec: CallSpec, workflow: Any, agent: str | None, listener: Any, call: int | None) -> CallResponse:
+        self.seen.append((threading.get_ident(), CALL.get(), AGENT.get()))
+        CALL.set(len(self.seen))
+        if agent == "slow":
+            self.release.wait(10)
+        if agent == "broken":
+            raise KitsuneError("invalid_parameter", "broken")
+        return CallResponse({"status": "ok", "n": len(self.seen)})
+
+
+def run(actors: CallActors, agent: str) -> Any:
+    return actors.run(RunCall(SPEC, agent=agent))
+
+
+def test_calls_reuse_an_idle_actor_and_see_none_of_an_earlier_calls_context() -> None:
+    calls = FakeCalls()
+    actors = CallActors(cast(Calls, calls))
+
+    async def two() -> None:
+        assert (await run(actors, "alice")).body["n"] == 1
+        with pytest.raises(KitsuneError):
+            await run(actors, "broken")  # its own error: the actor is given back all the same
+        assert (await run(actors, "bob")).body["n"] == 3
+
+    asyncio.run(two())
+    threads = {thread for thread, _, _ in calls.seen}
+    assert len(threads) == 1
+    assert [(call, agent) for _, call, agent in calls.seen] == [(None, "alice"), (None, "broken"), (None, "bob")]
+    for actor in actors.forget():
+        actor.stop()
+
+
+def test_an_actor_whose_asker_stopped_waiting_is_not_given_to_the_next_call() -> None:
+    calls = FakeCalls()
+    actors = CallActors(cast(Calls, calls))
+
+    async def abandoned_then_another() -> None:
+        slow = asyncio.ensure_future(run(actors, "slow"))
+        while not calls.seen:
+            await asyncio.sleep(0.005)
+        slow.cancel()
+        await asyncio.sleep(0)
+        assert (await run(actors, "alice")).body["n"] == 2  # not queued behind the slow call
+        calls.release.set()  # the slow call ends, and its actor stops after it
+        slow_thread = calls.seen[0][0]
+        while any(thread.ident == slow_thread for thread in threading.enumerate()):
+            await asyncio.sleep(0.005)
+
+    asyncio.run(abandoned_then_another())
+    assert calls.seen[0][0] != calls.seen[1][0]
+    for actor in actors.forget():
+        actor.stop()
+
+
+def test_no_more_than_keep_actors_stay_idle_and_none_after_forget() -> None:
+    calls = FakeCalls()
+    actors = CallActors(cast(Calls, calls), keep=1)
+
+    async def together() -> list[Any]:
+        return list(await asyncio.gather(run(actors, "a"), run(actors, "b"), run(actors, "c")))
+
+    assert len(asyncio.run(together())) == 3
+    idle = actors.forget()
+    assert len(idle) == 1
+    idle[0].stop()
+    asyncio.run(run(actors, "d"))  # its actor stops after its call: none is kept once forgotten
+    assert actors.forget() == []
