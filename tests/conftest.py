@@ -10,7 +10,7 @@ enabled) instead of starting one, as ``KITSUNE_TEST_NATS_USER`` with the passwor
 run: it never skips. The embedded server requires its own generated credentials, and lets its
 user use every fleet's subjects (tests run many fleets), within the node's permissions otherwise.
 
-Under pytest-xdist (``scripts/test`` runs two workers, each test file whole on one) every worker is a
+Under pytest-xdist (``scripts/test`` runs three workers, each test file whole on one) every worker is a
 session of its own: its own nats-server, test sites, node and browsers, so no name, port or stream is
 shared between workers. An external server would be shared: with one, the run needs a single worker.
 The files that start nodes and browsers are collected first, the unit tests last, so that the workers
