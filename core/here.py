@@ -22,15 +22,12 @@ from core.ahead import Ahead, Intent, at_turn
 from core.blocks import Lookup, lookup_in, tab_of
 from core.ports import NotRecorded, Ports, StepsHere
 from core.step import Step, deadline_outcome
-from messages.commands import BLOCKS, Command, SyncBarrier, is_write
+from messages.commands import ENGINE_STEPS, Command, is_write
 from messages.errors import KitsuneError
 from messages.paths import StepPath
 from messages.results import Failed, Failure, Outcome, Result, Unknown
 
 __all__ = ["Hand", "here_target", "steps_here"]
-
-_NOT_HERE = (*BLOCKS, SyncBarrier)
-"""Steps the engine runs on the call's thread: blocks, and a barrier between sequences."""
 
 
 class ListRun(Protocol):
@@ -120,7 +117,7 @@ class Hand:
 def here_target(run: ListRun, here: StepsHere, command: Command, path: str, lookup: Lookup, tab: int | None,
                 owner: StepPath | None) -> int | None:
     """The tab of this node the step acts on, when it may run on the loop; None otherwise."""
-    if isinstance(command, _NOT_HERE) or not command.acts_on_tab or not run.runs(path):
+    if isinstance(command, ENGINE_STEPS) or not command.acts_on_tab or not run.runs(path):
         return None
     if is_write(command) and owner is not None:
         return None

@@ -44,7 +44,7 @@ from driver.site_tools import SiteTools
 from driver.snapshots import resolve_ref
 from driver.tabs import TabRegistry
 from messages.commands import (
-    BLOCKS,
+    ENGINE_STEPS,
     CloseTab,
     Command,
     GetTabs,
@@ -52,7 +52,6 @@ from messages.commands import (
     NewTab,
     ResetSession,
     Snapshot,
-    SyncBarrier,
     is_write,
     own_references,
 )
@@ -70,8 +69,6 @@ _NOBODY = Caller()
 """The caller of the driver's own steps (opening a tab's first page)."""
 _RUNS = frozenset((*ACTIONS, NewTab, GetTabs, KeepSession, ResetSession))
 """The commands the browser runs (its actions, and the node's own: tabs, sessions)."""
-_NOT_RUN = (*BLOCKS, SyncBarrier)
-"""Commands the engine runs itself, never the browser (containers, barriers)."""
 
 
 async def _perform(run: Run, action: Action) -> Outcome:
@@ -334,7 +331,7 @@ class ChromiumBrowser:
         or the work of a command that is not an action on a tab (``newTab``, ``getTabs``...). Not a coroutine: a
         read's await chain down to Playwright is one frame shorter (its client walks the stack on every call)."""
         action = command.action
-        if type(command) not in _RUNS or isinstance(command, _NOT_RUN):
+        if type(command) not in _RUNS or isinstance(command, ENGINE_STEPS):
             return Failed(Failure(f"{action} is not an action the browser runs", "invalid_call", False))
         if own_references(command):
             return Failed(Failure(f"{action}: its ${{$N...}} references are not resolved", "invalid_call", False))

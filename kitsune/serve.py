@@ -36,9 +36,14 @@ __all__ = ["serve"]
 def serve(args: argparse.Namespace) -> int:
     """Run the node the arguments describe; the exit status."""
     configure_logging(logging.INFO)  # JSON lines on standard error
-    status = asyncio.run(_launched_first(args))
-    # every part is stopped by now (NATS, Chromium, actors, the audit file): exit without the
-    # interpreter's teardown, which took another 0.5 s and more here, no Python code running
+    try:
+        status = asyncio.run(_launched_first(args))
+    except Exception as e:  # a start or stop that failed part-way: its actors' threads would keep the process alive
+        logging.getLogger(__name__).critical("node stopped on an error (%s)", type(e).__name__)
+        status = 1
+    # every part is stopped by now (NATS, Chromium, actors, the audit file), or could not be: exit without the
+    # interpreter's teardown, which took another 0.5 s and more here (and waits for every thread left), no Python
+    # code running
     logging.shutdown()
     sys.stdout.flush()
     sys.stderr.flush()

@@ -57,7 +57,18 @@ from messages.commands._actions import (
     WaitFor,
     WaitForResult,
 )
-from messages.commands._blocks import ACTIONS, BLOCKS, Broadcast, If, Parallel, Retry, Sequence, Try, While
+from messages.commands._blocks import (
+    ACTIONS,
+    BLOCKS,
+    ENGINE_STEPS,
+    Broadcast,
+    If,
+    Parallel,
+    Retry,
+    Sequence,
+    Try,
+    While,
+)
 from messages.commands._cdp import Cdp, CdpEvents, CdpSpec
 from messages.commands._forms import audit_params, command_to_json, own_references, resolve_command
 from messages.commands._params import Param, parameters
@@ -66,7 +77,7 @@ from messages.commands._tabs import CloseTab, GetTabs, KeepSession, NewTab, Rese
 from messages.commands._tree import Child, children, is_write, leaf_paths, secret_values, tabs_named
 
 __all__ = [
-    "ACTIONS", "BLOCKS", "MAX_JS", "MAX_KEY", "MAX_NAME", "MAX_NODE_NAME", "MAX_REF", "MAX_REFERENCE",
+    "ACTIONS", "BLOCKS", "ENGINE_STEPS", "MAX_JS", "MAX_KEY", "MAX_NAME", "MAX_NODE_NAME", "MAX_REF", "MAX_REFERENCE",
     "MAX_SELECTOR", "MAX_SNAPSHOT_CHARS",
     "MAX_SESSION_NAME", "MAX_TAB_ID", "MAX_TEXT", "MAX_URL", "NODE_NAME", "REF", "SESSION_NAME",
     "SITE_TOOL_NAME", "Broadcast", "CallKind", "CallSiteTool", "CallSpec", "Cdp", "CdpEvents", "CdpSpec", "Check",

@@ -13,6 +13,7 @@ from messages.commands._actions import (
     Command,
     Integer,
     Number,
+    SyncBarrier,
     Text,
     _param,
 )
@@ -96,6 +97,8 @@ class Broadcast(Command):
 
 
 BLOCKS = (Sequence, Parallel, If, While, Try, Retry, Broadcast)
+ENGINE_STEPS = (*BLOCKS, SyncBarrier)
+"""Commands the engine runs itself, on the call's thread, never the browser: blocks, and a barrier between sequences."""
 ACTION_CLASSES: tuple[type[Command], ...] = (*PAGE_ACTIONS, *TAB_ACTIONS, *DATA_ACTIONS)
 """Every action (not the blocks), in the order of the contract."""
 _EVERY: tuple[type[Command], ...] = (*ACTION_CLASSES, *CDP_ACTIONS, *BLOCKS)
