@@ -3,7 +3,8 @@
 Every 401 (``/api/*``, ``/mcp``, ``/metrics``, the console's) carries ``WWW-Authenticate: Bearer``
 (RFC 6750), so that a client knows what to send. A path no route serves answers 404
 ``route_not_found``, and a method a route does not take 405 ``method_not_allowed``, as JSON like
-every other error (Starlette's own answers are plain text).
+every other error (Starlette's own answers are plain text); a route's :class:`KitsuneError` answers its JSON and
+HTTP status.
 """
 
 from __future__ import annotations
@@ -56,6 +57,12 @@ async def _not_there(request: Request, error: Exception) -> Response:
     return json_response(refused.to_json(), refused.http_status)
 
 
-def error_handlers() -> Mapping[int, Callable[[Request, Exception], Awaitable[Response]]]:
-    """Starlette's ``exception_handlers`` for a path no route serves (404) and a method it does not take (405)."""
-    return {404: _not_there, 405: _not_there}
+def error_handlers() -> Mapping[int | type[Exception], Callable[[Request, Exception], Awaitable[Response]]]:
+    """Starlette's ``exception_handlers`` for a path no route serves (404), a method it does not take (405), and a
+    route's refusal (a :class:`KitsuneError` raised before its answer started)."""
+    return {404: _not_there, 405: _not_there, KitsuneError: _refused}
+
+
+async def _refused(request: Request, error: Exception) -> Response:
+    assert isinstance(error, KitsuneError)
+    return json_response(error.to_json(), error.http_status)

@@ -11,11 +11,10 @@ from __future__ import annotations
 
 import logging
 import re
-from typing import Any
 
-from starlette.middleware.base import BaseHTTPMiddleware, RequestResponseEndpoint
 from starlette.requests import Request
 from starlette.responses import Response
+from starlette.types import ASGIApp, Receive, Scope, Send
 
 from bridge.auth import bearer_token
 from bridge.routes.console import client_address, rate_limited
@@ -61,16 +60,37 @@ def _session(request: Request) -> str | None:
     return given[0]
 
 
-class Gate(BaseHTTPMiddleware):
-    """Authentication (bearer token → agent), capability groups, and errors as JSON."""
+class Gate:
+    """Authentication (bearer token → agent), capability groups, and errors as JSON: a plain ASGI middleware (no
+    task, stream or wrapped response of its own a request, as Starlette's ``BaseHTTPMiddleware`` makes)."""
 
-    def __init__(self, app: Any, config: Settings, policy_of: PolicyOf, limiter: LoginLimiter) -> None:
-        super().__init__(app)
+    def __init__(self, app: ASGIApp, config: Settings, policy_of: PolicyOf, limiter: LoginLimiter) -> None:
+        self._app = app
         self._config = config
         self._policy_of = policy_of
         """The agents' policies as they are now: their capability groups."""
         self._limiter = limiter
         """The console's: failed operator secrets, per client address."""
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":  # a WebSocket (Live View's, by its link's token) or the lifespan
+            await self._app(scope, receive, send)
+            return
+        request = Request(scope)
+        refusal = self._refusal(request)
+        if refusal is not None:
+            await refusal(scope, receive, send)
+            return
+        state = scope.get("state", {})
+        if "agent" not in state:
+            await self._app(scope, receive, send)
+            return
+        named = AGENT.set(state["agent"]), SESSION.set(state["session"])  # its log lines and its calls' ports
+        try:
+            await self._app(scope, receive, send)
+        finally:
+            AGENT.reset(named[0])
+            SESSION.reset(named[1])
 
     def _agent(self, request: Request) -> str | None:
         token = bearer_token(request.headers.getlist("authorization"))
@@ -98,29 +118,27 @@ class Gate(BaseHTTPMiddleware):
         request.state.operator = self._config.operators[found].name
         return None
 
-    async def dispatch(self, request: Request, call_next: RequestResponseEndpoint) -> Response:
+    def _refusal(self, request: Request) -> Response | None:
+        """The answer refusing ``request``, or None to pass it on with its agent and session (or its operator)
+        in its state."""
         path = request.url.path
         if path.startswith(PUBLIC_PREFIXES):
-            return await call_next(request)
+            return None
         try:
             if _OPERATORS_ONLY.fullmatch(path):
-                refusal = self._operator(request)
-                return refusal if refusal is not None else await call_next(request)
+                return self._operator(request)
             if path not in PUBLIC:
                 agent = self._agent(request)
                 if agent is None and request.method == "DELETE" and path.startswith("/api/tasks/"):
-                    refusal = self._operator(request)
-                    return refusal if refusal is not None else await call_next(request)
+                    return self._operator(request)
                 if agent is None:
                     return _error(KitsuneError("unauthorized", "A valid bearer token is needed"))
-                request.state.agent = agent
-                AGENT.set(agent)  # this request's log lines name its agent
                 request.state.session = _session(request)
-                SESSION.set(request.state.session)  # and its calls' ports the agent's session
+                request.state.agent = agent
             groups = groups_of(request.scope, request.app.routes)
             if groups is not None and not groups & self._policy_of(request.state.agent).caps:
                 return _error(KitsuneError("capability_disabled", f"{path} is in the {'/'.join(sorted(groups))} "
                                            "capability group, which is not enabled (KITSUNE_CAPS)"))
-            return await call_next(request)
+            return None
         except KitsuneError as e:
             return _error(e)
