@@ -4,11 +4,13 @@ from __future__ import annotations
 
 import asyncio
 import threading
+import time
 from typing import Any, cast
 
+import pykka
 import pytest
 
-from actors.call_actor import CallActors, RunCall
+from actors.call_actor import CallActor, CallActors, RunCall
 from core.calls import CallResponse, Calls
 from core.log_context import AGENT, CALL
 from messages.commands import CallSpec, Title
@@ -82,6 +84,7 @@ def test_an_actor_whose_asker_stopped_waiting_is_not_given_to_the_next_call() ->
 def test_no_more_than_keep_actors_stay_idle_and_none_after_forget() -> None:
     calls = FakeCalls()
     actors = CallActors(cast(Calls, calls), keep=1)
+    before = {ref.actor_urn for ref in pykka.ActorRegistry.get_by_class(CallActor)}
 
     async def together() -> list[Any]:
         return list(await asyncio.gather(run(actors, "a"), run(actors, "b"), run(actors, "c")))
@@ -92,3 +95,7 @@ def test_no_more_than_keep_actors_stay_idle_and_none_after_forget() -> None:
     idle[0].stop()
     asyncio.run(run(actors, "d"))  # its actor stops after its call: none is kept once forgotten
     assert actors.forget() == []
+    deadline = time.monotonic() + 10  # the actors not kept stop by themselves, after their calls
+    while {ref.actor_urn for ref in pykka.ActorRegistry.get_by_class(CallActor)} - before:
+        assert time.monotonic() < deadline, "call actors not kept did not stop"
+        time.sleep(0.01)
