@@ -64,5 +64,7 @@ def error_handlers() -> Mapping[int | type[Exception], Callable[[Request, Except
 
 
 async def _refused(request: Request, error: Exception) -> Response:
-    assert isinstance(error, KitsuneError)
+    """A route's refusal as its JSON; a WebSocket's is its endpoint's own to close (raised on, as without a handler)."""
+    if request.scope["type"] != "http" or not isinstance(error, KitsuneError):
+        raise error
     return json_response(error.to_json(), error.http_status)
