@@ -16,7 +16,7 @@ from starlette.requests import Request
 from starlette.responses import Response
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from bridge.routes.responses import json_response
+from bridge.routes.responses import error_response
 from messages.errors import KitsuneError
 
 __all__ = ["CHALLENGE", "BearerChallenge", "error_handlers"]
@@ -54,7 +54,7 @@ async def _not_there(request: Request, error: Exception) -> Response:
     else:
         refused = KitsuneError("route_not_found", f"No route {request.url.path}: see docs/guides/http-api.md",
                                state={"path": request.url.path})
-    return json_response(refused.to_json(), refused.http_status)
+    return error_response(refused)
 
 
 def error_handlers() -> Mapping[int | type[Exception], Callable[[Request, Exception], Awaitable[Response]]]:
@@ -67,4 +67,4 @@ async def _refused(request: Request, error: Exception) -> Response:
     """A route's refusal as its JSON; a WebSocket's is its endpoint's own to close (raised on, as without a handler)."""
     if request.scope["type"] != "http" or not isinstance(error, KitsuneError):
         raise error
-    return json_response(error.to_json(), error.http_status)
+    return error_response(error)

@@ -20,7 +20,7 @@ from bridge.auth import bearer_token
 from bridge.routes.console import client_address, rate_limited
 from bridge.routes.console_limits import LoginLimiter
 from bridge.routes.groups import groups_of
-from bridge.routes.responses import json_response
+from bridge.routes.responses import error_response
 from bridge.services import PolicyOf
 from core.log_context import AGENT, SESSION
 from core.settings import Settings
@@ -36,10 +36,6 @@ PUBLIC_PREFIXES = ("/live/", "/console")
 """Pages that authenticate by themselves: Live View by its link's token, the console its operators."""
 _OPERATORS_ONLY = re.compile(r"/api/fleet/nodes/[^/]+/drain")
 """Routes only an operator's bearer token passes."""
-
-
-def _error(error: KitsuneError) -> Response:
-    return json_response(error.to_json(), error.http_status)
 
 
 SESSION_HEADER = "x-kitsune-session"
@@ -106,7 +102,7 @@ class Gate:
         unchecked."""
         token = bearer_token(request.headers.getlist("authorization"))
         if token is None or not self._config.operators:
-            return _error(KitsuneError("unauthorized", "A valid bearer token is needed"))
+            return error_response(KitsuneError("unauthorized", "A valid bearer token is needed"))
         address = client_address(request)
         if (wait := self._limiter.retry_after(address)) is not None:
             return rate_limited(wait, page=False)
@@ -114,7 +110,7 @@ class Gate:
         if found is None:
             if self._limiter.failed(address):
                 log.warning("operator tokens from %s refused for a while: too many failed", address)
-            return _error(KitsuneError("unauthorized", "A valid bearer token is needed"))
+            return error_response(KitsuneError("unauthorized", "A valid bearer token is needed"))
         request.state.operator = self._config.operators[found].name
         return None
 
@@ -132,13 +128,15 @@ class Gate:
                 if agent is None and request.method == "DELETE" and path.startswith("/api/tasks/"):
                     return self._operator(request)
                 if agent is None:
-                    return _error(KitsuneError("unauthorized", "A valid bearer token is needed"))
+                    return error_response(KitsuneError("unauthorized", "A valid bearer token is needed"))
                 request.state.session = _session(request)
                 request.state.agent = agent
             groups = groups_of(request.scope, request.app.routes)
             if groups is not None and not groups & self._policy_of(request.state.agent).caps:
-                return _error(KitsuneError("capability_disabled", f"{path} is in the {'/'.join(sorted(groups))} "
-                                           "capability group, which is not enabled (KITSUNE_CAPS)"))
+                return error_response(KitsuneError(
+                    "capability_disabled",
+                    f"{path} is in the {'/'.join(sorted(groups))} capability group, which is not enabled "
+                    "(KITSUNE_CAPS)"))
             return None
         except KitsuneError as e:
-            return _error(e)
+            return error_response(e)

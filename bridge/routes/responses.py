@@ -15,12 +15,17 @@ from starlette.responses import Response
 from messages.errors import KitsuneError
 from messages.results import Done, Outcome, status_of
 
-__all__ = ["error_status", "json_response", "outcome_body", "outcome_response"]
+__all__ = ["error_response", "error_status", "json_response", "outcome_body", "outcome_response"]
 
 
 def json_response(body: Any, status: int = 200) -> Response:
     """``body`` as ``application/json`` with ``status``."""
     return Response(orjson.dumps(body), status_code=status, media_type="application/json")
+
+
+def error_response(error: KitsuneError) -> Response:
+    """A refusal as its JSON with its code's HTTP status."""
+    return json_response(error.to_json(), error.http_status)
 
 
 def error_status(code: str) -> int:
