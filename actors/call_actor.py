@@ -121,13 +121,12 @@ class CallActors:
     async def run(self, message: RunCall | ResumeCall) -> CallResponse:
         """Run a call or a resume on a call actor, from the loop; its response (or error)."""
         actor = self._idle.pop() if self._idle else CallActor.start(self._calls)
-        ended = False
+        ended = True
         try:
             response: CallResponse = await ask_from_loop(actor, message)
-            ended = True
             return response
-        except Exception:  # the call's own error: it ended
-            ended = True
+        except asyncio.CancelledError:  # its asker stopped waiting: the call runs on, on that actor
+            ended = False
             raise
         finally:
             if ended and not self._stopped and len(self._idle) < self._keep and actor.is_alive():
