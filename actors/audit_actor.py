@@ -237,7 +237,7 @@ class AuditTrail:
         self._burst: list[_Numbered] = []
         """Entries settled in this pass of the loop, not yet handed to the actor (touched on the loop only)."""
         self._writer: OrderedWriter[_Entry, int] = OrderedWriter(
-            io, send=lambda item: log_.send(item[0]),
+            io, send=lambda items: log_.send(items[-1][0]),  # one at a time: every entry is acknowledged
             on_stored=lambda item, seq: self._settled(_Numbered(item[0], seq, item[1]), urgent=item[2]),
             on_lost=lambda item, error: self._settled(_Numbered(item[0], None, item[1]), urgent=item[2]))
 

@@ -351,7 +351,8 @@ class EventSink:
         self.listeners: list[Callable[[Event], None]] = listeners if listeners is not None else []
         """Called with every event on the emitting thread, as it happens (metrics, benchmarks)."""
         self._writer: OrderedWriter[_Queued, None] = OrderedWriter(
-            io, send=lambda queued: store.send(queued[0]), post=lambda queued: store.post(queued[0]),
+            io, send=lambda run: store.send([event for event, _ in run]),
+            post=lambda run: store.post([event for event, _ in run]),
             on_stored=_stored, on_lost=_lost)
 
     async def start(self) -> None:

@@ -2,14 +2,16 @@
 
 The stream keeps events in memory only (never on disk) for as long as a checkpoint lives; a
 call's events are on ``kitsune.events.<call>``, in the order they were appended, and folding
-them rebuilds the call's step log after the actor that ran it is gone.
+them rebuilds the call's step log after the actor that ran it is gone. A message of the stream
+holds one event, or several of one call sent together (a run of a batch's steps), one per line:
+each line is the event's wire form, and reading the call gives the lines in order.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
-from collections.abc import Awaitable
+from collections.abc import Awaitable, Iterator, Sequence
 from typing import Any, Protocol
 
 import nats.errors
@@ -30,6 +32,8 @@ __all__ = ["EVENTS_STREAM", "EVENTS_SUBJECTS", "EventStore", "JetStreamEventStor
 
 _FETCH_BATCH = 256
 _TIMEOUT = 5.0
+MAX_RECORD_BYTES = 256 * 1024
+"""Bytes of events one message holds at most (an event longer than that goes alone): NATS takes 1 MiB a message."""
 
 
 def events_subject(call: int) -> str:
@@ -44,13 +48,14 @@ class EventStore(Protocol):
         """Record ``event`` durably enough to rebuild its call; returns once it is stored."""
         ...
 
-    async def send(self, event: Event) -> Awaitable[None]:
-        """Send ``event`` now, without waiting; what it answers completes once the event is stored."""
+    async def send(self, events: Sequence[Event]) -> Awaitable[None]:
+        """Send ``events`` now, in order, without waiting; what it answers completes once the last (and so every
+        one before it) is stored."""
         ...
 
-    async def post(self, event: Event) -> None:
-        """Record ``event`` without waiting for the store: it is stored before any event handed over
-        after it, so the next :meth:`append` that returns has stored it too."""
+    async def post(self, events: Sequence[Event]) -> None:
+        """Record ``events`` without waiting for the store: they are stored before any event handed over
+        after them, so the next :meth:`append` that returns has stored them too."""
         ...
 
     async def read(self, call: int) -> list[Event]:
@@ -71,10 +76,12 @@ class LocalEventStore:
     async def append(self, event: Event) -> None:
         self._calls.setdefault(event.call, []).append(encode(event))
 
-    post = append
+    async def post(self, events: Sequence[Event]) -> None:
+        for event in events:
+            await self.append(event)
 
-    async def send(self, event: Event) -> Awaitable[None]:
-        await self.append(event)
+    async def send(self, events: Sequence[Event]) -> Awaitable[None]:
+        await self.post(events)
         return _done()
 
     async def read(self, call: int) -> list[Event]:
@@ -111,12 +118,14 @@ class JetStreamEventStore:
         return cls(client, timeout=timeout)
 
     async def append(self, event: Event) -> None:
-        await (await self.send(event))
+        await (await self.send([event]))
 
-    async def send(self, event: Event) -> Awaitable[None]:
-        subject = self._subject(event)
+    async def send(self, events: Sequence[Event]) -> Awaitable[None]:
+        *before, (subject, last) = _messages(events)
+        await self._publish(before)
+        self._connected(subject)
         try:
-            acknowledgement = await self._js.publish_async(subject, encode(event), stream=EVENTS_STREAM)
+            acknowledgement = await self._js.publish_async(subject, last, stream=EVENTS_STREAM)
         except nats.errors.Error as e:
             raise _error(e, subject, "store an event", sent=True) from e
         return self._stored(acknowledged_within(acknowledgement, self._timeout), subject)
@@ -127,22 +136,24 @@ class JetStreamEventStore:
         except (TimeoutError, nats.errors.Error) as e:
             raise _error(e, subject, "store an event", sent=True) from e
 
-    async def post(self, event: Event) -> None:
+    async def post(self, events: Sequence[Event]) -> None:
+        await self._publish(list(_messages(events)))
+
+    async def _publish(self, messages: list[tuple[str, bytes]]) -> None:
         # A plain publish on the stream's subject: the stream stores it, in the order of this
         # connection, and no acknowledgement comes back (an append's acknowledgement covers it).
-        subject = self._subject(event)
-        try:
-            await self._nc.publish(subject, encode(event))
-        except nats.errors.Error as e:
-            raise _error(e, subject, "store an event", sent=True) from e
+        for subject, data in messages:
+            self._connected(subject)
+            try:
+                await self._nc.publish(subject, data)
+            except nats.errors.Error as e:
+                raise _error(e, subject, "store an event", sent=True) from e
 
-    def _subject(self, event: Event) -> str:
-        """The event's subject; ``bus_disconnected`` while the connection is down."""
-        subject = events_subject(event.call)
+    def _connected(self, subject: str) -> None:
+        """``bus_disconnected`` while the connection is down (nothing is sent on ``subject``)."""
         if not self._nc.is_connected:
             raise BusError("bus_disconnected", f"not connected to NATS; event not stored on {subject}",
                            subject=subject)
-        return subject
 
     async def read(self, call: int) -> list[Event]:
         return decode_events(await self.records(call))
@@ -164,9 +175,12 @@ class JetStreamEventStore:
             info = await sub.consumer_info()
             consumer, total = info.name, info.num_pending or 0
             records: list[bytes] = []
-            while len(records) < total:
-                batch = min(total - len(records), _FETCH_BATCH)
-                records.extend(msg.data for msg in await sub.fetch(batch, timeout=self._timeout))
+            fetched = 0
+            while fetched < total:
+                messages = await sub.fetch(min(total - fetched, _FETCH_BATCH), timeout=self._timeout)
+                fetched += len(messages)
+                for message in messages:
+                    records.extend(message.data.split(b"\n"))
             return records
         except nats.errors.Error as e:
             raise _error(e, subject, "read events") from e
@@ -176,6 +190,22 @@ class JetStreamEventStore:
             if consumer is not None:
                 with contextlib.suppress(Exception):
                     await self._js.delete_consumer(EVENTS_STREAM, consumer)
+
+
+def _messages(events: Sequence[Event]) -> Iterator[tuple[str, bytes]]:
+    """The messages (subject, data) that carry ``events`` in order: each run of one call's events in one, a line
+    each, up to :data:`MAX_RECORD_BYTES`."""
+    lines: list[bytes] = []
+    size = 0
+    for i, event in enumerate(events):
+        line = encode(event)
+        if lines and (event.call != events[i - 1].call or size + len(line) > MAX_RECORD_BYTES):
+            yield events_subject(events[i - 1].call), b"\n".join(lines)
+            lines, size = [], 0
+        lines.append(line)
+        size += len(line) + 1
+    if lines:
+        yield events_subject(events[-1].call), b"\n".join(lines)
 
 
 async def _done() -> None:

@@ -6,7 +6,9 @@ their acknowledgements are taken in the same order, so an item is reported store
 and every item before it are. Other items are posted: sent in order, no acknowledgement.
 
 Items handed over close together are written in one pass of the writer: one wake-up of the
-loop for a burst, and no task per item. An item nobody waits for may linger up to ``LINGER``
+loop for a burst, and no task per item. The store takes them in runs: the posted items of a
+pass that come before an acknowledged one are sent with it, those after the last one posted
+together, so that it may keep several in one record. An item nobody waits for may linger up to ``LINGER``
 seconds, so that the items of many steps go out together; an urgent item (one its sender waits
 for) wakes the writer at once, and everything handed over before it goes out first. A sender
 waits on its thread (:class:`Pending`).
@@ -69,14 +71,15 @@ class _Flush:
 class OrderedWriter(Generic[T, R]):
     """One writer task on the loop that hands items to a store in order."""
 
-    def __init__(self, io: IoLoop, *, send: Callable[[T], Awaitable[Awaitable[R]]],
-                 post: Callable[[T], Awaitable[None]] | None = None,
+    def __init__(self, io: IoLoop, *, send: Callable[[list[T]], Awaitable[Awaitable[R]]],
+                 post: Callable[[list[T]], Awaitable[None]] | None = None,
                  on_stored: Callable[[T, R], None], on_lost: Callable[[T, Exception], None]) -> None:
         self._io = io
         self._send = send
-        """Send an item now (without suspending); answers the awaitable of its acknowledgement."""
+        """Send items now, in order (without suspending): posted ones, then the last, acknowledged; answers the
+        awaitable of its acknowledgement (which covers the ones before it)."""
         self._post = post
-        """Send an item without an acknowledgement (when items may be posted)."""
+        """Send items in order without an acknowledgement (when items may be posted)."""
         self._on_stored = on_stored
         """Told (on the loop) of each acknowledged item once it and all before it are stored."""
         self._on_lost = on_lost
@@ -149,27 +152,40 @@ class OrderedWriter(Generic[T, R]):
             await self._wake.wait()
             self._wake.clear()
             self._scheduled = False
+            posted: list[T] = []
             while self._handed:
                 item, acknowledged = self._handed.popleft()
                 if isinstance(item, _Flush):
+                    posted = await self._post_all(posted)
                     await in_flight.join()
                     item.done.set_result(None)
                 elif not acknowledged:
-                    await self._post_one(item)
+                    posted.append(item)
                 else:
-                    try:
-                        acknowledgement = await self._send(item)
-                    except Exception as e:
-                        self._on_lost(item, e)
-                    else:
-                        await in_flight.put((item, acknowledgement))
+                    posted = await self._send_after(posted, item, in_flight)
+            await self._post_all(posted)
 
-    async def _post_one(self, item: T) -> None:
-        assert self._post is not None
+    async def _send_after(self, posted: list[T], item: T, in_flight: asyncio.Queue[tuple[T, Awaitable[R]]]) -> list[T]:
+        """Send ``item``, acknowledged, with the ``posted`` items before it; none is left to post."""
         try:
-            await self._post(item)
+            acknowledgement = await self._send([*posted, item])
         except Exception as e:
-            self._on_lost(item, e)
+            for lost in (*posted, item):
+                self._on_lost(lost, e)
+        else:
+            await in_flight.put((item, acknowledgement))
+        return []
+
+    async def _post_all(self, posted: list[T]) -> list[T]:
+        """Post ``posted`` together (if any); none is left to post."""
+        if posted:
+            assert self._post is not None
+            try:
+                await self._post(posted)
+            except Exception as e:
+                for lost in posted:
+                    self._on_lost(lost, e)
+        return []
 
     async def _settle(self, in_flight: asyncio.Queue[tuple[T, Awaitable[R]]]) -> None:
         while True:

@@ -102,9 +102,34 @@ async def test_events_round_trip_into_the_same_step_log(store: EventStore) -> No
 async def test_posted_events_are_stored_in_order_once_a_later_append_returns(store: EventStore) -> None:
     call = _call()
     events = _events(call)
-    for event in events[:-1]:
-        await store.post(event)  # nothing to wait for
+    for event in events[:3]:
+        await store.post([event])  # nothing to wait for
+    await store.post(events[3:-1])  # several at once
     await store.append(events[-1])  # its acknowledgement covers the events posted before it
+    assert await store.read(call) == events
+
+
+async def test_events_of_several_calls_sent_together_read_back_each_its_own(store: EventStore) -> None:
+    mine, other = _call(), _call()
+    my_events, other_events = _events(mine), _events(other)
+    together = [*my_events[:4], *other_events[:2], *my_events[4:], *other_events[2:]]
+    stored = await store.send(together[:-1])
+    await stored  # the last one sent, acknowledged: everything before it is stored too
+    await store.post(together[-1:])
+    await store.append(CallEnded(other, "completed"))
+    assert await store.read(mine) == my_events
+    assert await store.read(other) == [*other_events, CallEnded(other, "completed")]
+    records = await store.records(mine)
+    assert len(records) == len(my_events)  # one wire form a record, however they were sent
+    assert fold(await store.read(mine)) == replay(records)
+
+
+async def test_events_over_a_message_s_size_sent_together_are_split_and_read_back_whole(store: EventStore) -> None:
+    """Four events of 300 KB each, 1.2 MB in all: over NATS's 1 MiB a message, so they go in several."""
+    call = _call()
+    events: list[Event] = [CallStarted(call, "batch", (OutlineStep("click", 1),) * 4, 60.0)]
+    events += [StepFailed(call, str(i), "js_error", "x" * 300_000, False) for i in range(4)]
+    await (await store.send(events))
     assert await store.read(call) == events
 
 

@@ -20,12 +20,14 @@ class Store:
 
     def __init__(self, refused: frozenset[str] = frozenset()) -> None:
         self.received: list[str] = []
+        self.runs: list[list[str]] = []
+        """The items of each send or post, as the writer handed them together."""
         self.refused = refused
 
-    async def send(self, item: str) -> Awaitable[int]:
-        if item in self.refused:
-            raise ConnectionError(item)
-        self.received.append(item)
+    async def send(self, items: list[str]) -> Awaitable[int]:
+        if items[-1] in self.refused:
+            raise ConnectionError(items[-1])
+        await self.post(items)
         seq = len(self.received)
 
         async def acknowledged() -> int:
@@ -33,8 +35,9 @@ class Store:
             return seq
         return asyncio.ensure_future(acknowledged())
 
-    async def post(self, item: str) -> None:
-        self.received.append(item)
+    async def post(self, items: list[str]) -> None:
+        self.runs.append(list(items))
+        self.received.extend(items)
 
 
 @pytest.fixture
@@ -113,6 +116,38 @@ def test_items_nobody_waits_for_linger_then_go_out_and_an_urgent_one_takes_them_
     io.run(writer.stop(), timeout=30)
     assert store.received == ["lingering", "a", "b", "waited"]
     assert reports == [("waited", 4)]
+
+
+def test_posted_items_of_one_pass_go_to_the_store_together_and_with_the_acknowledged_one_after_them(io: IoLoop) -> None:
+    """A burst of items handed over at once reaches the store in two runs: the posted ones before the acknowledged
+    item with it, those after it together; each item once, in order, and only the acknowledged one settles."""
+    store = Store()
+    writer, reports = _writer(io, store)
+
+    async def burst() -> None:  # on the loop: the writer runs only once every item is handed over
+        for item in ("a", "b", "c"):
+            writer.put(item, acknowledged=False, urgent=False)
+        writer.put("waited", acknowledged=True, urgent=True)
+        for item in ("d", "e"):
+            writer.put(item, acknowledged=False, urgent=False)
+    io.run(burst(), timeout=5)
+    io.run(writer.stop(), timeout=30)
+    assert store.runs == [["a", "b", "c", "waited"], ["d", "e"]]
+    assert reports == [("waited", 4)]
+
+
+def test_when_a_run_is_refused_each_of_its_items_is_reported_lost(io: IoLoop) -> None:
+    store = Store(refused=frozenset({"refused"}))
+    writer, reports = _writer(io, store)
+
+    async def burst() -> None:
+        writer.put("a", acknowledged=False, urgent=False)
+        writer.put("refused", acknowledged=True, urgent=True)
+        writer.put("after", acknowledged=True, urgent=True)
+    io.run(burst(), timeout=5)
+    io.run(writer.stop(), timeout=30)
+    assert store.received == ["after"]
+    assert reports == [("a", "ConnectionError"), ("refused", "ConnectionError"), ("after", 1)]
 
 
 def test_items_handed_over_on_the_loop_itself_linger_or_go_at_once_as_from_a_thread(io: IoLoop) -> None:
