@@ -4,6 +4,7 @@ from the events of the node that runs the call, and the driver's time of each ac
 
 from __future__ import annotations
 
+import gc
 import itertools
 import os
 import secrets
@@ -34,13 +35,18 @@ Plan = list[tuple[str, str | None]]
 
 def start_node(browser: Browser, audit_dir: Path, *, joining: Node | None = None) -> Node:
     """A started node with its audit log in a file of ``audit_dir`` (as ``kitsune serve``): on an
-    embedded nats-server, or joining ``joining``'s, in its fleet (their tabs reach each other over NATS)."""
+    embedded nats-server, or joining ``joining``'s, in its fleet (their tabs reach each other over NATS). What the
+    process made so far is then kept out of the collector's passes, as ``kitsune serve`` keeps its start's
+    (``gc.freeze``)."""
     audit_file = audit_dir / f"audit-{secrets.token_hex(4)}.jsonl"
     if joining is None:
-        return run_node(browser, NodeConfig(audit_file=audit_file))
-    assert joining.nats is not None
-    return run_node(browser, NodeConfig(nats=NatsConfig(joining.nats.url, joining.nats.auth),
-                                        fleet=joining.config.fleet, audit_file=audit_file))
+        node = run_node(browser, NodeConfig(audit_file=audit_file))
+    else:
+        assert joining.nats is not None
+        node = run_node(browser, NodeConfig(nats=NatsConfig(joining.nats.url, joining.nats.auth),
+                                            fleet=joining.config.fleet, audit_file=audit_file))
+    gc.freeze()
+    return node
 
 
 def alternating(steps: int, reads: Sequence[tuple[str, str | None]]) -> Plan:

@@ -44,10 +44,8 @@ from actors.call_actor import RunCall
 from actors.loop import IoLoop
 from actors.pipeline import Pending
 from actors.tab_actor import Ticket
-from bench.shared import TimedBrowser
+from bench.shared import TimedBrowser, start_node
 from bridge.node import Node
-from bridge.wiring import run_node
-from core.settings import NodeConfig
 from messages.commands import parse_body
 from tests.nodes import open_user_tab
 from tests.site import TestSite
@@ -196,7 +194,7 @@ def main() -> None:
     site.start()
     browser = TimedBrowser()
     directory = tempfile.TemporaryDirectory()  # the audit file, as ``kitsune serve`` keeps one
-    node = run_node(browser, NodeConfig(audit_file=Path(directory.name) / "audit.jsonl"))
+    node = start_node(browser, Path(directory.name))
     counts = Counts(node.io) if args.counts else None
     try:
         tab = open_user_tab(node, site.url("/clicks"))
