@@ -26,8 +26,10 @@ are all the messages the pages sent (each is a binding call Playwright answers i
 
 The raw and driver sides are timed on their loop (``time.perf_counter()`` around the awaited call).
 Before each call (untimed) the tab is at the tool's page and, on Kitsune's sides, the node has heard the
-page declare the tool (a call right after a load may wait for the declaration too). A search must answer
-what the site's search answers and post nothing; each checkout starts from zeroed site counters and must
+page declare the tool (a call right after a load may wait for the declaration too); then each side makes one round
+trip to its page (raw's looks for the tool there): on Kitsune's sides the node's answer to the page's
+``registerTool`` is in by then, as it is when an agent's call comes, a model's turn after the page loaded. A search
+must answer what the site's search answers and post nothing; each checkout starts from zeroed site counters and must
 answer the order with exactly one POST on each of its three pages, checked again before the next reset
 (nothing more came later).
 
@@ -193,6 +195,8 @@ class KitsuneTab:
         while tool is not None and self.browser.site_tools.declaring(self.page, tool) is None:
             assert time.perf_counter() < deadline, f"{path}: the node never heard {tool} declared"
             await asyncio.sleep(0.002)
+        if tool is not None:  # one round trip to the page, as raw's look at its tool: the node's answer to the page's
+            await self.page.evaluate("1")  # registerTool is in (an agent's call comes a model's turn later)
 
     def go(self, path: str, tool: str | None) -> None:
         self.io.run(self._go(path, tool), timeout=2 * TIMEOUT)
