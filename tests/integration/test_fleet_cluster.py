@@ -14,6 +14,7 @@ from typing import Any
 
 import nats
 import nats.errors
+import nats.js.errors
 import pytest
 from nats.aio.client import Client
 from nats.js.api import KeyValueConfig
@@ -186,8 +187,9 @@ async def _audit_and_bucket_kept(access: ClusterAccess, call: int, tab: int) -> 
                 entry = await js.get_msg(AUDIT_STREAM, seq=call)
                 counter = await (await js.key_value(FLEET_BUCKET)).get(f"{FLEET}.tab-ids")
                 break
-            except nats.errors.TimeoutError:
+            except (nats.errors.TimeoutError, nats.js.errors.ServiceUnavailableError):  # 503: electing its leader
                 assert time.monotonic() < deadline, "JetStream did not answer"
+                await asyncio.sleep(0.1)
         assert entry.data  # the call's audit entry
         assert int(counter.value or b"0") >= tab
     finally:
