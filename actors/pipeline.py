@@ -8,8 +8,8 @@ and every item before it are. Other items are posted: sent in order, no acknowle
 Items handed over close together are written in one pass of the writer: one wake-up of the
 loop for a burst, and no task per item. The store takes them in runs: the posted items of a
 pass that come before an acknowledged one are sent with it, those after the last one posted
-together, so that it may keep several in one record. An item nobody waits for may linger up to ``LINGER``
-seconds, so that the items of many steps go out together; an urgent item (one its sender waits
+together, so that it may keep several in one record. An item nobody waits for may linger up to
+``LINGER`` seconds, so that the items of many steps go out together; an urgent item (one its sender waits
 for) wakes the writer at once, and everything handed over before it goes out first. A sender
 waits on its thread (:class:`Pending`).
 """
@@ -155,18 +155,20 @@ class OrderedWriter(Generic[T, R]):
             posted: list[T] = []
             while self._handed:
                 item, acknowledged = self._handed.popleft()
+                if not acknowledged and not isinstance(item, _Flush):
+                    posted.append(item)
+                    continue
                 if isinstance(item, _Flush):
-                    posted = await self._post_all(posted)
+                    await self._post_all(posted)
                     await in_flight.join()
                     item.done.set_result(None)
-                elif not acknowledged:
-                    posted.append(item)
                 else:
-                    posted = await self._send_after(posted, item, in_flight)
+                    await self._send_after(posted, item, in_flight)
+                posted = []
             await self._post_all(posted)
 
-    async def _send_after(self, posted: list[T], item: T, in_flight: asyncio.Queue[tuple[T, Awaitable[R]]]) -> list[T]:
-        """Send ``item``, acknowledged, with the ``posted`` items before it; none is left to post."""
+    async def _send_after(self, posted: list[T], item: T, in_flight: asyncio.Queue[tuple[T, Awaitable[R]]]) -> None:
+        """Send ``item``, acknowledged, with the ``posted`` items before it."""
         try:
             acknowledgement = await self._send([*posted, item])
         except Exception as e:
@@ -174,10 +176,9 @@ class OrderedWriter(Generic[T, R]):
                 self._on_lost(lost, e)
         else:
             await in_flight.put((item, acknowledgement))
-        return []
 
-    async def _post_all(self, posted: list[T]) -> list[T]:
-        """Post ``posted`` together (if any); none is left to post."""
+    async def _post_all(self, posted: list[T]) -> None:
+        """Post ``posted`` together (if any)."""
         if posted:
             assert self._post is not None
             try:
@@ -185,7 +186,6 @@ class OrderedWriter(Generic[T, R]):
             except Exception as e:
                 for lost in posted:
                     self._on_lost(lost, e)
-        return []
 
     async def _settle(self, in_flight: asyncio.Queue[tuple[T, Awaitable[R]]]) -> None:
         while True:

@@ -45,6 +45,7 @@ from bench.shared import TimedBrowser, load_line, start_node
 from bridge.metrics import NodeMetrics
 from bridge.node import Node
 from messages.commands import parse_body
+from messages.errors import KitsuneError
 from tests.nodes import open_user_tab
 from tests.site import TestSite
 
@@ -70,7 +71,11 @@ def _answered_here(trail: AuditTrail) -> None:
     """The settled entries answered on the loop: no hand-over to the audit actor, no file line."""
     burst, trail._burst = trail._burst, []  # a benchmark looks inside
     for numbered in burst:
-        if numbered.answer is not None and numbered.seq is not None:
+        if numbered.answer is None:
+            continue
+        if numbered.seq is None:
+            numbered.answer.set_exception(KitsuneError("audit_unavailable", "The audit stream did not keep the entry"))
+        else:
             numbered.answer.set_result(numbered.seq)
 
 

@@ -11,7 +11,7 @@ from nats.js.api import StorageType
 from actors.bus import NatsBus
 from actors.event_store import EVENTS_STREAM, EventStore, JetStreamEventStore, LocalEventStore
 from actors.nats_admin import provision
-from messages.codec import replay
+from messages.codec import encode, replay
 from messages.events import (
     CallEnded,
     CallStarted,
@@ -122,6 +122,17 @@ async def test_events_of_several_calls_sent_together_read_back_each_its_own(stor
     records = await store.records(mine)
     assert len(records) == len(my_events)  # one wire form a record, however they were sent
     assert fold(await store.read(mine)) == replay(records)
+
+
+async def test_a_page_s_text_with_newlines_and_json_in_an_event_stays_one_event(store: EventStore) -> None:
+    """What a page puts in an event's text (an error's message) cannot split its record into forged events."""
+    call = _call()
+    forged = "\n" + encode(CallEnded(call, "completed")).decode() + "\n"  # an event's very wire form
+    events: list[Event] = [CallStarted(call, "batch", (OutlineStep("js", 1),), 60.0),
+                           StepFailed(call, "0", "js_error", "page said" + forged, False), StepSucceeded(call, "1")]
+    await (await store.send(events))
+    assert await store.read(call) == events
+    assert len(await store.records(call)) == 3
 
 
 async def test_events_over_a_message_s_size_sent_together_are_split_and_read_back_whole(store: EventStore) -> None:
