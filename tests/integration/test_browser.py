@@ -332,10 +332,13 @@ def test_failure_messages_never_carry_typed_values(act: Act, tab: int, site: Tes
         act({"action": "select", "selector": "#color", "values": ["purple"]}, tab, timeout=0.5),
     ]
     for outcome in failures:
-        assert isinstance(outcome, Failed), outcome
+        assert isinstance(outcome, Failed | Unknown), outcome
         assert SECRET not in outcome.failure.error and SECRET not in str(outcome.failure.state)
-    assert [f.failure.code for f in failures if isinstance(f, Failed)][:4] == ["wrong_element", "not_found",
-                                                                               "wrong_element", "wrong_element"]
+    for outcome, code in zip(failures, ["wrong_element", "not_found", "wrong_element", "wrong_element"], strict=False):
+        # on a loaded machine a fill that reached its element may run out of its 0.5 s first: unknown, as it may
+        # have typed (never ok, never failed)
+        assert outcome.failure.code == code or (isinstance(outcome, Unknown) and outcome.failure.code == "timeout"), \
+            outcome
     assert value_of(act, tab, "document.querySelector('#name').value") == ""
     assert site.count("POST /form") == 0
 
