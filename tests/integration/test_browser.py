@@ -337,6 +337,7 @@ def test_failure_messages_never_carry_typed_values(act: Act, tab: int, site: Tes
     for outcome, code in zip(failures, ["wrong_element", "not_found", "wrong_element", "wrong_element"], strict=False):
         # on a loaded machine a fill that reached its element may run out of its 0.5 s first: unknown, as it may
         # have typed (never ok, never failed)
+        assert isinstance(outcome, Failed | Unknown), outcome
         assert outcome.failure.code == code or (isinstance(outcome, Unknown) and outcome.failure.code == "timeout"), \
             outcome
     assert value_of(act, tab, "document.querySelector('#name').value") == ""
