@@ -289,8 +289,12 @@ class Auditor:
         return self._trail.record(entry).result(timeout=_WAIT)
 
     def call(self, spec: CallSpec, agent: str | None) -> int:
-        return self._record(CallEntry(time=_now(), agent=agent or self._agent, call_kind=spec.kind,
-                                      commands=len(spec.commands), tab_id=spec.default_tab))
+        return self.calling(spec, agent)()
+
+    def calling(self, spec: CallSpec, agent: str | None) -> Callable[[], int]:
+        entry = self._trail.record(CallEntry(time=_now(), agent=agent or self._agent, call_kind=spec.kind,
+                                             commands=len(spec.commands), tab_id=spec.default_tab))
+        return lambda: entry.result(timeout=_WAIT)
 
     def resume(self, call: int, agent: str | None) -> None:
         self._record(ResumeEntry(time=_now(), agent=agent or self._agent, call=call))

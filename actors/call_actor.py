@@ -60,6 +60,8 @@ class RunCall:
     """The agent's session it runs for (its tasks' leases, its approvals)."""
     call: int | None = None
     """Its call id when it is recorded already (a call another node forwarded here); None: a new one."""
+    recording: Callable[[], int] | None = None
+    """A new call's: the wait for its id, its audit entry on its way (:meth:`CallActors.run`)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -95,7 +97,8 @@ class CallActor(Answering):
             AGENT.set(message.agent)  # this call's log lines name its agent (and call: EventSink)
             SESSION.set(message.session)  # and its ports (Node.ports_for) the agent's session
         if isinstance(message, RunCall):
-            response = self._calls.run(message.spec, message.workflow, message.agent, message.listener, message.call)
+            response = self._calls.run(message.spec, message.workflow, message.agent, message.listener,
+                                       message.call if message.call is not None else message.recording)
             log.info("%s call ended %s", message.spec.kind, response.body.get("status"))
             return response
         if isinstance(message, ResumeCall):
@@ -119,7 +122,10 @@ class CallActors:
         self._stopped = False
 
     async def run(self, message: RunCall | ResumeCall) -> CallResponse:
-        """Run a call or a resume on a call actor, from the loop; its response (or error)."""
+        """Run a call or a resume on a call actor, from the loop; its response (or error). A new call's audit entry
+        (its id) is on its way as the actor takes it: its round trip overlaps the hand-over to the actor's thread."""
+        if isinstance(message, RunCall) and message.call is None:
+            message = dataclasses.replace(message, recording=self._calls.recording(message.spec, message.agent))
         actor = self._idle.pop() if self._idle else CallActor.start(self._calls)
         ended = True
         try:

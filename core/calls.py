@@ -72,6 +72,10 @@ class CallAudit(Protocol):
     def call(self, spec: CallSpec, agent: str | None) -> int:
         """Record a new container call; its call id (unique, increasing)."""
 
+    def calling(self, spec: CallSpec, agent: str | None) -> Callable[[], int]:
+        """Start recording a new container call without waiting: the wait for its call id (which raises what
+        :meth:`call` raises)."""
+
     def resume(self, call: int, agent: str | None) -> None:
         """Record a resume of ``call``."""
 
@@ -84,6 +88,10 @@ class SequentialIds:
 
     def call(self, spec: CallSpec, agent: str | None) -> int:
         return next(self._next)
+
+    def calling(self, spec: CallSpec, agent: str | None) -> Callable[[], int]:
+        call = next(self._next)
+        return lambda: call
 
     def resume(self, call: int, agent: str | None) -> None:
         return None
@@ -116,10 +124,14 @@ class Calls:
         self._workflow_sha256 = workflow_sha256
 
     def run(self, spec: CallSpec, workflow: WorkflowSource | None = None, agent: str | None = None,
-            listener: Listener | None = None, call: int | None = None) -> CallResponse:
+            listener: Listener | None = None, call: int | Callable[[], int] | None = None) -> CallResponse:
         """Run a new call; keep a checkpoint when it did not finish ok. ``listener`` hears its events
-        as they happen (a streaming request's progress); ``call``: its id, when it is recorded already."""
-        call = self._audit.call(spec, agent) if call is None else call
+        as they happen (a streaming request's progress); ``call``: its id, when it is recorded already, or the
+        wait for it (:meth:`recording`)."""
+        if call is None:
+            call = self._audit.call(spec, agent)
+        elif not isinstance(call, int):
+            call = call()
         report = run_call(call, spec, self._ports(agent), self._sink_for(listener), config=self._config)
         body = self._body(report, spec, workflow)
         if report.log.ended == "internal_error":
@@ -131,6 +143,11 @@ class Calls:
             body |= {"call": call, "resume_token": self._store.keep(checkpoint)}
         self._on_end(call, report.log.status, report.log.status != "ok")
         return CallResponse(body)
+
+    def recording(self, spec: CallSpec, agent: str | None) -> Callable[[], int]:
+        """Start recording a new call before it is handed to its thread (its entry's round trip then overlaps the
+        hand-over): the wait for its id, for :meth:`run`."""
+        return self._audit.calling(spec, agent)
 
     def resume(self, call: int, token: str, observed: Any = None, agent: str | None = None,
                listener: Listener | None = None) -> CallResponse:

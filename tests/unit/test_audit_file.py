@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import concurrent.futures
 import json
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import BinaryIO
@@ -97,6 +98,22 @@ def test_a_read_entry_is_posted_with_nothing_to_answer_and_written_in_its_place(
     written()
     assert [(line["kind"], line["action"], line["call"]) for line in _lines(tmp_path / "logs" / "audit.jsonl")] == [
         ("step", "title", 1), ("step", "click", 2)]
+
+
+def test_a_call_s_entry_goes_out_before_anyone_waits_for_its_id(trail: AuditTrail, tmp_path: Path) -> None:
+    """``calling`` starts recording at once (the node hands the call to its thread meanwhile); the wait answers
+    the entry's id, which is the call's."""
+    auditor = Auditor(trail, "alice")
+    waiting = auditor.calling(parse_call("batch", [{"action": "title"}]), None)
+    path = tmp_path / "logs" / "audit.jsonl"
+    deadline = time.monotonic() + 5
+    while not path.exists() or not path.read_text():  # written with nobody waiting for it yet
+        assert time.monotonic() < deadline, "the call's entry was not written before its wait"
+        time.sleep(0.005)
+    assert waiting() == 1
+    assert _lines(path) == [{"call": 1, "time": _lines(path)[0]["time"], "agent": "alice", "kind": "call",
+                             "call_kind": "batch", "commands": 1, "tabId": None}]
+    assert auditor.call(parse_call("batch", [{"action": "title"}]), "bob") == 2
 
 
 def test_a_read_entry_that_cannot_be_written_is_counted_and_raises_nowhere(io: IoLoop, tmp_path: Path) -> None:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import threading
 import time
+from collections.abc import Callable
 from typing import Any, cast
 
 import pykka
@@ -26,8 +27,20 @@ class FakeCalls:
     def __init__(self) -> None:
         self.seen: list[tuple[int, int | None, str | None]] = []
         self.release = threading.Event()
+        self.recordings: list[tuple[int, str | None]] = []
+        """The thread each new call's recording was started on, and its agent."""
+        self.ids: list[int] = []
+        """The id each call's ``run`` was given or waited for."""
 
-    def run(self, spec: CallSpec, workflow: Any, agent: str | None, listener: Any, call: int | None) -> CallResponse:
+    def recording(self, spec: CallSpec, agent: str | None) -> Callable[[], int]:
+        self.recordings.append((threading.get_ident(), agent))
+        call = 100 + len(self.recordings)
+        return lambda: call
+
+    def run(self, spec: CallSpec, workflow: Any, agent: str | None, listener: Any,
+            call: int | Callable[[], int] | None) -> CallResponse:
+        assert call is not None
+        self.ids.append(call if isinstance(call, int) else call())
         self.seen.append((threading.get_ident(), CALL.get(), AGENT.get()))
         CALL.set(len(self.seen))
         if agent == "slow":
@@ -55,6 +68,23 @@ def test_calls_reuse_an_idle_actor_and_see_none_of_an_earlier_calls_context() ->
     threads = {thread for thread, _, _ in calls.seen}
     assert len(threads) == 1
     assert [(call, agent) for _, call, agent in calls.seen] == [(None, "alice"), (None, "broken"), (None, "bob")]
+    for actor in actors.forget():
+        actor.stop()
+
+
+def test_a_new_call_s_id_is_being_recorded_on_the_loop_before_its_actor_takes_it_and_a_known_one_is_kept() -> None:
+    calls = FakeCalls()
+    actors = CallActors(cast(Calls, calls))
+
+    async def new_then_forwarded() -> int:
+        await run(actors, "alice")
+        await actors.run(RunCall(SPEC, agent="bob", call=7))  # recorded already (forwarded here): not again
+        return threading.get_ident()
+
+    loop_thread = asyncio.run(new_then_forwarded())
+    assert calls.recordings == [(loop_thread, "alice")]
+    assert calls.ids == [101, 7]
+    assert calls.seen[0][0] != loop_thread  # the call itself runs on its actor's thread
     for actor in actors.forget():
         actor.stop()
 
