@@ -24,13 +24,12 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, BinaryIO, Protocol
 
-import orjson
 import pykka
 from nats.aio.client import Client
 from nats.js.api import StorageType, StreamConfig
 
 from actors.buckets import AUDIT_STREAM, AUDIT_SUBJECT
-from actors.jetstream import acknowledged_within, ensure_stream
+from actors.jetstream import acknowledged_within, ensure_stream, kept_in
 from actors.loop import IoLoop
 from actors.pipeline import RECORD_WAIT, OrderedWriter, Pending
 from messages.audit import (
@@ -67,9 +66,9 @@ _ACK_TIMEOUT = 5.0
 class AuditLog(Protocol):
     """Where audit entries are numbered and kept."""
 
-    async def send(self, entry: AuditEntry) -> Awaitable[int]:
-        """Send ``entry`` now, without waiting; what it answers gives its sequence number (unique,
-        increasing) once the entry is kept."""
+    async def send(self, entry: AuditEntry, data: bytes) -> Awaitable[int]:
+        """Send ``entry`` (``data``: its wire form) now, without waiting; what it answers gives its sequence number
+        (unique, increasing) once the entry is kept."""
         ...
 
 
@@ -79,7 +78,7 @@ class LocalAuditLog:
     def __init__(self) -> None:
         self.entries: list[AuditEntry] = []
 
-    async def send(self, entry: AuditEntry) -> Awaitable[int]:
+    async def send(self, entry: AuditEntry, data: bytes) -> Awaitable[int]:
         self.entries.append(entry)
         return _already_kept(len(self.entries))
 
@@ -106,15 +105,15 @@ class JetStreamAuditLog:
         """The id of the stream's last entry now: every call the fleet numbered so far has an id up to it."""
         return int((await self._js.stream_info(AUDIT_STREAM)).state.last_seq)
 
-    async def send(self, entry: AuditEntry) -> Awaitable[int]:
+    async def send(self, entry: AuditEntry, data: bytes) -> Awaitable[int]:
         if not self._client.is_connected:
             raise KitsuneError("bus_disconnected", "not connected to NATS; audit entry not kept")
-        acknowledgement = await self._js.publish_async(AUDIT_SUBJECT, encode(entry), stream=AUDIT_STREAM)
+        acknowledgement = await self._js.publish_async(AUDIT_SUBJECT, data)  # the answer names its stream (below)
         return self._kept(acknowledged_within(acknowledgement, _ACK_TIMEOUT))
 
     @staticmethod
     async def _kept(acknowledgement: asyncio.Future[Any]) -> int:
-        return int((await acknowledgement).seq)
+        return kept_in(await acknowledgement, AUDIT_STREAM)
 
 
 async def _already_kept(seq: int) -> int:
@@ -126,7 +125,8 @@ async def _already_kept(seq: int) -> int:
 class _Numbered:
     """An entry the stream numbered (or could not), for the audit actor to write."""
 
-    entry: AuditEntry
+    data: bytes
+    """The entry's wire form (what the stream keeps)."""
     seq: int | None
     """Its id; None when the stream could not keep it."""
     answer: concurrent.futures.Future[int] | None
@@ -198,13 +198,10 @@ class AuditActor(pykka.ThreadingActor):
 
 
 def _line(numbered: _Numbered) -> bytes | Exception:
-    """An entry's line in the file, or why it has none."""
+    """An entry's line in the file (its id first, as ``call``, then its wire form's fields), or why it has none."""
     if numbered.seq is None:
         return KitsuneError("audit_unavailable", "The audit stream did not keep the entry")
-    try:
-        return orjson.dumps({"call": numbered.seq, **numbered.entry.to_json()}) + b"\n"
-    except Exception as e:
-        return e
+    return b'{"call":%d,%b\n' % (numbered.seq, numbered.data[1:])
 
 
 def _write_all(file: BinaryIO, data: bytes) -> None:
@@ -222,8 +219,9 @@ def _names(path: Path, file: BinaryIO) -> bool:
         return False
 
 
-_Entry = tuple[AuditEntry, concurrent.futures.Future[int] | None, bool]
-"""An entry on its way, the future of its id (None: nobody asks), and whether someone waits for it (urgent)."""
+_Entry = tuple[AuditEntry, bytes, concurrent.futures.Future[int] | None, bool]
+"""An entry on its way, its wire form, the future of its id (None: nobody asks), and whether someone waits for it
+(urgent)."""
 
 
 class AuditTrail:
@@ -237,9 +235,9 @@ class AuditTrail:
         self._burst: list[_Numbered] = []
         """Entries settled in this pass of the loop, not yet handed to the actor (touched on the loop only)."""
         self._writer: OrderedWriter[_Entry, int] = OrderedWriter(
-            io, send=lambda items: log_.send(items[-1][0]),  # one at a time: every entry is acknowledged
-            on_stored=lambda item, seq: self._settled(_Numbered(item[0], seq, item[1]), urgent=item[2]),
-            on_lost=lambda item, error: self._settled(_Numbered(item[0], None, item[1]), urgent=item[2]))
+            io, send=lambda items: log_.send(*items[-1][:2]),  # one at a time: every entry is acknowledged
+            on_stored=lambda item, seq: self._settled(_Numbered(item[1], seq, item[2]), urgent=item[3]),
+            on_lost=lambda item, error: self._settled(_Numbered(item[1], None, item[2]), urgent=item[3]))
 
     async def start(self) -> None:
         """Start numbering (on the loop)."""
@@ -254,13 +252,13 @@ class AuditTrail:
         """Start recording one entry (from any thread); the future of its id, or of ``audit_unavailable``.
         An entry nobody waits for (not ``urgent``) may linger a little to go out with others."""
         answer: concurrent.futures.Future[int] = concurrent.futures.Future()
-        self._writer.put((entry, answer, urgent), acknowledged=True, urgent=urgent)
+        self._writer.put((entry, encode(entry), answer, urgent), acknowledged=True, urgent=urgent)
         return answer
 
     def post(self, entry: AuditEntry) -> None:
         """Start recording one entry nobody waits for or asks the id of (from any thread): it may linger a little to
         go out with others, and is written as any entry (a failure logged and counted)."""
-        self._writer.put((entry, None, False), acknowledged=True, urgent=False)
+        self._writer.put((entry, encode(entry), None, False), acknowledged=True, urgent=False)
 
     def _settled(self, numbered: _Numbered, *, urgent: bool) -> None:
         """Keep a settled entry for the actor: the burst goes at once when someone waits for this entry or no

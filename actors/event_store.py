@@ -22,7 +22,7 @@ from nats.js.api import AckPolicy, ConsumerConfig, DeliverPolicy, StorageType, S
 
 from actors.buckets import EVENTS_STREAM, EVENTS_SUBJECTS
 from actors.bus import BusError, NatsBus
-from actors.jetstream import acknowledged_within, ensure_stream
+from actors.jetstream import acknowledged_within, ensure_stream, kept_in
 from messages.codec import decode_events, encode
 from messages.contract import CHECKPOINT_TTL
 from messages.events import Event
@@ -125,14 +125,14 @@ class JetStreamEventStore:
         await self._publish(before)
         self._connected(subject)
         try:
-            acknowledgement = await self._js.publish_async(subject, last, stream=EVENTS_STREAM)
+            acknowledgement = await self._js.publish_async(subject, last)  # the answer names its stream (below)
         except nats.errors.Error as e:
             raise _error(e, subject, "store an event", sent=True) from e
         return self._stored(acknowledged_within(acknowledgement, self._timeout), subject)
 
     async def _stored(self, acknowledgement: asyncio.Future[Any], subject: str) -> None:
         try:
-            await acknowledgement
+            kept_in(await acknowledgement, EVENTS_STREAM)
         except (TimeoutError, nats.errors.Error) as e:
             raise _error(e, subject, "store an event", sent=True) from e
 

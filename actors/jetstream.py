@@ -29,10 +29,10 @@ import nats.errors
 import nats.js.errors
 from nats.aio.client import Client
 from nats.js import JetStreamContext
-from nats.js.api import KeyValueConfig, StreamConfig
+from nats.js.api import KeyValueConfig, PubAck, StreamConfig
 from nats.js.kv import KeyValue
 
-__all__ = ["MAX_REPLICAS", "acknowledged_within", "all_done", "ensure_bucket", "ensure_stream", "patiently",
+__all__ = ["MAX_REPLICAS", "acknowledged_within", "all_done", "ensure_bucket", "ensure_stream", "kept_in", "patiently",
            "stream_replicas"]
 
 log = logging.getLogger(__name__)
@@ -188,6 +188,17 @@ async def _receiving(js: JetStreamContext, subjects: list[str]) -> None:
             return
         else:
             raise AssertionError(f"the stream stored the probe on {subject}")
+
+
+def kept_in(acknowledgement: PubAck, stream: str) -> int:
+    """The sequence number ``acknowledgement`` gives a message in ``stream``; an error when another stream kept it.
+
+    Published without ``Nats-Expected-Stream`` (a header the client builds and the server parses on every message):
+    a node's subjects are its streams' alone (streams of one account never share a subject, and
+    :func:`ensure_stream` checks its stream receives them), and the answer is checked all the same."""
+    if acknowledgement.stream != stream:
+        raise nats.js.errors.Error(description=f"stored in stream {acknowledgement.stream}, not {stream}")
+    return int(acknowledgement.seq)
 
 
 def acknowledged_within(acknowledgement: asyncio.Future[_T], seconds: float) -> asyncio.Future[_T]:

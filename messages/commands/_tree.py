@@ -8,7 +8,7 @@ from typing import Any
 
 from messages.cdp_methods import method_class
 from messages.commands._actions import Command
-from messages.commands._blocks import BLOCKS, Broadcast, Parallel, Retry, Sequence, Try
+from messages.commands._blocks import ACTIONS, BLOCKS, Broadcast, Parallel, Retry, Sequence, Try
 from messages.commands._cdp import Cdp
 from messages.commands._params import parameters
 from messages.paths import ROOT, StepPath
@@ -86,12 +86,18 @@ def is_write(command: Command) -> bool:
 def secret_values(command: Command) -> list[str]:
     """The literal typed values and JavaScript bodies in ``command`` and its children."""
     found: list[str] = []
-    for param in parameters(type(command)):
-        if param.secret or param.dropped:
-            found.extend(_strings(getattr(command, param.name)))
-    for child in children(command):
-        found.extend(secret_values(child.command))
+    for name in _SECRET_PARAMS[type(command)]:
+        found.extend(_strings(getattr(command, name)))
+    if type(command) in _HAS_CHILDREN:
+        for child in children(command):
+            found.extend(secret_values(child.command))
     return [value for value in found if value]
+
+
+_SECRET_PARAMS: dict[type[Command], tuple[str, ...]] = {
+    cls: tuple(param.name for param in parameters(cls) if param.secret or param.dropped) for cls in ACTIONS.values()}
+"""Each command's parameters that hold typed values or JavaScript (read on every step: made once)."""
+_HAS_CHILDREN = frozenset({Sequence, Parallel, *_NESTED})
 
 
 def _strings(value: Any) -> Iterator[str]:
