@@ -194,8 +194,8 @@ def kept_in(acknowledgement: PubAck, stream: str) -> int:
     """The sequence number ``acknowledgement`` gives a message in ``stream``; an error when another stream kept it.
 
     Published without ``Nats-Expected-Stream`` (a header the client builds and the server parses on every message):
-    a node's subjects are its streams' alone (streams of one account never share a subject, and
-    :func:`ensure_stream` checks its stream receives them), and the answer is checked all the same."""
+    a node's subjects are its streams' alone (the streams of one account never share a subject, and
+    :func:`ensure_stream` made or found the stream on them), and the answer is checked all the same."""
     if acknowledgement.stream != stream:
         raise nats.js.errors.Error(description=f"stored in stream {acknowledgement.stream}, not {stream}")
     return int(acknowledgement.seq)
