@@ -219,9 +219,17 @@ def _names(path: Path, file: BinaryIO) -> bool:
         return False
 
 
-_Entry = tuple[AuditEntry, bytes, concurrent.futures.Future[int] | None, bool]
-"""An entry on its way, its wire form, the future of its id (None: nobody asks), and whether someone waits for it
-(urgent)."""
+@dataclass(slots=True)
+class _Entry:
+    """An entry on its way."""
+
+    entry: AuditEntry
+    answer: concurrent.futures.Future[int] | None
+    """The future of its id; None when nobody asks."""
+    urgent: bool
+    """Whether someone waits for it."""
+    data: bytes = b""
+    """Its wire form, once sent (the audit actor's line is made of it)."""
 
 
 class AuditTrail:
@@ -234,10 +242,11 @@ class AuditTrail:
         self._actor = actor
         self._burst: list[_Numbered] = []
         """Entries settled in this pass of the loop, not yet handed to the actor (touched on the loop only)."""
+        self._log = log_
         self._writer: OrderedWriter[_Entry, int] = OrderedWriter(
-            io, send=lambda items: log_.send(*items[-1][:2]),  # one at a time: every entry is acknowledged
-            on_stored=lambda item, seq: self._settled(_Numbered(item[1], seq, item[2]), urgent=item[3]),
-            on_lost=lambda item, error: self._settled(_Numbered(item[1], None, item[2]), urgent=item[3]))
+            io, send=lambda items: self._send(items[-1]),  # one at a time: every entry is acknowledged
+            on_stored=lambda item, seq: self._settled(_Numbered(item.data, seq, item.answer), urgent=item.urgent),
+            on_lost=lambda item, error: self._settled(_Numbered(item.data, None, item.answer), urgent=item.urgent))
 
     async def start(self) -> None:
         """Start numbering (on the loop)."""
@@ -252,13 +261,19 @@ class AuditTrail:
         """Start recording one entry (from any thread); the future of its id, or of ``audit_unavailable``.
         An entry nobody waits for (not ``urgent``) may linger a little to go out with others."""
         answer: concurrent.futures.Future[int] = concurrent.futures.Future()
-        self._writer.put((entry, encode(entry), answer, urgent), acknowledged=True, urgent=urgent)
+        self._writer.put(_Entry(entry, answer, urgent), acknowledged=True, urgent=urgent)
         return answer
 
     def post(self, entry: AuditEntry) -> None:
         """Start recording one entry nobody waits for or asks the id of (from any thread): it may linger a little to
         go out with others, and is written as any entry (a failure logged and counted)."""
-        self._writer.put((entry, encode(entry), None, False), acknowledged=True, urgent=False)
+        self._writer.put(_Entry(entry, None, False), acknowledged=True, urgent=False)
+
+    async def _send(self, item: _Entry) -> Awaitable[int]:
+        """Encode an entry (once: its line in the file is made of it) and send it; an entry that cannot be encoded
+        is lost as one the log did not keep."""
+        item.data = encode(item.entry)
+        return await self._log.send(item.entry, item.data)
 
     def _settled(self, numbered: _Numbered, *, urgent: bool) -> None:
         """Keep a settled entry for the actor: the burst goes at once when someone waits for this entry or no

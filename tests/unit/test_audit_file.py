@@ -16,7 +16,7 @@ import pytest
 from actors import audit_actor
 from actors.audit_actor import AuditActor, Auditor, AuditTrail, LocalAuditLog
 from actors.loop import IoLoop
-from messages.audit import AuditEntry, TakeoverEntry
+from messages.audit import AuditEntry, LiveViewEntry, TakeoverEntry
 from messages.codec import encode
 from messages.commands import parse_call, parse_command
 from messages.errors import KitsuneError
@@ -129,6 +129,17 @@ def test_a_read_entry_that_cannot_be_written_is_counted_and_raises_nowhere(io: I
     finally:
         io.run(trail.stop(), timeout=5)
         actor.stop()
+
+
+def test_an_entry_that_cannot_be_encoded_is_lost_alone(trail: AuditTrail, tmp_path: Path) -> None:
+    """Encoded as it is sent (on the loop, once: the line is made of it): one that cannot be is refused as one the
+    stream did not keep, and the next entry is numbered and written as ever."""
+    unwritable = trail.record(LiveViewEntry(time=1.5, agent="alice", op="opened", tab_id=1, detail={"x": object()}))
+    with pytest.raises(KitsuneError) as refused:
+        unwritable.result(timeout=5)
+    assert refused.value.code == "audit_unavailable"
+    assert trail.record(_entry(2)).result(timeout=5) == 1
+    assert _lines(tmp_path / "logs" / "audit.jsonl") == [_line(1, 2)]
 
 
 def test_a_rotated_or_deleted_file_is_followed_by_a_new_one(trail: AuditTrail, tmp_path: Path) -> None:
