@@ -16,6 +16,7 @@ from __future__ import annotations
 import asyncio
 import collections
 import concurrent.futures
+import contextlib
 import functools
 import inspect
 import logging
@@ -80,11 +81,14 @@ class IoLoop:
             raise
 
     def close(self) -> None:
-        """Stop a loop this object started, its remaining tasks cancelled first, as ``asyncio.run`` does
-        (one given to it is left alone)."""
+        """Stop a loop this object started as ``asyncio.run`` ends one: its remaining tasks cancelled, then its
+        default executor's threads ended (a job still running there waited for up to 10 s), then the loop (one given
+        to it is left alone)."""
         if self._thread is None:
             return
         self.run(_cancel_remaining_tasks(), timeout=10)
+        with contextlib.suppress(concurrent.futures.TimeoutError):
+            self.run(self.loop.shutdown_default_executor(), timeout=10)
         self.loop.call_soon_threadsafe(self.loop.stop)
         self._thread.join(timeout=10)
         self.loop.close()

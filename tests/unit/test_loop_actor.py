@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import threading
+import time
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
@@ -118,3 +119,18 @@ def test_closing_the_loop_stops_an_actor_left_running() -> None:
     assert ref.ask(("echo", 1), timeout=10) == 1
     io.close()
     assert not ref.is_alive()
+
+
+def test_closing_the_loop_ends_its_executor_s_threads_first() -> None:
+    """As ``asyncio.run`` ends a loop: a job still running on the loop's default executor is finished and its thread
+    gone once ``close`` returns (a node's stop leaves no thread behind)."""
+    io = IoLoop()
+    before = set(threading.enumerate())
+
+    async def job_left_running() -> None:
+        asyncio.get_running_loop().run_in_executor(None, time.sleep, 0.3)
+
+    io.run(job_left_running(), timeout=5)
+    io.close()
+    assert {thread.name for thread in set(threading.enumerate()) - before} == set()
+
