@@ -69,12 +69,9 @@ def _opened(records: Any, results: Any) -> Any:
 class CallAudit(Protocol):
     """Where container calls and resumes are recorded; a new call's id is its audit entry's."""
 
-    def call(self, spec: CallSpec, agent: str | None) -> int:
-        """Record a new container call; its call id (unique, increasing)."""
-
     def calling(self, spec: CallSpec, agent: str | None) -> Callable[[], int]:
-        """Start recording a new container call without waiting: the wait for its call id (which raises what
-        :meth:`call` raises)."""
+        """Start recording a new container call without waiting: the wait for its call id (unique, increasing),
+        which raises when it cannot be recorded."""
 
     def resume(self, call: int, agent: str | None) -> None:
         """Record a resume of ``call``."""
@@ -85,9 +82,6 @@ class SequentialIds:
 
     def __init__(self) -> None:
         self._next = itertools.count(1)
-
-    def call(self, spec: CallSpec, agent: str | None) -> int:
-        return next(self._next)
 
     def calling(self, spec: CallSpec, agent: str | None) -> Callable[[], int]:
         call = next(self._next)
@@ -128,10 +122,8 @@ class Calls:
         """Run a new call; keep a checkpoint when it did not finish ok. ``listener`` hears its events
         as they happen (a streaming request's progress); ``call``: its id, when it is recorded already, or the
         wait for it (:meth:`recording`)."""
-        if call is None:
-            call = self._audit.call(spec, agent)
-        elif not isinstance(call, int):
-            call = call()
+        recorded = call if call is not None else self._audit.calling(spec, agent)
+        call = recorded if isinstance(recorded, int) else recorded()
         report = run_call(call, spec, self._ports(agent), self._sink_for(listener), config=self._config)
         body = self._body(report, spec, workflow)
         if report.log.ended == "internal_error":

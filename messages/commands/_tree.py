@@ -88,16 +88,14 @@ def secret_values(command: Command) -> list[str]:
     found: list[str] = []
     for name in _SECRET_PARAMS[type(command)]:
         found.extend(_strings(getattr(command, name)))
-    if type(command) in _HAS_CHILDREN:
-        for child in children(command):
-            found.extend(secret_values(child.command))
+    for child in children(command):
+        found.extend(secret_values(child.command))
     return [value for value in found if value]
 
 
 _SECRET_PARAMS: dict[type[Command], tuple[str, ...]] = {
     cls: tuple(param.name for param in parameters(cls) if param.secret or param.dropped) for cls in ACTIONS.values()}
 """Each command's parameters that hold typed values or JavaScript (read on every step: made once)."""
-_HAS_CHILDREN = frozenset({Sequence, Parallel, *_NESTED})
 
 
 def _strings(value: Any) -> Iterator[str]:
