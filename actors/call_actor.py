@@ -304,8 +304,7 @@ class LoopSteps:
 
     def read(self, command: Command, tab: int, timeout: float,
              sent: Callable[[], None] | None = None) -> Coroutine[Any, Any, Outcome | None]:
-        """Not a coroutine of its own, but the driver's (or the policy's refusal): a read's await chain down to
-        Playwright is one frame shorter (its client walks the stack on every call)."""
+        """Not a coroutine of its own, but the driver's (or the policy's refusal): one coroutine less a read."""
         if sent is not None:  # runs once the awaiting task suspends: when the request is out
             asyncio.get_running_loop().call_soon(sent)
         if self._policy is not None and (refused := self._policy.refused(command, tab)) is not None:

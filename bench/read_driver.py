@@ -4,9 +4,10 @@ One Chromium launched as a node launches it (``ChromiumBrowser``), the test site
 ``title`` and ``pageText #local-count`` run through ``ChromiumBrowser.execute`` (the driver's checks, its ``Run``,
 its backstop, Playwright's client) and as raw ``page.title()`` / ``page.inner_text()``, interleaved. Prints the loop
 thread's CPU (``time.thread_time()``) per call, medians over the rounds (CPU is what load disturbs least), and
-what Playwright's client spends capturing the caller's stack on every API call (``capture_library_stack_trace``,
-which reads the locals of each frame of the caller's await chain) with the frames it kept. The node's engine is not
-in it (``bench/read_stages.py`` and ``bench/overhead.py`` run whole nodes).
+what Playwright's client spends capturing the caller's stack on each of its API calls (``capture_library_stack_trace``,
+which reads the locals of each frame of the caller's await chain) with the frames it kept: none through the driver,
+whose actions run their calls as one call of the client (``driver/client_zone.py``). The node's engine is not in it
+(``bench/read_stages.py`` and ``bench/overhead.py`` run whole nodes).
 
     PYTHONPATH=$PWD .venv/bin/python bench/read_driver.py [--rounds N] [--calls N]
 """
@@ -69,8 +70,8 @@ async def _rounds(raw: RawSide, rounds: int, calls: int) -> dict[str, list[tuple
                 await call()
             cpu = (time.thread_time() - started) / calls * 1000
             if r:  # the first round warms up
-                out[name].append((cpu, statistics.median(c for c, _ in _captured),
-                                  statistics.median(f for _, f in _captured)))
+                out[name].append((cpu, statistics.median(c for c, _ in _captured) if _captured else 0.0,
+                                  statistics.median(f for _, f in _captured) if _captured else 0.0))
     return out
 
 

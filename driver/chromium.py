@@ -27,6 +27,7 @@ from playwright.async_api import Error as PlaywrightError
 from core.url_policy import UrlPolicy
 from driver.actions import ACTIONS, DEADLINE_BOUND
 from driver.cdp_tabs import CdpTabs
+from driver.client_zone import as_one_call
 from driver.devtools import DevtoolsSession, FrontEnd, FrontEndFile
 from driver.errors import Stop, closed, is_closed_error, stopped, timed_out, translate
 from driver.guard import UrlGuard
@@ -38,7 +39,7 @@ from driver.proxy import Endpoint
 from driver.quotas import Quotas
 from driver.reads import evaluate_settled
 from driver.refs import RefBook
-from driver.run import Action, Caller, Run
+from driver.run import Action, Caller, Result, Run
 from driver.sessions import Session, Sessions
 from driver.site_tools import SiteTools
 from driver.snapshots import resolve_ref
@@ -73,15 +74,11 @@ _RUNS = frozenset((*ACTIONS, NewTab, GetTabs, KeepSession, ResetSession))
 
 async def _perform(run: Run, action: Action) -> Outcome:
     """Run an action within the command's time (and a backstop, a grace past it: none for ``DEADLINE_BOUND``
-    actions, which have no Playwright timeout to fire first); every failure as an outcome. A command that
-    names a ``ref`` (not a snapshot's own) has it resolved first: ``stale_ref``, with nothing sent, when it is
-    not this session's ref of the tab's current document."""
-    ref = getattr(run.command, "ref", None)
+    actions, which have no Playwright timeout to fire first), its Playwright calls as one call of Playwright's
+    client (:mod:`driver.client_zone`); every failure as an outcome."""
     try:
         async with asyncio.timeout(run.remaining() + (0.0 if type(run.command) in DEADLINE_BOUND else _GRACE)):
-            if isinstance(ref, str) and not isinstance(run.command, Snapshot):
-                run.target = await resolve_ref(run, ref)
-            value, warning = await action(run)
+            value, warning = await as_one_call(run.command.action, lambda: _act(run, action))
     except Stop as stop:
         return stopped(run, stop)
     except TimeoutError:
@@ -89,6 +86,15 @@ async def _perform(run: Run, action: Action) -> Outcome:
     except PlaywrightError as e:
         return translate(run, e, run.gone())
     return Done(value, warning)
+
+
+async def _act(run: Run, action: Action) -> Result:
+    """The action; a command that names a ``ref`` (not a snapshot's own) has it resolved first: ``stale_ref``,
+    with nothing sent, when it is not this session's ref of the tab's current document."""
+    ref = getattr(run.command, "ref", None)
+    if isinstance(ref, str) and not isinstance(run.command, Snapshot):
+        run.target = await resolve_ref(run, ref)
+    return await action(run)
 
 
 class ChromiumBrowser:
@@ -328,8 +334,8 @@ class ChromiumBrowser:
     def _ready(self, command: Command, tab_id: int | None, timeout: float, pause: Callable[[float], Awaitable[None]],
                caller: Caller, within: float) -> Run | Outcome | Coroutine[Any, Any, Outcome]:
         """What ``execute`` does with ``command``: the run of an action on its tab, the outcome when it cannot run,
-        or the work of a command that is not an action on a tab (``newTab``, ``getTabs``...). Not a coroutine: a
-        read's await chain down to Playwright is one frame shorter (its client walks the stack on every call)."""
+        or the work of a command that is not an action on a tab (``newTab``, ``getTabs``...). Not a coroutine:
+        one coroutine less a step."""
         action = command.action
         if type(command) not in _RUNS or isinstance(command, ENGINE_STEPS):
             return Failed(Failure(f"{action} is not an action the browser runs", "invalid_call", False))

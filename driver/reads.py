@@ -16,6 +16,9 @@ from messages.commands import Find, PageText, Screenshot, WaitFor
 
 __all__ = ["evaluate_settled", "find", "page_text", "screenshot", "title", "url", "wait_for"]
 
+_PENDING_TITLE = "Loading "
+"""How Playwright's ``title()`` begins its answer while a navigation replaces the document (``Loading <url>``)."""
+
 
 async def page_text(run: Run) -> Result:
     command = cast(PageText, run.command)
@@ -56,9 +59,16 @@ async def url(run: Run) -> Result:
 
 
 async def title(run: Run) -> Result:
-    """Bounded by the driver's backstop at the command's deadline (``driver.actions.DEADLINE_BOUND``): no timer of
-    its own, and one frame less under Playwright's client, which walks the stack on every call."""
-    return {"title": await evaluate_settled(run.page, "document.title")}, None
+    """Playwright's ``title()``: ``document.title`` read in its utility world, where the page's own script cannot
+    stand in for it, with no serialized value for its client to walk. Mid-navigation it answers ``Loading <url>``
+    (and ``""`` when the document is gone): such a title, or an empty one, is read again in the document that
+    stays (:func:`evaluate_settled`). Bounded by the driver's backstop at the command's deadline
+    (``driver.actions.DEADLINE_BOUND``): no timer of its own."""
+    page = run.page
+    text = await page.title()
+    if not text or text.startswith(_PENDING_TITLE):
+        text = await evaluate_settled(page, "document.title")
+    return {"title": text}, None
 
 
 async def evaluate_settled(page: Page, script: str, *, loaded: bool = False) -> Any:

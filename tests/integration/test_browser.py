@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from playwright._impl import channel_owner
 
 from actors.loop import IoLoop
 from actors.tab_actor import TabActor, Ticket
@@ -266,6 +267,31 @@ def test_click_reaches_the_server_and_navigates(act: Act, tab: int, site: TestSi
     goto(act, tab, site.url("/navigate-on-click"))
     done(act({"action": "click", "selector": "#go"}, tab))
     done(act({"action": "waitFor", "url": "**/links/next"}, tab))
+
+
+def test_an_action_makes_its_playwright_calls_as_one_call_of_the_client(
+        chromium: ChromiumBrowser, run: Run[Any], act: Act, tab: int, site: TestSite,
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """Playwright's client captures its caller's stack for each API call of its own (one for a plain
+    ``page.title()`` below); an action's calls run inside one zone of the client (``driver.client_zone``) and
+    capture none, and its errors still read as the driver words them. Fails if a Playwright upgrade changes it."""
+    stacks: list[int] = []
+    capture = channel_owner.capture_library_stack_trace  # type: ignore[attr-defined]
+
+    def counted() -> Any:
+        stacks.append(1)
+        return capture()
+
+    monkeypatch.setattr(channel_owner, "capture_library_stack_trace", counted)
+    goto(act, tab, site.url("/clicks"))
+    done(act({"action": "click", "selector": "#local"}, tab))
+    assert text_of(act, tab, "#local-count") == "1"
+    assert done(act({"action": "title"}, tab)) == {"title": "Clicks"}
+    missing = act({"action": "click", "selector": "#hit-me-not"}, tab, timeout=0.3)
+    assert isinstance(missing, Failed) and missing.failure.code == "not_found", missing
+    assert stacks == []
+    assert run(chromium.page(tab).title()) == "Clicks"
+    assert stacks == [1]
 
 
 def test_click_on_a_missing_element_fails_retryably_and_sends_nothing(act: Act, tab: int, site: TestSite) -> None:
