@@ -173,6 +173,15 @@ def test_a_title_the_page_cannot_answer_in_time_fails_as_a_read_timeout(act: Act
     assert done(act({"action": "title"}, tab, timeout=10)) == {"title": "Text"}
 
 
+def test_a_title_like_playwrights_placeholder_or_empty_is_the_documents_own(act: Act, tab: int, site: TestSite) -> None:
+    """Playwright's ``title()`` answers ``Loading <url>`` mid-navigation and ``""`` when the document is gone: a
+    title of that form is read again from the document, so a page's own such title is answered as it is."""
+    goto(act, tab, site.url("/text"))
+    for own in ("Loading https://example.test/next", ""):
+        value_of(act, tab, f"document.title = {own!r}; return 1")
+        assert done(act({"action": "title"}, tab)) == {"title": own}
+
+
 def test_a_read_a_navigation_cuts_short_is_read_again_in_the_next_document(
         chromium: ChromiumBrowser, run: Run[Any], tab: int, site: TestSite) -> None:
     """A plain evaluation fails when a navigation replaces its document, and Playwright's ``title()``
