@@ -362,35 +362,47 @@ class _Run:
         self.finish(step, outcome)
 
     def begin(self, command: Command, path: StepPath, lookup: Lookup, owner: StepPath | None, tab: int | None,
-              ahead: Ahead | None = None, intent: Intent | None = None) -> tuple[Step, Command, int | None] | None:
-        """Start a step (with what records the next step's write ``ahead``): its ``StepStarted``, its references
-        resolved, its audit entry on its way (a write's driver waits for it before it sends it: ``Step.dispatch``),
-        or all that made ahead (``intent``: sent with those records); None when it ended already (failed)."""
+              ahead: Ahead | None = None, intent: Intent | None = None, *,
+              told_when_sent: bool = False) -> tuple[Step, Command, int | None] | None:
+        """Start a step (with what records the next step's write ``ahead``): its references resolved, its
+        ``StepStarted`` and its audit entry on its way (a write's driver waits for it before it sends it:
+        ``Step.dispatch``), or all that made ahead (``intent``: sent with those records); None when it ended already
+        (failed). ``told_when_sent`` (a read on the loop): its ``StepStarted`` and audit entry once its request is
+        out, while the browser works (``Step.sent``), or with its outcome if that comes first."""
         if intent is not None:
             step = Step(self, path, owner, secret_values(command) + secret_values(intent.command), ahead)
             self.emit(StepStarted(self.call, path, command.action, intent.tab))
             step.intent = intent.recorded
             return step, intent.command, intent.tab
         step = Step(self, path, owner, secret_values(command), ahead)
+        target: int | None = None
         try:
             target = tab_of(command, lookup, tab)
-        except KitsuneError as e:
-            self.emit(StepStarted(self.call, path, command.action, None))
-            self.finish(step, Failed(Failure.of(e)))
-            return None
-        self.emit(StepStarted(self.call, path, command.action, target))
-        try:
             resolved = resolve_command(command, lookup)
-            if resolved is not command:  # its references' values may be secrets too
-                step.secrets += secret_values(resolved)
-            step.audit = self.ports.audit.step(self.call, path, resolved, target, resumed=self.prior is not None)
         except KitsuneError as e:
+            self.emit(StepStarted(self.call, path, command.action, target))
             self.finish(step, Failed(Failure.of(e)))
             return None
+        if resolved is not command:  # its references' values may be secrets too
+            step.secrets += secret_values(resolved)
+        step.untold = lambda: self._started(step, resolved, target)
+        if not told_when_sent:
+            try:
+                step.tell_started()
+            except KitsuneError as e:
+                self.finish(step, Failed(Failure.of(e)))
+                return None
         return step, resolved, target
 
+    def _started(self, step: Step, command: Command, target: int | None) -> None:
+        """Tell that a step starts: its ``StepStarted``, its audit entry on its way."""
+        self.emit(StepStarted(self.call, step.path, command.action, target))
+        step.audit = self.ports.audit.step(self.call, step.path, command, target, resumed=self.prior is not None)
+
     def finish(self, step: Step, outcome: Outcome) -> None:
-        """Tell a step's outcome: its event, its result."""
+        """Tell a step's outcome: its event, its result (after its ``StepStarted``, if that was left until it was
+        sent and it never was)."""
+        step.tell_started(quietly=True)
         path = step.path
         if isinstance(outcome, Done):
             warning = outcome.warning or step.warning

@@ -43,9 +43,10 @@ class ListRun(Protocol):
         """Whether the step at ``path`` is to be sent (not kept or observed from an earlier run)."""
 
     def begin(self, command: Command, path: StepPath, lookup: Lookup, owner: StepPath | None, tab: int | None,
-              ahead: Ahead | None = None, intent: Intent | None = None) -> tuple[Step, Command, int | None] | None:
-        """Start a step (``StepStarted``, references, audit entry, or its records made ahead: ``intent``); None when
-        it ended already."""
+              ahead: Ahead | None = None, intent: Intent | None = None, *,
+              told_when_sent: bool = False) -> tuple[Step, Command, int | None] | None:
+        """Start a step (references, ``StepStarted``, audit entry, or its records made ahead: ``intent``); None when
+        it ended already. ``told_when_sent``: its ``StepStarted`` and audit entry once its request is out."""
 
     def finish(self, step: Step, outcome: Outcome) -> None:
         """Tell a step's outcome (its event and result)."""
@@ -148,7 +149,8 @@ def steps_here(run: ListRun, here: StepsHere, commands: tuple[Command, ...], pat
             ahead = None if hand.carries() else run.ahead(commands, paths, scope, i, writes[i], tab)
             if ahead is not None:
                 hand.give(ahead)
-            begun = run.begin(command, path, lookup, owner, tab, ahead, intent)
+            begun = run.begin(command, path, lookup, owner, tab, ahead, intent,  # a read: told while the browser works
+                              told_when_sent=intent is None and not is_write(command))
             if begun is not None:
                 step, resolved, target = begun
                 assert target is not None
@@ -163,8 +165,7 @@ def steps_here(run: ListRun, here: StepsHere, commands: tuple[Command, ...], pat
 
 async def _send(run: ListRun, here: StepsHere, step: Step, command: Command, tab: int) -> Outcome:
     """Send one action as ``Step`` does on the thread, within its own timeout and the container's deadline; a port's
-    error is the step's failure (unknown once its write was recorded dispatched). One frame between the run and the
-    port: Playwright's client walks the await chain on every call."""
+    error is the step's failure (unknown once its write was recorded dispatched)."""
     try:
         writes = is_write(command)
         if writes and (conflict := run.claim(tab, None)) is not None:
@@ -175,7 +176,7 @@ async def _send(run: ListRun, here: StepsHere, step: Step, command: Command, tab
         recorded = step.dispatch() if writes else ()
         step_timeout, remaining = run.budget(command)
         timeout = min(step_timeout, remaining)
-        sent = step.record_next if step.ahead is not None else None  # once the request is out, the next write recorded
+        sent = step.sent if step.ahead is not None or step.untold is not None else None  # once the request is out
         try:
             outcome = await (here.write(command, tab, timeout, recorded, sent) if writes
                              else here.read(command, tab, timeout, sent))

@@ -11,6 +11,7 @@ that ran ok is told once (``BlockWriteSucceeded``): resume never sends that bloc
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Callable
 from typing import Protocol
 
@@ -24,6 +25,8 @@ from messages.results import Done, Failed, Failure, Outcome, Unknown
 from messages.steplog import StepRecord
 
 __all__ = ["Run", "Step", "deadline_outcome"]
+
+log = logging.getLogger(__name__)
 
 
 class Run(Protocol):
@@ -76,6 +79,8 @@ class Step:
         """Its ``StepDispatched`` is stored: a write was sent, or is about to be."""
         self.warning: str | None = None
         """The first warning of a command inside the block."""
+        self.untold: Callable[[], None] | None = None
+        """Tells that the step starts (its ``StepStarted``, its audit entry), until it is told."""
 
     def perform(self, command: Command, tab: int | None, lookup: Lookup, *, inner: bool = True) -> Outcome:
         """Run an action or a one-step block; everything it sends is under the step's path."""
@@ -118,6 +123,25 @@ class Step:
             if isinstance(command, NewTab) and self.owner is not None and isinstance(new_tab, int):
                 run.claim(new_tab, self.owner)
         return outcome
+
+    def tell_started(self, *, quietly: bool = False) -> None:
+        """Tell that the step starts, once (``Run.begin``); ``quietly``: once its request may be out already, a
+        failure to is logged, as a lost event is."""
+        if self.untold is None:
+            return
+        untold, self.untold = self.untold, None
+        try:
+            untold()
+        except Exception as e:
+            if not quietly:
+                raise
+            log.error("step %s of call %s: its start not recorded (%s)", self.path, self.run.call, type(e).__name__)
+
+    def sent(self) -> None:
+        """Its request is out (a step on the loop, ``core.here``): the step told started if it waited for that,
+        and a later step's write recorded ahead (:meth:`record_next`)."""
+        self.tell_started(quietly=True)
+        self.record_next()
 
     def record_next(self) -> None:
         """Record a later step's write ahead (``core.ahead``), once, as this step sends: after this write's own

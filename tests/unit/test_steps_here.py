@@ -14,7 +14,7 @@ from core.calls import Calls, SequentialIds
 from core.engine import Ports
 from core.ports import Recorded
 from messages.commands import Command, is_write, parse_call
-from messages.events import Event, StepDispatched
+from messages.events import Event, StepDispatched, StepFailed, StepStarted, StepSucceeded
 from messages.results import Outcome
 from tests.unit.fakes import LoopHere, ScriptedDriver, World
 from tests.unit.helpers import click, find, parallel, read, sequence
@@ -262,3 +262,39 @@ def test_a_resume_records_ahead_across_kept_steps_and_reads() -> None:
     # #a kept: #c is recorded as the read after it is sent; #e as #c is sent, before the read between
     assert _before(resumed, ("StepStarted", "1"), ("StepDispatched", "2"))
     assert _before(resumed, ("StepDispatched", "4"), ("StepStarted", "3"))
+
+
+class LoopAnsweringFirst(LoopHere):
+    """A loop whose reads answer before their request is out (as a read its policy refuses does: ``sent`` comes on
+    the loop's next turn, after the answer)."""
+
+    async def read(self, command: Command, tab: int, timeout: float,
+                   sent: Callable[[], None] | None) -> Outcome | None:
+        return await super().read(command, tab, timeout, None)
+
+
+@pytest.mark.parametrize("where", ["thread", "loop", "loop, answered first"])
+def test_a_read_on_the_loop_is_told_started_once_its_request_is_out_and_before_its_outcome(where: str) -> None:
+    """On the loop a read's ``StepStarted`` (and audit entry) is told once its request is out, while the browser
+    works (``Step.sent``), or with its outcome when that comes first; through the driver, before it is sent. Its
+    outcome's event comes after it either way."""
+    world, loop, records = world_with(where != "thread")
+    if where == "loop, answered first":
+        loop = LoopAnsweringFirst(world.driver, HERE)
+
+    def sink(event: Event) -> Callable[[], None] | None:
+        if isinstance(event, StepStarted | StepSucceeded | StepFailed):
+            records.made.append(f"{event.kind} {event.path}")
+        return records.sink(event)
+
+    world.calls = Calls(lambda agent: Ports(world.driver, world.clock, world.claims, ThreadedSequences(), records,
+                                            here=None if where == "thread" else loop),
+                        world.store, audit=SequentialIds(), sink=sink)
+    world.driver.on("#b", "fail")
+    body = world.calls.run(parse_call("batch", [read("#a"), read("#b")], default_tab=1)).body
+    assert [p["status"] for p in body["progress"]] == ["ok", "failed"]
+    told = {"thread": [["StepStarted 0", "sent #a", "StepSucceeded 0"], ["StepStarted 1", "sent #b", "StepFailed 1"]],
+            "loop": [["sent #a", "StepStarted 0", "StepSucceeded 0"], ["sent #b", "StepStarted 1", "StepFailed 1"]]}
+    told["loop, answered first"] = told["loop"]
+    assert records.made == told[where][0] + told[where][1]
+    assert len(loop.hops) == (where != "thread")
