@@ -29,7 +29,7 @@ from nats.aio.client import Client
 from nats.js.api import StorageType, StreamConfig
 
 from actors.buckets import AUDIT_STREAM, AUDIT_SUBJECT
-from actors.jetstream import acknowledged_within, ensure_stream, kept_in
+from actors.jetstream import AckDeadlines, ensure_stream, kept_in
 from actors.loop import IoLoop
 from actors.pipeline import RECORD_WAIT, OrderedWriter, Pending
 from messages.audit import (
@@ -94,6 +94,7 @@ class JetStreamAuditLog:
     def __init__(self, client: Client) -> None:
         self._client = client
         self._js = client.jetstream()
+        self._deadlines = AckDeadlines(_ACK_TIMEOUT)
 
     @classmethod
     async def create(cls, client: Client) -> JetStreamAuditLog:
@@ -109,7 +110,7 @@ class JetStreamAuditLog:
         if not self._client.is_connected:
             raise KitsuneError("bus_disconnected", "not connected to NATS; audit entry not kept")
         acknowledgement = await self._js.publish_async(AUDIT_SUBJECT, data)  # the answer names its stream (below)
-        return self._kept(acknowledged_within(acknowledgement, _ACK_TIMEOUT))
+        return self._kept(self._deadlines.within(acknowledgement))
 
     @staticmethod
     async def _kept(acknowledgement: asyncio.Future[Any]) -> int:

@@ -22,7 +22,7 @@ from nats.js.api import AckPolicy, ConsumerConfig, DeliverPolicy, StorageType, S
 
 from actors.buckets import EVENTS_STREAM, EVENTS_SUBJECTS
 from actors.bus import BusError, NatsBus
-from actors.jetstream import acknowledged_within, ensure_stream, kept_in
+from actors.jetstream import AckDeadlines, ensure_stream, kept_in
 from messages.codec import decode_events, encode
 from messages.contract import CHECKPOINT_TTL
 from messages.events import Event
@@ -104,6 +104,7 @@ class JetStreamEventStore:
         self._nc = client
         self._js: JetStreamContext = client.jetstream(timeout=timeout)
         self._timeout = timeout
+        self._deadlines = AckDeadlines(timeout)
 
     @classmethod
     async def create(
@@ -128,7 +129,7 @@ class JetStreamEventStore:
             acknowledgement = await self._js.publish_async(subject, last)  # the answer names its stream (below)
         except nats.errors.Error as e:
             raise _error(e, subject, "store an event", sent=True) from e
-        return self._stored(acknowledged_within(acknowledgement, self._timeout), subject)
+        return self._stored(self._deadlines.within(acknowledgement), subject)
 
     async def _stored(self, acknowledgement: asyncio.Future[Any], subject: str) -> None:
         try:

@@ -21,6 +21,7 @@ a node that finds one otherwise than it would make it says so in its log and use
 from __future__ import annotations
 
 import asyncio
+import collections
 import logging
 from collections.abc import Awaitable, Callable
 from typing import Any, TypeVar
@@ -32,7 +33,7 @@ from nats.js import JetStreamContext
 from nats.js.api import KeyValueConfig, PubAck, StreamConfig
 from nats.js.kv import KeyValue
 
-__all__ = ["MAX_REPLICAS", "acknowledged_within", "all_done", "ensure_bucket", "ensure_stream", "kept_in", "patiently",
+__all__ = ["MAX_REPLICAS", "AckDeadlines", "all_done", "ensure_bucket", "ensure_stream", "kept_in", "patiently",
            "stream_replicas"]
 
 log = logging.getLogger(__name__)
@@ -201,14 +202,36 @@ def kept_in(acknowledgement: PubAck, stream: str) -> int:
     return int(acknowledgement.seq)
 
 
-def acknowledged_within(acknowledgement: asyncio.Future[_T], seconds: float) -> asyncio.Future[_T]:
-    """``acknowledgement`` (of ``publish_async``, which sets no deadline) failed with ``TimeoutError``
-    unless it comes within ``seconds`` from now. The deadline runs from the sending, not from when
-    someone awaits it: acknowledgements awaited in order, all lost with a dead server, would
-    otherwise run out one after the other."""
-    def expire() -> None:
-        if not acknowledgement.done():
-            acknowledgement.set_exception(TimeoutError(f"no acknowledgement within {seconds:g} s"))
-    timer = asyncio.get_running_loop().call_later(seconds, expire)
-    acknowledgement.add_done_callback(lambda _: timer.cancel())
-    return acknowledgement
+class AckDeadlines:
+    """The acknowledgements of one store's publishes (``publish_async`` sets no deadline), each failed with
+    ``TimeoutError`` unless it comes within ``seconds`` of its sending. The deadline runs from the sending, not from
+    when someone awaits it: acknowledgements awaited in order, all lost with a dead server, would otherwise run out
+    one after the other. One timer for them all, at the oldest one's deadline (they come in the order they were
+    sent, so the deadlines do too), instead of a timer and a callback for each: a read's audit entry is one."""
+
+    def __init__(self, seconds: float) -> None:
+        self._seconds = seconds
+        self._waiting: collections.deque[tuple[float, asyncio.Future[Any]]] = collections.deque()
+        self._timer: asyncio.TimerHandle | None = None
+        self._loop: asyncio.AbstractEventLoop | None = None
+
+    def within(self, acknowledgement: asyncio.Future[_T]) -> asyncio.Future[_T]:
+        """``acknowledgement``, with its deadline running from now (on the loop)."""
+        loop = asyncio.get_running_loop()
+        if loop is not self._loop:  # a store used on a new loop: the old one's timer is gone with it
+            self._loop, self._waiting, self._timer = loop, collections.deque(), None
+        self._waiting.append((loop.time() + self._seconds, acknowledgement))
+        if self._timer is None:
+            self._timer = loop.call_at(self._waiting[0][0], self._expire)
+        return acknowledgement
+
+    def _expire(self) -> None:
+        """Fail what is past its deadline and forget what came; the timer again at the oldest one left's."""
+        assert self._loop is not None
+        now = self._loop.time()
+        waiting = self._waiting
+        while waiting and (waiting[0][1].done() or waiting[0][0] <= now):
+            _, acknowledgement = waiting.popleft()
+            if not acknowledgement.done():
+                acknowledgement.set_exception(TimeoutError(f"no acknowledgement within {self._seconds:g} s"))
+        self._timer = self._loop.call_at(waiting[0][0], self._expire) if waiting else None
