@@ -220,7 +220,10 @@ class AckDeadlines:
         loop = asyncio.get_running_loop()
         if loop is not self._loop:  # a store used on a new loop: the old one's timer is gone with it
             self._loop, self._waiting, self._timer = loop, collections.deque(), None
-        self._waiting.append((loop.time() + self._seconds, acknowledgement))
+        waiting = self._waiting
+        while waiting and waiting[0][1].done():  # those that came: nothing kept past its acknowledgement
+            waiting.popleft()
+        waiting.append((loop.time() + self._seconds, acknowledgement))
         if self._timer is None:
             self._timer = loop.call_at(self._waiting[0][0], self._expire)
         return acknowledgement
