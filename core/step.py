@@ -125,8 +125,8 @@ class Step:
         return outcome
 
     def tell_started(self, *, quietly: bool = False) -> None:
-        """Tell that the step starts, once (``Run.begin``); ``quietly``: once its request may be out already, a
-        failure to is logged, as a lost event is."""
+        """Tell that the step starts, once (``Run.begin``); ``quietly`` (its request may be out already): a failure
+        to tell it is logged, as a lost event is, not raised."""
         if self.untold is None:
             return
         untold, self.untold = self.untold, None
