@@ -385,13 +385,14 @@ class _Run:
             return None
         if resolved is not command:  # its references' values may be secrets too
             step.secrets += secret_values(resolved)
-        step.untold = lambda: self._started(step, resolved, target)
-        if not told_when_sent:
-            try:
-                step.tell_started()
-            except KitsuneError as e:
-                self.finish(step, Failed(Failure.of(e)))
-                return None
+        if told_when_sent:
+            step.untold = lambda: self._started(step, resolved, target)
+            return step, resolved, target
+        try:
+            self._started(step, resolved, target)
+        except KitsuneError as e:
+            self.finish(step, Failed(Failure.of(e)))
+            return None
         return step, resolved, target
 
     def _started(self, step: Step, command: Command, target: int | None) -> None:
@@ -402,7 +403,7 @@ class _Run:
     def finish(self, step: Step, outcome: Outcome) -> None:
         """Tell a step's outcome: its event, its result (after its ``StepStarted``, if that was left until it was
         sent and it never was)."""
-        step.tell_started(quietly=True)
+        step.tell_started()
         path = step.path
         if isinstance(outcome, Done):
             warning = outcome.warning or step.warning

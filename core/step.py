@@ -124,23 +124,21 @@ class Step:
                 run.claim(new_tab, self.owner)
         return outcome
 
-    def tell_started(self, *, quietly: bool = False) -> None:
-        """Tell that the step starts, once (``Run.begin``); ``quietly`` (its request may be out already): a failure
-        to tell it is logged, as a lost event is, not raised."""
+    def tell_started(self) -> None:
+        """Tell that the step starts if that was left until its request is out (``Run.begin``), once; its request
+        may be out already, so a failure to tell it is logged, as a lost event is, not raised."""
         if self.untold is None:
             return
         untold, self.untold = self.untold, None
         try:
             untold()
         except Exception as e:
-            if not quietly:
-                raise
             log.error("step %s of call %s: its start not recorded (%s)", self.path, self.run.call, type(e).__name__)
 
     def sent(self) -> None:
         """Its request is out (a step on the loop, ``core.here``): the step told started if it waited for that,
         and a later step's write recorded ahead (:meth:`record_next`)."""
-        self.tell_started(quietly=True)
+        self.tell_started()
         self.record_next()
 
     def record_next(self) -> None:

@@ -10,7 +10,8 @@ Playwright's own call costs (``bench/read_driver.py``: +0.06-0.08 ms of the loop
 What it gives up: Playwright's ``Locator.click:`` prefix on an error's message (the driver words its own,
 :func:`driver.errors.translate`) and the client's trace of each call (the node traces nothing through the client).
 It uses Playwright's client's zone (``playwright._impl``), pinned in constraints.txt;
-``tests/integration/test_client_zone.py`` fails if a Playwright upgrade changes it.
+``test_an_action_makes_its_playwright_calls_as_one_call_of_the_client`` (``tests/integration/test_browser.py``)
+fails if a Playwright upgrade changes it.
 """
 
 from __future__ import annotations

@@ -52,7 +52,7 @@ _NODE_EXIT_WAIT = 5.0
 """How long a node whose output closed before it served is waited for, for its exit code."""
 _NATS_STOP_GRACE = 5.0
 _PORT_ATTEMPTS = 3
-"""Starts of the cluster on new ports when a server found a port of its taken."""
+"""Starts of the cluster, each on new ports, while a server finds one of its ports taken."""
 _LOG_TAIL = 1 << 20
 """Bytes of a server's log read for why it exited."""
 
