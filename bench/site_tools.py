@@ -168,7 +168,8 @@ def counting(browser: ChromiumBrowser) -> collections.Counter[str]:
     message = tools._message
 
     async def counted(channel: Any, frame: str, context: int, sent: Any) -> Any:
-        counts[str(sent.get("op")) if isinstance(sent, dict) else "?"] += 1
+        op = str(sent.get("op")) if isinstance(sent, dict) else "?"
+        counts[op + " (hand-off)" if op == "resume" and "invocation" in sent else op] += 1
         return await message(channel, frame, context, sent)
     tools._message = counted  # type: ignore[method-assign]  # every message the channels hear goes through it
     return counts

@@ -234,6 +234,38 @@
     changed();
   }
 
+  // The continuations the node armed for this document (armed.py): an init script of the tab, run before this one's
+  // page scripts in its top documents of the token's origin, hands each over sealed under its token (AES-256-GCM):
+  // the id of the invocation redeeming it starts, the token that invocation may ask for, and the call's input.
+  const ARMED = 4;
+  const armed = [];
+  const subtle = crypto.subtle;
+  const { importKey, decrypt } = SubtleCrypto.prototype;
+  const now = Date.now;
+  const bytes = (base64) => Uint8Array.from(atob(base64), (c) => c.charCodeAt(0));
+  function arm(until, iv, sealed) {
+    if (armed.length < ARMED && window === window.top) armed.push({ until, iv, sealed });
+  }
+  // The hand-off `token` opens (taken from the list: this document opens it once), or null.
+  async function unseal(token) {
+    let key;
+    try {
+      key = await importKey.call(subtle, "raw", bytes(token.replace(/-/g, "+").replace(/_/g, "/")), "AES-GCM",
+        false, ["decrypt"]);
+    } catch (e) {
+      return null;  // not a token an arm is sealed under
+    }
+    for (const entry of armed.slice()) {
+      if (now() >= entry.until) continue;
+      try {
+        const opened = await decrypt.call(subtle, { name: "AES-GCM", iv: bytes(entry.iv) }, key, bytes(entry.sealed));
+        armed.splice(armed.indexOf(entry), 1);
+        return parse(new TextDecoder().decode(opened));
+      } catch (e) {}  // sealed under another token
+    }
+    return null;
+  }
+
   function resumeTool(token, callback) {
     if (typeof token !== "string" || typeof callback !== "function") {
       return Promise.reject(new TypeError("resumeTool(token, callback): a string and a function"));
@@ -241,9 +273,26 @@
     if (token.length > 256 || untracked !== null) {  // no token is that long (runtime.py's TOKEN_CHARS)
       return Promise.reject(new DOMException("the continuation token was refused", "NotAllowedError"));
     }
-    // One round trip: the node takes it as this document's hello too (when it is its first message), redeems the
-    // token and answers the callback's id, the token it may ask for and, once the invocations before this one
-    // settled, its input.
+    if (armed.length === 0) return redeem(token, callback);
+    return unseal(token).then((opened) => (opened === null ? redeem(token, callback) : resumed(token, opened, callback)));
+  }
+
+  // A hand-off opened: the callback runs now, and the node hears of it (as this document's hello, when it is its
+  // first message). The node checks the redemption as it hears it, and aborts the callback's signal if it refuses.
+  function resumed(token, { invocation: id, token: reserved, input }, callback) {
+    if (hello === null) {
+      hello = Promise.resolve();  // a top document: the node tracks it
+      tell({ op: "resume", doc, token, invocation: id, hello: true });
+    } else {
+      quietly(post("resume", { token, invocation: id }, false));
+    }
+    run(id, callback, input, reserved);
+  }
+
+  // A redemption asked of the node, in one round trip: it takes it as this document's hello too (when it is its
+  // first message), redeems the token and answers the callback's id, the token it may ask for and, once the
+  // invocations before this one settled, its input.
+  function redeem(token, callback) {
     const message = { op: "resume", doc, token };
     return (hello === null ? first(message) : ask(message)).then(
       ({ invocation: id, token: reserved, ...answer }) => {
@@ -470,6 +519,7 @@
   Object.defineProperty(globalThis, Symbol.for("kitsune.siteTools"), {
     value: Object.freeze({
       attach: flush,  // the node's channel reached this document: what it said so far goes now (false: no binding)
+      arm,  // a continuation armed for this document (a hand-off the page's own call could seal only to itself)
       answer(reply, outcome) {  // the node's answer to the message sent with `reply`
         const asked = waiting.get(reply);
         if (asked === undefined) return;

@@ -22,9 +22,14 @@ from driver.errors import Stop
 from driver.site_tools.continuations import Continuation
 from driver.site_tools.declarations import DeclarationRate
 
-__all__ = ["Chain", "Document", "Invocation", "bare_url", "potentially_trustworthy"]
+__all__ = ["Chain", "Document", "Invocation", "bare_url", "new_invocation_id", "potentially_trustworthy"]
 
 _invocation_ids = itertools.count(1)
+
+
+def new_invocation_id() -> str:
+    """A name for an invocation no other has (the page's script names its invocations by it)."""
+    return f"i{next(_invocation_ids)}"
 
 
 @dataclass(eq=False, slots=True)
@@ -63,7 +68,7 @@ class Invocation:
     """One run of the tool's code (its ``execute``, or a ``resumeTool`` callback) in one document."""
 
     document: Document
-    id: str = field(default_factory=lambda: f"i{next(_invocation_ids)}")
+    id: str = field(default_factory=new_invocation_id)
     settled: asyncio.Event = field(default_factory=asyncio.Event)
     answer: dict[str, Any] | None = None
     """What the page answered: ``{ok, value}`` or ``{ok: false, error}``; None if it was lost first."""
@@ -96,9 +101,9 @@ class Chain:
     def ended(self) -> bool:
         return self.result.done()
 
-    def invoke(self, document: Document) -> Invocation:
-        """A new invocation in ``document`` (the first, or a redeemed continuation's)."""
-        invocation = Invocation(document)
+    def invoke(self, document: Document, id_: str | None = None) -> Invocation:
+        """A new invocation in ``document`` (the first, or a redeemed continuation's; ``id_``: named ahead)."""
+        invocation = Invocation(document) if id_ is None else Invocation(document, id_)
         self.invocations.append(invocation)
         return invocation
 

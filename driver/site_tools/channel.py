@@ -163,6 +163,18 @@ class Channel:
         """Call ``function`` in ``context`` without waiting for it (a context gone meanwhile drops it)."""
         _spawn(self.call(context, function, *args))
 
+    def add_script(self, source: str) -> Callable[[], None]:
+        """Evaluate ``source`` in every document the page loads from now on, before the page's own scripts (after
+        the context's, whose session came first); the call returned takes it out again. The command goes out in a
+        task of the loop's, started now (before any task started after this call)."""
+        adding = asyncio.ensure_future(self.session.send("Page.addScriptToEvaluateOnNewDocument", {"source": source}))
+        adding.add_done_callback(lambda f: f.cancelled() or f.exception())
+
+        async def removed() -> None:
+            identifier = (await adding)["identifier"]
+            await self.session.send("Page.removeScriptToEvaluateOnNewDocument", {"identifier": identifier})
+        return lambda: _spawn(removed())
+
     def _noisy(self, _event: Any) -> None:
         """A console message or an exception: past :data:`MAX_NOISE` this second, the page goes unheard awhile."""
         loop = asyncio.get_running_loop()

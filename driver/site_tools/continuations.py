@@ -1,6 +1,6 @@
 """Continuation tokens: one-time, bound to a tab and an origin, short-lived, kept only as hashes.
 
-A token is :data:`~messages.tokens.TOKEN_BYTES` random bytes; the store keeps its SHA-256 and
+A token is :data:`TOKEN_BYTES` random bytes; the store keeps its SHA-256 and
 what it was issued for. It is redeemable once, by a document of the same origin in the same tab
 (another frame of the tab may redeem it, another tab never), until it expires. Redeeming, expiring
 and revoking are decided here and nowhere else. Time is the caller's clock (the loop's).
@@ -14,9 +14,11 @@ from typing import Generic, TypeVar
 
 from messages.tokens import new_token, token_hash
 
-__all__ = ["Continuation", "Continuations", "Refusal"]
+__all__ = ["TOKEN_BYTES", "Continuation", "Continuations", "Refusal"]
 
 ChainT = TypeVar("ChainT")
+TOKEN_BYTES = 32
+"""Random bytes of a continuation token: the AES-256 key of its armed hand-off (:mod:`~driver.site_tools.armed`)."""
 
 
 class Refusal(Enum):
@@ -53,7 +55,7 @@ class Continuations(Generic[ChainT]):
 
     def issue(self, chain: ChainT, tab: int, origin: str, expires_at: float) -> tuple[str, Continuation[ChainT]]:
         """A new token for ``chain`` (given to the page, never kept) and its record."""
-        token = new_token()
+        token = new_token(TOKEN_BYTES)
         continuation = Continuation(chain, tab, origin, expires_at, token_hash(token))
         self._by_digest[continuation.digest] = continuation
         return token, continuation

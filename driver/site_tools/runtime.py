@@ -7,7 +7,8 @@ context, and so the frame, that made it. A message must also carry the nonce of 
 document, and come from its context, so a document that is gone (or one that forges another's name)
 speaks for nobody. A document's origin is its context's as the browser reports it, never the page's
 word. The continuation rules (once, same origin, same tab, within the lifetime, revoked when the
-call ends another way) are enforced here and in :mod:`~driver.site_tools.continuations`. A token also
+call ends another way) are enforced here and in :mod:`~driver.site_tools.continuations`, for a redemption asked
+of the node and for one a top document made from its armed hand-off (:mod:`~driver.site_tools.armed`). A token also
 ends with its authority: :meth:`SiteTools.revoke` ends the chains of calls whose task was revoked or
 taken over, and a redemption in a document whose URL the agent's URL lists now refuse revokes its
 chain's tokens and ends the call ``url_denied``.
@@ -44,7 +45,7 @@ from driver.site_tools.declarations import (
     tab_documents_refused,
 )
 from driver.site_tools.input_schema import InputChecker
-from driver.site_tools.tokens import ChainTokens
+from driver.site_tools.tokens import Ahead, ChainTokens
 from messages.contract import CONTINUATION_TTL
 from messages.events import (
     ContinuationRedeemed,
@@ -63,6 +64,8 @@ _DECLARED = "() => globalThis[Symbol.for('kitsune.siteTools')]?.declared() ?? nu
 _RESPONSE = "() => globalThis[Symbol.for('kitsune.siteTools')]?.response() ?? null"
 TOKEN_CHARS = 256
 """Characters a continuation token a page redeems may have (none has as many): a longer one is refused unread."""
+_ID_CHARS = 32
+"""Characters of an invocation's id at most (the node names them ``i`` and a number)."""
 _RESPONSE_MS = 300_000
 """Milliseconds at most a form's response document has to load (the call's own timeout ends it sooner)."""
 
@@ -99,7 +102,8 @@ class SiteTools:
         """The declarations of each tab's frames, within their rate (the top document's is its own)."""
         self._chains: set[Chain] = set()
         self._tokens = ChainTokens(lambda: self.continuation_ttl, self._emit,
-                                   lambda outcome: self.hooks.continuation(outcome))  # noqa: PLW0108 (hooks change)
+                                   lambda outcome: self.hooks.continuation(outcome),  # noqa: PLW0108 (hooks change)
+                                   self._install)
         self._changed = asyncio.Event()
         """Set (and replaced) whenever a document or a declaration changes."""
         self.url_policy: Callable[[str | None], UrlPolicy] | None = None
@@ -226,9 +230,14 @@ class SiteTools:
         channel = self._tab_channels.get(document.tab)
         if document.gone or channel is None:
             return False
-        token = None if chain.form else self._tokens.reserve(chain, invocation)
-        return bool(await channel.call(document.context, _INVOKE, document.nonce, invocation.id, chain.tool,
-                                       chain.input, token))
+        token = None if chain.form else self._tokens.reserve(chain, invocation)  # its arm goes out first
+        return bool(await asyncio.ensure_future(channel.call(document.context, _INVOKE, document.nonce, invocation.id,
+                                                             chain.tool, chain.input, token)))
+
+    def _install(self, chain: Chain, script: str) -> Callable[[], None] | None:
+        """Add ``script`` to the documents ``chain``'s tab loads (None when no document of it speaks to the node)."""
+        channel = self._tab_channels.get(chain.tab)
+        return None if channel is None else channel.add_script(script)
 
     def end(self, chain: Chain, reason: str) -> None:
         """The chain's step is over (``reason`` says how, if it did not end by itself): revoke its tokens, stop
@@ -280,6 +289,9 @@ class SiteTools:
         document = self._tabs.get(tab, {}).get(frame)
         if document is None or document.nonce != nonce or document.context != context:
             raise NotTaken
+        if op == "resume" and "invocation" in message:
+            self._resume_armed(document, message.get("token"), message.get("invocation"))
+            return None
         if op == "resume":
             return self._resume(document, message.get("token"))
         found = self._invocation_of(document, message.get("invocation"))
@@ -378,24 +390,41 @@ class SiteTools:
         """A document's start as a continuation, in one round trip: its hello (when it is its first message), its
         redemption of ``token``, and its callback's ``input`` once the invocations before it settled (if they have
         not, the document asks for it with ``begin``, which waits for them)."""
-        chain, invocation = self._redeem(document, token)
+        chain, invocation, _ = self._redeem(document, token)
         answer = {"invocation": invocation.id, "token": self._tokens.reserve(chain, invocation)}
         if all(i.settled.is_set() for i in chain.invocations if i is not invocation):
             return {**answer, "input": chain.input}
         return answer
 
-    def _redeem(self, document: Document, token: object) -> tuple[Chain, Invocation]:
+    def _resume_armed(self, document: Document, token: object, id_: object) -> None:
+        """A top document's start as a continuation from its armed hand-off: its callback, invocation ``id_``, runs
+        already; the redemption is checked as the node's own, and a refused one has the callback's signal aborted."""
+        try:
+            chain, invocation, ahead = self._redeem(document, token, id_)
+        except NotTaken:
+            if isinstance(id_, str) and len(id_) <= _ID_CHARS:
+                self._tab_channels[document.tab].send(document.context, _ABORT, document.nonce, id_)
+            raise
+        self._tokens.reserve(chain, invocation, ahead)
+
+    def _redeem(self, document: Document, token: object,
+                armed: object = None) -> tuple[Chain, Invocation, Ahead | None]:
+        """Redeem ``token`` for ``document`` (``armed``: the invocation its hand-off named, if it made it from there):
+        the chain, the invocation it starts and, from a hand-off, what was made ahead for it."""
         found = self._tokens.redeem(token, document) \
             if isinstance(token, str) and len(token) <= TOKEN_CHARS and document.origin != "null" else Refusal.UNKNOWN
-        if isinstance(found, Refusal) or self._denied(found.chain, document):
+        from_hand_off = armed is not None
+        if (isinstance(found, Refusal)
+                or (from_hand_off and (not document.main or self._tokens.armed(found) != armed))
+                or self._denied(found.chain, document)):
             self.hooks.continuation("refused")
             raise NotTaken
-        self._tokens.redeemed(found)
+        ahead = self._tokens.redeemed(found, from_hand_off=from_hand_off)
         chain = found.chain
-        invocation = chain.invoke(document)
+        invocation = chain.invoke(document, None if ahead is None else ahead.id)
         self._emit(chain, ContinuationRedeemed, origin=document.origin, frame="main" if document.main else "iframe")
         self.hooks.continuation("redeemed")
-        return chain, invocation
+        return chain, invocation, ahead
 
     async def _begin(self, chain: Chain, invocation: Invocation) -> dict[str, Any]:
         """The input of a redeemed continuation's callback, once the invocations before it settled."""

@@ -6,40 +6,120 @@ outstanding (redeemable within its lifetime, counted as requested) only from the
 the invocation settles or its document goes without asking. A further ``requestToken`` is issued as asked.
 An outstanding token is redeemed once, expires (its chain ends ``continuation_expired``), or is revoked when
 its chain ends another way. The store keeps hashes only (:mod:`~driver.site_tools.continuations`).
+
+Each reserved token is armed for the top document that will redeem it (:mod:`~driver.site_tools.armed`): the
+invocation its redemption starts is made ahead (:class:`Ahead`: its id and its own reserved token, held in clear
+only until that one is armed in turn), and the arm is taken out as the token is redeemed or dropped.
 """
 
 from __future__ import annotations
 
 import asyncio
 from collections.abc import Callable
+from dataclasses import dataclass, field
 
 from driver.errors import Stop
-from driver.site_tools.chains import Chain, Document, Invocation
+from driver.site_tools.armed import armed_script
+from driver.site_tools.chains import Chain, Document, Invocation, new_invocation_id
 from driver.site_tools.continuations import Continuation, Continuations, Refusal
 from messages.events import ContinuationExpired, ContinuationRequested, ContinuationRevoked
 
-__all__ = ["ChainTokens"]
+__all__ = ["ARMED_AHEAD", "MAX_CHAIN_ARMS", "Ahead", "ChainTokens", "Install"]
 
 Emit = Callable[..., None]
 """Records an event of a chain: ``emit(chain, kind, **fields)``."""
+Install = Callable[[Chain, str], "Callable[[], None] | None"]
+"""Adds an init script to the tab of a chain: the call that takes it out again (None: the tab has no channel)."""
+MAX_CHAIN_ARMS = 4
+"""Tokens of one chain armed at once at most."""
+ARMED_AHEAD = 2
+"""Documents ahead a chain's tokens are armed for: an invocation's reserved token, and the one the invocation its
+redemption starts will hold (armed before that document can ask for it, so that the next one finds its hand-off
+whatever the node's pace)."""
+
+
+@dataclass(slots=True, eq=False)
+class Ahead:
+    """The invocation a redemption of an armed token starts, made before its document exists."""
+
+    id: str
+    reserved: Continuation[Chain]
+    """The token it may ask for."""
+    token: str = field(repr=False)
+    """That token in clear, until it is armed in turn ('' then: the page has it from the sealed hand-off)."""
+
+
+@dataclass(slots=True, eq=False)
+class _Arm:
+    ahead: Ahead
+    remove: Callable[[], None]
 
 
 class ChainTokens:
     """Issues, holds and ends the tokens of the chains; ``ttl`` is their lifetime as it is now, ``emit`` records a
     chain's event and ``ended`` counts how a token ended (``expired``, ``revoked``)."""
 
-    def __init__(self, ttl: Callable[[], float], emit: Emit, ended: Callable[[str], None]) -> None:
-        self._ttl, self._emit, self._ended = ttl, emit, ended
+    def __init__(self, ttl: Callable[[], float], emit: Emit, ended: Callable[[str], None],
+                 install: Install | None = None) -> None:
+        self._ttl, self._emit, self._ended, self._install = ttl, emit, ended, install
         self._store: Continuations[Chain] = Continuations()
+        self._arms: dict[Continuation[Chain], _Arm] = {}
+        """Each armed token's arm (``install`` given: the node's)."""
 
     def __len__(self) -> int:
         return len(self._store)
 
-    def reserve(self, chain: Chain, invocation: Invocation) -> str:
-        """The token ``invocation`` may ask for, issued as it starts (the page's script holds it)."""
-        token, invocation.reserved = self._store.issue(chain, chain.tab, invocation.document.origin,
-                                                       asyncio.get_running_loop().time() + self._ttl())
+    def reserve(self, chain: Chain, invocation: Invocation, ahead: Ahead | None = None) -> str:
+        """The token ``invocation`` may ask for, issued as it starts (the page's script holds it), or made ahead with
+        it (``ahead``: it started from an armed token's hand-off, which gave the page the token; '' is returned).
+        Armed for the top document that redeems it, and so is the token that document's invocation will hold."""
+        deadline = asyncio.get_running_loop().time() + self._ttl()
+        if ahead is None:
+            token, invocation.reserved = self._store.issue(chain, chain.tab, invocation.document.origin, deadline)
+        else:
+            token, invocation.reserved = "", ahead.reserved
+            invocation.reserved.expires_at = deadline
+        before: _Arm | None = None
+        continuation, clear = invocation.reserved, token
+        for _ in range(ARMED_AHEAD):
+            arm = self._arms.get(continuation) or self._arm(chain, continuation, clear)
+            if arm is None:
+                break
+            if before is not None:
+                before.ahead.token = ""  # the token it made ahead is armed: nothing needs it in clear any more
+            before, continuation, clear = arm, arm.ahead.reserved, arm.ahead.token
         return token
+
+    def _arm(self, chain: Chain, continuation: Continuation[Chain], token: str) -> _Arm | None:
+        """Arm ``continuation`` (``token``: it in clear) with a hand-off of the invocation made ahead for it."""
+        if not token or self._install is None \
+                or sum(arm.ahead.reserved.chain is chain for arm in self._arms.values()) >= MAX_CHAIN_ARMS:
+            return None
+        next_token, reserved = self._store.issue(chain, chain.tab, continuation.origin, continuation.expires_at)
+        ahead = Ahead(new_invocation_id(), reserved, next_token)
+        script = armed_script(token, continuation.origin, self._ttl(),
+                              {"invocation": ahead.id, "token": next_token, "input": chain.input})
+        remove = None if script is None else self._install(chain, script)
+        if remove is None:
+            self._store.drop(reserved)
+            return None
+        arm = self._arms[continuation] = _Arm(ahead, remove)
+        return arm
+
+    def _disarm(self, continuation: Continuation[Chain], *, keep: bool = False) -> Ahead | None:
+        """Take ``continuation``'s arm out of its tab: its hand-off's invocation (``keep``: to start it, armed as it
+        is), or None; without ``keep``, the token made ahead for it goes too."""
+        arm = self._arms.pop(continuation, None)
+        if arm is None:
+            return None
+        arm.remove()
+        if not keep:
+            self._drop(arm.ahead.reserved)
+        return arm.ahead
+
+    def _drop(self, continuation: Continuation[Chain]) -> None:
+        self._disarm(continuation)
+        self._store.drop(continuation)
 
     def take(self, chain: Chain, invocation: Invocation) -> bool:
         """The tool asked for its reserved token: outstanding from now on; False when there is none to take (taken
@@ -68,7 +148,7 @@ class ChainTokens:
     def release(self, invocation: Invocation) -> None:
         """Drop the invocation's reserved token if the tool never asked for it."""
         if invocation.reserved is not None:
-            self._store.drop(invocation.reserved)
+            self._drop(invocation.reserved)
             invocation.reserved = None
 
     def redeem(self, token: str, document: Document) -> Continuation[Chain] | Refusal:
@@ -83,16 +163,23 @@ class ChainTokens:
                 return Refusal.UNKNOWN
         return found
 
-    def redeemed(self, continuation: Continuation[Chain]) -> None:
-        """The redemption stands: the token is no longer outstanding."""
+    def armed(self, continuation: Continuation[Chain]) -> str | None:
+        """The id of the invocation the hand-off of ``continuation``'s arm starts (None: it is not armed)."""
+        arm = self._arms.get(continuation)
+        return None if arm is None else arm.ahead.id
+
+    def redeemed(self, continuation: Continuation[Chain], *, from_hand_off: bool = False) -> Ahead | None:
+        """The redemption stands: the token is no longer outstanding, nor armed; the invocation its hand-off starts
+        when the document redeemed it from there (``from_hand_off``)."""
         continuation.chain.outstanding.pop(continuation).cancel()
         continuation.chain.redeemed.append(continuation)
+        return self._disarm(continuation, keep=from_hand_off)
 
     def revoke(self, chain: Chain, reason: str) -> None:
         """Revoke the chain's outstanding tokens (``reason``: how its call ended)."""
         for continuation, timer in list(chain.outstanding.items()):
             timer.cancel()
-            self._store.drop(continuation)
+            self._drop(continuation)
             self._emit(chain, ContinuationRevoked, reason=reason)
             self._ended("revoked")
         chain.outstanding.clear()
@@ -109,7 +196,7 @@ class ChainTokens:
         chain = continuation.chain
         if chain.outstanding.pop(continuation, None) is None:
             return
-        self._store.drop(continuation)
+        self._drop(continuation)
         self._emit(chain, ContinuationExpired)
         self._ended("expired")
         ttl = self._ttl()
