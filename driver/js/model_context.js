@@ -235,9 +235,9 @@
   }
 
   // The continuations the node armed for this document (armed.py): an init script of the tab, run before this one's
-  // page scripts in its top documents of the token's origin, hands each over sealed under its token (AES-256-GCM):
+  // page scripts in its top documents of the tokens' origin, hands each over sealed under its token (AES-256-GCM):
   // the id of the invocation redeeming it starts, the token that invocation may ask for, and the call's input.
-  const ARMED = 4;
+  const ARMED = 16;  // hand-offs one document keeps at most (runtime's scripts a chain x what each arms, and more)
   const armed = [];
   const subtle = crypto.subtle;
   const { importKey, decrypt } = SubtleCrypto.prototype;
@@ -248,22 +248,19 @@
   }
   // The hand-off `token` opens (taken from the list: this document opens it once), or null.
   async function unseal(token) {
-    let key;
     try {
-      key = await importKey.call(subtle, "raw", bytes(token.replace(/-/g, "+").replace(/_/g, "/")), "AES-GCM",
+      const key = await importKey.call(subtle, "raw", bytes(token.replace(/-/g, "+").replace(/_/g, "/")), "AES-GCM",
         false, ["decrypt"]);
+      const [entry, opened] = await Promise.any(armed.filter((entry) => now() < entry.until).map((entry) =>
+        decrypt.call(subtle, { name: "AES-GCM", iv: bytes(entry.iv) }, key, bytes(entry.sealed))
+          .then((plain) => [entry, plain])));
+      const at = armed.indexOf(entry);
+      if (at < 0) return null;  // opened by another resumeTool of this document meanwhile
+      armed.splice(at, 1);
+      return parse(new TextDecoder().decode(opened));
     } catch (e) {
-      return null;  // not a token an arm is sealed under
+      return null;  // no hand-off is sealed under it (or it is no key at all)
     }
-    for (const entry of armed.slice()) {
-      if (now() >= entry.until) continue;
-      try {
-        const opened = await decrypt.call(subtle, { name: "AES-GCM", iv: bytes(entry.iv) }, key, bytes(entry.sealed));
-        armed.splice(armed.indexOf(entry), 1);
-        return parse(new TextDecoder().decode(opened));
-      } catch (e) {}  // sealed under another token
-    }
-    return null;
   }
 
   function resumeTool(token, callback) {

@@ -17,6 +17,7 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from typing import Any
 
 from driver.errors import Stop
 from driver.site_tools.armed import armed_script
@@ -24,18 +25,17 @@ from driver.site_tools.chains import Chain, Document, Invocation, new_invocation
 from driver.site_tools.continuations import Continuation, Continuations, Refusal
 from messages.events import ContinuationExpired, ContinuationRequested, ContinuationRevoked
 
-__all__ = ["ARMED_AHEAD", "MAX_CHAIN_ARMS", "Ahead", "ChainTokens", "Install"]
+__all__ = ["ARMED_AHEAD", "MAX_CHAIN_SCRIPTS", "Ahead", "ChainTokens", "Install"]
 
 Emit = Callable[..., None]
 """Records an event of a chain: ``emit(chain, kind, **fields)``."""
 Install = Callable[[Chain, str], "Callable[[], None] | None"]
 """Adds an init script to the tab of a chain: the call that takes it out again (None: the tab has no channel)."""
-MAX_CHAIN_ARMS = 4
-"""Tokens of one chain armed at once at most."""
-ARMED_AHEAD = 2
-"""Documents ahead a chain's tokens are armed for: an invocation's reserved token, and the one the invocation its
-redemption starts will hold (armed before that document can ask for it, so that the next one finds its hand-off
-whatever the node's pace)."""
+ARMED_AHEAD = 3
+"""Documents one script of a chain hands off to: the token an invocation holds, the one the invocation its
+redemption starts will hold, and the one after."""
+MAX_CHAIN_SCRIPTS = 4
+"""Scripts one chain adds to its tab at most: its documents past them ask the node."""
 
 
 @dataclass(slots=True, eq=False)
@@ -46,13 +46,7 @@ class Ahead:
     reserved: Continuation[Chain]
     """The token it may ask for."""
     token: str = field(repr=False)
-    """That token in clear, until it is armed in turn ('' then: the page has it from the sealed hand-off)."""
-
-
-@dataclass(slots=True, eq=False)
-class _Arm:
-    ahead: Ahead
-    remove: Callable[[], None]
+    """That token in clear while no hand-off is sealed under it ('' after: the page has it from the hand-off)."""
 
 
 class ChainTokens:
@@ -63,8 +57,10 @@ class ChainTokens:
                  install: Install | None = None) -> None:
         self._ttl, self._emit, self._ended, self._install = ttl, emit, ended, install
         self._store: Continuations[Chain] = Continuations()
-        self._arms: dict[Continuation[Chain], _Arm] = {}
-        """Each armed token's arm (``install`` given: the node's)."""
+        self._aheads: dict[Continuation[Chain], Ahead] = {}
+        """The invocation each armed token's hand-off starts (``install`` given: the node's)."""
+        self._scripts: dict[Chain, list[Callable[[], None]]] = {}
+        """What takes each chain's scripts out of its tab."""
 
     def __len__(self) -> int:
         return len(self._store)
@@ -72,54 +68,48 @@ class ChainTokens:
     def reserve(self, chain: Chain, invocation: Invocation, ahead: Ahead | None = None) -> str:
         """The token ``invocation`` may ask for, issued as it starts (the page's script holds it), or made ahead with
         it (``ahead``: it started from an armed token's hand-off, which gave the page the token; '' is returned).
-        Armed for the top document that redeems it, and so is the token that document's invocation will hold."""
+        Armed for the top documents it leads to, if it is not yet."""
         deadline = asyncio.get_running_loop().time() + self._ttl()
         if ahead is None:
             token, invocation.reserved = self._store.issue(chain, chain.tab, invocation.document.origin, deadline)
         else:
-            token, invocation.reserved = "", ahead.reserved
+            token, invocation.reserved, ahead.token = ahead.token, ahead.reserved, ""
             invocation.reserved.expires_at = deadline
-        before: _Arm | None = None
-        continuation, clear = invocation.reserved, token
-        for _ in range(ARMED_AHEAD):
-            arm = self._arms.get(continuation) or self._arm(chain, continuation, clear)
-            if arm is None:
-                break
-            if before is not None:
-                before.ahead.token = ""  # the token it made ahead is armed: nothing needs it in clear any more
-            before, continuation, clear = arm, arm.ahead.reserved, arm.ahead.token
-        return token
+        if invocation.reserved not in self._aheads:
+            self._arm(chain, invocation.reserved, token)
+        return "" if ahead is not None else token
 
-    def _arm(self, chain: Chain, continuation: Continuation[Chain], token: str) -> _Arm | None:
-        """Arm ``continuation`` (``token``: it in clear) with a hand-off of the invocation made ahead for it."""
-        if not token or self._install is None \
-                or sum(arm.ahead.reserved.chain is chain for arm in self._arms.values()) >= MAX_CHAIN_ARMS:
-            return None
-        next_token, reserved = self._store.issue(chain, chain.tab, continuation.origin, continuation.expires_at)
-        ahead = Ahead(new_invocation_id(), reserved, next_token)
-        script = armed_script(token, continuation.origin, self._ttl(),
-                              {"invocation": ahead.id, "token": next_token, "input": chain.input})
+    def _arm(self, chain: Chain, continuation: Continuation[Chain], token: str) -> None:
+        """Arm ``continuation`` (``token``: it in clear) and the tokens its redemption leads to, in one script."""
+        if not token or self._install is None or len(self._scripts.get(chain, ())) >= MAX_CHAIN_SCRIPTS:
+            return
+        made: list[tuple[Continuation[Chain], Ahead]] = []
+        hand_offs: list[tuple[str, dict[str, Any]]] = []
+        for _ in range(ARMED_AHEAD):
+            next_token, reserved = self._store.issue(chain, chain.tab, continuation.origin, continuation.expires_at)
+            ahead = Ahead(new_invocation_id(), reserved, next_token)
+            hand_offs.append((token, {"invocation": ahead.id, "token": next_token, "input": chain.input}))
+            made.append((continuation, ahead))
+            continuation, token = reserved, next_token
+        script = armed_script(made[0][0].origin, self._ttl(), hand_offs)
         remove = None if script is None else self._install(chain, script)
         if remove is None:
-            self._store.drop(reserved)
-            return None
-        arm = self._arms[continuation] = _Arm(ahead, remove)
-        return arm
-
-    def _disarm(self, continuation: Continuation[Chain], *, keep: bool = False) -> Ahead | None:
-        """Take ``continuation``'s arm out of its tab: its hand-off's invocation (``keep``: to start it, armed as it
-        is), or None; without ``keep``, the token made ahead for it goes too."""
-        arm = self._arms.pop(continuation, None)
-        if arm is None:
-            return None
-        arm.remove()
-        if not keep:
-            self._drop(arm.ahead.reserved)
-        return arm.ahead
+            for _, ahead in made:
+                self._store.drop(ahead.reserved)
+            return
+        self._scripts.setdefault(chain, []).append(remove)
+        for armed, ahead in made:
+            self._aheads[armed] = ahead
+            if ahead is not made[-1][1]:
+                ahead.token = ""  # a hand-off is sealed under it: only the last one's is needed, for the next script
 
     def _drop(self, continuation: Continuation[Chain]) -> None:
-        self._disarm(continuation)
-        self._store.drop(continuation)
+        """Forget a token, and those made ahead of it (no one holds them: their hand-offs open with it)."""
+        dropping: Continuation[Chain] | None = continuation
+        while dropping is not None:
+            self._store.drop(dropping)
+            ahead = self._aheads.pop(dropping, None)
+            dropping = None if ahead is None else ahead.reserved
 
     def take(self, chain: Chain, invocation: Invocation) -> bool:
         """The tool asked for its reserved token: outstanding from now on; False when there is none to take (taken
@@ -164,16 +154,20 @@ class ChainTokens:
         return found
 
     def armed(self, continuation: Continuation[Chain]) -> str | None:
-        """The id of the invocation the hand-off of ``continuation``'s arm starts (None: it is not armed)."""
-        arm = self._arms.get(continuation)
-        return None if arm is None else arm.ahead.id
+        """The id of the invocation the hand-off of ``continuation`` starts (None: it is not armed)."""
+        ahead = self._aheads.get(continuation)
+        return None if ahead is None else ahead.id
 
     def redeemed(self, continuation: Continuation[Chain], *, from_hand_off: bool = False) -> Ahead | None:
-        """The redemption stands: the token is no longer outstanding, nor armed; the invocation its hand-off starts
-        when the document redeemed it from there (``from_hand_off``)."""
+        """The redemption stands: the token is no longer outstanding; the invocation its hand-off starts when the
+        document redeemed it from there (``from_hand_off``), else the tokens made ahead of it are dropped."""
         continuation.chain.outstanding.pop(continuation).cancel()
         continuation.chain.redeemed.append(continuation)
-        return self._disarm(continuation, keep=from_hand_off)
+        ahead = self._aheads.pop(continuation, None)
+        if ahead is not None and not from_hand_off:
+            self._drop(ahead.reserved)
+            return None
+        return ahead
 
     def revoke(self, chain: Chain, reason: str) -> None:
         """Revoke the chain's outstanding tokens (``reason``: how its call ended)."""
@@ -191,6 +185,8 @@ class ChainTokens:
             self._store.drop(continuation)
         for invocation in chain.invocations:
             self.release(invocation)
+        for remove in self._scripts.pop(chain, ()):
+            remove()
 
     def _expire(self, continuation: Continuation[Chain]) -> None:
         chain = continuation.chain

@@ -4,8 +4,8 @@ rules as it hears it.
 
 The checkout's continuation documents never wait on the node (their ``resume`` is told, not asked) and the site
 counts one POST a page; a hand-off a page seals for itself runs only its own code, which the node refuses and
-aborts; an arm left in the tab (as in the moment before the node takes it out) opens for no second document and
-for none after its lifetime.
+aborts; a call's arms leave the tab as it ends; an arm left in the tab (as while its call still runs) opens for no
+second document and for none after its lifetime.
 """
 
 from __future__ import annotations
@@ -121,6 +121,20 @@ def test_a_hand_off_a_page_seals_for_itself_runs_only_its_own_code_and_the_node_
     assert on_page(node, tab, "window.forged.input") == {"forged": 1}  # the page's own input, to its own code
     assert counted(node, CONTINUATIONS, outcome="refused") == refused + 1
     assert redemptions == []
+
+
+def test_a_call_s_arms_leave_the_tab_as_it_ends_and_a_redeemed_token_then_asks_the_node_and_is_refused(
+        node: Node, site: TestSite, heard: list[tuple[str, bool, bool]]) -> None:
+    tab = open_user_tab(node, site.url("/shop/hold"))
+    with concurrent.futures.ThreadPoolExecutor(1) as apart:
+        held = apart.submit(one, node, tab, tool("hold", {}))
+        [token] = until(lambda: kept_tokens(node, tab), 10, "the hold page's token")
+        redeem = site.url("/shop/redeem?" + urlencode({"token": token}))
+        assert redeem_in(node, tab, redeem) == "resumed"
+        body, result = held.result(timeout=30)
+    assert body["status"] == "ok" and result["documents"] == documents(site, "/shop/hold", "/shop/redeem"), body
+    assert redeem_in(node, tab, redeem) == REFUSED  # its callback never ran
+    assert heard == [("resume", False, True), ("resume", True, False)]
 
 
 def test_an_arm_left_in_the_tab_opens_for_no_second_document(

@@ -3,22 +3,29 @@
 from __future__ import annotations
 
 import asyncio
+import base64
 import hashlib
 import json
+import re
+import secrets
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import pytest
+from cryptography.exceptions import InvalidTag
+from cryptography.hazmat.primitives.ciphers.aead import AESGCM
 
 from driver.errors import Stop
 from driver.site_tools import declarations
+from driver.site_tools.armed import MAX_SEALED_BYTES, token_key
 from driver.site_tools.chains import Chain, Document
 from driver.site_tools.continuations import Continuations, Refusal
 from driver.site_tools.declarations import DeclarationRate, Refused, Room, declared, listed, reads_only
 from driver.site_tools.input_schema import InputChecker
 from driver.site_tools.schema_check import check
-from driver.site_tools.tokens import ChainTokens
+from driver.site_tools.tokens import ARMED_AHEAD, ChainTokens, Install
 from messages.errors import KitsuneError
 
 SHOP = "http://127.0.0.1:8001"
@@ -306,3 +313,107 @@ def test_an_outstanding_token_expires_after_its_lifetime_from_when_it_was_asked_
 def _doc(chain: Chain) -> Document:
     """Another document of the chain's origin and tab."""
     return Document("other", "frame", chain.tab, chain.origin, chain.origin + "/shop/shipping", True)
+
+
+# --- continuations armed ahead -------------------------------------------------------------------------------
+
+CARD = {"card": "canary-4242-armed"}
+
+
+def _installing() -> tuple[list[str], list[int], Install]:
+    """An install that keeps each script a chain adds to its tab, and the numbers of those taken out."""
+    scripts: list[str] = []
+    removed: list[int] = []
+
+    def install(chain: Chain, script: str) -> Callable[[], None]:
+        scripts.append(script)
+        number = len(scripts)
+        return lambda: removed.append(number)
+    return scripts, removed, install
+
+
+def _opened(token: str, script: str) -> dict[str, Any] | None:
+    """What the hand-off of ``script`` that ``token`` opens gives (None: none is sealed under it)."""
+    for iv, sealed in re.findall(r'arm\(\d+, "([^"]+)", "([^"]+)"\)', script):
+        try:
+            plain = AESGCM(token_key(token)).decrypt(base64.b64decode(iv), base64.b64decode(sealed), None)
+        except InvalidTag:
+            continue
+        opened: dict[str, Any] = json.loads(plain)
+        return opened
+    return None
+
+
+async def _armed_chain() -> tuple[ChainTokens, Chain, list[str], list[int]]:
+    scripts, removed, install = _installing()
+    tokens = ChainTokens(lambda: 60.0, lambda chain, kind, **fields: None, lambda outcome: None, install)
+    document = Document("nonce", "frame", 3, SHOP, SHOP + "/shop/billing", True)
+    return tokens, Chain("checkout", document, CARD, call=1, path="0", agent=None), scripts, removed
+
+
+def test_a_chain_s_tokens_are_armed_ahead_in_one_script_each_hand_off_sealed_under_its_own_token() -> None:
+    async def run() -> None:
+        tokens, chain, scripts, removed = await _armed_chain()
+        first = chain.invoke(_doc(chain))
+        token = tokens.reserve(chain, first)
+        [script] = scripts
+        assert len(tokens) == 1 + ARMED_AHEAD  # the reserved token and those its redemptions lead to
+        assert token not in script and CARD["card"] not in script and f'"{SHOP}"' in script
+        keys, ids = [token], []
+        for _ in range(ARMED_AHEAD):
+            hand_off = _opened(keys[-1], script)
+            assert hand_off is not None and hand_off["input"] == CARD
+            assert hand_off["token"] not in script
+            keys.append(hand_off["token"])
+            ids.append(hand_off["invocation"])
+        assert _opened(keys[-1], script) is None  # the last token made ahead opens nothing of this script
+        assert tokens.armed(first.reserved) == ids[0]  # type: ignore[arg-type]
+
+        invocation = first
+        for level in range(ARMED_AHEAD):  # each document opens its hand-off: no new script until the last
+            assert tokens.take(chain, invocation)
+            found = tokens.redeem(keys[level], _doc(chain))
+            assert not isinstance(found, Refusal) and tokens.armed(found) == ids[level]
+            ahead = tokens.redeemed(found, from_hand_off=True)
+            assert ahead is not None and ahead.id == ids[level]
+            invocation = chain.invoke(_doc(chain), ahead.id)
+            assert tokens.reserve(chain, invocation, ahead) == ""  # the page has it from the hand-off
+            assert len(scripts) == (1 if level < ARMED_AHEAD - 1 else 2)
+        further = _opened(keys[-1], scripts[-1])  # the chain went past the first script: a second one goes on
+        assert further is not None and further["input"] == CARD and further["token"] not in scripts[-1]
+        assert removed == []  # no command to the tab while the chain runs
+        tokens.end(chain, "completed")
+        assert removed == [1, 2] and len(tokens) == 0
+    asyncio.run(run())
+
+
+def test_a_token_redeemed_by_asking_the_node_drops_the_tokens_made_ahead_of_it() -> None:
+    async def run() -> None:
+        tokens, chain, scripts, _ = await _armed_chain()
+        first = chain.invoke(_doc(chain))
+        token = tokens.reserve(chain, first)
+        assert tokens.take(chain, first)
+        found = tokens.redeem(token, _doc(chain))
+        assert not isinstance(found, Refusal)
+        assert tokens.redeemed(found) is None and len(tokens) == 1  # the redeemed one, until the chain ends
+        second = chain.invoke(_doc(chain))
+        assert tokens.reserve(chain, second) != "" and len(scripts) == 2  # its own token, armed afresh
+        tokens.end(chain, "completed")
+        assert len(tokens) == 0
+    asyncio.run(run())
+
+
+def test_a_call_whose_input_is_too_large_to_arm_is_not_armed() -> None:
+    async def run() -> None:
+        tokens, _, scripts, _ = await _armed_chain()
+        document = Document("nonce", "frame", 3, SHOP, SHOP + "/shop/billing", True)
+        chain = Chain("checkout", document, {"note": "x" * MAX_SEALED_BYTES}, call=1, path="0", agent=None)
+        invocation = chain.invoke(document)
+        tokens.reserve(chain, invocation)
+        assert scripts == [] and len(tokens) == 1 and tokens.armed(invocation.reserved) is None  # type: ignore[arg-type]
+    asyncio.run(run())
+
+
+def test_a_token_that_is_not_32_random_bytes_is_no_key() -> None:
+    with pytest.raises(ValueError, match="32 random bytes"):
+        token_key(secrets.token_urlsafe(24))
