@@ -26,7 +26,7 @@ from messages.results import Failed, Failure, Unknown
 __all__ = [
     "ERROR_PAGE", "Step", "Stop", "absent", "agent_js_stop", "closed", "closed_message", "fill_unmet_state",
     "first_line", "is_closed_error", "is_navigation_error", "navigation_stop", "net_error", "not_editable",
-    "pointer_sent", "stopped", "timed_out", "translate", "unresolved",
+    "pointer_sent", "stopped", "timed_out", "translate", "unchecked", "unresolved",
 ]
 
 ERROR_PAGE = "chrome-error://"
@@ -272,6 +272,12 @@ def absent(step: Step, count: int, what: str) -> Stop:
                                  + _nothing_sent(step), retryable=True)
     return Stop("not_actionable", f"{step.action}: {step.selector!r} was not {what} within {timeout}"
                                   + _nothing_sent(step), retryable=True)
+
+
+def unchecked(step: Step) -> Stop:
+    """An element wait whose time ran out before its selector resolved, although the element is there."""
+    return Stop("timeout", f"{step.action}: {step.selector!r} is there, but the page did not let it be checked "
+                           f"within {step.timeout:g}s" + _nothing_sent(step), retryable=True)
 
 
 def not_editable(step: Step) -> Stop:

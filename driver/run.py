@@ -17,7 +17,7 @@ from playwright.async_api import Error as PlaywrightError
 from playwright.async_api import Locator, Page
 from playwright.async_api import TimeoutError as PlaywrightTimeoutError
 
-from driver.errors import Step, Stop, absent, closed_message, never_matched, pointer_sent
+from driver.errors import Step, Stop, absent, closed_message, never_matched, pointer_sent, unchecked
 from driver.guard import UrlGuard
 from driver.site_tools.runtime import SiteTools
 from driver.tabs import TabRegistry
@@ -97,19 +97,21 @@ class Run(Step):
             return await awaitable
 
     async def missing(self, locator: Locator, what: str, error: PlaywrightTimeoutError) -> Stop:
-        """Why an element wait timed out (``error``): no element at all, or one that never became ``what``.
+        """Why an element wait timed out (``error``): no element at all, one that never became ``what``, or one the
+        wait never got to check (its time ran out on a stalled machine before the selector resolved).
 
-        The timeout's call log says when nothing ever matched; otherwise the page is asked how many
-        elements match now (a probe that a loaded page may not answer in time: then ``what`` it was not).
+        The page is asked how many elements match now (a probe a loaded page may not answer in time: then the
+        timeout's call log says whether anything ever matched, and if something did, ``what`` it was not).
         """
         if self.gone():
             return Stop("tab_closed", closed_message(self), state={"tabId": self.tab})
-        if never_matched(error.message or ""):
-            return absent(self, 0, what)
+        matched = not never_matched(error.message or "")
         try:
             count = await asyncio.wait_for(locator.count(), _PROBE_TIMEOUT)
         except (PlaywrightError, TimeoutError):
-            count = -1
+            count = -1 if matched else 0
+        if count > 0 and not matched:
+            return unchecked(self)
         return absent(self, count, what)
 
     async def ready_element(self, locator: Locator, state: str) -> None:
