@@ -3,15 +3,14 @@ documents declare, and the chains of the tools it calls.
 
 Each browser context gets ``navigator.modelContext`` as an init script, and each of its pages a channel
 (:mod:`~driver.site_tools.channel`): a CDP binding whose every call the browser attributes to the execution
-context, and so the frame, that made it. A message must also carry the nonce of that frame's current
-document, and come from its context, so a document that is gone (or one that forges another's name)
-speaks for nobody. A document's origin is its context's as the browser reports it, never the page's
-word. The continuation rules (once, same origin, same tab, within the lifetime, revoked when the
-call ends another way) are enforced here and in :mod:`~driver.site_tools.continuations`, for a redemption asked
-of the node and for one a top document made from its armed hand-off (:mod:`~driver.site_tools.armed`). A token also
-ends with its authority: :meth:`SiteTools.revoke` ends the chains of calls whose task was revoked or
-taken over, and a redemption in a document whose URL the agent's URL lists now refuse revokes its
-chain's tokens and ends the call ``url_denied``.
+context, and so the frame, that made it. A message must also carry the nonce of that frame's current document,
+and come from its context, so a document that is gone (or one that forges another's name) speaks for nobody. A
+document's origin is its context's as the browser reports it, never the page's word. The continuation rules
+(once, same origin, same tab, within the lifetime, revoked when the call ends another way) are enforced here and
+in :mod:`~driver.site_tools.continuations`, for a redemption asked of the node and for one a top document made
+from its armed hand-off (:mod:`~driver.site_tools.armed`). A token also ends with its authority:
+:meth:`SiteTools.revoke` ends the chains of calls whose task was revoked or taken over, and a redemption in a
+document whose URL the agent's URL lists now refuse revokes its chain's tokens and ends the call ``url_denied``.
 """
 
 from __future__ import annotations
@@ -64,8 +63,6 @@ _DECLARED = "() => globalThis[Symbol.for('kitsune.siteTools')]?.declared() ?? nu
 _RESPONSE = "() => globalThis[Symbol.for('kitsune.siteTools')]?.response() ?? null"
 TOKEN_CHARS = 256
 """Characters a continuation token a page redeems may have (none has as many): a longer one is refused unread."""
-_ID_CHARS = 32
-"""Characters of an invocation's id at most (the node names them ``i`` and a number)."""
 _RESPONSE_MS = 300_000
 """Milliseconds at most a form's response document has to load (the call's own timeout ends it sooner)."""
 
@@ -235,9 +232,8 @@ class SiteTools:
                                                              chain.tool, chain.input, token)))
 
     def _install(self, chain: Chain, script: str) -> Callable[[], None] | None:
-        """Add ``script`` to the documents ``chain``'s tab loads (None when no document of it speaks to the node)."""
-        channel = self._tab_channels.get(chain.tab)
-        return None if channel is None else channel.add_script(script)
+        """Add ``script`` to the documents of ``chain``'s tab (None: no document of the tab speaks to the node)."""
+        return channel.add_script(script) if (channel := self._tab_channels.get(chain.tab)) is not None else None
 
     def end(self, chain: Chain, reason: str) -> None:
         """The chain's step is over (``reason`` says how, if it did not end by itself): revoke its tokens, stop
@@ -289,11 +285,8 @@ class SiteTools:
         document = self._tabs.get(tab, {}).get(frame)
         if document is None or document.nonce != nonce or document.context != context:
             raise NotTaken
-        if op == "resume" and "invocation" in message:
-            self._resume_armed(document, message.get("token"), message.get("invocation"))
-            return None
         if op == "resume":
-            return self._resume(document, message.get("token"))
+            return self._resume(document, message.get("token"), message.get("invocation"))
         found = self._invocation_of(document, message.get("invocation"))
         if op == "took" and found is not None and self._tokens.take(*found):
             return None
@@ -386,29 +379,26 @@ class SiteTools:
         chain.settle(invocation, answer)
         chain.advance()
 
-    def _resume(self, document: Document, token: object) -> dict[str, Any]:
-        """A document's start as a continuation, in one round trip: its hello (when it is its first message), its
-        redemption of ``token``, and its callback's ``input`` once the invocations before it settled (if they have
-        not, the document asks for it with ``begin``, which waits for them)."""
-        chain, invocation, _ = self._redeem(document, token)
-        answer = {"invocation": invocation.id, "token": self._tokens.reserve(chain, invocation)}
+    def _resume(self, document: Document, token: object, opened: object) -> dict[str, Any] | None:
+        """A document's start as a continuation. From its armed hand-off (``opened``: the invocation the hand-off
+        named), its callback runs already: the redemption is checked as the node's own, a refused one has the
+        callback's signal aborted, and nothing is answered. Else in one round trip: its hello (when it is its first
+        message), its redemption of ``token``, and its callback's ``input`` once the invocations before it settled
+        (if they have not, the document asks for it with ``begin``, which waits for them)."""
+        try:
+            chain, invocation, ahead = self._redeem(document, token, opened)
+        except NotTaken:
+            if isinstance(opened, str) and len(opened) <= TOKEN_CHARS:  # the page's own, back to it
+                self._tab_channels[document.tab].send(document.context, _ABORT, document.nonce, opened)
+            raise
+        answer = {"invocation": invocation.id, "token": self._tokens.reserve(chain, invocation, ahead)}
+        if opened is not None:
+            return None
         if all(i.settled.is_set() for i in chain.invocations if i is not invocation):
             return {**answer, "input": chain.input}
         return answer
 
-    def _resume_armed(self, document: Document, token: object, id_: object) -> None:
-        """A top document's start as a continuation from its armed hand-off: its callback, invocation ``id_``, runs
-        already; the redemption is checked as the node's own, and a refused one has the callback's signal aborted."""
-        try:
-            chain, invocation, ahead = self._redeem(document, token, id_)
-        except NotTaken:
-            if isinstance(id_, str) and len(id_) <= _ID_CHARS:
-                self._tab_channels[document.tab].send(document.context, _ABORT, document.nonce, id_)
-            raise
-        self._tokens.reserve(chain, invocation, ahead)
-
-    def _redeem(self, document: Document, token: object,
-                armed: object = None) -> tuple[Chain, Invocation, Ahead | None]:
+    def _redeem(self, document: Document, token: object, armed: object) -> tuple[Chain, Invocation, Ahead | None]:
         """Redeem ``token`` for ``document`` (``armed``: the invocation its hand-off named, if it made it from there):
         the chain, the invocation it starts and, from a hand-off, what was made ahead for it."""
         found = self._tokens.redeem(token, document) \

@@ -35,7 +35,7 @@ def test_a_token_is_random_kept_only_as_its_hash_and_redeemed_once() -> None:
     tokens: Continuations[str] = Continuations()
     token, continuation = tokens.issue("chain", 3, SHOP, expires_at=60.0)
     other, _ = tokens.issue("chain", 3, SHOP, expires_at=60.0)
-    assert len(token) >= 32 and token != other  # 24 random bytes, URL-safe
+    assert len(token) >= 43 and token != other  # 32 random bytes, URL-safe
     assert continuation.digest == hashlib.sha256(token.encode()).digest()
     assert token not in repr(continuation) and token not in str(vars(tokens))
     assert tokens.redeem(token, 3, SHOP, now=1.0) is continuation
