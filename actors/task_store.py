@@ -34,7 +34,7 @@ from nats.js.kv import KeyValue
 
 from actors.buckets import tasks_bucket
 from actors.jetstream import ensure_bucket, patiently
-from core.tasks import TASK_ID, Task, lapsed
+from core.tasks import TASK_ID, LostRace, Task, lapsed
 from messages.errors import KitsuneError
 
 __all__ = ["ATTEMPTS", "SWEEP_EVERY", "TOMBSTONE_TTL", "JetStreamTaskStore", "LocalTaskStore",
@@ -51,7 +51,8 @@ TOMBSTONE_TTL = 3600.0
 _DELETED = ("DEL", "PURGE")
 
 Transition = Callable[[Task], Task | None]
-"""A task's next record, or ``None`` when nothing needs writing (raises to refuse the change)."""
+"""A task's next record, or ``None`` when nothing needs writing (raises to refuse the change, and
+:class:`~core.tasks.LostRace` when another writer's change came first that it is not to follow)."""
 
 
 class TaskStore(Protocol):
@@ -210,7 +211,10 @@ class _Store:
                 raise KitsuneError("task_not_found", f"No task {task_id}", state={"taskId": task_id})
             self._remember(*found)
             task, revision = found
-            changed = transition(task)
+            try:
+                changed = transition(task)
+            except LostRace:
+                break
             if changed is None:
                 return task
             try:
@@ -221,9 +225,10 @@ class _Store:
         raise self._lost_race(task_id)
 
     def _lost_race(self, task_id: str) -> KitsuneError:
-        """What a change answers when other writers came first each time."""
+        """What a change answers when other writers came first each time (or first, for one that loses to them)."""
         return KitsuneError("task_takeover_conflict", f"task {task_id} was changed by another request at the same "
                             "time; read it again", state={"taskId": task_id})
+
 
     async def remove(self, task: Task) -> None:
         known = self._mirror.get(task.id)

@@ -14,7 +14,7 @@ from __future__ import annotations
 import dataclasses
 import re
 import secrets
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Literal, get_args
 from urllib.parse import urlsplit
@@ -260,6 +260,24 @@ def taken_over(task: Task, session: str, now: float, force: bool = False) -> Tas
                            "with force, or wait for its lease to end", state={"taskId": task.id})
     return dataclasses.replace(task, owner=session_of(session), status="active", lease_expires=now + task.lease_ttl,
                                updated=now)
+
+
+class LostRace(Exception):
+    """A change that another writer's came before, and that is not to be tried on the record as it is now."""
+
+
+def takeover(session: str, now: float, force: bool = False) -> Callable[[Task], Task]:
+    """``session``'s takeover (:func:`taken_over`) as a store's compare-and-set change that loses a race only to a
+    change of who holds the task or of its status (another takeover, its end; :class:`LostRace`): after a write of
+    anything else (the records of the holder's calls) it is tried on the task as it is then."""
+    held: list[tuple[str, str]] = []
+
+    def take(task: Task) -> Task:
+        if held and held[0] != (task.owner, task.status):
+            raise LostRace
+        held.append((task.owner, task.status))
+        return taken_over(task, session, now, force)
+    return take
 
 
 def completed(task: Task, session: str | None, now: float) -> Task:

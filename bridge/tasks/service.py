@@ -229,8 +229,8 @@ class Tasks:
         mine = records.session_of(session)
         await self.may_take_over(agent, mine, task_id, force)  # refused before the audit: nothing taken
         await asyncio.to_thread(self._node.auditor(agent).task, "takeover", task_id)
-        taken = await self.store.change(task_id, lambda t: self._noted(records.taken_over(t, mine, time.time(), force),
-                                                                         "taken_over"), attempts=1)
+        take = records.takeover(mine, time.time(), force)
+        taken = await self.store.change(task_id, lambda t: self._noted(take(t), "taken_over"))
         in_flight = [f.call for f in taken.in_flight]
         taken = await self.store.change(task_id, lambda t: _lost(t, set(in_flight)))
         answer: dict[str, Any] = {"ok": True, "task": taken.view(mine, time.time()),

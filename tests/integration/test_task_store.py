@@ -25,6 +25,7 @@ from core.tasks import (
     renewed,
     revoked,
     taken_over,
+    takeover,
 )
 from messages.errors import KitsuneError
 from tests.nats_access import NatsAccess
@@ -193,6 +194,44 @@ async def test_of_concurrent_takeovers_through_many_nodes_exactly_one_wins(store
         conflicts += lost.count("task_takeover_conflict")
         assert await nodes[-1].get(task.id) == won[0]
     assert conflicts, "no round had two takeovers read the task before either wrote it"
+
+
+async def test_a_takeover_racing_only_the_records_of_the_holder_s_calls_reads_again_and_wins(stores: Stores) -> None:
+    nodes = await stores(3)
+    task = a_task([15], ttl=30.0)
+    await nodes[0].create(task)
+    retried = False
+    for round_ in itertools.count():  # until the takeover lost a compare-and-set to a call's records and read again
+        if round_ >= 12 or retried:
+            break
+        await nodes[0].change(task.id, lambda t: expired_now(t, time.time()))
+        reads: list[Task] = []
+        take = takeover(f"r{round_}", time.time())
+
+        def counted(t: Task, take: Callable[[Task], Task] = take, reads: list[Task] = reads) -> Task:
+            reads.append(t)
+            return take(t)
+        outcomes = await asyncio.gather(
+            *(nodes[2].change(task.id, lambda t, call=100 * round_ + n: call_started(t, call)) for n in range(3)),
+            nodes[1].change(task.id, counted), return_exceptions=True)
+        assert isinstance(outcomes[-1], Task) and outcomes[-1].owner == f"r{round_}", outcomes[-1]
+        retried = len(reads) > 1
+    assert retried, "no round had a call's records written between the takeover's read and its write"
+
+
+async def test_of_concurrent_forced_takeovers_exactly_one_wins_and_the_others_lose_the_race(stores: Stores) -> None:
+    nodes = await stores(4)
+    task = a_task([16], ttl=30.0)
+    await nodes[0].create(task)
+    for round_ in range(3):
+        sessions = [f"f{round_}-s{i}" for i in range(len(nodes))]
+        outcomes = await asyncio.gather(*(node.change(task.id, takeover(session, time.time(), force=True))
+                                          for node, session in zip(nodes, sessions, strict=True)),
+                                        return_exceptions=True)
+        won = [o for o in outcomes if isinstance(o, Task)]
+        assert len(won) == 1 and won[0].owner in sessions, outcomes
+        assert {code_of(o) for o in outcomes if not isinstance(o, Task)} <= {"task_takeover_conflict"}, outcomes
+        assert await nodes[-1].get(task.id) == won[0]
 
 
 async def test_renewals_and_takeovers_interleaved_keep_one_chain_of_changes_and_one_owner(stores: Stores) -> None:
