@@ -32,6 +32,8 @@ import orjson
 from playwright.async_api import CDPSession, Page
 from playwright.async_api import Error as PlaywrightError
 
+from driver.client_zone import as_one_call
+
 __all__ = ["BINDING", "MAX_MESSAGE_CHARS", "Channel", "NotTaken"]
 
 log = logging.getLogger(__name__)
@@ -81,6 +83,9 @@ class Channel:
     def __init__(self, page: Page, session: CDPSession, take: Take, lost: Lost, changed: Callable[[], None]) -> None:
         self.page = page
         self.session = session
+        self._cdp: Any = session._impl_obj
+        """The session as Playwright's client has it: its events heard and its commands sent without the API's
+        wrapping (which walks each event's parameters and reads its handler's signature, every event)."""
         self.main = ""
         """The id of the page's main frame."""
         self.tab: int | None = None
@@ -113,8 +118,8 @@ class Channel:
                                ("Runtime.consoleAPICalled", channel._noisy),
                                ("Runtime.exceptionThrown", channel._noisy),
                                ("Runtime.bindingCalled", channel._called)):
-            session.on(event, handler)
-        tree: dict[str, Any] = (await asyncio.gather(session.send("Page.enable"), session.send("Page.getFrameTree")))[1]
+            channel._cdp.on(event, handler)
+        _, tree = await asyncio.gather(channel._send("Page.enable"), channel._send("Page.getFrameTree"))
         channel._seed(tree["frameTree"], None)
         await channel._hear()
         return channel
@@ -122,8 +127,7 @@ class Channel:
     async def _hear(self) -> None:
         """Hear the page's ``Runtime`` events, the binding in every document (those there already too), each told
         to send what it kept. The contexts first: the browser reports each before a call of the binding in it."""
-        await asyncio.gather(self.session.send("Runtime.enable"),
-                             self.session.send("Runtime.addBinding", {"name": BINDING}))
+        await asyncio.gather(self._send("Runtime.enable"), self._send("Runtime.addBinding", {"name": BINDING}))
         for context in self._contexts:
             self.send(context, _ATTACH)
 
@@ -152,12 +156,17 @@ class Channel:
     async def call(self, context: int, function: str, *args: Any, wait: bool = False) -> Any:
         """What ``function`` returns (as JSON), called with ``args`` in ``context`` (``wait``: the promise it returns
         settled); raises :class:`PlaywrightError` when the context is gone or the function threw."""
-        result = await self.session.send("Runtime.callFunctionOn", {
+        result = await self._send("Runtime.callFunctionOn", {
             "functionDeclaration": function, "executionContextId": context, "returnByValue": True,
             "awaitPromise": wait, "arguments": [{"value": arg} for arg in args]})
         if "exceptionDetails" in result:
             raise PlaywrightError("the function threw in the page")
         return result.get("result", {}).get("value")
+
+    def _send(self, method: str, params: dict[str, Any] | None = None) -> Awaitable[Any]:
+        """A CDP command of the session, past Playwright's API wrapping: as one call of its client
+        (:mod:`driver.client_zone`), with no walk of its parameters or its answer."""
+        return as_one_call(method, lambda: self._cdp.send(method, params, None))
 
     def send(self, context: int, function: str, *args: Any) -> None:
         """Call ``function`` in ``context`` without waiting for it (a context gone meanwhile drops it)."""
@@ -167,12 +176,12 @@ class Channel:
         """Evaluate ``source`` in every document the page loads from now on, before the page's own scripts (after
         the context's, whose session came first); the call returned takes it out again. The command goes out in a
         task of the loop's, started now (before any task started after this call)."""
-        adding = asyncio.ensure_future(self.session.send("Page.addScriptToEvaluateOnNewDocument", {"source": source}))
+        adding = asyncio.ensure_future(self._send("Page.addScriptToEvaluateOnNewDocument", {"source": source}))
         adding.add_done_callback(lambda f: f.cancelled() or f.exception())
 
         async def removed() -> None:
             identifier = (await adding)["identifier"]
-            await self.session.send("Page.removeScriptToEvaluateOnNewDocument", {"identifier": identifier})
+            await self._send("Page.removeScriptToEvaluateOnNewDocument", {"identifier": identifier})
         return lambda: _spawn(removed())
 
     def _noisy(self, _event: Any) -> None:
@@ -183,13 +192,13 @@ class Channel:
         self._noise += 1
         if self._noise > MAX_NOISE and self._heard:
             self._heard = False
-            _spawn(self.session.send("Runtime.disable"))
+            _spawn(self._send("Runtime.disable"))
             loop.call_later(self._quiet, self._hear_again)
             self._quiet = min(2 * self._quiet, MAX_QUIET)
 
     def _hear_again(self) -> None:
         self._heard = True
-        _spawn(self.session.send("Runtime.discardConsoleEntries"))
+        _spawn(self._send("Runtime.discardConsoleEntries"))
         _spawn(self._hear())
 
     # -- what the browser reports ------------------------------------------------------------------
