@@ -229,7 +229,6 @@ class _Store:
         return KitsuneError("task_takeover_conflict", f"task {task_id} was changed by another request at the same "
                             "time; read it again", state={"taskId": task_id})
 
-
     async def remove(self, task: Task) -> None:
         known = self._mirror.get(task.id)
         if known is not None and known[0].status in ("completed", "revoked"):
