@@ -123,8 +123,9 @@ def test_a_hand_off_a_page_seals_for_itself_runs_only_its_own_code_and_the_node_
     assert redemptions == []
 
 
-def test_a_call_s_arms_leave_the_tab_as_it_ends_and_a_redeemed_token_then_asks_the_node_and_is_refused(
-        node: Node, site: TestSite, heard: list[tuple[str, bool, bool]]) -> None:
+def held_and_redeemed(node: Node, site: TestSite) -> tuple[int, str]:
+    """A ``hold`` call whose token a redeeming page of its tab redeemed (the call ended ok there): the tab, and that
+    page's URL."""
     tab = open_user_tab(node, site.url("/shop/hold"))
     with concurrent.futures.ThreadPoolExecutor(1) as apart:
         held = apart.submit(one, node, tab, tool("hold", {}))
@@ -133,6 +134,12 @@ def test_a_call_s_arms_leave_the_tab_as_it_ends_and_a_redeemed_token_then_asks_t
         assert redeem_in(node, tab, redeem) == "resumed"
         body, result = held.result(timeout=30)
     assert body["status"] == "ok" and result["documents"] == documents(site, "/shop/hold", "/shop/redeem"), body
+    return tab, redeem
+
+
+def test_a_call_s_arms_leave_the_tab_as_it_ends_and_a_redeemed_token_then_asks_the_node_and_is_refused(
+        node: Node, site: TestSite, heard: list[tuple[str, bool, bool]]) -> None:
+    tab, redeem = held_and_redeemed(node, site)
     assert redeem_in(node, tab, redeem) == REFUSED  # its callback never ran
     assert heard == [("resume", False, True), ("resume", True, False)]
 
@@ -141,14 +148,7 @@ def test_an_arm_left_in_the_tab_opens_for_no_second_document(
         node: Node, site: TestSite, lingering: None, heard: list[tuple[str, bool, bool]],
         redemptions: list[Event]) -> None:
     refused = counted(node, CONTINUATIONS, outcome="refused")
-    tab = open_user_tab(node, site.url("/shop/hold"))
-    with concurrent.futures.ThreadPoolExecutor(1) as apart:
-        held = apart.submit(one, node, tab, tool("hold", {}))
-        [token] = until(lambda: kept_tokens(node, tab), 10, "the hold page's token")
-        redeem = site.url("/shop/redeem?" + urlencode({"token": token}))
-        assert redeem_in(node, tab, redeem) == "resumed"
-        body, result = held.result(timeout=30)
-    assert body["status"] == "ok" and result["documents"] == documents(site, "/shop/hold", "/shop/redeem"), body
+    tab, redeem = held_and_redeemed(node, site)
     assert redeem_in(node, tab, redeem) == "resumed"  # the arm still in the tab: the page opened it once more
     until(lambda: len(heard) == 2, 10, "the second document's resume")
     assert heard == [("resume", False, True)] * 2
