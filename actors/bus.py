@@ -402,14 +402,22 @@ class NatsBus:
             await self._nc.flush()
         except nats.errors.Error as e:
             raise _translate(e, subject, sent=False) from e
+        except asyncio.CancelledError:
+            _own_cancellation()
+            raise BusError("bus_disconnected", f"connection lost while subscribing to {subject}",
+                           subject=subject) from None
         return _NatsSubscriptionHandle(sub)
 
     async def close(self) -> None:
         if self._closing:
             return
         self._closing = True
-        with contextlib.suppress(nats.errors.Error):
+        try:
             await self._nc.close()
+        except nats.errors.Error:
+            pass  # closed as it went wrong: closed all the same
+        except asyncio.CancelledError:
+            _own_cancellation()
         if not self._lost.done():
             self._lost.set_result(None)
 
@@ -452,6 +460,14 @@ class NatsBus:
             return
         quiet = isinstance(e, OSError | TimeoutError | nats.errors.StaleConnectionError)
         _log.log(logging.DEBUG if quiet else logging.WARNING, "NATS client error: %s", type(e).__name__)
+
+
+def _own_cancellation() -> None:
+    """Raise the ``CancelledError`` being handled again if it is this task's own (it was asked to stop); else it is
+    nats-py's, a future it awaited for the caller cancelled as the connection dropped, and the caller goes on."""
+    task = asyncio.current_task()
+    if task is None or task.cancelling():
+        raise asyncio.CancelledError
 
 
 def _translate(e: nats.errors.Error, subject: str, *, sent: bool) -> BusError:

@@ -308,3 +308,41 @@ async def test_the_client_reconnects_when_the_server_comes_back_on_the_same_port
         first.stop()
         if second is not None:
             second.stop()
+
+
+async def test_a_future_nats_py_cancels_as_its_connection_drops_is_no_cancellation_of_the_caller(
+        nats_access: NatsAccess, s: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    """nats-py cancels the futures it awaits for its caller (a flush's PONG, its own tasks at close) when the
+    connection drops: the caller sees the bus's error, or a close that is done, not a cancellation of its own; one
+    of its own still stops it."""
+    bus = await nats_access.bus(name="kitsune-test-cancelled")
+
+    async def dropped(*_: object, **__: object) -> None:
+        raise asyncio.CancelledError
+    try:
+        monkeypatch.setattr(bus.client, "flush", dropped)
+        with pytest.raises(BusError) as error:
+            await bus.subscribe(f"{s}.echo", _echo)
+        assert error.value.code == "bus_disconnected"
+        monkeypatch.setattr(bus.client, "close", dropped)
+        await bus.close()
+        assert not bus.connected
+    finally:
+        monkeypatch.undo()
+        await bus.close()
+        await bus.client.close()
+
+    other = await nats_access.bus(name="kitsune-test-cancelled-own")
+    stopped = asyncio.Event()
+
+    async def slow_close() -> None:
+        stopped.set()
+        await asyncio.sleep(30)
+    monkeypatch.setattr(other.client, "close", slow_close)
+    closing = asyncio.ensure_future(other.close())
+    await stopped.wait()
+    closing.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await closing
+    monkeypatch.undo()
+    await other.client.close()
