@@ -232,7 +232,7 @@ def _round(fleet_made_up: list[str], plain: Served, asking: Served, remote: int,
             [{"action": "click", "tabId": two, "selector": "#hit"}]]}))
         assert "tab_owned" in json.dumps(conflict["results"])
         failed = _ok(alice.post("/api/batch", json={"tabId": one, "commands": [
-            {"action": "click", "selector": "#late", "timeout": 0.5}]}))
+            {"action": "click", "selector": "#late", "timeout": 2}]}))  # the resume's click has as long (stress-ng)
         assert failed["status"] == "failed"
         assert alice.post("/api/resume", json={"call": failed["call"], "resume_token": "wrong"}).status_code == 403
         assert alice.post("/api/resume", json={"call": failed["call"] + 10_000,
