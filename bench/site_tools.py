@@ -20,7 +20,8 @@ Three ways run the shop's tools (tests/site/shop.py), interleaved in one run:
   client sees it.
 
 **Round trips**: the binding messages the Kitsune sides' documents send are counted by kind; those a page waits
-on (``requestToken``, ``resume``, ``begin``) are round trips in a row, reported per call (the invoke's
+on (``requestToken``, ``resume``, ``begin``; a ``resume`` told from an armed hand-off is counted apart, as no page
+waits on it) are round trips in a row, reported per call (the invoke's
 ``evaluate`` and the last invocation's ``settled`` come on top, on raw's side too as its ``evaluate`` calls), and so
 are all the messages the pages sent (each is a binding call Playwright answers in the page, whether it waits or not).
 

@@ -270,12 +270,13 @@ def takeover(session: str, now: float, force: bool = False) -> Callable[[Task], 
     """``session``'s takeover (:func:`taken_over`) as a store's compare-and-set change that loses a race only to a
     change of who holds the task or of its status (another takeover, its end; :class:`LostRace`): after a write of
     anything else (the records of the holder's calls) it is tried on the task as it is then."""
-    held: list[tuple[str, str]] = []
+    held: tuple[str, str] | None = None  # who held it, and its status, at the first read
 
     def take(task: Task) -> Task:
-        if held and held[0] != (task.owner, task.status):
+        nonlocal held
+        if held is not None and held != (task.owner, task.status):
             raise LostRace
-        held.append((task.owner, task.status))
+        held = (task.owner, task.status)
         return taken_over(task, session, now, force)
     return take
 

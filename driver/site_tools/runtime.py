@@ -227,7 +227,7 @@ class SiteTools:
         channel = self._tab_channels.get(document.tab)
         if document.gone or channel is None:
             return False
-        token = None if chain.form else self._tokens.reserve(chain, invocation)  # its arm goes out first
+        token = None if chain.form else self._tokens.reserve(chain, invocation)  # the invoke's task after the arm's
         return bool(await asyncio.ensure_future(channel.call(document.context, _INVOKE, document.nonce, invocation.id,
                                                              chain.tool, chain.input, token)))
 

@@ -7,9 +7,11 @@ the invocation settles or its document goes without asking. A further ``requestT
 An outstanding token is redeemed once, expires (its chain ends ``continuation_expired``), or is revoked when
 its chain ends another way. The store keeps hashes only (:mod:`~driver.site_tools.continuations`).
 
-Each reserved token is armed for the top document that will redeem it (:mod:`~driver.site_tools.armed`): the
-invocation its redemption starts is made ahead (:class:`Ahead`: its id and its own reserved token, held in clear
-only until that one is armed in turn), and the arm is taken out as the token is redeemed or dropped.
+A chain's reserved tokens are armed ahead (:mod:`~driver.site_tools.armed`): one script hands the top documents
+they lead to what redeeming each gives, :data:`ARMED_AHEAD` documents at a time; the invocation each redemption
+starts is made ahead (:class:`Ahead`: its id and its own reserved token, held in clear only until a hand-off is
+sealed under it). A token made ahead goes with the token it was made for; the scripts leave the tab as the chain
+ends.
 """
 
 from __future__ import annotations
