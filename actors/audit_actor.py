@@ -28,8 +28,9 @@ import pykka
 from nats.aio.client import Client
 from nats.js.api import StorageType, StreamConfig
 
+from actors.acked import AckedPublisher
 from actors.buckets import AUDIT_STREAM, AUDIT_SUBJECT
-from actors.jetstream import AckDeadlines, ensure_stream, kept_in
+from actors.jetstream import ensure_stream, kept_in
 from actors.loop import IoLoop
 from actors.pipeline import RECORD_WAIT, OrderedWriter, Pending
 from messages.audit import (
@@ -94,7 +95,7 @@ class JetStreamAuditLog:
     def __init__(self, client: Client) -> None:
         self._client = client
         self._js = client.jetstream()
-        self._deadlines = AckDeadlines(_ACK_TIMEOUT)
+        self._acked = AckedPublisher(client, _ACK_TIMEOUT)
 
     @classmethod
     async def create(cls, client: Client) -> JetStreamAuditLog:
@@ -109,8 +110,8 @@ class JetStreamAuditLog:
     async def send(self, entry: AuditEntry, data: bytes) -> Awaitable[int]:
         if not self._client.is_connected:
             raise KitsuneError("bus_disconnected", "not connected to NATS; audit entry not kept")
-        acknowledgement = await self._js.publish_async(AUDIT_SUBJECT, data)  # the answer names its stream (below)
-        return self._kept(self._deadlines.within(acknowledgement))
+        acknowledgement = await self._acked.publish(AUDIT_SUBJECT, data)  # the answer names its stream (below)
+        return self._kept(acknowledgement)
 
     @staticmethod
     async def _kept(acknowledgement: asyncio.Future[Any]) -> int:

@@ -20,9 +20,10 @@ from nats.aio.client import Client
 from nats.js import JetStreamContext
 from nats.js.api import AckPolicy, ConsumerConfig, DeliverPolicy, StorageType, StreamConfig
 
+from actors.acked import AckedPublisher
 from actors.buckets import EVENTS_STREAM, EVENTS_SUBJECTS
 from actors.bus import BusError, NatsBus
-from actors.jetstream import AckDeadlines, ensure_stream, kept_in
+from actors.jetstream import ensure_stream, kept_in
 from messages.codec import decode_events, encode
 from messages.contract import CHECKPOINT_TTL
 from messages.events import Event
@@ -104,7 +105,7 @@ class JetStreamEventStore:
         self._nc = client
         self._js: JetStreamContext = client.jetstream(timeout=timeout)
         self._timeout = timeout
-        self._deadlines = AckDeadlines(timeout)
+        self._acked = AckedPublisher(client, timeout)
 
     @classmethod
     async def create(
@@ -126,10 +127,10 @@ class JetStreamEventStore:
         await self._publish(before)
         self._connected(subject)
         try:
-            acknowledgement = await self._js.publish_async(subject, last)  # the answer names its stream (below)
+            acknowledgement = await self._acked.publish(subject, last)  # the answer names its stream (below)
         except nats.errors.Error as e:
             raise _error(e, subject, "store an event", sent=True) from e
-        return self._stored(self._deadlines.within(acknowledgement), subject)
+        return self._stored(acknowledgement, subject)
 
     async def _stored(self, acknowledgement: asyncio.Future[Any], subject: str) -> None:
         try:

@@ -1,13 +1,13 @@
-"""Benchmark: a read step right after a click, stage by stage, through Kitsune and raw Playwright.
+"""Benchmark: a read step, stage by stage, through Kitsune and raw Playwright.
 
-``bench/overhead.py``'s batch (clicks on the test site's /clicks page alternating with ``title`` and
-``pageText`` reads) on a node's own tab and on raw Playwright's page, in the same process, rounds
-interleaved. Every message Playwright's client sends to its server and every message it dispatches
+``bench/overhead.py``'s mixed batch (clicks on the test site's /clicks page alternating with ``title`` and
+``pageText`` reads; ``--plan reads``: its reads' batch) on a node's own tab and on raw Playwright's page, in the
+same process, rounds interleaved. Every message Playwright's client sends to its server and every message it dispatches
 back is timed on the loop (``time.perf_counter()`` in ``Connection.send_message_to_server`` and
 ``Connection.dispatch``), and so is each action through the driver (``ChromiumBrowser.execute``
 entered and left) or, raw, each awaited call. Per read step, medians in ms:
 
-- gap: the click's end (its ``execute`` left; raw: its ``await`` back) to the read's start;
+- gap: the step before's end (its ``execute`` left; raw: its ``await`` back) to the read's start;
 - to send: the read's start to its message sent (the action's own code, Playwright's client);
 - browser: the message sent to its reply dispatched (the Playwright server, Chromium, the pipe, and
   the loop's turns before the reply is dispatched), with the count of other messages dispatched
@@ -20,7 +20,7 @@ entered and left) or, raw, each awaited call. Per read step, medians in ms:
 - loop cpu: the loop thread's CPU time (``time.thread_time()``) between the read's message sent and its
   reply dispatched: the loop's own work while the read is in flight (that the reply may wait behind).
 
-    PYTHONPATH=$PWD .venv/bin/python bench/read_stages.py [--rounds N]
+    PYTHONPATH=$PWD .venv/bin/python bench/read_stages.py [--rounds N] [--plan mixed|reads]
 """
 
 from __future__ import annotations
@@ -38,7 +38,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # the repo root, f
 
 from playwright._impl.connection import Connection
 
-from bench.overhead import PLAN, KitsuneSide, RawSide
+from bench.overhead import PLANS, KitsuneSide, RawSide
 from bench.shared import TimedBrowser, load_line
 from core.ahead import Ahead
 from messages.commands import Command
@@ -112,9 +112,9 @@ class MarkedBrowser(TimedBrowser):
     connection_id = 0
 
 
-async def _raw_round(page: Any) -> None:
+async def _raw_round(page: Any, plan: str) -> None:
     marks = _marks[id(_connection_of(page))]
-    for action, selector in PLAN:
+    for action, selector in PLANS[plan]:
         marks.append((time.perf_counter(), "enter", action))
         _entered[id(_connection_of(page))] = time.thread_time()
         if action == "click":
@@ -127,7 +127,7 @@ async def _raw_round(page: Any) -> None:
 
 
 def stages(marks: list[Mark]) -> dict[str, list[float]]:
-    """Per read step after a click: the stages (ms) and the events dispatched while it waited."""
+    """Per read step: the stages (ms) and the events dispatched while it waited."""
     out: dict[str, list[float]] = {k: [] for k in ("gap", "to send", "browser", "after", "events", "click tail",
                                                          "ahead first")}
     last_leave: float | None = None
@@ -135,9 +135,9 @@ def stages(marks: list[Mark]) -> dict[str, list[float]]:
     i = 0
     while i < len(marks):
         t, what, detail = marks[i]
-        if what == "leave" and detail == "click":
+        if what == "leave":
             last_leave = t
-            recvs = [m[0] for m in marks[:i] if m[1] == "recv" and m[2] is not None]
+            recvs = [m[0] for m in marks[:i] if m[1] == "recv" and m[2] is not None] if detail == "click" else []
             click_last_recv = recvs[-1] if recvs else None
         if what == "enter" and detail != "click" and last_leave is not None:
             j = i + 1
@@ -163,7 +163,7 @@ def stages(marks: list[Mark]) -> dict[str, list[float]]:
             out["events"].append(events)
             if click_last_recv is not None:
                 out["click tail"].append((last_leave - click_last_recv) * 1000)
-            last_leave = None
+            last_leave = marks[end][0]
             i = end
         i += 1
     return out
@@ -172,6 +172,8 @@ def stages(marks: list[Mark]) -> dict[str, list[float]]:
 def main() -> None:
     parser = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
     parser.add_argument("--rounds", type=int, default=ROUNDS, help="measured rounds of each side")
+    parser.add_argument("--plan", choices=sorted(PLANS), default="mixed",
+                        help="the batch: clicks alternating with reads (a read right after a click), or reads alone")
     args = parser.parse_args()
     _hook()
     load_before = os.getloadavg()
@@ -182,7 +184,8 @@ def main() -> None:
         assert isinstance(kitsune.browser, MarkedBrowser)
         kitsune.browser.connection_id = id(k_conn)
         sides: dict[str, tuple[int, Callable[[], object]]] = {
-            "kitsune": (id(k_conn), kitsune.round), "raw": (id(r_conn), lambda: raw.io.run(_raw_round(raw.page), 120))}
+            "kitsune": (id(k_conn), lambda: kitsune.round(args.plan)),
+            "raw": (id(r_conn), lambda: raw.io.run(_raw_round(raw.page, args.plan), 120))}
         try:
             for r in range(args.rounds + 1):
                 for name in (["kitsune", "raw"] if r % 2 == 0 else ["raw", "kitsune"]):
@@ -201,12 +204,15 @@ def main() -> None:
         finally:
             kitsune.stop()
             raw.stop()
-    print(f"a read right after a click, {args.rounds} rounds of {len(PLAN)} steps a side, {os.cpu_count()} CPUs")
+    after = "right after a click" if args.plan == "mixed" else "after a read"
+    print(f"a read {after}, {args.rounds} rounds of {len(PLANS[args.plan])} steps a side, {os.cpu_count()} CPUs")
     print(load_line(load_before, os.getloadavg()))
     print("median ms        | kitsune |    raw")
     for stage in ("gap", "to send", "browser", "after", "events", "click tail", "to send title", "to send pageText",
                   "browser title", "browser pageText", "to send cpu", "loop cpu", "ahead first"):
         average = statistics.mean if stage == "ahead first" else statistics.median
+        if not pooled["raw"].get(stage):
+            continue
         mine, theirs = average(pooled["kitsune"][stage]), average(pooled["raw"][stage])
         print(f"  {stage:16s} | {mine:7.3f} | {theirs:6.3f}")
     for name in ("kitsune", "raw"):

@@ -1,12 +1,14 @@
-"""Benchmark: what each part of a read step's infrastructure costs, switched off in turn in one node.
+"""Benchmark: what each part of a step's infrastructure costs, switched off in turn in one node.
 
-One node (embedded NATS, its own Chromium, an audit file, started as ``bench/shared.py`` starts nodes) runs
-300-read batches of ``title`` on one tab. For each part, rounds alternate with the part on (A) and off (B), in
-one process, so that the machine's drift hits both alike; each figure is the median over rounds of the paired
-difference B - A, per step: the process's CPU (every thread), the loop thread's and nats-server's CPU (clock
-ticks, so in steps of 1/(ticks a second x steps a round)), the step's wall time, the driver's part of it
-(``ChromiumBrowser.execute``, timed by a subclass) and the rest. A part switched off is not a node one could run
-(nothing is recorded): the figures say what the part costs a read, which is where a shorter path would gain.
+One node (embedded NATS, its own Chromium, an audit file, started as ``bench/shared.py`` starts nodes) runs 300-read
+batches of ``title`` on one tab (``--step fill``: 300 ``fill`` of the test site's form's name field, a write: its
+``StepDispatched`` and audit entry stored before it is sent, recorded ahead). For each part, rounds alternate with
+the part on (A) and off (B), in one process, so that the machine's drift hits both alike; each figure is the median
+over rounds of the paired difference B - A, per step: the process's CPU (every thread), the loop thread's and
+nats-server's CPU (clock ticks, so in steps of 1/(ticks a second x steps a round)), the step's wall time, the
+driver's part of it (``ChromiumBrowser.execute``, timed by a subclass) and the rest. A part switched off is not a
+node one could run (nothing is recorded): the figures say what the part costs a step, which is where a shorter path
+would gain.
 
 The parts:
 
@@ -19,7 +21,7 @@ The parts:
 
 Noise: a part that costs nothing reads 0 +- about 30 us of CPU with 20 rounds (a null run); more rounds narrow it.
 
-    PYTHONPATH=$PWD .venv/bin/python bench/step_parts.py [--rounds N] [--part NAME ...]
+    PYTHONPATH=$PWD .venv/bin/python bench/step_parts.py [--rounds N] [--part NAME ...] [--step read|fill]
 """
 
 from __future__ import annotations
@@ -85,6 +87,12 @@ def _all_off() -> Iterator[None]:
         yield
 
 
+STEPS_OF: dict[str, tuple[str, dict[str, str]]] = {
+    "read": ("/clicks", {"action": "title"}),
+    "fill": ("/form", {"action": "fill", "selector": "#name", "value": "Ada"}),
+}
+"""The batch's step, by name: the test site's page its tab shows, and the step (a read; a write)."""
+
 PARTS: dict[str, Callable[[], Any]] = {
     "events": lambda: _replaced(JetStreamEventStore, "post", _no_post),
     "audit": lambda: _replaced(Auditor, "step", lambda *_a, **_k: None),
@@ -97,9 +105,9 @@ PARTS: dict[str, Callable[[], Any]] = {
 class Meter:
     """Per-step figures of a few batches of one node: CPU of the process, its loop thread and nats-server."""
 
-    def __init__(self, node: Node, browser: TimedBrowser, tab: int) -> None:
+    def __init__(self, node: Node, browser: TimedBrowser, tab: int, step: dict[str, str]) -> None:
         self._node, self._browser = node, browser
-        self._spec = parse_body("batch", {"commands": [{"action": "title"}] * STEPS, "tabId": tab})
+        self._spec = parse_body("batch", {"commands": [step] * STEPS, "tabId": tab})
         self._loop = next(t.native_id for t in threading.enumerate() if t.name == "kitsune-io")
         self._nats = next(pid for pid in os.listdir("/proc") if pid.isdigit() and "nats-server" in _cmdline(pid))
         self._tick = os.sysconf("SC_CLK_TCK")
@@ -149,7 +157,9 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
     parser.add_argument("--rounds", type=int, default=20, help="rounds of each side a part")
     parser.add_argument("--part", choices=sorted(PARTS), action="append", help="only these parts")
+    parser.add_argument("--step", choices=sorted(STEPS_OF), default="read", help="the batch's step")
     args = parser.parse_args()
+    page, step = STEPS_OF[args.step]
     load_before = os.getloadavg()
     site = TestSite()
     site.start()
@@ -157,14 +167,14 @@ def main() -> None:
     directory = tempfile.TemporaryDirectory()
     node = start_node(browser, Path(directory.name))
     try:
-        meter = Meter(node, browser, open_user_tab(node, site.url("/clicks")))
+        meter = Meter(node, browser, open_user_tab(node, site.url(page)), step)
         meter.batches(3)  # the warm-up
         results = {part: paired(meter, part, args.rounds) for part in args.part or PARTS}
     finally:
         node.stop()
         site.stop()
         directory.cleanup()
-    print(f"a read step's parts switched off in turn: {STEPS}-read batches, {args.rounds} paired rounds a part, "
+    print(f"a {args.step} step's parts switched off in turn: {STEPS}-step batches, {args.rounds} paired rounds a part, "
           f"{os.cpu_count()} CPUs")
     print(load_line(load_before, os.getloadavg()))
     print("  part       | " + " | ".join(f"{name:>18s}" for name in FIGURES))
