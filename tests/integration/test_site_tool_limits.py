@@ -363,13 +363,13 @@ CONSOLE_FLOOD = """() => new Promise((flooded) => {
   window.logged = 0;
   const flood = setInterval(() => {
     for (let i = 0; i < 200; i++) console.log("noise", window.logged++, {i});
-    if (window.logged >= 100000) {
+    if (window.logged >= 30000) {
       clearInterval(flood);
       flooded(window.logged);
     }
   }, 1);
 })"""
-"""Logs console messages (with an object each) as fast as the page can, 100,000 of them; how many."""
+"""Logs console messages (with an object each) as fast as the page can, 30,000 of them; how many."""
 
 
 def test_a_page_that_floods_its_console_goes_unheard_awhile_and_its_tools_work_after(
