@@ -41,6 +41,8 @@ from tests.site import TestSite
 
 AGENTS = {f"agent{i:02d}": f"agent{i:02d}-token-0123456789abcdef" for i in range(20)}
 OPERATOR = "operator-token-0123456789abcdef"
+EMPTY_ASKS = 5
+"""Times a bucket with no keys is read before it is taken as empty (``Pair.kv_keys``)."""
 WRITE = ("await new Promise(r => setTimeout(r, 50)); "
          "await fetch('/drain-writes/{key}', {{method: 'POST'}}); return 1")
 
@@ -63,15 +65,20 @@ class Pair:
     nats: NatsAccess
 
     def kv_keys(self, bucket: str) -> dict[str, bytes]:
-        """The keys of one of the fleet's buckets now, with their values, read from NATS itself."""
+        """The keys of one of the fleet's buckets now, with their values, read from NATS itself. nats-py's ``keys()``
+        can answer none while its watcher's first messages are still in the socket (it takes the consumer's pending
+        count of 0 for the end): no keys is asked again a few times before it is believed."""
         async def read() -> dict[str, bytes]:
             client = await self.nats.client()
             try:
                 kv = await client.jetstream().key_value(bucket)
-                try:
-                    keys = await kv.keys()
-                except nats.js.errors.NoKeysError:
-                    return {}
+                keys: list[str] = []
+                for _ in range(EMPTY_ASKS):
+                    try:
+                        keys = await kv.keys()
+                        break
+                    except nats.js.errors.NoKeysError:
+                        await asyncio.sleep(0.2)
                 found = {key: await kv.get(key) for key in keys if key.startswith(self.fleet + ".")}
                 return {key: entry.value or b"" for key, entry in found.items()}
             finally:
