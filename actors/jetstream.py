@@ -203,7 +203,7 @@ def kept_in(acknowledgement: PubAck, stream: str) -> int:
 
 
 class AckDeadlines:
-    """The acknowledgements of one store's publishes (``publish_async`` sets no deadline), each failed with
+    """The acknowledgements of one publisher's publishes (``actors.acked.AckedPublisher``), each failed with
     ``TimeoutError`` unless it comes within ``seconds`` of its sending. The deadline runs from the sending, not from
     when someone awaits it: acknowledgements awaited in order, all lost with a dead server, would otherwise run out
     one after the other. One timer for them all, at the oldest one's deadline (they come in the order they were
