@@ -15,16 +15,14 @@ import json
 
 import nats.errors
 import nats.js.errors
-from nats.aio.client import Client
+from nats.aio.client import NO_RESPONDERS_STATUS, Client
 from nats.aio.msg import Msg
-from nats.js.api import PubAck
+from nats.js.api import Header, PubAck
 
 from actors.jetstream import AckDeadlines
 
 __all__ = ["AckedPublisher"]
 
-_STATUS = "Status"
-_NO_RESPONDERS = "503"
 _PRUNE_AT = 1024
 """Acknowledgements awaited past which those settled without an answer (run out) are forgotten."""
 
@@ -70,7 +68,7 @@ class AckedPublisher:
         acknowledgement = self._waiting.pop(message.subject, None)
         if acknowledgement is None or acknowledgement.done():
             return
-        if message.headers and message.headers.get(_STATUS) == _NO_RESPONDERS:
+        if message.headers and message.headers.get(Header.STATUS) == NO_RESPONDERS_STATUS:
             acknowledgement.set_exception(nats.js.errors.NoStreamResponseError())
             return
         try:

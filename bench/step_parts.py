@@ -14,7 +14,8 @@ The parts:
 
 - ``events``: the events posted to the stream (``JetStreamEventStore.post`` sends nothing; the acknowledged
   ones still go);
-- ``audit``: the read's audit entry (``Auditor.step`` makes none);
+- ``audit``: the step's audit entry (``Auditor.step`` makes none: a write then waits for its ``StepDispatched``
+  alone);
 - ``audit-file``: the audit actor's part (settled entries answered on the loop, no hand-over, no file line);
 - ``metrics``: the metrics' event listener;
 - ``all``: events, audit and metrics together.
