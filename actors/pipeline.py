@@ -9,8 +9,10 @@ Items handed over close together are written in one pass of the writer: one wake
 loop for a burst, and no task per item. The store takes them in runs: the posted items of a
 pass that come before an acknowledged one are sent with it, those after the last one posted
 together, so that it may keep several in one record. An item nobody waits for may linger up to
-``LINGER`` seconds, so that the items of many steps go out together; an urgent item (one its sender waits
-for) wakes the writer at once, and everything handed over before it goes out first. A sender
+``LINGER`` seconds, so that the items of many steps go out together: until the loop's next linger tick (its
+clock's next multiple of ``LINGER``), which every writer shares, so that the lingering items of all of them (a
+read's events and its audit entry) go out in one pass of the loop, one write to the socket. An urgent item (one its
+sender waits for) wakes the writer at once, and everything handed over before it goes out first. A sender
 waits on its thread (:class:`Pending`).
 """
 
@@ -25,7 +27,7 @@ from typing import Any, Generic, TypeVar
 
 from actors.loop import IoLoop
 
-__all__ = ["IN_FLIGHT", "LINGER", "RECORD_WAIT", "OrderedWriter", "Pending"]
+__all__ = ["IN_FLIGHT", "LINGER", "RECORD_WAIT", "OrderedWriter", "Pending", "linger_tick"]
 
 log = logging.getLogger(__name__)
 
@@ -59,6 +61,11 @@ class Pending:
             async with asyncio.timeout(self._timeout):
                 await asyncio.wrap_future(self._future)
         self._future.result()
+
+
+def linger_tick(now: float) -> float:
+    """The loop's next linger tick after ``now`` (its clock): the writers' timers due at one time fire in one pass."""
+    return (now // LINGER + 1) * LINGER
 
 
 class _Flush:
@@ -136,10 +143,11 @@ class OrderedWriter(Generic[T, R]):
                     loop.call_soon_threadsafe(self._wake.set)
         elif not self._lingering:
             self._lingering = True
+            tick = linger_tick(loop.time())
             if here:
-                loop.call_later(LINGER, self._linger_over)
+                loop.call_at(tick, self._linger_over)
             else:
-                loop.call_soon_threadsafe(loop.call_later, LINGER, self._linger_over)
+                loop.call_soon_threadsafe(loop.call_at, tick, self._linger_over)
 
     def _linger_over(self) -> None:
         assert self._wake is not None

@@ -1,6 +1,6 @@
 """The audit file under a burst of reads, through a node on the real nats-server and Chromium: every
-entry's line, in the stream's order and as the stream keeps it, and a write's entry on disk before
-the write reaches the driver."""
+entry's line, in the stream's order and as the stream keeps it, a write's entry on disk before
+the write reaches the driver, and the reads' records sent in one write a linger tick."""
 
 from __future__ import annotations
 
@@ -10,11 +10,13 @@ import secrets
 from pathlib import Path
 from typing import Any
 
-from actors.buckets import AUDIT_STREAM
+from actors.buckets import AUDIT_STREAM, AUDIT_SUBJECT
+from actors.pipeline import LINGER
 from bridge.wiring import run_node
 from driver import ChromiumBrowser
 from messages.commands import Command, Js, parse_body
 from messages.results import Outcome
+from tests.integration.fleet_nodes import until
 from tests.nats_access import NatsAccess
 from tests.nodes import open_user_tab, run_call
 from tests.site import TestSite
@@ -80,3 +82,34 @@ async def _kept(access: NatsAccess, seqs: list[int]) -> list[Any]:
     finally:
         await client.close()
 
+
+
+def test_a_reads_records_go_to_nats_in_one_write_a_linger_tick(nats_access: NatsAccess, test_site: TestSite,
+                                                                tmp_path: Path) -> None:
+    """A batch of reads: each read's events and audit entry linger to the loop's next linger tick, which the event
+    and audit writers share, so their records leave in one write to the NATS socket a tick (not one a writer)."""
+    node = run_node(ChromiumBrowser(downloads_dir=tmp_path / "downloads"), nats_access.node_config(
+        fleet=f"ticks-{secrets.token_hex(4)}", audit_file=tmp_path / "audit.jsonl"))
+    try:
+        tab = open_user_tab(node, test_site.url("/clicks"))
+        spec = parse_body("batch", {"commands": [{"action": "title"}] * 200, "tabId": tab})
+        transport = node.bus.client._transport  # the real client's socket, watched
+        assert transport is not None
+        published: list[bytes] = []
+        writelines = transport.writelines
+
+        def watched(commands: list[bytes]) -> None:
+            sent = b"".join(commands)
+            if b"PUB " in sent:
+                published.append(sent)
+            writelines(commands)
+        transport.writelines = watched  # type: ignore[method-assign, assignment]
+        started = node.io.loop.time()
+        assert run_call(node, spec).body["status"] == "ok"
+        until(lambda: sum(sent.count(AUDIT_SUBJECT.encode()) for sent in published) > 200, 10,
+              "the last reads' entries going out (they linger past the call's end)")
+        ticks = int(node.io.loop.time() // LINGER - started // LINGER) + 1
+        transport.writelines = writelines  # type: ignore[method-assign]
+    finally:
+        node.stop()
+    assert len(published) <= ticks + 3, (len(published), ticks)  # one write a tick; the call's start and end urgent
