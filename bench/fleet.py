@@ -1,8 +1,9 @@
 """Benchmark: what the fleet adds to a call, two Kitsune nodes on one NATS server, measured in one run.
 
-Its calls run through ``Node.run``, on the node asked: a step on the other node's tab is a NATS request
-and reply of its own, the path of a call on tabs of several nodes (the API sends a call whose tabs
-are all on one other node there whole: ``bench/fleet_processes.py`` measures that).
+Its calls run as ``POST /api/batch`` runs them (``Node.run_async``): a call whose tabs are all on one other node is
+sent there whole (``bench/fleet_processes.py`` measures that); part 1's calls read a tab of the node asked first,
+so that they run there and each step on the other node's tab is a NATS request and reply of its own, the path of a
+call on tabs of several nodes.
 
 Node A starts an embedded nats-server with JetStream; node B joins it, in the same fleet (as
 ``bench/overhead.py`` does). Each has its own Chromium and writes its audit log to a file, as
@@ -11,7 +12,7 @@ Node A starts an embedded nats-server with JetStream; node B joins it, in the sa
 1. **A remote step.** The same 40-step batch (a click on #b0..#b9, then ``title``, in turn) runs on
    one tab of B, through B (local: the tab's actor is reached through its mailbox) and through A
    (remote: every step is a NATS request to B and its reply). A step's duration is the interval
-   between consecutive ``StepStarted`` events of the call, timed in the calling node's event
+   from the step before's outcome event to its own, timed in the calling node's event
    listener (``bench/shared.py``); the added cost is the median of the differences remote - local
    of the same step (same index) in the two calls of a round. Target: <= 0.5 ms per step. A click
    waits for the renderer's frames, so a step's start relative to the frame clock shifts its
@@ -141,14 +142,17 @@ class Fleet:
                 time.sleep(0.05)
 
     def steps(self, through: Node) -> Steps:
-        """Part 1: the batch on B's first tab through ``through``."""
+        """Part 1: the batch on B's first tab through ``through``, after a read of a tab of ``through`` (a call on
+        tabs of two nodes runs where it came in; one whose tabs are all on another node is sent there whole)."""
         clock = self.clocks[id(through)]
         clock.clear()
         self.b_driver.timings.clear()
-        ok(through, "batch", {"commands": commands(PLAN), "tabId": self.tabs_b[0]})
-        steps = clock.durations(PLAN)
-        assert len(self.b_driver.timings) == STEPS
-        return {"step": steps, "infra": [s - d for s, d in zip(steps, self.b_driver.timings[:-1], strict=True)]}
+        sent = commands([("title", None), *PLAN])
+        sent[0]["tabId"] = self.tabs_a[0] if through is self.a else self.tabs_b[1]
+        ok(through, "batch", {"commands": sent, "tabId": self.tabs_b[0]})
+        steps = clock.durations([("title", None), *PLAN])[1:]  # the plan's steps, from its second
+        timings = self.b_driver.timings[-(STEPS - 1):]  # B's driver ran the plan's steps (and B's first read)
+        return {"step": steps, "infra": [s - d for s, d in zip(steps, timings, strict=True)]}
 
     def rate(self, nodes: int) -> float:
         """Part 2: calls per second of the client threads, with one node or two."""
@@ -251,7 +255,7 @@ def main() -> None:
 
 def report_steps(results: Results) -> None:
     med = statistics.median
-    kinds = [kind(action) for action, _ in PLAN[:-1]]
+    kinds = [kind(action) for action, _ in PLAN[1:]]
 
     def pooled(where: str, series: str, k: str) -> list[float]:
         return [d for steps in results.steps[where] for d, dk in zip(steps[series], kinds, strict=True) if dk == k]

@@ -12,10 +12,11 @@ the site through their node's forward proxy (``driver/proxy.py``), as every Kits
 the batch's steps send no request (the clicks only count in the page), so the proxy carries the
 page load alone, and the Kitsune side's pages also pass the URL hook (``context.route``).
 
-Per-step durations: for Kitsune, the interval between consecutive ``StepStarted`` events of the
-call (``time.perf_counter()`` in a node event listener; the last step has no successor and is
-left out); for raw Playwright, each awaited action. The added cost of a step is its Kitsune
-duration minus the raw duration of the same step (same index) in the raw round run next to it.
+Per-step durations: for Kitsune, the interval from the step before's outcome event to the step's own
+(``time.perf_counter()`` in a node event listener, ``bench/shared.py``'s ``StepClock``; the first step has none
+before it and is left out): all the node does for the step; for raw Playwright, each awaited action. The added
+cost of a step is its Kitsune duration minus the raw duration of the same step (same index) in the raw round run
+next to it.
 Every side is warmed up, then their rounds are interleaved (K R N, N R K, ...: N is the tab of
 another node, below) so that noise from other work on the machine hits them all.
 
@@ -114,8 +115,8 @@ class KitsuneSide:
         answer = run_call(self.node, parse_body("batch", body)).body
         assert answer.get("status") == "ok", answer.get("summary")
         assert len(self.browser.timings) == STEPS
-        steps = self._clock.durations(sent)[len(sent) - len(steps_of):]  # the plan's steps only
-        return {"step": steps, "driver": self.browser.timings[:-1]}
+        steps = self._clock.durations(sent)[len(sent) - len(steps_of):]  # the plan's steps only (from its second)
+        return {"step": steps, "driver": self.browser.timings[1:]}
 
     def stop(self) -> None:
         if self.tabs_node is not None:
@@ -137,7 +138,7 @@ class RawSide:
     async def _round(self, plan: str) -> Round:
         page = self.page
         durations: list[float] = []
-        for action, selector in PLANS[plan][:-1]:  # the steps Kitsune's intervals cover
+        for action, selector in PLANS[plan]:
             started = time.perf_counter()
             if action == "click":
                 assert selector is not None
@@ -148,7 +149,7 @@ class RawSide:
                 assert selector is not None
                 await page.inner_text(selector)
             durations.append((time.perf_counter() - started) * 1000)
-        return {"step": durations}
+        return {"step": durations[1:]}  # the steps Kitsune's intervals cover
 
     def round(self, plan: str = "mixed") -> Round:
         return self.io.run(self._round(plan), timeout=120)
@@ -184,7 +185,7 @@ def main() -> None:
 
 
 def report(rounds: list[dict[str, Round]], load_before: tuple[float, ...], load_after: tuple[float, ...]) -> None:
-    kinds = [kind(action) for action, _ in PLAN[:-1]]
+    kinds = [kind(action) for action, _ in PLAN[1:]]
 
     def of(durations: list[float], k: str | None) -> list[float]:
         return [d for d, dk in zip(durations, kinds, strict=True) if k is None or dk == k]
@@ -235,13 +236,13 @@ def report(rounds: list[dict[str, Round]], load_before: tuple[float, ...], load_
           f"(clicks {med(infra('click', 'remote')):.2f}, reads {med(infra('read', 'remote')):.2f})")
     total_k = med([sum(sides["kitsune"]["step"]) for sides in rounds])
     total_r = med([sum(sides["raw"]["step"]) for sides in rounds])
-    print(f"whole batch (steps 1..{STEPS - 1}): kitsune {total_k:.0f} ms, raw {total_r:.0f} ms, "
+    print(f"whole batch (steps 2..{STEPS}): kitsune {total_k:.0f} ms, raw {total_r:.0f} ms, "
           f"ratio {total_k / total_r:.3f}")
 
 
 def report_reads(rounds: list[dict[str, Round]]) -> None:
     """The reads' batch: the added cost of a read step with no write around it, per action and in all."""
-    actions = [action for action, _ in READ_PLAN[:-1]]
+    actions = [action for action, _ in READ_PLAN[1:]]
 
     def series(side: str, name: str, action: str | None) -> list[float]:
         return [d for sides in rounds for d, a in zip(sides[side][name], actions, strict=True)

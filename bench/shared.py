@@ -24,7 +24,7 @@ from bridge.wiring import run_node
 from core.settings import NatsConfig, NodeConfig
 from driver import ChromiumBrowser
 from messages.commands import Command
-from messages.events import Event, StepStarted
+from messages.events import Event, StepFailed, StepHeld, StepOutcomeUnknown, StepSkipped, StepSucceeded
 from messages.results import Outcome
 
 KITSUNE = Path(sys.executable).parent / "kitsune"
@@ -83,31 +83,35 @@ class TimedBrowser(ChromiumBrowser):
 
 
 class StepClock:
-    """When each step of the calls a node runs starts: ``time.perf_counter()`` at each ``StepStarted``,
-    in the node's event listener (one call at a time: ``clear`` before it, ``durations`` after)."""
+    """When each step of the calls a node runs ends: ``time.perf_counter()`` at each step's outcome event, in the
+    node's event listener (one call at a time: ``clear`` before it, ``durations`` after). A step's duration is from
+    the end of the step before to its own end: all the node does for it (its start, records, request, the browser,
+    its outcome) and nothing of the next step's. (Its ``StepStarted`` is no mark for it: a read on the node's own tab
+    is told started once its request is out, a write before its records, so intervals between starts would count a
+    read's start in the step before it.)"""
 
     def __init__(self, node: Node) -> None:
         self._lock = threading.Lock()
-        self._started: list[tuple[float, str]] = []
+        self._ended: list[tuple[float, str]] = []
         node.event_listeners.append(self._listen)
 
     def _listen(self, event: Event) -> None:
-        if type(event) is StepStarted:
+        if isinstance(event, StepSucceeded | StepFailed | StepOutcomeUnknown | StepHeld | StepSkipped):
             now = time.perf_counter()
             with self._lock:
-                self._started.append((now, event.action))
+                self._ended.append((now, event.path))
 
     def clear(self) -> None:
         with self._lock:
-            self._started.clear()
+            self._ended.clear()
 
     def durations(self, plan: Plan) -> list[float]:
-        """Milliseconds from each step's start to the next one's (the last step has none), in step order;
-        the steps seen must be ``plan``'s."""
+        """Milliseconds from each step's end to the next one's (the first step has none before it), in step order;
+        the steps ended must be ``plan``'s."""
         with self._lock:
-            started = sorted(self._started)
-        assert [action for _, action in started] == [action for action, _ in plan]
-        return [(t1 - t0) * 1000 for (t0, _), (t1, _) in itertools.pairwise(started)]
+            ended = sorted(self._ended)
+        assert [path for _, path in ended] == [str(n) for n in range(len(plan))]
+        return [(t1 - t0) * 1000 for (t0, _), (t1, _) in itertools.pairwise(ended)]
 
 
 def load_line(before: tuple[float, ...], after: tuple[float, ...]) -> str:
