@@ -26,7 +26,7 @@ from messages.results import Failed, Failure, Unknown
 __all__ = [
     "ERROR_PAGE", "Step", "Stop", "absent", "agent_js_stop", "closed", "closed_message", "fill_unmet_state",
     "first_line", "is_closed_error", "is_navigation_error", "navigation_stop", "net_error", "not_editable",
-    "pointer_sent", "stopped", "timed_out", "translate", "unchecked", "unresolved",
+    "pointer_sent", "stopped", "timed_out", "translate", "unanswered", "unchecked", "unresolved",
 ]
 
 ERROR_PAGE = "chrome-error://"
@@ -278,6 +278,13 @@ def unchecked(step: Step) -> Stop:
     """An element wait whose time ran out before its selector resolved, although the element is there."""
     return Stop("timeout", f"{step.action}: {step.selector!r} is there, but the page did not let it be checked "
                            f"within {step.timeout:g}s" + _nothing_sent(step), retryable=True)
+
+
+def unanswered(step: Step) -> Stop:
+    """An element wait whose time ran out with no element in its call log, on a page that then did not answer
+    whether one matches (a stalled machine or page): missing and never checked cannot be told apart."""
+    return Stop("timeout", f"{step.action}: no element matching {step.selector!r} was seen within {step.timeout:g}s, "
+                           "and the page did not answer whether one is there" + _nothing_sent(step), retryable=True)
 
 
 def not_editable(step: Step) -> Stop:

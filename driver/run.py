@@ -17,7 +17,7 @@ from playwright.async_api import Error as PlaywrightError
 from playwright.async_api import Locator, Page
 from playwright.async_api import TimeoutError as PlaywrightTimeoutError
 
-from driver.errors import Step, Stop, absent, closed_message, never_matched, pointer_sent, unchecked
+from driver.errors import Step, Stop, absent, closed_message, never_matched, pointer_sent, unanswered, unchecked
 from driver.guard import UrlGuard
 from driver.site_tools.runtime import SiteTools
 from driver.tabs import TabRegistry
@@ -100,8 +100,10 @@ class Run(Step):
         """Why an element wait timed out (``error``): no element at all, one that never became ``what``, or one the
         wait never got to check (its time ran out on a stalled machine before the selector resolved).
 
-        The page is asked how many elements match now (a probe a loaded page may not answer in time: then the
-        timeout's call log says whether anything ever matched, and if something did, ``what`` it was not).
+        The page is asked how many elements match now (a probe a loaded page may not answer in time: then, if the
+        timeout's call log shows something matched, ``what`` it was not; if nothing did, a timeout that says the
+        page could not tell, never ``not_found``: on a stalled machine the wait may end before its selector is
+        even resolved).
         """
         if self.gone():
             return Stop("tab_closed", closed_message(self), state={"tabId": self.tab})
@@ -109,7 +111,9 @@ class Run(Step):
         try:
             count = await asyncio.wait_for(locator.count(), _PROBE_TIMEOUT)
         except (PlaywrightError, TimeoutError):
-            count = -1 if matched else 0
+            if not matched:
+                return unanswered(self)
+            count = -1
         if count > 0 and not matched:
             return unchecked(self)
         return absent(self, count, what)
