@@ -33,6 +33,7 @@ import argparse
 import json
 import os
 import re
+import sys
 import tempfile
 from collections.abc import Awaitable, Callable
 from contextlib import AsyncExitStack
@@ -43,6 +44,8 @@ from typing import Any
 import anyio
 import mcp_types as types
 from mcp import ClientSession, StdioServerParameters, stdio_client
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # the repo root, for bench and tests.site
 
 from bench.first_answer import CHROMIUM, KITSUNE
 from bench.form20 import FIELDS, TOKEN, FormSite, batch, value

@@ -48,6 +48,8 @@ from pathlib import Path
 import anyio
 from mcp import ClientSession, StdioServerParameters, stdio_client
 
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # the repo root, for bench and tests.site
+
 from tests.site import TestSite
 
 KITSUNE = Path(sys.executable).parent / "kitsune"

@@ -37,6 +37,7 @@ import os
 import random
 import re
 import statistics
+import sys
 import tempfile
 import threading
 import time
@@ -52,6 +53,8 @@ import httpx
 import mcp_types as types
 from mcp import ClientSession, StdioServerParameters, stdio_client
 from playwright.async_api import Page, async_playwright
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # the repo root, for bench and tests.site
 
 from bench.first_answer import CHROMIUM, KITSUNE, playwright_mcp
 from bench.form20 import TOKEN

@@ -18,11 +18,14 @@ from __future__ import annotations
 
 import argparse
 import os
+import sys
 import tempfile
 from pathlib import Path
 
 import anyio
 from mcp import ClientSession, StdioServerParameters, stdio_client
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # the repo root, for bench and tests.site
 
 from bench.first_answer import CHROMIUM, KITSUNE, playwright_mcp
 
