@@ -59,7 +59,7 @@ from typing import Any, Literal
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # the repo root, for tests.site and bench
 
 from actors.fleet_registry import TabEntry
-from bench.shared import StepClock, TimedBrowser, alternating, commands, kind, load_line, start_node
+from bench.shared import Plan, StepClock, TimedBrowser, alternating, commands, kind, load_line, start_node
 from bridge.node import Node
 from messages.commands import parse_body
 from tests.nodes import open_user_tab, run_call
@@ -147,10 +147,11 @@ class Fleet:
         clock = self.clocks[id(through)]
         clock.clear()
         self.b_driver.timings.clear()
-        sent = commands([("title", None), *PLAN])
+        anchored: Plan = [("title", None), *PLAN]
+        sent = commands(anchored)
         sent[0]["tabId"] = self.tabs_a[0] if through is self.a else self.tabs_b[1]
         ok(through, "batch", {"commands": sent, "tabId": self.tabs_b[0]})
-        steps = clock.durations([("title", None), *PLAN])[1:]  # the plan's steps, from its second
+        steps = clock.durations(anchored)[1:]  # the plan's steps, from its second
         timings = self.b_driver.timings[-(STEPS - 1):]  # B's driver ran the plan's steps (and B's first read)
         return {"step": steps, "infra": [s - d for s, d in zip(steps, timings, strict=True)]}
 

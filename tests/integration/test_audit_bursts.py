@@ -83,7 +83,6 @@ async def _kept(access: NatsAccess, seqs: list[int]) -> list[Any]:
         await client.close()
 
 
-
 def test_a_reads_records_go_to_nats_in_one_write_a_linger_tick(nats_access: NatsAccess, test_site: TestSite,
                                                                 tmp_path: Path) -> None:
     """A batch of reads: each read's events and audit entry linger to the loop's next linger tick, which the event
@@ -105,11 +104,13 @@ def test_a_reads_records_go_to_nats_in_one_write_a_linger_tick(nats_access: Nats
             writelines(commands)
         transport.writelines = watched  # type: ignore[method-assign, assignment]
         started = node.io.loop.time()
-        assert run_call(node, spec).body["status"] == "ok"
-        until(lambda: sum(sent.count(AUDIT_SUBJECT.encode()) for sent in published) > 200, 10,
-              "the last reads' entries going out (they linger past the call's end)")
-        ticks = int(node.io.loop.time() // LINGER - started // LINGER) + 1
-        transport.writelines = writelines  # type: ignore[method-assign]
+        try:
+            assert run_call(node, spec).body["status"] == "ok"
+            until(lambda: sum(sent.count(AUDIT_SUBJECT.encode()) for sent in published) > 200, 10,
+                  "the last reads' entries going out (they linger past the call's end)")
+            ticks = int(node.io.loop.time() // LINGER - started // LINGER) + 1
+        finally:
+            transport.writelines = writelines  # type: ignore[method-assign]
     finally:
         node.stop()
     assert len(published) <= ticks + 3, (len(published), ticks)  # one write a tick; the call's start and end urgent

@@ -383,6 +383,13 @@ def test_failure_messages_never_carry_typed_values(act: Act, tab: int, site: Tes
 UNANSWERED = "the page did not answer whether one is there"
 """What an element wait's failure says when the page did not answer the probe after it."""
 
+
+async def _stalled_fill(locator: Locator, value: str, **_: Any) -> None:
+    """Playwright's fill as a stalled machine ends it: its wait ran out before its selector resolved."""
+    selector = locator._impl_obj._selector
+    raise PlaywrightTimeoutError(f"Locator.fill: Timeout 500ms exceeded.\nCall log:\n  - waiting for {selector}\n")
+
+
 _WATCHED_FIELDS = """const form = document.getElementById('form');
 const touched = Object.assign(document.createElement('input'), {type: 'hidden', name: 'touched', value: ''});
 form.append(touched);
@@ -405,11 +412,7 @@ def test_a_fill_that_timed_out_before_its_element_resolved_says_so_and_not_that_
     element, whether there is one or not. The page is asked: a field that is there is a timeout, one that is not is
     ``not_found``; nothing is sent either way. (Playwright's fill raises the stalled wait's error here.)"""
     goto(act, tab, site.url("/form"))
-
-    async def stalled(locator: Locator, value: str, **_: Any) -> None:
-        selector = locator._impl_obj._selector
-        raise PlaywrightTimeoutError(f"Locator.fill: Timeout 500ms exceeded.\nCall log:\n  - waiting for {selector}\n")
-    monkeypatch.setattr(Locator, "fill", stalled)
+    monkeypatch.setattr(Locator, "fill", _stalled_fill)
     there = act({"action": "fill", "selector": "#name", "value": SECRET}, tab, timeout=0.5)
     missing = act({"action": "fill", "selector": "#nope", "value": SECRET}, tab, timeout=0.5)
     assert isinstance(there, Failed) and (there.failure.code, there.failure.retryable) == ("timeout", True), there
@@ -429,14 +432,10 @@ def test_an_element_wait_the_page_does_not_answer_about_is_a_timeout_that_claims
     ``not_found``, and nothing sent."""
     goto(act, tab, site.url("/form"))
 
-    async def stalled(locator: Locator, value: str, **_: Any) -> None:
-        selector = locator._impl_obj._selector
-        raise PlaywrightTimeoutError(f"Locator.fill: Timeout 500ms exceeded.\nCall log:\n  - waiting for {selector}\n")
-
     async def silent(_locator: Locator) -> int:
         await asyncio.sleep(5)
         return 0
-    monkeypatch.setattr(Locator, "fill", stalled)
+    monkeypatch.setattr(Locator, "fill", _stalled_fill)
     monkeypatch.setattr(Locator, "count", silent)
     for selector in ("#name", "#nope"):
         outcome = act({"action": "fill", "selector": selector, "value": SECRET}, tab, timeout=0.5)
